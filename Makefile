@@ -1,0 +1,96 @@
+# zerotrain - build, test, sanitizers, fuzzing, benchmarks, install.
+# `make` builds build/zerotrain, build/libzerotrain.a and build/libzerotrain.so.
+
+CC       ?= gcc
+CLANG    ?= clang
+PREFIX   ?= /usr/local
+BUILD    ?= build
+MPI_CFLAGS := $(shell pkg-config --cflags mpi 2>/dev/null)
+MPI_LIBS   := $(shell pkg-config --libs mpi 2>/dev/null)
+WARN     := -Wall -Wextra -Wshadow -Werror -Wno-format-truncation
+OPT      ?= -O2 -g
+# -march=native only on request (make NATIVE=1); the default stays portable.
+ifeq ($(NATIVE),1)
+OPT      += -march=native
+endif
+CFLAGS_ALL := -std=c11 $(OPT) $(WARN) -fopenmp -fPIC -fvisibility=hidden \
+              -D_GNU_SOURCE -DZT_BUILDING_LIBRARY -Iinclude -Icommon $(MPI_CFLAGS) $(CFLAGS)
+LIBS     := -lopenblas -ljemalloc -lcjson -lm -fopenmp $(MPI_LIBS)
+
+LIB_SRC  := common/err.c memory/mem.c format/safetensors.c \
+            engine/rng.c engine/comm.c engine/load.c engine/engine.c \
+            models/layout.c models/layers.c models/bert.c optimizer/adamw.c
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+HDRS     := $(wildcard include/*.h common/*.h memory/*.h format/*.h engine/*.h models/*.h optimizer/*.h)
+
+UNIT_TESTS := test_safetensors test_layers test_rng test_memory test_golden test_api
+TEST_BINS  := $(UNIT_TESTS:%=$(BUILD)/tests/%)
+
+.PHONY: all lib test test-unit test-cli test-parity asan fuzz fuzz-build bench install clean
+all: $(BUILD)/zerotrain $(BUILD)/libzerotrain.a $(BUILD)/libzerotrain.so
+
+$(BUILD)/obj/%.o: %.c $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -c $< -o $@
+
+$(BUILD)/libzerotrain.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/libzerotrain.so: $(LIB_OBJ) zerotrain.map
+	$(CC) -shared -Wl,-soname,libzerotrain.so.0 -Wl,--version-script=zerotrain.map \
+	    -o $@ $(LIB_OBJ) $(LIBS)
+
+$(BUILD)/zerotrain: tools/zerotrain.c $(BUILD)/libzerotrain.a include/zerotrain.h
+	$(CC) $(CFLAGS_ALL) -fvisibility=default -o $@ tools/zerotrain.c $(BUILD)/libzerotrain.a $(LIBS)
+
+$(BUILD)/tests/%: tests/%.c $(BUILD)/libzerotrain.a $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -o $@ $< $(BUILD)/libzerotrain.a $(LIBS) -lcmocka
+
+# ---- tests -------------------------------------------------------------------------------
+# `make test` is the whole CI suite: unit tests, CLI tests, parity against the PyTorch
+# reference on random configs, the unit tests again under ASan/UBSan, 30 s of fuzzing.
+test: test-unit test-cli test-parity asan fuzz
+
+test-unit: $(TEST_BINS)
+	@set -e; for t in $(TEST_BINS); do echo "== $$t"; $$t; done
+
+test-cli: all
+	bash tests/test_cli.sh $(BUILD)/zerotrain
+
+test-parity: all
+	ZT=$(BUILD)/zerotrain bash tests/test_bert_random.sh
+
+asan:
+	$(MAKE) BUILD=build/asan OPT="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" \
+	    test-unit-asan
+
+test-unit-asan: $(TEST_BINS)
+	@set -e; for t in $(TEST_BINS); do echo "== $$t (asan+ubsan)"; \
+	    ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $$t; done
+
+FUZZ_SECONDS ?= 30
+fuzz-build: $(BUILD)/fuzz_safetensors
+$(BUILD)/fuzz_safetensors: tests/fuzz/fuzz_safetensors.c common/err.c format/safetensors.c $(HDRS)
+	@mkdir -p $(BUILD)
+	$(CLANG) -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -DZT_BUILDING_LIBRARY \
+	    -Iinclude -Icommon $(MPI_CFLAGS) -o $@ tests/fuzz/fuzz_safetensors.c common/err.c \
+	    format/safetensors.c -lcjson
+fuzz: $(BUILD)/fuzz_safetensors
+	@rm -rf $(BUILD)/fuzz-corpus && mkdir -p $(BUILD)/fuzz-corpus && cp tests/fuzz/corpus/* $(BUILD)/fuzz-corpus/
+	$(BUILD)/fuzz_safetensors -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 $(BUILD)/fuzz-corpus
+
+bench: all
+	bash benchmarks/bench_grad.sh
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin
+	install -m 644 include/zerotrain.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 $(BUILD)/libzerotrain.a $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(BUILD)/libzerotrain.so $(DESTDIR)$(PREFIX)/lib/libzerotrain.so.0
+	ln -sf libzerotrain.so.0 $(DESTDIR)$(PREFIX)/lib/libzerotrain.so
+	install -m 755 $(BUILD)/zerotrain $(DESTDIR)$(PREFIX)/bin/
+
+clean:
+	rm -rf build

@@ -1,0 +1,392 @@
+/* engine.c - the engine: owns every unit's flat fp32 buffers (params, grads, AdamW
+ * moments), runs a model unit by unit, clips and steps. One rank in this version: the
+ * buffers are already padded and split for N shards, but no collective runs yet. */
+
+#include "zerotrain.h"
+#include "comm.h"
+#include "load.h"
+#include "rng.h"
+#include "../common/err.h"
+#include "../memory/mem.h"
+#include "../models/bert.h"
+#include "../optimizer/adamw.h"
+
+#include <cblas.h>
+#include <errno.h>
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define ZT_SHARD_ALIGN 1024 /* floats: 4 KiB, O_DIRECT-aligned, whole 8-bit Adam blocks */
+
+struct zt_engine {
+    zt_config cfg;
+    char err[ZT_ERRMSG_MAX];
+    zt_comm comm;
+    bert_config bc;
+    zt_layout layout;
+    const zt_model_ops *ops;
+    void *model;
+    size_t *padded;          /* per unit: floats incl. padding to N * ZT_SHARD_ALIGN */
+    float **P, **G, **M, **V;
+    unsigned char *alias_seen; /* per parameter: the checkpoint stored the tied alias */
+    int64_t step;
+    int have_logits;
+};
+
+static int fail(const zt_engine *e, int rc)
+{
+    if (e)
+        snprintf(((zt_engine *)e)->err, sizeof e->err, "%s", zt_last_error());
+    return rc;
+}
+
+void zt_config_init(zt_config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->seed = 42;
+    c->dropout = 1;
+    c->lr = 1e-4f;
+    c->beta1 = 0.9f;
+    c->beta2 = 0.999f;
+    c->eps = 1e-8f;
+    c->weight_decay = 0.01f;
+}
+
+static int check_config(const zt_config *c)
+{
+    if (!c->model_dir == !c->model_preset)
+        return zt_fail(ZT_E_CONFIG, "config: give exactly one of model_dir and model_preset");
+    if (!(c->lr >= 0.0f) || !(c->beta1 >= 0.0f && c->beta1 < 1.0f) ||
+        !(c->beta2 >= 0.0f && c->beta2 < 1.0f) || !(c->eps > 0.0f) || !(c->weight_decay >= 0.0f))
+        return zt_fail(ZT_E_CONFIG, "config: optimizer needs lr >= 0, betas in [0, 1), eps > 0, "
+                                    "weight_decay >= 0");
+    if (!(c->grad_clip >= 0.0f) || c->threads < 0 || c->vocab_size < 0)
+        return zt_fail(ZT_E_CONFIG, "config: grad_clip, threads and vocab_size must be >= 0");
+    return 0;
+}
+
+static float **alloc_units(const zt_engine *e, int category)
+{
+    int n = e->layout.n_units;
+    float **b = calloc((size_t)n, sizeof *b);
+    if (!b) {
+        zt_fail(ZT_E_NOMEM, "out of memory");
+        return NULL;
+    }
+    for (int u = 0; u < n; u++)
+        if (!(b[u] = zt_mem_alloc(e->padded[u] * sizeof(float), ZT_ALIGN_PAGE, category))) {
+            for (int v = 0; v < u; v++)
+                zt_mem_free(b[v], e->padded[v] * sizeof(float), category);
+            free(b);
+            return NULL;
+        }
+    return b;
+}
+
+static void free_units(const zt_engine *e, float **b, int category)
+{
+    if (!b)
+        return;
+    for (int u = 0; u < e->layout.n_units; u++)
+        zt_mem_free(b[u], e->padded[u] * sizeof(float), category);
+    free(b);
+}
+
+int zt_engine_create(const zt_config *cfg, MPI_Comm comm, zt_engine **out)
+{
+    zt_engine *e;
+    char path[4096];
+    int rc;
+    zt_clear_error();
+    if (!cfg || !out)
+        return zt_fail(ZT_E_INVAL, "zt_engine_create: cfg and out must not be NULL");
+    *out = NULL;
+    ZT_TRY(check_config(cfg));
+    if (!(e = calloc(1, sizeof *e)))
+        return zt_fail(ZT_E_NOMEM, "out of memory");
+    e->cfg = *cfg;
+    e->cfg.model_dir = e->cfg.model_preset = NULL; /* borrowed strings are not kept */
+    e->comm.comm = MPI_COMM_NULL;
+    if (cfg->model_dir) {
+        snprintf(path, sizeof path, "%s/config.json", cfg->model_dir);
+        rc = bert_config_load(path, &e->bc);
+    } else {
+        rc = bert_config_preset(cfg->model_preset, cfg->vocab_size, &e->bc);
+    }
+    if (rc < 0 || (rc = bert_layout(&e->bc, &e->layout)) < 0)
+        goto fail;
+    if ((rc = zt_comm_open(&e->comm, comm)) < 0)
+        goto fail;
+    if (e->comm.size > 1) {
+        rc = zt_fail(ZT_E_UNSUPPORTED, "this build trains on one rank; %d ranks were given "
+                                       "(sharding over ranks comes with the ZeRO stages)",
+                     e->comm.size);
+        goto fail;
+    }
+    if (cfg->threads > 0) {
+        openblas_set_num_threads(cfg->threads);
+        omp_set_num_threads(cfg->threads);
+    }
+    e->padded = calloc((size_t)e->layout.n_units, sizeof *e->padded);
+    e->alias_seen = calloc((size_t)e->layout.n_params, 1);
+    if (!e->padded || !e->alias_seen) {
+        rc = zt_fail(ZT_E_NOMEM, "out of memory");
+        goto fail;
+    }
+    for (int u = 0; u < e->layout.n_units; u++) {
+        size_t q = (size_t)ZT_SHARD_ALIGN * (size_t)e->comm.size;
+        e->padded[u] = (e->layout.units[u].numel + q - 1) / q * q;
+    }
+    if (!(e->P = alloc_units(e, ZT_MEM_PARAMS)) || !(e->G = alloc_units(e, ZT_MEM_GRADS))) {
+        rc = ZT_E_NOMEM;
+        goto fail;
+    }
+    if (cfg->model_dir)
+        rc = zt_load_hf_weights(cfg->model_dir, &e->layout, e->P, e->alias_seen, cfg->seed);
+    else
+        for (int i = 0; i < e->layout.n_params; i++)
+            zt_param_init(&e->layout, i, e->P, cfg->seed);
+    if (rc < 0)
+        goto fail;
+    e->ops = &bert_ops;
+    if ((rc = bert_create(&e->bc, &e->layout, cfg->dropout, cfg->seed, &e->model)) < 0)
+        goto fail;
+    {
+        zt_model_info mi;
+        zt_engine_model_info(e, &mi);
+        zt_log(ZT_LOG_INFO, "model: BERT L%d H%d A%d I%d V%d, %d units, %zu parameters",
+               mi.num_layers, mi.hidden_size, mi.num_heads, mi.intermediate_size, mi.vocab_size,
+               mi.num_units, mi.num_parameters);
+    }
+    *out = e;
+    return 0;
+fail:
+    snprintf(path, sizeof path, "%s", zt_last_error());
+    zt_engine_destroy(e);
+    zt_fail(rc, "%s", path);
+    return rc;
+}
+
+void zt_engine_destroy(zt_engine *e)
+{
+    if (!e)
+        return;
+    if (e->ops && e->model)
+        e->ops->destroy(e->model);
+    free_units(e, e->P, ZT_MEM_PARAMS);
+    free_units(e, e->G, ZT_MEM_GRADS);
+    free_units(e, e->M, ZT_MEM_OPTIMIZER);
+    free_units(e, e->V, ZT_MEM_OPTIMIZER);
+    zt_comm_close(&e->comm);
+    zt_layout_free(&e->layout);
+    free(e->padded);
+    free(e->alias_seen);
+    free(e);
+}
+
+const char *zt_engine_last_error(const zt_engine *e) { return e ? e->err : zt_last_error(); }
+
+int zt_engine_model_info(const zt_engine *e, zt_model_info *o)
+{
+    if (!e || !o)
+        return zt_fail(ZT_E_INVAL, "zt_engine_model_info: NULL argument");
+    memset(o, 0, sizeof *o);
+    snprintf(o->model_type, sizeof o->model_type, "bert");
+    o->vocab_size = e->bc.vocab;
+    o->hidden_size = e->bc.hidden;
+    o->num_layers = e->bc.layers;
+    o->num_heads = e->bc.heads;
+    o->intermediate_size = e->bc.inter;
+    o->max_positions = e->bc.max_pos;
+    o->type_vocab_size = e->bc.type_vocab;
+    o->num_tensors = e->layout.n_params;
+    o->num_units = e->layout.n_units;
+    for (int i = 0; i < e->layout.n_params; i++)
+        o->num_parameters += e->layout.params[i].numel;
+    return 0;
+}
+
+int zt_engine_param_count(const zt_engine *e) { return e ? e->layout.n_params : ZT_E_INVAL; }
+
+int zt_engine_param_get(const zt_engine *e, int i, zt_param_info *o)
+{
+    const zt_param_def *d;
+    if (!e || !o || i < 0 || i >= e->layout.n_params)
+        return fail(e, zt_fail(ZT_E_INVAL, "zt_engine_param_get: index %d out of range", i));
+    d = &e->layout.params[i];
+    memset(o, 0, sizeof *o);
+    o->name = d->name;
+    o->alias = e->alias_seen[i] ? d->alias : NULL;
+    o->ndim = d->ndim;
+    memcpy(o->shape, d->shape, sizeof o->shape);
+    o->numel = d->numel;
+    o->unit = d->unit;
+    o->decay = e->cfg.decay_all ? 1 : d->decay;
+    return 0;
+}
+
+static int find_param(const zt_engine *e, const char *name, size_t n, const zt_param_def **out)
+{
+    int i;
+    if (!e || !name)
+        return zt_fail(ZT_E_INVAL, "NULL engine or name");
+    if ((i = zt_layout_find(&e->layout, name)) < 0)
+        return zt_fail(ZT_E_NOTFOUND, "no parameter named \"%s\"", name);
+    *out = &e->layout.params[i];
+    if (n != (*out)->numel)
+        return zt_fail(ZT_E_SHAPE, "parameter \"%s\" has %zu elements, buffer has %zu", name,
+                       (*out)->numel, n);
+    return 0;
+}
+
+int zt_engine_read_param(const zt_engine *e, const char *name, float *dst, size_t n)
+{
+    const zt_param_def *d;
+    int rc = find_param(e, name, n, &d);
+    if (rc < 0)
+        return fail(e, rc);
+    memcpy(dst, e->P[d->unit] + d->offset, n * sizeof(float));
+    return 0;
+}
+
+int zt_engine_read_grad(const zt_engine *e, const char *name, float *dst, size_t n)
+{
+    const zt_param_def *d;
+    int rc = find_param(e, name, n, &d);
+    if (rc < 0)
+        return fail(e, rc);
+    memcpy(dst, e->G[d->unit] + d->offset, n * sizeof(float));
+    return 0;
+}
+
+int zt_engine_write_param(zt_engine *e, const char *name, const float *src, size_t n)
+{
+    const zt_param_def *d;
+    int rc = find_param(e, name, n, &d);
+    if (rc < 0)
+        return fail(e, rc);
+    memcpy(e->P[d->unit] + d->offset, src, n * sizeof(float));
+    return 0;
+}
+
+int zt_engine_zero_grad(zt_engine *e)
+{
+    if (!e)
+        return zt_fail(ZT_E_INVAL, "zt_engine_zero_grad: NULL engine");
+    for (int u = 0; u < e->layout.n_units; u++)
+        memset(e->G[u], 0, e->padded[u] * sizeof(float));
+    return 0;
+}
+
+int zt_engine_forward_backward(zt_engine *e, const zt_batch *b, int keep_logits,
+                               zt_fb_result *out)
+{
+    int64_t n = 0;
+    int rc, nu;
+    double sum;
+    if (!e || !b)
+        return fail(e, zt_fail(ZT_E_INVAL, "zt_engine_forward_backward: NULL argument"));
+    zt_clear_error();
+    e->have_logits = 0;
+    if ((rc = e->ops->prepare(e->model, b, keep_logits, &n)) < 0)
+        return fail(e, rc);
+    nu = e->layout.n_units;
+    for (int u = 0; u < nu; u++)
+        e->ops->forward_unit(e->model, u, e->P);
+    sum = e->ops->loss(e->model, n > 0 ? (float)(1.0 / (double)n) : 0.0f);
+    for (int u = nu - 1; u >= 0; u--)
+        e->ops->backward_unit(e->model, u, e->P, e->G);
+    e->have_logits = keep_logits;
+    if (out) {
+        out->loss_sum = sum;
+        out->n_labels = n;
+        out->loss = n > 0 ? (float)(sum / (double)n) : 0.0f;
+    }
+    return 0;
+}
+
+int zt_engine_logits(const zt_engine *e, const float **logits, int64_t shape[3])
+{
+    if (!e || !logits || !shape)
+        return zt_fail(ZT_E_INVAL, "zt_engine_logits: NULL argument");
+    if (!e->have_logits || !(*logits = e->ops->logits(e->model, shape)))
+        return fail(e, zt_fail(ZT_E_INVAL, "no logits: call zt_engine_forward_backward with "
+                                           "keep_logits first"));
+    return 0;
+}
+
+int zt_engine_step(zt_engine *e, float lr, zt_step_info *out)
+{
+    double sumsq = 0.0, norm;
+    float coef = 1.0f;
+    zt_adamw_hparams hp;
+    if (!e)
+        return zt_fail(ZT_E_INVAL, "zt_engine_step: NULL engine");
+    if (!(lr >= 0.0f))
+        return fail(e, zt_fail(ZT_E_INVAL, "zt_engine_step: learning rate %g is not >= 0", lr));
+    if (!e->M) {
+        if (!(e->M = alloc_units(e, ZT_MEM_OPTIMIZER)))
+            return fail(e, ZT_E_NOMEM);
+        if (!(e->V = alloc_units(e, ZT_MEM_OPTIMIZER))) {
+            free_units(e, e->M, ZT_MEM_OPTIMIZER);
+            e->M = NULL;
+            return fail(e, ZT_E_NOMEM);
+        }
+    }
+    for (int u = 0; u < e->layout.n_units; u++)
+        sumsq += zt_sumsq(e->G[u], e->padded[u]);
+    norm = sqrt(sumsq);
+    if (e->cfg.grad_clip > 0.0f && norm > e->cfg.grad_clip)
+        coef = (float)(e->cfg.grad_clip / (norm + 1e-6));
+    e->step++;
+    hp = (zt_adamw_hparams){lr, e->cfg.beta1, e->cfg.beta2, e->cfg.eps, e->cfg.weight_decay,
+                            e->step, coef};
+    for (int i = 0; i < e->layout.n_params; i++) {
+        const zt_param_def *d = &e->layout.params[i];
+        size_t o = d->offset;
+        zt_adamw_update(e->P[d->unit] + o, e->G[d->unit] + o, e->M[d->unit] + o,
+                        e->V[d->unit] + o, d->numel, &hp, e->cfg.decay_all || d->decay);
+    }
+    if (out) {
+        out->grad_norm = norm;
+        out->clip_coef = coef;
+        out->step = e->step;
+    }
+    return 0;
+}
+
+int zt_engine_save_model(zt_engine *e, const char *dir)
+{
+    char path[4096];
+    zt_tensor_view *v;
+    int rc, n;
+    if (!e || !dir)
+        return zt_fail(ZT_E_INVAL, "zt_engine_save_model: NULL argument");
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+        return fail(e, zt_fail(-errno, "%s: cannot create folder: %s", dir, strerror(errno)));
+    n = e->layout.n_params;
+    if (!(v = calloc((size_t)n, sizeof *v)))
+        return fail(e, zt_fail(ZT_E_NOMEM, "out of memory"));
+    for (int i = 0; i < n; i++) {
+        const zt_param_def *d = &e->layout.params[i];
+        v[i].name = d->name;
+        v[i].dtype = ZT_F32;
+        v[i].ndim = d->ndim;
+        for (int k = 0; k < d->ndim; k++)
+            v[i].shape[k] = d->shape[k];
+        v[i].data = e->P[d->unit] + d->offset;
+    }
+    static const char *const meta[] = {"format", "pt", "producer", "zerotrain 0.1.0"};
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    rc = zt_safetensors_write(path, v, n, meta, 2);
+    free(v);
+    if (rc >= 0) {
+        snprintf(path, sizeof path, "%s/config.json", dir);
+        rc = bert_config_save(&e->bc, path);
+    }
+    return rc < 0 ? fail(e, rc) : 0;
+}

@@ -1,0 +1,18 @@
+/* load.h - Hugging Face weights into the engine's unit buffers: model.safetensors or a
+ * sharded model.safetensors.index.json, F32/F16/BF16, tied duplicates optional. */
+#ifndef ZT_ENGINE_LOAD_H
+#define ZT_ENGINE_LOAD_H
+
+#include <stdint.h>
+#include "../models/model.h"
+
+/* Fills P from dir. alias_seen[i] = 1 when the checkpoint also stored parameter i's tied
+ * duplicate. Missing MLM-head parameters ("cls.") are initialised (seed) with a warning;
+ * any other missing parameter, a shape mismatch or an unsupported dtype is an error. */
+int zt_load_hf_weights(const char *dir, const zt_layout *l, float *const *P,
+                       unsigned char *alias_seen, uint64_t seed);
+
+/* HF initialisation of parameter i: normal(0, init_std), ones or zeros. */
+void zt_param_init(const zt_layout *l, int i, float *const *P, uint64_t seed);
+
+#endif

@@ -1,0 +1,212 @@
+/* zerotrain.h - the one public header of libzerotrain.
+ * Everything an outside trainer or the zerotrain command needs: engine lifetime, model
+ * loading, forward/backward, optimizer step, safetensors I/O, memory report, errors.
+ * Internal layouts (units, shards, kernels) are not exposed; see docs/architecture.md. */
+#ifndef ZEROTRAIN_H
+#define ZEROTRAIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <mpi.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(ZT_BUILDING_LIBRARY) && defined(__GNUC__)
+#define ZT_API __attribute__((visibility("default")))
+#else
+#define ZT_API
+#endif
+
+#define ZT_VERSION_MAJOR 0
+#define ZT_VERSION_MINOR 1
+#define ZT_VERSION_PATCH 0
+#define ZT_ABI_VERSION 1
+
+/* ---- errors -------------------------------------------------------------------------
+ * Every fallible function returns 0 (or a count) on success and a negative value on
+ * failure: -errno for system errors, or one of the codes below. */
+enum {
+    ZT_E_BASE = -10000,
+    ZT_E_FORMAT = -10001,  /* a file is not what it claims (safetensors, JSON) */
+    ZT_E_CONFIG = -10002,  /* a configuration value is missing, wrong or inconsistent */
+    ZT_E_SHAPE = -10003,   /* tensor shapes or dimensions do not fit */
+    ZT_E_MPI = -10004,     /* an MPI call failed */
+    ZT_E_INVAL = -10005,   /* API misuse: bad argument or call order */
+    ZT_E_NOTFOUND = -10006, /* a named tensor or parameter does not exist */
+    ZT_E_RANGE = -10007,   /* input data out of range (token id >= vocab, ...) */
+    ZT_E_UNSUPPORTED = -10008, /* valid but not supported by this build */
+    ZT_E_NOMEM = -10009,   /* an allocation failed */
+};
+
+/* Short description of an error code (ZT_E_* or -errno). Never NULL. */
+ZT_API const char *zt_strerror(int err);
+/* Detailed message of the last failing call on this thread (file, tensor, offset, ...).
+ * Functions that take an engine also keep it in zt_engine_last_error(). */
+ZT_API const char *zt_last_error(void);
+/* "MAJOR.MINOR.PATCH" */
+ZT_API const char *zt_version(void);
+
+/* ---- logging ------------------------------------------------------------------------
+ * The library never prints; it hands messages to this callback (default: none). */
+enum { ZT_LOG_ERROR = 0, ZT_LOG_WARN = 1, ZT_LOG_INFO = 2, ZT_LOG_DEBUG = 3 };
+typedef void (*zt_log_fn)(int level, const char *msg, void *user);
+ZT_API void zt_log_set(zt_log_fn fn, void *user, int max_level);
+
+/* ---- memory report ------------------------------------------------------------------ */
+enum {
+    ZT_MEM_PARAMS = 0, ZT_MEM_GRADS, ZT_MEM_OPTIMIZER, ZT_MEM_ACTIVATIONS,
+    ZT_MEM_COMM, ZT_MEM_IO, ZT_MEM_OTHER, ZT_MEM_NCAT
+};
+typedef struct zt_mem_report {
+    size_t current[ZT_MEM_NCAT]; /* bytes held now, by category */
+    size_t peak[ZT_MEM_NCAT];    /* highest value of current[] seen */
+    size_t total_current, total_peak;
+    size_t jemalloc_allocated;   /* jemalloc stats.allocated (0 if unavailable) */
+    size_t jemalloc_resident;    /* jemalloc stats.resident */
+    size_t peak_rss;             /* process peak resident set (getrusage), bytes */
+} zt_mem_report;
+ZT_API void zt_memory_report(zt_mem_report *out);
+ZT_API const char *zt_memory_category_name(int category);
+
+/* ---- safetensors --------------------------------------------------------------------
+ * Reader: validates the whole header (spec checks) on open and maps the file read-only.
+ * Writer: writes atomically (temp file, fsync, rename, fsync of the folder). */
+typedef enum zt_dtype {
+    ZT_F32 = 0, ZT_F16, ZT_BF16, ZT_F64, ZT_I64, ZT_I32, ZT_I16, ZT_I8, ZT_U8, ZT_BOOL,
+    ZT_DTYPE_COUNT
+} zt_dtype;
+#define ZT_MAX_DIMS 8
+typedef struct zt_tensor_info {
+    const char *name;     /* valid while the file is open */
+    zt_dtype dtype;
+    int ndim;
+    int64_t shape[ZT_MAX_DIMS];
+    size_t numel;
+    size_t nbytes;
+    size_t offset;        /* absolute byte offset of the data in the file */
+    const void *data;     /* mapped data, little-endian, possibly unaligned */
+} zt_tensor_info;
+typedef struct zt_safetensors zt_safetensors;
+
+ZT_API const char *zt_dtype_name(zt_dtype t);
+ZT_API size_t zt_dtype_size(zt_dtype t);
+ZT_API int zt_safetensors_open(const char *path, zt_safetensors **out);
+ZT_API void zt_safetensors_close(zt_safetensors *f);
+ZT_API int zt_safetensors_count(const zt_safetensors *f);
+/* i in [0, count): tensors sorted by name */
+ZT_API int zt_safetensors_get(const zt_safetensors *f, int i, zt_tensor_info *out);
+ZT_API int zt_safetensors_find(const zt_safetensors *f, const char *name, zt_tensor_info *out);
+/* Value of a __metadata__ entry, or NULL. */
+ZT_API const char *zt_safetensors_metadata(const zt_safetensors *f, const char *key);
+/* Converts F32/F16/BF16 tensor data to float (n must equal numel). */
+ZT_API int zt_tensor_to_f32(const zt_tensor_info *t, float *dst, size_t n);
+
+typedef struct zt_tensor_view {
+    const char *name;
+    zt_dtype dtype;
+    int ndim;
+    int64_t shape[ZT_MAX_DIMS];
+    const void *data;
+} zt_tensor_view;
+/* metadata: NULL or n_meta pairs {key0, value0, key1, value1, ...} */
+ZT_API int zt_safetensors_write(const char *path, const zt_tensor_view *tensors, int n,
+                                const char *const *metadata, int n_meta);
+
+/* ---- engine -------------------------------------------------------------------------- */
+typedef struct zt_engine zt_engine;
+
+typedef struct zt_config {
+    /* model: exactly one of model_dir (Hugging Face folder: config.json plus
+     * model.safetensors or model.safetensors.index.json) or model_preset ("bert-tiny",
+     * "bert-mini", "bert-small", "bert-medium", "bert-base", "bert-large"). */
+    const char *model_dir;
+    const char *model_preset;
+    int vocab_size;          /* presets only: 0 = 30522 */
+    uint64_t seed;           /* Philox key: init, dropout */
+    int threads;             /* 0 = all cores */
+    int dropout;             /* 1 = use the model's dropout probabilities, 0 = off */
+    /* optimizer (AdamW, torch.optim.AdamW semantics) */
+    float lr;
+    float beta1, beta2, eps, weight_decay;
+    float grad_clip;         /* global-norm clipping, 0 = off */
+    int decay_all;           /* 1 = weight decay on every parameter, 0 = skip biases and
+                              * LayerNorm weights (BERT recipe) */
+} zt_config;
+
+/* Fills defaults: AdamW lr 1e-4, betas (0.9, 0.999), eps 1e-8, wd 0.01, seed 42. */
+ZT_API void zt_config_init(zt_config *cfg);
+
+/* The library duplicates comm and never calls MPI_Init/Finalize. comm may be
+ * MPI_COMM_NULL: one rank, no MPI calls at all. */
+ZT_API int zt_engine_create(const zt_config *cfg, MPI_Comm comm, zt_engine **out);
+ZT_API void zt_engine_destroy(zt_engine *e);
+ZT_API const char *zt_engine_last_error(const zt_engine *e);
+
+typedef struct zt_model_info {
+    char model_type[16];     /* "bert" */
+    int vocab_size, hidden_size, num_layers, num_heads, intermediate_size;
+    int max_positions, type_vocab_size;
+    size_t num_parameters;   /* trainable scalars (tied counted once) */
+    int num_tensors;         /* parameter tensors (tied counted once) */
+    int num_units;
+} zt_model_info;
+ZT_API int zt_engine_model_info(const zt_engine *e, zt_model_info *out);
+
+typedef struct zt_param_info {
+    const char *name;        /* Hugging Face name */
+    const char *alias;       /* tied duplicate name the loaded checkpoint also stored, or NULL
+                              * (e.g. "cls.predictions.decoder.weight") */
+    int ndim;
+    int64_t shape[4];
+    size_t numel;
+    int unit;
+    int decay;               /* weight decay applies */
+} zt_param_info;
+ZT_API int zt_engine_param_count(const zt_engine *e);
+ZT_API int zt_engine_param_get(const zt_engine *e, int i, zt_param_info *out);
+
+/* One micro-batch, row-major [B, T] int64 arrays. token_type_ids may be NULL (zeros),
+ * attention_mask may be NULL (all ones). labels: -100 = ignored.
+ * first_sample: global index of row 0 (keys dropout; row b uses first_sample + b). */
+typedef struct zt_batch {
+    int B, T;
+    const int64_t *input_ids, *attention_mask, *token_type_ids, *labels;
+    uint64_t first_sample;
+} zt_batch;
+
+typedef struct zt_fb_result {
+    float loss;              /* mean cross-entropy over labelled tokens */
+    double loss_sum;         /* sum of token losses */
+    int64_t n_labels;        /* labelled tokens in the batch */
+} zt_fb_result;
+
+/* Forward and backward of one micro-batch; gradients are accumulated (+=) until
+ * zt_engine_zero_grad. keep_logits != 0 keeps [B, T, V] logits for zt_engine_logits. */
+ZT_API int zt_engine_forward_backward(zt_engine *e, const zt_batch *b, int keep_logits,
+                                      zt_fb_result *out);
+/* Logits of the last forward_backward with keep_logits; shape[0..2] = B, T, V. */
+ZT_API int zt_engine_logits(const zt_engine *e, const float **logits, int64_t shape[3]);
+ZT_API int zt_engine_zero_grad(zt_engine *e);
+
+/* Copy a parameter / its gradient by Hugging Face name into dst (n = numel). */
+ZT_API int zt_engine_read_param(const zt_engine *e, const char *name, float *dst, size_t n);
+ZT_API int zt_engine_read_grad(const zt_engine *e, const char *name, float *dst, size_t n);
+ZT_API int zt_engine_write_param(zt_engine *e, const char *name, const float *src, size_t n);
+
+typedef struct zt_step_info {
+    double grad_norm;        /* global L2 norm before clipping */
+    float clip_coef;         /* factor applied to gradients (1 = none) */
+    int64_t step;            /* optimizer steps taken so far, this one included */
+} zt_step_info;
+/* Clip by global norm (cfg.grad_clip), AdamW update with this learning rate. */
+ZT_API int zt_engine_step(zt_engine *e, float lr, zt_step_info *out);
+
+/* Save weights as a Hugging Face folder (config.json + model.safetensors), atomically. */
+ZT_API int zt_engine_save_model(zt_engine *e, const char *dir);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

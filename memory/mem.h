@@ -1,0 +1,18 @@
+/* mem.h - aligned allocation from a dedicated jemalloc arena, counted by category.
+ * Does not pin, offload or pool memory; callers free what they allocate with its size. */
+#ifndef ZT_MEMORY_MEM_H
+#define ZT_MEMORY_MEM_H
+
+#include <stddef.h>
+#include "zerotrain.h"
+
+#define ZT_ALIGN_CACHE 64u
+#define ZT_ALIGN_PAGE 4096u    /* anything that may go through O_DIRECT */
+
+/* Zero-filled, aligned to align (a power of two >= 16), counted in category.
+ * Returns NULL (and sets the last error) when bytes is 0 or memory is exhausted. */
+void *zt_mem_alloc(size_t bytes, size_t align, int category);
+/* p may be NULL; bytes and category must be those given to zt_mem_alloc. */
+void zt_mem_free(void *p, size_t bytes, int category);
+
+#endif

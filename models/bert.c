@@ -1,0 +1,599 @@
+/* bert.c - BertForMaskedLM on per-unit flat buffers: config (HF config.json), parameter
+ * layout, and unit-by-unit forward/backward built from layers.c. Owns only activations;
+ * parameters and gradients are the engine's. Not here: pooler, NSP head, fp16. */
+
+#include "bert.h"
+#include "layers.h"
+#include "../common/err.h"
+#include "../engine/rng.h"
+#include "../memory/mem.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ---- config ------------------------------------------------------------------------- */
+
+static char *read_small_file(const char *path, size_t limit)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf = NULL;
+    long n;
+    if (!f) {
+        zt_fail(-errno, "%s: cannot open: %s", path, strerror(errno));
+        return NULL;
+    }
+    if (fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0 || (size_t)n > limit ||
+        fseek(f, 0, SEEK_SET) != 0) {
+        zt_fail(ZT_E_FORMAT, "%s: unreadable or larger than %zu bytes", path, limit);
+        fclose(f);
+        return NULL;
+    }
+    buf = malloc((size_t)n + 1);
+    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        zt_fail(-EIO, "%s: short read", path);
+        free(buf);
+        buf = NULL;
+    } else if (buf) {
+        buf[n] = '\0';
+    } else {
+        zt_fail(ZT_E_NOMEM, "%s: out of memory", path);
+    }
+    fclose(f);
+    return buf;
+}
+
+/* Integer field: required (def < 0) or defaulted; must be >= 1. */
+static int get_int(const cJSON *o, const char *path, const char *key, int def, int *out)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!v || cJSON_IsNull(v)) {
+        if (def < 0)
+            return zt_fail(ZT_E_CONFIG, "%s: missing required field \"%s\"", path, key);
+        *out = def;
+        return 0;
+    }
+    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < 1 ||
+        v->valuedouble > 1e9)
+        return zt_fail(ZT_E_CONFIG, "%s: field \"%s\" must be a positive integer", path, key);
+    *out = (int)v->valuedouble;
+    return 0;
+}
+
+static int get_float(const cJSON *o, const char *path, const char *key, double def, double lo,
+                     double hi, float *out)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!v || cJSON_IsNull(v)) {
+        *out = (float)def;
+        return 0;
+    }
+    if (!cJSON_IsNumber(v) || !(v->valuedouble >= lo && v->valuedouble <= hi))
+        return zt_fail(ZT_E_CONFIG, "%s: field \"%s\" must be a number in [%g, %g]", path, key,
+                       lo, hi);
+    *out = (float)v->valuedouble;
+    return 0;
+}
+
+static int check_string(const cJSON *o, const char *path, const char *key, const char *want)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!v)
+        return 0;
+    if (!cJSON_IsString(v) || strcmp(v->valuestring, want) != 0)
+        return zt_fail(ZT_E_UNSUPPORTED, "%s: \"%s\" is %s%s%s; only \"%s\" is supported", path,
+                       key, cJSON_IsString(v) ? "\"" : "", cJSON_IsString(v) ? v->valuestring
+                                                                         : "not a string",
+                       cJSON_IsString(v) ? "\"" : "", want);
+    return 0;
+}
+
+static int validate(const bert_config *c, const char *where)
+{
+    if (c->hidden % c->heads != 0)
+        return zt_fail(ZT_E_CONFIG,
+                       "%s: hidden_size %d is not divisible by num_attention_heads %d", where,
+                       c->hidden, c->heads);
+    if (c->hidden_drop >= 1.0f || c->attn_drop >= 1.0f)
+        return zt_fail(ZT_E_CONFIG, "%s: dropout probabilities must be < 1", where);
+    return 0;
+}
+
+int bert_config_load(const char *path, bert_config *c)
+{
+    char *text = read_small_file(path, 1u << 20);
+    cJSON *o;
+    int rc = 0;
+    if (!text)
+        return zt_fail_wrap(-ENOENT, "reading model config");
+    o = cJSON_Parse(text);
+    free(text);
+    if (!o || !cJSON_IsObject(o)) {
+        cJSON_Delete(o);
+        return zt_fail(ZT_E_FORMAT, "%s: not a JSON object", path);
+    }
+    memset(c, 0, sizeof *c);
+    if ((rc = check_string(o, path, "model_type", "bert")) < 0 ||
+        (rc = check_string(o, path, "hidden_act", "gelu")) < 0 ||
+        (rc = check_string(o, path, "position_embedding_type", "absolute")) < 0 ||
+        (rc = get_int(o, path, "vocab_size", -1, &c->vocab)) < 0 ||
+        (rc = get_int(o, path, "hidden_size", -1, &c->hidden)) < 0 ||
+        (rc = get_int(o, path, "num_hidden_layers", -1, &c->layers)) < 0 ||
+        (rc = get_int(o, path, "num_attention_heads", -1, &c->heads)) < 0 ||
+        (rc = get_int(o, path, "intermediate_size", -1, &c->inter)) < 0 ||
+        (rc = get_int(o, path, "max_position_embeddings", -1, &c->max_pos)) < 0 ||
+        (rc = get_int(o, path, "type_vocab_size", -1, &c->type_vocab)) < 0 ||
+        (rc = get_float(o, path, "layer_norm_eps", 1e-12, 0.0, 1.0, &c->eps)) < 0 ||
+        (rc = get_float(o, path, "hidden_dropout_prob", 0.1, 0.0, 1.0, &c->hidden_drop)) < 0 ||
+        (rc = get_float(o, path, "attention_probs_dropout_prob", 0.1, 0.0, 1.0, &c->attn_drop)) <
+            0 ||
+        (rc = get_float(o, path, "initializer_range", 0.02, 0.0, 10.0, &c->init_range)) < 0)
+        goto out;
+    if (!cJSON_GetObjectItemCaseSensitive(o, "hidden_act"))
+        rc = zt_fail(ZT_E_CONFIG, "%s: missing required field \"hidden_act\"", path);
+    else
+        rc = validate(c, path);
+out:
+    cJSON_Delete(o);
+    return rc;
+}
+
+int bert_config_preset(const char *name, int vocab, bert_config *c)
+{
+    static const struct { const char *name; int L, H, A; } presets[] = {
+        {"bert-tiny", 2, 128, 2},   {"bert-mini", 4, 256, 4},   {"bert-small", 4, 512, 8},
+        {"bert-medium", 8, 512, 8}, {"bert-base", 12, 768, 12}, {"bert-large", 24, 1024, 16},
+    };
+    for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++) {
+        if (strcmp(name, presets[i].name) != 0)
+            continue;
+        *c = (bert_config){.vocab = vocab > 0 ? vocab : 30522, .hidden = presets[i].H,
+                           .layers = presets[i].L, .heads = presets[i].A,
+                           .inter = 4 * presets[i].H, .max_pos = 512, .type_vocab = 2,
+                           .eps = 1e-12f, .hidden_drop = 0.1f, .attn_drop = 0.1f,
+                           .init_range = 0.02f};
+        return 0;
+    }
+    return zt_fail(ZT_E_CONFIG,
+                   "unknown model preset \"%s\" (known: bert-tiny, bert-mini, bert-small, "
+                   "bert-medium, bert-base, bert-large)",
+                   name);
+}
+
+int bert_config_save(const bert_config *c, const char *path)
+{
+    char tmp[4096], text[2048];
+    int fd, n, rc = 0;
+    n = snprintf(text, sizeof text,
+                 "{\n  \"architectures\": [\"BertForMaskedLM\"],\n  \"model_type\": \"bert\",\n"
+                 "  \"vocab_size\": %d,\n  \"hidden_size\": %d,\n  \"num_hidden_layers\": %d,\n"
+                 "  \"num_attention_heads\": %d,\n  \"intermediate_size\": %d,\n"
+                 "  \"hidden_act\": \"gelu\",\n  \"hidden_dropout_prob\": %.9g,\n"
+                 "  \"attention_probs_dropout_prob\": %.9g,\n  \"max_position_embeddings\": %d,\n"
+                 "  \"type_vocab_size\": %d,\n  \"initializer_range\": %.9g,\n"
+                 "  \"layer_norm_eps\": %.9g,\n  \"pad_token_id\": 0,\n"
+                 "  \"position_embedding_type\": \"absolute\",\n  \"tie_word_embeddings\": true,\n"
+                 "  \"torch_dtype\": \"float32\"\n}\n",
+                 c->vocab, c->hidden, c->layers, c->heads, c->inter, c->hidden_drop, c->attn_drop,
+                 c->max_pos, c->type_vocab, c->init_range, c->eps);
+    snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", path);
+    if ((fd = mkstemp(tmp)) < 0)
+        return zt_fail(-errno, "%s: cannot create: %s", path, strerror(errno));
+    errno = 0;
+    if (fchmod(fd, 0644) != 0 || write(fd, text, (size_t)n) != n || fsync(fd) != 0)
+        rc = zt_fail(errno ? -errno : -EIO, "%s: write failed: %s", path, strerror(errno));
+    if (close(fd) != 0 && rc == 0)
+        rc = zt_fail(-errno, "%s: close failed: %s", path, strerror(errno));
+    if (rc == 0 && rename(tmp, path) != 0)
+        rc = zt_fail(-errno, "%s: rename failed: %s", path, strerror(errno));
+    if (rc < 0)
+        unlink(tmp);
+    return rc;
+}
+
+/* ---- layout ------------------------------------------------------------------------- */
+
+enum { E_WORD, E_POS, E_TYPE, E_LNW, E_LNB, E_N };
+enum { L_QW, L_QB, L_KW, L_KB, L_VW, L_VB, L_AOW, L_AOB, L_LN1W, L_LN1B, L_IW, L_IB, L_OW, L_OB,
+       L_LN2W, L_LN2B, L_N };
+enum { H_TW, H_TB, H_LNW, H_LNB, H_BIAS, H_N };
+
+static int add(zt_layout *l, const char *name, int64_t d0, int64_t d1, int init, int decay)
+{
+    int64_t shape[2] = {d0, d1};
+    return zt_layout_add_param(l, name, d1 ? 2 : 1, shape, init, decay);
+}
+
+int bert_layout(const bert_config *c, zt_layout *l)
+{
+    char n[ZT_NAME_MAX];
+    int C = c->hidden, F = c->inter, w;
+    memset(l, 0, sizeof *l);
+    l->init_std = c->init_range;
+    if (zt_layout_add_unit(l, "embeddings") < 0 ||
+        (w = add(l, "bert.embeddings.word_embeddings.weight", c->vocab, C, ZT_INIT_NORMAL, 1)) < 0 ||
+        add(l, "bert.embeddings.position_embeddings.weight", c->max_pos, C, ZT_INIT_NORMAL, 1) < 0 ||
+        add(l, "bert.embeddings.token_type_embeddings.weight", c->type_vocab, C, ZT_INIT_NORMAL,
+            1) < 0 ||
+        add(l, "bert.embeddings.LayerNorm.weight", C, 0, ZT_INIT_ONES, 0) < 0 ||
+        add(l, "bert.embeddings.LayerNorm.bias", C, 0, ZT_INIT_ZEROS, 0) < 0)
+        goto fail;
+    snprintf(l->params[w].alias, ZT_NAME_MAX, "cls.predictions.decoder.weight");
+    for (int i = 0; i < c->layers; i++) {
+        static const struct { const char *suffix; int out, in, init, decay; } p[L_N] = {
+            {"attention.self.query.weight", 'C', 'C', ZT_INIT_NORMAL, 1},
+            {"attention.self.query.bias", 'C', 0, ZT_INIT_ZEROS, 0},
+            {"attention.self.key.weight", 'C', 'C', ZT_INIT_NORMAL, 1},
+            {"attention.self.key.bias", 'C', 0, ZT_INIT_ZEROS, 0},
+            {"attention.self.value.weight", 'C', 'C', ZT_INIT_NORMAL, 1},
+            {"attention.self.value.bias", 'C', 0, ZT_INIT_ZEROS, 0},
+            {"attention.output.dense.weight", 'C', 'C', ZT_INIT_NORMAL, 1},
+            {"attention.output.dense.bias", 'C', 0, ZT_INIT_ZEROS, 0},
+            {"attention.output.LayerNorm.weight", 'C', 0, ZT_INIT_ONES, 0},
+            {"attention.output.LayerNorm.bias", 'C', 0, ZT_INIT_ZEROS, 0},
+            {"intermediate.dense.weight", 'I', 'C', ZT_INIT_NORMAL, 1},
+            {"intermediate.dense.bias", 'I', 0, ZT_INIT_ZEROS, 0},
+            {"output.dense.weight", 'C', 'I', ZT_INIT_NORMAL, 1},
+            {"output.dense.bias", 'C', 0, ZT_INIT_ZEROS, 0},
+            {"output.LayerNorm.weight", 'C', 0, ZT_INIT_ONES, 0},
+            {"output.LayerNorm.bias", 'C', 0, ZT_INIT_ZEROS, 0},
+        };
+        snprintf(n, sizeof n, "layer.%d", i);
+        if (zt_layout_add_unit(l, n) < 0)
+            goto fail;
+        for (int j = 0; j < L_N; j++) {
+            int64_t d0 = p[j].out == 'C' ? C : F, d1 = p[j].in ? (p[j].in == 'C' ? C : F) : 0;
+            snprintf(n, sizeof n, "bert.encoder.layer.%d.%s", i, p[j].suffix);
+            if (add(l, n, d0, d1, p[j].init, p[j].decay) < 0)
+                goto fail;
+        }
+    }
+    if (zt_layout_add_unit(l, "mlm_head") < 0 ||
+        add(l, "cls.predictions.transform.dense.weight", C, C, ZT_INIT_NORMAL, 1) < 0 ||
+        add(l, "cls.predictions.transform.dense.bias", C, 0, ZT_INIT_ZEROS, 0) < 0 ||
+        add(l, "cls.predictions.transform.LayerNorm.weight", C, 0, ZT_INIT_ONES, 0) < 0 ||
+        add(l, "cls.predictions.transform.LayerNorm.bias", C, 0, ZT_INIT_ZEROS, 0) < 0 ||
+        (w = add(l, "cls.predictions.bias", c->vocab, 0, ZT_INIT_ZEROS, 0)) < 0)
+        goto fail;
+    snprintf(l->params[w].alias, ZT_NAME_MAX, "cls.predictions.decoder.bias");
+    return 0;
+fail:
+    zt_layout_free(l);
+    return ZT_E_NOMEM;
+}
+
+/* ---- activations -------------------------------------------------------------------- */
+
+typedef struct layer_acts {
+    float *q, *k, *v, *ctx, *att, *a_pre, *a, *h, *g, *y_pre, *y;
+    float *m1, *r1, *m2, *r2;
+} layer_acts;
+
+typedef struct bert_model {
+    bert_config c;
+    const zt_layout *l;
+    int dropout;
+    uint64_t seed;
+    /* current batch */
+    int B, T, keep_logits;
+    const int64_t *ids, *mask, *tt, *labels;
+    uint64_t first_sample;
+    /* activations, sized for cap_bt rows */
+    size_t cap_bt, cap_t;
+    int cap_keep;
+    float *arena;
+    size_t arena_bytes;
+    float *e_pre, *em, *er, *e;
+    layer_acts *la;
+    float *t1, *t2, *t3, *tm, *tr, *logits, *dlogits;
+    double *row_loss;
+    /* backward scratch */
+    float *dcur, *sc[5], *si[2], *att_scratch;
+} bert_model;
+
+static void free_acts(bert_model *m)
+{
+    zt_mem_free(m->arena, m->arena_bytes, ZT_MEM_ACTIVATIONS);
+    m->arena = NULL;
+    m->arena_bytes = 0;
+    m->cap_bt = 0;
+}
+
+/* Carves every activation from one allocation (64-byte aligned pieces). */
+static int size_acts(bert_model *m, int B, int T, int keep_logits)
+{
+    size_t bt = (size_t)B * T, C = (size_t)m->c.hidden, F = (size_t)m->c.inter;
+    size_t V = (size_t)m->c.vocab, H = (size_t)m->c.heads, L = (size_t)m->c.layers;
+    size_t tt = (size_t)T * T;
+    /* pieces are carved for (cap_bt rows, cap_t positions); a smaller batch uses prefixes */
+    if (m->arena && bt <= m->cap_bt && (size_t)T <= m->cap_t && (!keep_logits || m->cap_keep))
+        return 0;
+    free_acts(m);
+    /* two passes: count, then assign */
+    for (int pass = 0; pass < 2; pass++) {
+        size_t off = 0;
+        char *base = (char *)m->arena;
+#define TAKE(ptr, count)                                                                      \
+    do {                                                                                      \
+        if (pass)                                                                             \
+            (ptr) = (void *)(base + off);                                                     \
+        off += ((count) * 4 + 63) / 64 * 64;                                                  \
+    } while (0)
+        TAKE(m->e_pre, bt * C); TAKE(m->em, bt); TAKE(m->er, bt); TAKE(m->e, bt * C);
+        for (size_t i = 0; i < L; i++) {
+            layer_acts *a = pass ? &m->la[i] : NULL;
+            layer_acts dummy;
+            if (!a)
+                a = &dummy;
+            TAKE(a->q, bt * C); TAKE(a->k, bt * C); TAKE(a->v, bt * C); TAKE(a->ctx, bt * C);
+            TAKE(a->att, bt * H * T); TAKE(a->a_pre, bt * C); TAKE(a->a, bt * C);
+            TAKE(a->h, bt * F); TAKE(a->g, bt * F); TAKE(a->y_pre, bt * C); TAKE(a->y, bt * C);
+            TAKE(a->m1, bt); TAKE(a->r1, bt); TAKE(a->m2, bt); TAKE(a->r2, bt);
+        }
+        TAKE(m->t1, bt * C); TAKE(m->t2, bt * C); TAKE(m->t3, bt * C); TAKE(m->tm, bt);
+        TAKE(m->tr, bt); TAKE(m->logits, bt * V);
+        if (keep_logits)
+            TAKE(m->dlogits, bt * V);
+        TAKE(m->row_loss, bt * 2);
+        TAKE(m->dcur, bt * C);
+        for (int i = 0; i < 5; i++)
+            TAKE(m->sc[i], bt * C);
+        TAKE(m->si[0], bt * F); TAKE(m->si[1], bt * F);
+        TAKE(m->att_scratch, 2 * tt);
+#undef TAKE
+        if (!pass) {
+            m->arena = zt_mem_alloc(off, ZT_ALIGN_PAGE, ZT_MEM_ACTIVATIONS);
+            if (!m->arena)
+                return ZT_E_NOMEM;
+            m->arena_bytes = off;
+        }
+    }
+    if (!keep_logits)
+        m->dlogits = m->logits;
+    m->cap_bt = bt;
+    m->cap_t = (size_t)T;
+    m->cap_keep = keep_logits;
+    return 0;
+}
+
+int bert_create(const bert_config *c, const zt_layout *l, int dropout, uint64_t seed, void **out)
+{
+    bert_model *m = calloc(1, sizeof *m);
+    if (!m || !(m->la = calloc((size_t)c->layers, sizeof *m->la))) {
+        free(m);
+        return zt_fail(ZT_E_NOMEM, "out of memory creating the model");
+    }
+    m->c = *c;
+    m->l = l;
+    m->dropout = dropout;
+    m->seed = seed;
+    *out = m;
+    return 0;
+}
+
+static void bert_destroy(void *p)
+{
+    bert_model *m = p;
+    if (!m)
+        return;
+    free_acts(m);
+    free(m->la);
+    free(m);
+}
+
+static int bert_prepare(void *p, const zt_batch *b, int keep_logits, int64_t *n_labels)
+{
+    bert_model *m = p;
+    const bert_config *c = &m->c;
+    int64_t n = 0;
+    if (b->B < 1 || b->T < 1 || !b->input_ids || !b->labels)
+        return zt_fail(ZT_E_INVAL, "batch: need B >= 1, T >= 1, input_ids and labels");
+    if (b->T > c->max_pos)
+        return zt_fail(ZT_E_RANGE,
+                       "batch: sequence length %d exceeds max_position_embeddings %d", b->T,
+                       c->max_pos);
+    for (int i = 0; i < b->B * b->T; i++) {
+        int r = i / b->T, t = i % b->T;
+        if (b->input_ids[i] < 0 || b->input_ids[i] >= c->vocab)
+            return zt_fail(ZT_E_RANGE, "batch: input_ids[%d][%d] = %lld is outside [0, %d)", r,
+                           t, (long long)b->input_ids[i], c->vocab);
+        if (b->token_type_ids && (b->token_type_ids[i] < 0 || b->token_type_ids[i] >= c->type_vocab))
+            return zt_fail(ZT_E_RANGE,
+                           "batch: token_type_ids[%d][%d] = %lld is outside [0, %d)", r, t,
+                           (long long)b->token_type_ids[i], c->type_vocab);
+        if (b->attention_mask && b->attention_mask[i] != 0 && b->attention_mask[i] != 1)
+            return zt_fail(ZT_E_RANGE, "batch: attention_mask[%d][%d] = %lld is not 0 or 1", r,
+                           t, (long long)b->attention_mask[i]);
+        if (b->labels[i] != -100 && (b->labels[i] < 0 || b->labels[i] >= c->vocab))
+            return zt_fail(ZT_E_RANGE,
+                           "batch: labels[%d][%d] = %lld is neither -100 nor in [0, %d)", r, t,
+                           (long long)b->labels[i], c->vocab);
+        n += b->labels[i] != -100;
+    }
+    ZT_TRY(size_acts(m, b->B, b->T, keep_logits));
+    m->B = b->B;
+    m->T = b->T;
+    m->keep_logits = keep_logits;
+    m->ids = b->input_ids;
+    m->mask = b->attention_mask;
+    m->tt = b->token_type_ids;
+    m->labels = b->labels;
+    m->first_sample = b->first_sample;
+    *n_labels = n;
+    return 0;
+}
+
+/* pointer to parameter j of unit u */
+static float *param(const bert_model *m, float *const *P, int u, int j)
+{
+    const zt_param_def *d = &m->l->params[m->l->units[u].first_param + j];
+    return P[u] + d->offset;
+}
+
+static zt_dropout drop_for(const bert_model *m, int u, int purpose, float p)
+{
+    zt_dropout d = {m->dropout ? p : 0.0f, m->seed, m->first_sample,
+                    zt_rng_stream(u, purpose)};
+    return d;
+}
+
+static const float *unit_input(const bert_model *m, int u)
+{
+    return u == 1 ? m->e : m->la[u - 2].y;
+}
+
+static void bert_forward_unit(void *p, int u, float *const *P)
+{
+    bert_model *m = p;
+    const bert_config *c = &m->c;
+    int B = m->B, T = m->T, C = c->hidden, F = c->inter, M = B * T;
+    size_t n = (size_t)M * C;
+    if (u == 0) {
+        zt_dropout d = drop_for(m, 0, ZT_RNG_DROP_EMB, c->hidden_drop);
+        embedding_forward(m->e_pre, m->ids, m->tt, param(m, P, 0, E_WORD), param(m, P, 0, E_TYPE),
+                          param(m, P, 0, E_POS), B, T, C);
+        layernorm_forward(m->e, m->em, m->er, m->e_pre, param(m, P, 0, E_LNW),
+                          param(m, P, 0, E_LNB), M, C, c->eps);
+        dropout_apply(m->e, &d, B, (size_t)T * C);
+    } else if (u <= c->layers) {
+        layer_acts *a = &m->la[u - 1];
+        const float *x = unit_input(m, u);
+        zt_dropout da = drop_for(m, u, ZT_RNG_DROP_ATT, c->attn_drop);
+        zt_dropout d1 = drop_for(m, u, ZT_RNG_DROP_ATTOUT, c->hidden_drop);
+        zt_dropout d2 = drop_for(m, u, ZT_RNG_DROP_FFOUT, c->hidden_drop);
+        linear_forward(a->q, x, param(m, P, u, L_QW), param(m, P, u, L_QB), M, C, C);
+        linear_forward(a->k, x, param(m, P, u, L_KW), param(m, P, u, L_KB), M, C, C);
+        linear_forward(a->v, x, param(m, P, u, L_VW), param(m, P, u, L_VB), M, C, C);
+        attention_forward(a->ctx, a->att, a->q, a->k, a->v, m->mask, &da, m->att_scratch, B, T,
+                          C, c->heads);
+        linear_forward(a->a_pre, a->ctx, param(m, P, u, L_AOW), param(m, P, u, L_AOB), M, C, C);
+        dropout_apply(a->a_pre, &d1, B, (size_t)T * C);
+#pragma omp parallel for schedule(static)
+        for (size_t i = 0; i < n; i++)
+            a->a_pre[i] += x[i];
+        layernorm_forward(a->a, a->m1, a->r1, a->a_pre, param(m, P, u, L_LN1W),
+                          param(m, P, u, L_LN1B), M, C, c->eps);
+        linear_forward(a->h, a->a, param(m, P, u, L_IW), param(m, P, u, L_IB), M, C, F);
+        gelu_forward(a->g, a->h, (size_t)M * F);
+        linear_forward(a->y_pre, a->g, param(m, P, u, L_OW), param(m, P, u, L_OB), M, F, C);
+        dropout_apply(a->y_pre, &d2, B, (size_t)T * C);
+#pragma omp parallel for schedule(static)
+        for (size_t i = 0; i < n; i++)
+            a->y_pre[i] += a->a[i];
+        layernorm_forward(a->y, a->m2, a->r2, a->y_pre, param(m, P, u, L_LN2W),
+                          param(m, P, u, L_LN2B), M, C, c->eps);
+    } else {
+        const float *y = m->la[c->layers - 1].y;
+        linear_forward(m->t1, y, param(m, P, u, H_TW), param(m, P, u, H_TB), M, C, C);
+        gelu_forward(m->t2, m->t1, n);
+        layernorm_forward(m->t3, m->tm, m->tr, m->t2, param(m, P, u, H_LNW),
+                          param(m, P, u, H_LNB), M, C, c->eps);
+        /* decoder tied to the word embeddings of unit 0 */
+        linear_forward(m->logits, m->t3, param(m, P, 0, E_WORD), param(m, P, u, H_BIAS), M, C,
+                       c->vocab);
+    }
+}
+
+static double bert_loss(void *p, float grad_scale)
+{
+    bert_model *m = p;
+    int64_t count;
+    return crossentropy_forward_backward(m->dlogits, m->row_loss, &count, m->logits, m->labels,
+                                         m->B * m->T, m->c.vocab, grad_scale);
+}
+
+static void zero(float *x, size_t n) { memset(x, 0, n * sizeof(float)); }
+
+static void bert_backward_unit(void *p, int u, float *const *P, float *const *G)
+{
+    bert_model *m = p;
+    const bert_config *c = &m->c;
+    int B = m->B, T = m->T, C = c->hidden, F = c->inter, M = B * T;
+    size_t n = (size_t)M * C, ni = (size_t)M * F;
+    float **s = m->sc, **si = m->si;
+    if (u == c->layers + 1) {
+        const float *y = m->la[c->layers - 1].y;
+        zero(s[0], n);
+        linear_backward(s[0], param(m, G, 0, E_WORD), param(m, G, u, H_BIAS), m->dlogits, m->t3,
+                        param(m, P, 0, E_WORD), M, C, c->vocab);
+        zero(s[1], n);
+        layernorm_backward(s[1], param(m, G, u, H_LNW), param(m, G, u, H_LNB), s[0], m->t2, m->tm,
+                           m->tr, param(m, P, u, H_LNW), M, C);
+        zero(s[2], n);
+        gelu_backward(s[2], m->t1, s[1], n);
+        zero(m->dcur, n);
+        linear_backward(m->dcur, param(m, G, u, H_TW), param(m, G, u, H_TB), s[2], y,
+                        param(m, P, u, H_TW), M, C, C);
+    } else if (u >= 1) {
+        layer_acts *a = &m->la[u - 1];
+        const float *x = unit_input(m, u);
+        zt_dropout da = drop_for(m, u, ZT_RNG_DROP_ATT, c->attn_drop);
+        zt_dropout d1 = drop_for(m, u, ZT_RNG_DROP_ATTOUT, c->hidden_drop);
+        zt_dropout d2 = drop_for(m, u, ZT_RNG_DROP_FFOUT, c->hidden_drop);
+        /* y = LN2(y_pre), y_pre = a + drop(o) */
+        zero(s[0], n);
+        layernorm_backward(s[0], param(m, G, u, L_LN2W), param(m, G, u, L_LN2B), m->dcur,
+                           a->y_pre, a->m2, a->r2, param(m, P, u, L_LN2W), M, C);
+        memcpy(s[1], s[0], n * sizeof(float));
+        dropout_apply(s[0], &d2, B, (size_t)T * C);
+        /* o = g Wo^T + bo, g = gelu(h), h = a Wi^T + bi */
+        zero(si[0], ni);
+        linear_backward(si[0], param(m, G, u, L_OW), param(m, G, u, L_OB), s[0], a->g,
+                        param(m, P, u, L_OW), M, F, C);
+        zero(si[1], ni);
+        gelu_backward(si[1], a->h, si[0], ni);
+        linear_backward(s[1], param(m, G, u, L_IW), param(m, G, u, L_IB), si[1], a->a,
+                        param(m, P, u, L_IW), M, C, F);
+        /* a = LN1(a_pre), a_pre = x + drop(ao) */
+        zero(s[0], n);
+        layernorm_backward(s[0], param(m, G, u, L_LN1W), param(m, G, u, L_LN1B), s[1], a->a_pre,
+                           a->m1, a->r1, param(m, P, u, L_LN1W), M, C);
+        memcpy(m->dcur, s[0], n * sizeof(float));
+        dropout_apply(s[0], &d1, B, (size_t)T * C);
+        zero(s[1], n);
+        linear_backward(s[1], param(m, G, u, L_AOW), param(m, G, u, L_AOB), s[0], a->ctx,
+                        param(m, P, u, L_AOW), M, C, C);
+        attention_backward(s[2], s[3], s[4], s[1], a->att, a->q, a->k, a->v, &da,
+                           m->att_scratch, B, T, C, c->heads);
+        linear_backward(m->dcur, param(m, G, u, L_QW), param(m, G, u, L_QB), s[2], x,
+                        param(m, P, u, L_QW), M, C, C);
+        linear_backward(m->dcur, param(m, G, u, L_KW), param(m, G, u, L_KB), s[3], x,
+                        param(m, P, u, L_KW), M, C, C);
+        linear_backward(m->dcur, param(m, G, u, L_VW), param(m, G, u, L_VB), s[4], x,
+                        param(m, P, u, L_VW), M, C, C);
+    } else {
+        zt_dropout d = drop_for(m, 0, ZT_RNG_DROP_EMB, c->hidden_drop);
+        dropout_apply(m->dcur, &d, B, (size_t)T * C);
+        zero(s[0], n);
+        layernorm_backward(s[0], param(m, G, 0, E_LNW), param(m, G, 0, E_LNB), m->dcur, m->e_pre,
+                           m->em, m->er, param(m, P, 0, E_LNW), M, C);
+        embedding_backward(param(m, G, 0, E_WORD), param(m, G, 0, E_TYPE), param(m, G, 0, E_POS),
+                           s[0], m->ids, m->tt, B, T, C);
+    }
+}
+
+static const float *bert_logits(const void *p, int64_t shape[3])
+{
+    const bert_model *m = p;
+    if (!m->keep_logits)
+        return NULL;
+    shape[0] = m->B;
+    shape[1] = m->T;
+    shape[2] = m->c.vocab;
+    return m->logits;
+}
+
+const zt_model_ops bert_ops = {
+    .prepare = bert_prepare,
+    .forward_unit = bert_forward_unit,
+    .loss = bert_loss,
+    .backward_unit = bert_backward_unit,
+    .logits = bert_logits,
+    .destroy = bert_destroy,
+};

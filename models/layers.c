@@ -1,0 +1,347 @@
+/* layers.c - the math of BERT's building blocks, forward and backward, in fp32.
+ * Matrix products go to cblas_sgemm with transposes and leading dimensions instead of
+ * copies; everything else is OpenMP loops whose results do not depend on the thread count
+ * (no cross-thread float reductions). Masks and dropout come from Philox (engine/rng.h). */
+#include "layers.h"
+#include "../engine/rng.h"
+
+#include <cblas.h>
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+/* ---- linear ------------------------------------------------------------------------- */
+
+void linear_forward(float *out, const float *inp, const float *w, const float *b, int M, int K,
+                    int N)
+{
+    /* out: [M,N], inp: [M,K], w: [N,K], b: [N] */
+    if (b) {
+#pragma omp parallel for schedule(static)
+        for (int m = 0; m < M; m++)
+            memcpy(out + (size_t)m * N, b, sizeof(float) * (size_t)N);
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, inp, K, w, K,
+                b ? 1.0f : 0.0f, out, N);
+}
+
+/* db[N] += sum over rows of dout[M,N]; columns split across threads, rows summed in order. */
+static void colsum_acc(float *db, const float *dout, int M, int N)
+{
+#pragma omp parallel for schedule(static)
+    for (int n0 = 0; n0 < N; n0 += 64) {
+        int n1 = n0 + 64 < N ? n0 + 64 : N;
+        double acc[64] = {0};
+        for (int m = 0; m < M; m++) {
+            const float *row = dout + (size_t)m * N;
+            for (int n = n0; n < n1; n++)
+                acc[n - n0] += row[n];
+        }
+        for (int n = n0; n < n1; n++)
+            db[n] += (float)acc[n - n0];
+    }
+}
+
+void linear_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                     const float *w, int M, int K, int N)
+{
+    /* dinp: [M,K], dw: [N,K], db: [N], dout: [M,N], inp: [M,K], w: [N,K] */
+    if (dinp)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, K, N, 1.0f, dout, N, w, K,
+                    1.0f, dinp, K);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, K, M, 1.0f, dout, N, inp, K, 1.0f,
+                dw, K);
+    if (db)
+        colsum_acc(db, dout, M, N);
+}
+
+/* ---- layernorm ---------------------------------------------------------------------- */
+
+void layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *w,
+                       const float *b, int M, int C, float eps)
+{
+    /* out, inp: [M,C]; mean, rstd: [M]; w, b: [C] */
+#pragma omp parallel for schedule(static)
+    for (int m = 0; m < M; m++) {
+        const float *x = inp + (size_t)m * C;
+        float *y = out + (size_t)m * C;
+        double s = 0.0, ss = 0.0;
+        for (int c = 0; c < C; c++)
+            s += x[c];
+        float mu = (float)(s / C);
+        for (int c = 0; c < C; c++) {
+            double d = (double)x[c] - mu;
+            ss += d * d;
+        }
+        float rs = (float)(1.0 / sqrt(ss / C + (double)eps));
+        for (int c = 0; c < C; c++)
+            y[c] = (x[c] - mu) * rs * w[c] + b[c];
+        mean[m] = mu;
+        rstd[m] = rs;
+    }
+}
+
+void layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                        const float *mean, const float *rstd, const float *w, int M, int C)
+{
+    /* dinp, dout, inp: [M,C]; dw, db, w: [C]; mean, rstd: [M] */
+#pragma omp parallel for schedule(static)
+    for (int m = 0; m < M; m++) {
+        const float *x = inp + (size_t)m * C, *dy = dout + (size_t)m * C;
+        float *dx = dinp + (size_t)m * C;
+        float mu = mean[m], rs = rstd[m];
+        double sd = 0.0, sdx = 0.0;
+        for (int c = 0; c < C; c++) {
+            float xh = (x[c] - mu) * rs, g = dy[c] * w[c];
+            sd += g;
+            sdx += (double)g * xh;
+        }
+        float md = (float)(sd / C), mdx = (float)(sdx / C);
+        for (int c = 0; c < C; c++) {
+            float xh = (x[c] - mu) * rs, g = dy[c] * w[c];
+            dx[c] += rs * (g - md - xh * mdx);
+        }
+    }
+#pragma omp parallel for schedule(static)
+    for (int c0 = 0; c0 < C; c0 += 64) {
+        int c1 = c0 + 64 < C ? c0 + 64 : C;
+        double aw[64] = {0}, ab[64] = {0};
+        for (int m = 0; m < M; m++) {
+            const float *x = inp + (size_t)m * C, *dy = dout + (size_t)m * C;
+            for (int c = c0; c < c1; c++) {
+                aw[c - c0] += (double)dy[c] * ((x[c] - mean[m]) * rstd[m]);
+                ab[c - c0] += dy[c];
+            }
+        }
+        for (int c = c0; c < c1; c++) {
+            dw[c] += (float)aw[c - c0];
+            db[c] += (float)ab[c - c0];
+        }
+    }
+}
+
+/* ---- GELU (exact, erf) -------------------------------------------------------------- */
+
+void gelu_forward(float *out, const float *inp, size_t n)
+{
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        float x = inp[i];
+        out[i] = x * 0.5f * (1.0f + erff(x * (float)M_SQRT1_2));
+    }
+}
+
+void gelu_backward(float *dinp, const float *inp, const float *dout, size_t n)
+{
+    const float inv_sqrt_2pi = 0.3989422804014327f;
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        float x = inp[i];
+        float cdf = 0.5f * (1.0f + erff(x * (float)M_SQRT1_2));
+        float pdf = inv_sqrt_2pi * expf(-0.5f * x * x);
+        dinp[i] += dout[i] * (cdf + x * pdf);
+    }
+}
+
+/* ---- dropout ------------------------------------------------------------------------ */
+
+/* keep-mask of elements [first, first+n) of one sample, applied with scale */
+static void dropout_row(float *x, const zt_dropout *d, uint64_t sample, uint64_t first, size_t n)
+{
+    uint32_t u[256];
+    uint32_t thresh = (uint32_t)((double)d->p * 4294967296.0);
+    float scale = 1.0f / (1.0f - d->p);
+    for (size_t i = 0; i < n; i += 256) {
+        size_t k = n - i < 256 ? n - i : 256;
+        zt_rng_u32(d->seed, sample, d->stream, first + i, u, k);
+        for (size_t j = 0; j < k; j++)
+            x[i + j] = u[j] < thresh ? 0.0f : x[i + j] * scale;
+    }
+}
+
+void dropout_apply(float *x, const zt_dropout *d, int B, size_t per_row)
+{
+    if (!d || d->p <= 0.0f)
+        return;
+#pragma omp parallel for schedule(static)
+    for (int b = 0; b < B; b++)
+        dropout_row(x + (size_t)b * per_row, d, d->first_sample + (uint64_t)b, 0, per_row);
+}
+
+/* ---- attention ---------------------------------------------------------------------- */
+
+void attention_forward(float *ctx, float *att, const float *q, const float *k, const float *v,
+                       const int64_t *mask, const zt_dropout *drop, float *scratch, int B, int T,
+                       int C, int H)
+{
+    /* ctx, q, k, v: [B,T,C]; att: [B,H,T,T]; mask: [B,T]; scratch: [T,T] */
+    int hs = C / H;
+    float div = (float)sqrt((double)hs);
+    int use_drop = drop && drop->p > 0.0f;
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++) {
+            size_t off = (size_t)b * T * C + (size_t)h * hs;
+            float *a = att + ((size_t)b * H + h) * T * T;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, 1.0f, q + off, C,
+                        k + off, C, 0.0f, a, T);
+#pragma omp parallel for schedule(static)
+            for (int i = 0; i < T; i++) {
+                float *row = a + (size_t)i * T;
+                float mx = -INFINITY;
+                for (int j = 0; j < T; j++) {
+                    float s = row[j] / div;
+                    if (mask && mask[(size_t)b * T + j] == 0)
+                        s += -FLT_MAX;
+                    row[j] = s;
+                    mx = s > mx ? s : mx;
+                }
+                double sum = 0.0;
+                for (int j = 0; j < T; j++) {
+                    row[j] = expf(row[j] - mx);
+                    sum += row[j];
+                }
+                float inv = (float)(1.0 / sum);
+                for (int j = 0; j < T; j++)
+                    row[j] *= inv;
+            }
+            const float *p = a;
+            if (use_drop) {
+                memcpy(scratch, a, sizeof(float) * (size_t)T * T);
+                dropout_row(scratch, drop, drop->first_sample + (uint64_t)b,
+                            (uint64_t)h * T * T, (size_t)T * T);
+                p = scratch;
+            }
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, p, T, v + off,
+                        C, 0.0f, ctx + off, C);
+        }
+}
+
+void attention_backward(float *dq, float *dk, float *dv, const float *dctx, const float *att,
+                        const float *q, const float *k, const float *v, const zt_dropout *drop,
+                        float *scratch, int B, int T, int C, int H)
+{
+    /* dq, dk, dv, dctx, q, k, v: [B,T,C]; att: [B,H,T,T]; scratch: [2,T,T] */
+    int hs = C / H;
+    float div = (float)sqrt((double)hs);
+    int use_drop = drop && drop->p > 0.0f;
+    float *dp = scratch, *pd = scratch + (size_t)T * T;
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++) {
+            size_t off = (size_t)b * T * C + (size_t)h * hs;
+            const float *a = att + ((size_t)b * H + h) * T * T;
+            const float *p = a;
+            if (use_drop) {
+                memcpy(pd, a, sizeof(float) * (size_t)T * T);
+                dropout_row(pd, drop, drop->first_sample + (uint64_t)b, (uint64_t)h * T * T,
+                            (size_t)T * T);
+                p = pd;
+            }
+            /* dv = p^T dctx ; dp = dctx v^T */
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, 1.0f, p, T,
+                        dctx + off, C, 0.0f, dv + off, C);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, 1.0f, dctx + off, C,
+                        v + off, C, 0.0f, dp, T);
+            if (use_drop) /* gradient through the same keep-mask and scale */
+                dropout_row(dp, drop, drop->first_sample + (uint64_t)b, (uint64_t)h * T * T,
+                            (size_t)T * T);
+            /* softmax backward, then the 1/sqrt(hs) of the scores */
+#pragma omp parallel for schedule(static)
+            for (int i = 0; i < T; i++) {
+                const float *ar = a + (size_t)i * T;
+                float *dr = dp + (size_t)i * T;
+                double dot = 0.0;
+                for (int j = 0; j < T; j++)
+                    dot += (double)ar[j] * dr[j];
+                float fd = (float)dot;
+                for (int j = 0; j < T; j++)
+                    dr[j] = ar[j] * (dr[j] - fd) / div;
+            }
+            /* dq = ds k ; dk = ds^T q */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, dp, T, k + off,
+                        C, 0.0f, dq + off, C);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, 1.0f, dp, T, q + off,
+                        C, 0.0f, dk + off, C);
+        }
+}
+
+/* ---- embeddings --------------------------------------------------------------------- */
+
+void embedding_forward(float *out, const int64_t *ids, const int64_t *tt, const float *word,
+                       const float *type, const float *pos, int B, int T, int C)
+{
+    /* out: [B,T,C]; ids, tt: [B,T]; word: [V,C]; type: [TT,C]; pos: [P,C] */
+#pragma omp parallel for schedule(static)
+    for (int bt = 0; bt < B * T; bt++) {
+        const float *w = word + (size_t)ids[bt] * C;
+        const float *ty = type + (size_t)(tt ? tt[bt] : 0) * C;
+        const float *p = pos + (size_t)(bt % T) * C;
+        float *o = out + (size_t)bt * C;
+        for (int c = 0; c < C; c++)
+            o[c] = (w[c] + ty[c]) + p[c];
+    }
+}
+
+void embedding_backward(float *dword, float *dtype, float *dpos, const float *dout,
+                        const int64_t *ids, const int64_t *tt, int B, int T, int C)
+{
+    /* Rows may repeat (same token twice), so channels are split across threads and each
+     * thread walks all rows in order: deterministic and race-free. */
+#pragma omp parallel for schedule(static)
+    for (int c0 = 0; c0 < C; c0 += 16) {
+        int c1 = c0 + 16 < C ? c0 + 16 : C;
+        for (int bt = 0; bt < B * T; bt++) {
+            const float *g = dout + (size_t)bt * C;
+            float *dw = dword + (size_t)ids[bt] * C;
+            float *dt = dtype + (size_t)(tt ? tt[bt] : 0) * C;
+            float *dp = dpos + (size_t)(bt % T) * C;
+            for (int c = c0; c < c1; c++) {
+                dw[c] += g[c];
+                dt[c] += g[c];
+                dp[c] += g[c];
+            }
+        }
+    }
+}
+
+/* ---- cross-entropy ------------------------------------------------------------------ */
+
+double crossentropy_forward_backward(float *dlogits, double *row_loss, int64_t *count,
+                                     const float *logits, const int64_t *labels, int M, int V,
+                                     float grad_scale)
+{
+    /* dlogits, logits: [M,V]; row_loss, labels: [M] */
+    double total = 0.0;
+    int64_t n = 0;
+#pragma omp parallel for schedule(static)
+    for (int m = 0; m < M; m++) {
+        const float *x = logits + (size_t)m * V;
+        float *d = dlogits ? dlogits + (size_t)m * V : NULL;
+        int64_t y = labels[m];
+        row_loss[m] = 0.0;
+        if (y == -100) {
+            if (d)
+                memset(d, 0, sizeof(float) * (size_t)V);
+            continue;
+        }
+        float mx = -INFINITY;
+        for (int j = 0; j < V; j++)
+            mx = x[j] > mx ? x[j] : mx;
+        double sum = 0.0;
+        for (int j = 0; j < V; j++)
+            sum += expf(x[j] - mx);
+        double lse = mx + log(sum);
+        row_loss[m] = lse - x[y];
+        if (d) {
+            float flse = (float)lse;
+            for (int j = 0; j < V; j++)
+                d[j] = expf(x[j] - flse) * grad_scale;
+            d[y] -= grad_scale;
+        }
+    }
+    for (int m = 0; m < M; m++) { /* in order: the sum does not depend on threads */
+        total += row_loss[m];
+        n += labels[m] != -100;
+    }
+    *count = n;
+    return total;
+}

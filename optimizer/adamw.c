@@ -1,0 +1,53 @@
+/* adamw.c - the AdamW update exactly as torch.optim.AdamW (1.13, single-tensor path):
+ * decoupled decay p *= 1 - lr*wd, moments with mul/add, step_size = lr / (1 - b1^t),
+ * denom = sqrt(v) / sqrt(1 - b2^t) + eps. Clipping scales the gradient on the fly. */
+#include "adamw.h"
+
+#include <math.h>
+
+void zt_adamw_update(float *p, const float *g, float *m, float *v, size_t n,
+                     const zt_adamw_hparams *hp, int decay)
+{
+    /* p, g, m, v: [n] */
+    double t = (double)hp->step;
+    float keep = decay ? (float)(1.0 - (double)hp->lr * hp->weight_decay) : 1.0f;
+    float b1 = hp->beta1, b2 = hp->beta2, one_b1 = (float)(1.0 - hp->beta1),
+          one_b2 = (float)(1.0 - hp->beta2);
+    float step_size = (float)(hp->lr / (1.0 - pow(hp->beta1, t)));
+    float bc2_sqrt = (float)sqrt(1.0 - pow(hp->beta2, t));
+    float eps = hp->eps, gs = hp->grad_scale;
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        float gi = g[i] * gs;
+        float pi = p[i] * keep;
+        float mi = m[i] * b1 + gi * one_b1;
+        float vi = v[i] * b2 + gi * gi * one_b2;
+        float denom = sqrtf(vi) / bc2_sqrt + eps;
+        p[i] = pi - step_size * (mi / denom);
+        m[i] = mi;
+        v[i] = vi;
+    }
+}
+
+double zt_sumsq(const float *x, size_t n)
+{
+    enum { CHUNK = 4096 };
+    size_t nc = (n + CHUNK - 1) / CHUNK;
+    double total = 0.0;
+    /* chunk partials are computed in parallel and added in chunk order */
+    for (size_t c0 = 0; c0 < nc; c0 += 256) {
+        double part[256];
+        size_t c1 = c0 + 256 < nc ? c0 + 256 : nc;
+#pragma omp parallel for schedule(static)
+        for (size_t c = c0; c < c1; c++) {
+            size_t lo = c * CHUNK, hi = lo + CHUNK < n ? lo + CHUNK : n;
+            double s = 0.0;
+            for (size_t i = lo; i < hi; i++)
+                s += (double)x[i] * x[i];
+            part[c - c0] = s;
+        }
+        for (size_t c = c0; c < c1; c++)
+            total += part[c - c0];
+    }
+    return total;
+}
