@@ -164,8 +164,9 @@ static int load_index(load_state *s, const char *dir, const char *index)
         int seen = 0;
         if (!cJSON_IsString(it) || strchr(it->valuestring, '/') || it->valuestring[0] == '.' ||
             !it->valuestring[0]) {
-            rc = zt_fail(ZT_E_FORMAT, "%s: weight_map entry \"%s\" must name a file in the same "
-                                      "folder", index, it->string);
+            rc = zt_fail(ZT_E_FORMAT, "%s: weight_map entry \"%s\": \"%s\" is not a file name in "
+                                      "the same folder", index, it->string,
+                         cJSON_IsString(it) ? it->valuestring : "(not a string)");
             goto out;
         }
         for (int i = 0; i < n && !seen; i++)

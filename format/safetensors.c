@@ -260,7 +260,7 @@ static int load_header(zt_safetensors *f, const char *path, const cJSON *root,
             return BAD("%s: duplicate __metadata__", path);
         if (!cJSON_IsObject(md = c))
             return BAD("%s: __metadata__ is not an object", path);
-        for (const cJSON *m = md->child; m; m = m->next, f->n_meta++) {
+        for (const cJSON *m = md->child; m; m = m->next) {
             if (!cJSON_IsString(m))
                 return BAD("%s: __metadata__ value of '%s' is not a string", path, m->string);
             total += strlen(m->string) + strlen(m->valuestring) + 2;
@@ -291,12 +291,11 @@ static int load_header(zt_safetensors *f, const char *path, const cJSON *root,
                    path, pos, data_size, base + pos);
 
     /* copy the strings out of the cJSON tree, which the caller frees */
-    if (!(f->meta = calloc((size_t)f->n_meta + 1, sizeof *f->meta)) ||
+    if (!(f->meta = calloc((size_t)(md ? cJSON_GetArraySize(md) : 0) + 1, sizeof *f->meta)) ||
         !(p = f->strings = malloc(total + 1)))
         return zt_fail(ZT_E_NOMEM, "%s: out of memory", path);
     for (int i = 0; i < f->n; i++)
         f->t[i].name = stash(&p, f->t[i].name);
-    f->n_meta = 0;
     for (const cJSON *m = md ? md->child : NULL; m; m = m->next, f->n_meta++) {
         f->meta[f->n_meta].key = stash(&p, m->string);
         f->meta[f->n_meta].value = stash(&p, m->valuestring);
@@ -319,8 +318,10 @@ static int parse_header(zt_safetensors *f, const char *path, const char *hdr, si
 
     if ((bad = utf8_check((const unsigned char *)hdr, hlen)) != hlen)
         return BAD("%s: header is not valid UTF-8 at byte offset %zu", path, 8 + bad);
+    if (!hlen || hdr[0] != '{')
+        return BAD("%s: header does not begin with '{' at byte offset 8", path);
     /* a copy of exactly hlen bytes, so the sanitizers see any read past the header */
-    char *copy = malloc(hlen ? hlen : 1);
+    char *copy = malloc(hlen);
     if (!copy)
         return zt_fail(ZT_E_NOMEM, "%s: header of %zu bytes: out of memory", path, hlen);
     memcpy(copy, hdr, hlen);
@@ -330,7 +331,7 @@ static int parse_header(zt_safetensors *f, const char *path, const char *hdr, si
                  8 + (size_t)(end && end >= copy ? end - copy : 0));
     } else {
         bad = (size_t)(end - copy);
-        while (bad < hlen && strchr(" \t\n\r", copy[bad]) && copy[bad])
+        while (bad < hlen && copy[bad] == ' ') /* the spec's padding: spaces only */
             bad++;
         rc = bad < hlen ? BAD("%s: bytes after the header JSON at byte offset %zu", path,
                               8 + bad)

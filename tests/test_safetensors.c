@@ -368,6 +368,8 @@ static const bad_case bad[] = {
     {"header is an array", "[]", 0, 0, 0, 0, 0},
     {"trailing garbage after JSON", "{}x", 0, 0, 0, 0, 0},
     {"two JSON objects", "{}{}", 0, 0, 0, 0, 0},
+    {"leading space", " {}", 0, 0, 0, 0, 0},
+    {"padded with a newline", "{}\n", 0, 0, 0, 0, 0},
     {"NUL inside the header", "{}\0 ", 4, 0, 0, 0, 0},
     {"NUL before the object", "\0{}", 3, 0, 0, 0, 0},
     {"raw newline in a name", "{" T("a\nb", "U8", "[1]", "[0,1]") "}", 0, 0, 1, 0, 0},

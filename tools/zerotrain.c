@@ -525,6 +525,5 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return rc;
     }
-    usage(stderr);
-    return die("unknown command '%s'", argv[1]), 2;
+    return die("unknown command '%s' (see 'zerotrain --help')", argv[1]), 2;
 }

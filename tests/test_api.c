@@ -1,0 +1,609 @@
+/* test_api.c - the public engine API: Hugging Face checkpoint variants (tied duplicates,
+ * legacy names, F16/BF16, sharded index), clear errors for bad configs, checkpoints and
+ * batches, save/load round trip, determinism (seed, threads), clipping, API misuse. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "zerotrain.h"
+
+static char tmpdir[256];
+static char logbuf[4096];
+
+static const char *fixture(void)
+{
+    static char d[1024];
+    const char *f = getenv("ZT_FIXTURES");
+    snprintf(d, sizeof d, "%s/bert-tiny", f ? f : "tests/fixtures");
+    return d;
+}
+
+static void capture_log(int level, const char *msg, void *user)
+{
+    (void)user;
+    if (level <= ZT_LOG_WARN)
+        snprintf(logbuf + strlen(logbuf), sizeof logbuf - strlen(logbuf), "%s\n", msg);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/zt_api_XXXXXX");
+    assert_non_null(mkdtemp(tmpdir));
+    zt_log_set(capture_log, NULL, ZT_LOG_WARN);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    char cmd[512];
+    (void)state;
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static void copy_config(const char *dir)
+{
+    char cmd[2048];
+    mkdir(dir, 0755);
+    snprintf(cmd, sizeof cmd, "cp '%s/config.json' '%s/'", fixture(), dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+static zt_engine *open_dir(const char *dir, int expect_rc)
+{
+    zt_config c;
+    zt_engine *e = NULL;
+    zt_config_init(&c);
+    c.model_dir = dir;
+    int rc = zt_engine_create(&c, MPI_COMM_NULL, &e);
+    if (rc != expect_rc)
+        fail_msg("create(%s) = %d (%s), expected %d", dir, rc, zt_last_error(), expect_rc);
+    return e;
+}
+
+static float *param(zt_engine *e, const char *name, size_t *n)
+{
+    for (int i = 0; i < zt_engine_param_count(e); i++) {
+        zt_param_info pi;
+        zt_engine_param_get(e, i, &pi);
+        if (strcmp(pi.name, name) == 0) {
+            float *p = malloc(pi.numel * sizeof(float));
+            assert_int_equal(zt_engine_read_param(e, name, p, pi.numel), 0);
+            *n = pi.numel;
+            return p;
+        }
+    }
+    fail_msg("no parameter %s", name);
+    return NULL;
+}
+
+/* all parameters of a and b are bit-identical */
+static void assert_same_params(zt_engine *a, zt_engine *b)
+{
+    assert_int_equal(zt_engine_param_count(a), zt_engine_param_count(b));
+    for (int i = 0; i < zt_engine_param_count(a); i++) {
+        zt_param_info pi;
+        size_t n1, n2;
+        zt_engine_param_get(a, i, &pi);
+        float *x = param(a, pi.name, &n1), *y = param(b, pi.name, &n2);
+        assert_int_equal(n1, n2);
+        if (memcmp(x, y, n1 * sizeof(float)) != 0)
+            fail_msg("parameter %s differs", pi.name);
+        free(x);
+        free(y);
+    }
+}
+
+/* Rewrites the fixture's weights with a per-tensor transformation into dir. */
+typedef int (*rewrite_fn)(const zt_tensor_info *t, zt_tensor_view *out, void **owned, int *extra);
+
+static void rewrite(const char *dir, const char *file, rewrite_fn fn)
+{
+    char src[1024], dst[1200];
+    zt_safetensors *f;
+    snprintf(src, sizeof src, "%s/model.safetensors", fixture());
+    assert_int_equal(zt_safetensors_open(src, &f), 0);
+    int n = zt_safetensors_count(f), nv = 0;
+    zt_tensor_view *v = calloc((size_t)n + 8, sizeof *v);
+    void **owned = calloc((size_t)n + 8, sizeof *owned);
+    for (int i = 0; i < n; i++) {
+        zt_tensor_info t;
+        int extra = 0;
+        zt_safetensors_get(f, i, &t);
+        if (fn(&t, &v[nv], &owned[nv], &extra))
+            nv += 1 + extra;
+    }
+    copy_config(dir);
+    snprintf(dst, sizeof dst, "%s/%s", dir, file);
+    if (zt_safetensors_write(dst, v, nv, NULL, 0) != 0)
+        fail_msg("write %s: %s", dst, zt_last_error());
+    for (int i = 0; i < nv; i++) {
+        free(owned[i]);
+        if (v[i].name && strncmp(v[i].name, "x:", 2) == 0)
+            free((char *)v[i].name);
+    }
+    free(v);
+    free(owned);
+    zt_safetensors_close(f);
+}
+
+static zt_tensor_view view_of(const zt_tensor_info *t, const char *name, const void *data,
+                              zt_dtype dt)
+{
+    zt_tensor_view v = {name, dt, t->ndim, {0}, data};
+    memcpy(v.shape, t->shape, sizeof v.shape);
+    return v;
+}
+
+static int keep_all(const zt_tensor_info *t, zt_tensor_view *o, void **owned, int *extra)
+{
+    (void)owned; (void)extra;
+    *o = view_of(t, t->name, t->data, t->dtype);
+    return 1;
+}
+
+/* HF BertForPreTraining style: tied duplicates, pooler, NSP head, legacy gamma/beta */
+static int hf_style(const zt_tensor_info *t, zt_tensor_view *o, void **owned, int *extra)
+{
+    static char names[64][160];
+    static int k;
+    const char *name = t->name;
+    if (strcmp(name, "bert.embeddings.LayerNorm.weight") == 0)
+        name = "bert.embeddings.LayerNorm.gamma";
+    else if (strcmp(name, "bert.embeddings.LayerNorm.bias") == 0)
+        name = "bert.embeddings.LayerNorm.beta";
+    *o = view_of(t, name, t->data, t->dtype);
+    (void)owned;
+    if (strcmp(t->name, "bert.embeddings.word_embeddings.weight") == 0) {
+        o[1] = view_of(t, "cls.predictions.decoder.weight", t->data, t->dtype);
+        o[2] = view_of(t, "bert.pooler.dense.weight", t->data, t->dtype); /* shape irrelevant */
+        *extra = 2;
+    } else if (strcmp(t->name, "cls.predictions.bias") == 0) {
+        o[1] = view_of(t, "cls.predictions.decoder.bias", t->data, t->dtype);
+        snprintf(names[k], sizeof names[k], "cls.seq_relationship.bias");
+        o[2] = view_of(t, names[k++ % 64], t->data, t->dtype);
+        *extra = 2;
+    }
+    return 1;
+}
+
+static void test_hf_variants(void **state)
+{
+    char dir[512];
+    (void)state;
+    zt_engine *ref = open_dir(fixture(), 0);
+    snprintf(dir, sizeof dir, "%s/hf", tmpdir);
+    rewrite(dir, "model.safetensors", hf_style);
+    logbuf[0] = '\0';
+    zt_engine *e = open_dir(dir, 0);
+    assert_same_params(ref, e);
+    /* the tied duplicates are reported as aliases of the parameters they tie */
+    zt_param_info pi;
+    zt_engine_param_get(e, 0, &pi);
+    assert_string_equal(pi.name, "bert.embeddings.word_embeddings.weight");
+    assert_non_null(pi.alias);
+    assert_string_equal(pi.alias, "cls.predictions.decoder.weight");
+    zt_engine_destroy(e);
+    zt_engine_destroy(ref);
+}
+
+static uint16_t to_bf16(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    return (uint16_t)(u >> 16);
+}
+
+static int as_half(const zt_tensor_info *t, zt_tensor_view *o, void **owned, int bf)
+{
+    uint16_t *h = malloc(t->numel * 2);
+    const float *src = t->data;
+    for (size_t i = 0; i < t->numel; i++) {
+        float x;
+        memcpy(&x, src + i, 4);
+        if (bf) {
+            h[i] = to_bf16(x);
+        } else {
+            _Float16 f = (_Float16)x;
+            memcpy(&h[i], &f, 2);
+        }
+    }
+    *owned = h;
+    *o = view_of(t, t->name, h, bf ? ZT_BF16 : ZT_F16);
+    return 1;
+}
+static int to_f16(const zt_tensor_info *t, zt_tensor_view *o, void **ow, int *x)
+{
+    (void)x;
+    return as_half(t, o, ow, 0);
+}
+static int to_bf(const zt_tensor_info *t, zt_tensor_view *o, void **ow, int *x)
+{
+    (void)x;
+    return as_half(t, o, ow, 1);
+}
+
+static void test_half_precision(void **state)
+{
+    char dir[512];
+    size_t n, m;
+    (void)state;
+    zt_engine *ref = open_dir(fixture(), 0);
+    float *w = param(ref, "bert.encoder.layer.1.output.dense.weight", &n);
+    for (int bf = 0; bf < 2; bf++) {
+        snprintf(dir, sizeof dir, "%s/%s", tmpdir, bf ? "bf16" : "f16");
+        rewrite(dir, "model.safetensors", bf ? to_bf : to_f16);
+        zt_engine *e = open_dir(dir, 0);
+        float *h = param(e, "bert.encoder.layer.1.output.dense.weight", &m);
+        for (size_t i = 0; i < n; i++) {
+            float want;
+            if (bf) {
+                uint32_t u = (uint32_t)to_bf16(w[i]) << 16;
+                memcpy(&want, &u, 4);
+            } else {
+                want = (float)(_Float16)w[i];
+            }
+            if (h[i] != want)
+                fail_msg("%s element %zu: got %g expected %g", bf ? "BF16" : "F16", i, h[i], want);
+        }
+        free(h);
+        zt_engine_destroy(e);
+    }
+    free(w);
+    zt_engine_destroy(ref);
+}
+
+static int shard_a(const zt_tensor_info *t, zt_tensor_view *o, void **ow, int *x)
+{
+    return strncmp(t->name, "bert.encoder", 12) == 0 ? keep_all(t, o, ow, x) : 0;
+}
+static int shard_b(const zt_tensor_info *t, zt_tensor_view *o, void **ow, int *x)
+{
+    return strncmp(t->name, "bert.encoder", 12) != 0 ? keep_all(t, o, ow, x) : 0;
+}
+
+static void test_sharded(void **state)
+{
+    char dir[512], path[600];
+    zt_safetensors *f;
+    (void)state;
+    snprintf(dir, sizeof dir, "%s/sharded", tmpdir);
+    rewrite(dir, "model-00001-of-00002.safetensors", shard_a);
+    rewrite(dir, "model-00002-of-00002.safetensors", shard_b);
+    /* index json naming every tensor's file */
+    snprintf(path, sizeof path, "%s/model.safetensors", fixture());
+    assert_int_equal(zt_safetensors_open(path, &f), 0);
+    char *json = malloc(1 << 16);
+    strcpy(json, "{\"metadata\": {\"total_size\": 0}, \"weight_map\": {");
+    for (int i = 0; i < zt_safetensors_count(f); i++) {
+        zt_tensor_info t;
+        zt_safetensors_get(f, i, &t);
+        snprintf(json + strlen(json), (1 << 16) - strlen(json), "%s\"%s\": \"model-0000%d-of-00002.safetensors\"",
+                 i ? ", " : "", t.name, strncmp(t.name, "bert.encoder", 12) == 0 ? 1 : 2);
+    }
+    strcat(json, "}}");
+    zt_safetensors_close(f);
+    snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
+    write_file(path, json);
+    zt_engine *ref = open_dir(fixture(), 0), *e = open_dir(dir, 0);
+    assert_same_params(ref, e);
+    zt_engine_destroy(e);
+    /* an index that points outside the folder is refused */
+    write_file(path, "{\"weight_map\": {\"bert.embeddings.word_embeddings.weight\": \"../x.safetensors\"}}");
+    open_dir(dir, ZT_E_FORMAT);
+    assert_non_null(strstr(zt_last_error(), "../x.safetensors"));
+    zt_engine_destroy(ref);
+    free(json);
+}
+
+static const char *drop_name;
+static int drop_one(const zt_tensor_info *t, zt_tensor_view *o, void **ow, int *x)
+{
+    return strcmp(t->name, drop_name) != 0 ? keep_all(t, o, ow, x) : 0;
+}
+static int bad_shape(const zt_tensor_info *t, zt_tensor_view *o, void **ow, int *x)
+{
+    keep_all(t, o, ow, x);
+    if (strcmp(t->name, "bert.encoder.layer.0.intermediate.dense.weight") == 0) {
+        o->shape[0] = t->shape[1];
+        o->shape[1] = t->shape[0];
+    }
+    return 1;
+}
+
+static void test_checkpoint_errors(void **state)
+{
+    char dir[512];
+    (void)state;
+    /* a missing encoder tensor is an error naming it */
+    snprintf(dir, sizeof dir, "%s/missing", tmpdir);
+    drop_name = "bert.encoder.layer.1.attention.self.key.bias";
+    rewrite(dir, "model.safetensors", drop_one);
+    open_dir(dir, ZT_E_FORMAT);
+    assert_non_null(strstr(zt_last_error(), "bert.encoder.layer.1.attention.self.key.bias"));
+    /* a missing MLM-head tensor is initialised, with a warning */
+    snprintf(dir, sizeof dir, "%s/nohead", tmpdir);
+    drop_name = "cls.predictions.transform.dense.weight";
+    rewrite(dir, "model.safetensors", drop_one);
+    logbuf[0] = '\0';
+    zt_engine *e = open_dir(dir, 0);
+    assert_non_null(strstr(logbuf, "MLM-head"));
+    zt_engine_destroy(e);
+    /* a transposed weight is a shape error naming tensor and both shapes */
+    snprintf(dir, sizeof dir, "%s/shape", tmpdir);
+    rewrite(dir, "model.safetensors", bad_shape);
+    open_dir(dir, ZT_E_SHAPE);
+    assert_non_null(strstr(zt_last_error(), "intermediate.dense.weight\" has shape [64, 256]"));
+    /* no weights at all */
+    snprintf(dir, sizeof dir, "%s/empty", tmpdir);
+    copy_config(dir);
+    open_dir(dir, -2 /* -ENOENT */);
+    assert_non_null(strstr(zt_last_error(), "no model.safetensors"));
+    /* no folder */
+    open_dir("/nonexistent/model", -2);
+    assert_non_null(strstr(zt_last_error(), "/nonexistent/model/config.json"));
+}
+
+static void test_config_errors(void **state)
+{
+    static const struct { const char *json, *needle; int rc; } cases[] = {
+        {"{\"vocab_size\": 10}", "missing required field \"hidden_size\"", ZT_E_CONFIG},
+        {"{\"vocab_size\": 100, \"hidden_size\": 10, \"num_hidden_layers\": 1, "
+         "\"num_attention_heads\": 3, \"intermediate_size\": 8, \"max_position_embeddings\": 8, "
+         "\"type_vocab_size\": 2, \"hidden_act\": \"gelu\"}",
+         "hidden_size 10 is not divisible by num_attention_heads 3", ZT_E_CONFIG},
+        {"{\"vocab_size\": 100, \"hidden_size\": 8, \"num_hidden_layers\": 1, "
+         "\"num_attention_heads\": 2, \"intermediate_size\": 8, \"max_position_embeddings\": 8, "
+         "\"type_vocab_size\": 2, \"hidden_act\": \"swish\"}",
+         "\"hidden_act\" is \"swish\"", ZT_E_UNSUPPORTED},
+        {"{\"vocab_size\": -5}", "\"vocab_size\" must be a positive integer", ZT_E_CONFIG},
+        {"{\"vocab_size\": 100, \"hidden_size\": 8, \"num_hidden_layers\": 1, "
+         "\"num_attention_heads\": 2, \"intermediate_size\": 8, \"max_position_embeddings\": 8, "
+         "\"type_vocab_size\": 2}", "missing required field \"hidden_act\"", ZT_E_CONFIG},
+        {"{\"model_type\": \"t5\"}", "\"model_type\" is \"t5\"", ZT_E_UNSUPPORTED},
+        {"[1, 2", "not a JSON object", ZT_E_FORMAT},
+    };
+    char dir[512], path[600];
+    (void)state;
+    snprintf(dir, sizeof dir, "%s/cfg", tmpdir);
+    mkdir(dir, 0755);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        write_file(path, cases[i].json);
+        open_dir(dir, cases[i].rc);
+        if (!strstr(zt_last_error(), cases[i].needle) || !strstr(zt_last_error(), path))
+            fail_msg("case %zu: message \"%s\" lacks \"%s\" or the path", i, zt_last_error(),
+                     cases[i].needle);
+    }
+    zt_config c;
+    zt_engine *e;
+    zt_config_init(&c);
+    assert_int_equal(zt_engine_create(&c, MPI_COMM_NULL, &e), ZT_E_CONFIG);
+    c.model_preset = "bert-huge";
+    assert_int_equal(zt_engine_create(&c, MPI_COMM_NULL, &e), ZT_E_CONFIG);
+    assert_non_null(strstr(zt_last_error(), "bert-huge"));
+    c.model_preset = "bert-tiny";
+    c.lr = -1;
+    assert_int_equal(zt_engine_create(&c, MPI_COMM_NULL, &e), ZT_E_CONFIG);
+}
+
+/* ---- batches ---------------------------------------------------------------------------- */
+
+typedef struct { int64_t ids[2 * 8], mask[2 * 8], tt[2 * 8], labels[2 * 8]; } small_batch;
+
+static zt_batch make_batch(small_batch *s, uint64_t first)
+{
+    for (int i = 0; i < 16; i++) {
+        s->ids[i] = 5 + (i * 37) % 500;
+        s->mask[i] = (i < 8 || i % 8 < 5);
+        s->tt[i] = (i % 8) >= 4;
+        s->labels[i] = i % 3 == 0 ? (i * 11) % 512 : -100;
+    }
+    return (zt_batch){2, 8, s->ids, s->mask, s->tt, s->labels, first};
+}
+
+static void test_batch_errors(void **state)
+{
+    small_batch s;
+    zt_fb_result r;
+    const float *lg;
+    int64_t shape[3];
+    float buf[4];
+    (void)state;
+    zt_engine *e = open_dir(fixture(), 0);
+    assert_int_equal(zt_engine_logits(e, &lg, shape), ZT_E_INVAL);
+    zt_batch b = make_batch(&s, 0);
+    s.ids[11] = 512;
+    assert_int_equal(zt_engine_forward_backward(e, &b, 0, &r), ZT_E_RANGE);
+    assert_non_null(strstr(zt_engine_last_error(e), "input_ids[1][3] = 512 is outside [0, 512)"));
+    b = make_batch(&s, 0);
+    s.tt[2] = 2;
+    assert_int_equal(zt_engine_forward_backward(e, &b, 0, &r), ZT_E_RANGE);
+    assert_non_null(strstr(zt_engine_last_error(e), "token_type_ids[0][2]"));
+    b = make_batch(&s, 0);
+    s.labels[5] = -1;
+    assert_int_equal(zt_engine_forward_backward(e, &b, 0, &r), ZT_E_RANGE);
+    b = make_batch(&s, 0);
+    b.T = 65; /* max_position_embeddings is 64 */
+    b.B = 0;
+    assert_int_equal(zt_engine_forward_backward(e, &b, 0, &r), ZT_E_INVAL);
+    int64_t *big = calloc(65, sizeof *big);
+    zt_batch lb = {1, 65, big, NULL, NULL, big, 0};
+    assert_int_equal(zt_engine_forward_backward(e, &lb, 0, &r), ZT_E_RANGE);
+    assert_non_null(strstr(zt_engine_last_error(e), "exceeds max_position_embeddings 64"));
+    free(big);
+    assert_int_equal(zt_engine_read_param(e, "bert.nope", buf, 4), ZT_E_NOTFOUND);
+    assert_int_equal(zt_engine_read_grad(e, "cls.predictions.bias", buf, 4), ZT_E_SHAPE);
+    assert_int_equal(zt_engine_step(e, -1.0f, NULL), ZT_E_INVAL);
+    zt_engine_destroy(e);
+    zt_engine_destroy(NULL); /* a no-op */
+}
+
+static float *all_grads(zt_engine *e, size_t *total)
+{
+    size_t n = 0, off = 0;
+    for (int i = 0; i < zt_engine_param_count(e); i++) {
+        zt_param_info pi;
+        zt_engine_param_get(e, i, &pi);
+        n += pi.numel;
+    }
+    float *g = malloc(n * sizeof(float));
+    for (int i = 0; i < zt_engine_param_count(e); i++) {
+        zt_param_info pi;
+        zt_engine_param_get(e, i, &pi);
+        assert_int_equal(zt_engine_read_grad(e, pi.name, g + off, pi.numel), 0);
+        off += pi.numel;
+    }
+    *total = n;
+    return g;
+}
+
+static zt_engine *preset(int threads, int dropout, uint64_t seed)
+{
+    zt_config c;
+    zt_engine *e;
+    zt_config_init(&c);
+    c.model_preset = "bert-tiny";
+    c.vocab_size = 512;
+    c.threads = threads;
+    c.dropout = dropout;
+    c.seed = seed;
+    if (zt_engine_create(&c, MPI_COMM_NULL, &e) != 0)
+        fail_msg("%s", zt_last_error());
+    return e;
+}
+
+static void test_determinism(void **state)
+{
+    small_batch s;
+    zt_fb_result r1, r2, r3;
+    size_t n;
+    (void)state;
+    zt_batch b = make_batch(&s, 100);
+    /* threads 1 vs 2, dropout on: bit-identical loss and gradients */
+    zt_engine *a = preset(1, 1, 7), *c = preset(2, 1, 7);
+    zt_model_info mi;
+    zt_engine_model_info(a, &mi);
+    assert_int_equal(mi.num_layers, 2);
+    assert_int_equal(mi.hidden_size, 128);
+    /* BERT parameter count: embeddings + L layers + head, from the shapes */
+    size_t C = 128, F = 512, V = 512;
+    size_t want = V * C + 512 * C + 2 * C + 2 * C + 2 * (4 * (C * C + C) + 2 * C + C * F + F +
+                                                         F * C + C + 2 * C) + C * C + C + 2 * C + V;
+    assert_int_equal(mi.num_parameters, want);
+    assert_int_equal(zt_engine_forward_backward(a, &b, 0, &r1), 0);
+    assert_int_equal(zt_engine_forward_backward(c, &b, 0, &r2), 0);
+    assert_true(r1.loss == r2.loss);
+    float *g1 = all_grads(a, &n), *g2 = all_grads(c, &n);
+    assert_memory_equal(g1, g2, n * sizeof(float));
+    /* another first_sample draws other dropout masks */
+    zt_engine_zero_grad(c);
+    b.first_sample = 101;
+    assert_int_equal(zt_engine_forward_backward(c, &b, 0, &r3), 0);
+    assert_true(r3.loss != r1.loss);
+    /* gradients accumulate until zero_grad */
+    b.first_sample = 100;
+    assert_int_equal(zt_engine_forward_backward(a, &b, 0, &r3), 0);
+    free(g2);
+    g2 = all_grads(a, &n);
+    /* tied and repeated rows sum several terms, so the second pass may round differently;
+     * relative to the largest gradient that is a few fp32 ulps */
+    float gmax = 0;
+    for (size_t i = 0; i < n; i++)
+        gmax = fmaxf(gmax, fabsf(g1[i]));
+    for (size_t i = 0; i < n; i++)
+        if (!(fabsf(g2[i] - 2 * g1[i]) <= 1e-6f * gmax))
+            fail_msg("accumulated gradient %zu: %g vs 2 x %g", i, g2[i], g1[i]);
+    free(g1);
+    free(g2);
+    zt_engine_destroy(a);
+    zt_engine_destroy(c);
+}
+
+static void test_save_roundtrip_and_clip(void **state)
+{
+    small_batch s;
+    zt_fb_result r1, r2;
+    zt_step_info si;
+    char dir[512];
+    size_t n;
+    (void)state;
+    zt_config c;
+    zt_engine *a;
+    zt_config_init(&c);
+    c.model_preset = "bert-tiny";
+    c.vocab_size = 512;
+    c.dropout = 0;
+    c.grad_clip = 0.5f;
+    assert_int_equal(zt_engine_create(&c, MPI_COMM_NULL, &a), 0);
+    zt_batch b = make_batch(&s, 0);
+    assert_int_equal(zt_engine_forward_backward(a, &b, 0, &r1), 0);
+    float *g = all_grads(a, &n);
+    double ss = 0;
+    for (size_t i = 0; i < n; i++)
+        ss += (double)g[i] * g[i];
+    assert_int_equal(zt_engine_step(a, 1e-3f, &si), 0);
+    assert_true(fabs(si.grad_norm - sqrt(ss)) <= 1e-6 * sqrt(ss));
+    assert_true(si.grad_norm > 0.5);
+    assert_true(fabsf(si.clip_coef - (float)(0.5 / (si.grad_norm + 1e-6))) < 1e-7f);
+    free(g);
+    snprintf(dir, sizeof dir, "%s/saved", tmpdir);
+    assert_int_equal(zt_engine_save_model(a, dir), 0);
+    zt_engine *e = open_dir(dir, 0);
+    assert_same_params(a, e);
+    zt_engine_zero_grad(a);
+    assert_int_equal(zt_engine_forward_backward(a, &b, 0, &r1), 0);
+    zt_config_init(&c);
+    zt_engine_destroy(e);
+    c.model_dir = dir;
+    c.dropout = 0;
+    assert_int_equal(zt_engine_create(&c, MPI_COMM_NULL, &e), 0);
+    assert_int_equal(zt_engine_forward_backward(e, &b, 0, &r2), 0);
+    assert_true(r1.loss == r2.loss);
+    zt_engine_destroy(e);
+    zt_engine_destroy(a);
+}
+
+static void test_misc(void **state)
+{
+    (void)state;
+    assert_string_equal(zt_version(), "0.1.0");
+    assert_string_equal(zt_strerror(ZT_E_FORMAT), "malformed file");
+    assert_string_equal(zt_strerror(-2), "No such file or directory");
+    assert_string_equal(zt_strerror(12345), "unknown error");
+    zt_mem_report r;
+    zt_engine *e = preset(0, 0, 1);
+    zt_memory_report(&r);
+    assert_true(r.current[ZT_MEM_PARAMS] > 0 && r.current[ZT_MEM_PARAMS] == r.current[ZT_MEM_GRADS]);
+    zt_engine_destroy(e);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_hf_variants),    cmocka_unit_test(test_half_precision),
+        cmocka_unit_test(test_sharded),        cmocka_unit_test(test_checkpoint_errors),
+        cmocka_unit_test(test_config_errors),  cmocka_unit_test(test_batch_errors),
+        cmocka_unit_test(test_determinism),    cmocka_unit_test(test_save_roundtrip_and_clip),
+        cmocka_unit_test(test_misc),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# test_cli.sh - the zerotrain command on good and bad input: every bad input gives exactly one
+# line on stderr, a non-zero exit and no output file (nor temp file) left behind.
+# Usage: tests/test_cli.sh [path/to/zerotrain]
+set -u
+ZT=${1:-build/zerotrain}
+FIX=${ZT_FIXTURES:-tests/fixtures}/bert-tiny
+PY=/usr/bin/python3
+T=$(mktemp -d /tmp/zt_cli.XXXXXX)
+trap 'rm -rf "$T"' EXIT
+pass=0; fail=0
+
+ok()  { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+
+# expect_error NAME EXPECTED_STATUS STDERR_SUBSTRING -- command...
+# checks: status, exactly one stderr line containing the substring, no $T/out* files
+expect_error() {
+    local name=$1 want=$2 needle=$3; shift 4
+    rm -f "$T"/out*
+    "$@" >"$T/stdout" 2>"$T/stderr"
+    local st=$? lines
+    lines=$(wc -l <"$T/stderr")
+    if [ "$st" -ne "$want" ]; then bad "$name: exit $st, expected $want"; cat "$T/stderr"; return; fi
+    if [ "$lines" -ne 1 ]; then bad "$name: $lines stderr lines, expected 1"; cat "$T/stderr"; return; fi
+    if ! grep -qF -- "$needle" "$T/stderr"; then bad "$name: stderr lacks '$needle'"; cat "$T/stderr"; return; fi
+    if ls "$T"/out* >/dev/null 2>&1; then bad "$name: output left behind: $(ls "$T"/out*)"; return; fi
+    ok
+}
+
+# mkbatch FILE SPEC: writes a safetensors batch; SPEC is python code defining `tensors`,
+# a dict name -> (dtype, shape, flat list)
+mkbatch() {
+    "$PY" - "$1" "$2" <<'EOF'
+import json, struct, sys
+out, spec = sys.argv[1], sys.argv[2]
+env = {}
+exec(spec, env)
+fmt = {"I64": "q", "F32": "f", "I32": "i"}
+hdr, data = {}, b""
+for name, (dt, shape, vals) in env["tensors"].items():
+    blob = struct.pack("<%d%s" % (len(vals), fmt[dt]), *vals)
+    hdr[name] = {"dtype": dt, "shape": shape, "data_offsets": [len(data), len(data) + len(blob)]}
+    data += blob
+h = json.dumps(hdr).encode()
+h += b" " * ((8 - (8 + len(h)) % 8) % 8)
+open(out, "wb").write(struct.pack("<Q", len(h)) + h + data)
+EOF
+}
+
+B=$FIX/batch.safetensors
+# ---- success paths -------------------------------------------------------------------------
+if "$ZT" grad --model "$FIX" --batch "$B" --out "$T/good.safetensors" >"$T/stdout" 2>"$T/stderr" \
+   && grep -q "^loss " "$T/stdout" && [ ! -s "$T/stderr" ]; then ok; else bad "grad on the fixture"; cat "$T/stderr"; fi
+if "$ZT" inspect "$T/good.safetensors" >"$T/inspect" && grep -q "^grad.cls.predictions.bias *F32 *\[512\]" "$T/inspect" \
+   && grep -q "^logits *F32 *\[2, 16, 512\]" "$T/inspect" && grep -q "^44 tensors" "$T/inspect"; then ok
+else bad "inspect of grad output"; cat "$T/inspect"; fi
+if "$ZT" version | grep -q "^zerotrain 0.1.0$"; then ok; else bad "version"; fi
+if "$ZT" train --model bert-tiny --vocab 200 --steps 3 --batch-size 2 --seq-len 16 --print-every 1 \
+      --save-model "$T/trained" >"$T/train.out" 2>"$T/train.err" \
+   && [ "$(grep -c '^step ' "$T/train.out")" -eq 3 ] && [ -f "$T/trained/config.json" ] \
+   && "$ZT" inspect "$T/trained/model.safetensors" | grep -q "^bert.embeddings.word_embeddings.weight *F32 *\[200, 128\]"; then ok
+else bad "train + save-model"; cat "$T/train.out" "$T/train.err"; fi
+# the saved folder is a model the grad command accepts
+mkbatch "$T/b200.safetensors" 'tensors = {"input_ids": ("I64", [1, 4], [1, 2, 3, 4]), "labels": ("I64", [1, 4], [-100, 7, -100, 9])}'
+if "$ZT" grad --model "$T/trained" --batch "$T/b200.safetensors" --out "$T/g2.safetensors" >/dev/null 2>&1; then ok; else bad "grad on a saved model"; fi
+
+# ---- bad input -----------------------------------------------------------------------------
+expect_error "no arguments" 2 "grad needs --model" -- "$ZT" grad
+expect_error "unknown option" 2 "unknown option '--modle'" -- "$ZT" grad --modle x
+expect_error "missing value" 2 "option --out needs a value" -- "$ZT" grad --model "$FIX" --batch "$B" --out
+expect_error "unknown command" 2 "unknown command 'frobnicate'" -- "$ZT" frobnicate
+expect_error "missing model folder" 1 "/nonexistent/config.json" -- "$ZT" grad --model /nonexistent --batch "$B" --out "$T/out.st"
+expect_error "missing batch" 1 "$T/none.safetensors" -- "$ZT" grad --model "$FIX" --batch "$T/none.safetensors" --out "$T/out.st"
+mkbatch "$T/f32.safetensors" 'tensors = {"input_ids": ("F32", [1, 3], [1.0, 2.0, 3.0]), "labels": ("I64", [1, 3], [1, 2, 3])}'
+expect_error "wrong dtype" 1 "tensor \"input_ids\" has dtype F32, expected I64" -- "$ZT" grad --model "$FIX" --batch "$T/f32.safetensors" --out "$T/out.st"
+mkbatch "$T/long.safetensors" 'tensors = {"input_ids": ("I64", [1, 65], [5] * 65), "labels": ("I64", [1, 65], [5] * 65)}'
+expect_error "too long" 1 "sequence length 65 exceeds max_position_embeddings 64" -- "$ZT" grad --model "$FIX" --batch "$T/long.safetensors" --out "$T/out.st"
+mkbatch "$T/vocab.safetensors" 'tensors = {"input_ids": ("I64", [2, 3], [5, 6, 7, 8, 512, 9]), "labels": ("I64", [2, 3], [-100] * 6)}'
+expect_error "token id >= vocab" 1 "input_ids[1][1] = 512 is outside [0, 512)" -- "$ZT" grad --model "$FIX" --batch "$T/vocab.safetensors" --out "$T/out.st"
+mkbatch "$T/shape.safetensors" 'tensors = {"input_ids": ("I64", [2, 3], [5] * 6), "labels": ("I64", [3, 2], [5] * 6)}'
+expect_error "shape mismatch" 1 "tensor \"labels\" has shape [3, 2], input_ids has [2, 3]" -- "$ZT" grad --model "$FIX" --batch "$T/shape.safetensors" --out "$T/out.st"
+mkbatch "$T/nolabels.safetensors" 'tensors = {"input_ids": ("I64", [2, 3], [5] * 6)}'
+expect_error "missing labels" 1 "batch has no tensor \"labels\"" -- "$ZT" grad --model "$FIX" --batch "$T/nolabels.safetensors" --out "$T/out.st"
+head -c 100 "$B" >"$T/trunc.safetensors"
+expect_error "truncated batch" 1 "$T/trunc.safetensors" -- "$ZT" grad --model "$FIX" --batch "$T/trunc.safetensors" --out "$T/out.st"
+expect_error "output folder missing" 1 "$T/nodir/out.st" -- "$ZT" grad --model "$FIX" --batch "$B" --out "$T/nodir/out.st"
+echo '{"lr": "fast"}' >"$T/step.json"
+expect_error "bad step.json" 1 "\"lr\" must be a number" -- "$ZT" grad --model "$FIX" --batch "$B" --step "$T/step.json" --out "$T/out.st"
+expect_error "inspect malformed" 1 "$T/trunc.safetensors" -- "$ZT" inspect "$T/trunc.safetensors"
+expect_error "train unknown preset" 1 "unknown model preset \"bert-enormous\"" -- "$ZT" train --model bert-enormous --steps 1
+expect_error "train bad steps" 2 "--steps must be an integer" -- "$ZT" train --model bert-tiny --steps -3
+expect_error "train seq too long" 1 "--seq-len 600 exceeds" -- "$ZT" train --model bert-tiny --vocab 100 --seq-len 600 --steps 1
+if ls "$T" | grep -q '\.tmp\.'; then bad "temporary files left: $(ls "$T" | grep '\.tmp\.')"; else ok; fi
+
+echo "cli: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
