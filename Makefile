@@ -14,8 +14,13 @@ ifeq ($(NATIVE),1)
 OPT      += -march=native
 endif
 CFLAGS_ALL := -std=c11 $(OPT) $(WARN) -fopenmp -fPIC -fvisibility=hidden \
-              -D_GNU_SOURCE -DZT_BUILDING_LIBRARY -Iinclude -Icommon $(MPI_CFLAGS) $(CFLAGS)
-LIBS     := -lopenblas -ljemalloc -lcjson -lm -fopenmp $(MPI_LIBS)
+              -D_GNU_SOURCE -DZT_BUILDING_LIBRARY -Iinclude -Icommon -I/usr/include/x86_64-linux-gnu/openblas-openmp \
+              $(MPI_CFLAGS) $(CFLAGS)
+# OpenBLAS's OpenMP build shares libgomp's thread pool with our own kernels; the pthread
+# build would leave two pools spinning against each other on the same cores (2-3x slower).
+OPENBLAS_DIR ?= /usr/lib/x86_64-linux-gnu/openblas-openmp
+LIBS     := -L$(OPENBLAS_DIR) -Wl,-rpath,$(OPENBLAS_DIR) -lopenblas -ljemalloc -lcjson -lm \
+            -fopenmp $(MPI_LIBS)
 
 LIB_SRC  := common/err.c memory/mem.c format/safetensors.c \
             engine/rng.c engine/comm.c engine/load.c engine/engine.c \
@@ -26,8 +31,8 @@ HDRS     := $(wildcard include/*.h common/*.h memory/*.h format/*.h engine/*.h m
 UNIT_TESTS := test_safetensors test_layers test_rng test_memory test_golden test_api
 TEST_BINS  := $(UNIT_TESTS:%=$(BUILD)/tests/%)
 
-.PHONY: all lib test test-unit test-cli test-parity asan fuzz fuzz-build bench install clean
-all: $(BUILD)/zerotrain $(BUILD)/libzerotrain.a $(BUILD)/libzerotrain.so
+.PHONY: all test test-long unit-tests test-unit test-cli test-parity asan asan-build fuzz fuzz-build bench install clean
+all: $(BUILD)/zerotrain $(BUILD)/libzerotrain.a $(BUILD)/libzerotrain.so $(BUILD)/bench_grad
 
 $(BUILD)/obj/%.o: %.c $(HDRS)
 	@mkdir -p $(dir $@)
@@ -49,9 +54,12 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libzerotrain.a $(HDRS)
 	$(CC) $(CFLAGS_ALL) -o $@ $< $(BUILD)/libzerotrain.a $(LIBS) -lcmocka
 
 # ---- tests -------------------------------------------------------------------------------
-# `make test` is the whole CI suite: unit tests, CLI tests, parity against the PyTorch
-# reference on random configs, the unit tests again under ASan/UBSan, 30 s of fuzzing.
-test: test-unit test-cli test-parity asan fuzz
+# `make test` is the whole CI suite (tests/run_all.sh): unit tests, CLI tests, parity against
+# the PyTorch reference on random configs, the unit tests under ASan/UBSan, 30 s of fuzzing.
+test:
+	bash tests/run_all.sh
+
+unit-tests: $(TEST_BINS)
 
 test-unit: $(TEST_BINS)
 	@set -e; for t in $(TEST_BINS); do echo "== $$t"; $$t; done
@@ -62,13 +70,18 @@ test-cli: all
 test-parity: all
 	ZT=$(BUILD)/zerotrain bash tests/test_bert_random.sh
 
-asan:
-	$(MAKE) BUILD=build/asan OPT="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" \
-	    test-unit-asan
+# The heavy checks: 10 minutes of fuzzing and 40 more random parity configurations.
+test-long: all
+	PARITY_EXTRA=40 ZT=$(BUILD)/zerotrain bash tests/test_bert_random.sh
+	$(MAKE) fuzz FUZZ_SECONDS=600
 
-test-unit-asan: $(TEST_BINS)
-	@set -e; for t in $(TEST_BINS); do echo "== $$t (asan+ubsan)"; \
-	    ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 $$t; done
+ASAN_OPT := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+asan-build:
+	$(MAKE) BUILD=build/asan OPT="$(ASAN_OPT)" unit-tests
+
+asan: asan-build
+	@set -e; for t in $(UNIT_TESTS); do echo "== $$t (asan+ubsan)"; \
+	    ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 build/asan/tests/$$t; done
 
 FUZZ_SECONDS ?= 30
 fuzz-build: $(BUILD)/fuzz_safetensors
@@ -81,8 +94,11 @@ fuzz: $(BUILD)/fuzz_safetensors
 	@rm -rf $(BUILD)/fuzz-corpus && mkdir -p $(BUILD)/fuzz-corpus && cp tests/fuzz/corpus/* $(BUILD)/fuzz-corpus/
 	$(BUILD)/fuzz_safetensors -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 $(BUILD)/fuzz-corpus
 
-bench: all
-	bash benchmarks/bench_grad.sh
+$(BUILD)/bench_grad: benchmarks/bench_grad.c $(BUILD)/libzerotrain.a include/zerotrain.h
+	$(CC) $(CFLAGS_ALL) -o $@ benchmarks/bench_grad.c $(BUILD)/libzerotrain.a $(LIBS)
+
+bench: $(BUILD)/bench_grad
+	$(BUILD)/bench_grad $(BENCH_ARGS)
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin

@@ -23,6 +23,14 @@ CASES=(
     "15  600 96 1 3 328 50 3 4 11 1e-12"
     "16  997 72 2 4 120 19 1 2 19 1e-12"
 )
+# PARITY_EXTRA=N (make test-long) adds N more cases with shapes drawn from a seeded RANDOM
+if [ "${PARITY_EXTRA:-0}" -gt 0 ]; then
+    RANDOM=2026
+    for ((k = 0; k < PARITY_EXTRA; k++)); do
+        nh=$((1 + RANDOM % 6)); hd=$((4 + RANDOM % 13)); seq=$((1 + RANDOM % 48))
+        CASES+=("$((100 + k)) $((50 + RANDOM % 1500)) $((nh * hd)) $((1 + RANDOM % 3)) $nh $((8 + RANDOM % 300)) $((seq + RANDOM % 8)) $((1 + RANDOM % 3)) $((1 + RANDOM % 5)) $seq 1e-12")
+    done
+fi
 pass=0; fail=0
 if "$PY" "$REF" check-fixture tests/fixtures/bert-tiny; then pass=$((pass + 1)); else fail=$((fail + 1)); fi
 [ -x "$ZT" ] || echo "note: $ZT is not an executable file; every generated case will fail"

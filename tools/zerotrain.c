@@ -354,30 +354,58 @@ static uint64_t splitmix(uint64_t *s)
     return z ^ (z >> 31);
 }
 
-/* Synthetic MLM batch: each row is an arithmetic sequence of token ids (random start and
- * stride, ids >= 5), so masked tokens are predictable from their neighbours and the loss
- * can fall. 15% of positions are labelled: 80% replaced by [MASK] (id 4), 10% random,
- * 10% kept. Row r of step s depends only on (seed, global sample index). */
-static void synth_batch(int64_t *ids, int64_t *labels, int B, int T, int V, uint64_t seed,
-                        uint64_t first_sample)
+/* Synthetic MLM batch: each row is a segment of Zipf-distributed token ids (ids >= 5)
+ * followed by the same segment again, so a model can lower the loss first by learning the
+ * token frequencies and then by copying from the other half. 15% of positions are
+ * labelled: 80% replaced by [MASK] (id 4), 10% by a random id, 10% kept. Row r depends
+ * only on (seed, global sample index). cdf: Zipf(1) over V - 5 ids. */
+static void synth_batch(int64_t *ids, int64_t *labels, int B, int T, int V, const double *cdf,
+                        uint64_t seed, uint64_t first_sample)
 {
+    int64_t span = V - 5, half = (T + 1) / 2;
     for (int b = 0; b < B; b++) {
         uint64_t st = seed * 0x100000001B3ull ^ (first_sample + (uint64_t)b);
-        int64_t span = V - 5, start = (int64_t)(splitmix(&st) % (uint64_t)span);
-        int64_t stride = 1 + (int64_t)(splitmix(&st) % 7);
         for (int t = 0; t < T; t++) {
-            int64_t tok = 5 + (start + stride * t) % span;
-            uint64_t r = splitmix(&st);
             size_t i = (size_t)b * T + t;
-            ids[i] = tok;
+            if (t < half) {
+                double u = (double)(splitmix(&st) >> 11) * 0x1p-53;
+                int64_t lo = 0, hi = span - 1;
+                while (lo < hi) { /* first rank whose cdf exceeds u */
+                    int64_t mid = (lo + hi) / 2;
+                    if (cdf[mid] > u) hi = mid; else lo = mid + 1;
+                }
+                ids[i] = 5 + lo;
+            } else {
+                ids[i] = ids[i - half];
+            }
+        }
+        for (int t = 0; t < T; t++) {
+            size_t i = (size_t)b * T + t;
+            uint64_t r = splitmix(&st);
             labels[i] = -100;
             if (r % 1000 < 150) {
                 uint64_t how = (r / 1000) % 10;
-                labels[i] = tok;
-                ids[i] = how < 8 ? 4 : how < 9 ? 5 + (int64_t)((r >> 20) % (uint64_t)span) : tok;
+                labels[i] = ids[i];
+                if (how < 8)
+                    ids[i] = 4;
+                else if (how < 9)
+                    ids[i] = 5 + (int64_t)((r >> 20) % (uint64_t)span);
             }
         }
     }
+}
+
+static double *zipf_cdf(int V)
+{
+    int64_t n = V - 5;
+    double *c = malloc(sizeof *c * (size_t)n), s = 0;
+    if (!c)
+        return NULL;
+    for (int64_t k = 0; k < n; k++)
+        c[k] = (s += 1.0 / (double)(k + 1));
+    for (int64_t k = 0; k < n; k++)
+        c[k] /= s;
+    return c;
 }
 
 static double now(void)
@@ -416,6 +444,7 @@ static int cmd_train(int argc, char **argv)
     zt_engine *e = NULL;
     zt_model_info mi;
     int64_t *ids = NULL, *labels = NULL;
+    double *cdf = NULL;
     int rc = 1;
     if (parse_opts(argc, argv, opts, (int)(sizeof opts / sizeof opts[0])))
         return 2;
@@ -457,7 +486,8 @@ static int cmd_train(int argc, char **argv)
             bs, seq, lr);
     ids = malloc(sizeof *ids * (size_t)(bs * seq));
     labels = malloc(sizeof *labels * (size_t)(bs * seq));
-    if (!ids || !labels) {
+    cdf = zipf_cdf(mi.vocab_size);
+    if (!ids || !labels || !cdf) {
         die("out of memory");
         goto done;
     }
@@ -467,7 +497,7 @@ static int cmd_train(int argc, char **argv)
         zt_fb_result res;
         zt_step_info si;
         float cur_lr = (float)(warm > 0 && s < warm ? lr * (double)(s + 1) / (double)warm : lr);
-        synth_batch(ids, labels, (int)bs, (int)seq, mi.vocab_size, (uint64_t)seed,
+        synth_batch(ids, labels, (int)bs, (int)seq, mi.vocab_size, cdf, (uint64_t)seed,
                     (uint64_t)(s * bs));
         zt_batch b = {(int)bs, (int)seq, ids, NULL, NULL, labels, (uint64_t)(s * bs)};
         if (zt_engine_zero_grad(e) < 0 || zt_engine_forward_backward(e, &b, 0, &res) < 0 ||
@@ -498,6 +528,7 @@ static int cmd_train(int argc, char **argv)
 done:
     free(ids);
     free(labels);
+    free(cdf);
     zt_engine_destroy(e);
     return rc;
 }

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# run_all.sh - the whole test suite (what `make test` and CI run): unit tests, command-line
+# tests, parity with the PyTorch reference on random configs, the unit tests again under
+# ASan+UBSan, and a short fuzzing run. Runs every suite, then prints one summary line.
+set -u
+cd "$(dirname "$0")/.."
+MAKE=${MAKE:-make}
+FUZZ_SECONDS=${FUZZ_SECONDS:-30}
+passed=0; failed=0; skipped=0; failed_names=""
+
+suite() {   # suite NAME command...
+    local name=$1; shift
+    echo "=== $name"
+    "$@"
+    local st=$?
+    if [ $st -eq 0 ]; then passed=$((passed + 1))
+    elif [ $st -eq 77 ]; then skipped=$((skipped + 1)); echo "=== $name: skipped"
+    else failed=$((failed + 1)); failed_names="$failed_names $name"; echo "=== $name: FAILED (status $st)"; fi
+}
+
+if ! $MAKE -s -j2 all unit-tests; then echo "build failed"; echo "0 passed, 1 failed"; exit 1; fi
+for t in build/tests/test_*; do suite "$(basename "$t")" "$t"; done
+suite cli bash tests/test_cli.sh build/zerotrain
+suite parity env ZT=build/zerotrain bash tests/test_bert_random.sh
+if $MAKE -s -j2 asan-build; then
+    for t in build/asan/tests/test_*; do
+        suite "asan:$(basename "$t")" env ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 "$t"
+    done
+else
+    failed=$((failed + 1)); failed_names="$failed_names asan-build"
+fi
+suite "fuzz(${FUZZ_SECONDS}s)" $MAKE -s fuzz FUZZ_SECONDS="$FUZZ_SECONDS"
+
+[ -n "$failed_names" ] && echo "failed suites:$failed_names"
+echo "suites: $passed passed, $failed failed, $skipped skipped"
+[ "$failed" -eq 0 ]
