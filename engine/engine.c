@@ -229,47 +229,45 @@ int zt_engine_param_get(const zt_engine *e, int i, zt_param_info *o)
     return 0;
 }
 
-static int find_param(const zt_engine *e, const char *name, size_t n, const zt_param_def **out)
+/* *out = where parameter `name` lives in the unit buffers `bufs` (P or G); n must be its
+ * element count. Failures are recorded in the engine. */
+static int locate(const zt_engine *e, float *const *bufs, const char *name, size_t n,
+                  float **out)
 {
     int i;
     if (!e || !name)
         return zt_fail(ZT_E_INVAL, "NULL engine or name");
     if ((i = zt_layout_find(&e->layout, name)) < 0)
-        return zt_fail(ZT_E_NOTFOUND, "no parameter named \"%s\"", name);
-    *out = &e->layout.params[i];
-    if (n != (*out)->numel)
-        return zt_fail(ZT_E_SHAPE, "parameter \"%s\" has %zu elements, buffer has %zu", name,
-                       (*out)->numel, n);
+        return fail(e, zt_fail(ZT_E_NOTFOUND, "no parameter named \"%s\"", name));
+    const zt_param_def *d = &e->layout.params[i];
+    if (n != d->numel)
+        return fail(e, zt_fail(ZT_E_SHAPE, "parameter \"%s\" has %zu elements, buffer has %zu",
+                               name, d->numel, n));
+    *out = bufs[d->unit] + d->offset;
     return 0;
 }
 
 int zt_engine_read_param(const zt_engine *e, const char *name, float *dst, size_t n)
 {
-    const zt_param_def *d;
-    int rc = find_param(e, name, n, &d);
-    if (rc < 0)
-        return fail(e, rc);
-    memcpy(dst, e->P[d->unit] + d->offset, n * sizeof(float));
+    float *p;
+    ZT_TRY(locate(e, e ? e->P : NULL, name, n, &p));
+    memcpy(dst, p, n * sizeof(float));
     return 0;
 }
 
 int zt_engine_read_grad(const zt_engine *e, const char *name, float *dst, size_t n)
 {
-    const zt_param_def *d;
-    int rc = find_param(e, name, n, &d);
-    if (rc < 0)
-        return fail(e, rc);
-    memcpy(dst, e->G[d->unit] + d->offset, n * sizeof(float));
+    float *p;
+    ZT_TRY(locate(e, e ? e->G : NULL, name, n, &p));
+    memcpy(dst, p, n * sizeof(float));
     return 0;
 }
 
 int zt_engine_write_param(zt_engine *e, const char *name, const float *src, size_t n)
 {
-    const zt_param_def *d;
-    int rc = find_param(e, name, n, &d);
-    if (rc < 0)
-        return fail(e, rc);
-    memcpy(e->P[d->unit] + d->offset, src, n * sizeof(float));
+    float *p;
+    ZT_TRY(locate(e, e ? e->P : NULL, name, n, &p));
+    memcpy(p, src, n * sizeof(float));
     return 0;
 }
 
