@@ -22,7 +22,7 @@ OPENBLAS_DIR ?= /usr/lib/x86_64-linux-gnu/openblas-openmp
 LIBS     := -L$(OPENBLAS_DIR) -Wl,-rpath,$(OPENBLAS_DIR) -lopenblas -ljemalloc -lcjson -lm \
             -fopenmp $(MPI_LIBS)
 
-LIB_SRC  := common/err.c memory/mem.c format/safetensors.c \
+LIB_SRC  := common/err.c memory/mem.c format/fileio.c format/safetensors.c \
             engine/rng.c engine/comm.c engine/load.c engine/engine.c \
             models/layout.c models/layers.c models/bert.c optimizer/adamw.c
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
@@ -85,11 +85,11 @@ asan: asan-build
 
 FUZZ_SECONDS ?= 30
 fuzz-build: $(BUILD)/fuzz_safetensors
-$(BUILD)/fuzz_safetensors: tests/fuzz/fuzz_safetensors.c common/err.c format/safetensors.c $(HDRS)
+$(BUILD)/fuzz_safetensors: tests/fuzz/fuzz_safetensors.c common/err.c format/fileio.c format/safetensors.c $(HDRS)
 	@mkdir -p $(BUILD)
 	$(CLANG) -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -DZT_BUILDING_LIBRARY \
 	    -Iinclude -Icommon $(MPI_CFLAGS) -o $@ tests/fuzz/fuzz_safetensors.c common/err.c \
-	    format/safetensors.c -lcjson
+	    format/fileio.c format/safetensors.c -lcjson
 fuzz: $(BUILD)/fuzz_safetensors
 	@rm -rf $(BUILD)/fuzz-corpus && mkdir -p $(BUILD)/fuzz-corpus && cp tests/fuzz/corpus/* $(BUILD)/fuzz-corpus/
 	$(BUILD)/fuzz_safetensors -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 $(BUILD)/fuzz-corpus

@@ -357,6 +357,26 @@ int zt_engine_step(zt_engine *e, float lr, zt_step_info *out)
     return 0;
 }
 
+/* mkdir -p */
+static int make_dirs(const char *dir)
+{
+    char p[4096];
+    size_t n = strlen(dir);
+    if (n == 0 || n >= sizeof p)
+        return zt_fail(ZT_E_INVAL, "bad folder name \"%s\"", dir);
+    memcpy(p, dir, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (p[i] != '/' && p[i] != '\0')
+            continue;
+        char c = p[i];
+        p[i] = '\0';
+        if (mkdir(p, 0755) != 0 && errno != EEXIST)
+            return zt_fail(-errno, "%s: cannot create folder: %s", p, strerror(errno));
+        p[i] = c;
+    }
+    return 0;
+}
+
 int zt_engine_save_model(zt_engine *e, const char *dir)
 {
     char path[4096];
@@ -364,8 +384,8 @@ int zt_engine_save_model(zt_engine *e, const char *dir)
     int rc, n;
     if (!e || !dir)
         return zt_fail(ZT_E_INVAL, "zt_engine_save_model: NULL argument");
-    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
-        return fail(e, zt_fail(-errno, "%s: cannot create folder: %s", dir, strerror(errno)));
+    if ((rc = make_dirs(dir)) < 0)
+        return fail(e, rc);
     n = e->layout.n_params;
     if (!(v = calloc((size_t)n, sizeof *v)))
         return fail(e, zt_fail(ZT_E_NOMEM, "out of memory"));

@@ -3,6 +3,7 @@
  * convert dtypes other than F32/F16/BF16, and it does not guard against the file shrinking
  * while mapped (SIGBUS). Little-endian hosts only. */
 #include "err.h"
+#include "fileio.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -628,112 +629,33 @@ static int build_header(const char *path, const zt_tensor_view *tv, int n,
     return 0;
 }
 
-static int write_all(int fd, const void *buf, size_t len)
-{
-    const char *p = buf;
-    while (len) {
-        ssize_t w = write(fd, p, len > (1u << 30) ? (1u << 30) : len);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0)
-            return -errno;
-        if (w == 0)
-            return -EIO;
-        p += w;
-        len -= (size_t)w;
-    }
-    return 0;
-}
-
-static int fsync_retry(int fd)
-{
-    while (fsync(fd) < 0)
-        if (errno != EINTR)
-            return -errno;
-    return 0;
-}
-
-/* fsync of the folder holding path, so the rename itself is durable */
-static int fsync_dir(const char *path)
-{
-    const char *slash = strrchr(path, '/');
-    size_t len = slash ? (slash == path ? 1 : (size_t)(slash - path)) : 1;
-    char *dir = malloc(len + 1);
-    int fd, rc;
-    if (!dir)
-        return -ENOMEM;
-    memcpy(dir, slash ? path : ".", len);
-    dir[len] = '\0';
-    fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    free(dir);
-    if (fd < 0)
-        return -errno;
-    rc = fsync_retry(fd);
-    close(fd);
-    return rc;
-}
-
 int zt_safetensors_write(const char *path, const zt_tensor_view *tensors, int n,
                          const char *const *metadata, int n_meta)
 {
     size_t *nbytes = NULL, hsize = 0;
-    const char *step = "";
-    char *hdr = NULL, *tmp = NULL;
-    int fd = -1, created = 0, rc;
+    const void **parts = NULL;
+    char *hdr = NULL;
+    int rc;
 
     if (!path || n < 0 || (n && !tensors) || n_meta < 0 || (n_meta && !metadata))
         return zt_fail(ZT_E_INVAL, "zt_safetensors_write(%s): bad arguments",
                        path ? path : "NULL");
+    /* parts[0] = header, parts[1 + i] = tensor i; nbytes alike */
     if (!(nbytes = calloc((size_t)n + 1, sizeof *nbytes)) ||
-        !(tmp = malloc(strlen(path) + sizeof ".tmp.XXXXXX"))) {
+        !(parts = calloc((size_t)n + 1, sizeof *parts))) {
         rc = zt_fail(ZT_E_NOMEM, "%s: out of memory", path);
         goto out;
     }
-    if ((rc = check_write_args(path, tensors, n, metadata, n_meta, nbytes)) < 0 ||
-        (rc = build_header(path, tensors, n, nbytes, metadata, n_meta, &hdr, &hsize)) < 0)
+    if ((rc = check_write_args(path, tensors, n, metadata, n_meta, nbytes + 1)) < 0 ||
+        (rc = build_header(path, tensors, n, nbytes + 1, metadata, n_meta, &hdr, &hsize)) < 0)
         goto out;
-
-    sprintf(tmp, "%s.tmp.XXXXXX", path);
-    step = "create temporary file";
-    if ((fd = mkstemp(tmp)) < 0)
-        goto sys;
-    created = 1;
-    step = "fchmod"; /* mkstemp makes 0600; model files are normally readable by all */
-    if (fchmod(fd, 0644) < 0)
-        goto sys;
-    step = "write";
-    if ((rc = write_all(fd, hdr, hsize)) < 0)
-        goto fail;
+    parts[0] = hdr;
+    nbytes[0] = hsize;
     for (int i = 0; i < n; i++)
-        if ((rc = write_all(fd, tensors[i].data, nbytes[i])) < 0)
-            goto fail;
-    step = "fsync";
-    if ((rc = fsync_retry(fd)) < 0)
-        goto fail;
-    step = "close";
-    rc = close(fd);
-    fd = -1;
-    if (rc < 0)
-        goto sys;
-    step = "rename";
-    if (rename(tmp, path) < 0)
-        goto sys;
-    created = 0; /* the file at path is complete; only its durability is left */
-    step = "fsync of the folder after rename";
-    if ((rc = fsync_dir(path)) < 0)
-        goto fail;
-    rc = 0;
-    goto out;
-sys:
-    rc = -errno;
-fail:
-    zt_fail(rc, "%s: %s: %s", path, step, strerror(-rc));
+        parts[1 + i] = tensors[i].data;
+    rc = zt_file_write_atomic(path, parts, nbytes, n + 1);
 out:
-    if (fd >= 0)
-        close(fd);
-    if (created)
-        unlink(tmp);
-    free(tmp);
+    free(parts);
     free(hdr);
     free(nbytes);
     return rc;

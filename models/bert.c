@@ -5,18 +5,16 @@
 #include "bert.h"
 #include "layers.h"
 #include "../common/err.h"
+#include "../format/fileio.h"
 #include "../engine/rng.h"
 #include "../memory/mem.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 /* ---- config ------------------------------------------------------------------------- */
 
@@ -168,8 +166,8 @@ int bert_config_preset(const char *name, int vocab, bert_config *c)
 
 int bert_config_save(const bert_config *c, const char *path)
 {
-    char tmp[4096], text[2048];
-    int fd, n, rc = 0;
+    char text[2048];
+    int n;
     n = snprintf(text, sizeof text,
                  "{\n  \"architectures\": [\"BertForMaskedLM\"],\n  \"model_type\": \"bert\",\n"
                  "  \"vocab_size\": %d,\n  \"hidden_size\": %d,\n  \"num_hidden_layers\": %d,\n"
@@ -182,19 +180,9 @@ int bert_config_save(const bert_config *c, const char *path)
                  "  \"torch_dtype\": \"float32\"\n}\n",
                  c->vocab, c->hidden, c->layers, c->heads, c->inter, c->hidden_drop, c->attn_drop,
                  c->max_pos, c->type_vocab, c->init_range, c->eps);
-    snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", path);
-    if ((fd = mkstemp(tmp)) < 0)
-        return zt_fail(-errno, "%s: cannot create: %s", path, strerror(errno));
-    errno = 0;
-    if (fchmod(fd, 0644) != 0 || write(fd, text, (size_t)n) != n || fsync(fd) != 0)
-        rc = zt_fail(errno ? -errno : -EIO, "%s: write failed: %s", path, strerror(errno));
-    if (close(fd) != 0 && rc == 0)
-        rc = zt_fail(-errno, "%s: close failed: %s", path, strerror(errno));
-    if (rc == 0 && rename(tmp, path) != 0)
-        rc = zt_fail(-errno, "%s: rename failed: %s", path, strerror(errno));
-    if (rc < 0)
-        unlink(tmp);
-    return rc;
+    const void *parts[1] = {text};
+    size_t lens[1] = {(size_t)n};
+    return zt_file_write_atomic(path, parts, lens, 1);
 }
 
 /* ---- layout ------------------------------------------------------------------------- */

@@ -565,7 +565,7 @@ static void test_save_roundtrip_and_clip(void **state)
     assert_true(si.grad_norm > 0.5);
     assert_true(fabsf(si.clip_coef - (float)(0.5 / (si.grad_norm + 1e-6))) < 1e-7f);
     free(g);
-    snprintf(dir, sizeof dir, "%s/saved", tmpdir);
+    snprintf(dir, sizeof dir, "%s/saved/nested/model", tmpdir); /* parents are created */
     assert_int_equal(zt_engine_save_model(a, dir), 0);
     zt_engine *e = open_dir(dir, 0);
     assert_same_params(a, e);

@@ -1,0 +1,107 @@
+/* fileio.c - the atomic write used by every file the project writes (safetensors, config,
+ * later checkpoints). It does not create folders and does not lock against other writers. */
+#include "fileio.h"
+#include "err.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static int write_all(int fd, const void *buf, size_t len)
+{
+    const char *p = buf;
+    while (len) {
+        ssize_t w = write(fd, p, len > (1u << 30) ? (1u << 30) : len);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0)
+            return -errno;
+        if (w == 0)
+            return -EIO;
+        p += w;
+        len -= (size_t)w;
+    }
+    return 0;
+}
+
+static int fsync_retry(int fd)
+{
+    while (fsync(fd) < 0)
+        if (errno != EINTR)
+            return -errno;
+    return 0;
+}
+
+/* fsync of the folder holding path, so the rename itself is durable */
+static int fsync_dir(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    size_t len = slash ? (slash == path ? 1 : (size_t)(slash - path)) : 1;
+    char *dir = malloc(len + 1);
+    int fd, rc;
+    if (!dir)
+        return -ENOMEM;
+    memcpy(dir, slash ? path : ".", len);
+    dir[len] = '\0';
+    fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    free(dir);
+    if (fd < 0)
+        return -errno;
+    rc = fsync_retry(fd);
+    close(fd);
+    return rc;
+}
+
+int zt_file_write_atomic(const char *path, const void *const *parts, const size_t *lens, int n)
+{
+    const char *step = "";
+    char *tmp = malloc(strlen(path) + sizeof ".tmp.XXXXXX");
+    int fd = -1, created = 0, rc;
+
+    if (!tmp)
+        return zt_fail(ZT_E_NOMEM, "%s: out of memory", path);
+    sprintf(tmp, "%s.tmp.XXXXXX", path);
+    step = "create temporary file";
+    if ((fd = mkstemp(tmp)) < 0)
+        goto sys;
+    created = 1;
+    step = "fchmod"; /* mkstemp makes 0600; model files are normally readable by all */
+    if (fchmod(fd, 0644) < 0)
+        goto sys;
+    step = "write";
+    for (int i = 0; i < n; i++)
+        if ((rc = write_all(fd, parts[i], lens[i])) < 0)
+            goto fail;
+    step = "fsync";
+    if ((rc = fsync_retry(fd)) < 0)
+        goto fail;
+    step = "close";
+    rc = close(fd);
+    fd = -1;
+    if (rc < 0)
+        goto sys;
+    step = "rename";
+    if (rename(tmp, path) < 0)
+        goto sys;
+    created = 0; /* the file at path is complete; only its durability is left */
+    step = "fsync of the folder after rename";
+    if ((rc = fsync_dir(path)) < 0)
+        goto fail;
+    rc = 0;
+    goto out;
+sys:
+    rc = -errno;
+fail:
+    zt_fail(rc, "%s: %s: %s", path, step, strerror(-rc));
+out:
+    if (fd >= 0)
+        close(fd);
+    if (created)
+        unlink(tmp);
+    free(tmp);
+    return rc;
+}

@@ -1,0 +1,14 @@
+/* fileio.h - durable, atomic file writes: a temporary file in the same folder, complete
+ * writes with EINTR retries, fsync, rename over the target, fsync of the folder. Readers
+ * see either the old file or the complete new one, never a partial one. */
+#ifndef ZT_FORMAT_FILEIO_H
+#define ZT_FORMAT_FILEIO_H
+
+#include <stddef.h>
+
+/* Writes parts[0..n) (lens[i] bytes each) back to back into path, mode 0644.
+ * Returns 0 or -errno with a message naming the path and the step that failed; on failure
+ * the temporary file is removed and an existing file at path is left untouched. */
+int zt_file_write_atomic(const char *path, const void *const *parts, const size_t *lens, int n);
+
+#endif
