@@ -22,13 +22,12 @@ OPENBLAS_DIR ?= /usr/lib/x86_64-linux-gnu/openblas-openmp
 LIBS     := -L$(OPENBLAS_DIR) -Wl,-rpath,$(OPENBLAS_DIR) -lopenblas -ljemalloc -lcjson -lm \
             -fopenmp $(MPI_LIBS)
 
-LIB_SRC  := common/err.c memory/mem.c format/fileio.c format/safetensors.c \
-            engine/rng.c engine/comm.c engine/load.c engine/engine.c \
-            models/layout.c models/layers.c models/bert.c optimizer/adamw.c
+LIB_SRC  := $(sort $(wildcard common/*.c memory/*.c format/*.c data/*.c engine/*.c models/*.c \
+                               optimizer/*.c offload/*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
-HDRS     := $(wildcard include/*.h common/*.h memory/*.h format/*.h engine/*.h models/*.h optimizer/*.h)
+HDRS     := $(wildcard include/*.h */*.h)
 
-UNIT_TESTS := test_safetensors test_layers test_rng test_memory test_golden test_api
+UNIT_TESTS := $(notdir $(basename $(wildcard tests/test_*.c)))
 TEST_BINS  := $(UNIT_TESTS:%=$(BUILD)/tests/%)
 
 .PHONY: all test test-long unit-tests test-unit test-cli test-parity asan asan-build fuzz fuzz-build bench install clean
@@ -46,8 +45,18 @@ $(BUILD)/libzerotrain.so: $(LIB_OBJ) zerotrain.map
 	$(CC) -shared -Wl,-soname,libzerotrain.so.0 -Wl,--version-script=zerotrain.map \
 	    -o $@ $(LIB_OBJ) $(LIBS)
 
-$(BUILD)/zerotrain: tools/zerotrain.c $(BUILD)/libzerotrain.a include/zerotrain.h
-	$(CC) $(CFLAGS_ALL) -fvisibility=default -o $@ tools/zerotrain.c $(BUILD)/libzerotrain.a $(LIBS)
+# The command: tools/*.c (C11) and tools/*.cc (the C++ shim around SentencePiece).
+TOOL_C   := $(wildcard tools/*.c)
+TOOL_CC  := $(wildcard tools/*.cc)
+TOOL_OBJ := $(TOOL_C:%.c=$(BUILD)/obj/%.o) $(TOOL_CC:%.cc=$(BUILD)/obj/%.o)
+TOOL_LIBS := $(if $(TOOL_CC),-lsentencepiece -lsentencepiece_train -lstdc++) -lunistring
+
+$(BUILD)/obj/tools/%.o: tools/%.cc $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CXX) -std=c++17 $(OPT) $(WARN) -fPIC -Iinclude $(MPI_CFLAGS) -c $< -o $@
+
+$(BUILD)/zerotrain: $(TOOL_OBJ) $(BUILD)/libzerotrain.a
+	$(CC) $(CFLAGS_ALL) -o $@ $(TOOL_OBJ) $(BUILD)/libzerotrain.a $(LIBS) $(TOOL_LIBS)
 
 $(BUILD)/tests/%: tests/%.c $(BUILD)/libzerotrain.a $(HDRS)
 	@mkdir -p $(dir $@)

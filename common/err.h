@@ -5,7 +5,7 @@
 
 #include "zerotrain.h"
 
-#define ZT_ERRMSG_MAX 1024
+#define ZT_ERRMSG_MAX 8192
 
 /* Formats the thread's last-error message and returns code (negative), so a caller can
  * write `return zt_fail(ZT_E_FORMAT, "%s: ...", path);`. */

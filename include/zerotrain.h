@@ -114,6 +114,44 @@ typedef struct zt_tensor_view {
 ZT_API int zt_safetensors_write(const char *path, const zt_tensor_view *tensors, int n,
                                 const char *const *metadata, int n_meta);
 
+/* ---- token data ----------------------------------------------------------------------
+ * A prepared corpus (`zerotrain prepare-data`): a folder with manifest.json and token shards
+ * (format in docs/data-format.md). The stream is every document's tokens back to back, each
+ * document followed by one [SEP]. Readers map the shards; nothing is copied on open. */
+typedef struct zt_tokenizer_info {
+    char type[32];           /* "wordpiece" or "sentencepiece" */
+    char model_file[256];    /* vocab.txt or the .model file, relative to the data folder */
+    int vocab_size;
+    int lower_case;
+    int32_t pad_id, unk_id, cls_id, sep_id, mask_id;
+} zt_tokenizer_info;
+
+typedef struct zt_token_writer zt_token_writer;
+/* Creates dir (parents too) and writes shards of at most shard_tokens tokens (0 = default). */
+ZT_API int zt_token_writer_create(const char *dir, const zt_tokenizer_info *tok,
+                                  uint64_t shard_tokens, zt_token_writer **out);
+/* Appends one document (ids < vocab_size); source names the input file for the manifest. */
+ZT_API int zt_token_writer_add(zt_token_writer *w, const int32_t *ids, size_t n,
+                               const char *source);
+/* Writes the last shard, then manifest.json (atomically, last). */
+ZT_API int zt_token_writer_finish(zt_token_writer *w);
+/* Frees; if finish was not called, removes the shards written so far. */
+ZT_API void zt_token_writer_destroy(zt_token_writer *w);
+
+typedef struct zt_token_data zt_token_data;
+typedef struct zt_token_data_info {
+    zt_tokenizer_info tok;
+    uint64_t n_tokens;       /* stream length, document separators included */
+    uint64_t n_docs;
+    int n_shards;
+} zt_token_data_info;
+/* verify != 0: checks every shard's checksum and that every id < vocab_size (reads all). */
+ZT_API int zt_token_data_open(const char *dir, int verify, zt_token_data **out);
+ZT_API void zt_token_data_close(zt_token_data *d);
+ZT_API int zt_token_data_info_get(const zt_token_data *d, zt_token_data_info *out);
+/* Tokens [start, start + n) of the stream, across shard boundaries. */
+ZT_API int zt_token_data_read(const zt_token_data *d, uint64_t start, size_t n, int32_t *out);
+
 /* ---- engine -------------------------------------------------------------------------- */
 typedef struct zt_engine zt_engine;
 

@@ -1,0 +1,83 @@
+/* cli.c - shared pieces of the zerotrain command: one-line errors, option parsing, the
+ * memory report. */
+#include "cli.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+int die(const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "zerotrain: error: ");
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    return 1;
+}
+
+int parse_opts(int argc, char **argv, const opt *opts, int n)
+{
+    for (int i = 0; i < argc; i++) {
+        int found = 0;
+        for (int k = 0; k < n && !found; k++) {
+            if (strcmp(argv[i], opts[k].name) != 0)
+                continue;
+            if (i + 1 >= argc)
+                return die("option %s needs a value", argv[i]);
+            *opts[k].value = argv[++i];
+            found = 1;
+        }
+        if (!found)
+            return die("unknown option '%s' (see 'zerotrain --help')", argv[i]);
+    }
+    return 0;
+}
+
+int parse_int(const char *s, const char *what, long lo, long hi, long *out)
+{
+    char *end;
+    long v;
+    errno = 0;
+    v = strtol(s, &end, 10);
+    if (errno || *end || end == s || v < lo || v > hi)
+        return die("%s must be an integer in [%ld, %ld], got '%s'", what, lo, hi, s);
+    *out = v;
+    return 0;
+}
+
+int parse_float(const char *s, const char *what, double lo, double hi, double *out)
+{
+    char *end;
+    double v;
+    errno = 0;
+    v = strtod(s, &end);
+    if (errno || *end || end == s || !(v >= lo && v <= hi))
+        return die("%s must be a number in [%g, %g], got '%s'", what, lo, hi, s);
+    *out = v;
+    return 0;
+}
+
+double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+void print_memory(FILE *f)
+{
+    zt_mem_report r;
+    zt_memory_report(&r);
+    fprintf(f, "memory (MiB)   ");
+    for (int c = 0; c < ZT_MEM_NCAT; c++)
+        fprintf(f, " %s %.1f/%.1f", zt_memory_category_name(c), r.current[c] / 1048576.0,
+                r.peak[c] / 1048576.0);
+    fprintf(f, "\n               counted peak %.1f, jemalloc allocated %.1f resident %.1f, "
+                    "peak RSS %.1f  (current/peak)\n",
+            r.total_peak / 1048576.0, r.jemalloc_allocated / 1048576.0,
+            r.jemalloc_resident / 1048576.0, r.peak_rss / 1048576.0);
+}

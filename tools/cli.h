@@ -1,0 +1,25 @@
+/* cli.h - what the zerotrain command's files share: error printing, option parsing, the
+ * commands. The command is built only on the public API (zerotrain.h). */
+#ifndef ZT_TOOLS_CLI_H
+#define ZT_TOOLS_CLI_H
+
+#include "zerotrain.h"
+
+#include <stdio.h>
+
+/* Prints "zerotrain: error: ..." as one line on stderr and returns 1. */
+int die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+typedef struct opt { const char *name; const char **value; } opt;
+/* Parses --name value pairs into opts; unknown options and missing values are errors. */
+int parse_opts(int argc, char **argv, const opt *opts, int n);
+int parse_int(const char *s, const char *what, long lo, long hi, long *out);
+int parse_float(const char *s, const char *what, double lo, double hi, double *out);
+double now(void);
+void print_memory(FILE *f);
+
+int cmd_grad(int argc, char **argv);
+int cmd_inspect(int argc, char **argv);
+int cmd_train(int argc, char **argv);
+
+#endif

@@ -1,0 +1,223 @@
+/* cmd_grad.c - `zerotrain grad`: one forward+backward (and optionally one AdamW step) of a
+ * Hugging Face BERT folder on a batch file, written as one safetensors file. */
+#include "cli.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct batch_file {
+    int64_t *ids, *mask, *tt, *labels;
+    int B, T;
+} batch_file;
+
+static void batch_free(batch_file *b)
+{
+    free(b->ids);
+    free(b->mask);
+    free(b->tt);
+    free(b->labels);
+}
+
+static int batch_tensor(zt_safetensors *f, const char *path, const char *name, int required,
+                        batch_file *b, int64_t **out)
+{
+    zt_tensor_info t;
+    *out = NULL;
+    if (zt_safetensors_find(f, name, &t) < 0)
+        return required ? die("%s: batch has no tensor \"%s\"", path, name) : 0;
+    if (t.dtype != ZT_I64)
+        return die("%s: tensor \"%s\" has dtype %s, expected I64", path, name,
+                   zt_dtype_name(t.dtype));
+    if (t.ndim != 2 || t.shape[0] < 1 || t.shape[1] < 1 || t.shape[0] > INT32_MAX ||
+        t.shape[1] > INT32_MAX)
+        return die("%s: tensor \"%s\" must have shape [batch, seq] with both >= 1", path, name);
+    if (b->B == 0) {
+        b->B = (int)t.shape[0];
+        b->T = (int)t.shape[1];
+    } else if (t.shape[0] != b->B || t.shape[1] != b->T) {
+        return die("%s: tensor \"%s\" has shape [%lld, %lld], input_ids has [%d, %d]", path,
+                   name, (long long)t.shape[0], (long long)t.shape[1], b->B, b->T);
+    }
+    if (!(*out = malloc(t.nbytes)))
+        return die("out of memory reading %s", path);
+    memcpy(*out, t.data, t.nbytes);
+    return 0;
+}
+
+static int read_batch(const char *path, batch_file *b)
+{
+    zt_safetensors *f;
+    int rc;
+    memset(b, 0, sizeof *b);
+    if (zt_safetensors_open(path, &f) < 0)
+        return die("%s", zt_last_error());
+    rc = batch_tensor(f, path, "input_ids", 1, b, &b->ids) ||
+         batch_tensor(f, path, "labels", 1, b, &b->labels) ||
+         batch_tensor(f, path, "attention_mask", 0, b, &b->mask) ||
+         batch_tensor(f, path, "token_type_ids", 0, b, &b->tt);
+    zt_safetensors_close(f);
+    if (rc)
+        batch_free(b);
+    return rc;
+}
+
+/* step.json: {"lr":..., "betas":[b1,b2], "eps":..., "weight_decay":...} */
+static int read_step(const char *path, zt_config *cfg)
+{
+    FILE *f = fopen(path, "rb");
+    char buf[65536];
+    size_t n;
+    cJSON *o, *v;
+    int rc = 0;
+    if (!f)
+        return die("%s: cannot open: %s", path, strerror(errno));
+    n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    if (!(o = cJSON_Parse(buf)) || !cJSON_IsObject(o)) {
+        cJSON_Delete(o);
+        return die("%s: not a JSON object", path);
+    }
+    v = cJSON_GetObjectItemCaseSensitive(o, "optimizer");
+    if (v && (!cJSON_IsString(v) || strcmp(v->valuestring, "AdamW") != 0))
+        rc = die("%s: \"optimizer\" must be \"AdamW\"", path);
+#define NUM(key, dst)                                                                          \
+    if (!rc && (v = cJSON_GetObjectItemCaseSensitive(o, key))) {                               \
+        if (!cJSON_IsNumber(v))                                                                \
+            rc = die("%s: \"%s\" must be a number", path, key);                                \
+        else                                                                                   \
+            dst = (float)v->valuedouble;                                                       \
+    }
+    NUM("lr", cfg->lr)
+    NUM("eps", cfg->eps)
+    NUM("weight_decay", cfg->weight_decay)
+#undef NUM
+    v = cJSON_GetObjectItemCaseSensitive(o, "betas");
+    if (!rc && v) {
+        if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) != 2 ||
+            !cJSON_IsNumber(cJSON_GetArrayItem(v, 0)) || !cJSON_IsNumber(cJSON_GetArrayItem(v, 1)))
+            rc = die("%s: \"betas\" must be [beta1, beta2]", path);
+        else {
+            cfg->beta1 = (float)cJSON_GetArrayItem(v, 0)->valuedouble;
+            cfg->beta2 = (float)cJSON_GetArrayItem(v, 1)->valuedouble;
+        }
+    }
+    v = cJSON_GetObjectItemCaseSensitive(o, "steps");
+    if (!rc && v && (!cJSON_IsNumber(v) || v->valuedouble != 1))
+        rc = die("%s: only \"steps\": 1 is supported", path);
+    cJSON_Delete(o);
+    cfg->decay_all = 1; /* the reference step decays every parameter */
+    return rc;
+}
+
+int cmd_grad(int argc, char **argv)
+{
+    const char *model = NULL, *batch = NULL, *out = NULL, *step = NULL, *threads = NULL;
+    opt opts[] = {{"--model", &model}, {"--batch", &batch}, {"--out", &out},
+                  {"--step", &step}, {"--threads", &threads}};
+    zt_config cfg;
+    zt_engine *e = NULL;
+    batch_file bf;
+    zt_fb_result res;
+    zt_tensor_view *views = NULL;
+    float **bufs = NULL;
+    int np, nv = 0, rc = 1;
+    long nt = 0;
+    if (parse_opts(argc, argv, opts, 5))
+        return 2;
+    if (!model || !batch || !out)
+        return die("grad needs --model DIR, --batch FILE and --out FILE"), 2;
+    if (threads && parse_int(threads, "--threads", 1, 1024, &nt))
+        return 2;
+    zt_config_init(&cfg);
+    cfg.model_dir = model;
+    cfg.threads = (int)nt;
+    if (step && read_step(step, &cfg))
+        return 1;
+    if (read_batch(batch, &bf))
+        return 1;
+    if (zt_engine_create(&cfg, MPI_COMM_NULL, &e) < 0) {
+        die("%s", zt_last_error());
+        goto done;
+    }
+    zt_batch b = {bf.B, bf.T, bf.ids, bf.mask, bf.tt, bf.labels, 0};
+    if (zt_engine_forward_backward(e, &b, 1, &res) < 0) {
+        die("%s: %s", batch, zt_engine_last_error(e));
+        goto done;
+    }
+    np = zt_engine_param_count(e);
+    /* loss, logits, a grad (and maybe an alias grad) per parameter, adamw per parameter */
+    views = calloc((size_t)(2 + 3 * np), sizeof *views);
+    bufs = calloc((size_t)(2 * np), sizeof *bufs);
+    if (!views || !bufs) {
+        die("out of memory");
+        goto done;
+    }
+    views[nv++] = (zt_tensor_view){"loss", ZT_F32, 1, {1}, &res.loss};
+    {
+        const float *lg;
+        int64_t shape[3];
+        zt_engine_logits(e, &lg, shape);
+        views[nv++] = (zt_tensor_view){"logits", ZT_F32, 3, {shape[0], shape[1], shape[2]}, lg};
+    }
+    for (int i = 0; i < np; i++) {
+        zt_param_info pi;
+        zt_engine_param_get(e, i, &pi);
+        if (!(bufs[i] = malloc(pi.numel * sizeof(float)))) {
+            die("out of memory");
+            goto done;
+        }
+        zt_engine_read_grad(e, pi.name, bufs[i], pi.numel);
+        for (int alias = 0; alias < 2; alias++) {
+            const char *nm = alias ? pi.alias : pi.name;
+            char *full;
+            if (!nm || asprintf(&full, "grad.%s", nm) < 0)
+                continue;
+            views[nv] = (zt_tensor_view){full, ZT_F32, pi.ndim, {0}, bufs[i]};
+            memcpy(views[nv].shape, pi.shape, sizeof pi.shape);
+            nv++;
+        }
+    }
+    if (step) {
+        if (zt_engine_step(e, cfg.lr, NULL) < 0) {
+            die("%s", zt_engine_last_error(e));
+            goto done;
+        }
+        for (int i = 0; i < np; i++) {
+            zt_param_info pi;
+            char *full;
+            zt_engine_param_get(e, i, &pi);
+            if (!(bufs[np + i] = malloc(pi.numel * sizeof(float))) ||
+                asprintf(&full, "adamw.%s", pi.name) < 0) {
+                die("out of memory");
+                goto done;
+            }
+            zt_engine_read_param(e, pi.name, bufs[np + i], pi.numel);
+            views[nv] = (zt_tensor_view){full, ZT_F32, pi.ndim, {0}, bufs[np + i]};
+            memcpy(views[nv].shape, pi.shape, sizeof pi.shape);
+            nv++;
+        }
+    }
+    if (zt_safetensors_write(out, views, nv, NULL, 0) < 0) {
+        die("%s", zt_last_error());
+        goto done;
+    }
+    printf("loss %.8g over %" PRId64 " labelled tokens; wrote %d tensors to %s\n", res.loss,
+           res.n_labels, nv, out);
+    rc = 0;
+done:
+    for (int i = 2; views && i < nv; i++)
+        free((char *)views[i].name);
+    for (int i = 0; bufs && i < 2 * np; i++)
+        free(bufs[i]);
+    free(views);
+    free(bufs);
+    zt_engine_destroy(e);
+    batch_free(&bf);
+    return rc;
+}
