@@ -152,6 +152,64 @@ ZT_API int zt_token_data_info_get(const zt_token_data *d, zt_token_data_info *ou
 /* Tokens [start, start + n) of the stream, across shard boundaries. */
 ZT_API int zt_token_data_read(const zt_token_data *d, uint64_t start, size_t n, int32_t *out);
 
+/* ---- training configuration (DeepSpeed JSON) ------------------------------------------
+ * The keys of a DeepSpeed config that apply here, plus a "zerotrain" section of our own;
+ * docs/config.md (generated from the parser's key table) lists them all. Unknown keys,
+ * wrong types and out-of-range values are rejected together in one message; DeepSpeed keys
+ * that do not apply are accepted with a notice (logged at ZT_LOG_WARN). */
+typedef enum zt_sched_type {
+    ZT_SCHED_CONSTANT = 0,   /* no "scheduler" section */
+    ZT_SCHED_WARMUP_LR,
+    ZT_SCHED_WARMUP_DECAY_LR,
+    ZT_SCHED_WARMUP_COSINE_LR,
+} zt_sched_type;
+
+typedef enum zt_offload_device { ZT_OFFLOAD_NONE = 0, ZT_OFFLOAD_CPU, ZT_OFFLOAD_NVME } zt_offload_device;
+
+typedef struct zt_train_settings {
+    /* batch: train_batch_size = micro_batch_size * grad_accum_steps * world_size */
+    int train_batch_size, micro_batch_size, grad_accum_steps;
+    /* optimizer (type "AdamW", or "Adam" with adam_w_mode true) */
+    float lr, beta1, beta2, eps, weight_decay;
+    float grad_clip;               /* gradient_clipping; 0 = off */
+    int steps_per_print;
+    uint64_t seed;
+    int seed_given;                /* the config had "seed" */
+    /* scheduler, DeepSpeed parameter names */
+    zt_sched_type scheduler;
+    double warmup_min_lr, warmup_max_lr;     /* WarmupLR, WarmupDecayLR */
+    double warmup_min_ratio, cos_min_ratio;  /* WarmupCosineLR */
+    int64_t warmup_num_steps, total_num_steps;
+    int warmup_log;                /* warmup_type "log" (1) or "linear" (0) */
+    /* zero_optimization (accepted and validated; acted on from the ZeRO issue on) */
+    int zero_stage;
+    zt_offload_device offload_optimizer, offload_param;
+    char nvme_path[256];
+    int activation_checkpointing;  /* an activation_checkpointing section was given */
+    /* "zerotrain" section */
+    int n_no_decay;                /* zerotrain.no_decay patterns; -1 = the default (biases
+                                    * and LayerNorm weights) */
+    int threads;                   /* zerotrain.threads, 0 = all cores */
+} zt_train_settings;
+
+typedef struct zt_train_config zt_train_config;
+/* Parses JSON text (source names it in messages, e.g. the file path). world_size resolves
+ * the batch sizes; total_steps (0 = unknown) resolves "auto" in scheduler total_num_steps. */
+ZT_API int zt_train_config_parse(const char *json, const char *source, int world_size,
+                                 int64_t total_steps, zt_train_config **out);
+ZT_API int zt_train_config_load(const char *path, int world_size, int64_t total_steps,
+                                zt_train_config **out);
+ZT_API void zt_train_config_destroy(zt_train_config *c);
+ZT_API const zt_train_settings *zt_train_config_settings(const zt_train_config *c);
+/* zerotrain.no_decay pattern i (0 <= i < n_no_decay); a pattern matches a parameter name
+ * that contains it as a substring. */
+ZT_API const char *zt_train_config_no_decay(const zt_train_config *c, int i);
+/* Learning rate of optimizer step `step` (0 = the first update), as DeepSpeed's scheduler
+ * gives it; the optimizer lr when there is no scheduler. */
+ZT_API double zt_train_config_lr(const zt_train_config *c, int64_t step);
+/* The config reference (Markdown) generated from the key table: docs/config.md. */
+ZT_API const char *zt_train_config_reference(void);
+
 /* ---- engine -------------------------------------------------------------------------- */
 typedef struct zt_engine zt_engine;
 
