@@ -19,7 +19,7 @@ CFLAGS_ALL := -std=c11 $(OPT) $(WARN) -fopenmp -fPIC -fvisibility=hidden \
 # OpenBLAS's OpenMP build shares libgomp's thread pool with our own kernels; the pthread
 # build would leave two pools spinning against each other on the same cores (2-3x slower).
 OPENBLAS_DIR ?= /usr/lib/x86_64-linux-gnu/openblas-openmp
-LIBS     := -L$(OPENBLAS_DIR) -Wl,-rpath,$(OPENBLAS_DIR) -lopenblas -ljemalloc -lcjson -lm \
+LIBS     := -L$(OPENBLAS_DIR) -Wl,-rpath,$(OPENBLAS_DIR) -lopenblas -ljemalloc -lcjson -lxxhash -lm \
             -fopenmp $(MPI_LIBS)
 
 LIB_SRC  := $(sort $(wildcard common/*.c memory/*.c format/*.c data/*.c engine/*.c models/*.c \
