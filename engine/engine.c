@@ -3,10 +3,11 @@
  * buffers are already padded and split for N shards, but no collective runs yet. */
 
 #include "zerotrain.h"
-#include "comm.h"
+#include "engine_impl.h"
 #include "load.h"
 #include "rng.h"
 #include "../common/err.h"
+#include "../format/fileio.h"
 #include "../memory/mem.h"
 #include "../models/bert.h"
 #include "../optimizer/adamw.h"
@@ -20,24 +21,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#define ZT_SHARD_ALIGN 1024 /* floats: 4 KiB, O_DIRECT-aligned, whole 8-bit Adam blocks */
-
-struct zt_engine {
-    zt_config cfg;
-    char err[ZT_ERRMSG_MAX];
-    zt_comm comm;
-    bert_config bc;
-    zt_layout layout;
-    const zt_model_ops *ops;
-    void *model;
-    size_t *padded;          /* per unit: floats incl. padding to N * ZT_SHARD_ALIGN */
-    float **P, **G, **M, **V;
-    unsigned char *alias_seen; /* per parameter: the checkpoint stored the tied alias */
-    int64_t step;
-    int have_logits;
-};
-
-static int fail(const zt_engine *e, int rc)
+int zt_engine_fail(const zt_engine *e, int rc)
 {
     if (e)
         snprintf(((zt_engine *)e)->err, sizeof e->err, "%s", zt_last_error());
@@ -216,7 +200,7 @@ int zt_engine_param_get(const zt_engine *e, int i, zt_param_info *o)
 {
     const zt_param_def *d;
     if (!e || !o || i < 0 || i >= e->layout.n_params)
-        return fail(e, zt_fail(ZT_E_INVAL, "zt_engine_param_get: index %d out of range", i));
+        return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "zt_engine_param_get: index %d out of range", i));
     d = &e->layout.params[i];
     memset(o, 0, sizeof *o);
     o->name = d->name;
@@ -238,10 +222,10 @@ static int locate(const zt_engine *e, float *const *bufs, const char *name, size
     if (!e || !name)
         return zt_fail(ZT_E_INVAL, "NULL engine or name");
     if ((i = zt_layout_find(&e->layout, name)) < 0)
-        return fail(e, zt_fail(ZT_E_NOTFOUND, "no parameter named \"%s\"", name));
+        return zt_engine_fail(e, zt_fail(ZT_E_NOTFOUND, "no parameter named \"%s\"", name));
     const zt_param_def *d = &e->layout.params[i];
     if (n != d->numel)
-        return fail(e, zt_fail(ZT_E_SHAPE, "parameter \"%s\" has %zu elements, buffer has %zu",
+        return zt_engine_fail(e, zt_fail(ZT_E_SHAPE, "parameter \"%s\" has %zu elements, buffer has %zu",
                                name, d->numel, n));
     *out = bufs[d->unit] + d->offset;
     return 0;
@@ -287,15 +271,18 @@ int zt_engine_forward_backward(zt_engine *e, const zt_batch *b, int keep_logits,
     int rc, nu;
     double sum;
     if (!e || !b)
-        return fail(e, zt_fail(ZT_E_INVAL, "zt_engine_forward_backward: NULL argument"));
+        return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "zt_engine_forward_backward: NULL argument"));
     zt_clear_error();
     e->have_logits = 0;
     if ((rc = e->ops->prepare(e->model, b, keep_logits, &n)) < 0)
-        return fail(e, rc);
+        return zt_engine_fail(e, rc);
     nu = e->layout.n_units;
     for (int u = 0; u < nu; u++)
         e->ops->forward_unit(e->model, u, e->P);
-    sum = e->ops->loss(e->model, n > 0 ? (float)(1.0 / (double)n) : 0.0f);
+    {
+        int64_t denom = b->label_count > 0 ? b->label_count : n;
+        sum = e->ops->loss(e->model, denom > 0 ? (float)(1.0 / (double)denom) : 0.0f);
+    }
     for (int u = nu - 1; u >= 0; u--)
         e->ops->backward_unit(e->model, u, e->P, e->G);
     e->have_logits = keep_logits;
@@ -312,8 +299,22 @@ int zt_engine_logits(const zt_engine *e, const float **logits, int64_t shape[3])
     if (!e || !logits || !shape)
         return zt_fail(ZT_E_INVAL, "zt_engine_logits: NULL argument");
     if (!e->have_logits || !(*logits = e->ops->logits(e->model, shape)))
-        return fail(e, zt_fail(ZT_E_INVAL, "no logits: call zt_engine_forward_backward with "
+        return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "no logits: call zt_engine_forward_backward with "
                                            "keep_logits first"));
+    return 0;
+}
+
+int zt_engine_ensure_moments(zt_engine *e)
+{
+    if (e->M)
+        return 0;
+    if (!(e->M = alloc_units(e, ZT_MEM_OPTIMIZER)))
+        return zt_engine_fail(e, ZT_E_NOMEM);
+    if (!(e->V = alloc_units(e, ZT_MEM_OPTIMIZER))) {
+        free_units(e, e->M, ZT_MEM_OPTIMIZER);
+        e->M = NULL;
+        return zt_engine_fail(e, ZT_E_NOMEM);
+    }
     return 0;
 }
 
@@ -325,16 +326,8 @@ int zt_engine_step(zt_engine *e, float lr, zt_step_info *out)
     if (!e)
         return zt_fail(ZT_E_INVAL, "zt_engine_step: NULL engine");
     if (!(lr >= 0.0f))
-        return fail(e, zt_fail(ZT_E_INVAL, "zt_engine_step: learning rate %g is not >= 0", lr));
-    if (!e->M) {
-        if (!(e->M = alloc_units(e, ZT_MEM_OPTIMIZER)))
-            return fail(e, ZT_E_NOMEM);
-        if (!(e->V = alloc_units(e, ZT_MEM_OPTIMIZER))) {
-            free_units(e, e->M, ZT_MEM_OPTIMIZER);
-            e->M = NULL;
-            return fail(e, ZT_E_NOMEM);
-        }
-    }
+        return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "zt_engine_step: learning rate %g is not >= 0", lr));
+    ZT_TRY(zt_engine_ensure_moments(e));
     for (int u = 0; u < e->layout.n_units; u++)
         sumsq += zt_sumsq(e->G[u], e->padded[u]);
     norm = sqrt(sumsq);
@@ -357,26 +350,6 @@ int zt_engine_step(zt_engine *e, float lr, zt_step_info *out)
     return 0;
 }
 
-/* mkdir -p */
-static int make_dirs(const char *dir)
-{
-    char p[4096];
-    size_t n = strlen(dir);
-    if (n == 0 || n >= sizeof p)
-        return zt_fail(ZT_E_INVAL, "bad folder name \"%s\"", dir);
-    memcpy(p, dir, n + 1);
-    for (size_t i = 1; i <= n; i++) {
-        if (p[i] != '/' && p[i] != '\0')
-            continue;
-        char c = p[i];
-        p[i] = '\0';
-        if (mkdir(p, 0755) != 0 && errno != EEXIST)
-            return zt_fail(-errno, "%s: cannot create folder: %s", p, strerror(errno));
-        p[i] = c;
-    }
-    return 0;
-}
-
 int zt_engine_save_model(zt_engine *e, const char *dir)
 {
     char path[4096];
@@ -384,11 +357,11 @@ int zt_engine_save_model(zt_engine *e, const char *dir)
     int rc, n;
     if (!e || !dir)
         return zt_fail(ZT_E_INVAL, "zt_engine_save_model: NULL argument");
-    if ((rc = make_dirs(dir)) < 0)
-        return fail(e, rc);
+    if ((rc = zt_mkdirs(dir)) < 0)
+        return zt_engine_fail(e, rc);
     n = e->layout.n_params;
     if (!(v = calloc((size_t)n, sizeof *v)))
-        return fail(e, zt_fail(ZT_E_NOMEM, "out of memory"));
+        return zt_engine_fail(e, zt_fail(ZT_E_NOMEM, "out of memory"));
     for (int i = 0; i < n; i++) {
         const zt_param_def *d = &e->layout.params[i];
         v[i].name = d->name;
@@ -406,5 +379,5 @@ int zt_engine_save_model(zt_engine *e, const char *dir)
         snprintf(path, sizeof path, "%s/config.json", dir);
         rc = bert_config_save(&e->bc, path);
     }
-    return rc < 0 ? fail(e, rc) : 0;
+    return rc < 0 ? zt_engine_fail(e, rc) : 0;
 }

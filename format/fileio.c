@@ -105,3 +105,23 @@ out:
     free(tmp);
     return rc;
 }
+
+int zt_mkdirs(const char *dir)
+{
+    char p[4096];
+    size_t n = strlen(dir);
+    if (n == 0 || n >= sizeof p)
+        return zt_fail(ZT_E_INVAL, "bad folder name \"%s\"", dir);
+    memcpy(p, dir, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (p[i] != '/' && p[i] != '\0')
+            continue;
+        char c = p[i];
+        p[i] = '\0';
+        if (mkdir(p, 0755) != 0 && errno != EEXIST)
+            return zt_fail(-errno, "%s: cannot create folder: %s", p, strerror(errno));
+        p[i] = c;
+    }
+    return 0;
+}
+

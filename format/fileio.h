@@ -11,4 +11,7 @@
  * the temporary file is removed and an existing file at path is left untouched. */
 int zt_file_write_atomic(const char *path, const void *const *parts, const size_t *lens, int n);
 
+/* mkdir -p: creates dir and its missing parents (mode 0755). */
+int zt_mkdirs(const char *dir);
+
 #endif

@@ -152,6 +152,26 @@ ZT_API int zt_token_data_info_get(const zt_token_data *d, zt_token_data_info *ou
 /* Tokens [start, start + n) of the stream, across shard boundaries. */
 ZT_API int zt_token_data_read(const zt_token_data *d, uint64_t start, size_t n, int32_t *out);
 
+/* ---- masked-LM batches ---------------------------------------------------------------
+ * Sample g of the training stream is a function of (seed, g) only, never of the world size
+ * or the micro-batch split: epoch e = g / n reads sequence perm_e(g mod n) of the corpus
+ * (a seeded permutation per epoch), as [CLS] + seq_len-2 stream tokens + [SEP], and masks
+ * each non-special token with probability mask_prob (80% [MASK], 10% a random id, 10%
+ * unchanged), decided by Philox from (seed, g, position). */
+typedef struct zt_mlm_source zt_mlm_source;
+/* data NULL: synthetic data, token ids uniformly random in [5, vocab_size) with the
+ * special ids [PAD] 0, [UNK] 1, [CLS] 2, [SEP] 3, [MASK] 4. */
+ZT_API int zt_mlm_source_create(const zt_token_data *data, int vocab_size, int seq_len,
+                                float mask_prob, uint64_t seed, zt_mlm_source **out);
+ZT_API void zt_mlm_source_destroy(zt_mlm_source *s);
+/* Sequences per epoch (synthetic data: 2^62). */
+ZT_API uint64_t zt_mlm_source_samples(const zt_mlm_source *s);
+/* Rows for global samples [first, first + B), each [B, seq_len]: ids, attention mask,
+ * token types (0), labels (-100 where not masked). */
+ZT_API int zt_mlm_source_fill(const zt_mlm_source *s, uint64_t first, int B, int64_t *ids,
+                              int64_t *attention_mask, int64_t *token_type_ids,
+                              int64_t *labels);
+
 /* ---- training configuration (DeepSpeed JSON) ------------------------------------------
  * The keys of a DeepSpeed config that apply here, plus a "zerotrain" section of our own;
  * docs/config.md (generated from the parser's key table) lists them all. Unknown keys,
@@ -270,6 +290,10 @@ typedef struct zt_batch {
     int B, T;
     const int64_t *input_ids, *attention_mask, *token_type_ids, *labels;
     uint64_t first_sample;
+    /* Labelled tokens the loss is averaged over: the whole step's count when a step has
+     * several micro-batches (or ranks), so the gradient is that of the step's mean loss.
+     * 0 = this batch's own count. */
+    int64_t label_count;
 } zt_batch;
 
 typedef struct zt_fb_result {

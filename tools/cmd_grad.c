@@ -145,7 +145,7 @@ int cmd_grad(int argc, char **argv)
         die("%s", zt_last_error());
         goto done;
     }
-    zt_batch b = {bf.B, bf.T, bf.ids, bf.mask, bf.tt, bf.labels, 0};
+    zt_batch b = {bf.B, bf.T, bf.ids, bf.mask, bf.tt, bf.labels, 0, 0};
     if (zt_engine_forward_backward(e, &b, 1, &res) < 0) {
         die("%s: %s", batch, zt_engine_last_error(e));
         goto done;

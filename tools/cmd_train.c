@@ -143,7 +143,7 @@ int cmd_train(int argc, char **argv)
         float cur_lr = (float)(warm > 0 && s < warm ? lr * (double)(s + 1) / (double)warm : lr);
         synth_batch(ids, labels, (int)bs, (int)seq, mi.vocab_size, cdf, (uint64_t)seed,
                     (uint64_t)(s * bs));
-        zt_batch b = {(int)bs, (int)seq, ids, NULL, NULL, labels, (uint64_t)(s * bs)};
+        zt_batch b = {(int)bs, (int)seq, ids, NULL, NULL, labels, (uint64_t)(s * bs), 0};
         if (zt_engine_zero_grad(e) < 0 || zt_engine_forward_backward(e, &b, 0, &res) < 0 ||
             zt_engine_step(e, cur_lr, &si) < 0) {
             die("step %ld: %s", s + 1, zt_engine_last_error(e));
