@@ -38,6 +38,7 @@ void zt_config_init(zt_config *c)
     c->beta2 = 0.999f;
     c->eps = 1e-8f;
     c->weight_decay = 0.01f;
+    c->n_no_decay = -1;
 }
 
 static int check_config(const zt_config *c)
@@ -94,6 +95,7 @@ int zt_engine_create(const zt_config *cfg, MPI_Comm comm, zt_engine **out)
         return zt_fail(ZT_E_NOMEM, "out of memory");
     e->cfg = *cfg;
     e->cfg.model_dir = e->cfg.model_preset = NULL; /* borrowed strings are not kept */
+    e->cfg.no_decay = NULL;
     e->comm.comm = MPI_COMM_NULL;
     if (cfg->model_dir) {
         snprintf(path, sizeof path, "%s/config.json", cfg->model_dir);
@@ -136,6 +138,17 @@ int zt_engine_create(const zt_config *cfg, MPI_Comm comm, zt_engine **out)
             zt_param_init(&e->layout, i, e->P, cfg->seed);
     if (rc < 0)
         goto fail;
+    for (int i = 0; i < e->layout.n_params; i++) { /* the weight-decay rule, decided once */
+        zt_param_def *d = &e->layout.params[i];
+        if (cfg->decay_all)
+            d->decay = 1;
+        else if (cfg->n_no_decay >= 0) {
+            d->decay = 1;
+            for (int k = 0; k < cfg->n_no_decay; k++)
+                if (cfg->no_decay[k] && strstr(d->name, cfg->no_decay[k]))
+                    d->decay = 0;
+        }
+    }
     e->ops = &bert_ops;
     if ((rc = bert_create(&e->bc, &e->layout, cfg->dropout, cfg->seed, &e->model)) < 0)
         goto fail;
@@ -209,7 +222,7 @@ int zt_engine_param_get(const zt_engine *e, int i, zt_param_info *o)
     memcpy(o->shape, d->shape, sizeof o->shape);
     o->numel = d->numel;
     o->unit = d->unit;
-    o->decay = e->cfg.decay_all ? 1 : d->decay;
+    o->decay = d->decay;
     return 0;
 }
 
@@ -294,6 +307,29 @@ int zt_engine_forward_backward(zt_engine *e, const zt_batch *b, int keep_logits,
     return 0;
 }
 
+int zt_engine_evaluate(zt_engine *e, const zt_batch *b, zt_fb_result *out)
+{
+    int64_t n = 0;
+    int rc;
+    double sum;
+    if (!e || !b)
+        return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "zt_engine_evaluate: NULL argument"));
+    e->have_logits = 0;
+    if ((rc = e->ops->prepare(e->model, b, 0, &n)) < 0)
+        return zt_engine_fail(e, rc);
+    e->ops->set_train(e->model, 0);
+    for (int u = 0; u < e->layout.n_units; u++)
+        e->ops->forward_unit(e->model, u, e->P);
+    sum = e->ops->loss(e->model, 0.0f);
+    e->ops->set_train(e->model, 1);
+    if (out) {
+        out->loss_sum = sum;
+        out->n_labels = n;
+        out->loss = n > 0 ? (float)(sum / (double)n) : 0.0f;
+    }
+    return 0;
+}
+
 int zt_engine_logits(const zt_engine *e, const float **logits, int64_t shape[3])
 {
     if (!e || !logits || !shape)
@@ -340,7 +376,7 @@ int zt_engine_step(zt_engine *e, float lr, zt_step_info *out)
         const zt_param_def *d = &e->layout.params[i];
         size_t o = d->offset;
         zt_adamw_update(e->P[d->unit] + o, e->G[d->unit] + o, e->M[d->unit] + o,
-                        e->V[d->unit] + o, d->numel, &hp, e->cfg.decay_all || d->decay);
+                        e->V[d->unit] + o, d->numel, &hp, d->decay);
     }
     if (out) {
         out->grad_norm = norm;

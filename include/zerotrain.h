@@ -249,6 +249,10 @@ typedef struct zt_config {
     float grad_clip;         /* global-norm clipping, 0 = off */
     int decay_all;           /* 1 = weight decay on every parameter, 0 = skip biases and
                               * LayerNorm weights (BERT recipe) */
+    /* Parameter-name substrings that get no weight decay, replacing the default rule; borrowed
+     * for the call. n_no_decay < 0 (the default) keeps the default rule. */
+    const char *const *no_decay;
+    int n_no_decay;
 } zt_config;
 
 /* Fills defaults: AdamW lr 1e-4, betas (0.9, 0.999), eps 1e-8, wd 0.01, seed 42. */
@@ -306,6 +310,9 @@ typedef struct zt_fb_result {
  * zt_engine_zero_grad. keep_logits != 0 keeps [B, T, V] logits for zt_engine_logits. */
 ZT_API int zt_engine_forward_backward(zt_engine *e, const zt_batch *b, int keep_logits,
                                       zt_fb_result *out);
+/* Forward only, dropout off (evaluation): loss over the batch's labelled tokens; leaves the
+ * gradients untouched. */
+ZT_API int zt_engine_evaluate(zt_engine *e, const zt_batch *b, zt_fb_result *out);
 /* Logits of the last forward_backward with keep_logits; shape[0..2] = B, T, V. */
 ZT_API int zt_engine_logits(const zt_engine *e, const float **logits, int64_t shape[3]);
 ZT_API int zt_engine_zero_grad(zt_engine *e);
@@ -325,6 +332,32 @@ ZT_API int zt_engine_step(zt_engine *e, float lr, zt_step_info *out);
 
 /* Save weights as a Hugging Face folder (config.json + model.safetensors), atomically. */
 ZT_API int zt_engine_save_model(zt_engine *e, const char *dir);
+
+/* ---- training checkpoints -------------------------------------------------------------
+ * ROOT/step-N/ holds model.safetensors + config.json (a Hugging Face folder), the AdamW
+ * moments (optimizer.safetensors), state.json (zt_train_state and the training config) and
+ * manifest.json with the size and xxh64 of every file. It is written under a hidden
+ * temporary name, every file fsynced, the manifest last, then renamed into place: a crash at
+ * any moment leaves the previous checkpoints loadable. Nothing else visible is created in
+ * ROOT. */
+typedef struct zt_train_state {
+    int64_t step;            /* optimizer steps done */
+    uint64_t samples;        /* global samples consumed: the data position */
+    uint64_t seed;           /* data, masking and dropout seed */
+} zt_train_state;
+
+/* train_config: JSON text stored beside the state (may be NULL). keep > 0 deletes all but
+ * the newest `keep` checkpoints after a successful save. */
+ZT_API int zt_checkpoint_save(zt_engine *e, const char *root, const zt_train_state *st,
+                              const char *train_config, int keep);
+/* Verifies dir (manifest, sizes, checksums) without loading it. */
+ZT_API int zt_checkpoint_verify(const char *dir);
+/* Loads dir into e (same model shape) after verifying it. */
+ZT_API int zt_checkpoint_load(zt_engine *e, const char *dir, zt_train_state *st);
+/* Finds the newest checkpoint in root that verifies; corrupt or partial ones are logged
+ * (naming the bad file) and moved aside under a hidden name. Returns 1 and its path in
+ * path_out (size n) when one exists, 0 when none does, < 0 on error. */
+ZT_API int zt_checkpoint_find_latest(const char *root, char *path_out, size_t n);
 
 #ifdef __cplusplus
 }

@@ -266,7 +266,7 @@ typedef struct layer_acts {
 typedef struct bert_model {
     bert_config c;
     const zt_layout *l;
-    int dropout;
+    int dropout, train;
     uint64_t seed;
     /* current batch */
     int B, T, keep_logits;
@@ -360,6 +360,7 @@ int bert_create(const bert_config *c, const zt_layout *l, int dropout, uint64_t 
     m->c = *c;
     m->l = l;
     m->dropout = dropout;
+    m->train = 1;
     m->seed = seed;
     *out = m;
     return 0;
@@ -426,7 +427,7 @@ static float *param(const bert_model *m, float *const *P, int u, int j)
 
 static zt_dropout drop_for(const bert_model *m, int u, int purpose, float p)
 {
-    zt_dropout d = {m->dropout ? p : 0.0f, m->seed, m->first_sample,
+    zt_dropout d = {m->dropout && m->train ? p : 0.0f, m->seed, m->first_sample,
                     zt_rng_stream(u, purpose)};
     return d;
 }
@@ -577,7 +578,10 @@ static const float *bert_logits(const void *p, int64_t shape[3])
     return m->logits;
 }
 
+static void bert_set_train(void *p, int train) { ((bert_model *)p)->train = train; }
+
 const zt_model_ops bert_ops = {
+    .set_train = bert_set_train,
     .prepare = bert_prepare,
     .forward_unit = bert_forward_unit,
     .loss = bert_loss,

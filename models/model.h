@@ -57,6 +57,8 @@ typedef struct zt_model_ops {
     double (*loss)(void *m, float grad_scale);
     void (*backward_unit)(void *m, int u, float *const *P, float *const *G);
     const float *(*logits)(const void *m, int64_t shape[3]);
+    /* train = 0 turns dropout off (evaluation), 1 restores the configured behaviour. */
+    void (*set_train)(void *m, int train);
     void (*destroy)(void *m);
 } zt_model_ops;
 

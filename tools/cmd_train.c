@@ -1,7 +1,8 @@
-/* cmd_train.c - `zerotrain train`: masked-LM training. */
+/* cmd_train.c - `zerotrain train`: masked-LM training from a DeepSpeed-style config on a
+ * prepared corpus or synthetic ids, with progress, JSON Lines metrics, evaluation,
+ * crash-safe checkpoints and resume. Only the public API; one rank in this version. */
 #include "cli.h"
 
-#include <cjson/cJSON.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -9,170 +10,395 @@
 #include <string.h>
 #include <unistd.h>
 
-static uint64_t splitmix(uint64_t *s)
+typedef struct train_args {
+    const char *config, *model, *data, *seq, *steps, *ckpt_dir, *ckpt_every, *keep, *save,
+        *seed, *metrics, *eval_data, *eval_every, *eval_samples, *threads;
+    int resume;
+} train_args;
+
+static char *read_text(const char *path)
 {
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
+    FILE *f = fopen(path, "rb");
+    char *buf = NULL;
+    long n;
+    if (!f)
+        return NULL;
+    if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && n < (16L << 20) &&
+        fseek(f, 0, SEEK_SET) == 0 && (buf = malloc((size_t)n + 1))) {
+        if (fread(buf, 1, (size_t)n, f) == (size_t)n)
+            buf[n] = '\0';
+        else {
+            free(buf);
+            buf = NULL;
+        }
+    }
+    fclose(f);
+    return buf;
 }
 
-/* Synthetic MLM batch: each row is a segment of Zipf-distributed token ids (ids >= 5)
- * followed by the same segment again, so a model can lower the loss first by learning the
- * token frequencies and then by copying from the other half. 15% of positions are
- * labelled: 80% replaced by [MASK] (id 4), 10% by a random id, 10% kept. Row r depends
- * only on (seed, global sample index). cdf: Zipf(1) over V - 5 ids. */
-static void synth_batch(int64_t *ids, int64_t *labels, int B, int T, int V, const double *cdf,
-                        uint64_t seed, uint64_t first_sample)
+/* One micro-batch's buffers. */
+typedef struct batch_buf { int64_t *ids, *mask, *tt, *labels; } batch_buf;
+
+static int batch_alloc(batch_buf *b, size_t n)
 {
-    int64_t span = V - 5, half = (T + 1) / 2;
-    for (int b = 0; b < B; b++) {
-        uint64_t st = seed * 0x100000001B3ull ^ (first_sample + (uint64_t)b);
-        for (int t = 0; t < T; t++) {
-            size_t i = (size_t)b * T + t;
-            if (t < half) {
-                double u = (double)(splitmix(&st) >> 11) * 0x1p-53;
-                int64_t lo = 0, hi = span - 1;
-                while (lo < hi) { /* first rank whose cdf exceeds u */
-                    int64_t mid = (lo + hi) / 2;
-                    if (cdf[mid] > u) hi = mid; else lo = mid + 1;
-                }
-                ids[i] = 5 + lo;
-            } else {
-                ids[i] = ids[i - half];
-            }
-        }
-        for (int t = 0; t < T; t++) {
-            size_t i = (size_t)b * T + t;
-            uint64_t r = splitmix(&st);
-            labels[i] = -100;
-            if (r % 1000 < 150) {
-                uint64_t how = (r / 1000) % 10;
-                labels[i] = ids[i];
-                if (how < 8)
-                    ids[i] = 4;
-                else if (how < 9)
-                    ids[i] = 5 + (int64_t)((r >> 20) % (uint64_t)span);
-            }
-        }
+    b->ids = malloc(n * sizeof(int64_t));
+    b->mask = malloc(n * sizeof(int64_t));
+    b->tt = malloc(n * sizeof(int64_t));
+    b->labels = malloc(n * sizeof(int64_t));
+    return b->ids && b->mask && b->tt && b->labels ? 0 : -1;
+}
+
+static void batch_release(batch_buf *b)
+{
+    free(b->ids);
+    free(b->mask);
+    free(b->tt);
+    free(b->labels);
+}
+
+/* Mean MLM loss over the first n_samples sequences of src with fixed masks. */
+static int evaluate(zt_engine *e, zt_mlm_source *src, int B, int T, uint64_t n_samples,
+                    batch_buf *bb, double *loss)
+{
+    double sum = 0.0;
+    int64_t count = 0;
+    for (uint64_t first = 0; first < n_samples; first += (uint64_t)B) {
+        int rows = (int)(n_samples - first < (uint64_t)B ? n_samples - first : (uint64_t)B);
+        zt_fb_result r;
+        if (zt_mlm_source_fill(src, first, rows, bb->ids, bb->mask, bb->tt, bb->labels) < 0)
+            return die("evaluation data: %s", zt_last_error());
+        zt_batch b = {rows, T, bb->ids, bb->mask, bb->tt, bb->labels, first, 0};
+        if (zt_engine_evaluate(e, &b, &r) < 0)
+            return die("evaluation: %s", zt_engine_last_error(e));
+        sum += r.loss_sum;
+        count += r.n_labels;
+    }
+    *loss = count ? sum / (double)count : 0.0;
+    return 0;
+}
+
+static void progress(int tty, int64_t step, int64_t total, double loss, double lr, double tps,
+                     double eta)
+{
+    zt_mem_report r;
+    zt_memory_report(&r);
+    if (tty) {
+        fprintf(stderr, "\rstep %" PRId64 "/%" PRId64 "  loss %.4f  lr %.3g  %.0f tokens/s  "
+                        "ETA %.0fs  peak RSS %.0f MiB   ",
+                step, total, loss, lr, tps, eta, r.peak_rss / 1048576.0);
+        fflush(stderr);
+    } else {
+        printf("step %" PRId64 "/%" PRId64 "  loss %.4f  lr %.3g  %.0f tokens/s  ETA %.0fs  "
+               "peak RSS %.0f MiB\n",
+               step, total, loss, lr, tps, eta, r.peak_rss / 1048576.0);
+        fflush(stdout);
     }
 }
 
-static double *zipf_cdf(int V)
+static void write_metrics(FILE *f, int64_t step, double loss, double lr, double norm,
+                          uint64_t tokens, double seconds, const double *eval_loss)
 {
-    int64_t n = V - 5;
-    double *c = malloc(sizeof *c * (size_t)n), s = 0;
-    if (!c)
-        return NULL;
-    for (int64_t k = 0; k < n; k++)
-        c[k] = (s += 1.0 / (double)(k + 1));
-    for (int64_t k = 0; k < n; k++)
-        c[k] /= s;
-    return c;
+    zt_mem_report r;
+    zt_memory_report(&r);
+    fprintf(f, "{\"step\": %" PRId64 ", \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g, "
+               "\"tokens\": %" PRIu64 ", \"seconds\": %.6f",
+            step, loss, lr, norm, tokens, seconds);
+    if (eval_loss)
+        fprintf(f, ", \"eval_loss\": %.9g", *eval_loss);
+    fprintf(f, ", \"memory\": {");
+    for (int c = 0; c < ZT_MEM_NCAT; c++)
+        fprintf(f, "%s\"%s\": %zu", c ? ", " : "", zt_memory_category_name(c), r.current[c]);
+    fprintf(f, ", \"peak_rss\": %zu}}\n", r.peak_rss);
+    fflush(f);
 }
-
-
 
 int cmd_train(int argc, char **argv)
 {
-    const char *model = NULL, *steps_s = "100", *bs_s = "8", *seq_s = "64", *lr_s = "1e-3",
-               *seed_s = "42", *vocab_s = "0", *threads_s = "0", *save = NULL, *every_s = "10",
-               *warm_s = "0", *clip_s = "1.0";
-    opt opts[] = {{"--model", &model},     {"--steps", &steps_s},   {"--batch-size", &bs_s},
-                  {"--seq-len", &seq_s},   {"--lr", &lr_s},         {"--seed", &seed_s},
-                  {"--vocab", &vocab_s},   {"--threads", &threads_s}, {"--save-model", &save},
-                  {"--print-every", &every_s}, {"--warmup", &warm_s}, {"--clip", &clip_s}};
-    long steps, bs, seq, seed, vocab, threads, every, warm;
-    double lr, clip;
-    zt_config cfg;
+    train_args a = {0};
+    opt opts[] = {
+        {"--config", &a.config},         {"--model", &a.model},
+        {"--data", &a.data},             {"--seq-len", &a.seq},
+        {"--steps", &a.steps},           {"--checkpoint-dir", &a.ckpt_dir},
+        {"--checkpoint-every", &a.ckpt_every}, {"--keep", &a.keep},
+        {"--save-model", &a.save},       {"--seed", &a.seed},
+        {"--metrics", &a.metrics},       {"--eval-data", &a.eval_data},
+        {"--eval-every", &a.eval_every}, {"--eval-samples", &a.eval_samples},
+        {"--threads", &a.threads},
+    };
+    long steps = 100, seq = 128, ckpt_every = 0, keep = 0, eval_every = 0, eval_samples = 256,
+         threads = -1, seed = -1;
+    int world = 1, rank = 0, rc = 1, tty = isatty(2);
+    char *cfg_text = NULL, resume_path[4096];
+    const char *data_dir = NULL;
+    zt_train_config *tc = NULL;
+    const zt_train_settings *ts = NULL;
+    zt_token_data *data = NULL, *eval_data = NULL;
+    zt_mlm_source *src = NULL, *eval_src = NULL;
     zt_engine *e = NULL;
+    zt_config cfg;
     zt_model_info mi;
-    int64_t *ids = NULL, *labels = NULL;
-    double *cdf = NULL;
-    int rc = 1;
-    if (parse_opts(argc, argv, opts, (int)(sizeof opts / sizeof opts[0])))
-        return 2;
-    if (!model)
-        return die("train needs --model DIR or a preset name"), 2;
-    if (parse_int(steps_s, "--steps", 1, 1L << 40, &steps) ||
-        parse_int(bs_s, "--batch-size", 1, 1 << 20, &bs) ||
-        parse_int(seq_s, "--seq-len", 1, 1 << 20, &seq) ||
-        parse_int(seed_s, "--seed", 0, INT64_MAX, &seed) ||
-        parse_int(vocab_s, "--vocab", 0, 1 << 30, &vocab) ||
-        parse_int(threads_s, "--threads", 0, 1024, &threads) ||
-        parse_int(every_s, "--print-every", 1, 1L << 40, &every) ||
-        parse_int(warm_s, "--warmup", 0, 1L << 40, &warm) ||
-        parse_float(lr_s, "--lr", 0, 10, &lr) || parse_float(clip_s, "--clip", 0, 1e9, &clip))
-        return 2;
-    zt_config_init(&cfg);
-    if (access(model, F_OK) == 0)
-        cfg.model_dir = model;
-    else
-        cfg.model_preset = model;
-    cfg.seed = (uint64_t)seed;
-    cfg.vocab_size = (int)vocab;
-    cfg.threads = (int)threads;
-    cfg.lr = (float)lr;
-    cfg.grad_clip = (float)clip;
-    if (zt_engine_create(&cfg, MPI_COMM_WORLD, &e) < 0)
-        return die("%s", zt_last_error());
-    zt_engine_model_info(e, &mi);
-    if (mi.vocab_size < 16)
-        return zt_engine_destroy(e), die("synthetic data needs a vocabulary of at least 16");
-    if (seq > mi.max_positions) {
-        zt_engine_destroy(e);
-        return die("--seq-len %ld exceeds the model's max_position_embeddings %d", seq,
-                   mi.max_positions);
+    zt_train_state st = {0, 0, 42};
+    batch_buf *bufs = NULL;
+    FILE *metrics = NULL;
+    const char **no_decay = NULL;
+    uint64_t synth_seed = 0;
+
+    /* --resume is a flag; the rest take values */
+    int n = 0;
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--resume") == 0)
+            a.resume = 1;
+        else
+            argv[n++] = argv[i];
     }
-    fprintf(stderr, "zerotrain %s: BERT L%d H%d A%d, %zu parameters; %ld steps of %ld x %ld "
-                    "tokens, lr %g\n",
-            zt_version(), mi.num_layers, mi.hidden_size, mi.num_heads, mi.num_parameters, steps,
-            bs, seq, lr);
-    ids = malloc(sizeof *ids * (size_t)(bs * seq));
-    labels = malloc(sizeof *labels * (size_t)(bs * seq));
-    cdf = zipf_cdf(mi.vocab_size);
-    if (!ids || !labels || !cdf) {
+    if (parse_opts(n, argv, opts, (int)(sizeof opts / sizeof opts[0])))
+        return 2;
+    if (!a.model || !a.data)
+        return die("train needs --model DIR|PRESET and --data DIR|synthetic[:SEED]"), 2;
+    if ((a.steps && parse_int(a.steps, "--steps", 1, 1L << 40, &steps)) ||
+        (a.seq && parse_int(a.seq, "--seq-len", 3, 1 << 20, &seq)) ||
+        (a.ckpt_every && parse_int(a.ckpt_every, "--checkpoint-every", 1, 1L << 40, &ckpt_every)) ||
+        (a.keep && parse_int(a.keep, "--keep", 1, 1 << 20, &keep)) ||
+        (a.eval_every && parse_int(a.eval_every, "--eval-every", 1, 1L << 40, &eval_every)) ||
+        (a.eval_samples && parse_int(a.eval_samples, "--eval-samples", 1, 1L << 30, &eval_samples)) ||
+        (a.threads && parse_int(a.threads, "--threads", 0, 1024, &threads)) ||
+        (a.seed && parse_int(a.seed, "--seed", 0, INT64_MAX, &seed)))
+        return 2;
+    if ((a.ckpt_every || a.resume || a.keep) && !a.ckpt_dir)
+        return die("--checkpoint-every, --keep and --resume need --checkpoint-dir"), 2;
+    if (!!a.eval_data != !!a.eval_every)
+        return die("--eval-data and --eval-every go together"), 2;
+    if (strcmp(a.data, "synthetic") == 0 || strncmp(a.data, "synthetic:", 10) == 0) {
+        long v = 0;
+        if (a.data[9] == ':' && parse_int(a.data + 10, "synthetic seed", 0, INT64_MAX, &v))
+            return 2;
+        synth_seed = (uint64_t)v;
+    } else {
+        data_dir = a.data;
+    }
+
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+
+    /* everything is validated before anything is allocated or written */
+    if (a.config) {
+        if (!(cfg_text = read_text(a.config)))
+            return die("%s: cannot read: %s", a.config, strerror(errno));
+        rc = zt_train_config_parse(cfg_text, a.config, world, steps, &tc);
+    } else {
+        cfg_text = strdup("{\"train_micro_batch_size_per_gpu\": 8}\n");
+        rc = cfg_text ? zt_train_config_parse(cfg_text, "(default config)", world, steps, &tc)
+                      : ZT_E_NOMEM;
+    }
+    if (rc < 0) {
+        rc = die("%s", zt_last_error());
+        goto done;
+    }
+    rc = 1;
+    ts = zt_train_config_settings(tc);
+    st.seed = seed >= 0 ? (uint64_t)seed : ts->seed_given ? ts->seed : 42;
+    if (ts->zero_stage > 0)
+        fprintf(stderr, "zerotrain: warning: zero_optimization.stage %d is configured but this "
+                        "version trains with stage 0 on one rank\n", ts->zero_stage);
+    if (ts->offload_optimizer || ts->offload_param)
+        fprintf(stderr, "zerotrain: warning: offload is configured but not implemented in this "
+                        "version; everything stays in RAM\n");
+    if (ts->activation_checkpointing)
+        fprintf(stderr, "zerotrain: warning: activation_checkpointing is configured but not "
+                        "implemented in this version\n");
+    if (data_dir && zt_token_data_open(data_dir, 1, &data) < 0) {
+        die("%s", zt_last_error());
+        goto done;
+    }
+    if (a.eval_data && zt_token_data_open(a.eval_data, 1, &eval_data) < 0) {
+        die("%s", zt_last_error());
+        goto done;
+    }
+
+    zt_config_init(&cfg);
+    if (access(a.model, F_OK) == 0)
+        cfg.model_dir = a.model;
+    else
+        cfg.model_preset = a.model;
+    if (data) {
+        zt_token_data_info di;
+        zt_token_data_info_get(data, &di);
+        cfg.vocab_size = di.tok.vocab_size;
+    }
+    cfg.seed = st.seed;
+    cfg.threads = threads >= 0 ? (int)threads : ts->threads;
+    cfg.lr = ts->lr;
+    cfg.beta1 = ts->beta1;
+    cfg.beta2 = ts->beta2;
+    cfg.eps = ts->eps;
+    cfg.weight_decay = ts->weight_decay;
+    cfg.grad_clip = ts->grad_clip;
+    if (ts->n_no_decay >= 0) {
+        if (!(no_decay = calloc((size_t)ts->n_no_decay + 1, sizeof *no_decay))) {
+            die("out of memory");
+            goto done;
+        }
+        for (int i = 0; i < ts->n_no_decay; i++)
+            no_decay[i] = zt_train_config_no_decay(tc, i);
+        cfg.no_decay = no_decay;
+        cfg.n_no_decay = ts->n_no_decay;
+    }
+    if (zt_engine_create(&cfg, MPI_COMM_WORLD, &e) < 0) {
+        die("%s", zt_last_error());
+        goto done;
+    }
+    zt_engine_model_info(e, &mi);
+    if (seq > mi.max_positions) {
+        die("--seq-len %ld exceeds the model's max_position_embeddings %d", seq, mi.max_positions);
+        goto done;
+    }
+    if (zt_mlm_source_create(data, mi.vocab_size, (int)seq, 0.15f,
+                             data ? st.seed : st.seed ^ synth_seed, &src) < 0 ||
+        (eval_data && zt_mlm_source_create(eval_data, mi.vocab_size, (int)seq, 0.15f, 1234, &eval_src) < 0)) {
+        die("%s", zt_last_error());
+        goto done;
+    }
+    if (a.resume) {
+        int found = zt_checkpoint_find_latest(a.ckpt_dir, resume_path, sizeof resume_path);
+        if (found < 0) {
+            die("%s", zt_last_error());
+            goto done;
+        }
+        if (found == 0) {
+            fprintf(stderr, "zerotrain: notice: no valid checkpoint in %s; starting from "
+                            "scratch\n", a.ckpt_dir);
+        } else {
+            uint64_t want_seed = st.seed;
+            if (zt_checkpoint_load(e, resume_path, &st) < 0) {
+                die("%s", zt_engine_last_error(e));
+                goto done;
+            }
+            if (st.seed != want_seed)
+                fprintf(stderr, "zerotrain: notice: continuing with the checkpoint's seed %" PRIu64
+                                " (not %" PRIu64 ")\n", st.seed, want_seed);
+            fprintf(stderr, "zerotrain: resumed from %s at step %" PRId64 "\n", resume_path,
+                    st.step);
+        }
+    }
+    if (a.metrics && !(metrics = fopen(a.metrics, st.step > 0 ? "a" : "w"))) {
+        die("%s: cannot open: %s", a.metrics, strerror(errno));
+        goto done;
+    }
+
+    int gas = ts->grad_accum_steps, micro = ts->micro_batch_size;
+    size_t cells = (size_t)micro * (size_t)seq;
+    if (!(bufs = calloc((size_t)gas, sizeof *bufs))) {
         die("out of memory");
         goto done;
     }
-    double t0 = now(), tprint = t0;
-    long tokens_since = 0;
-    for (long s = 0; s < steps; s++) {
-        zt_fb_result res;
-        zt_step_info si;
-        float cur_lr = (float)(warm > 0 && s < warm ? lr * (double)(s + 1) / (double)warm : lr);
-        synth_batch(ids, labels, (int)bs, (int)seq, mi.vocab_size, cdf, (uint64_t)seed,
-                    (uint64_t)(s * bs));
-        zt_batch b = {(int)bs, (int)seq, ids, NULL, NULL, labels, (uint64_t)(s * bs), 0};
-        if (zt_engine_zero_grad(e) < 0 || zt_engine_forward_backward(e, &b, 0, &res) < 0 ||
-            zt_engine_step(e, cur_lr, &si) < 0) {
-            die("step %ld: %s", s + 1, zt_engine_last_error(e));
+    for (int k = 0; k < gas; k++)
+        if (batch_alloc(&bufs[k], cells) < 0) {
+            die("out of memory");
             goto done;
         }
-        tokens_since += bs * seq;
-        if ((s + 1) % every == 0 || s + 1 == steps || s == 0) {
-            double t = now();
-            printf("step %6ld/%ld  loss %.4f  grad_norm %.3f  lr %.3g  %.0f tokens/s  %.1fs\n",
-                   s + 1, steps, res.loss, si.grad_norm, cur_lr,
-                   tokens_since / (t - tprint > 1e-9 ? t - tprint : 1e-9), t - t0);
-            fflush(stdout);
-            tprint = t;
-            tokens_since = 0;
+    if (rank == 0)
+        fprintf(stderr, "zerotrain %s: BERT L%d H%d A%d V%d, %zu parameters; steps %" PRId64
+                        "..%ld, batch %d = %d x %d x %d ranks, seq %ld, %s\n",
+                zt_version(), mi.num_layers, mi.hidden_size, mi.num_heads, mi.vocab_size,
+                mi.num_parameters, st.step + 1, steps, ts->train_batch_size, micro, gas, world,
+                seq, data_dir ? data_dir : "synthetic data");
+
+    double t_start = now(), t_last = t_start;
+    int64_t first_step = st.step;
+    uint64_t tokens_total = 0;
+    double loss = 0.0;
+    for (; st.step < steps; ) {
+        double t0 = now(), lr = zt_train_config_lr(tc, st.step), loss_sum = 0.0, *evp = NULL,
+               ev = 0.0;
+        int64_t labels = 0;
+        zt_step_info si;
+        uint64_t base = st.samples + (uint64_t)rank * (uint64_t)micro * (uint64_t)gas;
+        for (int k = 0; k < gas; k++) {
+            if (zt_mlm_source_fill(src, base + (uint64_t)k * (uint64_t)micro, micro, bufs[k].ids,
+                                   bufs[k].mask, bufs[k].tt, bufs[k].labels) < 0) {
+                die("data: %s", zt_last_error());
+                goto done;
+            }
+            for (size_t i = 0; i < cells; i++)
+                labels += bufs[k].labels[i] != -100;
         }
-    }
-    if (save) {
-        if (zt_engine_save_model(e, save) < 0) {
+        zt_engine_zero_grad(e);
+        for (int k = 0; k < gas; k++) {
+            zt_fb_result r;
+            zt_batch b = {micro, (int)seq, bufs[k].ids, bufs[k].mask, bufs[k].tt,
+                          bufs[k].labels, base + (uint64_t)k * (uint64_t)micro, labels};
+            if (zt_engine_forward_backward(e, &b, 0, &r) < 0) {
+                die("step %" PRId64 ": %s", st.step + 1, zt_engine_last_error(e));
+                goto done;
+            }
+            loss_sum += r.loss_sum;
+        }
+        if (zt_engine_step(e, (float)lr, &si) < 0) {
+            die("step %" PRId64 ": %s", st.step + 1, zt_engine_last_error(e));
+            goto done;
+        }
+        st.step++;
+        st.samples += (uint64_t)ts->train_batch_size;
+        loss = labels ? loss_sum / (double)labels : 0.0;
+        uint64_t step_tokens = (uint64_t)ts->train_batch_size * (uint64_t)seq;
+        tokens_total += step_tokens;
+        if (eval_src && st.step % eval_every == 0) {
+            uint64_t ns = zt_mlm_source_samples(eval_src);
+            if (evaluate(e, eval_src, micro, (int)seq, ns < (uint64_t)eval_samples ? ns : (uint64_t)eval_samples,
+                         &bufs[0], &ev))
+                goto done;
+            evp = &ev;
+            fprintf(stderr, "%sstep %" PRId64 "  eval_loss %.4f\n", tty ? "\n" : "", st.step, ev);
+        }
+        double t1 = now();
+        if (metrics && rank == 0)
+            write_metrics(metrics, st.step, loss, lr, si.grad_norm, step_tokens, t1 - t0, evp);
+        int print_now = tty ? (t1 - t_last > 0.25 || st.step == steps)
+                            : (st.step % ts->steps_per_print == 0 || st.step == steps);
+        if (print_now && rank == 0) {
+            double el = t1 - t_start, tps = tokens_total / (el > 1e-9 ? el : 1e-9);
+            double eta = (double)(steps - st.step) * el / (double)(st.step - first_step);
+            progress(tty, st.step, steps, loss, lr, tps, eta);
+            t_last = t1;
+        }
+        if (a.ckpt_dir && ckpt_every && st.step % ckpt_every == 0 && st.step < steps &&
+            zt_checkpoint_save(e, a.ckpt_dir, &st, cfg_text, (int)keep) < 0) {
             die("%s", zt_engine_last_error(e));
             goto done;
         }
-        fprintf(stderr, "saved the model to %s\n", save);
     }
-    print_memory(stderr);
+    if (tty && rank == 0)
+        fputc('\n', stderr);
+    if (a.ckpt_dir && st.step > first_step &&
+        zt_checkpoint_save(e, a.ckpt_dir, &st, cfg_text, (int)keep) < 0) {
+        die("%s", zt_engine_last_error(e));
+        goto done;
+    }
+    if (a.save) {
+        if (zt_engine_save_model(e, a.save) < 0) {
+            die("%s", zt_engine_last_error(e));
+            goto done;
+        }
+        fprintf(stderr, "saved the model to %s\n", a.save);
+    }
+    if (st.step == first_step)
+        fprintf(stderr, "zerotrain: step %" PRId64 " already reached; nothing to train\n", st.step);
+    else
+        print_memory(stderr);
     rc = 0;
 done:
-    free(ids);
-    free(labels);
-    free(cdf);
+    if (metrics)
+        fclose(metrics);
+    for (int k = 0; bufs && k < ts->grad_accum_steps; k++)
+        batch_release(&bufs[k]);
+    free(bufs);
+    free(no_decay);
+    zt_mlm_source_destroy(src);
+    zt_mlm_source_destroy(eval_src);
     zt_engine_destroy(e);
+    zt_token_data_close(data);
+    zt_token_data_close(eval_data);
+    zt_train_config_destroy(tc);
+    free(cfg_text);
     return rc;
 }
