@@ -79,9 +79,11 @@ test-cli: all
 test-parity: all
 	ZT=$(BUILD)/zerotrain bash tests/test_bert_random.sh
 
-# The heavy checks: 10 minutes of fuzzing and 40 more random parity configurations.
+# The heavy checks: 40 more random parity configurations, a SIGKILL at every point of a
+# checkpoint save, and 10 minutes of fuzzing.
 test-long: all
 	PARITY_EXTRA=40 ZT=$(BUILD)/zerotrain bash tests/test_bert_random.sh
+	CRASH_POINTS=all bash tests/test_train.sh $(BUILD)/zerotrain
 	$(MAKE) fuzz FUZZ_SECONDS=600
 
 ASAN_OPT := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all

@@ -330,8 +330,12 @@ typedef struct zt_step_info {
 /* Clip by global norm (cfg.grad_clip), AdamW update with this learning rate. */
 ZT_API int zt_engine_step(zt_engine *e, float lr, zt_step_info *out);
 
-/* Save weights as a Hugging Face folder (config.json + model.safetensors), atomically. */
+/* Save weights as a Hugging Face folder (config.json + model.safetensors), each file written
+ * atomically; above 5 GB (as Hugging Face does) sharded into model-0000k-of-0000n.safetensors
+ * with model.safetensors.index.json. */
 ZT_API int zt_engine_save_model(zt_engine *e, const char *dir);
+/* The same with another shard limit in bytes (0 = never shard). */
+ZT_API int zt_engine_save_model_ex(zt_engine *e, const char *dir, size_t max_shard_bytes);
 
 /* ---- training checkpoints -------------------------------------------------------------
  * ROOT/step-N/ holds model.safetensors + config.json (a Hugging Face folder), the AdamW

@@ -56,14 +56,14 @@ if "$ZT" inspect "$T/good.safetensors" >"$T/inspect" && grep -q "^grad.cls.predi
    && grep -q "^logits *F32 *\[2, 16, 512\]" "$T/inspect" && grep -q "^44 tensors" "$T/inspect"; then ok
 else bad "inspect of grad output"; cat "$T/inspect"; fi
 if "$ZT" version | grep -q "^zerotrain 0.1.0$"; then ok; else bad "version"; fi
-if "$ZT" train --model bert-tiny --vocab 200 --steps 3 --batch-size 2 --seq-len 16 --print-every 1 \
+echo '{"train_micro_batch_size_per_gpu": 2, "steps_per_print": 1}' >"$T/ds.json"
+if "$ZT" train --model "$FIX" --data synthetic --config "$T/ds.json" --steps 3 --seq-len 16 \
       --save-model "$T/trained" >"$T/train.out" 2>"$T/train.err" \
    && [ "$(grep -c '^step ' "$T/train.out")" -eq 3 ] && [ -f "$T/trained/config.json" ] \
-   && "$ZT" inspect "$T/trained/model.safetensors" | grep -q "^bert.embeddings.word_embeddings.weight *F32 *\[200, 128\]"; then ok
+   && "$ZT" inspect "$T/trained/model.safetensors" | grep -q "^bert.embeddings.word_embeddings.weight *F32 *\[512, 64\]"; then ok
 else bad "train + save-model"; cat "$T/train.out" "$T/train.err"; fi
 # the saved folder is a model the grad command accepts
-mkbatch "$T/b200.safetensors" 'tensors = {"input_ids": ("I64", [1, 4], [1, 2, 3, 4]), "labels": ("I64", [1, 4], [-100, 7, -100, 9])}'
-if "$ZT" grad --model "$T/trained" --batch "$T/b200.safetensors" --out "$T/g2.safetensors" >/dev/null 2>&1; then ok; else bad "grad on a saved model"; fi
+if "$ZT" grad --model "$T/trained" --batch "$B" --out "$T/g2.safetensors" >/dev/null 2>&1; then ok; else bad "grad on a saved model"; fi
 
 # ---- bad input -----------------------------------------------------------------------------
 expect_error "no arguments" 2 "grad needs --model" -- "$ZT" grad
@@ -88,9 +88,13 @@ expect_error "output folder missing" 1 "$T/nodir/out.st" -- "$ZT" grad --model "
 echo '{"lr": "fast"}' >"$T/step.json"
 expect_error "bad step.json" 1 "\"lr\" must be a number" -- "$ZT" grad --model "$FIX" --batch "$B" --step "$T/step.json" --out "$T/out.st"
 expect_error "inspect malformed" 1 "$T/trunc.safetensors" -- "$ZT" inspect "$T/trunc.safetensors"
-expect_error "train unknown preset" 1 "unknown model preset \"bert-enormous\"" -- "$ZT" train --model bert-enormous --steps 1
-expect_error "train bad steps" 2 "--steps must be an integer" -- "$ZT" train --model bert-tiny --steps -3
-expect_error "train seq too long" 1 "--seq-len 600 exceeds" -- "$ZT" train --model bert-tiny --vocab 100 --seq-len 600 --steps 1
+expect_error "train unknown preset" 1 "unknown model preset \"bert-enormous\"" -- "$ZT" train --model bert-enormous --data synthetic --steps 1
+expect_error "train bad steps" 2 "--steps must be an integer" -- "$ZT" train --model bert-tiny --data synthetic --steps -3
+expect_error "train no data" 2 "train needs --model DIR|PRESET and --data" -- "$ZT" train --model bert-tiny
+expect_error "train seq too long" 1 "--seq-len 600 exceeds the model's max_position_embeddings 64" -- "$ZT" train --model "$FIX" --data synthetic --seq-len 600 --steps 1
+expect_error "train missing data" 1 "$T/nodata" -- "$ZT" train --model "$FIX" --data "$T/nodata" --steps 1
+expect_error "resume without dir" 2 "need --checkpoint-dir" -- "$ZT" train --model "$FIX" --data synthetic --resume
+expect_error "export missing" 1 "$T/nockpt/manifest.json" -- "$ZT" export --checkpoint "$T/nockpt" --out "$T/out.x"
 if ls "$T" | grep -q '\.tmp\.'; then bad "temporary files left: $(ls "$T" | grep '\.tmp\.')"; else ok; fi
 
 echo "cli: $pass passed, $fail failed"

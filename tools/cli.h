@@ -21,5 +21,6 @@ void print_memory(FILE *f);
 int cmd_grad(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_train(int argc, char **argv);
+int cmd_export(int argc, char **argv);
 
 #endif

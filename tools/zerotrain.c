@@ -20,11 +20,15 @@ static void usage(FILE *f)
             "  grad     --model DIR --batch FILE --out FILE [--step STEP_JSON] [--threads N]\n"
             "           one forward+backward of a Hugging Face BERT folder on a batch file;\n"
             "           writes loss, logits, grad.<name> (and adamw.<name> with --step)\n"
-            "  train    --model DIR|PRESET [--steps N] [--batch-size B] [--seq-len T]\n"
-            "           [--lr LR] [--warmup K] [--clip X] [--seed S] [--vocab V] [--threads N]\n"
-            "           [--print-every K] [--save-model DIR]\n"
-            "           masked-LM training on synthetic sequences (presets: bert-tiny,\n"
-            "           bert-mini, bert-small, bert-medium, bert-base, bert-large)\n"
+            "  train    --model DIR|PRESET --data DIR|synthetic[:SEED] [--config DS_JSON]\n"
+            "           [--seq-len T] [--steps N] [--seed S] [--threads N]\n"
+            "           [--checkpoint-dir D] [--checkpoint-every K] [--keep K] [--resume]\n"
+            "           [--save-model DIR] [--metrics FILE]\n"
+            "           [--eval-data DIR --eval-every K [--eval-samples N]]\n"
+            "           masked-LM training (presets: bert-tiny, bert-mini, bert-small,\n"
+            "           bert-medium, bert-base, bert-large)\n"
+            "  export   --checkpoint D/step-N --out DIR [--max-shard-size BYTES]\n"
+            "           a training checkpoint as a Hugging Face folder\n"
             "  inspect  FILE      list the tensors of a safetensors file\n"
             "  version            print the version\n");
 }
@@ -36,6 +40,7 @@ static const struct command {
     {"grad", cmd_grad, 0},
     {"inspect", cmd_inspect, 0},
     {"train", cmd_train, 1},
+    {"export", cmd_export, 0},
 };
 
 int main(int argc, char **argv)
