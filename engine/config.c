@@ -1,0 +1,1751 @@
+/* config.c - DeepSpeed JSON training config (plus a "zerotrain" section) checked against one key
+ * table and resolved ("auto", batch sizes) into zt_train_settings; docs/config.md is generated
+ * from the same table. Acts on nothing, never prints: all problems form one error message. */
+#include "err.h"
+
+#include <cjson/cJSON.h>
+#include <assert.h>
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+#include "../optimizer/schedule.h"
+
+/* ---- the key table -------------------------------------------------------------------- */
+
+enum { T_OBJ, T_BOOL, T_INT, T_NUM, T_STR, T_ENUM, T_BETAS, T_STRS, T_SEED, T_ANY };
+enum {
+    C_APPLIED,  /* used by the engine now */
+    C_LATER,    /* validated now, used by the ZeRO / offload / recomputation work */
+    C_IGNORED,  /* DeepSpeed key that does not apply here: accepted with a notice */
+    C_GATED,    /* DeepSpeed key accepted only while it asks for nothing (error otherwise) */
+};
+enum {
+    A_NO,       /* "auto" is an error: nothing to derive it from */
+    A_DEFAULT,  /* "auto" = the default */
+    A_DERIVED,  /* "auto" = derived by a rule (auto_doc says which) */
+    A_NEVER,    /* Hugging Face derives it from what zerotrain does not have: error, why */
+};
+#define F_NULL 1      /* null is accepted and means "not given" */
+#define F_HI_OPEN 2   /* numeric range is [lo, hi) */
+#define F_NOCASE 4    /* enum values compare case-insensitively */
+#define F_REQUIRED 8  /* must be given when its parent section is */
+#define F_QUIET 16    /* ignored without a notice, whatever the value */
+#define F_DEPRECATED 32 /* C_GATED: a renamed DeepSpeed key (ZT_E_CONFIG, not unsupported) */
+
+#define SCHED_BIT(t) (1u << (t))
+#define S_LR SCHED_BIT(ZT_SCHED_WARMUP_LR)
+#define S_DECAY SCHED_BIT(ZT_SCHED_WARMUP_DECAY_LR)
+#define S_COS SCHED_BIT(ZT_SCHED_WARMUP_COSINE_LR)
+
+#define BIG 9007199254740992.0   /* 2^53: integers above it are not exact in JSON numbers */
+#define IMAX 2147483647.0
+
+typedef struct key {
+    const char *path;      /* dotted; "fp16.*" = any other key of fp16 */
+    unsigned char type, cls, autom, flags;
+    double def, lo, hi;    /* default and range of numbers; booleans use def 0/1 */
+    const char *values;    /* T_ENUM: accepted values, '|'-separated (the first is index 0) */
+    const char *unsup;     /* T_ENUM: DeepSpeed values that are valid there but not here */
+    const char *unsup_why;
+    const char *def_doc;   /* documented default when it is not simply def */
+    const char *auto_doc;  /* what "auto" becomes (A_DERIVED) or why it cannot (A_NEVER) */
+    const char *quiet;     /* C_IGNORED: value (besides null/false/disabled) that needs no notice */
+    const char *doc;       /* one line; for C_IGNORED / C_GATED rows, why it does not apply */
+    unsigned sched;        /* scheduler.params: bits of the schedule types that take it */
+} key;
+
+/* Rows the resolver reads by name; the unnamed ones after K_NAMED do not apply here. */
+enum {
+    K_TRAIN_BATCH, K_MICRO_BATCH, K_GAS, K_CLIP, K_STEPS_PER_PRINT, K_SEED_TOP,
+    K_OPT, K_OPT_TYPE, K_OPT_PARAMS, K_LR, K_BETAS, K_EPS, K_WD, K_ADAM_W_MODE, K_TORCH_ADAM,
+    K_BIAS_CORR,
+    K_SCHED, K_SCHED_TYPE, K_SCHED_PARAMS, K_WMIN_LR, K_WMAX_LR, K_WNUM, K_WTYPE, K_TOTAL,
+    K_WMIN_RATIO, K_COS_MIN_RATIO, K_LAST_IT,
+    K_ZERO, K_STAGE, K_OVERLAP, K_REDUCE_BUCKET, K_ALLGATHER_BUCKET, K_REDUCE_SCATTER,
+    K_ALLGATHER_PART, K_CONTIG_GRADS, K_PREFETCH_BUCKET, K_PERSIST, K_MAX_LIVE, K_MAX_REUSE,
+    K_SUB_GROUP, K_ROUND_ROBIN,
+    K_OFFOPT, K_OFFOPT_DEVICE, K_OFFOPT_NVME, K_OFFOPT_PIN, K_OFFOPT_BUFCOUNT, K_OFFOPT_FASTINIT,
+    K_OFFPAR, K_OFFPAR_DEVICE, K_OFFPAR_NVME, K_OFFPAR_PIN, K_OFFPAR_BUFCOUNT, K_OFFPAR_BUFSIZE,
+    K_OFFPAR_MAXCPU,
+    K_AC, K_AC_PARTITION, K_AC_CPU, K_AC_CONTIG, K_AC_NUMBER, K_AC_SYNC, K_AC_PROFILE,
+    K_AIO, K_AIO_BLOCK, K_AIO_QDEPTH, K_AIO_INTRA, K_AIO_THREADS, K_AIO_SINGLE, K_AIO_OVERLAP,
+    K_FP16, K_FP16_ON, K_BF16, K_BF16_ON, K_BFLOAT16, K_BFLOAT16_ON,
+    K_ZT, K_ZT_NO_DECAY, K_ZT_THREADS, K_ZT_SEED,
+    K_NAMED
+};
+
+#define NOTYET "not implemented in zerotrain"
+#define GPU_ONLY "GPU-specific; zerotrain trains on the CPU"
+
+static const key keys[] = {
+    /* top level; the batch rule is DeepSpeed's: train_batch_size = micro x accumulation x N */
+    [K_TRAIN_BATCH] = {"train_batch_size", T_INT, C_APPLIED, A_DERIVED, 0, 0, 1, IMAX,
+        .def_doc = "derived", .auto_doc = "derived from the other two and the world size",
+        .doc = "Samples per optimizer step over all ranks: micro batch x accumulation steps x "
+               "world size. Give two of the three, or one of the batch sizes alone."},
+    [K_MICRO_BATCH] = {"train_micro_batch_size_per_gpu", T_INT, C_APPLIED, A_DERIVED, 0, 0, 1,
+        IMAX, .def_doc = "derived",
+        .auto_doc = "derived from the other two and the world size",
+        .doc = "Samples per forward/backward pass on one rank."},
+    [K_GAS] = {"gradient_accumulation_steps", T_INT, C_APPLIED, A_DERIVED, 0, 0, 1, IMAX,
+        .def_doc = "derived (1 when only one batch size is given)",
+        .auto_doc = "derived from the other two and the world size",
+        .doc = "Micro-batches whose gradients are summed before each optimizer step."},
+    [K_CLIP] = {"gradient_clipping", T_NUM, C_APPLIED, A_DERIVED, 0, 0, 0, INFINITY,
+        .auto_doc = "1.0 (Hugging Face's max_grad_norm default)",
+        .doc = "Clip the global gradient L2 norm to this value; 0 = no clipping."},
+    [K_STEPS_PER_PRINT] = {"steps_per_print", T_INT, C_APPLIED, A_NO, 0, 10, 1, IMAX,
+        .doc = "Optimizer steps between progress reports (printed by the command)."},
+    [K_SEED_TOP] = {"seed", T_SEED, C_APPLIED, A_NO, 0, 42, 0, 0,
+        .doc = "Same as zerotrain.seed (accepted here because Hugging Face users write it "
+               "here); if both are given they must be equal."},
+
+    [K_OPT] = {"optimizer", T_OBJ, C_APPLIED, A_NO, 0, 0, 0, 0,
+        .def_doc = "AdamW with the defaults below",
+        .doc = "The optimizer. zerotrain implements AdamW (torch.optim.AdamW's update)."},
+    [K_OPT_TYPE] = {"optimizer.type", T_ENUM, C_APPLIED, A_NO, F_NOCASE | F_REQUIRED, 0, 0, 0,
+        .values = "AdamW|Adam",
+        .unsup = "OneBitAdam|ZeroOneAdam|OneBitLamb|Lamb|Lion|Muon|MuAdam|MuAdamW|MuSGD|"
+                 "Adagrad|SGD|Adafactor|FusedAdam|CPUAdam",
+        .unsup_why = "zerotrain implements AdamW only, use \"AdamW\"",
+        .def_doc = "required in the section",
+        .doc = "\"AdamW\", or \"Adam\" with adam_w_mode true (DeepSpeed's default), which is "
+               "the same AdamW. Case-insensitive, as in DeepSpeed."},
+    [K_OPT_PARAMS] = {"optimizer.params", T_OBJ, C_APPLIED, A_NO, 0, 0, 0, 0,
+        .def_doc = "the defaults below", .doc = "Optimizer parameters (torch.optim.AdamW names)."},
+    [K_LR] = {"optimizer.params.lr", T_NUM, C_APPLIED, A_DEFAULT, 0, 1e-4, 0, INFINITY,
+        .doc = "Learning rate: the constant lr without a scheduler, and the reference of "
+               "WarmupLR (warmup_max_lr) and WarmupCosineLR."},
+    [K_BETAS] = {"optimizer.params.betas", T_BETAS, C_APPLIED, A_DEFAULT, F_HI_OPEN, 0, 0, 1,
+        .def_doc = "[0.9, 0.999]", .doc = "Decay rates [beta1, beta2] of the two moments."},
+    [K_EPS] = {"optimizer.params.eps", T_NUM, C_APPLIED, A_DEFAULT, 0, 1e-8, 0, INFINITY,
+        .doc = "Added to the denominator sqrt(v) for numerical stability."},
+    [K_WD] = {"optimizer.params.weight_decay", T_NUM, C_APPLIED, A_DEFAULT, 0, 0.01, 0, INFINITY,
+        .doc = "Decoupled weight decay (p -= lr x weight_decay x p), not applied to the "
+               "zerotrain.no_decay parameters."},
+    [K_ADAM_W_MODE] = {"optimizer.params.adam_w_mode", T_BOOL, C_APPLIED, A_NO, 0, 1, 0, 0,
+        .doc = "DeepSpeed's Adam switch: true = decoupled weight decay (AdamW). false (Adam "
+               "with L2 regularisation) is not supported; with type AdamW it has no effect, "
+               "as in DeepSpeed."},
+    [K_TORCH_ADAM] = {"optimizer.params.torch_adam", T_BOOL, C_APPLIED, A_NO, 0, 0, 0, 0,
+        .doc = "DeepSpeed's choice of implementation (torch or fused); either way the update "
+               "is torch.optim.AdamW's."},
+    [K_BIAS_CORR] = {"optimizer.params.bias_correction", T_BOOL, C_APPLIED, A_NO, 0, 1, 0, 0,
+        .doc = "Adam bias correction; only true is supported."},
+
+    [K_SCHED] = {"scheduler", T_OBJ, C_APPLIED, A_NO, 0, 0, 0, 0,
+        .def_doc = "none: constant lr",
+        .doc = "Learning-rate schedule, advanced once per optimizer step as in DeepSpeed."},
+    [K_SCHED_TYPE] = {"scheduler.type", T_ENUM, C_APPLIED, A_NO, F_REQUIRED, 0, 0, 0,
+        .values = "WarmupLR|WarmupDecayLR|WarmupCosineLR", .unsup = "LRRangeTest|OneCycle",
+        .unsup_why = NOTYET ", use WarmupLR, WarmupDecayLR or WarmupCosineLR",
+        .def_doc = "required in the section",
+        .doc = "Schedule (DeepSpeed's names, case-sensitive)."},
+    [K_SCHED_PARAMS] = {"scheduler.params", T_OBJ, C_APPLIED, A_NO, 0, 0, 0, 0,
+        .def_doc = "the defaults below",
+        .doc = "Schedule parameters. Each type takes only its own (DeepSpeed fails on the "
+               "others, and so does zerotrain)."},
+    [K_WMIN_LR] = {"scheduler.params.warmup_min_lr", T_NUM, C_APPLIED, A_DEFAULT, 0, 0, 0,
+        INFINITY, .sched = S_LR | S_DECAY, .doc = "lr at the start of the warmup."},
+    [K_WMAX_LR] = {"scheduler.params.warmup_max_lr", T_NUM, C_APPLIED, A_DERIVED, 0, 0, 0,
+        INFINITY, .sched = S_LR | S_DECAY,
+        .def_doc = "optimizer.params.lr (WarmupLR); 0.001 (WarmupDecayLR)",
+        .auto_doc = "optimizer.params.lr", .doc = "lr at the end of the warmup."},
+    [K_WNUM] = {"scheduler.params.warmup_num_steps", T_INT, C_APPLIED, A_NEVER, 0, 1000, 1, BIG,
+        .sched = S_LR | S_DECAY | S_COS,
+        .auto_doc = "Hugging Face computes it from TrainingArguments warmup_steps or "
+                    "warmup_ratio, which zerotrain does not see",
+        .doc = "Warmup length in optimizer steps (DeepSpeed uses at least 2)."},
+    [K_WTYPE] = {"scheduler.params.warmup_type", T_ENUM, C_APPLIED, A_NO, 0, 0, 0, 0,
+        .sched = S_LR | S_DECAY | S_COS, .values = "log|linear", .def_doc = "log",
+        .doc = "Warmup curve: log(it + 1) / log(warmup_num_steps), or it / warmup_num_steps."},
+    [K_TOTAL] = {"scheduler.params.total_num_steps", T_INT, C_APPLIED, A_DERIVED, 0, 0, 1, BIG,
+        .sched = S_DECAY | S_COS, .def_doc = "required",
+        .auto_doc = "the run's total optimizer steps (total_steps argument); an error when "
+                    "the caller does not know it",
+        .doc = "Step at which the decay ends."},
+    [K_WMIN_RATIO] = {"scheduler.params.warmup_min_ratio", T_NUM, C_APPLIED, A_NO, 0, 0, 0, 1,
+        .sched = S_COS, .doc = "Warmup starts at this fraction of optimizer.params.lr."},
+    [K_COS_MIN_RATIO] = {"scheduler.params.cos_min_ratio", T_NUM, C_APPLIED, A_NO, 0, 0.0001, 0,
+        1, .sched = S_COS,
+        .doc = "Fraction of optimizer.params.lr reached at total_num_steps and kept after."},
+    [K_LAST_IT] = {"scheduler.params.last_batch_iteration", T_INT, C_APPLIED, A_NO, 0, -1, -1,
+        -1, .sched = S_LR | S_DECAY | S_COS,
+        .doc = "Only -1 (start at the beginning): a resumed run takes its step from the "
+               "checkpoint."},
+
+    [K_ZERO] = {"zero_optimization", T_OBJ, C_LATER, A_NO, 0, 0, 0, 0,
+        .def_doc = "stage 0", .doc = "ZeRO partitioning and offload."},
+    [K_STAGE] = {"zero_optimization.stage", T_INT, C_LATER, A_NO, 0, 0, 0, 3,
+        .doc = "0 = off, 1 = optimizer state, 2 = and gradients, 3 = and parameters "
+               "partitioned across ranks."},
+    [K_OVERLAP] = {"zero_optimization.overlap_comm", T_BOOL, C_LATER, A_NO, 0, 0, 0, 0,
+        .def_doc = "true with stage 3, else false",
+        .doc = "Overlap gradient reduction with the backward pass."},
+    [K_REDUCE_BUCKET] = {"zero_optimization.reduce_bucket_size", T_INT, C_LATER, A_DEFAULT, 0,
+        5e8, 0, BIG, .auto_doc = "500000000 (DeepSpeed's default; Hugging Face would use "
+                                 "hidden_size^2)",
+        .doc = "Elements reduced per collective."},
+    [K_ALLGATHER_BUCKET] = {"zero_optimization.allgather_bucket_size", T_INT, C_LATER,
+        A_DEFAULT, 0, 5e8, 0, BIG, .auto_doc = "500000000 (DeepSpeed's default)",
+        .doc = "Elements all-gathered per collective (stages 1 and 2)."},
+    [K_REDUCE_SCATTER] = {"zero_optimization.reduce_scatter", T_BOOL, C_LATER, A_NO, 0, 1, 0, 0,
+        .doc = "Reduce-scatter gradients instead of all-reducing them."},
+    [K_ALLGATHER_PART] = {"zero_optimization.allgather_partitions", T_BOOL, C_LATER, A_NO, 0, 1,
+        0, 0, .doc = "All-gather updated parameters (true) or broadcast them (false)."},
+    [K_CONTIG_GRADS] = {"zero_optimization.contiguous_gradients", T_BOOL, C_LATER, A_NO, 0, 1, 0,
+        0, .doc = "Copy gradients into one contiguous buffer as they are produced."},
+    [K_PREFETCH_BUCKET] = {"zero_optimization.stage3_prefetch_bucket_size", T_INT, C_LATER,
+        A_DEFAULT, 0, 5e7, 0, BIG,
+        .auto_doc = "50000000 (DeepSpeed's default; Hugging Face would use 0.9 x "
+                    "hidden_size^2)",
+        .doc = "Parameter elements fetched ahead of use (stage 3)."},
+    [K_PERSIST] = {"zero_optimization.stage3_param_persistence_threshold", T_INT, C_LATER,
+        A_DEFAULT, 0, 1e5, 0, BIG,
+        .auto_doc = "100000 (DeepSpeed's default; Hugging Face would use 10 x hidden_size)",
+        .doc = "Parameters with fewer elements stay unpartitioned (stage 3)."},
+    [K_MAX_LIVE] = {"zero_optimization.stage3_max_live_parameters", T_INT, C_LATER, A_NO, 0, 1e9,
+        0, BIG, .doc = "Most parameter elements kept gathered at once (stage 3)."},
+    [K_MAX_REUSE] = {"zero_optimization.stage3_max_reuse_distance", T_INT, C_LATER, A_NO, 0, 1e9,
+        0, BIG, .doc = "Keep a gathered parameter that is used again within this many "
+                       "elements (stage 3)."},
+    [K_SUB_GROUP] = {"zero_optimization.sub_group_size", T_INT, C_LATER, A_NO, 0, 1e9, 0, BIG,
+        .doc = "Parameter elements per optimizer-step tile (offload)."},
+    [K_ROUND_ROBIN] = {"zero_optimization.round_robin_gradients", T_BOOL, C_LATER, A_NO, 0, 0, 0,
+        0, .doc = "Spread gradient copies to host memory across ranks (stages 1 and 2)."},
+    [K_OFFOPT] = {"zero_optimization.offload_optimizer", T_OBJ, C_LATER, A_NO, F_NULL, 0, 0, 0,
+        .def_doc = "no offload", .doc = "Optimizer-state offload (stages 1 to 3)."},
+    [K_OFFOPT_DEVICE] = {"zero_optimization.offload_optimizer.device", T_ENUM, C_LATER, A_NO, 0,
+        0, 0, 0, .values = "none|cpu|nvme", .def_doc = "none",
+        .doc = "Where the optimizer state lives."},
+    [K_OFFOPT_NVME] = {"zero_optimization.offload_optimizer.nvme_path", T_STR, C_LATER, A_NO,
+        F_NULL, 0, 0, 0, .def_doc = "none (required for nvme)",
+        .doc = "Folder on the NVMe drive; the same folder as offload_param's if both use "
+               "nvme."},
+    [K_OFFOPT_PIN] = {"zero_optimization.offload_optimizer.pin_memory", T_BOOL, C_LATER, A_NO,
+        0, 0, 0, 0, .doc = "Page-locked host buffers."},
+    [K_OFFOPT_BUFCOUNT] = {"zero_optimization.offload_optimizer.buffer_count", T_INT, C_LATER,
+        A_NO, 0, 4, 0, IMAX, .doc = "NVMe staging buffers."},
+    [K_OFFOPT_FASTINIT] = {"zero_optimization.offload_optimizer.fast_init", T_BOOL, C_LATER,
+        A_NO, 0, 0, 0, 0, .doc = "Fast optimizer-state initialisation on NVMe."},
+    [K_OFFPAR] = {"zero_optimization.offload_param", T_OBJ, C_LATER, A_NO, F_NULL, 0, 0, 0,
+        .def_doc = "no offload", .doc = "Parameter offload (stage 3 only)."},
+    [K_OFFPAR_DEVICE] = {"zero_optimization.offload_param.device", T_ENUM, C_LATER, A_NO, 0, 0,
+        0, 0, .values = "none|cpu|nvme", .def_doc = "none", .doc = "Where the parameters live."},
+    [K_OFFPAR_NVME] = {"zero_optimization.offload_param.nvme_path", T_STR, C_LATER, A_NO, F_NULL,
+        0, 0, 0, .def_doc = "none (required for nvme)",
+        .doc = "Folder on the NVMe drive; the same folder as offload_optimizer's if both use "
+               "nvme."},
+    [K_OFFPAR_PIN] = {"zero_optimization.offload_param.pin_memory", T_BOOL, C_LATER, A_NO, 0, 0,
+        0, 0, .doc = "Page-locked host buffers."},
+    [K_OFFPAR_BUFCOUNT] = {"zero_optimization.offload_param.buffer_count", T_INT, C_LATER, A_NO,
+        0, 5, 0, IMAX, .doc = "NVMe staging buffers."},
+    [K_OFFPAR_BUFSIZE] = {"zero_optimization.offload_param.buffer_size", T_INT, C_LATER, A_NO, 0,
+        1e8, 0, BIG, .doc = "Elements per NVMe staging buffer."},
+    [K_OFFPAR_MAXCPU] = {"zero_optimization.offload_param.max_in_cpu", T_INT, C_LATER, A_NO, 0,
+        1e9, 0, BIG, .doc = "Parameter elements kept in host memory when offloading to NVMe."},
+
+    [K_AC] = {"activation_checkpointing", T_OBJ, C_LATER, A_NO, F_NULL, 0, 0, 0,
+        .def_doc = "off", .doc = "Activation checkpointing (recomputation): giving the "
+                                 "section turns it on."},
+    [K_AC_PARTITION] = {"activation_checkpointing.partition_activations", T_BOOL, C_LATER, A_NO,
+        0, 0, 0, 0, .doc = "Shard the checkpointed activations across ranks."},
+    [K_AC_CPU] = {"activation_checkpointing.cpu_checkpointing", T_BOOL, C_LATER, A_NO, 0, 0, 0,
+        0, .doc = "Keep the checkpointed activations in host memory."},
+    [K_AC_CONTIG] = {"activation_checkpointing.contiguous_memory_optimization", T_BOOL, C_LATER,
+        A_NO, 0, 0, 0, 0, .doc = "Copy the checkpoints into one contiguous buffer."},
+    [K_AC_NUMBER] = {"activation_checkpointing.number_checkpoints", T_INT, C_LATER, A_NO, F_NULL,
+        0, 1, IMAX, .def_doc = "null (one per layer)",
+        .doc = "Number of checkpoints (for contiguous_memory_optimization)."},
+    [K_AC_SYNC] = {"activation_checkpointing.synchronize_checkpoint_boundary", T_BOOL, C_LATER,
+        A_NO, 0, 0, 0, 0, .doc = "Synchronise at each checkpoint boundary."},
+    [K_AC_PROFILE] = {"activation_checkpointing.profile", T_BOOL, C_LATER, A_NO, 0, 0, 0, 0,
+        .doc = "Time the checkpointed forward passes."},
+
+    [K_AIO] = {"aio", T_OBJ, C_LATER, A_NO, 0, 0, 0, 0, .def_doc = "the defaults below",
+        .doc = "Asynchronous NVMe I/O (used by nvme offload)."},
+    [K_AIO_BLOCK] = {"aio.block_size", T_INT, C_LATER, A_NO, 0, 1048576, 1, IMAX,
+        .doc = "Bytes per I/O request."},
+    [K_AIO_QDEPTH] = {"aio.queue_depth", T_INT, C_LATER, A_NO, 0, 8, 1, IMAX,
+        .doc = "I/O requests in flight."},
+    [K_AIO_INTRA] = {"aio.intra_op_parallelism", T_INT, C_LATER, A_NO, 0, 1, 1, IMAX,
+        .doc = "I/O threads per request."},
+    [K_AIO_THREADS] = {"aio.thread_count", T_INT, C_LATER, A_NO, 0, 1, 1, IMAX,
+        .doc = "Older name of intra_op_parallelism; if both are given they must be equal."},
+    [K_AIO_SINGLE] = {"aio.single_submit", T_BOOL, C_LATER, A_NO, 0, 0, 0, 0,
+        .doc = "Submit requests one at a time."},
+    [K_AIO_OVERLAP] = {"aio.overlap_events", T_BOOL, C_LATER, A_NO, 0, 1, 0, 0,
+        .doc = "Overlap request submission and completion."},
+
+    [K_FP16] = {"fp16", T_OBJ, C_APPLIED, A_NO, F_NULL, 0, 0, 0, .def_doc = "off",
+        .doc = "fp16 mixed precision: accepted while disabled (zerotrain trains in fp32)."},
+    [K_FP16_ON] = {"fp16.enabled", T_BOOL, C_APPLIED, A_DERIVED, 0, 0, 0, 0,
+        .auto_doc = "false", .doc = "true is not supported yet."},
+    [K_BF16] = {"bf16", T_OBJ, C_APPLIED, A_NO, F_NULL, 0, 0, 0, .def_doc = "off",
+        .doc = "bf16 mixed precision: accepted while disabled (zerotrain trains in fp32)."},
+    [K_BF16_ON] = {"bf16.enabled", T_BOOL, C_APPLIED, A_DERIVED, 0, 0, 0, 0,
+        .auto_doc = "false", .doc = "true is not supported yet."},
+    [K_BFLOAT16] = {"bfloat16", T_OBJ, C_APPLIED, A_NO, F_NULL, 0, 0, 0, .def_doc = "off",
+        .doc = "Older DeepSpeed name of bf16."},
+    [K_BFLOAT16_ON] = {"bfloat16.enabled", T_BOOL, C_APPLIED, A_DERIVED, 0, 0, 0, 0,
+        .auto_doc = "false", .doc = "true is not supported yet."},
+
+    [K_ZT] = {"zerotrain", T_OBJ, C_APPLIED, A_NO, 0, 0, 0, 0, .def_doc = "the defaults below",
+        .doc = "zerotrain's own settings (not a DeepSpeed section; DeepSpeed would reject "
+               "it)."},
+    [K_ZT_NO_DECAY] = {"zerotrain.no_decay", T_STRS, C_APPLIED, A_NO, 0, 0, 0, 0,
+        .def_doc = "biases and LayerNorm weights",
+        .doc = "Parameter-name substrings exempt from weight decay; [] = decay every "
+               "parameter."},
+    [K_ZT_THREADS] = {"zerotrain.threads", T_INT, C_APPLIED, A_NO, 0, 0, 0, IMAX,
+        .doc = "Worker threads; 0 = all cores."},
+    [K_ZT_SEED] = {"zerotrain.seed", T_SEED, C_APPLIED, A_NO, 0, 42, 0, 0,
+        .doc = "Random seed (initialisation, dropout); an integer, or a decimal string for "
+               "values above 2^53."},
+
+    /* DeepSpeed keys that do not apply here (rows after K_NAMED have no name) */
+    [K_NAMED] = {"wall_clock_breakdown", T_ANY, C_IGNORED, .doc = "zerotrain has no per-phase "
+        "timers"},
+    {"memory_breakdown", T_ANY, C_IGNORED, .doc = "use zerotrain's memory report "
+        "(zt_memory_report, printed by the command) instead"},
+    {"zero_allow_untested_optimizer", T_ANY, C_IGNORED,
+        .doc = "zerotrain has one optimizer (AdamW); there is no untested one to allow"},
+    {"zero_force_ds_cpu_optimizer", T_ANY, C_IGNORED, .quiet = "true",
+        .doc = "offload always uses zerotrain's own CPU AdamW"},
+    {"prescale_gradients", T_ANY, C_IGNORED,
+        .doc = "gradients are reduced in fp32, where pre-scaling against fp16 overflow is not "
+               "needed"},
+    {"gradient_predivide_factor", T_ANY, C_IGNORED, .quiet = "1",
+        .doc = "gradients are reduced in fp32, where pre-dividing against fp16 overflow is not "
+               "needed"},
+    {"communication_data_type", T_ANY, C_IGNORED, .quiet = "fp32",
+        .doc = "zerotrain communicates in fp32"},
+    {"seq_parallel_comm_data_type", T_ANY, C_IGNORED, .quiet = "fp32",
+        .doc = "no sequence parallelism"},
+    {"sparse_gradients", T_ANY, C_IGNORED, .doc = "gradients are dense (no sparse embedding "
+        "gradients)"},
+    {"dump_state", T_ANY, C_IGNORED, .doc = "DeepSpeed's debugging dump"},
+    {"disable_allgather", T_ANY, C_IGNORED, .doc = "DeepSpeed's debugging switch"},
+    {"flops_profiler", T_ANY, C_IGNORED, .doc = "no FLOPS profiler"},
+    {"tensorboard", T_ANY, C_IGNORED, .doc = "no built-in monitoring backend; the command logs "
+        "to the terminal"},
+    {"wandb", T_ANY, C_IGNORED, .doc = "no built-in monitoring backend; the command logs to the "
+        "terminal"},
+    {"csv_monitor", T_ANY, C_IGNORED, .doc = "no built-in monitoring backend; the command logs "
+        "to the terminal"},
+    {"comet", T_ANY, C_IGNORED, .doc = "no built-in monitoring backend; the command logs to the "
+        "terminal"},
+    {"comms_logger", T_ANY, C_IGNORED, .doc = "no communication logger"},
+    {"amp", T_ANY, C_GATED, .unsup_why = "Apex AMP (NVIDIA GPU mixed precision) is not "
+        "supported, zerotrain trains in fp32: set \"enabled\": false or remove the section",
+        .doc = "Apex AMP is NVIDIA GPU mixed precision"},
+    {"elasticity", T_ANY, C_GATED, .unsup_why = "elastic training (a changing world size) is "
+        "not supported: set \"enabled\": false or remove the section",
+        .doc = "elastic training is " NOTYET},
+    {"data_efficiency", T_ANY, C_IGNORED, .doc = "DeepSpeed's data-efficiency library is "
+        NOTYET},
+    {"curriculum_learning", T_ANY, C_IGNORED, .doc = "curriculum learning is " NOTYET},
+    {"compression_training", T_ANY, C_IGNORED, .doc = "compression training is " NOTYET},
+    {"checkpoint", T_ANY, C_IGNORED, .doc = "DeepSpeed checkpoint-layout options; zerotrain "
+        "writes its own checkpoints"},
+    {"data_types", T_ANY, C_IGNORED, .doc = "gradients are accumulated in fp32"},
+    {"sparse_attention", T_ANY, C_IGNORED, .doc = "attention is dense"},
+    {"pipeline", T_ANY, C_IGNORED, .doc = "no pipeline parallelism"},
+    {"autotuning", T_ANY, C_IGNORED, .doc = "no autotuner"},
+    {"eigenvalue", T_ANY, C_IGNORED, .doc = "eigenvalue computation is " NOTYET},
+    {"progressive_layer_drop", T_ANY, C_IGNORED, .doc = "progressive layer drop is " NOTYET},
+    {"graph_harvesting", T_ANY, C_IGNORED, .doc = "CUDA graphs; " GPU_ONLY},
+    {"nebula", T_ANY, C_IGNORED, .doc = "Azure Nebula checkpoint service"},
+    {"hybrid_engine", T_ANY, C_IGNORED, .doc = "DeepSpeed-Chat's RLHF engine"},
+    {"zero_optimization.stage3_gather_16bit_weights_on_model_save", T_ANY, C_IGNORED,
+        .doc = "zerotrain always saves full fp32 weights (safetensors) gathered from all ranks"},
+    {"zero_optimization.gather_16bit_weights_on_model_save", T_ANY, C_IGNORED,
+        .doc = "zerotrain always saves full fp32 weights (safetensors) gathered from all ranks"},
+    {"zero_optimization.stage3_gather_fp16_weights_on_model_save", T_ANY, C_IGNORED,
+        .doc = "zerotrain always saves full fp32 weights (safetensors) gathered from all ranks"},
+    {"zero_optimization.elastic_checkpoint", T_ANY, C_IGNORED,
+        .doc = "DeepSpeed checkpoint-layout option; zerotrain writes its own checkpoints"},
+    {"zero_optimization.load_from_fp32_weights", T_ANY, C_IGNORED, .quiet = "true",
+        .doc = "the master weights are fp32 already"},
+    {"zero_optimization.ignore_unused_parameters", T_ANY, C_IGNORED, .quiet = "true",
+        .doc = "zerotrain's models have no unused parameters"},
+    {"zero_optimization.legacy_stage1", T_ANY, C_IGNORED,
+        .doc = "DeepSpeed's old stage-1 implementation"},
+    {"zero_optimization.use_multi_rank_bucket_allreduce", T_ANY, C_IGNORED, .quiet = "true",
+        .doc = "DeepSpeed bucketing detail"},
+    {"zero_optimization.zero_hpz_partition_size", T_ANY, C_IGNORED, .quiet = "1",
+        .doc = "ZeRO++ hierarchical partitioning is " NOTYET},
+    {"zero_optimization.zero_quantized_weights", T_ANY, C_IGNORED,
+        .doc = "ZeRO++ quantized communication is " NOTYET "; communication stays fp32"},
+    {"zero_optimization.zero_quantized_nontrainable_weights", T_ANY, C_IGNORED,
+        .doc = "ZeRO++ quantized weights are " NOTYET},
+    {"zero_optimization.zero_quantized_gradients", T_ANY, C_IGNORED,
+        .doc = "ZeRO++ quantized communication is " NOTYET "; communication stays fp32"},
+    {"zero_optimization.zeropp_loco_param", T_ANY, C_IGNORED, .doc = "ZeRO++ LoCo is " NOTYET},
+    {"zero_optimization.mics_shard_size", T_ANY, C_IGNORED, .quiet = "-1",
+        .doc = "MiCS sharding is " NOTYET},
+    {"zero_optimization.mics_hierarchical_params_gather", T_ANY, C_IGNORED,
+        .doc = "MiCS sharding is " NOTYET},
+    {"zero_optimization.memory_efficient_linear", T_ANY, C_IGNORED, .quiet = "true",
+        .doc = "PyTorch-specific"},
+    {"zero_optimization.override_module_apply", T_ANY, C_IGNORED, .quiet = "true",
+        .doc = "PyTorch-specific"},
+    {"zero_optimization.pipeline_loading_checkpoint", T_ANY, C_IGNORED,
+        .doc = "no pipeline parallelism"},
+    {"zero_optimization.log_trace_cache_warnings", T_ANY, C_IGNORED,
+        .doc = "DeepSpeed's parameter-trace cache does not exist here"},
+    {"zero_optimization.enable_sanity_checks", T_ANY, C_IGNORED,
+        .doc = "DeepSpeed's internal checks"},
+    {"zero_optimization.stage3_module_granularity_threshold", T_ANY, C_IGNORED, .quiet = "0",
+        .doc = "zerotrain always gathers whole layers"},
+    {"zero_optimization.stage3_use_all_reduce_for_fetch_params", T_ANY, C_IGNORED,
+        .doc = "zerotrain gathers parameters with all-gather"},
+    {"zero_optimization.stage3_allgather_sequential", T_ANY, C_IGNORED,
+        .doc = "zerotrain always gathers whole layers"},
+    {"zero_optimization.stage3_model_persistence_threshold", T_ANY, C_IGNORED,
+        .doc = "zerotrain has no limit on unpartitioned parameters besides "
+               "stage3_param_persistence_threshold"},
+    {"zero_optimization.cpu_offload", T_ANY, C_GATED, .flags = F_DEPRECATED,
+        .unsup_why = "deprecated DeepSpeed key: use \"offload_optimizer\": {\"device\": "
+                     "\"cpu\"} instead", .doc = "deprecated DeepSpeed key"},
+    {"zero_optimization.cpu_offload_param", T_ANY, C_GATED, .flags = F_DEPRECATED,
+        .unsup_why = "deprecated DeepSpeed key: use \"offload_param\": {\"device\": \"cpu\"} "
+                     "instead",
+        .doc = "deprecated DeepSpeed key"},
+    {"zero_optimization.cpu_offload_use_pin_memory", T_ANY, C_GATED, .flags = F_DEPRECATED,
+        .unsup_why = "deprecated DeepSpeed key: use pin_memory in offload_optimizer or "
+                     "offload_param instead", .doc = "deprecated DeepSpeed key"},
+    {"zero_optimization.offload_optimizer.pipeline_read", T_ANY, C_IGNORED,
+        .doc = "zerotrain's offload engine schedules its NVMe reads itself"},
+    {"zero_optimization.offload_optimizer.pipeline_write", T_ANY, C_IGNORED,
+        .doc = "zerotrain's offload engine schedules its NVMe writes itself"},
+    {"zero_optimization.offload_optimizer.ratio", T_ANY, C_IGNORED, .quiet = "1",
+        .doc = "partial optimizer offload is " NOTYET "; all of it is offloaded"},
+    {"zero_optimization.offload_optimizer.super_offload", T_ANY, C_IGNORED,
+        .doc = "Superchip-specific"},
+    {"zero_optimization.offload_optimizer.convert_grad_on_cpu", T_ANY, C_IGNORED,
+        .quiet = "true", .doc = "gradients are fp32 already"},
+    {"zero_optimization.offload_optimizer.cpuadam_cores_perc", T_ANY, C_IGNORED,
+        .doc = "set zerotrain.threads instead"},
+    {"aio.use_gds", T_ANY, C_IGNORED, .doc = "GPUDirect Storage; " GPU_ONLY},
+    {"aio.io_backend", T_ANY, C_IGNORED, .quiet = "async_io",
+        .doc = "zerotrain chooses its own I/O backend"},
+    {"fp16.*", T_ANY, C_IGNORED, .flags = F_QUIET,
+        .doc = "no effect while fp16 is off (loss_scale, initial_scale_power, hysteresis, ...)"},
+    {"bf16.*", T_ANY, C_IGNORED, .flags = F_QUIET, .doc = "no effect while bf16 is off"},
+    {"bfloat16.*", T_ANY, C_IGNORED, .flags = F_QUIET, .doc = "no effect while bf16 is off"},
+};
+
+#define NKEYS ((int)(sizeof keys / sizeof keys[0]))
+
+/* ---- small helpers -------------------------------------------------------------------- */
+
+static const char *last_part(const char *path)
+{
+    const char *d = strrchr(path, '.');
+    return d ? d + 1 : path;
+}
+
+/* Does row path rp name the child `name` of section `prefix` ("" = top level)? */
+static int row_is(const char *rp, const char *prefix, const char *name)
+{
+    size_t pl = strlen(prefix);
+    if (pl) {
+        if (strncmp(rp, prefix, pl) != 0 || rp[pl] != '.')
+            return 0;
+        rp += pl + 1;
+    }
+    return strcmp(rp, name) == 0;
+}
+
+/* Is row path rp a direct child of prefix? */
+static int row_child_of(const char *rp, const char *prefix)
+{
+    size_t pl = strlen(prefix);
+    if (pl) {
+        if (strncmp(rp, prefix, pl) != 0 || rp[pl] != '.')
+            return 0;
+        rp += pl + 1;
+    }
+    return strchr(rp, '.') == NULL && strcmp(rp, "*") != 0;
+}
+
+static int find_row(const char *prefix, const char *name)
+{
+    for (int k = 0; k < NKEYS; k++)
+        if (row_is(keys[k].path, prefix, name))
+            return k;
+    for (int k = 0; k < NKEYS; k++)
+        if (row_is(keys[k].path, prefix, "*"))
+            return k;
+    return -1;
+}
+
+/* Optimal-string-alignment distance, case-insensitive; 99 when either is long. */
+static int edit_distance(const char *a, const char *b)
+{
+    int d[64][64];
+    size_t n = strlen(a), m = strlen(b);
+    if (n > 63 || m > 63)
+        return 99;
+    for (size_t i = 0; i <= n; i++)
+        d[i][0] = (int)i;
+    for (size_t j = 0; j <= m; j++)
+        d[0][j] = (int)j;
+    for (size_t i = 1; i <= n; i++)
+        for (size_t j = 1; j <= m; j++) {
+            int ai = tolower((unsigned char)a[i - 1]), bj = tolower((unsigned char)b[j - 1]);
+            int best = d[i - 1][j - 1] + (ai != bj);
+            if (d[i - 1][j] + 1 < best)
+                best = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < best)
+                best = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && ai == tolower((unsigned char)b[j - 2]) &&
+                tolower((unsigned char)a[i - 2]) == bj && d[i - 2][j - 2] + 1 < best)
+                best = d[i - 2][j - 2] + 1;
+            d[i][j] = best;
+        }
+    return d[n][m];
+}
+
+/* A distance that makes `cand` a plausible intent for `typed`; -1 when it is not. */
+static int closeness(const char *typed, const char *cand)
+{
+    size_t n = strlen(typed), m = strlen(cand);
+    int d = edit_distance(typed, cand);
+    int limit = n >= 8 ? 2 : n >= 4 ? 1 : 0;
+    if (d <= limit)
+        return d;
+    if (n >= 4 && m >= 4 && (strncasecmp(typed, cand, n < m ? n : m) == 0))
+        return 3; /* one is a prefix of the other: "gradient_clip" */
+    return -1;
+}
+
+/* A key or value as it may appear in a message: no control characters, bounded length. */
+static const char *shown(const char *s, char *buf, size_t size)
+{
+    size_t i = 0;
+    for (; s[i] && i + 4 < size && i < 60; i++)
+        buf[i] = (unsigned char)s[i] < 0x20 || s[i] == 0x7f ? '?' : s[i];
+    if (s[i])
+        buf[i++] = '.', buf[i++] = '.', buf[i++] = '.';
+    buf[i] = '\0';
+    return buf;
+}
+
+/* Whole numbers in full, others as the shortest decimal that reads back as the same double. */
+static const char *fmt_num(double v, char *buf, size_t size)
+{
+    if (v == floor(v) && fabs(v) < 1e16) {
+        snprintf(buf, size, "%.0f", v);
+        return buf;
+    }
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(buf, size, "%.*g", prec, v);
+        if (strtod(buf, NULL) == v)
+            break;
+    }
+    return buf;
+}
+
+static int is_auto(const cJSON *n)
+{
+    return cJSON_IsString(n) && strcmp(n->valuestring, "auto") == 0;
+}
+
+/* What a JSON value is, for "expected X, got Y". */
+static const char *describe(const cJSON *n, char *buf, size_t size)
+{
+    char tmp[80];
+    if (cJSON_IsNull(n))
+        snprintf(buf, size, "null");
+    else if (cJSON_IsTrue(n))
+        snprintf(buf, size, "true");
+    else if (cJSON_IsFalse(n))
+        snprintf(buf, size, "false");
+    else if (cJSON_IsNumber(n))
+        snprintf(buf, size, "the number %s", fmt_num(n->valuedouble, tmp, sizeof tmp));
+    else if (cJSON_IsString(n))
+        snprintf(buf, size, "the string \"%s\"", shown(n->valuestring, tmp, sizeof tmp));
+    else if (cJSON_IsArray(n))
+        snprintf(buf, size, "an array of %d value%s", cJSON_GetArraySize(n),
+                 cJSON_GetArraySize(n) == 1 ? "" : "s");
+    else
+        snprintf(buf, size, "an object");
+    return buf;
+}
+
+/* The i-th '|'-separated value of list into buf; 0 when there is none. */
+static int list_item(const char *list, int i, char *buf, size_t size)
+{
+    const char *p = list;
+    for (; i > 0 && p; i--) {
+        p = strchr(p, '|');
+        if (p)
+            p++;
+    }
+    if (!p || !list)
+        return 0;
+    size_t len = strcspn(p, "|");
+    if (len >= size)
+        len = size - 1;
+    memcpy(buf, p, len);
+    buf[len] = '\0';
+    return 1;
+}
+
+/* '"a", "b", "c"' from 'a|b|c' */
+static const char *quoted_list(const char *list, char *buf, size_t size)
+{
+    char item[64];
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int i = 0; list_item(list, i, item, sizeof item); i++)
+        len += (size_t)snprintf(buf + len, len < size ? size - len : 0, "%s\"%s\"",
+                                i ? ", " : "", item);
+    return buf;
+}
+
+/* ---- the checking pass ---------------------------------------------------------------- */
+
+typedef struct val {
+    const cJSON *node;
+    unsigned char given;   /* present and not null */
+    unsigned char is_auto; /* "auto" (allowed here) */
+    unsigned char bad;     /* a problem was reported for it */
+    double num;            /* T_BOOL (0/1), T_INT, T_NUM, T_ENUM (index into values) */
+    double pair[2];        /* T_BETAS */
+    uint64_t u64;          /* T_SEED */
+} val;
+
+typedef struct ctx {
+    const char *src;
+    val v[NKEYS];
+    char err[ZT_ERRMSG_MAX];
+    size_t err_len;
+    int n_err, n_dropped, n_config; /* n_config: problems that are not "unsupported" */
+    char note[ZT_ERRMSG_MAX];       /* lines "W..." / "I...", logged on success */
+    size_t note_len;
+} ctx;
+
+#define MORE_RESERVE 48  /* room for the "... and N more problems" line */
+
+static void problem(ctx *x, int code, int k, const char *path, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static void problem(ctx *x, int code, int k, const char *path, const char *fmt, ...)
+{
+    char line[1024];
+    int n = snprintf(line, sizeof line, "%s%s: %s: ", x->n_err ? "\n" : "", x->src, path);
+    va_list ap;
+    va_start(ap, fmt);
+    if (n > 0 && (size_t)n < sizeof line)
+        vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
+    va_end(ap);
+    if (k >= 0)
+        x->v[k].bad = 1;
+    if (code != ZT_E_UNSUPPORTED)
+        x->n_config++;
+    size_t len = strlen(line);
+    if (x->n_dropped || x->err_len + len + MORE_RESERVE >= sizeof x->err) {
+        x->n_dropped++;
+    } else {
+        memcpy(x->err + x->err_len, line, len + 1);
+        x->err_len += len;
+    }
+    x->n_err++;
+}
+
+static void note(ctx *x, int level, const char *path, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void note(ctx *x, int level, const char *path, const char *fmt, ...)
+{
+    char line[1024];
+    int n = snprintf(line, sizeof line, "%c%s: %s: ", level == ZT_LOG_INFO ? 'I' : 'W', x->src,
+                     path);
+    va_list ap;
+    va_start(ap, fmt);
+    if (n > 0 && (size_t)n < sizeof line)
+        vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
+    va_end(ap);
+    size_t len = strlen(line);
+    if (x->note_len + len + 2 < sizeof x->note) {
+        memcpy(x->note + x->note_len, line, len);
+        x->note_len += len;
+        x->note[x->note_len++] = '\n';
+        x->note[x->note_len] = '\0';
+    }
+}
+
+static const char *expected(const key *r, char *buf, size_t size)
+{
+    char list[256];
+    switch (r->type) {
+    case T_OBJ: return "an object";
+    case T_BOOL: return "true or false";
+    case T_INT: return "an integer";
+    case T_NUM: return "a number";
+    case T_STR: return "a string";
+    case T_BETAS: return "[beta1, beta2]";
+    case T_STRS: return "an array of strings";
+    case T_SEED: return "an integer (or a string of decimal digits)";
+    case T_ENUM:
+        snprintf(buf, size, "one of %s", quoted_list(r->values, list, sizeof list));
+        return buf;
+    default: return "any value";
+    }
+}
+
+static void wrong_type(ctx *x, int k, const char *path, const cJSON *n)
+{
+    char exp[300], got[120], hint[120] = "";
+    const key *r = &keys[k];
+    if (cJSON_IsString(n) && (r->type == T_BOOL || r->type == T_INT || r->type == T_NUM)) {
+        char *end;
+        double d = strtod(n->valuestring, &end);
+        if (!strcmp(n->valuestring, "true") || !strcmp(n->valuestring, "false") ||
+            (r->type != T_BOOL && end != n->valuestring && !*end && isfinite(d)))
+            snprintf(hint, sizeof hint, " (write it without quotes)");
+    }
+    problem(x, ZT_E_CONFIG, k, path, "expected %s, got %s%s", expected(r, exp, sizeof exp),
+            describe(n, got, sizeof got), hint);
+}
+
+/* Reports v if it is outside row k's range. */
+static void check_range(ctx *x, int k, const char *path, double v)
+{
+    const key *r = &keys[k];
+    char a[40], b[40], c[40];
+    int hi_open = (r->flags & F_HI_OPEN) != 0;
+    if (v >= r->lo && (hi_open ? v < r->hi : v <= r->hi))
+        return;
+    fmt_num(r->lo, a, sizeof a);
+    fmt_num(r->hi, b, sizeof b);
+    fmt_num(v, c, sizeof c);
+    if (r->type == T_INT) {
+        if (r->lo == r->hi)
+            problem(x, ZT_E_CONFIG, k, path, "must be %s, got %s", a, c);
+        else if (r->hi - r->lo <= 100)
+            problem(x, ZT_E_CONFIG, k, path, "must be %s to %s, got %s", a, b, c);
+        else if (v < r->lo)
+            problem(x, ZT_E_CONFIG, k, path, "must be >= %s, got %s", a, c);
+        else
+            problem(x, ZT_E_CONFIG, k, path, "must be <= %s, got %s", b, c);
+    } else if (isinf(r->hi)) {
+        problem(x, ZT_E_CONFIG, k, path, "must be >= %s, got %s", a, c);
+    } else {
+        problem(x, ZT_E_CONFIG, k, path, "must be in [%s, %s%c, got %s", a, b,
+                hi_open ? ')' : ']', c);
+    }
+}
+
+/* A JSON number that must be a whole number. */
+static int check_int(ctx *x, int k, const char *path, const cJSON *n)
+{
+    double v = n->valuedouble;
+    char c[40];
+    if (!isfinite(v)) {
+        problem(x, ZT_E_CONFIG, k, path, "the number is too large to represent");
+        return 0;
+    }
+    if (v != floor(v)) {
+        problem(x, ZT_E_CONFIG, k, path, "must be a whole number, got %s",
+                fmt_num(v, c, sizeof c));
+        return 0;
+    }
+    check_range(x, k, path, v);
+    return !x->v[k].bad;
+}
+
+static void check_enum(ctx *x, int k, const char *path, const cJSON *n)
+{
+    const key *r = &keys[k];
+    char item[64], list[256], s[80], best[64] = "";
+    int best_d = 99;
+    if (!cJSON_IsString(n)) {
+        wrong_type(x, k, path, n);
+        return;
+    }
+    for (int i = 0; list_item(r->values, i, item, sizeof item); i++) {
+        if ((r->flags & F_NOCASE) ? !strcasecmp(item, n->valuestring)
+                                  : !strcmp(item, n->valuestring)) {
+            x->v[k].num = i;
+            return;
+        }
+        int d = closeness(n->valuestring, item);
+        if (d >= 0 && d < best_d)
+            best_d = d, snprintf(best, sizeof best, "%s", item);
+    }
+    for (int i = 0; r->unsup && list_item(r->unsup, i, item, sizeof item); i++)
+        if (!strcasecmp(item, n->valuestring)) {
+            problem(x, ZT_E_UNSUPPORTED, k, path, "\"%s\" is not supported: %s",
+                    shown(n->valuestring, s, sizeof s), r->unsup_why);
+            return;
+        }
+    problem(x, ZT_E_CONFIG, k, path, "must be one of %s, got \"%s\"%s%s%s",
+            quoted_list(r->values, list, sizeof list), shown(n->valuestring, s, sizeof s),
+            best[0] ? " (did you mean \"" : "", best,
+            !best[0] ? "" : best_d == 0 ? "\"? names are case-sensitive)" : "\"?)");
+}
+
+/* Ignored keys: null, false, {} or an object whose "enabled" is false, null or "auto" (which
+ * Hugging Face fills from flags zerotrain does not have). */
+static int asks_nothing(const cJSON *n)
+{
+    if (cJSON_IsNull(n) || cJSON_IsFalse(n))
+        return 1;
+    if (cJSON_IsObject(n)) {
+        const cJSON *e = cJSON_GetObjectItemCaseSensitive(n, "enabled");
+        return e ? cJSON_IsFalse(e) || cJSON_IsNull(e) || is_auto(e) : !n->child;
+    }
+    return 0;
+}
+
+/* Gated keys (amp, elasticity, deprecated switches) are off unless set to a value other than
+ * null/false, or for a section, unless "enabled" is true (DeepSpeed's default is false). */
+static int gate_on(const cJSON *n)
+{
+    if (cJSON_IsObject(n))
+        return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(n, "enabled"));
+    return !cJSON_IsNull(n) && !cJSON_IsFalse(n);
+}
+
+static int is_quiet(const key *r, const cJSON *n)
+{
+    if ((r->flags & F_QUIET) || asks_nothing(n))
+        return 1;
+    if (!r->quiet)
+        return 0;
+    if (cJSON_IsNumber(n)) {
+        char *end;
+        double q = strtod(r->quiet, &end);
+        return !*end && q == n->valuedouble;
+    }
+    if (cJSON_IsString(n))
+        return strcmp(n->valuestring, r->quiet) == 0;
+    return cJSON_IsTrue(n) && strcmp(r->quiet, "true") == 0;
+}
+
+static void walk(ctx *x, const cJSON *obj, const char *prefix);
+
+static void unknown_key(ctx *x, const char *prefix, const char *name, const char *path)
+{
+    char best[160] = "", flat[512], s[80];
+    int best_d = 99;
+    /* a flattened path ("zero_optimization.stage" at the top level) */
+    snprintf(flat, sizeof flat, "%s%s%s", prefix, *prefix ? "." : "", name);
+    if (strchr(name, '.')) {
+        for (int k = 0; k < NKEYS; k++)
+            if (!strcmp(keys[k].path, flat)) {
+                char sect[160];
+                const char *dot = strrchr(flat, '.');
+                snprintf(sect, sizeof sect, "%.*s", (int)(dot - flat), flat);
+                problem(x, ZT_E_CONFIG, -1, path, "unknown key (keys are nested: write "
+                        "\"%s\" inside the \"%s\" object)", last_part(flat), last_part(sect));
+                return;
+            }
+    }
+    /* a close key at this level */
+    for (int k = 0; k < NKEYS; k++) {
+        if (!row_child_of(keys[k].path, prefix))
+            continue;
+        int d = closeness(name, last_part(keys[k].path));
+        if (d >= 0 && d < best_d)
+            best_d = d, snprintf(best, sizeof best, "\"%s\"", last_part(keys[k].path));
+    }
+    if (!best[0]) /* the same key elsewhere ("aio" inside zero_optimization) */
+        for (int k = 0; k < NKEYS; k++)
+            if (strcmp(name, "*") && !strcmp(last_part(keys[k].path), name)) {
+                snprintf(best, sizeof best, "%s\"%s\"", strchr(keys[k].path, '.') ? "" :
+                         "the top-level ", keys[k].path);
+                break;
+            }
+    if (best[0]) {
+        problem(x, ZT_E_CONFIG, -1, path, "unknown key (did you mean %s?%s)", best,
+                best_d == 0 ? " keys are case-sensitive" : "");
+    } else if (*prefix) {
+        char list[400];
+        size_t len = 0;
+        int n = 0;
+        list[0] = '\0';
+        for (int k = 0; k < NKEYS; k++)
+            if (keys[k].cls != C_IGNORED && keys[k].cls != C_GATED &&
+                row_child_of(keys[k].path, prefix))
+                n++, len += (size_t)snprintf(list + len, len < sizeof list ? sizeof list - len : 0,
+                                             "%s%s", len ? ", " : "", last_part(keys[k].path));
+        if (n <= 10 && len < sizeof list)
+            problem(x, ZT_E_CONFIG, -1, path, "unknown key (%s takes %s)",
+                    shown(prefix, s, sizeof s), list);
+        else
+            problem(x, ZT_E_CONFIG, -1, path, "unknown key (docs/config.md lists the keys of "
+                    "%s)", shown(prefix, s, sizeof s));
+    } else
+        problem(x, ZT_E_CONFIG, -1, path, "unknown key (neither a DeepSpeed key zerotrain "
+                "knows nor a zerotrain one; docs/config.md lists them)");
+}
+
+static void check_value(ctx *x, int k, const cJSON *n, const char *path)
+{
+    const key *r = &keys[k];
+    val *v = &x->v[k];
+    char s[80];
+
+    v->node = n;
+    if (r->cls == C_IGNORED) {
+        if (!is_quiet(r, n))
+            note(x, ZT_LOG_WARN, path, "ignored: %s", r->doc);
+        return;
+    }
+    if (r->cls == C_GATED) {
+        if (gate_on(n))
+            problem(x, (r->flags & F_DEPRECATED) ? ZT_E_CONFIG : ZT_E_UNSUPPORTED, k, path,
+                    "%s", r->unsup_why);
+        return;
+    }
+    if (cJSON_IsNull(n)) {
+        if (!(r->flags & F_NULL))
+            wrong_type(x, k, path, n);
+        return;
+    }
+    if (is_auto(n) && r->type != T_ENUM && r->type != T_STR) {
+        if (r->autom == A_NO) {
+            char exp[300];
+            problem(x, ZT_E_CONFIG, k, path, "\"auto\" is not accepted here (there is nothing "
+                    "to derive it from): give %s", expected(r, exp, sizeof exp));
+        } else if (r->autom == A_NEVER) {
+            problem(x, ZT_E_CONFIG, k, path, "\"auto\" cannot be resolved (%s): set a number",
+                    r->auto_doc);
+        } else {
+            v->given = v->is_auto = 1;
+        }
+        return;
+    }
+    switch (r->type) {
+    case T_OBJ:
+        if (!cJSON_IsObject(n))
+            wrong_type(x, k, path, n);
+        else {
+            v->given = 1;
+            walk(x, n, r->path);
+        }
+        return;
+    case T_BOOL:
+        if (!cJSON_IsBool(n))
+            wrong_type(x, k, path, n);
+        else
+            v->num = cJSON_IsTrue(n), v->given = 1;
+        return;
+    case T_INT:
+        if (!cJSON_IsNumber(n))
+            wrong_type(x, k, path, n);
+        else if (check_int(x, k, path, n))
+            v->num = n->valuedouble, v->given = 1;
+        return;
+    case T_NUM:
+        if (!cJSON_IsNumber(n))
+            wrong_type(x, k, path, n);
+        else if (!isfinite(n->valuedouble))
+            problem(x, ZT_E_CONFIG, k, path, "the number is too large to represent");
+        else {
+            check_range(x, k, path, n->valuedouble);
+            v->num = n->valuedouble;
+            v->given = !v->bad;
+        }
+        return;
+    case T_STR:
+        if (!cJSON_IsString(n))
+            wrong_type(x, k, path, n);
+        else if (!n->valuestring[0])
+            problem(x, ZT_E_CONFIG, k, path, "must not be empty");
+        else
+            v->given = 1;
+        return;
+    case T_ENUM:
+        check_enum(x, k, path, n);
+        v->given = !v->bad;
+        return;
+    case T_BETAS: {
+        const cJSON *a = cJSON_IsArray(n) ? n->child : NULL;
+        const cJSON *b = a ? a->next : NULL;
+        if (!cJSON_IsArray(n) || cJSON_GetArraySize(n) != 2 || !cJSON_IsNumber(a) ||
+            !cJSON_IsNumber(b)) {
+            wrong_type(x, k, path, n);
+            return;
+        }
+        for (int i = 0; i < 2; i++) {
+            char p[300];
+            snprintf(p, sizeof p, "%s[%d]", path, i);
+            check_range(x, k, p, i ? b->valuedouble : a->valuedouble);
+        }
+        v->pair[0] = a->valuedouble;
+        v->pair[1] = b->valuedouble;
+        v->given = !v->bad;
+        return;
+    }
+    case T_STRS: {
+        int i = 0;
+        const cJSON *e;
+        if (!cJSON_IsArray(n)) {
+            wrong_type(x, k, path, n);
+            return;
+        }
+        cJSON_ArrayForEach(e, n) {
+            char p[300];
+            snprintf(p, sizeof p, "%s[%d]", path, i++);
+            if (!cJSON_IsString(e))
+                problem(x, ZT_E_CONFIG, k, p, "expected a string, got %s",
+                        describe(e, s, sizeof s));
+            else if (!e->valuestring[0])
+                problem(x, ZT_E_CONFIG, k, p, "an empty pattern matches every parameter (to "
+                        "exempt all of them, set optimizer.params.weight_decay to 0)");
+        }
+        v->given = !v->bad;
+        return;
+    }
+    case T_SEED:
+        if (cJSON_IsNumber(n)) {
+            double d = n->valuedouble;
+            if (!(d >= 0) || d != floor(d) || d > BIG)
+                problem(x, ZT_E_CONFIG, k, path, "must be a whole number from 0 to 2^53 (write "
+                        "larger seeds up to 2^64-1 as a string of digits), got %s",
+                        fmt_num(d, s, sizeof s));
+            else
+                v->u64 = (uint64_t)d, v->given = 1;
+        } else if (cJSON_IsString(n)) {
+            const char *p = n->valuestring;
+            char *end;
+            errno = 0;
+            unsigned long long u = strtoull(p, &end, 10);
+            if (!isdigit((unsigned char)p[0]) || *end || errno == ERANGE)
+                problem(x, ZT_E_CONFIG, k, path, "must be a whole number from 0 to 2^64-1, got "
+                        "the string \"%s\"", shown(p, s, sizeof s));
+            else
+                v->u64 = u, v->given = 1;
+        } else {
+            wrong_type(x, k, path, n);
+        }
+        return;
+    default:
+        return;
+    }
+}
+
+/* Checks every member of obj, the object at row path prefix ("" = the top level). */
+static void walk(ctx *x, const cJSON *obj, const char *prefix)
+{
+    int n = cJSON_GetArraySize(obj);
+    if (n > 1000) { /* the duplicate check below is quadratic */
+        problem(x, ZT_E_CONFIG, -1, *prefix ? prefix : "(top level)", "%d keys: this is not a "
+                "DeepSpeed config (docs/config.md lists the keys)", n);
+        return;
+    }
+    for (const cJSON *c = obj->child; c; c = c->next) {
+        char path[512], s[80];
+        const char *name = c->string ? c->string : "";
+        int dup = 0;
+        snprintf(path, sizeof path, "%s%s%s", prefix, *prefix ? "." : "",
+                 *name ? shown(name, s, sizeof s) : "\"\"");
+        for (const cJSON *d = obj->child; d != c && !dup; d = d->next)
+            dup = d->string && !strcmp(d->string, name);
+        if (dup) {
+            problem(x, ZT_E_CONFIG, -1, path, "duplicate key (JSON readers disagree on which "
+                    "value counts): keep one");
+            continue;
+        }
+        int k = strchr(name, '.') ? -1 : find_row(prefix, name);
+        if (k < 0)
+            unknown_key(x, prefix, name, path);
+        else
+            check_value(x, k, c, path);
+    }
+    for (int k = 0; k < NKEYS; k++)
+        if ((keys[k].flags & F_REQUIRED) && row_child_of(keys[k].path, prefix) &&
+            !x->v[k].node) {
+            char list[256];
+            problem(x, ZT_E_CONFIG, k, keys[k].path, "missing: the \"%s\" section needs it "
+                    "(one of %s)", last_part(prefix),
+                    quoted_list(keys[k].values, list, sizeof list));
+        }
+}
+
+/* ---- resolution: derived values, cross-key rules -------------------------------------- */
+
+#define GIVEN(k) (x->v[k].given && !x->v[k].is_auto && !x->v[k].bad)
+#define AUTO(k) (x->v[k].given && x->v[k].is_auto && !x->v[k].bad)
+#define BAD(k) (x->v[k].bad)
+#define NUM(k) (x->v[k].num)
+
+typedef struct resolved {
+    zt_train_settings s;
+    zt_sched_params sp;
+    const cJSON *no_decay; /* the array, or NULL for the default */
+} resolved;
+
+/* a * b * c, saturated at INT64_MAX (all positive) */
+static int64_t mul3(int64_t a, int64_t b, int64_t c)
+{
+    int64_t ab, abc;
+    if (__builtin_mul_overflow(a, b, &ab) || __builtin_mul_overflow(ab, c, &abc))
+        return INT64_MAX;
+    return abc;
+}
+
+/* DeepSpeed's rule (runtime/config.py, _set_batch_related_parameters), with exact division
+ * required where DeepSpeed floors and then fails its assertion. */
+static void resolve_batch(ctx *x, int world, zt_train_settings *s)
+{
+    const char *tbp = keys[K_TRAIN_BATCH].path, *mbp = keys[K_MICRO_BATCH].path,
+               *gap = keys[K_GAS].path;
+    int ht = GIVEN(K_TRAIN_BATCH), hm = GIVEN(K_MICRO_BATCH), hg = GIVEN(K_GAS);
+    int64_t tb = ht ? (int64_t)NUM(K_TRAIN_BATCH) : 0, mb = hm ? (int64_t)NUM(K_MICRO_BATCH) : 0,
+            ga = hg ? (int64_t)NUM(K_GAS) : 0, w = world;
+    int before = x->n_err;
+    if (BAD(K_TRAIN_BATCH) || BAD(K_MICRO_BATCH) || BAD(K_GAS))
+        return;
+    if (ht && hm && hg) {
+        if (tb != mul3(mb, ga, w))
+            problem(x, ZT_E_CONFIG, K_TRAIN_BATCH, tbp, "%lld is not "
+                    "train_micro_batch_size_per_gpu %lld x gradient_accumulation_steps %lld x "
+                    "world size %lld = %lld: change one of them, or set one to \"auto\" to "
+                    "derive it", (long long)tb, (long long)mb, (long long)ga, (long long)w,
+                    (long long)mul3(mb, ga, w));
+    } else if (ht && (hm || hg)) {
+        int64_t d = (hm ? mb : ga) * w, lo = tb / d * d;
+        char alt[64];
+        if (lo)
+            snprintf(alt, sizeof alt, "%lld or %lld", (long long)lo, (long long)(lo + d));
+        else
+            snprintf(alt, sizeof alt, "%lld", (long long)d);
+        if (tb % d)
+            problem(x, ZT_E_CONFIG, K_TRAIN_BATCH, tbp, "%lld is not a multiple of %s %lld x "
+                    "world size %lld = %lld, so %s cannot be derived: use %s", (long long)tb,
+                    hm ? mbp : gap, (long long)(hm ? mb : ga), (long long)w, (long long)d,
+                    hm ? gap : mbp, alt);
+        else if (hm)
+            ga = tb / d;
+        else
+            mb = tb / d;
+    } else if (hm && hg) {
+        tb = mul3(mb, ga, w);
+        if (tb > INT_MAX)
+            problem(x, ZT_E_CONFIG, K_TRAIN_BATCH, tbp, "train_micro_batch_size_per_gpu %lld x "
+                    "gradient_accumulation_steps %lld x world size %lld is above %d",
+                    (long long)mb, (long long)ga, (long long)w, INT_MAX);
+    } else if (ht) {
+        ga = 1;
+        mb = tb / w;
+        if (tb % w)
+            problem(x, ZT_E_CONFIG, K_TRAIN_BATCH, tbp, "%lld is not a multiple of the world "
+                    "size %lld, so train_micro_batch_size_per_gpu cannot be derived: use a "
+                    "multiple of %lld, or give train_micro_batch_size_per_gpu", (long long)tb,
+                    (long long)w, (long long)w);
+    } else if (hm) {
+        ga = 1;
+        tb = mul3(mb, 1, w);
+        if (tb > INT_MAX)
+            problem(x, ZT_E_CONFIG, K_TRAIN_BATCH, tbp, "train_micro_batch_size_per_gpu %lld x "
+                    "world size %lld is above %d", (long long)mb, (long long)w, INT_MAX);
+    } else {
+        problem(x, ZT_E_CONFIG, K_MICRO_BATCH, mbp, "cannot derive the batch size (neither it "
+                "nor train_batch_size is a number; \"auto\" is derived from the other two): "
+                "set it to the samples per rank per micro-step");
+    }
+    if (x->n_err != before)
+        return;
+    s->train_batch_size = (int)tb;
+    s->micro_batch_size = (int)mb;
+    s->grad_accum_steps = (int)ga;
+    for (int k = K_TRAIN_BATCH; k <= K_GAS; k++)
+        if (AUTO(k))
+            note(x, ZT_LOG_INFO, keys[k].path, "\"auto\" -> %lld (train_batch_size %lld = "
+                 "micro batch %lld x accumulation %lld x world size %lld)",
+                 (long long)(k == K_TRAIN_BATCH ? tb : k == K_MICRO_BATCH ? mb : ga),
+                 (long long)tb, (long long)mb, (long long)ga, (long long)w);
+}
+
+static double resolve_num(ctx *x, int k, double auto_value, const char *why)
+{
+    char a[40];
+    if (GIVEN(k))
+        return NUM(k);
+    if (AUTO(k)) {
+        note(x, ZT_LOG_INFO, keys[k].path, "\"auto\" -> %s (%s)",
+             fmt_num(auto_value, a, sizeof a), why);
+        return auto_value;
+    }
+    return keys[k].def;
+}
+
+static void resolve_optimizer(ctx *x, zt_train_settings *s, double *lr)
+{
+    int adam = GIVEN(K_OPT_TYPE) && NUM(K_OPT_TYPE) == 1;
+    *lr = resolve_num(x, K_LR, keys[K_LR].def, "zerotrain's default");
+    s->lr = (float)*lr;
+    if (GIVEN(K_BETAS)) {
+        s->beta1 = (float)x->v[K_BETAS].pair[0];
+        s->beta2 = (float)x->v[K_BETAS].pair[1];
+    } else {
+        s->beta1 = 0.9f;
+        s->beta2 = 0.999f;
+        if (AUTO(K_BETAS))
+            note(x, ZT_LOG_INFO, keys[K_BETAS].path, "\"auto\" -> [0.9, 0.999] (zerotrain's "
+                 "default)");
+    }
+    s->eps = (float)resolve_num(x, K_EPS, keys[K_EPS].def, "zerotrain's default");
+    s->weight_decay = (float)resolve_num(x, K_WD, keys[K_WD].def, "zerotrain's default");
+    if (GIVEN(K_ADAM_W_MODE) && NUM(K_ADAM_W_MODE) == 0) {
+        if (adam)
+            problem(x, ZT_E_UNSUPPORTED, K_ADAM_W_MODE, keys[K_ADAM_W_MODE].path, "false "
+                    "selects Adam with L2 regularisation, which is not supported: remove it or "
+                    "set true (AdamW, decoupled weight decay)");
+        else if (GIVEN(K_OPT_TYPE))
+            note(x, ZT_LOG_WARN, keys[K_ADAM_W_MODE].path, "false has no effect with type "
+                 "\"AdamW\" (DeepSpeed also uses decoupled weight decay for AdamW): remove it");
+    }
+    if (GIVEN(K_BIAS_CORR) && NUM(K_BIAS_CORR) == 0)
+        problem(x, ZT_E_UNSUPPORTED, K_BIAS_CORR, keys[K_BIAS_CORR].path, "false is not "
+                "supported (zerotrain's AdamW always corrects the bias): remove it");
+    s->grad_clip = (float)resolve_num(x, K_CLIP, 1.0, "Hugging Face's max_grad_norm default");
+}
+
+static void resolve_scheduler(ctx *x, int64_t total_steps, double lr, zt_train_settings *s,
+                              zt_sched_params *sp)
+{
+    char a[40], b[40], list[512];
+    sp->type = ZT_SCHED_CONSTANT;
+    sp->base_lr = lr;
+    if (!GIVEN(K_SCHED) || !GIVEN(K_SCHED_TYPE))
+        return;
+    zt_sched_type t = (zt_sched_type)(NUM(K_SCHED_TYPE) + 1);
+    unsigned mask = SCHED_BIT(t);
+    char tname[32];
+    list_item(keys[K_SCHED_TYPE].values, (int)NUM(K_SCHED_TYPE), tname, sizeof tname);
+    for (int k = 0; k < NKEYS; k++) {
+        if (!keys[k].sched || !x->v[k].node || (keys[k].sched & mask) || BAD(k))
+            continue;
+        size_t len = 0;
+        list[0] = '\0';
+        for (int j = 0; j < NKEYS; j++)
+            if (keys[j].sched & mask)
+                len += (size_t)snprintf(list + len, len < sizeof list ? sizeof list - len : 0,
+                                        "%s%s", len ? ", " : "", last_part(keys[j].path));
+        problem(x, ZT_E_CONFIG, k, keys[k].path, "not a parameter of %s (DeepSpeed would fail "
+                "on it too): remove it; %s takes %s", tname, tname, list);
+    }
+    s->scheduler = sp->type = t;
+    sp->warmup_num_steps = GIVEN(K_WNUM) ? (int64_t)NUM(K_WNUM) : (int64_t)keys[K_WNUM].def;
+    if (sp->warmup_num_steps < 2 && GIVEN(K_WNUM))
+        note(x, ZT_LOG_WARN, keys[K_WNUM].path, "%lld acts as 2 (DeepSpeed warms up over at "
+             "least 2 steps): set 2, or remove the warmup with a constant lr",
+             (long long)sp->warmup_num_steps);
+    sp->warmup_log = !GIVEN(K_WTYPE) || NUM(K_WTYPE) == 0;
+    if (t == ZT_SCHED_WARMUP_LR || t == ZT_SCHED_WARMUP_DECAY_LR) {
+        sp->min_lr = resolve_num(x, K_WMIN_LR, 0.0, "Hugging Face's value");
+        if (GIVEN(K_WMAX_LR))
+            sp->max_lr = NUM(K_WMAX_LR);
+        else if (AUTO(K_WMAX_LR) || t == ZT_SCHED_WARMUP_LR) {
+            sp->max_lr = lr;
+            if (AUTO(K_WMAX_LR))
+                note(x, ZT_LOG_INFO, keys[K_WMAX_LR].path, "\"auto\" -> %s "
+                     "(optimizer.params.lr)", fmt_num(lr, a, sizeof a));
+        } else {
+            sp->max_lr = 0.001; /* WarmupDecayLR's own default in DeepSpeed */
+            if (lr != 0.001)
+                note(x, ZT_LOG_WARN, keys[K_WMAX_LR].path, "not given: WarmupDecayLR peaks "
+                     "at DeepSpeed's default 0.001, not at optimizer.params.lr %s: set it (or "
+                     "\"auto\") to choose", fmt_num(lr, a, sizeof a));
+        }
+    } else {
+        sp->warmup_min_ratio = GIVEN(K_WMIN_RATIO) ? NUM(K_WMIN_RATIO) : keys[K_WMIN_RATIO].def;
+        sp->cos_min_ratio = GIVEN(K_COS_MIN_RATIO) ? NUM(K_COS_MIN_RATIO)
+                                                   : keys[K_COS_MIN_RATIO].def;
+    }
+    if (t != ZT_SCHED_WARMUP_LR) {
+        const char *tp = keys[K_TOTAL].path;
+        if (GIVEN(K_TOTAL)) {
+            sp->total_num_steps = (int64_t)NUM(K_TOTAL);
+            if (total_steps > 0 && total_steps != sp->total_num_steps)
+                note(x, ZT_LOG_WARN, tp, "%lld, but this run has %lld steps: the schedule "
+                     "will %s; set \"auto\" to use the run's length", (long long)
+                     sp->total_num_steps, (long long)total_steps,
+                     total_steps < sp->total_num_steps ? "stop before its end"
+                                                       : "stay at its final lr after its end");
+        } else if (AUTO(K_TOTAL)) {
+            if (total_steps > 0) {
+                sp->total_num_steps = total_steps;
+                note(x, ZT_LOG_INFO, tp, "\"auto\" -> %lld (the run's total steps)",
+                     (long long)total_steps);
+            } else {
+                problem(x, ZT_E_CONFIG, K_TOTAL, tp, "\"auto\" needs the run's total number "
+                        "of optimizer steps, which the caller did not give: set a number");
+            }
+        } else if (!BAD(K_TOTAL)) {
+            problem(x, ZT_E_CONFIG, K_TOTAL, tp, "missing: %s needs it (DeepSpeed has no "
+                    "default)%s", tname, total_steps > 0 ? "; \"auto\" uses the run's length" : "");
+        }
+        int64_t w = sp->warmup_num_steps < 2 ? 2 : sp->warmup_num_steps;
+        if (sp->total_num_steps > 0 && sp->total_num_steps < w && !BAD(K_WNUM))
+            note(x, ZT_LOG_WARN, tp, "%s is less than warmup_num_steps %s: the lr %s", fmt_num(
+                 (double)sp->total_num_steps, a, sizeof a), fmt_num((double)w, b, sizeof b),
+                 t == ZT_SCHED_WARMUP_DECAY_LR ? "drops to its end value right after the warmup"
+                                               : "stays at cos_min_ratio after the warmup");
+    }
+    s->warmup_min_lr = sp->min_lr;
+    s->warmup_max_lr = sp->max_lr;
+    s->warmup_min_ratio = sp->warmup_min_ratio;
+    s->cos_min_ratio = sp->cos_min_ratio;
+    s->warmup_num_steps = sp->warmup_num_steps;
+    s->total_num_steps = sp->total_num_steps;
+    s->warmup_log = sp->warmup_log;
+}
+
+#define NVME_PATH_SIZE sizeof(((zt_train_settings *)0)->nvme_path)
+
+static zt_offload_device resolve_offload(ctx *x, int sect, int dev, int nvme, int min_stage,
+                                         int stage, const char *why)
+{
+    zt_offload_device d = GIVEN(dev) ? (zt_offload_device)NUM(dev) : ZT_OFFLOAD_NONE;
+    if (d == ZT_OFFLOAD_NVME && !GIVEN(nvme) && !BAD(nvme))
+        problem(x, ZT_E_CONFIG, nvme, keys[nvme].path, "missing: device \"nvme\" needs the "
+                "folder on the NVMe drive");
+    if (GIVEN(nvme) && strlen(x->v[nvme].node->valuestring) >= NVME_PATH_SIZE)
+        problem(x, ZT_E_CONFIG, nvme, keys[nvme].path, "longer than %zu bytes",
+                NVME_PATH_SIZE - 1);
+    if (d != ZT_OFFLOAD_NONE && stage < min_stage) {
+        note(x, ZT_LOG_WARN, keys[sect].path, "ignored with stage %d (%s): set "
+             "zero_optimization.stage to %s, or remove it", stage, why,
+             min_stage == 3 ? "3" : "1 or more");
+        d = ZT_OFFLOAD_NONE;
+    }
+    return d;
+}
+
+static void resolve_zero(ctx *x, zt_train_settings *s)
+{
+    s->zero_stage = GIVEN(K_STAGE) ? (int)NUM(K_STAGE) : 0;
+    s->offload_optimizer = resolve_offload(x, K_OFFOPT, K_OFFOPT_DEVICE, K_OFFOPT_NVME, 1,
+                                           s->zero_stage, "DeepSpeed offloads the optimizer "
+                                           "state with ZeRO stages 1 to 3");
+    s->offload_param = resolve_offload(x, K_OFFPAR, K_OFFPAR_DEVICE, K_OFFPAR_NVME, 3,
+                                       s->zero_stage, "DeepSpeed offloads parameters with ZeRO "
+                                       "stage 3 only");
+    const char *po = GIVEN(K_OFFOPT_NVME) ? x->v[K_OFFOPT_NVME].node->valuestring : NULL;
+    const char *pp = GIVEN(K_OFFPAR_NVME) ? x->v[K_OFFPAR_NVME].node->valuestring : NULL;
+    if (s->offload_optimizer == ZT_OFFLOAD_NVME && s->offload_param == ZT_OFFLOAD_NVME && po &&
+        pp && strcmp(po, pp))
+        problem(x, ZT_E_UNSUPPORTED, K_OFFPAR_NVME, keys[K_OFFPAR_NVME].path, "differs from "
+                "offload_optimizer.nvme_path; zerotrain keeps both in one folder: give the "
+                "same path");
+    const char *path = s->offload_optimizer == ZT_OFFLOAD_NVME ? po
+                       : s->offload_param == ZT_OFFLOAD_NVME ? pp : NULL;
+    if (path && strlen(path) < sizeof s->nvme_path)
+        snprintf(s->nvme_path, sizeof s->nvme_path, "%s", path);
+    if (GIVEN(K_AIO_INTRA) && GIVEN(K_AIO_THREADS) && NUM(K_AIO_INTRA) != NUM(K_AIO_THREADS))
+        problem(x, ZT_E_CONFIG, K_AIO_THREADS, keys[K_AIO_THREADS].path, "differs from "
+                "aio.intra_op_parallelism (it is the older name of the same setting): keep one");
+    s->activation_checkpointing = GIVEN(K_AC);
+}
+
+static void resolve_precision(ctx *x, int k, const char *what)
+{
+    if (GIVEN(k) && NUM(k) == 1)
+        problem(x, ZT_E_UNSUPPORTED, k, keys[k].path, "%s training is not supported yet "
+                "(zerotrain trains in fp32): set \"enabled\": false or remove the section",
+                what);
+    else if (AUTO(k))
+        note(x, ZT_LOG_INFO, keys[k].path, "\"auto\" -> false (zerotrain trains in fp32)");
+}
+
+static void resolve(ctx *x, int world, int64_t total_steps, resolved *r)
+{
+    zt_train_settings *s = &r->s;
+    double lr;
+    memset(r, 0, sizeof *r);
+    resolve_batch(x, world, s);
+    resolve_optimizer(x, s, &lr);
+    s->steps_per_print = GIVEN(K_STEPS_PER_PRINT) ? (int)NUM(K_STEPS_PER_PRINT)
+                                                  : (int)keys[K_STEPS_PER_PRINT].def;
+    resolve_scheduler(x, total_steps, lr, s, &r->sp);
+    resolve_zero(x, s);
+    resolve_precision(x, K_FP16_ON, "fp16");
+    resolve_precision(x, K_BF16_ON, "bf16");
+    resolve_precision(x, K_BFLOAT16_ON, "bf16");
+
+    s->seed = (uint64_t)keys[K_ZT_SEED].def;
+    if (GIVEN(K_ZT_SEED) && GIVEN(K_SEED_TOP) && x->v[K_ZT_SEED].u64 != x->v[K_SEED_TOP].u64)
+        problem(x, ZT_E_CONFIG, K_SEED_TOP, keys[K_SEED_TOP].path, "%llu differs from "
+                "zerotrain.seed %llu: keep one", (unsigned long long)x->v[K_SEED_TOP].u64,
+                (unsigned long long)x->v[K_ZT_SEED].u64);
+    if (GIVEN(K_ZT_SEED) || GIVEN(K_SEED_TOP)) {
+        s->seed = x->v[GIVEN(K_ZT_SEED) ? K_ZT_SEED : K_SEED_TOP].u64;
+        s->seed_given = 1;
+    }
+    s->threads = GIVEN(K_ZT_THREADS) ? (int)NUM(K_ZT_THREADS) : 0;
+    r->no_decay = GIVEN(K_ZT_NO_DECAY) ? x->v[K_ZT_NO_DECAY].node : NULL;
+    s->n_no_decay = r->no_decay ? cJSON_GetArraySize(r->no_decay) : -1;
+}
+
+/* ---- the public API ------------------------------------------------------------------- */
+
+struct zt_train_config {
+    zt_train_settings s;
+    zt_sched_params sp;
+    char **no_decay;      /* n_no_decay strings, in the same allocation */
+};
+
+static void emit_notes(const char *notes)
+{
+    char line[ZT_ERRMSG_MAX];
+    for (const char *p = notes; *p;) {
+        size_t len = strcspn(p, "\n");
+        snprintf(line, sizeof line, "%.*s", (int)(len - 1), p + 1);
+        zt_log(*p == 'I' ? ZT_LOG_INFO : ZT_LOG_WARN, "%s", line);
+        p += len + (p[len] == '\n');
+    }
+}
+
+int zt_train_config_parse(const char *json, const char *source, int world_size,
+                          int64_t total_steps, zt_train_config **out)
+{
+    const char *end = NULL, *src = source ? source : "config";
+    cJSON *root = NULL;
+    ctx xs, *x = &xs; /* on the stack: nothing is allocated but the JSON tree until valid */
+    resolved r;
+    int rc = 0;
+
+    if (out)
+        *out = NULL;
+    if (!json || !out || world_size < 1 || total_steps < 0)
+        return zt_fail(ZT_E_INVAL, "zt_train_config_parse: %s",
+                       !json || !out ? "json and out must not be NULL"
+                       : world_size < 1 ? "world_size must be >= 1" : "total_steps must be >= 0");
+    if (!strncmp(json, "\xEF\xBB\xBF", 3))
+        json += 3; /* a UTF-8 byte-order mark, as some editors write */
+    root = cJSON_ParseWithOpts(json, &end, 1);
+    if (!root) {
+        int line = 1, col = 1;
+        char near[40];
+        for (const char *p = json; end && p < end && *p; p++)
+            if (*p == '\n')
+                line++, col = 1;
+            else
+                col++;
+        snprintf(near, sizeof near, "%s", end && *end ? end : "end of text");
+        for (char *p = near; *p; p++)
+            if (*p == '\n' || *p == '\r' || *p == '\t')
+                *p = ' ';
+        return zt_fail(ZT_E_FORMAT, "%s:%d:%d: not valid JSON (near \"%.20s\")", src, line,
+                       col, near);
+    }
+    if (!cJSON_IsObject(root)) {
+        char got[120];
+        rc = zt_fail(ZT_E_CONFIG, "%s: the config must be a JSON object ({...}), got %s", src,
+                     describe(root, got, sizeof got));
+        goto out;
+    }
+    memset(x, 0, sizeof *x);
+    x->src = src;
+    walk(x, root, "");
+    resolve(x, world_size, total_steps, &r);
+    if (x->n_err) {
+        size_t len = x->err_len;
+        if (x->n_dropped)
+            snprintf(x->err + len, sizeof x->err - len, "\n%s: ... and %d more problems", src,
+                     x->n_dropped);
+        rc = zt_fail(x->n_config ? ZT_E_CONFIG : ZT_E_UNSUPPORTED, "%s", x->err);
+        goto out;
+    }
+
+    /* valid: one allocation for the config and the no_decay patterns */
+    size_t size = sizeof(zt_train_config), n_nd = r.s.n_no_decay > 0 ? (size_t)r.s.n_no_decay : 0;
+    const cJSON *e;
+    size += n_nd * sizeof(char *);
+    if (r.no_decay)
+        cJSON_ArrayForEach(e, r.no_decay) size += strlen(e->valuestring) + 1;
+    zt_train_config *c = calloc(1, size);
+    if (!c) {
+        rc = zt_fail(ZT_E_NOMEM, "%s: out of memory", src);
+        goto out;
+    }
+    c->s = r.s;
+    c->sp = r.sp;
+    c->no_decay = (char **)(c + 1);
+    char *p = (char *)(c->no_decay + n_nd);
+    int i = 0;
+    if (r.no_decay)
+        cJSON_ArrayForEach(e, r.no_decay) {
+            size_t len = strlen(e->valuestring) + 1;
+            c->no_decay[i++] = memcpy(p, e->valuestring, len);
+            p += len;
+        }
+    emit_notes(x->note);
+    *out = c;
+out:
+    cJSON_Delete(root);
+    return rc;
+}
+
+int zt_train_config_load(const char *path, int world_size, int64_t total_steps,
+                         zt_train_config **out)
+{
+    FILE *f;
+    struct stat st;
+    char *text = NULL;
+    long n = -1;
+    int rc;
+    if (out)
+        *out = NULL;
+    if (!path)
+        return zt_fail(ZT_E_INVAL, "zt_train_config_load: path must not be NULL");
+    f = fopen(path, "rb");
+    if (!f) {
+        int e = errno;
+        return zt_fail(-e, "%s: cannot open: %s", path, strerror(e));
+    }
+    if (fstat(fileno(f), &st) == 0 && !S_ISREG(st.st_mode)) {
+        rc = zt_fail(ZT_E_CONFIG, "%s: not a regular file", path);
+        goto out;
+    }
+    if (fseek(f, 0, SEEK_END) == 0)
+        n = ftell(f);
+    if (n < 0 || fseek(f, 0, SEEK_SET) != 0) {
+        rc = zt_fail(errno ? -errno : -EIO, "%s: cannot read: %s", path,
+                     strerror(errno ? errno : EIO));
+        goto out;
+    }
+    if (n > (16L << 20)) {
+        rc = zt_fail(ZT_E_CONFIG, "%s: %ld bytes: too large for a config (limit 16 MiB)", path,
+                     n);
+        goto out;
+    }
+    text = malloc((size_t)n + 1);
+    if (!text) {
+        rc = zt_fail(ZT_E_NOMEM, "%s: out of memory", path);
+        goto out;
+    }
+    errno = 0;
+    if (fread(text, 1, (size_t)n, f) != (size_t)n) {
+        int e = errno ? errno : EIO;
+        rc = zt_fail(-e, "%s: cannot read: %s", path, strerror(e));
+        goto out;
+    }
+    text[n] = '\0';
+    if (strlen(text) != (size_t)n) {
+        rc = zt_fail(ZT_E_FORMAT, "%s: contains a NUL byte at offset %zu (not a text file)",
+                     path, strlen(text));
+        goto out;
+    }
+    rc = zt_train_config_parse(text, path, world_size, total_steps, out);
+out:
+    free(text);
+    fclose(f);
+    return rc;
+}
+
+void zt_train_config_destroy(zt_train_config *c)
+{
+    free(c);
+}
+
+const zt_train_settings *zt_train_config_settings(const zt_train_config *c)
+{
+    return c ? &c->s : NULL;
+}
+
+const char *zt_train_config_no_decay(const zt_train_config *c, int i)
+{
+    return c && i >= 0 && i < c->s.n_no_decay ? c->no_decay[i] : NULL;
+}
+
+double zt_train_config_lr(const zt_train_config *c, int64_t step)
+{
+    return c ? zt_sched_lr(&c->sp, step) : 0.0;
+}
+
+/* ---- the reference (docs/config.md) --------------------------------------------------- */
+
+static char ref[96 * 1024];
+static size_t ref_len;
+static pthread_once_t ref_once = PTHREAD_ONCE_INIT;
+
+static void put(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void put(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(ref + ref_len, sizeof ref - ref_len, fmt, ap);
+    va_end(ap);
+    assert(n >= 0 && (size_t)n < sizeof ref - ref_len); /* grow ref[] if this fires */
+    ref_len += (size_t)n;
+}
+
+static const char *doc_type(const key *r)
+{
+    switch (r->type) {
+    case T_OBJ: return (r->flags & F_NULL) ? "object or null" : "object";
+    case T_BOOL: return "boolean";
+    case T_INT: return (r->flags & F_NULL) ? "integer or null" : "integer";
+    case T_NUM: return "number";
+    case T_STR: return (r->flags & F_NULL) ? "string or null" : "string";
+    case T_ENUM: return "string";
+    case T_BETAS: return "[number, number]";
+    case T_STRS: return "array of strings";
+    case T_SEED: return "integer or digit string";
+    default: return "any";
+    }
+}
+
+static const char *doc_default(const key *r, char *buf, size_t size)
+{
+    if (r->def_doc)
+        return r->def_doc;
+    switch (r->type) {
+    case T_BOOL: return r->def ? "true" : "false";
+    case T_INT: case T_NUM: case T_SEED: return fmt_num(r->def, buf, size);
+    default: return "";
+    }
+}
+
+static const char *doc_allowed(const key *r, char *buf, size_t size)
+{
+    char a[40], b[40], list[300];
+    buf[0] = '\0';
+    if (r->type == T_ENUM) {
+        snprintf(buf, size, "%s%s", quoted_list(r->values, list, sizeof list),
+                 (r->flags & F_NOCASE) ? " (any case)" : "");
+    } else if (r->type == T_INT || r->type == T_NUM || r->type == T_BETAS) {
+        fmt_num(r->lo, a, sizeof a);
+        fmt_num(r->hi, b, sizeof b);
+        if (r->lo == r->hi)
+            snprintf(buf, size, "%s only", a);
+        else if (isinf(r->hi) || r->hi >= IMAX)
+            snprintf(buf, size, ">= %s", a);
+        else if (r->type == T_INT)
+            snprintf(buf, size, "%s to %s", a, b);
+        else
+            snprintf(buf, size, "%s[%s, %s%c", r->type == T_BETAS ? "each in " : "", a, b,
+                     (r->flags & F_HI_OPEN) ? ')' : ']');
+    } else if (r->type == T_SEED) {
+        snprintf(buf, size, "0 to 2^64-1");
+    }
+    return buf;
+}
+
+static const char *doc_auto(const key *r, char *buf, size_t size)
+{
+    char d[40];
+    switch (r->autom) {
+    case A_DEFAULT:
+        snprintf(buf, size, "%s", r->auto_doc ? r->auto_doc : doc_default(r, d, sizeof d));
+        return buf;
+    case A_DERIVED: return r->auto_doc;
+    case A_NEVER: snprintf(buf, size, "error: %s", r->auto_doc); return buf;
+    default: return "no";
+    }
+}
+
+static const char *group_of(const char *path, char *buf, size_t size)
+{
+    size_t len = strcspn(path, ".");
+    if (!path[len] && keys[find_row("", path)].type != T_OBJ)
+        return "";
+    if (!strncmp(path, "fp16", len) || !strncmp(path, "bf16", len) ||
+        !strncmp(path, "bfloat16", len))
+        return "precision";
+    snprintf(buf, size, "%.*s", (int)len, path);
+    return buf;
+}
+
+static void build_reference(void)
+{
+    char prev[64] = "-", gbuf[64], d1[200], d2[400], d3[400];
+    put("# zerotrain training configuration\n\n"
+        "<!-- Generated by zt_train_config_reference() from the key table in engine/config.c; "
+        "regenerate with `build/zerotrain config-reference > docs/config.md`. -->\n\n"
+        "zerotrain reads a DeepSpeed JSON config (`zt_train_config_load`, "
+        "`zt_train_config_parse`): the DeepSpeed keys that apply here, plus a `zerotrain` "
+        "section of its own. Hugging Face Trainer's DeepSpeed configs load once the values "
+        "only the Trainer can fill are given (the batch size, `warmup_num_steps`).\n\n"
+        "- **Problems are reported together.** Unknown keys (at any depth, with a suggestion "
+        "when a known key is close), wrong types, out-of-range values and inconsistent "
+        "settings each give one line `<file>: <key path>: <problem>` of a single error. The "
+        "error code is `ZT_E_UNSUPPORTED` when every problem is a valid DeepSpeed setting "
+        "that zerotrain does not support (fp16, Adam without adam_w_mode, ...), "
+        "`ZT_E_CONFIG` otherwise, and `ZT_E_FORMAT` when the text is not JSON.\n"
+        "- **`\"auto\"`** (as Hugging Face Trainer writes it) is accepted where the "
+        "`\"auto\"` column says what it becomes; resolved values are logged at "
+        "`ZT_LOG_INFO`.\n"
+        "- **DeepSpeed keys that do not apply** (last table) are accepted with a notice at "
+        "`ZT_LOG_WARN` saying why, except when the value asks for nothing (see there).\n"
+        "- **Status**: *applied* keys resolve into `zt_train_settings` for the trainer now; "
+        "*validated* keys are checked now and acted on by the ZeRO, offload and recomputation "
+        "work.\n"
+        "- **Learning rate**: `zt_train_config_lr(c, k)` is the lr of optimizer update k "
+        "(k = 0 first) exactly as DeepSpeed's scheduler gives it (deepspeedai/DeepSpeed "
+        "`deepspeed/runtime/lr_schedules.py` at commit 22779f2c): the engine steps the "
+        "scheduler after each optimizer step, so update k uses `last_batch_iteration` k - 1 "
+        "and update 0 runs at `warmup_min_lr` (WarmupLR, WarmupDecayLR) or at 0 "
+        "(WarmupCosineLR). Without a `scheduler` section the lr is constant.\n");
+    for (int k = 0; k < K_NAMED; k++) {
+        const key *r = &keys[k];
+        const char *g = group_of(r->path, gbuf, sizeof gbuf);
+        if (strcmp(g, prev)) {
+            snprintf(prev, sizeof prev, "%s", g);
+            put("\n## %s\n\n", !*g ? "Top-level keys" : !strcmp(g, "precision")
+                    ? "Precision (fp16, bf16)" : g);
+            put("| Key | Type | Default | Allowed | `\"auto\"` | Status | Description |\n"
+                "|---|---|---|---|---|---|---|\n");
+        }
+        put("| `%s` | %s | %s | %s | %s | %s | %s", r->path, doc_type(r),
+            doc_default(r, d1, sizeof d1), doc_allowed(r, d2, sizeof d2),
+            doc_auto(r, d3, sizeof d3), r->cls == C_APPLIED ? "applied" : "validated", r->doc);
+        if (r->sched) {
+            put(" Used by");
+            for (int t = ZT_SCHED_WARMUP_LR, first = 1; t <= ZT_SCHED_WARMUP_COSINE_LR; t++)
+                if (r->sched & SCHED_BIT(t)) {
+                    list_item(keys[K_SCHED_TYPE].values, t - 1, d1, sizeof d1);
+                    put("%s %s", first ? "" : ",", d1);
+                    first = 0;
+                }
+            put(".");
+        }
+        put(" |\n");
+    }
+    put("\n## DeepSpeed keys that do not apply\n\n"
+        "Silent for `null`, `false`, `{}`, an object with `\"enabled\"` false or `\"auto\"`, "
+        "and the value in the second column; otherwise a notice. The keys marked *error* are "
+        "rejected only when they are switched on (`true`, or `\"enabled\": true`).\n\n"
+        "| Key | Also silent for | Otherwise |\n|---|---|---|\n");
+    for (int k = K_NAMED; k < NKEYS; k++) {
+        const key *r = &keys[k];
+        char *end = NULL;
+        if (r->quiet)
+            strtod(r->quiet, &end);
+        if (r->flags & F_QUIET)
+            snprintf(d1, sizeof d1, "any value");
+        else if (!r->quiet)
+            d1[0] = '\0';
+        else if (!strcmp(r->quiet, "true") || !*end)
+            snprintf(d1, sizeof d1, "`%s`", r->quiet);
+        else
+            snprintf(d1, sizeof d1, "`\"%s\"`", r->quiet);
+        if (r->cls == C_GATED)
+            put("| `%s` | %s | error: %s |\n", r->path, d1, r->unsup_why);
+        else
+            put("| `%s` | %s | notice: ignored, %s |\n", r->path, d1, r->doc);
+    }
+}
+
+const char *zt_train_config_reference(void)
+{
+    pthread_once(&ref_once, build_reference);
+    return ref;
+}
