@@ -22,5 +22,7 @@ int cmd_grad(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_export(int argc, char **argv);
+int cmd_config_reference(int argc, char **argv);
+int cmd_check_config(int argc, char **argv);
 
 #endif

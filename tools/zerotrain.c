@@ -29,6 +29,8 @@ static void usage(FILE *f)
             "           bert-medium, bert-base, bert-large)\n"
             "  export   --checkpoint D/step-N --out DIR [--max-shard-size BYTES]\n"
             "           a training checkpoint as a Hugging Face folder\n"
+            "  check-config FILE [WORLD_SIZE [STEPS]]  validate a DeepSpeed-style config\n"
+            "  config-reference   print the config reference (docs/config.md)\n"
             "  inspect  FILE      list the tensors of a safetensors file\n"
             "  version            print the version\n");
 }
@@ -41,6 +43,8 @@ static const struct command {
     {"inspect", cmd_inspect, 0},
     {"train", cmd_train, 1},
     {"export", cmd_export, 0},
+    {"check-config", cmd_check_config, 0},
+    {"config-reference", cmd_config_reference, 0},
 };
 
 int main(int argc, char **argv)
