@@ -95,6 +95,29 @@ expect_error "train seq too long" 1 "--seq-len 600 exceeds the model's max_posit
 expect_error "train missing data" 1 "$T/nodata" -- "$ZT" train --model "$FIX" --data "$T/nodata" --steps 1
 expect_error "resume without dir" 2 "need --checkpoint-dir" -- "$ZT" train --model "$FIX" --data synthetic --resume
 expect_error "export missing" 1 "$T/nockpt/manifest.json" -- "$ZT" export --checkpoint "$T/nockpt" --out "$T/out.x"
+# bad training configs: every problem named, non-zero exit, nothing written (no metrics file,
+# no checkpoint folder, no saved model)
+bad_config() { # NAME NEEDLE JSON
+    echo "$3" >"$T/bad.json"
+    rm -rf "$T/bc.metrics" "$T/bc.ck" "$T/bc.model"
+    "$ZT" train --model "$FIX" --data synthetic --config "$T/bad.json" --steps 2 --seq-len 8 \
+        --metrics "$T/bc.metrics" --checkpoint-dir "$T/bc.ck" --save-model "$T/bc.model" >/dev/null 2>"$T/bc.err"
+    local st=$?
+    if [ $st -ne 1 ] || ! grep -qF -- "$2" "$T/bc.err" || ! grep -qF "$T/bad.json" "$T/bc.err" \
+       || [ -e "$T/bc.metrics" ] || [ -e "$T/bc.ck" ] || [ -e "$T/bc.model" ]; then
+        bad "bad config ($1): status $st"; cat "$T/bc.err"
+    else ok; fi
+}
+bad_config "unknown top-level key" 'trian_batch_size: unknown key (did you mean "train_batch_size"?)' '{"trian_batch_size": 8}'
+bad_config "unknown nested key" 'zero_optimization.stgae: unknown key (did you mean "stage"?)' '{"train_batch_size": 8, "zero_optimization": {"stgae": 1}}'
+bad_config "wrong type" 'gradient_clipping' '{"train_batch_size": 8, "gradient_clipping": "high"}'
+bad_config "inconsistent batch" 'train_batch_size' '{"train_batch_size": 8, "train_micro_batch_size_per_gpu": 3, "gradient_accumulation_steps": 2}'
+bad_config "negative lr" 'optimizer.params.lr: must be >= 0, got -0.1' '{"train_batch_size": 8, "optimizer": {"type": "AdamW", "params": {"lr": -0.1}}}'
+bad_config "fp16" 'fp16' '{"train_batch_size": 8, "fp16": {"enabled": true}}'
+bad_config "not JSON" 'bad.json' '{"train_batch_size": 8,'
+echo '{"train_batch_size": 8, "trian": 1, "optimizer": {"type": "AdamW", "params": {"lr": -1, "betas": [0.9, 2]}}}' >"$T/bad3.json"
+if ! "$ZT" check-config "$T/bad3.json" 2>"$T/b3.err" && [ "$(grep -c "$T/bad3.json: " "$T/b3.err")" -eq 3 ]; then ok
+else bad "three problems, three lines"; cat "$T/b3.err"; fi
 if ls "$T" | grep -q '\.tmp\.'; then bad "temporary files left: $(ls "$T" | grep '\.tmp\.')"; else ok; fi
 
 echo "cli: $pass passed, $fail failed"
