@@ -58,6 +58,10 @@ $(BUILD)/obj/tools/%.o: tools/%.cc $(HDRS)
 $(BUILD)/zerotrain: $(TOOL_OBJ) $(BUILD)/libzerotrain.a
 	$(CC) $(CFLAGS_ALL) -o $@ $(TOOL_OBJ) $(BUILD)/libzerotrain.a $(LIBS) $(TOOL_LIBS)
 
+# test_wordpiece includes the command's tokenizer (tools/wordpiece.c is not in the library).
+$(BUILD)/tests/test_wordpiece: LIBS += -lunistring
+$(BUILD)/tests/test_wordpiece: tools/wordpiece.c
+
 $(BUILD)/tests/%: tests/%.c $(BUILD)/libzerotrain.a $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -o $@ $< $(BUILD)/libzerotrain.a $(LIBS) -lcmocka

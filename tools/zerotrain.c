@@ -32,6 +32,10 @@ static void usage(FILE *f)
             "  check-config FILE [WORLD_SIZE [STEPS]]  validate a DeepSpeed-style config\n"
             "  config-reference   print the config reference (docs/config.md)\n"
             "  inspect  FILE      list the tensors of a safetensors file\n"
+            "  prepare-data --input PATH... --tokenizer SPEC --out DIR\n"
+            "           [--lower-case|--no-lower-case] [--shard-tokens N]   text files (folders\n"
+            "           walked, one document per file) -> token shards + manifest.json; SPEC is\n"
+            "           wordpiece:VOCAB_TXT, sentencepiece:N[:bpe] (trains one) or spm:MODEL\n"
             "  version            print the version\n");
 }
 static const struct command {
@@ -41,6 +45,7 @@ static const struct command {
 } commands[] = {
     {"grad", cmd_grad, 0},
     {"inspect", cmd_inspect, 0},
+    {"prepare-data", cmd_prepare_data, 0},
     {"train", cmd_train, 1},
     {"export", cmd_export, 0},
     {"check-config", cmd_check_config, 0},

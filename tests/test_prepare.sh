@@ -1,0 +1,194 @@
+#!/usr/bin/env bash
+# test_prepare.sh - `zerotrain prepare-data` end to end on text the test generates: WordPiece
+# (ids checked by hand and against the shard layout), SentencePiece training (against the
+# spm_encode binary when installed) and spm:MODEL, determinism, and a table of bad input (one
+# stderr line, non-zero exit, no manifest left). Does not test tokenizer details
+# (test_wordpiece.c) or the reader's validation (test_tokens.c).
+# Usage: tests/test_prepare.sh [path/to/zerotrain]
+set -u
+ZT=${1:-build/zerotrain}
+PY=/usr/bin/python3
+T=$(mktemp -d /tmp/zt_prep.XXXXXX)
+trap 'chmod -R u+w "$T" 2>/dev/null; rm -rf "$T"' EXIT
+pass=0; fail=0
+
+ok()  { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+
+# run NAME -- command...: must succeed with nothing on stderr (no terminal: no progress)
+run() {
+    local name=$1; shift 2
+    if "$@" >"$T/stdout" 2>"$T/stderr" && [ ! -s "$T/stderr" ]; then ok
+    else bad "$name: exit $?, stderr: $(cat "$T/stderr")"; return 1; fi
+}
+
+# expect_error NAME STATUS STDERR_SUBSTRING OUTDIR -- command...
+# checks: status, one stderr line with the substring, no manifest (nor temp file) in OUTDIR
+expect_error() {
+    local name=$1 want=$2 needle=$3 out=$4; shift 5
+    "$@" >"$T/stdout" 2>"$T/stderr"
+    local st=$? lines
+    lines=$(wc -l <"$T/stderr")
+    if [ "$st" -ne "$want" ]; then bad "$name: exit $st, expected $want: $(cat "$T/stderr")"; return; fi
+    if [ "$lines" -ne 1 ]; then bad "$name: $lines stderr lines, expected 1"; cat "$T/stderr"; return; fi
+    if ! grep -qF -- "$needle" "$T/stderr"; then bad "$name: stderr lacks '$needle': $(cat "$T/stderr")"; return; fi
+    if [ -e "$out/manifest.json" ]; then bad "$name: a manifest was left in $out"; return; fi
+    if ls "$out" 2>/dev/null | grep -q '\.tmp\.'; then bad "$name: temporary files left in $out"; return; fi
+    ok
+}
+
+# manifest_check DIR EXPR: a python expression over m (the manifest) and stream (all ids)
+manifest_check() {
+    "$PY" - "$1" "$2" <<'EOF'
+import json, struct, sys
+d, expr = sys.argv[1], sys.argv[2]
+m = json.load(open(d + "/manifest.json"))
+stream, docs = [], 0
+for s in m["shards"]:
+    b = open(d + "/" + s["file"], "rb").read()
+    magic, ver, idb, vocab, sep, nt, nd, to, do, fs = struct.unpack("<8sIIIiQQQQQ", b[:64])
+    assert magic == b"ZTTOKENS" and ver == 1 and fs == len(b) == s["bytes"], s["file"]
+    assert nt == s["tokens"] and nd == s["docs"] and vocab == m["tokenizer"]["vocab_size"]
+    stream += struct.unpack("<%d%s" % (nt, "H" if idb == 2 else "I"), b[64:64 + nt * idb])
+    docs += nd
+t = m["totals"]
+assert m["format"] == "zerotrain-tokens" and m["version"] == 1
+assert t["tokens"] == len(stream) == sum(s["tokens"] for s in m["sources"]), "token totals"
+assert t["docs"] == docs == sum(s["docs"] for s in m["sources"]), "doc totals"
+assert t["shards"] == len(m["shards"])
+assert stream.count(m["tokenizer"]["sep_id"]) == docs and stream[-1] == m["tokenizer"]["sep_id"]
+if not eval(expr):
+    print("check failed:", expr, "stream[:40] =", stream[:40], file=sys.stderr)
+    sys.exit(1)
+EOF
+}
+
+# ---- input: a small corpus folder with a hidden file and a nested folder -------------------
+mkdir -p "$T/corpus/sub" "$T/corpus/.hidden"
+printf 'Hello, world!\n' >"$T/corpus/a.txt"
+printf 'Caf\xc3\xa9 NAIVE\n\nhello  world\n' >"$T/corpus/sub/b.txt"
+printf '' >"$T/corpus/c-empty.txt"
+printf 'hello\n' >"$T/corpus/.hidden/skipped.txt"
+printf 'hello\n' >"$T/corpus/.skipped.txt"
+# vocab: ids 0..4 special, then words
+printf '%s\n' '[PAD]' '[UNK]' '[CLS]' '[SEP]' '[MASK]' hello world , '!' cafe naive caf '##e' >"$T/vocab.txt"
+
+# ---- wordpiece ---------------------------------------------------------------------------------
+if run "wordpiece" -- "$ZT" prepare-data --input "$T/corpus" --tokenizer "wordpiece:$T/vocab.txt" --out "$T/wp"; then
+    # sorted walk: a.txt, c-empty.txt (no document), sub/b.txt; hidden entries skipped
+    # a.txt: hello , world ! [SEP]; b.txt: cafe naive hello world [SEP]
+    if manifest_check "$T/wp" 'stream == [5, 7, 6, 8, 3, 9, 10, 5, 6, 3] and [s["file"].rsplit("/",1)[-1] for s in m["sources"]] == ["a.txt", "c-empty.txt", "b.txt"] and m["sources"][1]["docs"] == 0 and m["sources"][0]["bytes"] == 14 and m["tokenizer"]["type"] == "wordpiece" and m["tokenizer"]["lower_case"] is True and m["tokenizer"]["model_file"] == "vocab.txt" and m["tokenizer"]["mask_id"] == 4 and m["tokenizer"]["vocab_size"] == 13'; then ok
+    else bad "wordpiece manifest/ids"; fi
+    if cmp -s "$T/vocab.txt" "$T/wp/vocab.txt"; then ok; else bad "vocab.txt not copied into the output"; fi
+    if grep -q "^prepare-data: 2 documents, 10 tokens, 1 shard, " "$T/stdout"; then ok; else bad "summary line: $(cat "$T/stdout")"; fi
+fi
+# cased: "Hello" and "Café" and "NAIVE" are unknown; "caf" "##e" does not apply to "Café"
+if run "wordpiece cased" -- "$ZT" prepare-data --input "$T/corpus/a.txt" "$T/corpus/sub/b.txt" \
+       --tokenizer "wordpiece:$T/vocab.txt" --out "$T/wp-cased" --no-lower-case; then
+    if manifest_check "$T/wp-cased" 'stream == [1, 7, 6, 8, 3, 1, 1, 5, 6, 3] and m["tokenizer"]["lower_case"] is False'; then ok
+    else bad "wordpiece --no-lower-case ids"; fi
+fi
+# small shards: 10 tokens in shards of 3 -> 4 shards, documents crossing shard boundaries
+if run "shards" -- "$ZT" prepare-data --input "$T/corpus" --tokenizer "wordpiece:$T/vocab.txt" --out "$T/wp3" --shard-tokens 3; then
+    if manifest_check "$T/wp3" 'stream == [5, 7, 6, 8, 3, 9, 10, 5, 6, 3] and [s["tokens"] for s in m["shards"]] == [3, 3, 3, 1] and [s["docs"] for s in m["shards"]] == [1, 1, 0, 0]'; then ok
+    else bad "--shard-tokens 3 layout"; fi
+fi
+
+# ---- sentencepiece: train on generated text ----------------------------------------------------
+"$PY" - "$T/spm-corpus" <<'EOF'
+import os, random, sys
+random.seed(7)
+words = ("the of and to in is for with on that by this as are be from at or it an which data "
+         "model train token shard manifest python function class module object value return "
+         "list string file folder memory engine layer gradient optimizer batch sequence").split()
+syll = "ka lo mi re tsu va ne po shi gu da fe zo ri bu".split()
+words += ["".join(random.choice(syll) for _ in range(random.randint(2, 4))) for _ in range(300)]
+os.makedirs(sys.argv[1])
+for f in range(6):
+    with open(os.path.join(sys.argv[1], "doc%d.rst" % f), "w") as fp:
+        for line in range(120):
+            fp.write(" ".join(random.choice(words) for _ in range(random.randint(3, 14))).capitalize() + ".\n")
+            if line % 7 == 6:
+                fp.write("\n")
+EOF
+if run "sentencepiece:200" -- "$ZT" prepare-data --input "$T/spm-corpus" --tokenizer sentencepiece:200 --out "$T/spm1"; then
+    if manifest_check "$T/spm1" 'm["tokenizer"] == {"type": "sentencepiece", "model_file": "spm.model", "vocab_size": 200, "lower_case": False, "pad_id": 0, "unk_id": 1, "cls_id": 2, "sep_id": 3, "mask_id": 4} and len(m["sources"]) == 6 and m["totals"]["docs"] == 6 and all(x not in (0, 2, 4) and x < 200 for x in stream)'; then ok
+    else bad "sentencepiece manifest"; fi
+    if [ -s "$T/spm1/spm.model" ] && [ "$(wc -l <"$T/spm1/spm.vocab")" -eq 200 ] && \
+       [ "$(head -5 "$T/spm1/spm.vocab" | cut -f1 | tr '\n' ' ')" = "[PAD] [UNK] [CLS] [SEP] [MASK] " ]; then ok
+    else bad "spm.model / spm.vocab"; fi
+    # the same ids as SentencePiece's own encoder, line by line
+    if command -v spm_encode >/dev/null; then
+        for f in "$T"/spm-corpus/doc*.rst; do spm_encode --model "$T/spm1/spm.model" --output_format=id "$f"; echo 3; done \
+            | tr -s ' \n' '\n\n' | grep -v '^$' >"$T/spm-expected"
+        if manifest_check "$T/spm1" "stream == [int(x) for x in open('$T/spm-expected').read().split()]"; then ok
+        else bad "ids differ from spm_encode"; fi
+    fi
+    # determinism: a second run gives byte-identical files
+    if run "sentencepiece again" -- "$ZT" prepare-data --input "$T/spm-corpus" --tokenizer sentencepiece:200 --out "$T/spm2"; then
+        same=1
+        for f in manifest.json shard-00000.zts spm.model spm.vocab; do cmp -s "$T/spm1/$f" "$T/spm2/$f" || same=0; done
+        if [ $same -eq 1 ]; then ok; else bad "two sentencepiece runs differ"; fi
+    fi
+    # spm:MODEL with the trained model gives the same stream
+    if run "spm:MODEL" -- "$ZT" prepare-data --input "$T/spm-corpus" --tokenizer "spm:$T/spm1/spm.model" --out "$T/spm3"; then
+        if cmp -s "$T/spm1/shard-00000.zts" "$T/spm3/shard-00000.zts" && cmp -s "$T/spm1/spm.model" "$T/spm3/spm.model"; then ok
+        else bad "spm:MODEL shards differ from the training run"; fi
+    fi
+    # bpe and lower-casing
+    if run "sentencepiece bpe lower" -- "$ZT" prepare-data --input "$T/spm-corpus" --tokenizer sentencepiece:150:bpe --lower-case --out "$T/spm4"; then
+        if manifest_check "$T/spm4" 'm["tokenizer"]["lower_case"] is True and m["tokenizer"]["vocab_size"] == 150'; then ok
+        else bad "bpe manifest"; fi
+    fi
+fi
+# determinism of wordpiece too
+if run "wordpiece again" -- "$ZT" prepare-data --input "$T/corpus" --tokenizer "wordpiece:$T/vocab.txt" --out "$T/wp-again"; then
+    if cmp -s "$T/wp/manifest.json" "$T/wp-again/manifest.json" && cmp -s "$T/wp/shard-00000.zts" "$T/wp-again/shard-00000.zts"; then ok
+    else bad "two wordpiece runs differ"; fi
+fi
+
+# ---- bad input ---------------------------------------------------------------------------------
+printf '%s\n' '[PAD]' '[UNK]' '[CLS]' '[SEP]' hello >"$T/nomask.txt"
+: >"$T/afile"
+expect_error "missing input" 1 "$T/nope.txt: No such file or directory" "$T/out1" -- \
+    "$ZT" prepare-data --input "$T/corpus/a.txt" "$T/nope.txt" --tokenizer "wordpiece:$T/vocab.txt" --out "$T/out1"
+expect_error "unknown spec" 2 "unknown tokenizer 'bpe:foo'" "$T/out2" -- \
+    "$ZT" prepare-data --input "$T/corpus" --tokenizer bpe:foo --out "$T/out2"
+expect_error "spec without argument" 2 "unknown tokenizer 'wordpiece'" "$T/out2" -- \
+    "$ZT" prepare-data --input "$T/corpus" --tokenizer wordpiece --out "$T/out2"
+expect_error "bad piece count" 2 "the number of SentencePiece pieces" "$T/out2" -- \
+    "$ZT" prepare-data --input "$T/corpus" --tokenizer sentencepiece:lots --out "$T/out2"
+expect_error "vocab without [MASK]" 1 "no [MASK] token" "$T/out3" -- \
+    "$ZT" prepare-data --input "$T/corpus" --tokenizer "wordpiece:$T/nomask.txt" --out "$T/out3"
+expect_error "missing vocab" 1 "$T/novocab.txt: No such file or directory" "$T/out3" -- \
+    "$ZT" prepare-data --input "$T/corpus" --tokenizer "wordpiece:$T/novocab.txt" --out "$T/out3"
+expect_error "unwritable --out" 1 "$T/afile: exists and is not a folder" "$T/afile/out" -- \
+    "$ZT" prepare-data --input "$T/corpus" --tokenizer "wordpiece:$T/vocab.txt" --out "$T/afile/out"
+expect_error "not a model" 1 "not a SentencePiece model" "$T/out4" -- \
+    "$ZT" prepare-data --input "$T/corpus" --tokenizer "spm:$T/vocab.txt" --out "$T/out4"
+expect_error "vocab too large for the text" 1 "SentencePiece training failed" "$T/out5" -- \
+    "$ZT" prepare-data --input "$T/corpus" --tokenizer sentencepiece:5000 --out "$T/out5"
+expect_error "no text" 1 "the inputs hold no text" "$T/out6" -- \
+    "$ZT" prepare-data --input "$T/corpus/c-empty.txt" --tokenizer "wordpiece:$T/vocab.txt" --out "$T/out6"
+expect_error "missing --out" 2 "are required" "$T/out7" -- \
+    "$ZT" prepare-data --input "$T/corpus" --tokenizer "wordpiece:$T/vocab.txt"
+expect_error "unknown option" 2 "unknown option '--bogus'" "$T/out7" -- \
+    "$ZT" prepare-data --input "$T/corpus" --bogus --tokenizer "wordpiece:$T/vocab.txt" --out "$T/out7"
+expect_error "lower-case for spm:MODEL" 1 "drop --lower-case" "$T/out8" -- \
+    "$ZT" prepare-data --input "$T/corpus" --tokenizer "spm:$T/spm1/spm.model" --lower-case --out "$T/out8"
+# a read error after the output was started (/proc/self/mem: EIO at offset 0): nothing left,
+# not even the folders the command created
+expect_error "read error midway" 1 "Input/output error" "$T/out9/deep" -- \
+    "$ZT" prepare-data --input "$T/corpus/a.txt" /proc/self/mem --tokenizer "wordpiece:$T/vocab.txt" --out "$T/out9/deep"
+if [ -e "$T/out9" ]; then bad "read error midway: $T/out9 left behind: $(find "$T/out9")"; else ok; fi
+# a failed run over an existing dataset takes its manifest away (no half-old, half-new data)
+cp -r "$T/wp" "$T/wp-old"
+expect_error "failed rerun" 1 "Input/output error" "$T/wp-old" -- \
+    "$ZT" prepare-data --input "$T/corpus/a.txt" /proc/self/mem --tokenizer "wordpiece:$T/vocab.txt" --out "$T/wp-old"
+# nothing was created for the errors caught before writing
+for d in out1 out2 out3 out4 out5 out6 out7 out8; do
+    if [ -e "$T/$d" ]; then bad "$d was created by a failing run"; else ok; fi
+done
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,761 @@
+/* cmd_prepare.c - `zerotrain prepare-data`: text files -> token shards + manifest.json
+ * (docs/data-format.md) with a WordPiece vocab.txt, a SentencePiece model it trains, or one
+ * it is given. One document per input file. It does not clean markup or deduplicate text. */
+#include "cli.h"
+#include "spm.h"
+#include "wordpiece.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+enum { TOK_WORDPIECE, TOK_SPM_TRAIN, TOK_SPM_MODEL };
+
+typedef struct paths { char **v; size_t n, cap; } paths;
+
+typedef struct prep {
+    int kind;
+    const char *spec_arg;        /* VOCAB_TXT, N or MODEL */
+    const char *spm_type;        /* "unigram" or "bpe" */
+    long spm_pieces;
+    const char *out;
+    char *out_real;              /* realpath of --out if it already exists: not walked */
+    int lower;                   /* -1 = the tokenizer's default */
+    uint64_t shard_tokens;
+    paths files;
+    wp_tokenizer *wp;
+    spm_model *spm;
+    char *model_bytes;           /* SentencePiece model (trained or read) */
+    size_t model_len;
+    char *vocab_text;            /* spm.vocab of a trained model */
+    size_t vocab_len;
+    zt_tokenizer_info tok;
+    zt_token_writer *w;
+    char *written[2];            /* files the command wrote into --out itself */
+    /* reading */
+    char *buf;
+    size_t buf_cap;
+    /* progress */
+    int tty;
+    double t0, last_print;
+    uint64_t bytes_done, bytes_total, tokens, docs;
+    size_t files_done;
+    char err[1024];
+} prep;
+
+/* ---- small file helpers --------------------------------------------------------------- */
+
+static int paths_add(paths *p, const char *s)
+{
+    if (p->n == p->cap) {
+        size_t cap = p->cap ? 2 * p->cap : 64;
+        char **g = realloc(p->v, cap * sizeof *g);
+        if (!g)
+            return -ENOMEM;
+        p->v = g;
+        p->cap = cap;
+    }
+    if (!(p->v[p->n] = strdup(s)))
+        return -ENOMEM;
+    p->n++;
+    return 0;
+}
+
+static void paths_free(paths *p)
+{
+    for (size_t i = 0; i < p->n; i++)
+        free(p->v[i]);
+    free(p->v);
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int grow_buf(prep *p, size_t need, const char *path)
+{
+    size_t cap = p->buf_cap ? p->buf_cap : 1 << 16;
+    char *g;
+    while (cap < need)
+        cap *= 2;
+    if (cap == p->buf_cap)
+        return 0;
+    if (!(g = realloc(p->buf, cap))) {
+        snprintf(p->err, sizeof p->err, "%s: out of memory reading %zu bytes", path, need);
+        return -1;
+    }
+    p->buf = g;
+    p->buf_cap = cap;
+    return 0;
+}
+
+/* Reads a whole file (to EOF, so /proc files and pipes work too) into p->buf, NUL-terminated;
+ * returns its length or -1 with p->err set. */
+static long read_file(prep *p, const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat sb;
+    size_t got = 0;
+    if (fd < 0 || fstat(fd, &sb) != 0) {
+        snprintf(p->err, sizeof p->err, "%s: %s", path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    if (grow_buf(p, (size_t)sb.st_size + 1, path) < 0) {
+        close(fd);
+        return -1;
+    }
+    for (;;) {
+        ssize_t r;
+        if (got + 1 == p->buf_cap && grow_buf(p, p->buf_cap + 1, path) < 0) {
+            close(fd);
+            return -1;
+        }
+        r = read(fd, p->buf + got, p->buf_cap - 1 - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            snprintf(p->err, sizeof p->err, "%s: read: %s", path, strerror(errno));
+            close(fd);
+            return -1;
+        }
+        if (r == 0)
+            break;
+        got += (size_t)r;
+    }
+    close(fd);
+    p->buf[got] = '\0';
+    return (long)got;
+}
+
+/* temp file + fsync + rename, as the library does for its own files */
+static int write_atomic(prep *p, const char *path, const void *data, size_t len)
+{
+    char *tmp = malloc(strlen(path) + sizeof ".tmp.XXXXXX");
+    const char *c = data;
+    int fd = -1;
+    if (!tmp) {
+        snprintf(p->err, sizeof p->err, "%s: out of memory", path);
+        return -1;
+    }
+    sprintf(tmp, "%s.tmp.XXXXXX", path);
+    if ((fd = mkstemp(tmp)) < 0)
+        goto sys;
+    if (fchmod(fd, 0644) != 0)
+        goto sys;
+    while (len) {
+        ssize_t w = write(fd, c, len);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            goto sys;
+        c += w;
+        len -= (size_t)w;
+    }
+    if (fsync(fd) != 0 || close(fd) != 0) {
+        fd = -1;
+        goto sys;
+    }
+    fd = -1;
+    if (rename(tmp, path) != 0)
+        goto sys;
+    free(tmp);
+    return 0;
+sys:
+    snprintf(p->err, sizeof p->err, "%s: cannot write: %s", path, strerror(errno));
+    if (fd >= 0)
+        close(fd);
+    unlink(tmp);
+    free(tmp);
+    return -1;
+}
+
+/* Writes --out/name and remembers it, so that a failure removes it again. */
+static int write_output(prep *p, const char *name, const void *data, size_t len)
+{
+    char path[PATH_MAX];
+    int slot = p->written[0] ? 1 : 0;
+    snprintf(path, sizeof path, "%s/%s", p->out, name);
+    if (write_atomic(p, path, data, len) < 0)
+        return -1;
+    p->written[slot] = strdup(path);
+    return 0;
+}
+
+/* ---- inputs --------------------------------------------------------------------------- */
+
+/* Regular files under dir, recursively; hidden entries and symlinked folders are skipped,
+ * and so is the output folder. */
+static int walk(prep *p, const char *dir, paths *out)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    char path[PATH_MAX], real[PATH_MAX];
+    int rc = 0;
+    if (!d) {
+        snprintf(p->err, sizeof p->err, "%s: %s", dir, strerror(errno));
+        return -1;
+    }
+    if (p->out_real && realpath(dir, real) && strcmp(real, p->out_real) == 0) {
+        closedir(d);
+        return 0;
+    }
+    while (rc == 0 && (e = readdir(d))) {
+        struct stat sb;
+        if (e->d_name[0] == '.')
+            continue;
+        if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, e->d_name) >= sizeof path) {
+            snprintf(p->err, sizeof p->err, "%s/%s: path too long", dir, e->d_name);
+            rc = -1;
+            break;
+        }
+        if (lstat(path, &sb) != 0) {
+            snprintf(p->err, sizeof p->err, "%s: %s", path, strerror(errno));
+            rc = -1;
+        } else if (S_ISDIR(sb.st_mode)) {
+            rc = walk(p, path, out);
+        } else if (S_ISREG(sb.st_mode) || (S_ISLNK(sb.st_mode) && stat(path, &sb) == 0 &&
+                                           S_ISREG(sb.st_mode))) {
+            if (paths_add(out, path) < 0) {
+                snprintf(p->err, sizeof p->err, "out of memory");
+                rc = -1;
+            }
+        }
+    }
+    closedir(d);
+    return rc;
+}
+
+static int collect_inputs(prep *p, char **inputs, int n)
+{
+    for (int i = 0; i < n; i++) {
+        struct stat sb;
+        const char *in = inputs[i];
+        if (stat(in, &sb) != 0) {
+            snprintf(p->err, sizeof p->err, "%s: %s", in, strerror(errno));
+            return -1;
+        }
+        if (S_ISDIR(sb.st_mode)) {
+            paths found = {0};
+            char trimmed[PATH_MAX];
+            size_t len = strlen(in);
+            if (len >= sizeof trimmed) {
+                snprintf(p->err, sizeof p->err, "%s: path too long", in);
+                return -1;
+            }
+            memcpy(trimmed, in, len + 1);
+            while (len > 1 && trimmed[len - 1] == '/')
+                trimmed[--len] = '\0';
+            if (walk(p, trimmed, &found) < 0) {
+                paths_free(&found);
+                return -1;
+            }
+            if (found.n == 0) {
+                paths_free(&found);
+                snprintf(p->err, sizeof p->err, "%s: the folder holds no files", in);
+                return -1;
+            }
+            qsort(found.v, found.n, sizeof *found.v, cmp_str);
+            for (size_t k = 0; k < found.n; k++) {
+                if (paths_add(&p->files, found.v[k]) < 0) {
+                    paths_free(&found);
+                    snprintf(p->err, sizeof p->err, "out of memory");
+                    return -1;
+                }
+            }
+            paths_free(&found);
+        } else if (S_ISREG(sb.st_mode)) {
+            if (paths_add(&p->files, in) < 0) {
+                snprintf(p->err, sizeof p->err, "out of memory");
+                return -1;
+            }
+        } else {
+            snprintf(p->err, sizeof p->err, "%s: not a regular file or a folder", in);
+            return -1;
+        }
+    }
+    for (size_t i = 0; i < p->files.n; i++) {
+        struct stat sb;
+        if (stat(p->files.v[i], &sb) == 0)
+            p->bytes_total += (uint64_t)sb.st_size;
+    }
+    return 0;
+}
+
+/* ---- progress ------------------------------------------------------------------------- */
+
+static void progress(prep *p, const char *phase, int force)
+{
+    double t = now();
+    if (!p->tty || (!force && t - p->last_print < 0.2))
+        return;
+    p->last_print = t;
+    double mb = p->bytes_done / 1e6, dt = t - p->t0;
+    fprintf(stderr, "\r\033[Kprepare-data: %s %zu/%zu files, %.1f/%.1f MB, %.1f MB/s, %" PRIu64
+            " tokens", phase, p->files_done, p->files.n, mb, p->bytes_total / 1e6,
+            dt > 0 ? mb / dt : 0.0, p->tokens);
+    fflush(stderr);
+}
+
+static void progress_done(prep *p)
+{
+    if (p->tty) {
+        fprintf(stderr, "\r\033[K");
+        fflush(stderr);
+    }
+}
+
+/* ---- tokenizers ----------------------------------------------------------------------- */
+
+static int parse_spec(prep *p, const char *spec)
+{
+    const char *colon = strchr(spec, ':');
+    size_t k = colon ? (size_t)(colon - spec) : 0;
+    if (!colon || !colon[1])
+        return -1;
+    p->spec_arg = colon + 1;
+    if (k == 9 && !strncmp(spec, "wordpiece", k)) {
+        p->kind = TOK_WORDPIECE;
+    } else if (k == 3 && !strncmp(spec, "spm", k)) {
+        p->kind = TOK_SPM_MODEL;
+    } else if (k == 13 && !strncmp(spec, "sentencepiece", k)) {
+        char num[32];
+        const char *type = strchr(p->spec_arg, ':');
+        size_t len = type ? (size_t)(type - p->spec_arg) : strlen(p->spec_arg);
+        p->kind = TOK_SPM_TRAIN;
+        p->spm_type = "unigram";
+        if (type && strcmp(type + 1, "unigram") && strcmp(type + 1, "bpe"))
+            return -1;
+        if (type)
+            p->spm_type = type + 1;
+        if (len == 0 || len >= sizeof num)
+            return -1;
+        memcpy(num, p->spec_arg, len);
+        num[len] = '\0';
+        if (parse_int(num, "the number of SentencePiece pieces", 8, 1 << 20, &p->spm_pieces))
+            return -2;
+    } else {
+        return -1;
+    }
+    return 0;
+}
+
+static void set_tok(prep *p, const char *type, const char *model_file, int vocab,
+                    const int32_t ids[5])
+{
+    memset(&p->tok, 0, sizeof p->tok);
+    snprintf(p->tok.type, sizeof p->tok.type, "%s", type);
+    snprintf(p->tok.model_file, sizeof p->tok.model_file, "%s", model_file);
+    p->tok.vocab_size = vocab;
+    p->tok.lower_case = p->lower;
+    p->tok.pad_id = ids[0];
+    p->tok.unk_id = ids[1];
+    p->tok.cls_id = ids[2];
+    p->tok.sep_id = ids[3];
+    p->tok.mask_id = ids[4];
+}
+
+/* [PAD] [UNK] [CLS] [SEP] [MASK] of an existing SentencePiece model: by piece, else the
+ * model's pad/unk/bos/eos. */
+static int spm_specials(prep *p, int32_t ids[5])
+{
+    static const char *const alt[5][2] = {{"[PAD]", "<pad>"}, {"[UNK]", "<unk>"},
+                                          {"[CLS]", "<cls>"}, {"[SEP]", "<sep>"},
+                                          {"[MASK]", "<mask>"}};
+    static const int meta[5] = {SPM_PAD, SPM_UNK, SPM_BOS, SPM_EOS, -1};
+    static const char *const meta_name[5] = {"pad", "unk", "bos", "eos", ""};
+    for (int k = 0; k < 5; k++) {
+        ids[k] = spm_piece_id(p->spm, alt[k][0]);
+        if (ids[k] < 0)
+            ids[k] = spm_piece_id(p->spm, alt[k][1]);
+        if (ids[k] < 0 && meta[k] >= 0)
+            ids[k] = spm_meta_id(p->spm, meta[k]);
+        if (ids[k] < 0) {
+            snprintf(p->err, sizeof p->err, "%s: the SentencePiece model has no %s (looked for "
+                     "the pieces %s and %s%s%s)", p->spec_arg, alt[k][0], alt[k][0], alt[k][1],
+                     meta[k] >= 0 ? " and its " : "", meta[k] >= 0 ? meta_name[k] : "");
+            return -1;
+        }
+        for (int j = 0; j < k; j++)
+            if (ids[j] == ids[k]) {
+                snprintf(p->err, sizeof p->err, "%s: %s and %s are the same piece (id %d)",
+                         p->spec_arg, alt[j][0], alt[k][0], ids[k]);
+                return -1;
+            }
+    }
+    return 0;
+}
+
+/* Whether the model's normaliser lower-cases: upper- and lower-case text encode alike. */
+static int spm_lowercases(prep *p)
+{
+    static const char up[] = "THE QUICK BROWN FOX", lo[] = "the quick brown fox";
+    int32_t *a = NULL, *b = NULL;
+    size_t na = 0, ca = 0, nb = 0, cb = 0;
+    int same = 0;
+    if (spm_encode(p->spm, up, strlen(up), &a, &na, &ca, p->err, sizeof p->err) == 0 &&
+        spm_encode(p->spm, lo, strlen(lo), &b, &nb, &cb, p->err, sizeof p->err) == 0) {
+        same = na == nb && memcmp(a, b, na * sizeof *a) == 0;
+        for (size_t i = 0; same && i < na; i++)
+            if (a[i] == spm_meta_id(p->spm, SPM_UNK))
+                same = 0;
+    }
+    free(a);
+    free(b);
+    return same;
+}
+
+/* Loads what can be loaded before anything is written: the vocab or the given model. */
+static int load_tokenizer(prep *p)
+{
+    if (p->kind == TOK_WORDPIECE) {
+        int32_t ids[5];
+        if (p->lower < 0)
+            p->lower = 1; /* HF BertTokenizer's default, do_lower_case=True */
+        if (wp_load(p->spec_arg, p->lower, &p->wp, p->err, sizeof p->err) < 0)
+            return -1;
+        wp_special_ids(p->wp, ids);
+        set_tok(p, "wordpiece", "vocab.txt", wp_vocab_size(p->wp), ids);
+    } else if (p->kind == TOK_SPM_MODEL) {
+        int32_t ids[5];
+        long len = read_file(p, p->spec_arg);
+        int lc;
+        if (len < 0)
+            return -1;
+        if (!(p->model_bytes = malloc((size_t)len + 1))) {
+            snprintf(p->err, sizeof p->err, "out of memory");
+            return -1;
+        }
+        memcpy(p->model_bytes, p->buf, (size_t)len);
+        p->model_len = (size_t)len;
+        if (spm_load(p->model_bytes, p->model_len, &p->spm, p->err, sizeof p->err) < 0) {
+            char tmp[sizeof p->err];
+            snprintf(tmp, sizeof tmp, "%s: %s", p->spec_arg, p->err);
+            memcpy(p->err, tmp, sizeof tmp);
+            return -1;
+        }
+        if (spm_specials(p, ids) < 0)
+            return -1;
+        lc = spm_lowercases(p);
+        if (p->lower >= 0 && p->lower != lc) {
+            snprintf(p->err, sizeof p->err, "%s: the model's normaliser %s lower-case; drop "
+                     "--%slower-case (it cannot be changed for an existing model)", p->spec_arg,
+                     lc ? "does" : "does not", p->lower ? "" : "no-");
+            return -1;
+        }
+        p->lower = lc;
+        set_tok(p, "sentencepiece", "spm.model", spm_piece_count(p->spm), ids);
+    } else if (p->lower < 0) {
+        p->lower = 0; /* a new model keeps case unless asked */
+    }
+    return 0;
+}
+
+/* Training sentences: the non-blank lines of every input file. */
+typedef struct line_iter { prep *p; size_t file; long len, pos; uint64_t lines; } line_iter;
+
+static int next_line(void *user, const char **line, size_t *len)
+{
+    line_iter *it = user;
+    prep *p = it->p;
+    for (;;) {
+        while (it->pos < it->len) {
+            char *s = p->buf + it->pos, *nl = memchr(s, '\n', (size_t)(it->len - it->pos));
+            size_t n = nl ? (size_t)(nl - s) : (size_t)(it->len - it->pos), k;
+            it->pos += (long)n + 1;
+            if (n && s[n - 1] == '\r')
+                n--;
+            for (k = 0; k < n && (s[k] == ' ' || s[k] == '\t'); k++)
+                ;
+            if (k == n)
+                continue;
+            *line = s;
+            *len = n;
+            it->lines++;
+            return 1;
+        }
+        if (it->file > 0) {
+            p->files_done++;
+            p->bytes_done += (uint64_t)it->len;
+            progress(p, "reading for training", 0);
+        }
+        if (it->file == p->files.n) {
+            if (p->tty) { /* SentencePiece trains now and reports nothing until it is done */
+                fprintf(stderr, "\r\033[Kprepare-data: training a SentencePiece %s model of %ld "
+                        "pieces on %" PRIu64 " lines (%.1f MB)...", p->spm_type, p->spm_pieces,
+                        it->lines, p->bytes_done / 1e6);
+                fflush(stderr);
+            }
+            return 0;
+        }
+        if ((it->len = read_file(p, p->files.v[it->file++])) < 0)
+            return -1;
+        it->pos = 0;
+    }
+}
+
+/* Trains the model in memory (nothing is written yet) and fills p->tok. */
+static int train_spm(prep *p)
+{
+    line_iter it = {p, 0, 0, 0, 0};
+    int32_t ids[5];
+    size_t cap = 0;
+    int rc;
+
+    p->t0 = now();
+    rc = spm_train(p->spm_type, (int)p->spm_pieces, p->lower, next_line, &it, &p->model_bytes,
+                   &p->model_len, p->err, sizeof p->err);
+    progress_done(p);
+    p->files_done = 0;
+    p->bytes_done = 0;
+    if (rc < 0 || spm_load(p->model_bytes, p->model_len, &p->spm, p->err, sizeof p->err) < 0)
+        return -1;
+    /* the layout spm_train was asked for; check it rather than assume it */
+    for (int k = 0; k < 5; k++) {
+        static const char *const names[5] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
+        if ((ids[k] = spm_piece_id(p->spm, names[k])) != k) {
+            snprintf(p->err, sizeof p->err, "SentencePiece put %s at id %d, not %d", names[k],
+                     ids[k], k);
+            return -1;
+        }
+    }
+    set_tok(p, "sentencepiece", "spm.model", spm_piece_count(p->spm), ids);
+    /* spm.vocab: "piece<TAB>score" per line, as spm_train writes it */
+    for (int32_t i = 0; i < spm_piece_count(p->spm); i++) {
+        const char *piece = spm_piece(p->spm, i);
+        size_t need = p->vocab_len + strlen(piece) + 40;
+        if (need > cap) {
+            char *g = realloc(p->vocab_text, cap = 2 * need);
+            if (!g) {
+                snprintf(p->err, sizeof p->err, "out of memory");
+                return -1;
+            }
+            p->vocab_text = g;
+        }
+        p->vocab_len += (size_t)snprintf(p->vocab_text + p->vocab_len, cap - p->vocab_len,
+                                         "%s\t%g\n", piece, (double)spm_score(p->spm, i));
+    }
+    return 0;
+}
+
+/* ---- tokenizing ----------------------------------------------------------------------- */
+
+static int encode_text(prep *p, const char *text, size_t len, int32_t **ids, size_t *n,
+                       size_t *cap)
+{
+    if (p->wp) {
+        if (wp_encode(p->wp, text, len, ids, n, cap) < 0) {
+            snprintf(p->err, sizeof p->err, "out of memory");
+            return -1;
+        }
+        return 0;
+    }
+    /* SentencePiece: line by line, as it was trained */
+    for (size_t pos = 0; pos < len;) {
+        const char *s = text + pos, *nl = memchr(s, '\n', len - pos);
+        size_t m = nl ? (size_t)(nl - s) : len - pos;
+        pos += m + 1;
+        if (m && s[m - 1] == '\r') /* as for training: CRLF text encodes like LF text */
+            m--;
+        if (spm_encode(p->spm, s, m, ids, n, cap, p->err, sizeof p->err) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int tokenize_all(prep *p)
+{
+    int32_t *ids = NULL;
+    size_t cap = 0;
+    int rc = 0;
+    p->t0 = now();
+    for (size_t i = 0; i < p->files.n && rc == 0; i++) {
+        const char *path = p->files.v[i];
+        long len = read_file(p, path);
+        size_t n = 0;
+        if (len < 0 || encode_text(p, p->buf, (size_t)len, &ids, &n, &cap) < 0) {
+            rc = -1;
+            break;
+        }
+        if (zt_token_writer_add(p->w, ids, n, path) < 0) {
+            snprintf(p->err, sizeof p->err, "%s", zt_last_error());
+            rc = -1;
+            break;
+        }
+        if (n) {
+            p->tokens += n + 1;
+            p->docs++;
+        }
+        p->files_done++;
+        p->bytes_done += (uint64_t)len;
+        progress(p, "tokenizing", i + 1 == p->files.n);
+    }
+    progress_done(p);
+    free(ids);
+    return rc;
+}
+
+/* ---- the command ---------------------------------------------------------------------- */
+
+static int usage_error(const char *msg)
+{
+    die("%s (usage: zerotrain prepare-data --input PATH... --tokenizer SPEC --out DIR "
+        "[--lower-case|--no-lower-case] [--shard-tokens N])", msg);
+    return 2;
+}
+
+int cmd_prepare_data(int argc, char **argv)
+{
+    prep p;
+    const char *spec = NULL;
+    char **inputs = NULL;
+    int n_inputs = 0, rc = 1;
+    double t_start = now();
+
+    memset(&p, 0, sizeof p);
+    p.lower = -1;
+    if (!(inputs = calloc((size_t)argc + 1, sizeof *inputs)))
+        return die("out of memory");
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--input")) {
+            int k = 0;
+            while (i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0)
+                inputs[n_inputs++] = argv[++i], k++;
+            if (!k) {
+                rc = usage_error("--input needs at least one path");
+                goto out;
+            }
+        } else if (!strcmp(a, "--tokenizer") || !strcmp(a, "--out") ||
+                   !strcmp(a, "--shard-tokens")) {
+            if (i + 1 >= argc) {
+                char msg[64];
+                snprintf(msg, sizeof msg, "option %s needs a value", a);
+                rc = usage_error(msg);
+                goto out;
+            }
+            if (!strcmp(a, "--tokenizer")) {
+                spec = argv[++i];
+            } else if (!strcmp(a, "--out")) {
+                p.out = argv[++i];
+            } else {
+                long v;
+                if (parse_int(argv[++i], "--shard-tokens", 1, 1L << 40, &v)) {
+                    rc = 2;
+                    goto out;
+                }
+                p.shard_tokens = (uint64_t)v;
+            }
+        } else if (!strcmp(a, "--lower-case") || !strcmp(a, "--no-lower-case")) {
+            p.lower = a[2] == 'l';
+        } else {
+            char msg[300];
+            snprintf(msg, sizeof msg, "unknown option '%.200s'", a);
+            rc = usage_error(msg);
+            goto out;
+        }
+    }
+    if (!n_inputs || !spec || !p.out || !p.out[0]) {
+        rc = usage_error("--input, --tokenizer and --out are required");
+        goto out;
+    }
+    switch (parse_spec(&p, spec)) {
+    case 0:
+        break;
+    case -1:
+        die("unknown tokenizer '%s' (expected wordpiece:VOCAB_TXT, sentencepiece:N"
+            "[:unigram|:bpe] or spm:MODEL)", spec);
+        rc = 2;
+        goto out;
+    default:
+        rc = 2;
+        goto out;
+    }
+    p.tty = isatty(2);
+    {
+        char real[PATH_MAX];
+        if (realpath(p.out, real))
+            p.out_real = strdup(real);
+    }
+    /* everything that can fail on bad input fails here, before --out is touched */
+    if (collect_inputs(&p, inputs, n_inputs) < 0 || load_tokenizer(&p) < 0 ||
+        (p.kind == TOK_SPM_TRAIN && train_spm(&p) < 0)) {
+        die("%s", p.err);
+        goto out;
+    }
+    if (zt_token_writer_create(p.out, &p.tok, p.shard_tokens, &p.w) < 0) {
+        die("%s", zt_last_error());
+        goto out;
+    }
+    if (p.kind == TOK_SPM_TRAIN) {
+        if (write_output(&p, "spm.model", p.model_bytes, p.model_len) < 0 ||
+            write_output(&p, "spm.vocab", p.vocab_text, p.vocab_len) < 0) {
+            die("%s", p.err);
+            goto out;
+        }
+    } else {
+        long len = p.kind == TOK_WORDPIECE ? read_file(&p, p.spec_arg) : (long)p.model_len;
+        const char *data = p.kind == TOK_WORDPIECE ? p.buf : p.model_bytes;
+        char dst[PATH_MAX];
+        struct stat a, b;
+        snprintf(dst, sizeof dst, "%s/%s", p.out, p.tok.model_file);
+        if (len < 0) {
+            die("%s", p.err);
+            goto out;
+        }
+        /* --out may be where the vocabulary already is */
+        if (!(stat(p.spec_arg, &a) == 0 && stat(dst, &b) == 0 && a.st_dev == b.st_dev &&
+              a.st_ino == b.st_ino) &&
+            write_output(&p, p.tok.model_file, data, (size_t)len) < 0) {
+            die("%s", p.err);
+            goto out;
+        }
+    }
+    if (tokenize_all(&p) < 0) {
+        die("%s", p.err);
+        goto out;
+    }
+    if (p.docs == 0) {
+        die("the inputs hold no text: %zu file(s), no tokens", p.files.n);
+        goto out;
+    }
+    if (zt_token_writer_finish(p.w) < 0) {
+        die("%s", zt_last_error());
+        goto out;
+    }
+    {
+        const uint64_t per = p.shard_tokens ? p.shard_tokens : 64ull << 20, /* the default */
+            shards = (p.tokens + per - 1) / per;
+        printf("prepare-data: %" PRIu64 " documents, %" PRIu64 " tokens, %" PRIu64 " shard%s, "
+               "%.1f s -> %s (%s, vocab %d%s)\n", p.docs, p.tokens, shards,
+               shards == 1 ? "" : "s", now() - t_start, p.out, p.tok.type, p.tok.vocab_size,
+               p.tok.lower_case ? ", lower-cased" : "");
+    }
+    rc = 0;
+out:
+    if (rc != 0) {
+        for (int k = 0; k < 2; k++)
+            if (p.written[k])
+                unlink(p.written[k]);
+    }
+    zt_token_writer_destroy(p.w); /* unfinished: removes its shards and the folders it made */
+    for (int k = 0; k < 2; k++)
+        free(p.written[k]);
+    wp_free(p.wp);
+    spm_free(p.spm);
+    free(p.model_bytes);
+    free(p.vocab_text);
+    free(p.buf);
+    free(p.out_real);
+    paths_free(&p.files);
+    free(inputs);
+    return rc;
+}
