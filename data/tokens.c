@@ -532,45 +532,10 @@ static const cJSON *field(const cJSON *o, const char *key)
 
 static int read_text(const char *path, char **out, size_t *len)
 {
-    struct stat sb;
-    char *buf = NULL;
-    size_t got = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC), rc = 0;
-    if (fd < 0)
-        return zt_fail(-errno, "%s: %s%s", path, strerror(errno),
-                       errno == ENOENT ? " (not a prepared dataset: the manifest is written "
-                                         "last, so a failed or unfinished run has none)" : "");
-    if (fstat(fd, &sb) != 0) {
-        rc = zt_fail(-errno, "%s: fstat: %s", path, strerror(errno));
-        goto out;
-    }
-    if (!S_ISREG(sb.st_mode) || (uint64_t)sb.st_size > MANIFEST_MAX) {
-        rc = BAD("%s: not a regular file of at most %u bytes", path, MANIFEST_MAX);
-        goto out;
-    }
-    if (!(buf = malloc((size_t)sb.st_size + 1))) {
-        rc = zt_fail(ZT_E_NOMEM, "out of memory");
-        goto out;
-    }
-    while (got < (size_t)sb.st_size) {
-        ssize_t r = read(fd, buf + got, (size_t)sb.st_size - got);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0) {
-            rc = zt_fail(-errno, "%s: read: %s", path, strerror(errno));
-            goto out;
-        }
-        if (r == 0)
-            break;
-        got += (size_t)r;
-    }
-    buf[got] = '\0';
-    *out = buf;
-    *len = got;
-    buf = NULL;
-out:
-    free(buf);
-    close(fd);
+    int rc = zt_file_read_all(path, MANIFEST_MAX, out, len);
+    if (rc == -ENOENT)
+        zt_fail(rc, "%s: %s (not a prepared dataset: the manifest is written last, so a "
+                    "failed or unfinished run has none)", path, strerror(ENOENT));
     return rc;
 }
 

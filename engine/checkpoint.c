@@ -297,16 +297,10 @@ int zt_checkpoint_verify(const char *dir)
     char path[4096], *text = NULL;
     cJSON *m = NULL, *files, *f;
     int rc = 0, seen = 0;
-    FILE *fp;
-    long len;
     snprintf(path, sizeof path, "%s/%s", dir, MANIFEST);
-    if (!(fp = fopen(path, "rb")))
-        return zt_fail(ZT_E_FORMAT, "%s: missing (the save did not finish)", path);
-    if (fseek(fp, 0, SEEK_END) == 0 && (len = ftell(fp)) > 0 && len < (1 << 20) &&
-        fseek(fp, 0, SEEK_SET) == 0 && (text = calloc(1, (size_t)len + 1)) &&
-        fread(text, 1, (size_t)len, fp) == (size_t)len)
-        m = cJSON_Parse(text);
-    fclose(fp);
+    if (zt_file_read_all(path, 1u << 20, &text, NULL) < 0)
+        return zt_fail(ZT_E_FORMAT, "%s: missing or unreadable (the save did not finish)", path);
+    m = cJSON_Parse(text);
     free(text);
     files = m ? cJSON_GetObjectItemCaseSensitive(m, "files") : NULL;
     if (!cJSON_IsArray(files)) {
@@ -351,17 +345,12 @@ int zt_checkpoint_verify(const char *dir)
 
 static int read_state(const char *dir, zt_train_state *st)
 {
-    char path[4096], text[4096];
-    FILE *fp;
-    size_t n;
+    char path[4096], *text;
     cJSON *o, *s, *g, *sd;
     snprintf(path, sizeof path, "%s/state.json", dir);
-    if (!(fp = fopen(path, "rb")))
-        return zt_fail(-errno, "%s: %s", path, strerror(errno));
-    n = fread(text, 1, sizeof text - 1, fp);
-    fclose(fp);
-    text[n] = '\0';
+    ZT_TRY(zt_file_read_all(path, 1u << 20, &text, NULL));
     o = cJSON_Parse(text);
+    free(text);
     s = cJSON_GetObjectItemCaseSensitive(o, "step");
     g = cJSON_GetObjectItemCaseSensitive(o, "samples");
     sd = cJSON_GetObjectItemCaseSensitive(o, "seed");

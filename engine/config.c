@@ -17,6 +17,7 @@
 #include <strings.h>
 #include <sys/stat.h>
 
+#include "../format/fileio.h"
 #include "../optimizer/schedule.h"
 
 /* ---- the key table -------------------------------------------------------------------- */
@@ -1496,57 +1497,22 @@ out:
 int zt_train_config_load(const char *path, int world_size, int64_t total_steps,
                          zt_train_config **out)
 {
-    FILE *f;
-    struct stat st;
     char *text = NULL;
-    long n = -1;
+    size_t n = 0;
     int rc;
     if (out)
         *out = NULL;
     if (!path)
         return zt_fail(ZT_E_INVAL, "zt_train_config_load: path must not be NULL");
-    f = fopen(path, "rb");
-    if (!f) {
-        int e = errno;
-        return zt_fail(-e, "%s: cannot open: %s", path, strerror(e));
-    }
-    if (fstat(fileno(f), &st) == 0 && !S_ISREG(st.st_mode)) {
-        rc = zt_fail(ZT_E_CONFIG, "%s: not a regular file", path);
-        goto out;
-    }
-    if (fseek(f, 0, SEEK_END) == 0)
-        n = ftell(f);
-    if (n < 0 || fseek(f, 0, SEEK_SET) != 0) {
-        rc = zt_fail(errno ? -errno : -EIO, "%s: cannot read: %s", path,
-                     strerror(errno ? errno : EIO));
-        goto out;
-    }
-    if (n > (16L << 20)) {
-        rc = zt_fail(ZT_E_CONFIG, "%s: %ld bytes: too large for a config (limit 16 MiB)", path,
-                     n);
-        goto out;
-    }
-    text = malloc((size_t)n + 1);
-    if (!text) {
-        rc = zt_fail(ZT_E_NOMEM, "%s: out of memory", path);
-        goto out;
-    }
-    errno = 0;
-    if (fread(text, 1, (size_t)n, f) != (size_t)n) {
-        int e = errno ? errno : EIO;
-        rc = zt_fail(-e, "%s: cannot read: %s", path, strerror(e));
-        goto out;
-    }
-    text[n] = '\0';
-    if (strlen(text) != (size_t)n) {
+    if ((rc = zt_file_read_all(path, 16u << 20, &text, &n)) < 0)
+        return rc == ZT_E_FORMAT ? zt_fail(ZT_E_CONFIG, "%s: not a regular file of at most "
+                                                       "16 MiB", path) : rc;
+    if (strlen(text) != n)
         rc = zt_fail(ZT_E_FORMAT, "%s: contains a NUL byte at offset %zu (not a text file)",
                      path, strlen(text));
-        goto out;
-    }
-    rc = zt_train_config_parse(text, path, world_size, total_steps, out);
-out:
+    else
+        rc = zt_train_config_parse(text, path, world_size, total_steps, out);
     free(text);
-    fclose(f);
     return rc;
 }
 

@@ -5,6 +5,7 @@
 #include "load.h"
 #include "rng.h"
 #include "../common/err.h"
+#include "../format/fileio.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -124,35 +125,15 @@ static int load_file(load_state *s, const char *path)
     return rc;
 }
 
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    char *b = NULL;
-    long n;
-    if (!f)
-        return NULL;
-    if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && n < (64L << 20) &&
-        fseek(f, 0, SEEK_SET) == 0 && (b = malloc((size_t)n + 1))) {
-        if (fread(b, 1, (size_t)n, f) == (size_t)n)
-            b[n] = '\0';
-        else {
-            free(b);
-            b = NULL;
-        }
-    }
-    fclose(f);
-    return b;
-}
-
 /* model.safetensors.index.json: {"weight_map": {"name": "file", ...}} */
 static int load_index(load_state *s, const char *dir, const char *index)
 {
-    char *text = slurp(index), path[4096];
+    char *text, path[4096];
     cJSON *o, *map, *it;
-    int rc = 0, n = 0;
+    int rc = zt_file_read_all(index, 64u << 20, &text, NULL), n = 0;
     char **files = NULL;
-    if (!text)
-        return zt_fail(ZT_E_FORMAT, "%s: cannot read", index);
+    if (rc < 0)
+        return rc;
     o = cJSON_Parse(text);
     free(text);
     map = o ? cJSON_GetObjectItemCaseSensitive(o, "weight_map") : NULL;

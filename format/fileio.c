@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -125,3 +126,47 @@ int zt_mkdirs(const char *dir)
     return 0;
 }
 
+
+int zt_file_read_all(const char *path, size_t limit, char **out, size_t *len)
+{
+    struct stat sb;
+    char *buf = NULL;
+    size_t got = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC), rc = 0;
+    *out = NULL;
+    if (fd < 0)
+        return zt_fail(-errno, "%s: cannot open: %s", path, strerror(errno));
+    if (fstat(fd, &sb) != 0) {
+        rc = zt_fail(-errno, "%s: fstat: %s", path, strerror(errno));
+        goto out;
+    }
+    if (!S_ISREG(sb.st_mode) || (uint64_t)sb.st_size > limit) {
+        rc = zt_fail(ZT_E_FORMAT, "%s: not a regular file of at most %zu bytes", path, limit);
+        goto out;
+    }
+    if (!(buf = malloc((size_t)sb.st_size + 1))) {
+        rc = zt_fail(ZT_E_NOMEM, "%s: out of memory", path);
+        goto out;
+    }
+    while (got < (size_t)sb.st_size) {
+        ssize_t r = read(fd, buf + got, (size_t)sb.st_size - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            rc = zt_fail(-errno, "%s: read: %s", path, strerror(errno));
+            goto out;
+        }
+        if (r == 0)
+            break;
+        got += (size_t)r;
+    }
+    buf[got] = '\0';
+    *out = buf;
+    if (len)
+        *len = got;
+    buf = NULL;
+out:
+    free(buf);
+    close(fd);
+    return rc;
+}

@@ -11,6 +11,11 @@
  * the temporary file is removed and an existing file at path is left untouched. */
 int zt_file_write_atomic(const char *path, const void *const *parts, const size_t *lens, int n);
 
+/* Reads a whole regular file of at most limit bytes into a NUL-terminated buffer (*out,
+ * freed by the caller; *len = its length, len may be NULL). Errors name the path: -errno when
+ * it cannot be opened or read, ZT_E_FORMAT when it is not a regular file or is too large. */
+int zt_file_read_all(const char *path, size_t limit, char **out, size_t *len);
+
 /* mkdir -p: creates dir and its missing parents (mode 0755). */
 int zt_mkdirs(const char *dir);
 

@@ -18,35 +18,6 @@
 
 /* ---- config ------------------------------------------------------------------------- */
 
-static char *read_small_file(const char *path, size_t limit)
-{
-    FILE *f = fopen(path, "rb");
-    char *buf = NULL;
-    long n;
-    if (!f) {
-        zt_fail(-errno, "%s: cannot open: %s", path, strerror(errno));
-        return NULL;
-    }
-    if (fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0 || (size_t)n > limit ||
-        fseek(f, 0, SEEK_SET) != 0) {
-        zt_fail(ZT_E_FORMAT, "%s: unreadable or larger than %zu bytes", path, limit);
-        fclose(f);
-        return NULL;
-    }
-    buf = malloc((size_t)n + 1);
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        zt_fail(-EIO, "%s: short read", path);
-        free(buf);
-        buf = NULL;
-    } else if (buf) {
-        buf[n] = '\0';
-    } else {
-        zt_fail(ZT_E_NOMEM, "%s: out of memory", path);
-    }
-    fclose(f);
-    return buf;
-}
-
 /* Integer field: required (def < 0) or defaulted; must be >= 1. */
 static int get_int(const cJSON *o, const char *path, const char *key, int def, int *out)
 {
@@ -105,11 +76,11 @@ static int validate(const bert_config *c, const char *where)
 
 int bert_config_load(const char *path, bert_config *c)
 {
-    char *text = read_small_file(path, 1u << 20);
+    char *text;
     cJSON *o;
-    int rc = 0;
-    if (!text)
-        return zt_fail_wrap(-ENOENT, "reading model config");
+    int rc = zt_file_read_all(path, 1u << 20, &text, NULL);
+    if (rc < 0)
+        return zt_fail_wrap(rc, "reading the model config");
     o = cJSON_Parse(text);
     free(text);
     if (!o || !cJSON_IsObject(o)) {
