@@ -118,6 +118,15 @@ bad_config "not JSON" 'bad.json' '{"train_batch_size": 8,'
 echo '{"train_batch_size": 8, "trian": 1, "optimizer": {"type": "AdamW", "params": {"lr": -1, "betas": [0.9, 2]}}}' >"$T/bad3.json"
 if ! "$ZT" check-config "$T/bad3.json" 2>"$T/b3.err" && [ "$(grep -c "$T/bad3.json: " "$T/b3.err")" -eq 3 ]; then ok
 else bad "three problems, three lines"; cat "$T/b3.err"; fi
+# bad data folders: a shard with a wrong magic, a folder without a manifest
+printf '[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\ncat\nsat\non\nmat\n.\n' >"$T/vocab.txt"
+for i in $(seq 1 40); do echo "the cat sat on the mat . the mat sat on the cat ."; done >"$T/corpus.txt"
+if "$ZT" prepare-data --input "$T/corpus.txt" --tokenizer "wordpiece:$T/vocab.txt" --out "$T/d1" >/dev/null 2>&1; then ok; else bad "prepare-data on a small corpus"; fi
+cp -r "$T/d1" "$T/dmagic"; printf 'BADMAGIC' | dd of="$T/dmagic/shard-00000.zts" bs=1 conv=notrunc status=none
+expect_error "data with a wrong magic" 1 "$T/dmagic/shard-00000.zts: bad magic" -- "$ZT" train --model "$FIX" --data "$T/dmagic" --steps 1 --seq-len 8 --save-model "$T/out.m"
+cp -r "$T/d1" "$T/dnoman"; rm "$T/dnoman/manifest.json"
+expect_error "data without a manifest" 1 "$T/dnoman/manifest.json" -- "$ZT" train --model "$FIX" --data "$T/dnoman" --steps 1 --seq-len 8 --save-model "$T/out.m"
+if "$ZT" train --model "$FIX" --data "$T/d1" --steps 2 --seq-len 8 >/dev/null 2>"$T/d1.err"; then ok; else bad "train on a small prepared corpus"; cat "$T/d1.err"; fi
 if ls "$T" | grep -q '\.tmp\.'; then bad "temporary files left: $(ls "$T" | grep '\.tmp\.')"; else ok; fi
 
 echo "cli: $pass passed, $fail failed"
