@@ -4,6 +4,7 @@
  * sharded, any-world-size form arrives with the ZeRO stages). */
 #include "engine_impl.h"
 #include "load.h"
+#include "../memory/mem.h"
 #include "../format/fileio.h"
 
 #include <cjson/cJSON.h>
@@ -159,7 +160,8 @@ static int write_text(const char *dir, const char *name, const char *text)
     return 0;
 }
 
-static int write_optimizer(zt_engine *e, const char *dir)
+/* M, V: whole-unit moment buffers (gathered from the shards when they are sharded) */
+static int write_optimizer(zt_engine *e, float *const *M, float *const *V, const char *dir)
 {
     char path[4096], step[32];
     int n = e->layout.n_params, rc;
@@ -172,7 +174,7 @@ static int write_optimizer(zt_engine *e, const char *dir)
     }
     for (int i = 0; i < 2 * n; i++) {
         const zt_param_def *d = &e->layout.params[i % n];
-        float *const *buf = i < n ? e->M : e->V;
+        float *const *buf = i < n ? M : V;
         if (asprintf(&names[i], "%s.%s", i < n ? "exp_avg" : "exp_avg_sq", d->name) < 0) {
             names[i] = NULL;
             rc = zt_fail(ZT_E_NOMEM, "out of memory");
@@ -238,15 +240,13 @@ static void prune(const char *root, int keep)
     free(steps);
 }
 
-int zt_checkpoint_save(zt_engine *e, const char *root, const zt_train_state *st,
-                       const char *train_config, int keep)
+static int save_rank0(zt_engine *e, float *const *M, float *const *V, const char *root,
+                      const zt_train_state *st, const char *train_config, int keep)
 {
     char tmp[4096], final[4096], old[4096], text[512];
     struct stat sb;
     int rc;
-    if (!e || !root || !st)
-        return zt_fail(ZT_E_INVAL, "zt_checkpoint_save: NULL argument");
-    if ((rc = zt_mkdirs(root)) < 0 || (rc = zt_engine_ensure_moments(e)) < 0)
+    if ((rc = zt_mkdirs(root)) < 0)
         return zt_engine_fail(e, rc);
     snprintf(tmp, sizeof tmp, "%s/.tmp-step-%" PRId64, root, st->step);
     snprintf(final, sizeof final, "%s/step-%" PRId64, root, st->step);
@@ -263,7 +263,7 @@ int zt_checkpoint_save(zt_engine *e, const char *root, const zt_train_state *st,
              "  \"step\": %" PRId64 ",\n  \"samples\": %" PRIu64 ",\n  \"seed\": %" PRIu64
              ",\n  \"world_size\": %d\n}\n",
              st->step, st->samples, st->seed, e->comm.size);
-    if ((rc = write_optimizer(e, tmp)) < 0 || (rc = write_text(tmp, "state.json", text)) < 0 ||
+    if ((rc = write_optimizer(e, M, V, tmp)) < 0 || (rc = write_text(tmp, "state.json", text)) < 0 ||
         (rc = write_text(tmp, "train_config.json", train_config ? train_config : "{}\n")) < 0 ||
         (rc = write_manifest(tmp)) < 0 || (rc = fsync_path(tmp)) < 0)
         goto fail;
@@ -290,6 +290,55 @@ fail:
     zt_fail_wrap(rc, "saving checkpoint %s", final);
     remove_dir(tmp);
     return zt_engine_fail(e, rc);
+}
+
+/* Every rank calls this. With sharded moments (stage >= 1, N > 1) rank 0 gathers them into
+ * whole units; rank 0 writes the folder; every rank returns rank 0's result. */
+int zt_checkpoint_save(zt_engine *e, const char *root, const zt_train_state *st,
+                       const char *train_config, int keep)
+{
+    int N, rc = 0, nu, sharded;
+    float **M = NULL, **V = NULL;
+    int64_t failed;
+    if (!e || !root || !st)
+        return zt_fail(ZT_E_INVAL, "zt_checkpoint_save: NULL argument");
+    ZT_TRY(zt_engine_ensure_moments(e));
+    N = e->comm.size;
+    nu = e->layout.n_units;
+    sharded = N > 1 && e->cfg.zero_stage >= 1;
+    if (sharded) {
+        M = calloc((size_t)nu, sizeof *M);
+        V = calloc((size_t)nu, sizeof *V);
+        for (int u = 0; rc == 0 && u < nu; u++) {
+            size_t n = e->padded[u];
+            if (e->comm.rank == 0 &&
+                (!(M[u] = zt_mem_alloc(n * sizeof(float), ZT_ALIGN_PAGE, ZT_MEM_COMM)) ||
+                 !(V[u] = zt_mem_alloc(n * sizeof(float), ZT_ALIGN_PAGE, ZT_MEM_COMM))))
+                rc = ZT_E_NOMEM;
+            /* every rank takes part in the gathers, even after a local failure */
+            int r1 = zt_comm_gather(&e->comm, e->M[u], M ? M[u] : NULL, n);
+            int r2 = zt_comm_gather(&e->comm, e->V[u], V ? V[u] : NULL, n);
+            if (rc == 0)
+                rc = r1 < 0 ? r1 : r2;
+        }
+    }
+    if (e->comm.rank == 0 && rc == 0)
+        rc = save_rank0(e, sharded ? M : e->M, sharded ? V : e->V, root, st, train_config, keep);
+    if (sharded) {
+        for (int u = 0; u < nu; u++) {
+            zt_mem_free(M[u], e->padded[u] * sizeof(float), ZT_MEM_COMM);
+            zt_mem_free(V[u], e->padded[u] * sizeof(float), ZT_MEM_COMM);
+        }
+        free(M);
+        free(V);
+    }
+    failed = rc < 0;
+    if (N > 1 && zt_comm_sum_i64(&e->comm, &failed) < 0)
+        return zt_engine_fail(e, ZT_E_MPI);
+    if (failed && rc == 0)
+        rc = zt_engine_fail(e, zt_fail(ZT_E_MPI, "saving checkpoint in %s failed on rank 0",
+                                       root));
+    return rc;
 }
 
 int zt_checkpoint_verify(const char *dir)
@@ -383,7 +432,23 @@ static int read_optimizer(zt_engine *e, const char *dir)
             rc = zt_fail(ZT_E_FORMAT, "%s: no tensor \"%s\"", path, name);
             goto out;
         }
-        if ((rc = zt_tensor_to_f32(&t, buf[d->unit] + d->offset, d->numel)) < 0) {
+        if (e->comm.size > 1 && e->cfg.zero_stage >= 1) {
+            /* this rank keeps the part of the tensor that falls in its shard of the unit */
+            size_t s = e->padded[d->unit] / (size_t)e->comm.size, lo = (size_t)e->comm.rank * s;
+            size_t a = d->offset > lo ? d->offset : lo;
+            size_t b = d->offset + d->numel < lo + s ? d->offset + d->numel : lo + s;
+            float *tmp = malloc(d->numel * sizeof(float));
+            if (!tmp) {
+                rc = zt_fail(ZT_E_NOMEM, "out of memory");
+                goto out;
+            }
+            if ((rc = zt_tensor_to_f32(&t, tmp, d->numel)) == 0 && a < b)
+                memcpy(buf[d->unit] + (a - lo), tmp + (a - d->offset), (b - a) * sizeof(float));
+            free(tmp);
+        } else {
+            rc = zt_tensor_to_f32(&t, buf[d->unit] + d->offset, d->numel);
+        }
+        if (rc < 0) {
             zt_fail_wrap(rc, "%s", path);
             goto out;
         }

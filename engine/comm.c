@@ -3,6 +3,8 @@
 #include "comm.h"
 #include "../common/err.h"
 
+#include <string.h>
+
 static int mpi_fail(int rc, const char *what)
 {
     char msg[MPI_MAX_ERROR_STRING];
@@ -46,4 +48,94 @@ void zt_comm_close(zt_comm *c)
     if (!finalized)
         MPI_Comm_free(&c->comm);
     c->comm = MPI_COMM_NULL;
+}
+
+#define CHUNK ((size_t)1 << 28) /* floats per collective: well below INT_MAX */
+
+int zt_comm_reduce_scatter(zt_comm *c, const float *full, float *shard, size_t n)
+{
+    size_t s = n / (size_t)c->size;
+    int rc;
+    if (c->size == 1) {
+        if (shard != full)
+            memcpy(shard, full, n * sizeof(float));
+        return 0;
+    }
+    if (s > CHUNK) /* a unit above 2^28 floats per shard: split units first (ZeRO buckets) */
+        return zt_fail(ZT_E_UNSUPPORTED, "shards above %zu floats are not supported yet",
+                       (size_t)CHUNK);
+    rc = MPI_Reduce_scatter_block(full, shard, (int)s, MPI_FLOAT, MPI_SUM, c->comm);
+    return rc == MPI_SUCCESS ? 0 : mpi_fail(rc, "MPI_Reduce_scatter_block");
+}
+
+int zt_comm_allgather(zt_comm *c, const float *shard, float *full, size_t n)
+{
+    size_t s = n / (size_t)c->size;
+    int rc;
+    if (c->size == 1) {
+        if (shard != full)
+            memcpy(full, shard, n * sizeof(float));
+        return 0;
+    }
+    if (s > CHUNK)
+        return zt_fail(ZT_E_UNSUPPORTED, "shards above %zu floats are not supported yet",
+                       (size_t)CHUNK);
+    if (shard == full + (size_t)c->rank * s)
+        rc = MPI_Allgather(MPI_IN_PLACE, 0, MPI_FLOAT, full, (int)s, MPI_FLOAT, c->comm);
+    else
+        rc = MPI_Allgather(shard, (int)s, MPI_FLOAT, full, (int)s, MPI_FLOAT, c->comm);
+    return rc == MPI_SUCCESS ? 0 : mpi_fail(rc, "MPI_Allgather");
+}
+
+int zt_comm_gather(zt_comm *c, const float *shard, float *full, size_t n)
+{
+    size_t s = n / (size_t)c->size;
+    int rc;
+    if (c->size == 1) {
+        if (full && shard != full)
+            memcpy(full, shard, n * sizeof(float));
+        return 0;
+    }
+    if (s > CHUNK)
+        return zt_fail(ZT_E_UNSUPPORTED, "shards above %zu floats are not supported yet",
+                       (size_t)CHUNK);
+    rc = MPI_Gather(shard, (int)s, MPI_FLOAT, full, (int)s, MPI_FLOAT, 0, c->comm);
+    return rc == MPI_SUCCESS ? 0 : mpi_fail(rc, "MPI_Gather");
+}
+
+int zt_comm_sum_ordered(zt_comm *c, double x, double *sum)
+{
+    double buf[1024];
+    int rc;
+    if (c->size == 1) {
+        *sum = x;
+        return 0;
+    }
+    if (c->size > 1024)
+        return zt_fail(ZT_E_UNSUPPORTED, "more than 1024 ranks");
+    rc = MPI_Allgather(&x, 1, MPI_DOUBLE, buf, 1, MPI_DOUBLE, c->comm);
+    if (rc != MPI_SUCCESS)
+        return mpi_fail(rc, "MPI_Allgather");
+    *sum = 0.0;
+    for (int r = 0; r < c->size; r++)
+        *sum += buf[r];
+    return 0;
+}
+
+int zt_comm_sum_i64(zt_comm *c, int64_t *x)
+{
+    int rc;
+    if (c->size == 1)
+        return 0;
+    rc = MPI_Allreduce(MPI_IN_PLACE, x, 1, MPI_INT64_T, MPI_SUM, c->comm);
+    return rc == MPI_SUCCESS ? 0 : mpi_fail(rc, "MPI_Allreduce");
+}
+
+int zt_comm_barrier(zt_comm *c)
+{
+    int rc;
+    if (c->size == 1)
+        return 0;
+    rc = MPI_Barrier(c->comm);
+    return rc == MPI_SUCCESS ? 0 : mpi_fail(rc, "MPI_Barrier");
 }

@@ -55,7 +55,13 @@ static int check_config(const zt_config *c)
     return 0;
 }
 
-static float **alloc_units(const zt_engine *e, int category)
+/* floats of unit u in a buffer that holds the whole unit (shard = 0) or this rank's shard */
+static size_t unit_len(const zt_engine *e, int u, int shard)
+{
+    return shard ? e->padded[u] / (size_t)e->comm.size : e->padded[u];
+}
+
+static float **alloc_units(const zt_engine *e, int category, int shard)
 {
     int n = e->layout.n_units;
     float **b = calloc((size_t)n, sizeof *b);
@@ -64,21 +70,22 @@ static float **alloc_units(const zt_engine *e, int category)
         return NULL;
     }
     for (int u = 0; u < n; u++)
-        if (!(b[u] = zt_mem_alloc(e->padded[u] * sizeof(float), ZT_ALIGN_PAGE, category))) {
+        if (!(b[u] = zt_mem_alloc(unit_len(e, u, shard) * sizeof(float), ZT_ALIGN_PAGE,
+                                  category))) {
             for (int v = 0; v < u; v++)
-                zt_mem_free(b[v], e->padded[v] * sizeof(float), category);
+                zt_mem_free(b[v], unit_len(e, v, shard) * sizeof(float), category);
             free(b);
             return NULL;
         }
     return b;
 }
 
-static void free_units(const zt_engine *e, float **b, int category)
+static void free_units(const zt_engine *e, float **b, int category, int shard)
 {
     if (!b)
         return;
     for (int u = 0; u < e->layout.n_units; u++)
-        zt_mem_free(b[u], e->padded[u] * sizeof(float), category);
+        zt_mem_free(b[u], unit_len(e, u, shard) * sizeof(float), category);
     free(b);
 }
 
@@ -108,10 +115,9 @@ int zt_engine_create(const zt_config *cfg, MPI_Comm comm, zt_engine **out)
         goto fail;
     if ((rc = zt_comm_open(&e->comm, comm)) < 0)
         goto fail;
-    if (e->comm.size > 1) {
-        rc = zt_fail(ZT_E_UNSUPPORTED, "this build trains on one rank; %d ranks were given "
-                                       "(sharding over ranks comes with the ZeRO stages)",
-                     e->comm.size);
+    if (cfg->zero_stage < 0 || cfg->zero_stage > 1) {
+        rc = zt_fail(ZT_E_UNSUPPORTED, "ZeRO stage %d: this version implements stages 0 and 1",
+                     cfg->zero_stage);
         goto fail;
     }
     if (cfg->threads > 0) {
@@ -128,7 +134,8 @@ int zt_engine_create(const zt_config *cfg, MPI_Comm comm, zt_engine **out)
         size_t q = (size_t)ZT_SHARD_ALIGN * (size_t)e->comm.size;
         e->padded[u] = (e->layout.units[u].numel + q - 1) / q * q;
     }
-    if (!(e->P = alloc_units(e, ZT_MEM_PARAMS)) || !(e->G = alloc_units(e, ZT_MEM_GRADS))) {
+    if (!(e->P = alloc_units(e, ZT_MEM_PARAMS, 0)) || !(e->G = alloc_units(e, ZT_MEM_GRADS, 0)) ||
+        (e->comm.size > 1 && !(e->Gs = alloc_units(e, ZT_MEM_GRADS, 1)))) {
         rc = ZT_E_NOMEM;
         goto fail;
     }
@@ -175,10 +182,11 @@ void zt_engine_destroy(zt_engine *e)
         return;
     if (e->ops && e->model)
         e->ops->destroy(e->model);
-    free_units(e, e->P, ZT_MEM_PARAMS);
-    free_units(e, e->G, ZT_MEM_GRADS);
-    free_units(e, e->M, ZT_MEM_OPTIMIZER);
-    free_units(e, e->V, ZT_MEM_OPTIMIZER);
+    free_units(e, e->P, ZT_MEM_PARAMS, 0);
+    free_units(e, e->G, ZT_MEM_GRADS, 0);
+    free_units(e, e->Gs, ZT_MEM_GRADS, 1);
+    free_units(e, e->M, ZT_MEM_OPTIMIZER, e->cfg.zero_stage >= 1);
+    free_units(e, e->V, ZT_MEM_OPTIMIZER, e->cfg.zero_stage >= 1);
     zt_comm_close(&e->comm);
     zt_layout_free(&e->layout);
     free(e->padded);
@@ -345,39 +353,78 @@ int zt_engine_ensure_moments(zt_engine *e)
 {
     if (e->M)
         return 0;
-    if (!(e->M = alloc_units(e, ZT_MEM_OPTIMIZER)))
+    int shard = e->cfg.zero_stage >= 1;
+    if (!(e->M = alloc_units(e, ZT_MEM_OPTIMIZER, shard)))
         return zt_engine_fail(e, ZT_E_NOMEM);
-    if (!(e->V = alloc_units(e, ZT_MEM_OPTIMIZER))) {
-        free_units(e, e->M, ZT_MEM_OPTIMIZER);
+    if (!(e->V = alloc_units(e, ZT_MEM_OPTIMIZER, shard))) {
+        free_units(e, e->M, ZT_MEM_OPTIMIZER, shard);
         e->M = NULL;
         return zt_engine_fail(e, ZT_E_NOMEM);
     }
     return 0;
 }
 
+/* The step (DESIGN: one reduction for every stage):
+ *   every unit's summed gradient is reduce-scattered into this rank's shard (Gs);
+ *   the global norm is each rank's sum of squares over its shards, added in rank order;
+ *   stage 0: shards all-gathered back, AdamW on whole units with whole moments;
+ *   stage 1: AdamW on this rank's shard only (sharded moments), parameters all-gathered.
+ * AdamW is elementwise, so both stages give bit-identical parameters. One rank: Gs = G. */
 int zt_engine_step(zt_engine *e, float lr, zt_step_info *out)
 {
-    double sumsq = 0.0, norm;
-    float coef = 1.0f;
+    double local = 0.0, sumsq, norm;
+    float coef = 1.0f, **gs;
     zt_adamw_hparams hp;
+    int N, r, rc;
     if (!e)
         return zt_fail(ZT_E_INVAL, "zt_engine_step: NULL engine");
     if (!(lr >= 0.0f))
         return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "zt_engine_step: learning rate %g is not >= 0", lr));
     ZT_TRY(zt_engine_ensure_moments(e));
-    for (int u = 0; u < e->layout.n_units; u++)
-        sumsq += zt_sumsq(e->G[u], e->padded[u]);
+    N = e->comm.size;
+    r = e->comm.rank;
+    gs = N > 1 ? e->Gs : e->G;
+    for (int u = 0; u < e->layout.n_units; u++) {
+        if ((rc = zt_comm_reduce_scatter(&e->comm, e->G[u], gs[u], e->padded[u])) < 0)
+            return zt_engine_fail(e, rc);
+        local += zt_sumsq(gs[u], unit_len(e, u, 1));
+    }
+    if ((rc = zt_comm_sum_ordered(&e->comm, local, &sumsq)) < 0)
+        return zt_engine_fail(e, rc);
     norm = sqrt(sumsq);
     if (e->cfg.grad_clip > 0.0f && norm > e->cfg.grad_clip)
         coef = (float)(e->cfg.grad_clip / (norm + 1e-6));
     e->step++;
     hp = (zt_adamw_hparams){lr, e->cfg.beta1, e->cfg.beta2, e->cfg.eps, e->cfg.weight_decay,
                             e->step, coef};
-    for (int i = 0; i < e->layout.n_params; i++) {
-        const zt_param_def *d = &e->layout.params[i];
-        size_t o = d->offset;
-        zt_adamw_update(e->P[d->unit] + o, e->G[d->unit] + o, e->M[d->unit] + o,
-                        e->V[d->unit] + o, d->numel, &hp, d->decay);
+    if (e->cfg.zero_stage == 0) {
+        for (int u = 0; N > 1 && u < e->layout.n_units; u++)
+            if ((rc = zt_comm_allgather(&e->comm, gs[u], e->G[u], e->padded[u])) < 0)
+                return zt_engine_fail(e, rc);
+        for (int i = 0; i < e->layout.n_params; i++) {
+            const zt_param_def *d = &e->layout.params[i];
+            size_t o = d->offset;
+            zt_adamw_update(e->P[d->unit] + o, e->G[d->unit] + o, e->M[d->unit] + o,
+                            e->V[d->unit] + o, d->numel, &hp, d->decay);
+        }
+    } else {
+        /* each parameter's intersection with this rank's shard [lo, hi) of its unit */
+        for (int i = 0; i < e->layout.n_params; i++) {
+            const zt_param_def *d = &e->layout.params[i];
+            size_t s = unit_len(e, d->unit, 1), lo = (size_t)r * s, hi = lo + s;
+            size_t a = d->offset > lo ? d->offset : lo;
+            size_t b = d->offset + d->numel < hi ? d->offset + d->numel : hi;
+            if (a >= b)
+                continue;
+            zt_adamw_update(e->P[d->unit] + a, gs[d->unit] + (a - lo), e->M[d->unit] + (a - lo),
+                            e->V[d->unit] + (a - lo), b - a, &hp, d->decay);
+        }
+        for (int u = 0; N > 1 && u < e->layout.n_units; u++) {
+            size_t s = unit_len(e, u, 1);
+            if ((rc = zt_comm_allgather(&e->comm, e->P[u] + (size_t)r * s, e->P[u],
+                                        e->padded[u])) < 0)
+                return zt_engine_fail(e, rc);
+        }
     }
     if (out) {
         out->grad_norm = norm;

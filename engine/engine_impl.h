@@ -19,7 +19,8 @@ struct zt_engine {
     const zt_model_ops *ops;
     void *model;
     size_t *padded;          /* per unit: floats incl. padding to N * ZT_SHARD_ALIGN */
-    float **P, **G, **M, **V;
+    float **P, **G, **M, **V; /* M, V: whole units (stage 0) or this rank's shards */
+    float **Gs;              /* N > 1: this rank's shard of the reduced gradient */
     unsigned char *alias_seen; /* per parameter: the checkpoint stored the tied alias */
     int64_t step;
     int have_logits;

@@ -253,6 +253,9 @@ typedef struct zt_config {
      * for the call. n_no_decay < 0 (the default) keeps the default rule. */
     const char *const *no_decay;
     int n_no_decay;
+    /* ZeRO stage with more than one rank: 0 = everything replicated, 1 = optimizer state
+     * sharded (stages 2 and 3 are not implemented yet). */
+    int zero_stage;
 } zt_config;
 
 /* Fills defaults: AdamW lr 1e-4, betas (0.9, 0.999), eps 1e-8, wd 0.01, seed 42. */

@@ -197,9 +197,6 @@ int cmd_train(int argc, char **argv)
     rc = 1;
     ts = zt_train_config_settings(tc);
     st.seed = seed >= 0 ? (uint64_t)seed : ts->seed_given ? ts->seed : 42;
-    if (ts->zero_stage > 0)
-        fprintf(stderr, "zerotrain: warning: zero_optimization.stage %d is configured but this "
-                        "version trains with stage 0 on one rank\n", ts->zero_stage);
     if (ts->offload_optimizer || ts->offload_param)
         fprintf(stderr, "zerotrain: warning: offload is configured but not implemented in this "
                         "version; everything stays in RAM\n");
@@ -233,6 +230,7 @@ int cmd_train(int argc, char **argv)
     cfg.eps = ts->eps;
     cfg.weight_decay = ts->weight_decay;
     cfg.grad_clip = ts->grad_clip;
+    cfg.zero_stage = ts->zero_stage;
     if (ts->n_no_decay >= 0) {
         if (!(no_decay = calloc((size_t)ts->n_no_decay + 1, sizeof *no_decay))) {
             die("out of memory");
@@ -259,28 +257,34 @@ int cmd_train(int argc, char **argv)
         goto done;
     }
     if (a.resume) {
-        int found = zt_checkpoint_find_latest(a.ckpt_dir, resume_path, sizeof resume_path);
+        /* rank 0 looks first (and moves corrupt checkpoints aside), then the others */
+        int found = rank == 0 ? zt_checkpoint_find_latest(a.ckpt_dir, resume_path,
+                                                          sizeof resume_path) : 0;
+        MPI_Barrier(MPI_COMM_WORLD);
+        if (rank != 0)
+            found = zt_checkpoint_find_latest(a.ckpt_dir, resume_path, sizeof resume_path);
         if (found < 0) {
             die("%s", zt_last_error());
             goto done;
         }
-        if (found == 0) {
+        if (found == 0 && rank == 0) {
             fprintf(stderr, "zerotrain: notice: no valid checkpoint in %s; starting from "
                             "scratch\n", a.ckpt_dir);
-        } else {
+        } else if (found > 0) {
             uint64_t want_seed = st.seed;
             if (zt_checkpoint_load(e, resume_path, &st) < 0) {
                 die("%s", zt_engine_last_error(e));
                 goto done;
             }
-            if (st.seed != want_seed)
+            if (st.seed != want_seed && rank == 0)
                 fprintf(stderr, "zerotrain: notice: continuing with the checkpoint's seed %" PRIu64
                                 " (not %" PRIu64 ")\n", st.seed, want_seed);
-            fprintf(stderr, "zerotrain: resumed from %s at step %" PRId64 "\n", resume_path,
-                    st.step);
+            if (rank == 0)
+                fprintf(stderr, "zerotrain: resumed from %s at step %" PRId64 "\n",
+                        resume_path, st.step);
         }
     }
-    if (a.metrics && !(metrics = fopen(a.metrics, st.step > 0 ? "a" : "w"))) {
+    if (a.metrics && rank == 0 && !(metrics = fopen(a.metrics, st.step > 0 ? "a" : "w"))) {
         die("%s: cannot open: %s", a.metrics, strerror(errno));
         goto done;
     }
@@ -322,6 +326,8 @@ int cmd_train(int argc, char **argv)
             for (size_t i = 0; i < cells; i++)
                 labels += bufs[k].labels[i] != -100;
         }
+        if (world > 1) /* the step's mean is over the labelled tokens of every rank */
+            MPI_Allreduce(MPI_IN_PLACE, &labels, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
         zt_engine_zero_grad(e);
         for (int k = 0; k < gas; k++) {
             zt_fb_result r;
@@ -337,12 +343,25 @@ int cmd_train(int argc, char **argv)
             die("step %" PRId64 ": %s", st.step + 1, zt_engine_last_error(e));
             goto done;
         }
+        if (world > 1) { /* loss sums added in rank order: the same on every rank and run */
+            double *all = malloc(sizeof(double) * (size_t)world);
+            if (!all || MPI_Allgather(&loss_sum, 1, MPI_DOUBLE, all, 1, MPI_DOUBLE,
+                                      MPI_COMM_WORLD) != MPI_SUCCESS) {
+                free(all);
+                die("step %" PRId64 ": gathering the loss failed", st.step + 1);
+                goto done;
+            }
+            loss_sum = 0.0;
+            for (int r = 0; r < world; r++)
+                loss_sum += all[r];
+            free(all);
+        }
         st.step++;
         st.samples += (uint64_t)ts->train_batch_size;
         loss = labels ? loss_sum / (double)labels : 0.0;
         uint64_t step_tokens = (uint64_t)ts->train_batch_size * (uint64_t)seq;
         tokens_total += step_tokens;
-        if (eval_src && st.step % eval_every == 0) {
+        if (eval_src && st.step % eval_every == 0 && rank == 0) {
             uint64_t ns = zt_mlm_source_samples(eval_src);
             if (evaluate(e, eval_src, micro, (int)seq, ns < (uint64_t)eval_samples ? ns : (uint64_t)eval_samples,
                          &bufs[0], &ev))
@@ -374,16 +393,16 @@ int cmd_train(int argc, char **argv)
         die("%s", zt_engine_last_error(e));
         goto done;
     }
-    if (a.save) {
+    if (a.save && rank == 0) {
         if (zt_engine_save_model(e, a.save) < 0) {
             die("%s", zt_engine_last_error(e));
             goto done;
         }
         fprintf(stderr, "saved the model to %s\n", a.save);
     }
-    if (st.step == first_step)
+    if (rank == 0 && st.step == first_step)
         fprintf(stderr, "zerotrain: step %" PRId64 " already reached; nothing to train\n", st.step);
-    else
+    else if (rank == 0)
         print_memory(stderr);
     rc = 0;
 done:
