@@ -89,6 +89,57 @@ static void free_units(const zt_engine *e, float **b, int category, int shard)
     free(b);
 }
 
+/* Stage 2 keeps no whole-unit gradient between units: G[0] (the embeddings, which the tied
+ * MLM head also adds into) is whole for the length of the backward pass, every other unit
+ * borrows one of two scratch buffers while its backward runs, and is then reduce-scattered
+ * into its shard (Gs). */
+static size_t max_padded(const zt_engine *e)
+{
+    size_t m = 0;
+    for (int u = 0; u < e->layout.n_units; u++)
+        m = e->padded[u] > m ? e->padded[u] : m;
+    return m;
+}
+
+static int alloc_stage2(zt_engine *e)
+{
+    size_t m = max_padded(e);
+    if (!(e->G = calloc((size_t)e->layout.n_units, sizeof *e->G)) ||
+        !(e->G[0] = zt_mem_alloc(e->padded[0] * sizeof(float), ZT_ALIGN_PAGE, ZT_MEM_GRADS)))
+        return ZT_E_NOMEM;
+    for (int i = 0; i < 2; i++)
+        if (!(e->scratch[i] = zt_mem_alloc(m * sizeof(float), ZT_ALIGN_PAGE, ZT_MEM_GRADS)))
+            return ZT_E_NOMEM;
+    if (!(e->rs_tmp = zt_mem_alloc(m / (size_t)e->comm.size * sizeof(float), ZT_ALIGN_PAGE,
+                                   ZT_MEM_COMM)))
+        return ZT_E_NOMEM;
+    return 0;
+}
+
+static void free_stage2(zt_engine *e)
+{
+    size_t m = max_padded(e);
+    if (e->G)
+        zt_mem_free(e->G[0], e->padded[0] * sizeof(float), ZT_MEM_GRADS);
+    free(e->G);
+    for (int i = 0; i < 2; i++)
+        zt_mem_free(e->scratch[i], m * sizeof(float), ZT_MEM_GRADS);
+    zt_mem_free(e->rs_tmp, m / (size_t)e->comm.size * sizeof(float), ZT_MEM_COMM);
+}
+
+/* Stage 2: unit u's gradient of this micro-batch into its shard (first micro-batch of the
+ * step: straight in; later ones: added), exactly the reduction stages 0-1 do once per step. */
+static int reduce_unit(zt_engine *e, int u)
+{
+    size_t s = e->padded[u] / (size_t)e->comm.size;
+    float *dst = e->accum_first ? e->Gs[u] : e->rs_tmp;
+    ZT_TRY(zt_comm_reduce_scatter(&e->comm, e->G[u], dst, e->padded[u]));
+    if (!e->accum_first)
+        for (size_t i = 0; i < s; i++)
+            e->Gs[u][i] += e->rs_tmp[i];
+    return 0;
+}
+
 int zt_engine_create(const zt_config *cfg, MPI_Comm comm, zt_engine **out)
 {
     zt_engine *e;
@@ -104,6 +155,7 @@ int zt_engine_create(const zt_config *cfg, MPI_Comm comm, zt_engine **out)
     e->cfg = *cfg;
     e->cfg.model_dir = e->cfg.model_preset = NULL; /* borrowed strings are not kept */
     e->cfg.no_decay = NULL;
+    e->accum_first = 1;
     e->comm.comm = MPI_COMM_NULL;
     if (cfg->model_dir) {
         snprintf(path, sizeof path, "%s/config.json", cfg->model_dir);
@@ -115,9 +167,9 @@ int zt_engine_create(const zt_config *cfg, MPI_Comm comm, zt_engine **out)
         goto fail;
     if ((rc = zt_comm_open(&e->comm, comm)) < 0)
         goto fail;
-    if (cfg->zero_stage < 0 || cfg->zero_stage > 1) {
-        rc = zt_fail(ZT_E_UNSUPPORTED, "ZeRO stage %d: this version implements stages 0 and 1",
-                     cfg->zero_stage);
+    if (cfg->zero_stage < 0 || cfg->zero_stage > 2) {
+        rc = zt_fail(ZT_E_UNSUPPORTED, "ZeRO stage %d: this version implements stages 0, 1 "
+                                       "and 2", cfg->zero_stage);
         goto fail;
     }
     if (cfg->threads > 0) {
@@ -134,8 +186,10 @@ int zt_engine_create(const zt_config *cfg, MPI_Comm comm, zt_engine **out)
         size_t q = (size_t)ZT_SHARD_ALIGN * (size_t)e->comm.size;
         e->padded[u] = (e->layout.units[u].numel + q - 1) / q * q;
     }
-    if (!(e->P = alloc_units(e, ZT_MEM_PARAMS, 0)) || !(e->G = alloc_units(e, ZT_MEM_GRADS, 0)) ||
-        (e->comm.size > 1 && !(e->Gs = alloc_units(e, ZT_MEM_GRADS, 1)))) {
+    if (!(e->P = alloc_units(e, ZT_MEM_PARAMS, 0)) ||
+        (cfg->zero_stage < 2 && !(e->G = alloc_units(e, ZT_MEM_GRADS, 0))) ||
+        (cfg->zero_stage >= 2 && alloc_stage2(e) < 0) ||
+        ((e->comm.size > 1 || cfg->zero_stage >= 2) && !(e->Gs = alloc_units(e, ZT_MEM_GRADS, 1)))) {
         rc = ZT_E_NOMEM;
         goto fail;
     }
@@ -183,7 +237,10 @@ void zt_engine_destroy(zt_engine *e)
     if (e->ops && e->model)
         e->ops->destroy(e->model);
     free_units(e, e->P, ZT_MEM_PARAMS, 0);
-    free_units(e, e->G, ZT_MEM_GRADS, 0);
+    if (e->cfg.zero_stage >= 2)
+        free_stage2(e);
+    else
+        free_units(e, e->G, ZT_MEM_GRADS, 0);
     free_units(e, e->Gs, ZT_MEM_GRADS, 1);
     free_units(e, e->M, ZT_MEM_OPTIMIZER, e->cfg.zero_stage >= 1);
     free_units(e, e->V, ZT_MEM_OPTIMIZER, e->cfg.zero_stage >= 1);
@@ -246,6 +303,9 @@ static int locate(const zt_engine *e, float *const *bufs, const char *name, size
     if ((i = zt_layout_find(&e->layout, name)) < 0)
         return zt_engine_fail(e, zt_fail(ZT_E_NOTFOUND, "no parameter named \"%s\"", name));
     const zt_param_def *d = &e->layout.params[i];
+    if (!bufs[d->unit])
+        return zt_engine_fail(e, zt_fail(ZT_E_UNSUPPORTED, "\"%s\": whole-unit gradients are "
+                                                           "not kept in ZeRO stage 2", name));
     if (n != d->numel)
         return zt_engine_fail(e, zt_fail(ZT_E_SHAPE, "parameter \"%s\" has %zu elements, buffer has %zu",
                                name, d->numel, n));
@@ -281,6 +341,13 @@ int zt_engine_zero_grad(zt_engine *e)
 {
     if (!e)
         return zt_fail(ZT_E_INVAL, "zt_engine_zero_grad: NULL engine");
+    if (e->cfg.zero_stage >= 2) {
+        memset(e->G[0], 0, e->padded[0] * sizeof(float));
+        for (int u = 0; u < e->layout.n_units; u++)
+            memset(e->Gs[u], 0, e->padded[u] / (size_t)e->comm.size * sizeof(float));
+        e->accum_first = 1;
+        return 0;
+    }
     for (int u = 0; u < e->layout.n_units; u++)
         memset(e->G[u], 0, e->padded[u] * sizeof(float));
     return 0;
@@ -305,8 +372,23 @@ int zt_engine_forward_backward(zt_engine *e, const zt_batch *b, int keep_logits,
         int64_t denom = b->label_count > 0 ? b->label_count : n;
         sum = e->ops->loss(e->model, denom > 0 ? (float)(1.0 / (double)denom) : 0.0f);
     }
-    for (int u = nu - 1; u >= 0; u--)
+    for (int u = nu - 1; u >= 0; u--) {
+        int st2 = e->cfg.zero_stage >= 2;
+        if (st2 && u != 0) {
+            e->G[u] = e->scratch[u & 1];
+            memset(e->G[u], 0, e->padded[u] * sizeof(float));
+        }
         e->ops->backward_unit(e->model, u, e->P, e->G);
+        if (st2) {
+            if ((rc = reduce_unit(e, u)) < 0)
+                return zt_engine_fail(e, rc);
+            if (u != 0)
+                e->G[u] = NULL;
+            else
+                memset(e->G[0], 0, e->padded[0] * sizeof(float));
+        }
+    }
+    e->accum_first = 0;
     e->have_logits = keep_logits;
     if (out) {
         out->loss_sum = sum;
@@ -383,9 +465,11 @@ int zt_engine_step(zt_engine *e, float lr, zt_step_info *out)
     ZT_TRY(zt_engine_ensure_moments(e));
     N = e->comm.size;
     r = e->comm.rank;
-    gs = N > 1 ? e->Gs : e->G;
+    gs = e->Gs ? e->Gs : e->G;
     for (int u = 0; u < e->layout.n_units; u++) {
-        if ((rc = zt_comm_reduce_scatter(&e->comm, e->G[u], gs[u], e->padded[u])) < 0)
+        /* stage 2 reduced every unit during the backward pass already */
+        if (e->cfg.zero_stage < 2 &&
+            (rc = zt_comm_reduce_scatter(&e->comm, e->G[u], gs[u], e->padded[u])) < 0)
             return zt_engine_fail(e, rc);
         local += zt_sumsq(gs[u], unit_len(e, u, 1));
     }

@@ -20,7 +20,10 @@ struct zt_engine {
     void *model;
     size_t *padded;          /* per unit: floats incl. padding to N * ZT_SHARD_ALIGN */
     float **P, **G, **M, **V; /* M, V: whole units (stage 0) or this rank's shards */
-    float **Gs;              /* N > 1: this rank's shard of the reduced gradient */
+    float **Gs;              /* N > 1 or stage 2: this rank's shard of the reduced gradient */
+    float *scratch[2];       /* stage 2: whole-unit gradient buffers lent to one unit at a time */
+    float *rs_tmp;           /* stage 2: one micro-batch's shard before it is added */
+    int accum_first;         /* stage 2: the next micro-batch is the step's first */
     unsigned char *alias_seen; /* per parameter: the checkpoint stored the tied alias */
     int64_t step;
     int have_logits;

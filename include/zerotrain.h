@@ -253,8 +253,9 @@ typedef struct zt_config {
      * for the call. n_no_decay < 0 (the default) keeps the default rule. */
     const char *const *no_decay;
     int n_no_decay;
-    /* ZeRO stage with more than one rank: 0 = everything replicated, 1 = optimizer state
-     * sharded (stages 2 and 3 are not implemented yet). */
+    /* ZeRO stage: 0 = everything replicated, 1 = optimizer state sharded, 2 = gradients
+     * too (reduce-scattered unit by unit during the backward pass). Stage 3 is not
+     * implemented yet. */
     int zero_stage;
 } zt_config;
 
