@@ -8,9 +8,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+enum { ZT_COLL_REDUCE_SCATTER = 0, ZT_COLL_ALLGATHER, ZT_COLL_OTHER, ZT_COLL_KINDS };
+
 typedef struct zt_comm {
     MPI_Comm comm;   /* our duplicate, MPI_COMM_NULL when running without MPI */
     int rank, size;
+    uint64_t seq;    /* collectives issued so far (their sequence numbers) */
+    uint64_t calls[ZT_COLL_KINDS], bytes[ZT_COLL_KINDS]; /* bytes: whole-buffer payload */
+    double seconds[ZT_COLL_KINDS];
 } zt_comm;
 
 /* parent may be MPI_COMM_NULL: one rank, no MPI calls. Otherwise MPI must be initialised;

@@ -518,6 +518,44 @@ int zt_engine_step(zt_engine *e, float lr, zt_step_info *out)
     return 0;
 }
 
+int zt_engine_report_get(const zt_engine *e, zt_engine_report *o)
+{
+    zt_mem_report m;
+    size_t P = 0, N, F = sizeof(float);
+    if (!e || !o)
+        return zt_fail(ZT_E_INVAL, "zt_engine_report_get: NULL argument");
+    memset(o, 0, sizeof *o);
+    N = (size_t)e->comm.size;
+    for (int u = 0; u < e->layout.n_units; u++)
+        P += e->padded[u];
+    o->world_size = (int)N;
+    o->rank = e->comm.rank;
+    o->zero_stage = e->cfg.zero_stage;
+    o->params = P;
+    switch (e->cfg.zero_stage) {
+    case 0: o->predicted_state_bytes = 16 * P; break;
+    case 1: o->predicted_state_bytes = 8 * P + 8 * P / N; break;
+    case 2: o->predicted_state_bytes = 4 * P + 12 * P / N; break;
+    default: o->predicted_state_bytes = 16 * P / N; break;
+    }
+    if (e->cfg.zero_stage >= 2)
+        o->buffer_bytes = (e->padded[0] + 2 * max_padded(e)) * F;
+    else if (e->Gs)
+        o->buffer_bytes = P / N * F;
+    if (!e->M) /* the moments appear at the first step */
+        o->predicted_state_bytes -= (e->cfg.zero_stage >= 1 ? 8 * P / N : 8 * P);
+    zt_memory_report(&m);
+    o->measured_state_bytes = m.current[ZT_MEM_PARAMS] + m.current[ZT_MEM_GRADS] +
+                              m.current[ZT_MEM_OPTIMIZER];
+    o->collectives = e->comm.seq;
+    for (int k = 0; k < 3; k++) {
+        o->coll_calls[k] = e->comm.calls[k];
+        o->coll_bytes[k] = e->comm.bytes[k];
+        o->coll_seconds[k] = e->comm.seconds[k];
+    }
+    return 0;
+}
+
 /* Writes parameters [p0, p1) of the table as one safetensors file. */
 static int write_params(const zt_engine *e, const char *path, int p0, int p1)
 {

@@ -334,6 +334,21 @@ typedef struct zt_step_info {
 /* Clip by global norm (cfg.grad_clip), AdamW update with this learning rate. */
 ZT_API int zt_engine_step(zt_engine *e, float lr, zt_step_info *out);
 
+/* Per-rank model state against DESIGN's formula, and the collectives issued so far. */
+enum { ZT_COLL_KIND_REDUCE_SCATTER = 0, ZT_COLL_KIND_ALLGATHER, ZT_COLL_KIND_OTHER };
+typedef struct zt_engine_report {
+    int world_size, rank, zero_stage;
+    size_t params;                 /* P: floats over all units, padding included */
+    size_t predicted_state_bytes;  /* stage 0: 16P, 1: 8P + 8P/N, 2: 4P + 12P/N, 3: 16P/N */
+    size_t buffer_bytes;           /* engine buffers beyond the formula (gradient shards of
+                                    * stages 0-1, stage 2's whole-unit scratch) */
+    size_t measured_state_bytes;   /* params + grads + optimizer allocated now */
+    uint64_t collectives;          /* sequence number of the next collective */
+    uint64_t coll_calls[3], coll_bytes[3];   /* by ZT_COLL_KIND_*; bytes: whole buffers */
+    double coll_seconds[3];
+} zt_engine_report;
+ZT_API int zt_engine_report_get(const zt_engine *e, zt_engine_report *out);
+
 /* Save weights as a Hugging Face folder (config.json + model.safetensors), each file written
  * atomically; above 5 GB (as Hugging Face does) sharded into model-0000k-of-0000n.safetensors
  * with model.safetensors.index.json. */

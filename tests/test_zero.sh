@@ -90,6 +90,19 @@ run res3 3 g0 5 --checkpoint-dir "$T/ck3" --resume
 mkdir -p "$T/g3tail"; cp "$T/g3full/model.safetensors" "$T/g3tail/"; tail -2 "$T/g3full.jsonl" >"$T/g3tail.jsonl"
 if grep -q "resumed from" "$T/res3.log" && close res3 g3tail; then ok
 else bad "resume at N=3 stage 0 from an N=2 stage-1 checkpoint"; tail -3 "$T/res3.log"; fi
+# measured per-rank model state within 5% of the formula plus the reported buffers, and 2x the
+# parameter bytes through reduce-scatter + all-gather per step, for stages 0-2 at N = 1, 2, 4
+for np in 1 2 4; do
+    for st in 0 1 2; do
+        echo "{\"train_batch_size\": 8, \"train_micro_batch_size_per_gpu\": $((8 / np)), \"zero_optimization\": {\"stage\": $st}}" >"$T/m.json"
+        $MPI -np $np "$ZT" train --model "$T/model" --data synthetic --config "$T/m.json" --seq-len 16 \
+            --steps 2 --threads 1 >"$T/m.log" 2>&1
+        if awk '/^model state per rank/ { m = $(NF-8); p = $NF; ok = (m >= 0.95 * p && m <= 1.05 * p) }
+                /^collectives per step/ { r = ($0 ~ /\(2\.00 x/) || '"$np"' == 1 }
+                END { exit !(ok && r) }' "$T/m.log"; then ok
+        else bad "memory or traffic report, N=$np stage $st"; grep -A1 "^model state" "$T/m.log"; fi
+    done
+done
 # the TCP transport (the path multi-node runs take) gives the same bits
 MPI="$MPI --mca btl self,tcp" run tcp 2 s1 5
 if same tcp n2s0; then ok; else bad "TCP transport"; tail -3 "$T/tcp.log"; fi

@@ -400,6 +400,25 @@ int cmd_train(int argc, char **argv)
         }
         fprintf(stderr, "saved the model to %s\n", a.save);
     }
+    if (st.step > first_step) {
+        zt_engine_report er;
+        zt_engine_report_get(e, &er);
+        int64_t steps_run = st.step - first_step;
+        if (rank == 0)
+            fprintf(stderr,
+                    "model state per rank (stage %d, %d ranks): measured %zu bytes; formula %zu "
+                    "+ buffers %zu = %zu\n"
+                    "collectives per step: reduce-scatter %.0f bytes, all-gather %.0f bytes "
+                    "(%.2f x the %zu parameter bytes), %.3f s\n",
+                    er.zero_stage, er.world_size, er.measured_state_bytes,
+                    er.predicted_state_bytes, er.buffer_bytes,
+                    er.predicted_state_bytes + er.buffer_bytes,
+                    (double)er.coll_bytes[0] / (double)steps_run,
+                    (double)er.coll_bytes[1] / (double)steps_run,
+                    (double)(er.coll_bytes[0] + er.coll_bytes[1]) / (double)steps_run /
+                        (double)(er.params * 4),
+                    er.params * 4, (er.coll_seconds[0] + er.coll_seconds[1]) / (double)steps_run);
+    }
     if (rank == 0 && st.step == first_step)
         fprintf(stderr, "zerotrain: step %" PRId64 " already reached; nothing to train\n", st.step);
     else if (rank == 0)
