@@ -240,8 +240,9 @@ static void prune(const char *root, int keep)
     free(steps);
 }
 
-static int save_rank0(zt_engine *e, float *const *M, float *const *V, const char *root,
-                      const zt_train_state *st, const char *train_config, int keep)
+static int save_rank0(zt_engine *e, float *const *P, float *const *M, float *const *V,
+                      const char *root, const zt_train_state *st, const char *train_config,
+                      int keep)
 {
     char tmp[4096], final[4096], old[4096], text[512];
     struct stat sb;
@@ -255,7 +256,7 @@ static int save_rank0(zt_engine *e, float *const *M, float *const *V, const char
     if (mkdir(tmp, 0755) != 0)
         return zt_engine_fail(e, zt_fail(-errno, "%s: %s", tmp, strerror(errno)));
     fault_point("before", "model.safetensors");
-    if ((rc = zt_engine_save_model(e, tmp)) < 0)
+    if ((rc = zt_engine_write_model(e, tmp, P, (size_t)5000000000u)) < 0)
         goto fail;
     fault_point("after", "model.safetensors");
     snprintf(text, sizeof text,
@@ -322,8 +323,15 @@ int zt_checkpoint_save(zt_engine *e, const char *root, const zt_train_state *st,
                 rc = r1 < 0 ? r1 : r2;
         }
     }
+    float **P = NULL;
+    int prc = zt_engine_gather_params(e, &P); /* collective in stage 3 */
+    if (rc == 0)
+        rc = prc;
     if (e->comm.rank == 0 && rc == 0)
-        rc = save_rank0(e, sharded ? M : e->M, sharded ? V : e->V, root, st, train_config, keep);
+        rc = save_rank0(e, P, sharded ? M : e->M, sharded ? V : e->V, root, st, train_config,
+                        keep);
+    if (P)
+        zt_engine_free_gathered(e, P);
     if (sharded) {
         for (int u = 0; u < nu; u++) {
             zt_mem_free(M[u], e->padded[u] * sizeof(float), ZT_MEM_COMM);
@@ -476,7 +484,7 @@ int zt_checkpoint_load(zt_engine *e, const char *dir, zt_train_state *st)
         bc.type_vocab != e->bc.type_vocab)
         return zt_engine_fail(e, zt_fail(ZT_E_SHAPE, "%s: the checkpoint's model shape differs "
                                                      "from this engine's", path));
-    if ((rc = zt_load_hf_weights(dir, &e->layout, e->P, e->alias_seen, e->cfg.seed)) < 0 ||
+    if ((rc = zt_engine_load_params(e, dir)) < 0 ||
         (rc = zt_engine_ensure_moments(e)) < 0 || (rc = read_optimizer(e, dir)) < 0 ||
         (rc = read_state(dir, st)) < 0)
         return zt_engine_fail(e, rc);

@@ -188,8 +188,7 @@ static const key keys[] = {
         .def_doc = "stage 0", .doc = "ZeRO partitioning and offload."},
     [K_STAGE] = {"zero_optimization.stage", T_INT, C_APPLIED, A_NO, 0, 0, 0, 3,
         .doc = "0 = off, 1 = optimizer state, 2 = and gradients, 3 = and parameters "
-               "partitioned across ranks. Stages 0, 1 and 2 are implemented; 3 is "
-               "refused by the engine until it is."},
+               "partitioned across ranks (all four implemented)."},
     [K_OVERLAP] = {"zero_optimization.overlap_comm", T_BOOL, C_LATER, A_NO, 0, 0, 0, 0,
         .def_doc = "true with stage 3, else false",
         .doc = "Overlap gradient reduction with the backward pass."},

@@ -140,6 +140,90 @@ static int reduce_unit(zt_engine *e, int u)
     return 0;
 }
 
+/* ---- stage 3: parameters live as shards (Ps); a unit is gathered into a pool buffer
+ * while a forward or backward pass uses it, and released after. Units smaller than
+ * persist_threshold floats stay gathered. Below stage 3 gather/release do nothing. */
+
+static int gather_unit(zt_engine *e, int u)
+{
+    int slot = -1, rc;
+    if (e->cfg.zero_stage < 3 || e->persist[u] || e->gathered[u]++ > 0)
+        return 0;
+    for (int i = 0; i < ZT_POOL && slot < 0; i++)
+        if (e->pool_unit[i] < 0)
+            slot = i;
+    if (slot < 0) /* a programming error: more units in use at once than the pool holds */
+        return zt_fail(ZT_E_INVAL, "stage 3: no free buffer to gather unit %d", u);
+    e->pool_unit[slot] = u;
+    e->P[u] = e->pool[slot];
+    if ((rc = zt_comm_allgather(&e->comm, e->Ps[u], e->P[u], e->padded[u])) < 0)
+        return rc;
+    return 0;
+}
+
+static void release_unit(zt_engine *e, int u)
+{
+    if (e->cfg.zero_stage < 3 || e->persist[u] || --e->gathered[u] > 0)
+        return;
+    for (int i = 0; i < ZT_POOL; i++)
+        if (e->pool_unit[i] == u)
+            e->pool_unit[i] = -1;
+    e->P[u] = NULL;
+}
+
+/* Whole-unit parameters: the engine's own buffers, or (stage 3) gathered copies in tmp. */
+static int gather_all(zt_engine *e, float ***tmp)
+{
+    int rc;
+    *tmp = NULL;
+    if (e->cfg.zero_stage < 3)
+        return 0;
+    if (!(*tmp = calloc((size_t)e->layout.n_units, sizeof **tmp)))
+        return zt_fail(ZT_E_NOMEM, "out of memory");
+    for (int u = 0; u < e->layout.n_units; u++) {
+        if (!((*tmp)[u] = zt_mem_alloc(e->padded[u] * sizeof(float), ZT_ALIGN_PAGE, ZT_MEM_COMM)))
+            return ZT_E_NOMEM;
+        if ((rc = zt_comm_allgather(&e->comm, e->Ps[u], (*tmp)[u], e->padded[u])) < 0)
+            return rc;
+    }
+    return 0;
+}
+
+static void free_gathered(zt_engine *e, float **tmp)
+{
+    for (int u = 0; tmp && u < e->layout.n_units; u++)
+        zt_mem_free(tmp[u], e->padded[u] * sizeof(float), ZT_MEM_COMM);
+    free(tmp);
+}
+
+/* After P holds whole units (init or load): keep this rank's shards, drop the rest. */
+static int shard_params(zt_engine *e)
+{
+    size_t m = max_padded(e);
+    int nu = e->layout.n_units;
+    if (!e->Ps && !(e->Ps = alloc_units(e, ZT_MEM_PARAMS, 1)))
+        return ZT_E_NOMEM;
+    if (!e->gathered && (!(e->gathered = calloc((size_t)nu, sizeof *e->gathered)) ||
+                         !(e->persist = calloc((size_t)nu, 1))))
+        return zt_fail(ZT_E_NOMEM, "out of memory");
+    for (int u = 0; u < nu; u++) {
+        size_t s = e->padded[u] / (size_t)e->comm.size;
+        memcpy(e->Ps[u], e->P[u] + (size_t)e->comm.rank * s, s * sizeof(float));
+        e->persist[u] = e->padded[u] < e->cfg.persist_threshold;
+        if (!e->persist[u]) {
+            zt_mem_free(e->P[u], e->padded[u] * sizeof(float), ZT_MEM_PARAMS);
+            e->P[u] = NULL;
+        }
+    }
+    for (int i = 0; i < ZT_POOL; i++) {
+        e->pool_unit[i] = -1;
+        if (!e->pool[i] && !(e->pool[i] = zt_mem_alloc(m * sizeof(float), ZT_ALIGN_PAGE,
+                                                        ZT_MEM_PARAMS)))
+            return ZT_E_NOMEM;
+    }
+    return 0;
+}
+
 int zt_engine_create(const zt_config *cfg, MPI_Comm comm, zt_engine **out)
 {
     zt_engine *e;
@@ -167,9 +251,8 @@ int zt_engine_create(const zt_config *cfg, MPI_Comm comm, zt_engine **out)
         goto fail;
     if ((rc = zt_comm_open(&e->comm, comm)) < 0)
         goto fail;
-    if (cfg->zero_stage < 0 || cfg->zero_stage > 2) {
-        rc = zt_fail(ZT_E_UNSUPPORTED, "ZeRO stage %d: this version implements stages 0, 1 "
-                                       "and 2", cfg->zero_stage);
+    if (cfg->zero_stage < 0 || cfg->zero_stage > 3) {
+        rc = zt_fail(ZT_E_CONFIG, "ZeRO stage %d: stages are 0 to 3", cfg->zero_stage);
         goto fail;
     }
     if (cfg->threads > 0) {
@@ -214,6 +297,8 @@ int zt_engine_create(const zt_config *cfg, MPI_Comm comm, zt_engine **out)
     e->ops = &bert_ops;
     if ((rc = bert_create(&e->bc, &e->layout, cfg->dropout, cfg->seed, &e->model)) < 0)
         goto fail;
+    if (cfg->zero_stage >= 3 && (rc = shard_params(e)) < 0)
+        goto fail;
     {
         zt_model_info mi;
         zt_engine_model_info(e, &mi);
@@ -236,7 +321,19 @@ void zt_engine_destroy(zt_engine *e)
         return;
     if (e->ops && e->model)
         e->ops->destroy(e->model);
-    free_units(e, e->P, ZT_MEM_PARAMS, 0);
+    if (e->P && e->cfg.zero_stage >= 3) { /* only persistent units hold their own buffer */
+        for (int u = 0; u < e->layout.n_units; u++)
+            if (e->persist && e->persist[u])
+                zt_mem_free(e->P[u], e->padded[u] * sizeof(float), ZT_MEM_PARAMS);
+        free(e->P);
+        for (int i = 0; i < ZT_POOL; i++)
+            zt_mem_free(e->pool[i], max_padded(e) * sizeof(float), ZT_MEM_PARAMS);
+        free_units(e, e->Ps, ZT_MEM_PARAMS, 1);
+        free(e->gathered);
+        free(e->persist);
+    } else {
+        free_units(e, e->P, ZT_MEM_PARAMS, 0);
+    }
     if (e->cfg.zero_stage >= 2)
         free_stage2(e);
     else
@@ -304,8 +401,9 @@ static int locate(const zt_engine *e, float *const *bufs, const char *name, size
         return zt_engine_fail(e, zt_fail(ZT_E_NOTFOUND, "no parameter named \"%s\"", name));
     const zt_param_def *d = &e->layout.params[i];
     if (!bufs[d->unit])
-        return zt_engine_fail(e, zt_fail(ZT_E_UNSUPPORTED, "\"%s\": whole-unit gradients are "
-                                                           "not kept in ZeRO stage 2", name));
+        return zt_engine_fail(e, zt_fail(ZT_E_UNSUPPORTED, "\"%s\": ZeRO stage %d does not keep "
+                                                           "this unit whole", name,
+                                         e->cfg.zero_stage));
     if (n != d->numel)
         return zt_engine_fail(e, zt_fail(ZT_E_SHAPE, "parameter \"%s\" has %zu elements, buffer has %zu",
                                name, d->numel, n));
@@ -353,32 +451,52 @@ int zt_engine_zero_grad(zt_engine *e)
     return 0;
 }
 
+/* Forward over every unit; stage 3 gathers each unit (and the unit it is tied to) first. */
+static int run_forward(zt_engine *e)
+{
+    int rc;
+    for (int u = 0; u < e->layout.n_units; u++) {
+        int tied = e->ops->tied_unit(e->model, u);
+        if ((rc = gather_unit(e, u)) < 0 || (tied >= 0 && (rc = gather_unit(e, tied)) < 0))
+            return rc;
+        e->ops->forward_unit(e->model, u, e->P);
+        if (tied >= 0)
+            release_unit(e, tied);
+        release_unit(e, u);
+    }
+    return 0;
+}
+
 int zt_engine_forward_backward(zt_engine *e, const zt_batch *b, int keep_logits,
                                zt_fb_result *out)
 {
     int64_t n = 0;
-    int rc, nu;
+    int rc, nu, st2;
     double sum;
     if (!e || !b)
         return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "zt_engine_forward_backward: NULL argument"));
     zt_clear_error();
     e->have_logits = 0;
-    if ((rc = e->ops->prepare(e->model, b, keep_logits, &n)) < 0)
+    if ((rc = e->ops->prepare(e->model, b, keep_logits, &n)) < 0 || (rc = run_forward(e)) < 0)
         return zt_engine_fail(e, rc);
     nu = e->layout.n_units;
-    for (int u = 0; u < nu; u++)
-        e->ops->forward_unit(e->model, u, e->P);
+    st2 = e->cfg.zero_stage >= 2;
     {
         int64_t denom = b->label_count > 0 ? b->label_count : n;
         sum = e->ops->loss(e->model, denom > 0 ? (float)(1.0 / (double)denom) : 0.0f);
     }
     for (int u = nu - 1; u >= 0; u--) {
-        int st2 = e->cfg.zero_stage >= 2;
+        int tied = e->ops->tied_unit(e->model, u);
+        if ((rc = gather_unit(e, u)) < 0 || (tied >= 0 && (rc = gather_unit(e, tied)) < 0))
+            return zt_engine_fail(e, rc);
         if (st2 && u != 0) {
             e->G[u] = e->scratch[u & 1];
             memset(e->G[u], 0, e->padded[u] * sizeof(float));
         }
         e->ops->backward_unit(e->model, u, e->P, e->G);
+        if (tied >= 0)
+            release_unit(e, tied);
+        release_unit(e, u);
         if (st2) {
             if ((rc = reduce_unit(e, u)) < 0)
                 return zt_engine_fail(e, rc);
@@ -409,10 +527,11 @@ int zt_engine_evaluate(zt_engine *e, const zt_batch *b, zt_fb_result *out)
     if ((rc = e->ops->prepare(e->model, b, 0, &n)) < 0)
         return zt_engine_fail(e, rc);
     e->ops->set_train(e->model, 0);
-    for (int u = 0; u < e->layout.n_units; u++)
-        e->ops->forward_unit(e->model, u, e->P);
-    sum = e->ops->loss(e->model, 0.0f);
+    rc = run_forward(e);
     e->ops->set_train(e->model, 1);
+    if (rc < 0)
+        return zt_engine_fail(e, rc);
+    sum = e->ops->loss(e->model, 0.0f);
     if (out) {
         out->loss_sum = sum;
         out->n_labels = n;
@@ -500,14 +619,20 @@ int zt_engine_step(zt_engine *e, float lr, zt_step_info *out)
             size_t b = d->offset + d->numel < hi ? d->offset + d->numel : hi;
             if (a >= b)
                 continue;
-            zt_adamw_update(e->P[d->unit] + a, gs[d->unit] + (a - lo), e->M[d->unit] + (a - lo),
+            float *p = e->cfg.zero_stage >= 3 ? e->Ps[d->unit] + (a - lo) : e->P[d->unit] + a;
+            zt_adamw_update(p, gs[d->unit] + (a - lo), e->M[d->unit] + (a - lo),
                             e->V[d->unit] + (a - lo), b - a, &hp, d->decay);
         }
-        for (int u = 0; N > 1 && u < e->layout.n_units; u++) {
+        for (int u = 0; u < e->layout.n_units; u++) {
             size_t s = unit_len(e, u, 1);
-            if ((rc = zt_comm_allgather(&e->comm, e->P[u] + (size_t)r * s, e->P[u],
-                                        e->padded[u])) < 0)
+            if (e->cfg.zero_stage >= 3) { /* parameters stay sharded, but persistent units */
+                if (e->persist[u] &&
+                    (rc = zt_comm_allgather(&e->comm, e->Ps[u], e->P[u], e->padded[u])) < 0)
+                    return zt_engine_fail(e, rc);
+            } else if (N > 1 && (rc = zt_comm_allgather(&e->comm, e->P[u] + (size_t)r * s,
+                                                         e->P[u], e->padded[u])) < 0) {
                 return zt_engine_fail(e, rc);
+            }
         }
     }
     if (out) {
@@ -542,6 +667,19 @@ int zt_engine_report_get(const zt_engine *e, zt_engine_report *o)
         o->buffer_bytes = (e->padded[0] + 2 * max_padded(e)) * F;
     else if (e->Gs)
         o->buffer_bytes = P / N * F;
+    o->traffic_theory = N > 1 ? 2.0 : 0.0;
+    if (e->cfg.zero_stage >= 3) {
+        o->buffer_bytes += ZT_POOL * max_padded(e) * F;
+        for (int u = 0; u < e->layout.n_units; u++) {
+            int t = e->ops->tied_unit(e->model, u);
+            if (e->persist[u])
+                o->buffer_bytes += e->padded[u] * F;
+            if (N > 1 && t >= 0 && !e->persist[t])
+                o->traffic_theory += 2.0 * (double)e->padded[t] / (double)P;
+        }
+        if (N > 1)
+            o->traffic_theory += 1.0;
+    }
     if (!e->M) /* the moments appear at the first step */
         o->predicted_state_bytes -= (e->cfg.zero_stage >= 1 ? 8 * P / N : 8 * P);
     zt_memory_report(&m);
@@ -557,7 +695,7 @@ int zt_engine_report_get(const zt_engine *e, zt_engine_report *o)
 }
 
 /* Writes parameters [p0, p1) of the table as one safetensors file. */
-static int write_params(const zt_engine *e, const char *path, int p0, int p1)
+static int write_params(const zt_engine *e, float *const *P, const char *path, int p0, int p1)
 {
     static const char *const meta[] = {"format", "pt", "producer", "zerotrain 0.1.0"};
     zt_tensor_view *v = calloc((size_t)(p1 - p0), sizeof *v);
@@ -572,7 +710,7 @@ static int write_params(const zt_engine *e, const char *path, int p0, int p1)
         t->ndim = d->ndim;
         for (int k = 0; k < d->ndim; k++)
             t->shape[k] = d->shape[k];
-        t->data = e->P[d->unit] + d->offset;
+        t->data = P[d->unit] + d->offset;
     }
     rc = zt_safetensors_write(path, v, p1 - p0, meta, 2);
     free(v);
@@ -581,7 +719,8 @@ static int write_params(const zt_engine *e, const char *path, int p0, int p1)
 
 /* Above max_shard_bytes of weights, Hugging Face's sharded layout: model-0000k-of-0000n
  * .safetensors files split at parameter boundaries and model.safetensors.index.json. */
-static int save_sharded(const zt_engine *e, const char *dir, size_t max_shard_bytes)
+static int save_sharded(const zt_engine *e, float *const *P, const char *dir,
+                        size_t max_shard_bytes)
 {
     int np = e->layout.n_params, n_shards = 0, rc = 0;
     int *start = calloc((size_t)np + 1, sizeof *start);
@@ -606,7 +745,7 @@ static int save_sharded(const zt_engine *e, const char *dir, size_t max_shard_by
         char file[64];
         snprintf(file, sizeof file, "model-%05d-of-%05d.safetensors", s + 1, n_shards);
         snprintf(path, sizeof path, "%s/%s", dir, file);
-        rc = write_params(e, path, start[s], start[s + 1]);
+        rc = write_params(e, P, path, start[s], start[s + 1]);
         for (int i = start[s]; i < start[s + 1]; i++)
             cJSON_AddStringToObject(map, e->layout.params[i].name, file);
     }
@@ -625,28 +764,89 @@ static int save_sharded(const zt_engine *e, const char *dir, size_t max_shard_by
     return rc;
 }
 
-int zt_engine_save_model_ex(zt_engine *e, const char *dir, size_t max_shard_bytes)
+int zt_engine_write_model(zt_engine *e, const char *dir, float *const *P,
+                          size_t max_shard_bytes)
 {
     char path[4096];
     size_t total = 0;
     int rc;
-    if (!e || !dir)
-        return zt_fail(ZT_E_INVAL, "zt_engine_save_model: NULL argument");
     if ((rc = zt_mkdirs(dir)) < 0)
-        return zt_engine_fail(e, rc);
+        return rc;
     for (int i = 0; i < e->layout.n_params; i++)
         total += e->layout.params[i].numel * sizeof(float);
     if (max_shard_bytes > 0 && total > max_shard_bytes) {
-        rc = save_sharded(e, dir, max_shard_bytes);
+        rc = save_sharded(e, P, dir, max_shard_bytes);
     } else {
         snprintf(path, sizeof path, "%s/model.safetensors", dir);
-        rc = write_params(e, path, 0, e->layout.n_params);
+        rc = write_params(e, P, path, 0, e->layout.n_params);
     }
     if (rc >= 0) {
         snprintf(path, sizeof path, "%s/config.json", dir);
         rc = bert_config_save(&e->bc, path);
     }
+    return rc;
+}
+
+int zt_engine_gather_params(zt_engine *e, float ***whole)
+{
+    float **tmp;
+    int rc = gather_all(e, &tmp);
+    if (rc < 0) {
+        free_gathered(e, tmp);
+        return rc;
+    }
+    *whole = tmp ? tmp : e->P;
+    return 0;
+}
+
+void zt_engine_free_gathered(zt_engine *e, float **whole)
+{
+    if (whole != e->P)
+        free_gathered(e, whole);
+}
+
+int zt_engine_save_model_ex(zt_engine *e, const char *dir, size_t max_shard_bytes)
+{
+    float **P = NULL;
+    int64_t failed;
+    int rc;
+    if (!e || !dir)
+        return zt_fail(ZT_E_INVAL, "zt_engine_save_model: NULL argument");
+    rc = zt_engine_gather_params(e, &P);
+    if (rc == 0 && e->comm.rank == 0)
+        rc = zt_engine_write_model(e, dir, P, max_shard_bytes);
+    if (P)
+        zt_engine_free_gathered(e, P);
+    failed = rc < 0;
+    if (e->comm.size > 1 && zt_comm_sum_i64(&e->comm, &failed) < 0)
+        return zt_engine_fail(e, ZT_E_MPI);
+    if (failed && rc == 0)
+        rc = zt_fail(ZT_E_MPI, "saving %s failed on rank 0", dir);
     return rc < 0 ? zt_engine_fail(e, rc) : 0;
+}
+
+int zt_engine_load_params(zt_engine *e, const char *dir)
+{
+    float **tmp = NULL;
+    int rc, nu = e->layout.n_units;
+    if (e->cfg.zero_stage < 3)
+        return zt_load_hf_weights(dir, &e->layout, e->P, e->alias_seen, e->cfg.seed);
+    if (!(tmp = calloc((size_t)nu, sizeof *tmp)))
+        return zt_fail(ZT_E_NOMEM, "out of memory");
+    rc = 0;
+    for (int u = 0; u < nu && rc == 0; u++)
+        if (!(tmp[u] = zt_mem_alloc(e->padded[u] * sizeof(float), ZT_ALIGN_PAGE, ZT_MEM_COMM)))
+            rc = ZT_E_NOMEM;
+    if (rc == 0)
+        rc = zt_load_hf_weights(dir, &e->layout, tmp, e->alias_seen, e->cfg.seed);
+    for (int u = 0; u < nu && rc == 0; u++) {
+        size_t s = e->padded[u] / (size_t)e->comm.size;
+        memcpy(e->Ps[u], tmp[u] + (size_t)e->comm.rank * s, s * sizeof(float));
+        if (e->persist[u])
+            memcpy(e->P[u], tmp[u], e->padded[u] * sizeof(float));
+    }
+    free_gathered(e, tmp);
+    return rc;
 }
 
 int zt_engine_save_model(zt_engine *e, const char *dir)

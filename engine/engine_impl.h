@@ -24,6 +24,12 @@ struct zt_engine {
     float *scratch[2];       /* stage 2: whole-unit gradient buffers lent to one unit at a time */
     float *rs_tmp;           /* stage 2: one micro-batch's shard before it is added */
     int accum_first;         /* stage 2: the next micro-batch is the step's first */
+#define ZT_POOL 3
+    float **Ps;              /* stage 3: this rank's shard of every unit's parameters */
+    float *pool[ZT_POOL];    /* stage 3: whole-unit parameter buffers lent to gathered units */
+    int pool_unit[ZT_POOL];  /* the unit holding each pool buffer, -1 = free */
+    int *gathered;           /* stage 3: per unit, how many users hold it gathered */
+    unsigned char *persist;  /* stage 3: kept gathered (smaller than persist_threshold) */
     unsigned char *alias_seen; /* per parameter: the checkpoint stored the tied alias */
     int64_t step;
     int have_logits;
@@ -31,6 +37,15 @@ struct zt_engine {
 
 /* Allocates the AdamW moments (zero) if they do not exist yet. */
 int zt_engine_ensure_moments(zt_engine *e);
+/* Writes whole-unit parameters P as a Hugging Face folder (not collective). */
+int zt_engine_write_model(zt_engine *e, const char *dir, float *const *P,
+                          size_t max_shard_bytes);
+/* *whole = whole-unit parameters: e->P, or in stage 3 gathered copies (collective) that
+ * zt_engine_free_gathered releases. */
+int zt_engine_gather_params(zt_engine *e, float ***whole);
+void zt_engine_free_gathered(zt_engine *e, float **whole);
+/* Loads Hugging Face weights from dir into the parameters (stage 3: into the shards). */
+int zt_engine_load_params(zt_engine *e, const char *dir);
 /* Copies the thread's last error into the engine and returns rc. */
 int zt_engine_fail(const zt_engine *e, int rc);
 

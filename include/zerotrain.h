@@ -254,9 +254,11 @@ typedef struct zt_config {
     const char *const *no_decay;
     int n_no_decay;
     /* ZeRO stage: 0 = everything replicated, 1 = optimizer state sharded, 2 = gradients
-     * too (reduce-scattered unit by unit during the backward pass). Stage 3 is not
-     * implemented yet. */
+     * too (reduce-scattered unit by unit during the backward pass), 3 = parameters too
+     * (each unit gathered just before its forward and backward, released after). */
     int zero_stage;
+    /* Stage 3: units of fewer floats than this stay gathered (0 = none). */
+    size_t persist_threshold;
 } zt_config;
 
 /* Fills defaults: AdamW lr 1e-4, betas (0.9, 0.999), eps 1e-8, wd 0.01, seed 42. */
@@ -343,6 +345,9 @@ typedef struct zt_engine_report {
     size_t buffer_bytes;           /* engine buffers beyond the formula (gradient shards of
                                     * stages 0-1, stage 2's whole-unit scratch) */
     size_t measured_state_bytes;   /* params + grads + optimizer allocated now */
+    double traffic_theory;         /* reduce-scatter + all-gather bytes per step over the
+                                    * parameter bytes: 2 for stages 0-2; 3 for stage 3 plus
+                                    * two more gathers of each tied unit (N > 1) */
     uint64_t collectives;          /* sequence number of the next collective */
     uint64_t coll_calls[3], coll_bytes[3];   /* by ZT_COLL_KIND_*; bytes: whole buffers */
     double coll_seconds[3];

@@ -551,8 +551,15 @@ static const float *bert_logits(const void *p, int64_t shape[3])
 
 static void bert_set_train(void *p, int train) { ((bert_model *)p)->train = train; }
 
+/* the MLM head's decoder is the word-embedding matrix of unit 0 */
+static int bert_tied_unit(const void *p, int u)
+{
+    return u == ((const bert_model *)p)->c.layers + 1 ? 0 : -1;
+}
+
 const zt_model_ops bert_ops = {
     .set_train = bert_set_train,
+    .tied_unit = bert_tied_unit,
     .prepare = bert_prepare,
     .forward_unit = bert_forward_unit,
     .loss = bert_loss,

@@ -57,6 +57,9 @@ typedef struct zt_model_ops {
     double (*loss)(void *m, float grad_scale);
     void (*backward_unit)(void *m, int u, float *const *P, float *const *G);
     const float *(*logits)(const void *m, int64_t shape[3]);
+    /* The other unit whose parameters unit u's forward and backward also use (tied
+     * weights), or -1. */
+    int (*tied_unit)(const void *m, int u);
     /* train = 0 turns dropout off (evaluation), 1 restores the configured behaviour. */
     void (*set_train)(void *m, int train);
     void (*destroy)(void *m);

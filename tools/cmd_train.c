@@ -393,12 +393,13 @@ int cmd_train(int argc, char **argv)
         die("%s", zt_engine_last_error(e));
         goto done;
     }
-    if (a.save && rank == 0) {
+    if (a.save) { /* collective: every rank takes part, rank 0 writes */
         if (zt_engine_save_model(e, a.save) < 0) {
             die("%s", zt_engine_last_error(e));
             goto done;
         }
-        fprintf(stderr, "saved the model to %s\n", a.save);
+        if (rank == 0)
+            fprintf(stderr, "saved the model to %s\n", a.save);
     }
     if (st.step > first_step) {
         zt_engine_report er;
@@ -409,7 +410,7 @@ int cmd_train(int argc, char **argv)
                     "model state per rank (stage %d, %d ranks): measured %zu bytes; formula %zu "
                     "+ buffers %zu = %zu\n"
                     "collectives per step: reduce-scatter %.0f bytes, all-gather %.0f bytes "
-                    "(%.2f x the %zu parameter bytes), %.3f s\n",
+                    "(%.2f x the %zu parameter bytes; theory %.2f x), %.3f s\n",
                     er.zero_stage, er.world_size, er.measured_state_bytes,
                     er.predicted_state_bytes, er.buffer_bytes,
                     er.predicted_state_bytes + er.buffer_bytes,
@@ -417,7 +418,8 @@ int cmd_train(int argc, char **argv)
                     (double)er.coll_bytes[1] / (double)steps_run,
                     (double)(er.coll_bytes[0] + er.coll_bytes[1]) / (double)steps_run /
                         (double)(er.params * 4),
-                    er.params * 4, (er.coll_seconds[0] + er.coll_seconds[1]) / (double)steps_run);
+                    er.params * 4, er.traffic_theory,
+                    (er.coll_seconds[0] + er.coll_seconds[1]) / (double)steps_run);
     }
     if (rank == 0 && st.step == first_step)
         fprintf(stderr, "zerotrain: step %" PRId64 " already reached; nothing to train\n", st.step);
