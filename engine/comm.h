@@ -10,12 +10,16 @@
 
 enum { ZT_COLL_REDUCE_SCATTER = 0, ZT_COLL_ALLGATHER, ZT_COLL_OTHER, ZT_COLL_KINDS };
 
+typedef struct zt_watchdog zt_watchdog;
+
 typedef struct zt_comm {
     MPI_Comm comm;   /* our duplicate, MPI_COMM_NULL when running without MPI */
     int rank, size;
     uint64_t seq;    /* collectives issued so far (their sequence numbers) */
     uint64_t calls[ZT_COLL_KINDS], bytes[ZT_COLL_KINDS]; /* bytes: whole-buffer payload */
     double seconds[ZT_COLL_KINDS];
+    int check;       /* compare (seq, op, count) across ranks before each collective */
+    zt_watchdog *wd; /* NULL: no timeout */
 } zt_comm;
 
 /* parent may be MPI_COMM_NULL: one rank, no MPI calls. Otherwise MPI must be initialised;
@@ -35,5 +39,7 @@ int zt_comm_sum_i64(zt_comm *c, int64_t *x);
 /* Rank 0 receives every rank's shard[n / size] into full[n] (others pass full = NULL). */
 int zt_comm_gather(zt_comm *c, const float *shard, float *full, size_t n);
 int zt_comm_barrier(zt_comm *c);
+/* Starts the watchdog (timeout > 0 seconds, more than one rank) and the desync check. */
+int zt_comm_watch(zt_comm *c, double timeout, int check);
 
 #endif

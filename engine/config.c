@@ -80,7 +80,7 @@ enum {
     K_AC, K_AC_PARTITION, K_AC_CPU, K_AC_CONTIG, K_AC_NUMBER, K_AC_SYNC, K_AC_PROFILE,
     K_AIO, K_AIO_BLOCK, K_AIO_QDEPTH, K_AIO_INTRA, K_AIO_THREADS, K_AIO_SINGLE, K_AIO_OVERLAP,
     K_FP16, K_FP16_ON, K_BF16, K_BF16_ON, K_BFLOAT16, K_BFLOAT16_ON,
-    K_ZT, K_ZT_NO_DECAY, K_ZT_THREADS, K_ZT_SEED,
+    K_ZT, K_ZT_NO_DECAY, K_ZT_THREADS, K_ZT_SEED, K_ZT_COLL_TIMEOUT, K_ZT_CHECK_COLL,
     K_NAMED
 };
 
@@ -312,6 +312,14 @@ static const key keys[] = {
     [K_ZT_SEED] = {"zerotrain.seed", T_SEED, C_APPLIED, A_NO, 0, 42, 0, 0,
         .doc = "Random seed (initialisation, dropout); an integer, or a decimal string for "
                "values above 2^53."},
+    [K_ZT_COLL_TIMEOUT] = {"zerotrain.collective_timeout", T_NUM, C_APPLIED, A_NO, 0, 300, 0,
+        INFINITY, .doc = "Seconds a collective may take before the rank logs rank, sequence "
+                         "number and operation and calls the hang handler (default MPI_Abort); "
+                         "0 = no watchdog."},
+    [K_ZT_CHECK_COLL] = {"zerotrain.check_collectives", T_BOOL, C_APPLIED, A_NO, 0, 0, 0, 0,
+        .doc = "Before each collective, compare (sequence, operation, count) across ranks and "
+               "stop at the first mismatch naming both sides (debugging; costs one small "
+               "all-gather per collective)."},
 
     /* DeepSpeed keys that do not apply here (rows after K_NAMED have no name) */
     [K_NAMED] = {"wall_clock_breakdown", T_ANY, C_IGNORED, .doc = "zerotrain has no per-phase "
@@ -1390,6 +1398,9 @@ static void resolve(ctx *x, int world, int64_t total_steps, resolved *r)
         s->seed_given = 1;
     }
     s->threads = GIVEN(K_ZT_THREADS) ? (int)NUM(K_ZT_THREADS) : 0;
+    s->collective_timeout = GIVEN(K_ZT_COLL_TIMEOUT) ? NUM(K_ZT_COLL_TIMEOUT)
+                                                     : keys[K_ZT_COLL_TIMEOUT].def;
+    s->check_collectives = GIVEN(K_ZT_CHECK_COLL) ? (int)NUM(K_ZT_CHECK_COLL) : 0;
     r->no_decay = GIVEN(K_ZT_NO_DECAY) ? x->v[K_ZT_NO_DECAY].node : NULL;
     s->n_no_decay = r->no_decay ? cJSON_GetArraySize(r->no_decay) : -1;
 }

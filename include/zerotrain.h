@@ -210,6 +210,8 @@ typedef struct zt_train_settings {
     int n_no_decay;                /* zerotrain.no_decay patterns; -1 = the default (biases
                                     * and LayerNorm weights) */
     int threads;                   /* zerotrain.threads, 0 = all cores */
+    double collective_timeout;     /* zerotrain.collective_timeout, seconds, 0 = off */
+    int check_collectives;         /* zerotrain.check_collectives */
 } zt_train_settings;
 
 typedef struct zt_train_config zt_train_config;
@@ -259,7 +261,19 @@ typedef struct zt_config {
     int zero_stage;
     /* Stage 3: units of fewer floats than this stay gathered (0 = none). */
     size_t persist_threshold;
+    /* Seconds a collective may take before the hang handler runs (0 = no watchdog), and
+     * whether to compare (sequence, operation, count) across ranks before each one. */
+    double collective_timeout;
+    int check_collectives;
 } zt_config;
+
+/* A collective that does not complete cannot be returned from: after logging, the engine
+ * calls this handler (default: MPI_Abort on the engine's communicator, exit code 75). This
+ * is the library's one exception to "never abort"; a host program may install its own
+ * (called on the watchdog thread; it should not return). NULL restores the default. */
+typedef void (*zt_hang_fn)(const char *message, void *user);
+ZT_API void zt_hang_handler_set(zt_hang_fn fn, void *user);
+
 
 /* Fills defaults: AdamW lr 1e-4, betas (0.9, 0.999), eps 1e-8, wd 0.01, seed 42. */
 ZT_API void zt_config_init(zt_config *cfg);

@@ -12,8 +12,8 @@
 
 typedef struct train_args {
     const char *config, *model, *data, *seq, *steps, *ckpt_dir, *ckpt_every, *keep, *save,
-        *seed, *metrics, *eval_data, *eval_every, *eval_samples, *threads;
-    int resume;
+        *seed, *metrics, *eval_data, *eval_every, *eval_samples, *threads, *timeout;
+    int resume, check_coll;
 } train_args;
 
 static char *read_text(const char *path)
@@ -123,7 +123,7 @@ int cmd_train(int argc, char **argv)
         {"--save-model", &a.save},       {"--seed", &a.seed},
         {"--metrics", &a.metrics},       {"--eval-data", &a.eval_data},
         {"--eval-every", &a.eval_every}, {"--eval-samples", &a.eval_samples},
-        {"--threads", &a.threads},
+        {"--threads", &a.threads},       {"--collective-timeout", &a.timeout},
     };
     long steps = 100, seq = 128, ckpt_every = 0, keep = 0, eval_every = 0, eval_samples = 256,
          threads = -1, seed = -1;
@@ -148,6 +148,8 @@ int cmd_train(int argc, char **argv)
     for (int i = 0; i < argc; i++) {
         if (strcmp(argv[i], "--resume") == 0)
             a.resume = 1;
+        else if (strcmp(argv[i], "--check-collectives") == 0)
+            a.check_coll = 1;
         else
             argv[n++] = argv[i];
     }
@@ -231,6 +233,16 @@ int cmd_train(int argc, char **argv)
     cfg.weight_decay = ts->weight_decay;
     cfg.grad_clip = ts->grad_clip;
     cfg.zero_stage = ts->zero_stage;
+    cfg.collective_timeout = ts->collective_timeout;
+    cfg.check_collectives = ts->check_collectives || a.check_coll;
+    if (a.timeout) {
+        double tmo;
+        if (parse_float(a.timeout, "--collective-timeout", 0, 1e9, &tmo)) {
+            rc = 2;
+            goto done;
+        }
+        cfg.collective_timeout = tmo;
+    }
     if (ts->n_no_decay >= 0) {
         if (!(no_decay = calloc((size_t)ts->n_no_decay + 1, sizeof *no_decay))) {
             die("out of memory");

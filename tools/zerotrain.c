@@ -24,6 +24,7 @@ static void usage(FILE *f)
             "           [--seq-len T] [--steps N] [--seed S] [--threads N]\n"
             "           [--checkpoint-dir D] [--checkpoint-every K] [--keep K] [--resume]\n"
             "           [--save-model DIR] [--metrics FILE]\n"
+            "           [--collective-timeout SECONDS] [--check-collectives]\n"
             "           [--eval-data DIR --eval-every K [--eval-samples N]]\n"
             "           masked-LM training (presets: bert-tiny, bert-mini, bert-small,\n"
             "           bert-medium, bert-base, bert-large)\n"
@@ -69,8 +70,14 @@ int main(int argc, char **argv)
             continue;
         if (!commands[i].needs_mpi)
             return commands[i].run(argc - 2, argv + 2);
-        if (MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
+        /* the collective watchdog may call MPI_Abort from its own thread */
+        if (MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS)
             return die("MPI_Init_thread failed");
+        if (provided < MPI_THREAD_MULTIPLE) {
+            MPI_Finalize();
+            return die("this MPI library does not provide MPI_THREAD_MULTIPLE (provided level "
+                       "%d), which the collective watchdog needs", provided);
+        }
         rc = commands[i].run(argc - 2, argv + 2);
         MPI_Finalize();
         return rc;
