@@ -149,12 +149,25 @@ static int reduce_unit(zt_engine *e, int u)
  * while a forward or backward pass uses it, and released after. Units smaller than
  * persist_threshold floats stay gathered. Below stage 3 gather/release do nothing. */
 
+/* floats of pool buffer i: slot 0 holds unit 0, the others any other unit */
+static size_t pool_len(const zt_engine *e, int i)
+{
+    size_t m = 0;
+    if (i == 0)
+        return e->padded[0];
+    for (int u = 1; u < e->layout.n_units; u++)
+        m = e->padded[u] > m ? e->padded[u] : m;
+    return m;
+}
+
 static int gather_unit(zt_engine *e, int u)
 {
     int slot = -1, rc;
     if (e->cfg.zero_stage < 3 || e->persist[u] || e->gathered[u]++ > 0)
         return 0;
-    for (int i = 0; i < ZT_POOL && slot < 0; i++)
+    /* slot 0 is sized for unit 0 (the embeddings, often the largest and tied to the head),
+     * the others for the largest of the rest */
+    for (int i = u == 0 ? 0 : 1; i < (u == 0 ? 1 : ZT_POOL) && slot < 0; i++)
         if (e->pool_unit[i] < 0)
             slot = i;
     if (slot < 0) /* a programming error: more units in use at once than the pool holds */
@@ -204,7 +217,6 @@ static void free_gathered(zt_engine *e, float **tmp)
 /* After P holds whole units (init or load): keep this rank's shards, drop the rest. */
 static int shard_params(zt_engine *e)
 {
-    size_t m = max_padded(e);
     int nu = e->layout.n_units;
     if (!e->Ps && !(e->Ps = alloc_units(e, ZT_MEM_PARAMS, 1)))
         return ZT_E_NOMEM;
@@ -222,8 +234,8 @@ static int shard_params(zt_engine *e)
     }
     for (int i = 0; i < ZT_POOL; i++) {
         e->pool_unit[i] = -1;
-        if (!e->pool[i] && !(e->pool[i] = zt_mem_alloc(m * sizeof(float), ZT_ALIGN_PAGE,
-                                                        ZT_MEM_PARAMS)))
+        if (!e->pool[i] && !(e->pool[i] = zt_mem_alloc(pool_len(e, i) * sizeof(float),
+                                                        ZT_ALIGN_PAGE, ZT_MEM_PARAMS)))
             return ZT_E_NOMEM;
     }
     return 0;
@@ -333,7 +345,7 @@ void zt_engine_destroy(zt_engine *e)
                 zt_mem_free(e->P[u], e->padded[u] * sizeof(float), ZT_MEM_PARAMS);
         free(e->P);
         for (int i = 0; i < ZT_POOL; i++)
-            zt_mem_free(e->pool[i], max_padded(e) * sizeof(float), ZT_MEM_PARAMS);
+            zt_mem_free(e->pool[i], pool_len(e, i) * sizeof(float), ZT_MEM_PARAMS);
         free_units(e, e->Ps, ZT_MEM_PARAMS, 1);
         free(e->gathered);
         free(e->persist);
@@ -675,7 +687,8 @@ int zt_engine_report_get(const zt_engine *e, zt_engine_report *o)
         o->buffer_bytes = P / N * F;
     o->traffic_theory = N > 1 ? 2.0 : 0.0;
     if (e->cfg.zero_stage >= 3) {
-        o->buffer_bytes += ZT_POOL * max_padded(e) * F;
+        for (int i = 0; i < ZT_POOL; i++)
+            o->buffer_bytes += pool_len(e, i) * F;
         for (int u = 0; u < e->layout.n_units; u++) {
             int t = e->ops->tied_unit(e->model, u);
             if (e->persist[u])
