@@ -8,18 +8,8 @@ set -u
 ZT=${1:-build/zerotrain}
 FIX=${ZT_FIXTURES:-tests/fixtures}/bert-tiny
 PY=/usr/bin/python3
-T=$(mktemp -d /tmp/zt_train.XXXXXX)
-trap 'rm -rf "$T"' EXIT
-pass=0; fail=0
-ok()  { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
-
-# a tiny model with dropout on (so determinism covers the dropout masks too)
-mkdir -p "$T/model"
-cp "$FIX/model.safetensors" "$T/model/"
-sed -e 's/"hidden_dropout_prob": 0.0/"hidden_dropout_prob": 0.1/' \
-    -e 's/"attention_probs_dropout_prob": 0.0/"attention_probs_dropout_prob": 0.1/' \
-    "$FIX/config.json" >"$T/model/config.json"
+SUITE=train . "$(dirname "$0")/lib.sh"
+dropout_model "$T/model"
 cat >"$T/ds.json" <<'EOF'
 {
   "train_micro_batch_size_per_gpu": 2,

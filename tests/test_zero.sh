@@ -8,18 +8,9 @@ set -u
 ZT=${1:-build/zerotrain}
 FIX=${ZT_FIXTURES:-tests/fixtures}/bert-tiny
 PY=/usr/bin/python3
-T=$(mktemp -d /tmp/zt_zero.XXXXXX)
-trap 'rm -rf "$T"' EXIT
+SUITE=zero . "$(dirname "$0")/lib.sh"
 MPI="mpirun --allow-run-as-root --oversubscribe"
-pass=0; fail=0
-ok()  { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
-
-mkdir -p "$T/model"
-cp "$FIX/model.safetensors" "$T/model/"
-sed -e 's/"hidden_dropout_prob": 0.0/"hidden_dropout_prob": 0.1/' \
-    -e 's/"attention_probs_dropout_prob": 0.0/"attention_probs_dropout_prob": 0.1/' \
-    "$FIX/config.json" >"$T/model/config.json"
+dropout_model "$T/model"
 cfg() { # NAME STAGE MICRO BATCH
     echo "{\"train_batch_size\": $4, \"train_micro_batch_size_per_gpu\": $3,
            \"zero_optimization\": {\"stage\": $2}, \"steps_per_print\": 1,

@@ -1,0 +1,18 @@
+# lib.sh - shared by the shell test suites: a temporary folder removed on exit, pass/fail
+# counting, and the tiny fixture BERT with dropout switched on. Source it; it sets T.
+T=$(mktemp -d "/tmp/zt_${SUITE:-test}.XXXXXX")
+trap 'rm -rf "$T"' EXIT
+pass=0; fail=0
+ok()  { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+
+# dropout_model DIR: the bert-tiny fixture with hidden and attention dropout 0.1, so that
+# determinism checks cover the dropout masks too
+dropout_model() {
+    local fix=${ZT_FIXTURES:-tests/fixtures}/bert-tiny
+    mkdir -p "$1"
+    cp "$fix/model.safetensors" "$1/"
+    sed -e 's/"hidden_dropout_prob": 0.0/"hidden_dropout_prob": 0.1/' \
+        -e 's/"attention_probs_dropout_prob": 0.0/"attention_probs_dropout_prob": 0.1/' \
+        "$fix/config.json" >"$1/config.json"
+}
