@@ -699,8 +699,6 @@ int zt_engine_report_get(const zt_engine *e, zt_engine_report *o)
         if (N > 1)
             o->traffic_theory += 1.0;
     }
-    if (!e->M) /* the moments appear at the first step */
-        o->predicted_state_bytes -= (e->cfg.zero_stage >= 1 ? 8 * P / N : 8 * P);
     zt_memory_report(&m);
     o->measured_state_bytes = m.current[ZT_MEM_PARAMS] + m.current[ZT_MEM_GRADS] +
                               m.current[ZT_MEM_OPTIMIZER];

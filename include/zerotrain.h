@@ -358,7 +358,8 @@ typedef struct zt_engine_report {
     size_t predicted_state_bytes;  /* stage 0: 16P, 1: 8P + 8P/N, 2: 4P + 12P/N, 3: 16P/N */
     size_t buffer_bytes;           /* engine buffers beyond the formula (gradient shards of
                                     * stages 0-1, stage 2's whole-unit scratch) */
-    size_t measured_state_bytes;   /* params + grads + optimizer allocated now */
+    size_t measured_state_bytes;   /* params + grads + optimizer allocated now (the AdamW
+                                    * moments appear at the first step) */
     double traffic_theory;         /* reduce-scatter + all-gather bytes per step over the
                                     * parameter bytes: 2 for stages 0-2; 3 for stage 3 plus
                                     * two more gathers of each tied unit (N > 1) */

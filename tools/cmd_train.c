@@ -312,6 +312,14 @@ int cmd_train(int argc, char **argv)
             die("out of memory");
             goto done;
         }
+    if (rank == 0) {
+        zt_engine_report er;
+        zt_engine_report_get(e, &er);
+        fprintf(stderr, "model state per rank predicted (stage %d, %d ranks): %.1f MiB by the "
+                        "formula + %.1f MiB of buffers\n",
+                er.zero_stage, er.world_size, er.predicted_state_bytes / 1048576.0,
+                er.buffer_bytes / 1048576.0);
+    }
     if (rank == 0)
         fprintf(stderr, "zerotrain %s: BERT L%d H%d A%d V%d, %zu parameters; steps %" PRId64
                         "..%ld, batch %d = %d x %d x %d ranks, seq %ld, %s\n",
