@@ -21,8 +21,8 @@
 #include <xxhash.h>
 
 #define MANIFEST "manifest.json"
-static const char *const ckpt_files[] = {"model.safetensors", "config.json",
-                                         "optimizer.safetensors", "state.json",
+/* written by rank 0; every rank r also writes rank-<r>.safetensors (its optimizer shards) */
+static const char *const ckpt_files[] = {"model.safetensors", "config.json", "state.json",
                                          "train_config.json"};
 #define N_FILES (int)(sizeof ckpt_files / sizeof ckpt_files[0])
 
@@ -160,61 +160,71 @@ static int write_text(const char *dir, const char *name, const char *text)
     return 0;
 }
 
-/* M, V: whole-unit moment buffers (gathered from the shards when they are sharded) */
-static int write_optimizer(zt_engine *e, float *const *M, float *const *V, const char *dir)
+/* This rank's slice of every unit's AdamW moments: "exp_avg.<unit>" and "exp_avg_sq.<unit>",
+ * [padded / N] floats each, slice r of the padded unit (stage 0 keeps whole units and
+ * writes its slice of them, so the files look the same at every stage). */
+static int write_rank_file(zt_engine *e, const char *dir)
 {
-    char path[4096], step[32];
-    int n = e->layout.n_params, rc;
-    zt_tensor_view *v = calloc((size_t)(2 * n), sizeof *v);
-    char **names = calloc((size_t)(2 * n), sizeof *names);
+    char path[4096], name[32], meta_v[3][32];
+    int nu = e->layout.n_units, N = e->comm.size, r = e->comm.rank, rc = 0;
+    zt_tensor_view *v = calloc((size_t)(2 * nu), sizeof *v);
+    char **names = calloc((size_t)(2 * nu), sizeof *names);
     if (!v || !names) {
-        free(v);
-        free(names);
-        return zt_fail(ZT_E_NOMEM, "out of memory");
+        rc = zt_fail(ZT_E_NOMEM, "out of memory");
+        goto out;
     }
-    for (int i = 0; i < 2 * n; i++) {
-        const zt_param_def *d = &e->layout.params[i % n];
-        float *const *buf = i < n ? M : V;
-        if (asprintf(&names[i], "%s.%s", i < n ? "exp_avg" : "exp_avg_sq", d->name) < 0) {
+    for (int i = 0; i < 2 * nu; i++) {
+        int u = i % nu;
+        size_t s = e->padded[u] / (size_t)N;
+        float *const *buf = i < nu ? e->M : e->V;
+        if (asprintf(&names[i], "%s.%s", i < nu ? "exp_avg" : "exp_avg_sq",
+                     e->layout.units[u].name) < 0) {
             names[i] = NULL;
             rc = zt_fail(ZT_E_NOMEM, "out of memory");
             goto out;
         }
-        v[i] = (zt_tensor_view){names[i], ZT_F32, d->ndim, {0}, buf[d->unit] + d->offset};
-        for (int k = 0; k < d->ndim; k++)
-            v[i].shape[k] = d->shape[k];
+        v[i] = (zt_tensor_view){names[i], ZT_F32, 1, {(int64_t)s},
+                                buf[u] + (e->cfg.zero_stage >= 1 ? 0 : (size_t)r * s)};
     }
-    snprintf(step, sizeof step, "%" PRId64, e->step);
-    snprintf(path, sizeof path, "%s/optimizer.safetensors", dir);
+    snprintf(meta_v[0], sizeof meta_v[0], "%d", r);
+    snprintf(meta_v[1], sizeof meta_v[1], "%d", N);
+    snprintf(meta_v[2], sizeof meta_v[2], "%" PRId64, e->step);
+    snprintf(name, sizeof name, "rank-%05d.safetensors", r);
+    snprintf(path, sizeof path, "%s/%s", dir, name);
     {
-        const char *meta[] = {"optimizer", "AdamW", "step", step};
-        fault_point("before", "optimizer.safetensors");
-        rc = zt_safetensors_write(path, v, 2 * n, meta, 2);
-        fault_point("after", "optimizer.safetensors");
+        const char *meta[] = {"rank", meta_v[0], "world_size", meta_v[1], "step", meta_v[2]};
+        fault_point("before", name);
+        rc = zt_safetensors_write(path, v, 2 * nu, meta, 3);
+        fault_point("after", name);
     }
 out:
-    for (int i = 0; i < 2 * n; i++)
+    for (int i = 0; names && i < 2 * nu; i++)
         free(names[i]);
     free(names);
     free(v);
     return rc;
 }
 
-static int write_manifest(const char *dir)
+static int write_manifest(const char *dir, int world)
 {
     cJSON *m = cJSON_CreateObject(), *files = cJSON_AddArrayToObject(m, "files");
-    char path[4096], hex[17], *text = NULL;
+    char path[4096], hex[17], *text = NULL, fname[64];
     int rc = 0;
     cJSON_AddStringToObject(m, "format", "zerotrain-checkpoint");
-    cJSON_AddNumberToObject(m, "version", 1);
-    for (int i = 0; i < N_FILES && rc == 0; i++) {
+    cJSON_AddNumberToObject(m, "version", 2);
+    cJSON_AddNumberToObject(m, "world_size", world);
+    for (int i = 0; i < N_FILES + world && rc == 0; i++) {
         uint64_t h, bytes;
-        snprintf(path, sizeof path, "%s/%s", dir, ckpt_files[i]);
+        if (i < N_FILES)
+            snprintf(fname, sizeof fname, "%s", ckpt_files[i]);
+        else
+            snprintf(fname, sizeof fname, "rank-%05d.safetensors", i - N_FILES);
+        snprintf(path, sizeof path, "%s/%s", dir, fname);
         if ((rc = hash_file(path, &h, &bytes)) < 0)
             break;
         cJSON *f = cJSON_CreateObject();
         snprintf(hex, sizeof hex, "%016" PRIx64, h);
-        cJSON_AddStringToObject(f, "name", ckpt_files[i]);
+        cJSON_AddStringToObject(f, "name", fname);
         cJSON_AddNumberToObject(f, "bytes", (double)bytes);
         cJSON_AddStringToObject(f, "xxh64", hex);
         cJSON_AddItemToArray(files, f);
@@ -240,113 +250,95 @@ static void prune(const char *root, int keep)
     free(steps);
 }
 
-static int save_rank0(zt_engine *e, float *const *P, float *const *M, float *const *V,
-                      const char *root, const zt_train_state *st, const char *train_config,
-                      int keep)
+/* Every rank learns whether any rank failed; a rank that did not fail itself reports it. */
+static int agree(zt_engine *e, int rc, const char *what)
 {
-    char tmp[4096], final[4096], old[4096], text[512];
+    int64_t failed = rc < 0;
+    if (e->comm.size > 1 && zt_comm_sum_i64(&e->comm, &failed) < 0)
+        return ZT_E_MPI;
+    if (failed && rc == 0)
+        rc = zt_fail(ZT_E_MPI, "%s failed on another rank", what);
+    return rc;
+}
+
+/* Rank 0, after every rank file is written: the model, state, config and manifest, then
+ * the rename that commits the checkpoint. */
+static int commit_rank0(zt_engine *e, float *const *P, const char *root, const char *tmp,
+                        const char *final, const char *old, const zt_train_state *st,
+                        const char *train_config, int keep)
+{
+    char text[512];
     struct stat sb;
     int rc;
-    if ((rc = zt_mkdirs(root)) < 0)
-        return zt_engine_fail(e, rc);
-    snprintf(tmp, sizeof tmp, "%s/.tmp-step-%" PRId64, root, st->step);
-    snprintf(final, sizeof final, "%s/step-%" PRId64, root, st->step);
-    snprintf(old, sizeof old, "%s/.old-step-%" PRId64, root, st->step);
-    remove_dir(tmp); /* left by a save that died */
-    if (mkdir(tmp, 0755) != 0)
-        return zt_engine_fail(e, zt_fail(-errno, "%s: %s", tmp, strerror(errno)));
     fault_point("before", "model.safetensors");
     if ((rc = zt_engine_write_model(e, tmp, P, (size_t)5000000000u)) < 0)
-        goto fail;
+        return rc;
     fault_point("after", "model.safetensors");
     snprintf(text, sizeof text,
-             "{\n  \"format\": \"zerotrain-train-state\",\n  \"version\": 1,\n"
+             "{\n  \"format\": \"zerotrain-train-state\",\n  \"version\": 2,\n"
              "  \"step\": %" PRId64 ",\n  \"samples\": %" PRIu64 ",\n  \"seed\": %" PRIu64
-             ",\n  \"world_size\": %d\n}\n",
-             st->step, st->samples, st->seed, e->comm.size);
-    if ((rc = write_optimizer(e, M, V, tmp)) < 0 || (rc = write_text(tmp, "state.json", text)) < 0 ||
+             ",\n  \"world_size\": %d,\n  \"zero_stage\": %d\n}\n",
+             st->step, st->samples, st->seed, e->comm.size, e->cfg.zero_stage);
+    if ((rc = write_text(tmp, "state.json", text)) < 0 ||
         (rc = write_text(tmp, "train_config.json", train_config ? train_config : "{}\n")) < 0 ||
-        (rc = write_manifest(tmp)) < 0 || (rc = fsync_path(tmp)) < 0)
-        goto fail;
-    /* commit: move an existing folder of the same step aside, rename, sync the root */
+        (rc = write_manifest(tmp, e->comm.size)) < 0 || (rc = fsync_path(tmp)) < 0)
+        return rc;
     remove_dir(old);
-    if (stat(final, &sb) == 0 && rename(final, old) != 0) {
-        rc = zt_fail(-errno, "%s: cannot move aside: %s", final, strerror(errno));
-        goto fail;
-    }
+    if (stat(final, &sb) == 0 && rename(final, old) != 0)
+        return zt_fail(-errno, "%s: cannot move aside: %s", final, strerror(errno));
     fault_point("before", "rename");
     if (rename(tmp, final) != 0) {
         rc = zt_fail(-errno, "%s: rename: %s", final, strerror(errno));
         rename(old, final);
-        goto fail;
+        return rc;
     }
     fault_point("after", "rename");
     if ((rc = fsync_path(root)) < 0)
-        return zt_engine_fail(e, rc);
+        return rc;
     remove_dir(old);
     if (keep > 0)
         prune(root, keep);
     return 0;
-fail:
-    zt_fail_wrap(rc, "saving checkpoint %s", final);
-    remove_dir(tmp);
-    return zt_engine_fail(e, rc);
 }
 
-/* Every rank calls this. With sharded moments (stage >= 1, N > 1) rank 0 gathers them into
- * whole units; rank 0 writes the folder; every rank returns rank 0's result. */
+/* Every rank calls this: rank 0 makes the hidden folder, every rank writes its own
+ * optimizer shards into it, rank 0 adds the model (gathered in stage 3), the state and the
+ * manifest and renames it into place. The folder must be on storage every rank sees. */
 int zt_checkpoint_save(zt_engine *e, const char *root, const zt_train_state *st,
                        const char *train_config, int keep)
 {
-    int N, rc = 0, nu, sharded;
-    float **M = NULL, **V = NULL;
-    int64_t failed;
+    char tmp[4096], final[4096], old[4096];
+    float **P = NULL;
+    int rc = 0, r;
     if (!e || !root || !st)
         return zt_fail(ZT_E_INVAL, "zt_checkpoint_save: NULL argument");
     ZT_TRY(zt_engine_ensure_moments(e));
-    N = e->comm.size;
-    nu = e->layout.n_units;
-    sharded = N > 1 && e->cfg.zero_stage >= 1;
-    if (sharded) {
-        M = calloc((size_t)nu, sizeof *M);
-        V = calloc((size_t)nu, sizeof *V);
-        for (int u = 0; rc == 0 && u < nu; u++) {
-            size_t n = e->padded[u];
-            if (e->comm.rank == 0 &&
-                (!(M[u] = zt_mem_alloc(n * sizeof(float), ZT_ALIGN_PAGE, ZT_MEM_COMM)) ||
-                 !(V[u] = zt_mem_alloc(n * sizeof(float), ZT_ALIGN_PAGE, ZT_MEM_COMM))))
-                rc = ZT_E_NOMEM;
-            /* every rank takes part in the gathers, even after a local failure */
-            int r1 = zt_comm_gather(&e->comm, e->M[u], M ? M[u] : NULL, n);
-            int r2 = zt_comm_gather(&e->comm, e->V[u], V ? V[u] : NULL, n);
-            if (rc == 0)
-                rc = r1 < 0 ? r1 : r2;
-        }
+    r = e->comm.rank;
+    snprintf(tmp, sizeof tmp, "%s/.tmp-step-%" PRId64, root, st->step);
+    snprintf(final, sizeof final, "%s/step-%" PRId64, root, st->step);
+    snprintf(old, sizeof old, "%s/.old-step-%" PRId64, root, st->step);
+    if (r == 0 && (rc = zt_mkdirs(root)) == 0) {
+        remove_dir(tmp); /* left by a save that died */
+        if (mkdir(tmp, 0755) != 0)
+            rc = zt_fail(-errno, "%s: %s", tmp, strerror(errno));
     }
-    float **P = NULL;
-    int prc = zt_engine_gather_params(e, &P); /* collective in stage 3 */
-    if (rc == 0)
-        rc = prc;
-    if (e->comm.rank == 0 && rc == 0)
-        rc = save_rank0(e, P, sharded ? M : e->M, sharded ? V : e->V, root, st, train_config,
-                        keep);
-    if (P)
-        zt_engine_free_gathered(e, P);
-    if (sharded) {
-        for (int u = 0; u < nu; u++) {
-            zt_mem_free(M[u], e->padded[u] * sizeof(float), ZT_MEM_COMM);
-            zt_mem_free(V[u], e->padded[u] * sizeof(float), ZT_MEM_COMM);
-        }
-        free(M);
-        free(V);
+    if ((rc = agree(e, rc, "creating the checkpoint folder")) == 0)
+        rc = agree(e, write_rank_file(e, tmp), "writing optimizer shards");
+    if (rc == 0) {
+        int prc = zt_engine_gather_params(e, &P); /* collective in stage 3 */
+        if (prc == 0 && r == 0)
+            prc = commit_rank0(e, P, root, tmp, final, old, st, train_config, keep);
+        if (P)
+            zt_engine_free_gathered(e, P);
+        rc = agree(e, prc, "committing the checkpoint");
     }
-    failed = rc < 0;
-    if (N > 1 && zt_comm_sum_i64(&e->comm, &failed) < 0)
-        return zt_engine_fail(e, ZT_E_MPI);
-    if (failed && rc == 0)
-        rc = zt_engine_fail(e, zt_fail(ZT_E_MPI, "saving checkpoint in %s failed on rank 0",
-                                       root));
-    return rc;
+    if (rc < 0) {
+        zt_fail_wrap(rc, "saving checkpoint %s", final);
+        if (r == 0)
+            remove_dir(tmp);
+        return zt_engine_fail(e, rc);
+    }
+    return 0;
 }
 
 int zt_checkpoint_verify(const char *dir)
@@ -393,17 +385,24 @@ int zt_checkpoint_verify(const char *dir)
         }
         seen++;
     }
-    if (rc == 0 && seen != N_FILES)
-        rc = zt_fail(ZT_E_FORMAT, "%s/%s: lists %d files, expected %d", dir, MANIFEST, seen,
-                     N_FILES);
+    for (int i = 0; rc == 0 && i < N_FILES; i++) {
+        int listed = 0;
+        cJSON_ArrayForEach(f, files) {
+            const cJSON *nm = cJSON_GetObjectItemCaseSensitive(f, "name");
+            listed |= cJSON_IsString(nm) && strcmp(nm->valuestring, ckpt_files[i]) == 0;
+        }
+        if (!listed)
+            rc = zt_fail(ZT_E_FORMAT, "%s/%s: does not list %s", dir, MANIFEST, ckpt_files[i]);
+    }
+    (void)seen;
     cJSON_Delete(m);
     return rc;
 }
 
-static int read_state(const char *dir, zt_train_state *st)
+static int read_state(const char *dir, zt_train_state *st, int *world)
 {
     char path[4096], *text;
-    cJSON *o, *s, *g, *sd;
+    cJSON *o, *s, *g, *sd, *w;
     snprintf(path, sizeof path, "%s/state.json", dir);
     ZT_TRY(zt_file_read_all(path, 1u << 20, &text, NULL));
     o = cJSON_Parse(text);
@@ -411,59 +410,65 @@ static int read_state(const char *dir, zt_train_state *st)
     s = cJSON_GetObjectItemCaseSensitive(o, "step");
     g = cJSON_GetObjectItemCaseSensitive(o, "samples");
     sd = cJSON_GetObjectItemCaseSensitive(o, "seed");
-    if (!cJSON_IsNumber(s) || !cJSON_IsNumber(g) || !cJSON_IsNumber(sd) || s->valuedouble < 0) {
+    w = cJSON_GetObjectItemCaseSensitive(o, "world_size");
+    if (!cJSON_IsNumber(s) || !cJSON_IsNumber(g) || !cJSON_IsNumber(sd) || !cJSON_IsNumber(w) ||
+        s->valuedouble < 0 || w->valuedouble < 1 || w->valuedouble > 1 << 20) {
         cJSON_Delete(o);
-        return zt_fail(ZT_E_FORMAT, "%s: missing step, samples or seed", path);
+        return zt_fail(ZT_E_FORMAT, "%s: missing or bad step, samples, seed or world_size", path);
     }
     /* cJSON keeps numbers as doubles: exact below 2^53, far beyond any step count */
     st->step = (int64_t)s->valuedouble;
     st->samples = (uint64_t)g->valuedouble;
     st->seed = (uint64_t)sd->valuedouble;
+    *world = (int)w->valuedouble;
     cJSON_Delete(o);
     return 0;
 }
 
-static int read_optimizer(zt_engine *e, const char *dir)
+/* The moments saved by world0 ranks (rank k: slice k of each unit padded for world0) into
+ * this engine's layout: whole units (stage 0) or this rank's slice of the units padded for
+ * the current world size. Only the first numel floats of a unit carry data; the rest is
+ * padding and stays zero. */
+static int read_optimizer(zt_engine *e, const char *dir, int world0)
 {
     char path[4096], name[ZT_NAME_MAX + 16];
-    zt_safetensors *f;
-    int rc;
-    snprintf(path, sizeof path, "%s/optimizer.safetensors", dir);
-    ZT_TRY(zt_safetensors_open(path, &f));
-    for (int i = 0; i < 2 * e->layout.n_params; i++) {
-        const zt_param_def *d = &e->layout.params[i % e->layout.n_params];
-        float *const *buf = i < e->layout.n_params ? e->M : e->V;
-        zt_tensor_info t;
-        snprintf(name, sizeof name, "%s.%s", i < e->layout.n_params ? "exp_avg" : "exp_avg_sq",
-                 d->name);
-        if (zt_safetensors_find(f, name, &t) < 0) {
-            rc = zt_fail(ZT_E_FORMAT, "%s: no tensor \"%s\"", path, name);
-            goto out;
-        }
-        if (e->comm.size > 1 && e->cfg.zero_stage >= 1) {
-            /* this rank keeps the part of the tensor that falls in its shard of the unit */
-            size_t s = e->padded[d->unit] / (size_t)e->comm.size, lo = (size_t)e->comm.rank * s;
-            size_t a = d->offset > lo ? d->offset : lo;
-            size_t b = d->offset + d->numel < lo + s ? d->offset + d->numel : lo + s;
-            float *tmp = malloc(d->numel * sizeof(float));
-            if (!tmp) {
-                rc = zt_fail(ZT_E_NOMEM, "out of memory");
-                goto out;
-            }
-            if ((rc = zt_tensor_to_f32(&t, tmp, d->numel)) == 0 && a < b)
-                memcpy(buf[d->unit] + (a - lo), tmp + (a - d->offset), (b - a) * sizeof(float));
-            free(tmp);
-        } else {
-            rc = zt_tensor_to_f32(&t, buf[d->unit] + d->offset, d->numel);
-        }
-        if (rc < 0) {
-            zt_fail_wrap(rc, "%s", path);
-            goto out;
+    int nu = e->layout.n_units, N = e->comm.size, r = e->comm.rank, rc = 0;
+    zt_safetensors **f = calloc((size_t)world0, sizeof *f);
+    if (!f)
+        return zt_fail(ZT_E_NOMEM, "out of memory");
+    for (int k = 0; k < world0 && rc == 0; k++) {
+        snprintf(path, sizeof path, "%s/rank-%05d.safetensors", dir, k);
+        rc = zt_safetensors_open(path, &f[k]);
+    }
+    for (int i = 0; i < 2 * nu && rc == 0; i++) {
+        int u = i % nu, shard = e->cfg.zero_stage >= 1;
+        float *dst = (i < nu ? e->M : e->V)[u];
+        size_t numel = e->layout.units[u].numel, q0 = (size_t)ZT_SHARD_ALIGN * (size_t)world0;
+        size_t s0 = (numel + q0 - 1) / q0 * q0 / (size_t)world0, s = e->padded[u] / (size_t)N;
+        size_t lo = shard ? (size_t)r * s : 0, len = shard ? s : e->padded[u];
+        snprintf(name, sizeof name, "%s.%s", i < nu ? "exp_avg" : "exp_avg_sq",
+                 e->layout.units[u].name);
+        memset(dst, 0, len * sizeof(float));
+        for (int k = 0; k < world0 && rc == 0; k++) {
+            size_t a = k * s0 > lo ? k * s0 : lo, b = (k + 1) * s0;
+            zt_tensor_info t;
+            b = b < lo + len ? b : lo + len;
+            b = b < numel ? b : numel;
+            if (a >= b)
+                continue;
+            snprintf(path, sizeof path, "%s/rank-%05d.safetensors", dir, k);
+            if (zt_safetensors_find(f[k], name, &t) < 0 || t.dtype != ZT_F32 ||
+                t.numel != s0)
+                rc = zt_fail(ZT_E_FORMAT, "%s: no F32 tensor \"%s\" of %zu floats", path, name,
+                             s0);
+            else
+                memcpy(dst + (a - lo), (const char *)t.data + (a - k * s0) * sizeof(float),
+                       (b - a) * sizeof(float));
         }
     }
-    rc = 0;
-out:
-    zt_safetensors_close(f);
+    for (int k = 0; k < world0; k++)
+        zt_safetensors_close(f[k]);
+    free(f);
     return rc;
 }
 
@@ -484,9 +489,9 @@ int zt_checkpoint_load(zt_engine *e, const char *dir, zt_train_state *st)
         bc.type_vocab != e->bc.type_vocab)
         return zt_engine_fail(e, zt_fail(ZT_E_SHAPE, "%s: the checkpoint's model shape differs "
                                                      "from this engine's", path));
-    if ((rc = zt_engine_load_params(e, dir)) < 0 ||
-        (rc = zt_engine_ensure_moments(e)) < 0 || (rc = read_optimizer(e, dir)) < 0 ||
-        (rc = read_state(dir, st)) < 0)
+    int world0 = 1;
+    if ((rc = zt_engine_load_params(e, dir)) < 0 || (rc = read_state(dir, st, &world0)) < 0 ||
+        (rc = zt_engine_ensure_moments(e)) < 0 || (rc = read_optimizer(e, dir, world0)) < 0)
         return zt_engine_fail(e, rc);
     e->step = st->step;
     return 0;

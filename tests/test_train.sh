@@ -52,9 +52,9 @@ if train "$T/r2" 8 --checkpoint-dir "$T/ck" --resume --save-model "$T/r2.model" 
 if train "$T/r3" 2 --checkpoint-dir "$T/empty" --resume && grep -q "no valid checkpoint" "$T/r3.log"; then ok; else bad "resume with no checkpoint"; cat "$T/r3.log"; fi
 
 # ---- crash inside a save (SIGKILL at a point), then resume ---------------------------------
-points="before:optimizer.safetensors after:manifest.json before:rename"
+points="before:rank-00000.safetensors after:manifest.json before:rename"
 [ "${CRASH_POINTS:-}" = all ] && points="before:model.safetensors after:model.safetensors
-    before:optimizer.safetensors after:optimizer.safetensors before:state.json after:state.json
+    before:rank-00000.safetensors after:rank-00000.safetensors before:state.json after:state.json
     before:train_config.json after:train_config.json before:manifest.json after:manifest.json
     before:rename after:rename"
 for p in $points; do
@@ -70,14 +70,14 @@ done
 # ---- corrupt checkpoints are detected, named and skipped ----------------------------------
 for how in flip truncate delete; do
     rm -rf "$T/k"; cp -r "$T/ck" "$T/k"; rm -rf "$T/k/step-8" "$T/k/step-6"
-    f="$T/k/step-4/optimizer.safetensors"
+    f="$T/k/step-4/rank-00000.safetensors"
     case $how in
         flip) printf '\x55' | dd of="$f" bs=1 seek=5000 conv=notrunc status=none ;;
         truncate) truncate -s 4000 "$f" ;;
         delete) rm "$f" ;;
     esac
     train "$T/k" 8 --checkpoint-dir "$T/k" --checkpoint-every 2 --resume --save-model "$T/k.model"
-    if grep -q "skipping checkpoint $T/k/step-4: .*optimizer.safetensors" "$T/k.log" && grep -q "resumed from $T/k/step-2" "$T/k.log" \
+    if grep -q "skipping checkpoint $T/k/step-4: .*rank-00000.safetensors" "$T/k.log" && grep -q "resumed from $T/k/step-2" "$T/k.log" \
        && cmp -s "$T/a.model/model.safetensors" "$T/k.model/model.safetensors" && ! ls "$T/k" | grep -qv '^step-'; then ok
     else bad "corrupt checkpoint ($how)"; cat "$T/k.log"; ls -A "$T/k"; fi
 done
