@@ -214,30 +214,60 @@ static void free_gathered(zt_engine *e, float **tmp)
     free(tmp);
 }
 
-/* After P holds whole units (init or load): keep this rank's shards, drop the rest. */
-static int shard_params(zt_engine *e)
+/* Stage 3 storage: this rank's shards, own buffers for the persistent units, the pool. */
+static int stage3_setup(zt_engine *e)
 {
     int nu = e->layout.n_units;
-    if (!e->Ps && !(e->Ps = alloc_units(e, ZT_MEM_PARAMS, 1)))
+    if (!(e->Ps = alloc_units(e, ZT_MEM_PARAMS, 1)) ||
+        !(e->gathered = calloc((size_t)nu, sizeof *e->gathered)) ||
+        !(e->persist = calloc((size_t)nu, 1)))
         return ZT_E_NOMEM;
-    if (!e->gathered && (!(e->gathered = calloc((size_t)nu, sizeof *e->gathered)) ||
-                         !(e->persist = calloc((size_t)nu, 1))))
-        return zt_fail(ZT_E_NOMEM, "out of memory");
     for (int u = 0; u < nu; u++) {
-        size_t s = e->padded[u] / (size_t)e->comm.size;
-        memcpy(e->Ps[u], e->P[u] + (size_t)e->comm.rank * s, s * sizeof(float));
         e->persist[u] = e->padded[u] < e->cfg.persist_threshold;
-        if (!e->persist[u]) {
-            zt_mem_free(e->P[u], e->padded[u] * sizeof(float), ZT_MEM_PARAMS);
-            e->P[u] = NULL;
-        }
+        if (e->persist[u] && !(e->P[u] = zt_mem_alloc(e->padded[u] * sizeof(float),
+                                                       ZT_ALIGN_PAGE, ZT_MEM_PARAMS)))
+            return ZT_E_NOMEM;
     }
     for (int i = 0; i < ZT_POOL; i++) {
         e->pool_unit[i] = -1;
-        if (!e->pool[i] && !(e->pool[i] = zt_mem_alloc(pool_len(e, i) * sizeof(float),
-                                                        ZT_ALIGN_PAGE, ZT_MEM_PARAMS)))
+        if (!(e->pool[i] = zt_mem_alloc(pool_len(e, i) * sizeof(float), ZT_ALIGN_PAGE,
+                                        ZT_MEM_PARAMS)))
             return ZT_E_NOMEM;
     }
+    return 0;
+}
+
+/* Random initialisation. In stage 3 one unit at a time in a scratch buffer, keeping only
+ * this rank's shard: the whole model never exists on one rank. */
+static int init_params(zt_engine *e, uint64_t seed)
+{
+    int nu = e->layout.n_units;
+    float *tmp, **one;
+    if (e->cfg.zero_stage < 3) {
+        for (int i = 0; i < e->layout.n_params; i++)
+            zt_param_init(&e->layout, i, e->P, seed);
+        return 0;
+    }
+    if (!(one = calloc((size_t)nu, sizeof *one)))
+        return zt_fail(ZT_E_NOMEM, "out of memory");
+    if (!(tmp = zt_mem_alloc(max_padded(e) * sizeof(float), ZT_ALIGN_PAGE, ZT_MEM_OTHER))) {
+        free(one);
+        return ZT_E_NOMEM;
+    }
+    for (int u = 0; u < nu; u++) {
+        const zt_unit_def *ud = &e->layout.units[u];
+        size_t s = e->padded[u] / (size_t)e->comm.size;
+        memset(tmp, 0, e->padded[u] * sizeof(float));
+        one[u] = tmp;
+        for (int i = ud->first_param; i < ud->first_param + ud->n_params; i++)
+            zt_param_init(&e->layout, i, one, seed);
+        one[u] = NULL;
+        memcpy(e->Ps[u], tmp + (size_t)e->comm.rank * s, s * sizeof(float));
+        if (e->persist[u])
+            memcpy(e->P[u], tmp, e->padded[u] * sizeof(float));
+    }
+    zt_mem_free(tmp, max_padded(e) * sizeof(float), ZT_MEM_OTHER);
+    free(one);
     return 0;
 }
 
@@ -287,7 +317,9 @@ int zt_engine_create(const zt_config *cfg, MPI_Comm comm, zt_engine **out)
         size_t q = (size_t)ZT_SHARD_ALIGN * (size_t)e->comm.size;
         e->padded[u] = (e->layout.units[u].numel + q - 1) / q * q;
     }
-    if (!(e->P = alloc_units(e, ZT_MEM_PARAMS, 0)) ||
+    if ((cfg->zero_stage >= 3 && (!(e->P = calloc((size_t)e->layout.n_units, sizeof *e->P)) ||
+                                  stage3_setup(e) < 0)) ||
+        (cfg->zero_stage < 3 && !(e->P = alloc_units(e, ZT_MEM_PARAMS, 0))) ||
         (cfg->zero_stage < 2 && !(e->G = alloc_units(e, ZT_MEM_GRADS, 0))) ||
         (cfg->zero_stage >= 2 && alloc_stage2(e) < 0) ||
         ((e->comm.size > 1 || cfg->zero_stage >= 2) && !(e->Gs = alloc_units(e, ZT_MEM_GRADS, 1)))) {
@@ -295,10 +327,9 @@ int zt_engine_create(const zt_config *cfg, MPI_Comm comm, zt_engine **out)
         goto fail;
     }
     if (cfg->model_dir)
-        rc = zt_load_hf_weights(cfg->model_dir, &e->layout, e->P, e->alias_seen, cfg->seed);
+        rc = zt_engine_load_params(e, cfg->model_dir);
     else
-        for (int i = 0; i < e->layout.n_params; i++)
-            zt_param_init(&e->layout, i, e->P, cfg->seed);
+        rc = init_params(e, cfg->seed);
     if (rc < 0)
         goto fail;
     for (int i = 0; i < e->layout.n_params; i++) { /* the weight-decay rule, decided once */
@@ -314,8 +345,6 @@ int zt_engine_create(const zt_config *cfg, MPI_Comm comm, zt_engine **out)
     }
     e->ops = &bert_ops;
     if ((rc = bert_create(&e->bc, &e->layout, cfg->dropout, cfg->seed, &e->model)) < 0)
-        goto fail;
-    if (cfg->zero_stage >= 3 && (rc = shard_params(e)) < 0)
         goto fail;
     {
         zt_model_info mi;

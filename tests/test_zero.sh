@@ -64,6 +64,13 @@ run n2s0 2 s0 5 && run n2s1 2 s1 5 && run n2s2 2 s2 5 && run n2s3 2 s3 5
 if same n2s0 n2s1 && same n2s0 n2s2 && same n2s0 n2s3; then ok; else bad "stages 0-3 differ at N=2"; tail -3 "$T/n2s3.log"; fi
 run n3s0 3 t0 5 && run n3s1 3 t1 5 && run n3s2 3 t2 5 && run n3s3 3 t3 5
 if same n3s0 n3s1 && same n3s0 n3s2 && same n3s0 n3s3; then ok; else bad "stages 0-3 differ at N=3"; tail -3 "$T/n3s3.log"; fi
+# a preset (random initialisation: in stage 3 built one unit at a time, never whole)
+for st in 0 3; do
+    echo "{\"train_batch_size\": 4, \"train_micro_batch_size_per_gpu\": 2, \"zero_optimization\": {\"stage\": $st}}" >"$T/p$st.json"
+    $MPI -np 2 "$ZT" train --model bert-tiny --data synthetic --config "$T/p$st.json" --seq-len 16 \
+        --steps 2 --threads 1 --save-model "$T/p$st" >"$T/p$st.log" 2>&1
+done
+if same p0 p3; then ok; else bad "preset: stage 3 differs from stage 0"; tail -3 "$T/p3.log"; fi
 # with accumulation stage 2 reduces each micro-batch (0-1 reduce their sum): fp32 tolerance
 run acc0 2 a0 5 && run acc2 2 a2 5
 if close acc2 acc0; then ok; else bad "stage 2 with accumulation vs stage 0"; tail -3 "$T/acc2.log"; fi
