@@ -6,6 +6,7 @@
 #include "load.h"
 #include "../memory/mem.h"
 #include "../format/fileio.h"
+#include "../format/hfweights.h"
 
 #include <cjson/cJSON.h>
 #include <dirent.h>
@@ -21,9 +22,9 @@
 #include <xxhash.h>
 
 #define MANIFEST "manifest.json"
-/* written by rank 0; every rank r also writes rank-<r>.safetensors (its optimizer shards) */
-static const char *const ckpt_files[] = {"model.safetensors", "config.json", "state.json",
-                                         "train_config.json"};
+/* files a checkpoint must list, besides the weights (model.safetensors, or shards with
+ * model.safetensors.index.json) and every rank's rank-<r>.safetensors */
+static const char *const ckpt_files[] = {"config.json", "state.json", "train_config.json"};
 #define N_FILES (int)(sizeof ckpt_files / sizeof ckpt_files[0])
 
 /* Tests only: ZT_FAULT_POINT="before:state.json" (or "after:manifest.json@2", the second
@@ -205,26 +206,50 @@ out:
     return rc;
 }
 
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Every file in the folder (model weights, single or sharded; config; state; every rank's
+ * shards), sorted, with its size and xxh64; written last. */
 static int write_manifest(const char *dir, int world)
 {
     cJSON *m = cJSON_CreateObject(), *files = cJSON_AddArrayToObject(m, "files");
-    char path[4096], hex[17], *text = NULL, fname[64];
-    int rc = 0;
+    char path[4096], hex[17], *text = NULL, **names = NULL;
+    int rc = 0, n = 0;
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    if (!d)
+        rc = zt_fail(-errno, "%s: %s", dir, strerror(errno));
+    while (rc == 0 && (de = readdir(d))) {
+        char **nn;
+        if (de->d_name[0] == '.' || strcmp(de->d_name, MANIFEST) == 0)
+            continue;
+        if (!(nn = realloc(names, sizeof *names * (size_t)(n + 1))) ||
+            !(nn[n] = strdup(de->d_name))) {
+            names = nn ? nn : names;
+            rc = zt_fail(ZT_E_NOMEM, "out of memory");
+            break;
+        }
+        names = nn;
+        n++;
+    }
+    if (d)
+        closedir(d);
+    if (rc == 0)
+        qsort(names, (size_t)n, sizeof *names, cmp_str);
     cJSON_AddStringToObject(m, "format", "zerotrain-checkpoint");
     cJSON_AddNumberToObject(m, "version", 2);
     cJSON_AddNumberToObject(m, "world_size", world);
-    for (int i = 0; i < N_FILES + world && rc == 0; i++) {
+    for (int i = 0; i < n && rc == 0; i++) {
         uint64_t h, bytes;
-        if (i < N_FILES)
-            snprintf(fname, sizeof fname, "%s", ckpt_files[i]);
-        else
-            snprintf(fname, sizeof fname, "rank-%05d.safetensors", i - N_FILES);
-        snprintf(path, sizeof path, "%s/%s", dir, fname);
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
         if ((rc = hash_file(path, &h, &bytes)) < 0)
             break;
         cJSON *f = cJSON_CreateObject();
         snprintf(hex, sizeof hex, "%016" PRIx64, h);
-        cJSON_AddStringToObject(f, "name", fname);
+        cJSON_AddStringToObject(f, "name", names[i]);
         cJSON_AddNumberToObject(f, "bytes", (double)bytes);
         cJSON_AddStringToObject(f, "xxh64", hex);
         cJSON_AddItemToArray(files, f);
@@ -233,6 +258,9 @@ static int write_manifest(const char *dir, int world)
         rc = zt_fail(ZT_E_NOMEM, "out of memory");
     if (rc == 0)
         rc = write_text(dir, MANIFEST, text);
+    for (int i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
     free(text);
     cJSON_Delete(m);
     return rc;
@@ -394,6 +422,17 @@ int zt_checkpoint_verify(const char *dir)
         if (!listed)
             rc = zt_fail(ZT_E_FORMAT, "%s/%s: does not list %s", dir, MANIFEST, ckpt_files[i]);
     }
+    if (rc == 0) {
+        int weights = 0;
+        cJSON_ArrayForEach(f, files) {
+            const cJSON *nm = cJSON_GetObjectItemCaseSensitive(f, "name");
+            weights |= cJSON_IsString(nm) && (strcmp(nm->valuestring, "model.safetensors") == 0 ||
+                                              strcmp(nm->valuestring,
+                                                     "model.safetensors.index.json") == 0);
+        }
+        if (!weights)
+            rc = zt_fail(ZT_E_FORMAT, "%s/%s: lists no model weights", dir, MANIFEST);
+    }
     (void)seen;
     cJSON_Delete(m);
     return rc;
@@ -523,4 +562,115 @@ int zt_checkpoint_find_latest(const char *root, char *path_out, size_t n)
     }
     free(steps);
     return found;
+}
+
+static int cmp_data(const void *a, const void *b)
+{
+    const char *x = ((const zt_tensor_view *)a)->data, *y = ((const zt_tensor_view *)b)->data;
+    return (x > y) - (x < y);
+}
+
+/* The weight files of a checkpoint: model.safetensors, or the shards its index names. */
+static int weight_files(const char *dir, char ***out, int *n)
+{
+    char path[4096], *text;
+    struct stat sb;
+    cJSON *o, *map, *it;
+    int rc;
+    *out = NULL;
+    *n = 0;
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    if (stat(path, &sb) == 0) {
+        if (!(*out = calloc(1, sizeof **out)) || !((*out)[0] = strdup("model.safetensors")))
+            return zt_fail(ZT_E_NOMEM, "out of memory");
+        *n = 1;
+        return 0;
+    }
+    snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
+    ZT_TRY(zt_file_read_all(path, 64u << 20, &text, NULL));
+    o = cJSON_Parse(text);
+    free(text);
+    map = cJSON_GetObjectItemCaseSensitive(o, "weight_map");
+    rc = cJSON_IsObject(map) ? 0 : zt_fail(ZT_E_FORMAT, "%s: no weight_map", path);
+    cJSON_ArrayForEach(it, map) {
+        int seen = 0;
+        char **nn;
+        if (rc < 0 || !cJSON_IsString(it) || strchr(it->valuestring, '/')) {
+            rc = rc < 0 ? rc : zt_fail(ZT_E_FORMAT, "%s: bad weight_map entry", path);
+            break;
+        }
+        for (int i = 0; i < *n && !seen; i++)
+            seen = strcmp((*out)[i], it->valuestring) == 0;
+        if (seen)
+            continue;
+        if (!(nn = realloc(*out, sizeof **out * (size_t)(*n + 1))) ||
+            !(nn[*n] = strdup(it->valuestring))) {
+            *out = nn ? nn : *out;
+            rc = zt_fail(ZT_E_NOMEM, "out of memory");
+            break;
+        }
+        *out = nn;
+        (*n)++;
+    }
+    cJSON_Delete(o);
+    return rc;
+}
+
+int zt_checkpoint_export(const char *dir, const char *out, size_t max_shard_bytes)
+{
+    char path[4096], **files = NULL, *config = NULL;
+    zt_safetensors **f = NULL;
+    zt_tensor_view *v = NULL;
+    size_t config_len = 0;
+    int nf = 0, nv = 0, rc;
+    if (!dir || !out)
+        return zt_fail(ZT_E_INVAL, "zt_checkpoint_export: NULL argument");
+    if ((rc = zt_checkpoint_verify(dir)) < 0 || (rc = weight_files(dir, &files, &nf)) < 0)
+        goto done;
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    if ((rc = zt_file_read_all(path, 1u << 20, &config, &config_len)) < 0)
+        goto done;
+    if (!(f = calloc((size_t)nf, sizeof *f))) {
+        rc = zt_fail(ZT_E_NOMEM, "out of memory");
+        goto done;
+    }
+    /* the tensors stay in the mapped files: nothing is copied into memory */
+    for (int k = 0; k < nf && rc == 0; k++) {
+        snprintf(path, sizeof path, "%s/%s", dir, files[k]);
+        if ((rc = zt_safetensors_open(path, &f[k])) < 0)
+            break;
+        int cnt = zt_safetensors_count(f[k]);
+        zt_tensor_view *nvp = realloc(v, sizeof *v * (size_t)(nv + cnt));
+        if (!nvp) {
+            rc = zt_fail(ZT_E_NOMEM, "out of memory");
+            break;
+        }
+        v = nvp;
+        int first = nv;
+        for (int i = 0; i < cnt; i++) {
+            zt_tensor_info t;
+            zt_safetensors_get(f[k], i, &t);
+            v[nv] = (zt_tensor_view){t.name, t.dtype, t.ndim, {0}, t.data};
+            memcpy(v[nv].shape, t.shape, sizeof t.shape);
+            nv++;
+        }
+        /* keep the file's own order (by data offset), so a copy is byte-identical */
+        qsort(v + first, (size_t)(nv - first), sizeof *v, cmp_data);
+    }
+    if (rc == 0 && (rc = zt_mkdirs(out)) == 0 &&
+        (rc = zt_hf_write_weights(out, v, nv, max_shard_bytes)) == 0) {
+        const void *parts[1] = {config};
+        snprintf(path, sizeof path, "%s/config.json", out);
+        rc = zt_file_write_atomic(path, parts, &config_len, 1);
+    }
+done:
+    for (int k = 0; f && k < nf; k++)
+        zt_safetensors_close(f[k]);
+    for (int k = 0; files && k < nf; k++)
+        free(files[k]);
+    free(files);
+    free(f);
+    free(v);
+    free(config);
+    return rc;
 }

@@ -8,6 +8,7 @@
 #include "rng.h"
 #include "../common/err.h"
 #include "../format/fileio.h"
+#include "../format/hfweights.h"
 #include "../memory/mem.h"
 #include "../models/bert.h"
 #include "../optimizer/adamw.h"
@@ -740,92 +741,24 @@ int zt_engine_report_get(const zt_engine *e, zt_engine_report *o)
     return 0;
 }
 
-/* Writes parameters [p0, p1) of the table as one safetensors file. */
-static int write_params(const zt_engine *e, float *const *P, const char *path, int p0, int p1)
-{
-    static const char *const meta[] = {"format", "pt", "producer", "zerotrain 0.1.0"};
-    zt_tensor_view *v = calloc((size_t)(p1 - p0), sizeof *v);
-    int rc;
-    if (!v)
-        return zt_fail(ZT_E_NOMEM, "out of memory");
-    for (int i = p0; i < p1; i++) {
-        const zt_param_def *d = &e->layout.params[i];
-        zt_tensor_view *t = &v[i - p0];
-        t->name = d->name;
-        t->dtype = ZT_F32;
-        t->ndim = d->ndim;
-        for (int k = 0; k < d->ndim; k++)
-            t->shape[k] = d->shape[k];
-        t->data = P[d->unit] + d->offset;
-    }
-    rc = zt_safetensors_write(path, v, p1 - p0, meta, 2);
-    free(v);
-    return rc;
-}
-
-/* Above max_shard_bytes of weights, Hugging Face's sharded layout: model-0000k-of-0000n
- * .safetensors files split at parameter boundaries and model.safetensors.index.json. */
-static int save_sharded(const zt_engine *e, float *const *P, const char *dir,
-                        size_t max_shard_bytes)
-{
-    int np = e->layout.n_params, n_shards = 0, rc = 0;
-    int *start = calloc((size_t)np + 1, sizeof *start);
-    size_t total = 0, cur = 0;
-    char path[4096];
-    if (!start)
-        return zt_fail(ZT_E_NOMEM, "out of memory");
-    for (int i = 0; i < np; i++) {
-        size_t b = e->layout.params[i].numel * sizeof(float);
-        if (i == 0 || (cur > 0 && cur + b > max_shard_bytes)) {
-            start[n_shards++] = i;
-            cur = 0;
-        }
-        cur += b;
-        total += b;
-    }
-    start[n_shards] = np;
-    cJSON *idx = cJSON_CreateObject(), *meta = cJSON_AddObjectToObject(idx, "metadata"),
-          *map = cJSON_AddObjectToObject(idx, "weight_map");
-    cJSON_AddNumberToObject(meta, "total_size", (double)total);
-    for (int s = 0; s < n_shards && rc == 0; s++) {
-        char file[64];
-        snprintf(file, sizeof file, "model-%05d-of-%05d.safetensors", s + 1, n_shards);
-        snprintf(path, sizeof path, "%s/%s", dir, file);
-        rc = write_params(e, P, path, start[s], start[s + 1]);
-        for (int i = start[s]; i < start[s + 1]; i++)
-            cJSON_AddStringToObject(map, e->layout.params[i].name, file);
-    }
-    char *text = rc == 0 ? cJSON_Print(idx) : NULL;
-    if (rc == 0 && !text)
-        rc = zt_fail(ZT_E_NOMEM, "out of memory");
-    if (rc == 0) {
-        const void *parts[1] = {text};
-        size_t lens[1] = {strlen(text)};
-        snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
-        rc = zt_file_write_atomic(path, parts, lens, 1);
-    }
-    free(text);
-    cJSON_Delete(idx);
-    free(start);
-    return rc;
-}
-
 int zt_engine_write_model(zt_engine *e, const char *dir, float *const *P,
                           size_t max_shard_bytes)
 {
     char path[4096];
-    size_t total = 0;
-    int rc;
+    int n = e->layout.n_params, rc;
+    zt_tensor_view *v;
     if ((rc = zt_mkdirs(dir)) < 0)
         return rc;
-    for (int i = 0; i < e->layout.n_params; i++)
-        total += e->layout.params[i].numel * sizeof(float);
-    if (max_shard_bytes > 0 && total > max_shard_bytes) {
-        rc = save_sharded(e, P, dir, max_shard_bytes);
-    } else {
-        snprintf(path, sizeof path, "%s/model.safetensors", dir);
-        rc = write_params(e, P, path, 0, e->layout.n_params);
+    if (!(v = calloc((size_t)n, sizeof *v)))
+        return zt_fail(ZT_E_NOMEM, "out of memory");
+    for (int i = 0; i < n; i++) {
+        const zt_param_def *d = &e->layout.params[i];
+        v[i] = (zt_tensor_view){d->name, ZT_F32, d->ndim, {0}, P[d->unit] + d->offset};
+        for (int k = 0; k < d->ndim; k++)
+            v[i].shape[k] = d->shape[k];
     }
+    rc = zt_hf_write_weights(dir, v, n, max_shard_bytes);
+    free(v);
     if (rc >= 0) {
         snprintf(path, sizeof path, "%s/config.json", dir);
         rc = bert_config_save(&e->bc, path);

@@ -397,6 +397,10 @@ ZT_API int zt_checkpoint_save(zt_engine *e, const char *root, const zt_train_sta
 ZT_API int zt_checkpoint_verify(const char *dir);
 /* Loads dir into e (same model shape) after verifying it. */
 ZT_API int zt_checkpoint_load(zt_engine *e, const char *dir, zt_train_state *st);
+/* Verifies dir and writes its weights as a Hugging Face folder in out (config.json and
+ * model.safetensors, sharded with an index above max_shard_bytes; 0 = never). The tensors
+ * are streamed from the mapped checkpoint files, not loaded. */
+ZT_API int zt_checkpoint_export(const char *dir, const char *out, size_t max_shard_bytes);
 /* Finds the newest checkpoint in root that verifies; corrupt or partial ones are logged
  * (naming the bad file) and moved aside under a hidden name. Returns 1 and its path in
  * path_out (size n) when one exists, 0 when none does, < 0 on error. */
