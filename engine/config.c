@@ -204,7 +204,8 @@ static const key keys[] = {
     [K_ALLGATHER_PART] = {"zero_optimization.allgather_partitions", T_BOOL, C_LATER, A_NO, 0, 1,
         0, 0, .doc = "All-gather updated parameters (true) or broadcast them (false)."},
     [K_CONTIG_GRADS] = {"zero_optimization.contiguous_gradients", T_BOOL, C_LATER, A_NO, 0, 1, 0,
-        0, .doc = "Copy gradients into one contiguous buffer as they are produced."},
+        0, .doc = "Always true in zerotrain: gradients live in contiguous per-unit buffers "
+                  "(false is accepted with a notice)."},
     [K_PREFETCH_BUCKET] = {"zero_optimization.stage3_prefetch_bucket_size", T_INT, C_LATER,
         A_DEFAULT, 0, 5e7, 0, BIG,
         .auto_doc = "50000000 (DeepSpeed's default; Hugging Face would use 0.9 x "
@@ -1398,6 +1399,9 @@ static void resolve(ctx *x, int world, int64_t total_steps, resolved *r)
         s->seed_given = 1;
     }
     s->threads = GIVEN(K_ZT_THREADS) ? (int)NUM(K_ZT_THREADS) : 0;
+    if (GIVEN(K_CONTIG_GRADS) && !NUM(K_CONTIG_GRADS))
+        note(x, ZT_LOG_WARN, keys[K_CONTIG_GRADS].path, "false has no effect: gradients always "
+             "live in zerotrain's contiguous per-unit buffers");
     s->collective_timeout = GIVEN(K_ZT_COLL_TIMEOUT) ? NUM(K_ZT_COLL_TIMEOUT)
                                                      : keys[K_ZT_COLL_TIMEOUT].def;
     s->check_collectives = GIVEN(K_ZT_CHECK_COLL) ? (int)NUM(K_ZT_CHECK_COLL) : 0;
