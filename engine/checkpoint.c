@@ -4,7 +4,6 @@
  * sharded, any-world-size form arrives with the ZeRO stages). */
 #include "engine_impl.h"
 #include "load.h"
-#include "../memory/mem.h"
 #include "../format/fileio.h"
 #include "../format/hfweights.h"
 

@@ -263,25 +263,6 @@ int zt_comm_allgather(zt_comm *c, const float *shard, float *full, size_t n)
     return rc == MPI_SUCCESS ? 0 : mpi_fail(rc, "MPI_Allgather");
 }
 
-int zt_comm_gather(zt_comm *c, const float *shard, float *full, size_t n)
-{
-    size_t s = n / (size_t)c->size;
-    int rc;
-    if (c->size == 1) {
-        if (full && shard != full)
-            memcpy(full, shard, n * sizeof(float));
-        return 0;
-    }
-    if (s > CHUNK)
-        return zt_fail(ZT_E_UNSUPPORTED, "shards above %zu floats are not supported yet",
-                       (size_t)CHUNK);
-    begin(c, ZT_COLL_OTHER, "gather", n);
-    double t0 = MPI_Wtime();
-    rc = MPI_Gather(shard, (int)s, MPI_FLOAT, full, (int)s, MPI_FLOAT, 0, c->comm);
-    account(c, ZT_COLL_OTHER, n * sizeof(float), t0);
-    return rc == MPI_SUCCESS ? 0 : mpi_fail(rc, "MPI_Gather");
-}
-
 int zt_comm_sum_ordered(zt_comm *c, double x, double *sum)
 {
     double buf[1024];
@@ -316,14 +297,3 @@ int zt_comm_sum_i64(zt_comm *c, int64_t *x)
     return rc == MPI_SUCCESS ? 0 : mpi_fail(rc, "MPI_Allreduce");
 }
 
-int zt_comm_barrier(zt_comm *c)
-{
-    int rc;
-    if (c->size == 1)
-        return 0;
-    begin(c, ZT_COLL_OTHER, "barrier", 0);
-    double t0 = MPI_Wtime();
-    rc = MPI_Barrier(c->comm);
-    account(c, ZT_COLL_OTHER, 0, t0);
-    return rc == MPI_SUCCESS ? 0 : mpi_fail(rc, "MPI_Barrier");
-}

@@ -36,9 +36,6 @@ int zt_comm_allgather(zt_comm *c, const float *shard, float *full, size_t n);
 /* Sum of one double per rank, added in rank order on every rank (deterministic). */
 int zt_comm_sum_ordered(zt_comm *c, double x, double *sum);
 int zt_comm_sum_i64(zt_comm *c, int64_t *x);
-/* Rank 0 receives every rank's shard[n / size] into full[n] (others pass full = NULL). */
-int zt_comm_gather(zt_comm *c, const float *shard, float *full, size_t n);
-int zt_comm_barrier(zt_comm *c);
 /* Starts the watchdog (timeout > 0 seconds, more than one rank) and the desync check. */
 int zt_comm_watch(zt_comm *c, double timeout, int check);
 
