@@ -252,6 +252,11 @@ typedef struct bert_model {
     layer_acts *la;
     float *t1, *t2, *t3, *tm, *tr, *logits, *dlogits;
     double *row_loss;
+    /* training (no logits kept): the decoder runs on the labelled rows only */
+    int compact, n_lab;
+    int32_t *lab_rows;       /* [n_lab] row indices into [B*T] */
+    int64_t *lab_c;          /* [n_lab] their labels */
+    float *t3c, *dt3c;       /* [n_lab, C] their transformed hidden states and gradient */
     /* backward scratch */
     float *dcur, *sc[5], *si[2], *att_scratch;
 } bert_model;
@@ -300,6 +305,7 @@ static int size_acts(bert_model *m, int B, int T, int keep_logits)
         if (keep_logits)
             TAKE(m->dlogits, bt * V);
         TAKE(m->row_loss, bt * 2);
+        TAKE(m->lab_rows, bt); TAKE(m->lab_c, bt * 2); TAKE(m->t3c, bt * C); TAKE(m->dt3c, bt * C);
         TAKE(m->dcur, bt * C);
         for (int i = 0; i < 5; i++)
             TAKE(m->sc[i], bt * C);
@@ -385,6 +391,14 @@ static int bert_prepare(void *p, const zt_batch *b, int keep_logits, int64_t *n_
     m->tt = b->token_type_ids;
     m->labels = b->labels;
     m->first_sample = b->first_sample;
+    m->compact = !keep_logits;
+    m->n_lab = 0;
+    if (m->compact) /* only labelled rows reach the loss: the decoder skips the others */
+        for (int i = 0; i < b->B * b->T; i++)
+            if (b->labels[i] != -100) {
+                m->lab_rows[m->n_lab] = i;
+                m->lab_c[m->n_lab++] = b->labels[i];
+            }
     *n_labels = n;
     return 0;
 }
@@ -455,8 +469,16 @@ static void bert_forward_unit(void *p, int u, float *const *P)
         layernorm_forward(m->t3, m->tm, m->tr, m->t2, param(m, P, u, H_LNW),
                           param(m, P, u, H_LNB), M, C, c->eps);
         /* decoder tied to the word embeddings of unit 0 */
-        linear_forward(m->logits, m->t3, param(m, P, 0, E_WORD), param(m, P, u, H_BIAS), M, C,
-                       c->vocab);
+        if (!m->compact) {
+            linear_forward(m->logits, m->t3, param(m, P, 0, E_WORD), param(m, P, u, H_BIAS), M,
+                           C, c->vocab);
+        } else if (m->n_lab > 0) {
+            for (int i = 0; i < m->n_lab; i++)
+                memcpy(m->t3c + (size_t)i * C, m->t3 + (size_t)m->lab_rows[i] * C,
+                       sizeof(float) * (size_t)C);
+            linear_forward(m->logits, m->t3c, param(m, P, 0, E_WORD), param(m, P, u, H_BIAS),
+                           m->n_lab, C, c->vocab);
+        }
     }
 }
 
@@ -464,6 +486,11 @@ static double bert_loss(void *p, float grad_scale)
 {
     bert_model *m = p;
     int64_t count;
+    if (m->compact)
+        return m->n_lab ? crossentropy_forward_backward(m->dlogits, m->row_loss, &count,
+                                                        m->logits, m->lab_c, m->n_lab,
+                                                        m->c.vocab, grad_scale)
+                        : 0.0;
     return crossentropy_forward_backward(m->dlogits, m->row_loss, &count, m->logits, m->labels,
                                          m->B * m->T, m->c.vocab, grad_scale);
 }
@@ -480,8 +507,17 @@ static void bert_backward_unit(void *p, int u, float *const *P, float *const *G)
     if (u == c->layers + 1) {
         const float *y = m->la[c->layers - 1].y;
         zero(s[0], n);
-        linear_backward(s[0], param(m, G, 0, E_WORD), param(m, G, u, H_BIAS), m->dlogits, m->t3,
-                        param(m, P, 0, E_WORD), M, C, c->vocab);
+        if (!m->compact) {
+            linear_backward(s[0], param(m, G, 0, E_WORD), param(m, G, u, H_BIAS), m->dlogits,
+                            m->t3, param(m, P, 0, E_WORD), M, C, c->vocab);
+        } else if (m->n_lab > 0) {
+            zero(m->dt3c, (size_t)m->n_lab * C);
+            linear_backward(m->dt3c, param(m, G, 0, E_WORD), param(m, G, u, H_BIAS), m->dlogits,
+                            m->t3c, param(m, P, 0, E_WORD), m->n_lab, C, c->vocab);
+            for (int i = 0; i < m->n_lab; i++) /* rows are distinct: a plain copy */
+                memcpy(s[0] + (size_t)m->lab_rows[i] * C, m->dt3c + (size_t)i * C,
+                       sizeof(float) * (size_t)C);
+        }
         zero(s[1], n);
         layernorm_backward(s[1], param(m, G, u, H_LNW), param(m, G, u, H_LNB), s[0], m->t2, m->tm,
                            m->tr, param(m, P, u, H_LNW), M, C);
