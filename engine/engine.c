@@ -103,16 +103,25 @@ static size_t max_padded(const zt_engine *e)
     return m;
 }
 
+/* the largest unit other than unit 0 (which stage 2-3 keep in a buffer of its own) */
+static size_t max_padded_rest(const zt_engine *e)
+{
+    size_t m = 0;
+    for (int u = 1; u < e->layout.n_units; u++)
+        m = e->padded[u] > m ? e->padded[u] : m;
+    return m;
+}
+
 static int alloc_stage2(zt_engine *e)
 {
-    size_t m = max_padded(e);
+    size_t m = max_padded_rest(e), mr = max_padded(e);
     if (!(e->G = calloc((size_t)e->layout.n_units, sizeof *e->G)) ||
         !(e->G[0] = zt_mem_alloc(e->padded[0] * sizeof(float), ZT_ALIGN_PAGE, ZT_MEM_GRADS)))
         return ZT_E_NOMEM;
     for (int i = 0; i < 2; i++)
         if (!(e->scratch[i] = zt_mem_alloc(m * sizeof(float), ZT_ALIGN_PAGE, ZT_MEM_GRADS)))
             return ZT_E_NOMEM;
-    if (!(e->rs_tmp = zt_mem_alloc(m / (size_t)e->comm.size * sizeof(float), ZT_ALIGN_PAGE,
+    if (!(e->rs_tmp = zt_mem_alloc(mr / (size_t)e->comm.size * sizeof(float), ZT_ALIGN_PAGE,
                                    ZT_MEM_COMM)))
         return ZT_E_NOMEM;
     return 0;
@@ -120,13 +129,13 @@ static int alloc_stage2(zt_engine *e)
 
 static void free_stage2(zt_engine *e)
 {
-    size_t m = max_padded(e);
+    size_t m = max_padded_rest(e), mr = max_padded(e);
     if (e->G)
         zt_mem_free(e->G[0], e->padded[0] * sizeof(float), ZT_MEM_GRADS);
     free(e->G);
     for (int i = 0; i < 2; i++)
         zt_mem_free(e->scratch[i], m * sizeof(float), ZT_MEM_GRADS);
-    zt_mem_free(e->rs_tmp, m / (size_t)e->comm.size * sizeof(float), ZT_MEM_COMM);
+    zt_mem_free(e->rs_tmp, mr / (size_t)e->comm.size * sizeof(float), ZT_MEM_COMM);
 }
 
 /* Stage 2: unit u's gradient of this micro-batch into its shard (first micro-batch of the
@@ -153,12 +162,7 @@ static int reduce_unit(zt_engine *e, int u)
 /* floats of pool buffer i: slot 0 holds unit 0, the others any other unit */
 static size_t pool_len(const zt_engine *e, int i)
 {
-    size_t m = 0;
-    if (i == 0)
-        return e->padded[0];
-    for (int u = 1; u < e->layout.n_units; u++)
-        m = e->padded[u] > m ? e->padded[u] : m;
-    return m;
+    return i == 0 ? e->padded[0] : max_padded_rest(e);
 }
 
 static int gather_unit(zt_engine *e, int u)
@@ -712,7 +716,7 @@ int zt_engine_report_get(const zt_engine *e, zt_engine_report *o)
     default: o->predicted_state_bytes = 16 * P / N; break;
     }
     if (e->cfg.zero_stage >= 2)
-        o->buffer_bytes = (e->padded[0] + 2 * max_padded(e)) * F;
+        o->buffer_bytes = (e->padded[0] + 2 * max_padded_rest(e)) * F;
     else if (e->Gs)
         o->buffer_bytes = P / N * F;
     o->traffic_theory = N > 1 ? 2.0 : 0.0;
