@@ -176,6 +176,22 @@ fail:
 }
 
 /* Writes the buffered tokens as the next shard. */
+/* Room for at least `need` entries in the document-start table. */
+static int reserve_starts(zt_token_writer *w, size_t need)
+{
+    size_t cap = w->cap_starts ? w->cap_starts : 1024;
+    uint64_t *g;
+    if (need <= w->cap_starts)
+        return 0;
+    while (cap < need)
+        cap *= 2;
+    if (!(g = realloc(w->starts, sizeof *g * cap)))
+        return zt_fail(ZT_E_NOMEM, "out of memory");
+    w->starts = g;
+    w->cap_starts = cap;
+    return 0;
+}
+
 static int flush_shard(zt_token_writer *w)
 {
     char path[4096];
@@ -206,14 +222,7 @@ static int flush_shard(zt_token_writer *w)
     h.file_size = h.docs_offset + (h.n_docs + 1) * 8;
 
     /* the table ends with one more entry, n_tokens */
-    if (w->n_starts == w->cap_starts) {
-        size_t cap = w->cap_starts ? 2 * w->cap_starts : 1024;
-        uint64_t *g = realloc(w->starts, sizeof *g * cap);
-        if (!g)
-            return zt_fail(ZT_E_NOMEM, "out of memory");
-        w->starts = g;
-        w->cap_starts = cap;
-    }
+    ZT_TRY(reserve_starts(w, w->n_starts + 1));
     w->starts[w->n_starts] = w->buf_n;
     const void *parts[4] = {&h, w->buf, zeros, w->starts};
     size_t lens[4] = {HEADER_BYTES, (size_t)tok_bytes,
@@ -342,14 +351,7 @@ int zt_token_writer_add(zt_token_writer *w, const int32_t *ids, size_t n, const 
         return 0;
     if (w->buf_n == w->shard_tokens && (rc = flush_shard(w)) < 0)
         goto fail;
-    if (w->n_starts + 1 >= w->cap_starts) { /* + 1: the sentinel flush_shard appends */
-        size_t cap = w->cap_starts ? 2 * w->cap_starts : 1024;
-        uint64_t *g = realloc(w->starts, sizeof *g * cap);
-        if (!g)
-            return zt_fail(ZT_E_NOMEM, "out of memory");
-        w->starts = g;
-        w->cap_starts = cap;
-    }
+    ZT_TRY(reserve_starts(w, w->n_starts + 2)); /* + 2: this start and flush's sentinel */
     w->starts[w->n_starts++] = w->buf_n;
     if ((rc = put_ids(w, ids, n)) < 0 || (rc = put_ids(w, &sep, 1)) < 0)
         goto fail;
