@@ -1,7 +1,8 @@
-/* checkpoint.c - training checkpoints: ROOT/step-N/ with the model (HF layout), the AdamW
- * moments, the training state and a manifest of checksums written last; the folder is built
- * under a hidden name and renamed into place. One rank's full state in this version (the
- * sharded, any-world-size form arrives with the ZeRO stages). */
+/* checkpoint.c - training checkpoints: ROOT/step-N/ with the model (HF layout), every rank's
+ * shard of the AdamW moments (rank-R.safetensors), the training state and a manifest of
+ * checksums written last; the folder is built under a hidden name and renamed into place.
+ * A checkpoint loads at any world size and stage: the moments are re-sliced from the
+ * layout the state records (world size, bucket) into this engine's. */
 #include "engine_impl.h"
 #include "load.h"
 #include "../format/fileio.h"
@@ -160,31 +161,40 @@ static int write_text(const char *dir, const char *name, const char *text)
     return 0;
 }
 
-/* This rank's slice of every unit's AdamW moments: "exp_avg.<unit>" and "exp_avg_sq.<unit>",
- * [padded / N] floats each, slice r of the padded unit (stage 0 keeps whole units and
- * writes its slice of them, so the files look the same at every stage). */
+/* This rank's shard of every unit's AdamW moments: "exp_avg.<unit>" and "exp_avg_sq.<unit>",
+ * [padded / N] floats each, in shard order (its slice of every piece of the unit; stage 0
+ * keeps whole units and writes the same slices, so the files look the same at every
+ * stage). */
 static int write_rank_file(zt_engine *e, const char *dir)
 {
     char path[4096], name[32], meta_v[3][32];
     int nu = e->layout.n_units, N = e->comm.size, r = e->comm.rank, rc = 0;
     zt_tensor_view *v = calloc((size_t)(2 * nu), sizeof *v);
     char **names = calloc((size_t)(2 * nu), sizeof *names);
-    if (!v || !names) {
+    float *copy = NULL;
+    size_t total = 0, at = 0;
+    for (int u = 0; u < nu; u++)
+        total += 2 * zt_zero_len(e, u, 1);
+    if (!v || !names || (e->cfg.zero_stage == 0 && !(copy = malloc(total * sizeof(float))))) {
         rc = zt_fail(ZT_E_NOMEM, "out of memory");
         goto out;
     }
     for (int i = 0; i < 2 * nu; i++) {
         int u = i % nu;
-        size_t s = e->padded[u] / (size_t)N;
-        float *const *buf = i < nu ? e->M : e->V;
+        size_t s = zt_zero_len(e, u, 1);
+        float *const *buf = i < nu ? e->M : e->V, *data = buf[u];
         if (asprintf(&names[i], "%s.%s", i < nu ? "exp_avg" : "exp_avg_sq",
                      e->layout.units[u].name) < 0) {
             names[i] = NULL;
             rc = zt_fail(ZT_E_NOMEM, "out of memory");
             goto out;
         }
-        v[i] = (zt_tensor_view){names[i], ZT_F32, 1, {(int64_t)s},
-                                buf[u] + (e->cfg.zero_stage >= 1 ? 0 : (size_t)r * s)};
+        if (copy) {
+            data = copy + at;
+            zt_zero_take_shard(e, u, r, buf[u], data);
+            at += s;
+        }
+        v[i] = (zt_tensor_view){names[i], ZT_F32, 1, {(int64_t)s}, data};
     }
     snprintf(meta_v[0], sizeof meta_v[0], "%d", r);
     snprintf(meta_v[1], sizeof meta_v[1], "%d", N);
@@ -202,6 +212,7 @@ out:
         free(names[i]);
     free(names);
     free(v);
+    free(copy);
     return rc;
 }
 
@@ -212,7 +223,7 @@ static int cmp_str(const void *a, const void *b)
 
 /* Every file in the folder (model weights, single or sharded; config; state; every rank's
  * shards), sorted, with its size and xxh64; written last. */
-static int write_manifest(const char *dir, int world)
+static int write_manifest(const char *dir, const zt_engine *e)
 {
     cJSON *m = cJSON_CreateObject(), *files = cJSON_AddArrayToObject(m, "files");
     char path[4096], hex[17], *text = NULL, **names = NULL;
@@ -240,7 +251,20 @@ static int write_manifest(const char *dir, int world)
         qsort(names, (size_t)n, sizeof *names, cmp_str);
     cJSON_AddStringToObject(m, "format", "zerotrain-checkpoint");
     cJSON_AddNumberToObject(m, "version", 2);
-    cJSON_AddNumberToObject(m, "world_size", world);
+    cJSON_AddNumberToObject(m, "world_size", e->comm.size);
+    cJSON_AddNumberToObject(m, "zero_stage", e->cfg.zero_stage);
+    cJSON_AddNumberToObject(m, "bucket_size", (double)e->bucket);
+    {
+        cJSON *units = cJSON_AddArrayToObject(m, "units");
+        for (int u = 0; units && u < e->layout.n_units; u++) {
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddStringToObject(o, "name", e->layout.units[u].name);
+            cJSON_AddNumberToObject(o, "numel", (double)e->layout.units[u].numel);
+            cJSON_AddNumberToObject(o, "padded", (double)e->padded[u]);
+            cJSON_AddNumberToObject(o, "piece", (double)e->piece[u]);
+            cJSON_AddItemToArray(units, o);
+        }
+    }
     for (int i = 0; i < n && rc == 0; i++) {
         uint64_t h, bytes;
         snprintf(path, sizeof path, "%s/%s", dir, names[i]);
@@ -304,11 +328,11 @@ static int commit_rank0(zt_engine *e, float *const *P, const char *root, const c
     snprintf(text, sizeof text,
              "{\n  \"format\": \"zerotrain-train-state\",\n  \"version\": 2,\n"
              "  \"step\": %" PRId64 ",\n  \"samples\": %" PRIu64 ",\n  \"seed\": %" PRIu64
-             ",\n  \"world_size\": %d,\n  \"zero_stage\": %d\n}\n",
-             st->step, st->samples, st->seed, e->comm.size, e->cfg.zero_stage);
+             ",\n  \"world_size\": %d,\n  \"zero_stage\": %d,\n  \"bucket_size\": %zu\n}\n",
+             st->step, st->samples, st->seed, e->comm.size, e->cfg.zero_stage, e->bucket);
     if ((rc = write_text(tmp, "state.json", text)) < 0 ||
         (rc = write_text(tmp, "train_config.json", train_config ? train_config : "{}\n")) < 0 ||
-        (rc = write_manifest(tmp, e->comm.size)) < 0 || (rc = fsync_path(tmp)) < 0)
+        (rc = write_manifest(tmp, e)) < 0 || (rc = fsync_path(tmp)) < 0)
         return rc;
     remove_dir(old);
     if (stat(final, &sb) == 0 && rename(final, old) != 0)
@@ -437,10 +461,10 @@ int zt_checkpoint_verify(const char *dir)
     return rc;
 }
 
-static int read_state(const char *dir, zt_train_state *st, int *world)
+static int read_state(const char *dir, zt_train_state *st, int *world, size_t *bucket)
 {
     char path[4096], *text;
-    cJSON *o, *s, *g, *sd, *w;
+    cJSON *o, *s, *g, *sd, *w, *bk;
     snprintf(path, sizeof path, "%s/state.json", dir);
     ZT_TRY(zt_file_read_all(path, 1u << 20, &text, NULL));
     o = cJSON_Parse(text);
@@ -449,31 +473,38 @@ static int read_state(const char *dir, zt_train_state *st, int *world)
     g = cJSON_GetObjectItemCaseSensitive(o, "samples");
     sd = cJSON_GetObjectItemCaseSensitive(o, "seed");
     w = cJSON_GetObjectItemCaseSensitive(o, "world_size");
-    if (!cJSON_IsNumber(s) || !cJSON_IsNumber(g) || !cJSON_IsNumber(sd) || !cJSON_IsNumber(w) ||
+    bk = cJSON_GetObjectItemCaseSensitive(o, "bucket_size"); /* absent: whole units */
+    if ((bk && (!cJSON_IsNumber(bk) || bk->valuedouble < 0 || bk->valuedouble > 9e15)) ||
+        !cJSON_IsNumber(s) || !cJSON_IsNumber(g) || !cJSON_IsNumber(sd) || !cJSON_IsNumber(w) ||
         s->valuedouble < 0 || w->valuedouble < 1 || w->valuedouble > 1 << 20) {
         cJSON_Delete(o);
-        return zt_fail(ZT_E_FORMAT, "%s: missing or bad step, samples, seed or world_size", path);
+        return zt_fail(ZT_E_FORMAT, "%s: missing or bad step, samples, seed, world_size or "
+                                    "bucket_size", path);
     }
     /* cJSON keeps numbers as doubles: exact below 2^53, far beyond any step count */
     st->step = (int64_t)s->valuedouble;
     st->samples = (uint64_t)g->valuedouble;
     st->seed = (uint64_t)sd->valuedouble;
     *world = (int)w->valuedouble;
+    *bucket = bk ? (size_t)bk->valuedouble : 0;
     cJSON_Delete(o);
     return 0;
 }
 
-/* The moments saved by world0 ranks (rank k: slice k of each unit padded for world0) into
- * this engine's layout: whole units (stage 0) or this rank's slice of the units padded for
- * the current world size. Only the first numel floats of a unit carry data; the rest is
- * padding and stays zero. */
-static int read_optimizer(zt_engine *e, const char *dir, int world0)
+/* The moments saved by world0 ranks with bucket0 (rank k: its shard of each unit as laid out
+ * for world0) into this engine's layout: whole units (stage 0) or this rank's shard. Only
+ * the first numel floats of a unit carry data; the rest is padding and stays zero. */
+static int read_optimizer(zt_engine *e, const char *dir, int world0, size_t bucket0)
 {
     char path[4096], name[ZT_NAME_MAX + 16];
-    int nu = e->layout.n_units, N = e->comm.size, r = e->comm.rank, rc = 0;
+    int nu = e->layout.n_units, rc = 0;
     zt_safetensors **f = calloc((size_t)world0, sizeof *f);
-    if (!f)
+    const float **src = calloc((size_t)world0, sizeof *src);
+    if (!f || !src) {
+        free(f);
+        free(src);
         return zt_fail(ZT_E_NOMEM, "out of memory");
+    }
     for (int k = 0; k < world0 && rc == 0; k++) {
         snprintf(path, sizeof path, "%s/rank-%05d.safetensors", dir, k);
         rc = zt_safetensors_open(path, &f[k]);
@@ -481,32 +512,41 @@ static int read_optimizer(zt_engine *e, const char *dir, int world0)
     for (int i = 0; i < 2 * nu && rc == 0; i++) {
         int u = i % nu, shard = e->cfg.zero_stage >= 1;
         float *dst = (i < nu ? e->M : e->V)[u];
-        size_t numel = e->layout.units[u].numel, q0 = (size_t)ZT_SHARD_ALIGN * (size_t)world0;
-        size_t s0 = (numel + q0 - 1) / q0 * q0 / (size_t)world0, s = e->padded[u] / (size_t)N;
-        size_t lo = shard ? (size_t)r * s : 0, len = shard ? s : e->padded[u];
+        size_t numel = e->layout.units[u].numel, padded0;
+        size_t piece0 = zt_zero_piece_for(numel, (size_t)world0, bucket0, &padded0);
+        size_t s0 = padded0 / (size_t)world0;
+        zt_seg d = {0, e->padded[u], 0};
         snprintf(name, sizeof name, "%s.%s", i < nu ? "exp_avg" : "exp_avg_sq",
                  e->layout.units[u].name);
-        memset(dst, 0, len * sizeof(float));
         for (int k = 0; k < world0 && rc == 0; k++) {
-            size_t a = k * s0 > lo ? k * s0 : lo, b = (k + 1) * s0;
             zt_tensor_info t;
-            b = b < lo + len ? b : lo + len;
-            b = b < numel ? b : numel;
-            if (a >= b)
-                continue;
             snprintf(path, sizeof path, "%s/rank-%05d.safetensors", dir, k);
-            if (zt_safetensors_find(f[k], name, &t) < 0 || t.dtype != ZT_F32 ||
-                t.numel != s0)
+            if (zt_safetensors_find(f[k], name, &t) < 0 || t.dtype != ZT_F32 || t.numel != s0)
                 rc = zt_fail(ZT_E_FORMAT, "%s: no F32 tensor \"%s\" of %zu floats", path, name,
                              s0);
             else
-                memcpy(dst + (a - lo), (const char *)t.data + (a - k * s0) * sizeof(float),
-                       (b - a) * sizeof(float));
+                src[k] = t.data;
+        }
+        memset(dst, 0, zt_zero_len(e, u, shard) * sizeof(float));
+        /* each run of this engine's segments, cut where the saved slices change rank */
+        for (int j = 0; rc == 0 && (shard ? zt_zero_seg(e, u, e->comm.rank, j, &d) : j == 0);
+             j++) {
+            size_t end = d.off + d.len < numel ? d.off + d.len : numel;
+            for (size_t x = d.off; x < end;) {
+                size_t base = x / piece0 * piece0;
+                size_t plen = padded0 - base < piece0 ? padded0 - base : piece0;
+                size_t sl = plen / (size_t)world0, within = x - base, o = within % sl;
+                size_t run = sl - o < end - x ? sl - o : end - x;
+                memcpy(dst + d.soff + (x - d.off), src[within / sl] + base / (size_t)world0 + o,
+                       run * sizeof(float));
+                x += run;
+            }
         }
     }
     for (int k = 0; k < world0; k++)
         zt_safetensors_close(f[k]);
     free(f);
+    free(src);
     return rc;
 }
 
@@ -528,8 +568,11 @@ int zt_checkpoint_load(zt_engine *e, const char *dir, zt_train_state *st)
         return zt_engine_fail(e, zt_fail(ZT_E_SHAPE, "%s: the checkpoint's model shape differs "
                                                      "from this engine's", path));
     int world0 = 1;
-    if ((rc = zt_engine_load_params(e, dir)) < 0 || (rc = read_state(dir, st, &world0)) < 0 ||
-        (rc = zt_engine_ensure_moments(e)) < 0 || (rc = read_optimizer(e, dir, world0)) < 0)
+    size_t bucket0 = 0;
+    if ((rc = zt_engine_load_params(e, dir)) < 0 ||
+        (rc = read_state(dir, st, &world0, &bucket0)) < 0 ||
+        (rc = zt_engine_ensure_moments(e)) < 0 ||
+        (rc = read_optimizer(e, dir, world0, bucket0)) < 0)
         return zt_engine_fail(e, rc);
     e->step = st->step;
     return 0;

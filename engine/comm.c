@@ -83,9 +83,115 @@ static void *watch(void *arg)
     }
 }
 
-int zt_comm_watch(zt_comm *c, double timeout, int check)
+/* ---- requests ---------------------------------------------------------------------------
+ * Up to ZT_COMM_MAXREQ collectives are open at once; starting one more first waits for the
+ * oldest. Every MPI_Test on a request happens under c->lock so the progress thread and the
+ * engine never test the same request at once. */
+
+enum { OP_RS, OP_AG, OP_AG_INPLACE, OP_GATHER_D, OP_SUM_I64 };
+
+static void mark_done(zt_comm *c, zt_comm_req *q, int rc)
+{
+    q->done = 1;
+    q->rc = rc;
+    c->flight[q->kind] += MPI_Wtime() - q->started;
+}
+
+/* c->lock held */
+static void test_open(zt_comm *c)
+{
+    for (int i = 0; i < ZT_COMM_MAXREQ; i++) {
+        zt_comm_req *q = &c->reqs[i];
+        int flag = 0, rc;
+        if (!q->used || q->done)
+            continue;
+        rc = MPI_Test(&q->req, &flag, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS || flag)
+            mark_done(c, q, rc);
+    }
+}
+
+void zt_comm_poll(zt_comm *c)
+{
+    if (c->open == 0 || c->mode != ZT_PROGRESS_POLL)
+        return;
+    test_open(c);
+}
+
+struct zt_progress {
+    pthread_t thread;
+    pthread_cond_t wake;
+    int stop;
+};
+
+/* The progress thread: tests the open requests, then naps briefly; sleeps on a condition
+ * variable while none is open. */
+static void *progress(void *arg)
+{
+    zt_comm *c = arg;
+    pthread_mutex_lock(&c->lock);
+    for (;;) {
+        if (c->pt->stop)
+            break;
+        if (c->open == 0) {
+            pthread_cond_wait(&c->pt->wake, &c->lock);
+            continue;
+        }
+        test_open(c);
+        pthread_mutex_unlock(&c->lock);
+        {
+            struct timespec nap = {0, 20 * 1000};
+            nanosleep(&nap, NULL);
+        }
+        pthread_mutex_lock(&c->lock);
+    }
+    pthread_mutex_unlock(&c->lock);
+    return NULL;
+}
+
+static int start_progress(zt_comm *c, int mode)
+{
+    int level = 0;
+    c->mode = ZT_PROGRESS_POLL;
+    if (mode != ZT_PROGRESS_THREAD || c->size == 1 || c->pt)
+        return 0;
+    MPI_Query_thread(&level);
+    if (level != MPI_THREAD_MULTIPLE) {
+        zt_log(ZT_LOG_INFO, "MPI was initialised without MPI_THREAD_MULTIPLE: communication "
+                            "progresses by polling instead of a progress thread");
+        return 0;
+    }
+    if (!(c->pt = calloc(1, sizeof *c->pt)))
+        return zt_fail(ZT_E_NOMEM, "out of memory");
+    pthread_cond_init(&c->pt->wake, NULL);
+    if (pthread_create(&c->pt->thread, NULL, progress, c) != 0) {
+        pthread_cond_destroy(&c->pt->wake);
+        free(c->pt);
+        c->pt = NULL;
+        return zt_fail(ZT_E_NOMEM, "cannot start the communication progress thread");
+    }
+    c->mode = ZT_PROGRESS_THREAD;
+    return 0;
+}
+
+static void stop_progress(zt_comm *c)
+{
+    if (!c->pt)
+        return;
+    pthread_mutex_lock(&c->lock);
+    c->pt->stop = 1;
+    pthread_cond_signal(&c->pt->wake);
+    pthread_mutex_unlock(&c->lock);
+    pthread_join(c->pt->thread, NULL);
+    pthread_cond_destroy(&c->pt->wake);
+    free(c->pt);
+    c->pt = NULL;
+}
+
+int zt_comm_watch(zt_comm *c, double timeout, int check, int mode)
 {
     c->check = check && c->size > 1;
+    ZT_TRY(start_progress(c, mode));
     if (!(timeout > 0.0) || c->size == 1 || c->wd)
         return 0;
     if (!(c->wd = calloc(1, sizeof *c->wd)))
@@ -115,13 +221,13 @@ static void unwatch(zt_comm *c)
     c->wd = NULL;
 }
 
-static void inflight(zt_comm *c, int on, const char *op, size_t count)
+static void inflight(zt_comm *c, int on, uint64_t seq, const char *op, size_t count)
 {
     if (!c->wd)
         return;
     pthread_mutex_lock(&c->wd->lock);
     c->wd->inflight = on;
-    c->wd->seq = c->seq;
+    c->wd->seq = seq;
     c->wd->op = op;
     c->wd->count = count;
     clock_gettime(CLOCK_MONOTONIC, &c->wd->start);
@@ -140,7 +246,7 @@ static void begin(zt_comm *c, int op, const char *name, size_t count)
             sleep(1);
     if (c->check) {
         uint64_t mine[3] = {c->seq, (uint64_t)op, count}, *all = malloc(24 * (size_t)c->size);
-        inflight(c, 1, "desync check", 3);
+        inflight(c, 1, c->seq, "desync check", 3);
         if (all && MPI_Allgather(mine, 3, MPI_UINT64_T, all, 3, MPI_UINT64_T, c->comm) ==
                        MPI_SUCCESS)
             for (int k = 0; k < c->size; k++)
@@ -153,15 +259,14 @@ static void begin(zt_comm *c, int op, const char *name, size_t count)
                              (unsigned long long)mine[2], k, (unsigned long long)all[3 * k],
                              names[all[3 * k + 1] < 3 ? all[3 * k + 1] : 2],
                              (unsigned long long)all[3 * k + 2]);
-                    inflight(c, 0, NULL, 0);
+                    inflight(c, 0, 0, NULL, 0);
                     free(all);
                     hang(c, msg);
                     return;
                 }
-        inflight(c, 0, NULL, 0);
+        inflight(c, 0, 0, NULL, 0);
         free(all);
     }
-    inflight(c, 1, name, count);
 }
 
 static int mpi_fail(int rc, const char *what)
@@ -178,6 +283,7 @@ int zt_comm_open(zt_comm *c, MPI_Comm parent)
 {
     int inited = 0, finalized = 0, rc;
     memset(c, 0, sizeof *c);
+    pthread_mutex_init(&c->lock, NULL);
     c->comm = MPI_COMM_NULL;
     c->rank = 0;
     c->size = 1;
@@ -202,98 +308,225 @@ int zt_comm_open(zt_comm *c, MPI_Comm parent)
 void zt_comm_close(zt_comm *c)
 {
     int finalized = 0;
+    if (c->comm != MPI_COMM_NULL && c->open > 0)
+        zt_comm_wait_all(c);
+    stop_progress(c);
     unwatch(c);
-    if (c->comm == MPI_COMM_NULL)
+    if (c->comm == MPI_COMM_NULL) {
+        pthread_mutex_destroy(&c->lock);
         return;
+    }
     MPI_Finalized(&finalized);
     if (!finalized)
         MPI_Comm_free(&c->comm);
     c->comm = MPI_COMM_NULL;
+    pthread_mutex_destroy(&c->lock);
 }
 
-#define CHUNK ((size_t)1 << 28) /* floats per collective: well below INT_MAX */
-
-static void account(zt_comm *c, int kind, size_t bytes, double t0)
+static void lock(zt_comm *c)
 {
-    inflight(c, 0, NULL, 0);
-    c->seq++;
+    if (c->pt)
+        pthread_mutex_lock(&c->lock);
+}
+
+static void unlock(zt_comm *c)
+{
+    if (c->pt)
+        pthread_mutex_unlock(&c->lock);
+}
+
+static int64_t oldest_open(const zt_comm *c)
+{
+    int best = -1;
+    for (int i = 0; i < ZT_COMM_MAXREQ; i++)
+        if (c->reqs[i].used && (best < 0 || c->reqs[i].seq < c->reqs[best].seq))
+            best = i;
+    return best < 0 ? -1 : (int64_t)c->reqs[best].seq;
+}
+
+static const char *const kind_names[] = {"reduce-scatter", "all-gather", "sum"};
+
+/* Starts collective `op` as number c->seq; *h = that number. */
+static int start(zt_comm *c, int op, const void *in, void *out, size_t n, int64_t *h)
+{
+    int kind = op == OP_RS ? ZT_COLL_REDUCE_SCATTER
+               : op == OP_AG || op == OP_AG_INPLACE ? ZT_COLL_ALLGATHER : ZT_COLL_OTHER;
+    int slot = -1, rc = MPI_SUCCESS, cnt = (int)(n / (size_t)c->size);
+    size_t bytes = op == OP_GATHER_D ? sizeof(double) * (size_t)c->size
+                   : op == OP_SUM_I64 ? sizeof(int64_t) : n * sizeof(float);
+    *h = -1;
+    if (c->open == ZT_COMM_MAXREQ)
+        ZT_TRY(zt_comm_wait(c, oldest_open(c)));
+    begin(c, kind, kind_names[kind], n);
+    lock(c);
+    for (int i = 0; i < ZT_COMM_MAXREQ && slot < 0; i++)
+        if (!c->reqs[i].used)
+            slot = i;
+    zt_comm_req *q = &c->reqs[slot];
+    memset(q, 0, sizeof *q);
+    q->req = MPI_REQUEST_NULL;
+    switch (op) {
+    case OP_RS:
+        rc = MPI_Ireduce_scatter_block(in, out, cnt, MPI_FLOAT, MPI_SUM, c->comm, &q->req);
+        break;
+    case OP_AG:
+        rc = MPI_Iallgather(in, cnt, MPI_FLOAT, out, cnt, MPI_FLOAT, c->comm, &q->req);
+        break;
+    case OP_AG_INPLACE:
+        rc = MPI_Iallgather(MPI_IN_PLACE, 0, MPI_FLOAT, out, cnt, MPI_FLOAT, c->comm, &q->req);
+        break;
+    case OP_GATHER_D:
+        rc = MPI_Iallgather(in, 1, MPI_DOUBLE, out, 1, MPI_DOUBLE, c->comm, &q->req);
+        break;
+    default:
+        rc = MPI_Iallreduce(MPI_IN_PLACE, out, 1, MPI_INT64_T, MPI_SUM, c->comm, &q->req);
+        break;
+    }
+    q->used = 1;
+    q->kind = kind;
+    q->seq = c->seq++;
+    q->count = n;
+    q->started = MPI_Wtime();
     c->calls[kind]++;
     c->bytes[kind] += bytes;
-    c->seconds[kind] += MPI_Wtime() - t0;
+    c->open++;
+    if (rc != MPI_SUCCESS)
+        mark_done(c, q, rc);
+    else if (c->pt)
+        pthread_cond_signal(&c->pt->wake);
+    unlock(c);
+    *h = (int64_t)q->seq;
+    return 0;
 }
 
-int zt_comm_reduce_scatter(zt_comm *c, const float *full, float *shard, size_t n)
+int zt_comm_wait(zt_comm *c, int64_t h)
 {
-    size_t s = n / (size_t)c->size;
+    zt_comm_req *q = NULL;
+    double t0;
     int rc;
+    if (h < 0)
+        return 0;
+    for (int i = 0; i < ZT_COMM_MAXREQ && !q; i++)
+        if (c->reqs[i].used && c->reqs[i].seq == (uint64_t)h)
+            q = &c->reqs[i];
+    if (!q) /* waited for already (to free its slot): its status was returned then */
+        return 0;
+    t0 = MPI_Wtime();
+    lock(c);
+    if (!q->done) {
+        inflight(c, 1, q->seq, kind_names[q->kind], q->count);
+        while (!q->done) {
+            int flag = 0;
+            rc = MPI_Test(&q->req, &flag, MPI_STATUS_IGNORE);
+            if (rc != MPI_SUCCESS || flag)
+                mark_done(c, q, rc);
+            else if (c->pt) { /* let the progress thread in now and then */
+                unlock(c);
+                lock(c);
+            }
+        }
+        inflight(c, 0, 0, NULL, 0);
+    }
+    rc = q->rc;
+    c->seconds[q->kind] += MPI_Wtime() - t0;
+    q->used = 0;
+    c->open--;
+    unlock(c);
+    return rc == MPI_SUCCESS ? 0 : mpi_fail(rc, "a non-blocking collective");
+}
+
+int zt_comm_wait_range(zt_comm *c, int64_t lo, int64_t hi)
+{
+    for (int64_t h = lo; lo >= 0 && h <= hi; h++)
+        ZT_TRY(zt_comm_wait(c, h));
+    return 0;
+}
+
+int zt_comm_wait_all(zt_comm *c)
+{
+    int rc = 0;
+    int64_t h;
+    while (c->open > 0 && (h = oldest_open(c)) >= 0) {
+        int r = zt_comm_wait(c, h);
+        rc = rc < 0 ? rc : r;
+    }
+    return rc;
+}
+
+static int check_n(const zt_comm *c, size_t n)
+{
+    if (n % (size_t)c->size != 0 || n / (size_t)c->size > ZT_COMM_MAX_SLICE)
+        return zt_fail(ZT_E_INVAL, "internal: a collective of %zu floats over %d ranks (slices "
+                       "must be equal and at most %zu floats)", n, c->size, ZT_COMM_MAX_SLICE);
+    return 0;
+}
+
+int zt_comm_start_reduce_scatter(zt_comm *c, const float *full, float *shard, size_t n,
+                                 int64_t *h)
+{
+    *h = -1;
     if (c->size == 1) {
         if (shard != full)
             memcpy(shard, full, n * sizeof(float));
         return 0;
     }
-    if (s > CHUNK) /* a unit above 2^28 floats per shard: split units first (ZeRO buckets) */
-        return zt_fail(ZT_E_UNSUPPORTED, "shards above %zu floats are not supported yet",
-                       (size_t)CHUNK);
-    begin(c, ZT_COLL_REDUCE_SCATTER, "reduce-scatter", n);
-    double t0 = MPI_Wtime();
-    rc = MPI_Reduce_scatter_block(full, shard, (int)s, MPI_FLOAT, MPI_SUM, c->comm);
-    account(c, ZT_COLL_REDUCE_SCATTER, n * sizeof(float), t0);
-    return rc == MPI_SUCCESS ? 0 : mpi_fail(rc, "MPI_Reduce_scatter_block");
+    ZT_TRY(check_n(c, n));
+    return start(c, OP_RS, full, shard, n, h);
 }
 
-int zt_comm_allgather(zt_comm *c, const float *shard, float *full, size_t n)
+int zt_comm_start_allgather(zt_comm *c, const float *shard, float *full, size_t n, int64_t *h)
 {
     size_t s = n / (size_t)c->size;
-    int rc;
+    *h = -1;
     if (c->size == 1) {
         if (shard != full)
             memcpy(full, shard, n * sizeof(float));
         return 0;
     }
-    if (s > CHUNK)
-        return zt_fail(ZT_E_UNSUPPORTED, "shards above %zu floats are not supported yet",
-                       (size_t)CHUNK);
-    begin(c, ZT_COLL_ALLGATHER, "all-gather", n);
-    double t0 = MPI_Wtime();
-    if (shard == full + (size_t)c->rank * s)
-        rc = MPI_Allgather(MPI_IN_PLACE, 0, MPI_FLOAT, full, (int)s, MPI_FLOAT, c->comm);
-    else
-        rc = MPI_Allgather(shard, (int)s, MPI_FLOAT, full, (int)s, MPI_FLOAT, c->comm);
-    account(c, ZT_COLL_ALLGATHER, n * sizeof(float), t0);
-    return rc == MPI_SUCCESS ? 0 : mpi_fail(rc, "MPI_Allgather");
+    ZT_TRY(check_n(c, n));
+    return start(c, shard == full + (size_t)c->rank * s ? OP_AG_INPLACE : OP_AG, shard, full, n,
+                 h);
+}
+
+int zt_comm_reduce_scatter(zt_comm *c, const float *full, float *shard, size_t n)
+{
+    int64_t h;
+    ZT_TRY(zt_comm_start_reduce_scatter(c, full, shard, n, &h));
+    return zt_comm_wait(c, h);
+}
+
+int zt_comm_allgather(zt_comm *c, const float *shard, float *full, size_t n)
+{
+    int64_t h;
+    ZT_TRY(zt_comm_start_allgather(c, shard, full, n, &h));
+    return zt_comm_wait(c, h);
 }
 
 int zt_comm_sum_ordered(zt_comm *c, double x, double *sum)
 {
-    double buf[1024];
+    double *buf;
+    int64_t h;
     int rc;
     if (c->size == 1) {
         *sum = x;
         return 0;
     }
-    if (c->size > 1024)
-        return zt_fail(ZT_E_UNSUPPORTED, "more than 1024 ranks");
-    begin(c, ZT_COLL_OTHER, "sum", 1);
-    double t0 = MPI_Wtime();
-    rc = MPI_Allgather(&x, 1, MPI_DOUBLE, buf, 1, MPI_DOUBLE, c->comm);
-    account(c, ZT_COLL_OTHER, sizeof(double) * (size_t)c->size, t0);
-    if (rc != MPI_SUCCESS)
-        return mpi_fail(rc, "MPI_Allgather");
-    *sum = 0.0;
-    for (int r = 0; r < c->size; r++)
-        *sum += buf[r];
-    return 0;
+    if (!(buf = malloc(sizeof *buf * (size_t)c->size)))
+        return zt_fail(ZT_E_NOMEM, "out of memory");
+    if ((rc = start(c, OP_GATHER_D, &x, buf, 1, &h)) == 0 && (rc = zt_comm_wait(c, h)) == 0) {
+        *sum = 0.0;
+        for (int r = 0; r < c->size; r++)
+            *sum += buf[r];
+    }
+    free(buf);
+    return rc;
 }
 
 int zt_comm_sum_i64(zt_comm *c, int64_t *x)
 {
-    int rc;
+    int64_t h;
     if (c->size == 1)
         return 0;
-    begin(c, ZT_COLL_OTHER, "sum", 1);
-    double t0 = MPI_Wtime();
-    rc = MPI_Allreduce(MPI_IN_PLACE, x, 1, MPI_INT64_T, MPI_SUM, c->comm);
-    account(c, ZT_COLL_OTHER, sizeof *x, t0);
-    return rc == MPI_SUCCESS ? 0 : mpi_fail(rc, "MPI_Allreduce");
+    ZT_TRY(start(c, OP_SUM_I64, NULL, x, 1, &h));
+    return zt_comm_wait(c, h);
 }
-

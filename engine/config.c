@@ -80,7 +80,7 @@ enum {
     K_AC, K_AC_PARTITION, K_AC_CPU, K_AC_CONTIG, K_AC_NUMBER, K_AC_SYNC, K_AC_PROFILE,
     K_AIO, K_AIO_BLOCK, K_AIO_QDEPTH, K_AIO_INTRA, K_AIO_THREADS, K_AIO_SINGLE, K_AIO_OVERLAP,
     K_FP16, K_FP16_ON, K_BF16, K_BF16_ON, K_BFLOAT16, K_BFLOAT16_ON,
-    K_ZT, K_ZT_NO_DECAY, K_ZT_THREADS, K_ZT_SEED, K_ZT_COLL_TIMEOUT, K_ZT_CHECK_COLL,
+    K_ZT, K_ZT_NO_DECAY, K_ZT_THREADS, K_ZT_SEED, K_ZT_COLL_TIMEOUT, K_ZT_CHECK_COLL, K_ZT_PROGRESS,
     K_NAMED
 };
 
@@ -189,37 +189,47 @@ static const key keys[] = {
     [K_STAGE] = {"zero_optimization.stage", T_INT, C_APPLIED, A_NO, 0, 0, 0, 3,
         .doc = "0 = off, 1 = optimizer state, 2 = and gradients, 3 = and parameters "
                "partitioned across ranks (all four implemented)."},
-    [K_OVERLAP] = {"zero_optimization.overlap_comm", T_BOOL, C_LATER, A_NO, 0, 0, 0, 0,
+    [K_OVERLAP] = {"zero_optimization.overlap_comm", T_BOOL, C_APPLIED, A_NO, 0, 0, 0, 0,
         .def_doc = "true with stage 3, else false",
-        .doc = "Overlap gradient reduction with the backward pass."},
-    [K_REDUCE_BUCKET] = {"zero_optimization.reduce_bucket_size", T_INT, C_LATER, A_DEFAULT, 0,
+        .doc = "Stages 2-3: reduce-scatter a unit's gradients while the next unit's backward "
+               "runs (false: wait for each reduction)."},
+    [K_REDUCE_BUCKET] = {"zero_optimization.reduce_bucket_size", T_INT, C_APPLIED, A_DEFAULT, 0,
         5e8, 0, BIG, .auto_doc = "500000000 (DeepSpeed's default; Hugging Face would use "
                                  "hidden_size^2)",
-        .doc = "Elements reduced per collective."},
-    [K_ALLGATHER_BUCKET] = {"zero_optimization.allgather_bucket_size", T_INT, C_LATER,
+        .doc = "Elements per collective at most: a larger unit is cut into pieces of a "
+               "multiple of 1024 x ranks elements when the engine is built, the same for every "
+               "stage (the smaller of this and allgather_bucket_size applies to both; 0 = one "
+               "collective per unit)."},
+    [K_ALLGATHER_BUCKET] = {"zero_optimization.allgather_bucket_size", T_INT, C_APPLIED,
         A_DEFAULT, 0, 5e8, 0, BIG, .auto_doc = "500000000 (DeepSpeed's default)",
-        .doc = "Elements all-gathered per collective (stages 1 and 2)."},
-    [K_REDUCE_SCATTER] = {"zero_optimization.reduce_scatter", T_BOOL, C_LATER, A_NO, 0, 1, 0, 0,
-        .doc = "Reduce-scatter gradients instead of all-reducing them."},
-    [K_ALLGATHER_PART] = {"zero_optimization.allgather_partitions", T_BOOL, C_LATER, A_NO, 0, 1,
-        0, 0, .doc = "All-gather updated parameters (true) or broadcast them (false)."},
-    [K_CONTIG_GRADS] = {"zero_optimization.contiguous_gradients", T_BOOL, C_LATER, A_NO, 0, 1, 0,
-        0, .doc = "Always true in zerotrain: gradients live in contiguous per-unit buffers "
-                  "(false is accepted with a notice)."},
-    [K_PREFETCH_BUCKET] = {"zero_optimization.stage3_prefetch_bucket_size", T_INT, C_LATER,
+        .doc = "Elements per all-gather at most (see reduce_bucket_size: the smaller of the two "
+               "applies)."},
+    [K_REDUCE_SCATTER] = {"zero_optimization.reduce_scatter", T_BOOL, C_APPLIED, A_NO, 0, 1, 0,
+        0, .doc = "Always true in zerotrain: gradients are reduce-scattered (false is accepted "
+                  "with a notice)."},
+    [K_ALLGATHER_PART] = {"zero_optimization.allgather_partitions", T_BOOL, C_APPLIED, A_NO, 0,
+        1, 0, 0, .doc = "Always true in zerotrain: updated parameters are all-gathered (false "
+                        "is accepted with a notice)."},
+    [K_CONTIG_GRADS] = {"zero_optimization.contiguous_gradients", T_BOOL, C_APPLIED, A_NO, 0, 1,
+        0, 0, .doc = "Always true in zerotrain: gradients live in contiguous per-unit buffers "
+                     "(false is accepted with a notice)."},
+    [K_PREFETCH_BUCKET] = {"zero_optimization.stage3_prefetch_bucket_size", T_INT, C_APPLIED,
         A_DEFAULT, 0, 5e7, 0, BIG,
         .auto_doc = "50000000 (DeepSpeed's default; Hugging Face would use 0.9 x "
                     "hidden_size^2)",
-        .doc = "Parameter elements fetched ahead of use (stage 3)."},
-    [K_PERSIST] = {"zero_optimization.stage3_param_persistence_threshold", T_INT, C_LATER,
+        .doc = "Stage 3: parameter elements gathered ahead of use while the current unit "
+               "computes (whole units; 0 = gather each unit when it is needed)."},
+    [K_PERSIST] = {"zero_optimization.stage3_param_persistence_threshold", T_INT, C_APPLIED,
         A_DEFAULT, 0, 1e5, 0, BIG,
         .auto_doc = "100000 (DeepSpeed's default; Hugging Face would use 10 x hidden_size)",
-        .doc = "Parameters with fewer elements stay unpartitioned (stage 3)."},
-    [K_MAX_LIVE] = {"zero_optimization.stage3_max_live_parameters", T_INT, C_LATER, A_NO, 0, 1e9,
-        0, BIG, .doc = "Most parameter elements kept gathered at once (stage 3)."},
+        .doc = "Stage 3: units (not single tensors, as in DeepSpeed) with fewer elements stay "
+               "gathered; their shards are still updated by one rank each."},
+    [K_MAX_LIVE] = {"zero_optimization.stage3_max_live_parameters", T_INT, C_APPLIED, A_NO, 0,
+        1e9, 0, BIG, .doc = "Stage 3: most parameter elements gathered at once; prefetching "
+                            "stops at this cap (the unit in use is always gathered)."},
     [K_MAX_REUSE] = {"zero_optimization.stage3_max_reuse_distance", T_INT, C_LATER, A_NO, 0, 1e9,
-        0, BIG, .doc = "Keep a gathered parameter that is used again within this many "
-                       "elements (stage 3)."},
+        0, BIG, .doc = "Accepted; zerotrain keeps a unit gathered while consecutive uses (or "
+                       "prefetched ones) need it, so there is no distance to set."},
     [K_SUB_GROUP] = {"zero_optimization.sub_group_size", T_INT, C_LATER, A_NO, 0, 1e9, 0, BIG,
         .doc = "Parameter elements per optimizer-step tile (offload)."},
     [K_ROUND_ROBIN] = {"zero_optimization.round_robin_gradients", T_BOOL, C_LATER, A_NO, 0, 0, 0,
@@ -321,6 +331,11 @@ static const key keys[] = {
         .doc = "Before each collective, compare (sequence, operation, count) across ranks and "
                "stop at the first mismatch naming both sides (debugging; costs one small "
                "all-gather per collective)."},
+    [K_ZT_PROGRESS] = {"zerotrain.comm_progress", T_ENUM, C_APPLIED, A_NO, 0, 0, 0, 0,
+        .values = "poll|thread", .def_doc = "poll",
+        .doc = "How non-blocking collectives advance while the engine computes: \"poll\" "
+               "(MPI_Test between kernels) or \"thread\" (a progress thread; needs "
+               "MPI_THREAD_MULTIPLE)."},
 
     /* DeepSpeed keys that do not apply here (rows after K_NAMED have no name) */
     [K_NAMED] = {"wall_clock_breakdown", T_ANY, C_IGNORED, .doc = "zerotrain has no per-phase "
@@ -1338,9 +1353,20 @@ static zt_offload_device resolve_offload(ctx *x, int sect, int dev, int nvme, in
     return d;
 }
 
+#define NUM_OR_DEF(k) (GIVEN(k) ? NUM(k) : keys[k].def)
+
 static void resolve_zero(ctx *x, zt_train_settings *s)
 {
     s->zero_stage = GIVEN(K_STAGE) ? (int)NUM(K_STAGE) : 0;
+    s->overlap_comm = GIVEN(K_OVERLAP) ? (int)NUM(K_OVERLAP) : -1;
+    {
+        double rb = NUM_OR_DEF(K_REDUCE_BUCKET), ab = NUM_OR_DEF(K_ALLGATHER_BUCKET);
+        /* 0 means "no cap" for either; otherwise the smaller one caps both */
+        s->bucket_size = (size_t)(rb == 0 ? ab : ab == 0 ? rb : rb < ab ? rb : ab);
+    }
+    s->prefetch_size = (size_t)NUM_OR_DEF(K_PREFETCH_BUCKET);
+    s->persist_threshold = (size_t)NUM_OR_DEF(K_PERSIST);
+    s->max_live = (size_t)NUM_OR_DEF(K_MAX_LIVE);
     s->offload_optimizer = resolve_offload(x, K_OFFOPT, K_OFFOPT_DEVICE, K_OFFOPT_NVME, 1,
                                            s->zero_stage, "DeepSpeed offloads the optimizer "
                                            "state with ZeRO stages 1 to 3");
@@ -1402,9 +1428,16 @@ static void resolve(ctx *x, int world, int64_t total_steps, resolved *r)
     if (GIVEN(K_CONTIG_GRADS) && !NUM(K_CONTIG_GRADS))
         note(x, ZT_LOG_WARN, keys[K_CONTIG_GRADS].path, "false has no effect: gradients always "
              "live in zerotrain's contiguous per-unit buffers");
+    if (GIVEN(K_REDUCE_SCATTER) && !NUM(K_REDUCE_SCATTER))
+        note(x, ZT_LOG_WARN, keys[K_REDUCE_SCATTER].path, "false has no effect: zerotrain always "
+             "reduce-scatters gradients");
+    if (GIVEN(K_ALLGATHER_PART) && !NUM(K_ALLGATHER_PART))
+        note(x, ZT_LOG_WARN, keys[K_ALLGATHER_PART].path, "false has no effect: zerotrain always "
+             "all-gathers updated parameters");
     s->collective_timeout = GIVEN(K_ZT_COLL_TIMEOUT) ? NUM(K_ZT_COLL_TIMEOUT)
                                                      : keys[K_ZT_COLL_TIMEOUT].def;
     s->check_collectives = GIVEN(K_ZT_CHECK_COLL) ? (int)NUM(K_ZT_CHECK_COLL) : 0;
+    s->comm_progress = GIVEN(K_ZT_PROGRESS) ? (int)NUM(K_ZT_PROGRESS) : 0;
     r->no_decay = GIVEN(K_ZT_NO_DECAY) ? x->v[K_ZT_NO_DECAY].node : NULL;
     s->n_no_decay = r->no_decay ? cJSON_GetArraySize(r->no_decay) : -1;
 }

@@ -1,5 +1,5 @@
 /* engine_impl.h - the engine's private state, shared by the files of engine/ (engine.c,
- * checkpoint.c). Nothing outside engine/ includes it. */
+ * zero.c, checkpoint.c). Nothing outside engine/ includes it. */
 #ifndef ZT_ENGINE_IMPL_H
 #define ZT_ENGINE_IMPL_H
 
@@ -9,6 +9,36 @@
 #include "../models/bert.h"
 
 #define ZT_SHARD_ALIGN 1024 /* floats: 4 KiB, O_DIRECT-aligned, whole 8-bit Adam blocks */
+#define ZT_POOL_MAX 32      /* stage 3: most whole-unit parameter buffers */
+
+/* One contiguous run of a rank's shard of a unit: floats [off, off + len) of the padded
+ * unit buffer are floats [soff, soff + len) of the rank's shard buffer. A unit is cut into
+ * pieces (the ZeRO bucket; one piece unless the unit is larger); each piece is split into
+ * N equal slices, and rank r's shard is its slice of every piece, in order. */
+typedef struct zt_seg {
+    size_t off, len, soff;
+} zt_seg;
+
+/* A use: the units one forward or backward step of a unit reads (the unit and the unit it
+ * is tied to). Stage 3 walks the uses of a pass in order, gathering ahead. */
+typedef struct zt_use {
+    int unit[2], n;
+} zt_use;
+
+/* Stage 3's gather schedule over the uses of a pass (see zero.c). */
+typedef struct zt_sched {
+    int *refs;               /* per unit: acquired uses that need it */
+    int acquired;            /* uses [.., acquired] are acquired */
+    int dry;                 /* count only: no buffers, no MPI */
+    size_t live, live_peak;  /* floats gathered now / at most */
+    double moved;            /* floats all-gathered */
+} zt_sched;
+
+typedef struct zt_pool_buf {
+    float *p;
+    size_t cap;   /* floats */
+    int unit;     /* -1 = free */
+} zt_pool_buf;
 
 struct zt_engine {
     zt_config cfg;
@@ -19,21 +49,71 @@ struct zt_engine {
     const zt_model_ops *ops;
     void *model;
     size_t *padded;          /* per unit: floats incl. padding to N * ZT_SHARD_ALIGN */
+    size_t *piece;           /* per unit: floats per piece (a multiple of N * ZT_SHARD_ALIGN;
+                              * the last piece may be shorter) */
+    size_t bucket;           /* floats per collective at most (0 = whole units) */
     float **P, **G, **M, **V; /* M, V: whole units (stage 0) or this rank's shards */
     float **Gs;              /* N > 1 or stage 2: this rank's shard of the reduced gradient */
-    float *scratch[2];       /* stage 2: whole-unit gradient buffers lent to one unit at a time */
-    float *rs_tmp;           /* stage 2: one micro-batch's shard before it is added */
+    int overlap;             /* stages 2-3: reduce a unit while the next one computes */
+    /* stages 2-3: gradient buffers lent to one unit at a time during the backward pass */
+    float *scratch[2];
+    int scratch_unit[2];     /* the unit whose reduction still reads scratch[i], or -1 */
+    float *rs_tmp[2];        /* a later micro-batch's shard before it is added */
+    int64_t *rpend_lo, *rpend_hi; /* per unit: the open reduce-scatters (sequence numbers) */
+    int *rpend_tmp;          /* per unit: rs_tmp buffer to add from on completion, or -1 */
     int accum_first;         /* stage 2: the next micro-batch is the step's first */
-#define ZT_POOL 3
-    float **Ps;              /* stage 3: this rank's shard of every unit's parameters */
-    float *pool[ZT_POOL];    /* stage 3: whole-unit parameter buffers lent to gathered units */
-    int pool_unit[ZT_POOL];  /* the unit holding each pool buffer, -1 = free */
-    int *gathered;           /* stage 3: per unit, how many users hold it gathered */
-    unsigned char *persist;  /* stage 3: kept gathered (smaller than persist_threshold) */
+    /* stage 3 */
+    float **Ps;              /* this rank's shard of every unit's parameters */
+    zt_pool_buf pool[ZT_POOL_MAX];
+    int n_pool;
+    zt_sched sched;
+    int64_t *gpend_lo, *gpend_hi; /* per unit: its open all-gathers */
+    unsigned char *persist;  /* kept gathered (smaller than persist_threshold) */
+    zt_use *uses;            /* the uses of the current pass */
+    int n_uses;
     unsigned char *alias_seen; /* per parameter: the checkpoint stored the tied alias */
     int64_t step;
     int have_logits;
 };
+
+/* ---- zero.c: sharding and the stage logic ----------------------------------------------- */
+/* Pads and cuts units for the world size and allocates every buffer the stage keeps. */
+int zt_zero_setup(zt_engine *e);
+void zt_zero_teardown(zt_engine *e);
+/* floats per piece of a unit of numel floats over N ranks with the given bucket (0 = whole
+ * units); *padded = the unit padded to N x ZT_SHARD_ALIGN */
+size_t zt_zero_piece_for(size_t numel, size_t N, size_t bucket, size_t *padded);
+/* floats of unit u in a buffer that holds the whole unit (shard = 0) or one rank's shard */
+size_t zt_zero_len(const zt_engine *e, int u, int shard);
+/* Segment k of rank r's shard of unit u; 0 past the last. */
+int zt_zero_seg(const zt_engine *e, int u, int r, int k, zt_seg *s);
+/* Copies rank r's shard of unit u out of a whole-unit buffer, or back into one. */
+void zt_zero_take_shard(const zt_engine *e, int u, int r, const float *whole, float *shard);
+void zt_zero_put_shard(const zt_engine *e, int u, int r, const float *shard, float *whole);
+/* Stage 3: a pass walks uses 0..n-1 (forward: every unit in order; backward: in reverse).
+ * zt_zero_enter(k) makes use k's units present (gathering ahead within the prefetch
+ * budget) and lets go of use k - 1's; zt_zero_pass_end lets go of the last use. Below
+ * stage 3 these do nothing. */
+int zt_zero_pass_begin(zt_engine *e, int backward);
+int zt_zero_enter(zt_engine *e, int k);
+void zt_zero_pass_end(zt_engine *e);
+/* Backward pass, stages 2-3: lends unit u a gradient buffer before its backward, starts its
+ * reduce-scatter after; zt_zero_grads_end reduces unit 0 and waits for every reduction. */
+int zt_zero_grads_lend(zt_engine *e, int u);
+int zt_zero_grads_reduce(zt_engine *e, int u);
+int zt_zero_grads_end(zt_engine *e);
+/* The step after the micro-batches: reductions of stages 0-1, this rank's sum of squares. */
+int zt_zero_reduce(zt_engine *e, double *sumsq);
+/* AdamW on what this rank owns, then the all-gathers the stage needs. */
+int zt_zero_update(zt_engine *e, const void *hparams);
+/* Sets every unit's parameters from whole-unit data: fill(u, buf, arg) writes unit u into
+ * buf (padded[u] floats, zeroed); stage 3 keeps only this rank's shard. */
+int zt_zero_fill_params(zt_engine *e, int (*fill)(int u, float *buf, void *arg), void *arg);
+/* floats of the stage's fixed buffers beyond the formula, and the traffic theory */
+size_t zt_zero_buffer_floats(const zt_engine *e);
+/* *plain: the stage's textbook figure (2 for stages 0-2, 3 for stage 3); returns what this
+ * engine's schedule moves per step (stage 3: replayed without MPI) */
+double zt_zero_traffic_theory(zt_engine *e, double *plain);
 
 /* Allocates the AdamW moments (zero) if they do not exist yet. */
 int zt_engine_ensure_moments(zt_engine *e);

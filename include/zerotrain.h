@@ -201,7 +201,7 @@ typedef struct zt_train_settings {
     double warmup_min_ratio, cos_min_ratio;  /* WarmupCosineLR */
     int64_t warmup_num_steps, total_num_steps;
     int warmup_log;                /* warmup_type "log" (1) or "linear" (0) */
-    /* zero_optimization (accepted and validated; acted on from the ZeRO issue on) */
+    /* zero_optimization: the stage and where offload puts state (offload: a later issue) */
     int zero_stage;
     zt_offload_device offload_optimizer, offload_param;
     char nvme_path[256];
@@ -212,6 +212,12 @@ typedef struct zt_train_settings {
     int threads;                   /* zerotrain.threads, 0 = all cores */
     double collective_timeout;     /* zerotrain.collective_timeout, seconds, 0 = off */
     int check_collectives;         /* zerotrain.check_collectives */
+    int comm_progress;             /* zerotrain.comm_progress: ZT_PROGRESS_* */
+    /* zero_optimization: overlap_comm (-1 = not given: DeepSpeed's default), the smaller of
+     * reduce_bucket_size and allgather_bucket_size (0 = no cap), stage3_prefetch_bucket_size,
+     * stage3_param_persistence_threshold, stage3_max_live_parameters */
+    int overlap_comm;
+    size_t bucket_size, prefetch_size, persist_threshold, max_live;
 } zt_train_settings;
 
 typedef struct zt_train_config zt_train_config;
@@ -234,6 +240,8 @@ ZT_API const char *zt_train_config_reference(void);
 
 /* ---- engine -------------------------------------------------------------------------- */
 typedef struct zt_engine zt_engine;
+
+enum { ZT_PROGRESS_POLL = 0, ZT_PROGRESS_THREAD = 1 };
 
 typedef struct zt_config {
     /* model: exactly one of model_dir (Hugging Face folder: config.json plus
@@ -259,8 +267,21 @@ typedef struct zt_config {
      * too (reduce-scattered unit by unit during the backward pass), 3 = parameters too
      * (each unit gathered just before its forward and backward, released after). */
     int zero_stage;
-    /* Stage 3: units of fewer floats than this stay gathered (0 = none). */
-    size_t persist_threshold;
+    /* Floats per collective at most (DeepSpeed's reduce_bucket_size / allgather_bucket_size,
+     * the smaller of the two): a larger unit is cut into pieces when the engine is built,
+     * the same way for every stage. 0 = one collective per unit. */
+    size_t bucket_size;
+    /* Stages 2-3: reduce-scatter a unit's gradients while the next unit's backward runs
+     * (1), or wait for each reduction (0); -1 = DeepSpeed's default (on for stage 3 only). */
+    int overlap_comm;
+    /* Stage 3: floats gathered ahead of use (0 = gather each unit when it is needed), most
+     * floats gathered at once (0 = no cap; the unit in use is always gathered), and units of
+     * fewer floats than persist_threshold stay gathered (0 = none). */
+    size_t prefetch_size, max_live, persist_threshold;
+    /* How non-blocking collectives advance while the engine computes: ZT_PROGRESS_POLL
+     * (MPI_Test between kernels) or ZT_PROGRESS_THREAD (a progress thread; needs
+     * MPI_THREAD_MULTIPLE, else polling). */
+    int progress;
     /* Seconds a collective may take before the hang handler runs (0 = no watchdog), and
      * whether to compare (sequence, operation, count) across ranks before each one. */
     double collective_timeout;
@@ -361,11 +382,18 @@ typedef struct zt_engine_report {
     size_t measured_state_bytes;   /* params + grads + optimizer allocated now (the AdamW
                                     * moments appear at the first step) */
     double traffic_theory;         /* reduce-scatter + all-gather bytes per step over the
-                                    * parameter bytes: 2 for stages 0-2; 3 for stage 3 plus
-                                    * two more gathers of each tied unit (N > 1) */
+                                    * parameter bytes, textbook: 2 for stages 0-2, 3 for
+                                    * stage 3 (N > 1) */
+    double traffic_schedule;       /* what this engine moves per step with one micro-batch:
+                                    * stage 3 gathers a unit once for consecutive uses (and
+                                    * for every use within the prefetch window), the tied
+                                    * unit again for the MLM head; persistent units once */
+    size_t gathered_peak;          /* stage 3: most parameter bytes gathered at once */
+    int progress;                  /* ZT_PROGRESS_* in effect */
     uint64_t collectives;          /* sequence number of the next collective */
     uint64_t coll_calls[3], coll_bytes[3];   /* by ZT_COLL_KIND_*; bytes: whole buffers */
-    double coll_seconds[3];
+    double coll_seconds[3];        /* blocked waiting (communication not hidden by compute) */
+    double coll_flight[3];         /* from start to completion (hidden or not) */
 } zt_engine_report;
 ZT_API int zt_engine_report_get(const zt_engine *e, zt_engine_report *out);
 

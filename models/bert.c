@@ -259,6 +259,8 @@ typedef struct bert_model {
     float *t3c, *dt3c;       /* [n_lab, C] their transformed hidden states and gradient */
     /* backward scratch */
     float *dcur, *sc[5], *si[2], *att_scratch;
+    void (*poll)(void *);      /* called between kernels: lets communication advance */
+    void *poll_arg;
 } bert_model;
 
 static void free_acts(bert_model *m)
@@ -422,6 +424,8 @@ static const float *unit_input(const bert_model *m, int u)
     return u == 1 ? m->e : m->la[u - 2].y;
 }
 
+#define POLL(m) ((m)->poll ? (m)->poll((m)->poll_arg) : (void)0)
+
 static void bert_forward_unit(void *p, int u, float *const *P)
 {
     bert_model *m = p;
@@ -432,8 +436,10 @@ static void bert_forward_unit(void *p, int u, float *const *P)
         zt_dropout d = drop_for(m, 0, ZT_RNG_DROP_EMB, c->hidden_drop);
         embedding_forward(m->e_pre, m->ids, m->tt, param(m, P, 0, E_WORD), param(m, P, 0, E_TYPE),
                           param(m, P, 0, E_POS), B, T, C);
+        POLL(m);
         layernorm_forward(m->e, m->em, m->er, m->e_pre, param(m, P, 0, E_LNW),
                           param(m, P, 0, E_LNB), M, C, c->eps);
+        POLL(m);
         dropout_apply(m->e, &d, B, (size_t)T * C);
     } else if (u <= c->layers) {
         layer_acts *a = &m->la[u - 1];
@@ -442,42 +448,57 @@ static void bert_forward_unit(void *p, int u, float *const *P)
         zt_dropout d1 = drop_for(m, u, ZT_RNG_DROP_ATTOUT, c->hidden_drop);
         zt_dropout d2 = drop_for(m, u, ZT_RNG_DROP_FFOUT, c->hidden_drop);
         linear_forward(a->q, x, param(m, P, u, L_QW), param(m, P, u, L_QB), M, C, C);
+        POLL(m);
         linear_forward(a->k, x, param(m, P, u, L_KW), param(m, P, u, L_KB), M, C, C);
+        POLL(m);
         linear_forward(a->v, x, param(m, P, u, L_VW), param(m, P, u, L_VB), M, C, C);
+        POLL(m);
         attention_forward(a->ctx, a->att, a->q, a->k, a->v, m->mask, &da, m->att_scratch, B, T,
                           C, c->heads);
+        POLL(m);
         linear_forward(a->a_pre, a->ctx, param(m, P, u, L_AOW), param(m, P, u, L_AOB), M, C, C);
+        POLL(m);
         dropout_apply(a->a_pre, &d1, B, (size_t)T * C);
 #pragma omp parallel for schedule(static)
         for (size_t i = 0; i < n; i++)
             a->a_pre[i] += x[i];
         layernorm_forward(a->a, a->m1, a->r1, a->a_pre, param(m, P, u, L_LN1W),
                           param(m, P, u, L_LN1B), M, C, c->eps);
+        POLL(m);
         linear_forward(a->h, a->a, param(m, P, u, L_IW), param(m, P, u, L_IB), M, C, F);
+        POLL(m);
         gelu_forward(a->g, a->h, (size_t)M * F);
+        POLL(m);
         linear_forward(a->y_pre, a->g, param(m, P, u, L_OW), param(m, P, u, L_OB), M, F, C);
+        POLL(m);
         dropout_apply(a->y_pre, &d2, B, (size_t)T * C);
 #pragma omp parallel for schedule(static)
         for (size_t i = 0; i < n; i++)
             a->y_pre[i] += a->a[i];
         layernorm_forward(a->y, a->m2, a->r2, a->y_pre, param(m, P, u, L_LN2W),
                           param(m, P, u, L_LN2B), M, C, c->eps);
+        POLL(m);
     } else {
         const float *y = m->la[c->layers - 1].y;
         linear_forward(m->t1, y, param(m, P, u, H_TW), param(m, P, u, H_TB), M, C, C);
+        POLL(m);
         gelu_forward(m->t2, m->t1, n);
+        POLL(m);
         layernorm_forward(m->t3, m->tm, m->tr, m->t2, param(m, P, u, H_LNW),
                           param(m, P, u, H_LNB), M, C, c->eps);
+        POLL(m);
         /* decoder tied to the word embeddings of unit 0 */
         if (!m->compact) {
             linear_forward(m->logits, m->t3, param(m, P, 0, E_WORD), param(m, P, u, H_BIAS), M,
                            C, c->vocab);
+            POLL(m);
         } else if (m->n_lab > 0) {
             for (int i = 0; i < m->n_lab; i++)
                 memcpy(m->t3c + (size_t)i * C, m->t3 + (size_t)m->lab_rows[i] * C,
                        sizeof(float) * (size_t)C);
             linear_forward(m->logits, m->t3c, param(m, P, 0, E_WORD), param(m, P, u, H_BIAS),
                            m->n_lab, C, c->vocab);
+            POLL(m);
         }
     }
 }
@@ -510,10 +531,12 @@ static void bert_backward_unit(void *p, int u, float *const *P, float *const *G)
         if (!m->compact) {
             linear_backward(s[0], param(m, G, 0, E_WORD), param(m, G, u, H_BIAS), m->dlogits,
                             m->t3, param(m, P, 0, E_WORD), M, C, c->vocab);
+            POLL(m);
         } else if (m->n_lab > 0) {
             zero(m->dt3c, (size_t)m->n_lab * C);
             linear_backward(m->dt3c, param(m, G, 0, E_WORD), param(m, G, u, H_BIAS), m->dlogits,
                             m->t3c, param(m, P, 0, E_WORD), m->n_lab, C, c->vocab);
+            POLL(m);
             for (int i = 0; i < m->n_lab; i++) /* rows are distinct: a plain copy */
                 memcpy(s[0] + (size_t)m->lab_rows[i] * C, m->dt3c + (size_t)i * C,
                        sizeof(float) * (size_t)C);
@@ -521,11 +544,14 @@ static void bert_backward_unit(void *p, int u, float *const *P, float *const *G)
         zero(s[1], n);
         layernorm_backward(s[1], param(m, G, u, H_LNW), param(m, G, u, H_LNB), s[0], m->t2, m->tm,
                            m->tr, param(m, P, u, H_LNW), M, C);
+        POLL(m);
         zero(s[2], n);
         gelu_backward(s[2], m->t1, s[1], n);
+        POLL(m);
         zero(m->dcur, n);
         linear_backward(m->dcur, param(m, G, u, H_TW), param(m, G, u, H_TB), s[2], y,
                         param(m, P, u, H_TW), M, C, C);
+        POLL(m);
     } else if (u >= 1) {
         layer_acts *a = &m->la[u - 1];
         const float *x = unit_input(m, u);
@@ -536,41 +562,53 @@ static void bert_backward_unit(void *p, int u, float *const *P, float *const *G)
         zero(s[0], n);
         layernorm_backward(s[0], param(m, G, u, L_LN2W), param(m, G, u, L_LN2B), m->dcur,
                            a->y_pre, a->m2, a->r2, param(m, P, u, L_LN2W), M, C);
+        POLL(m);
         memcpy(s[1], s[0], n * sizeof(float));
         dropout_apply(s[0], &d2, B, (size_t)T * C);
         /* o = g Wo^T + bo, g = gelu(h), h = a Wi^T + bi */
         zero(si[0], ni);
         linear_backward(si[0], param(m, G, u, L_OW), param(m, G, u, L_OB), s[0], a->g,
                         param(m, P, u, L_OW), M, F, C);
+        POLL(m);
         zero(si[1], ni);
         gelu_backward(si[1], a->h, si[0], ni);
+        POLL(m);
         linear_backward(s[1], param(m, G, u, L_IW), param(m, G, u, L_IB), si[1], a->a,
                         param(m, P, u, L_IW), M, C, F);
+        POLL(m);
         /* a = LN1(a_pre), a_pre = x + drop(ao) */
         zero(s[0], n);
         layernorm_backward(s[0], param(m, G, u, L_LN1W), param(m, G, u, L_LN1B), s[1], a->a_pre,
                            a->m1, a->r1, param(m, P, u, L_LN1W), M, C);
+        POLL(m);
         memcpy(m->dcur, s[0], n * sizeof(float));
         dropout_apply(s[0], &d1, B, (size_t)T * C);
         zero(s[1], n);
         linear_backward(s[1], param(m, G, u, L_AOW), param(m, G, u, L_AOB), s[0], a->ctx,
                         param(m, P, u, L_AOW), M, C, C);
+        POLL(m);
         attention_backward(s[2], s[3], s[4], s[1], a->att, a->q, a->k, a->v, &da,
                            m->att_scratch, B, T, C, c->heads);
+        POLL(m);
         linear_backward(m->dcur, param(m, G, u, L_QW), param(m, G, u, L_QB), s[2], x,
                         param(m, P, u, L_QW), M, C, C);
+        POLL(m);
         linear_backward(m->dcur, param(m, G, u, L_KW), param(m, G, u, L_KB), s[3], x,
                         param(m, P, u, L_KW), M, C, C);
+        POLL(m);
         linear_backward(m->dcur, param(m, G, u, L_VW), param(m, G, u, L_VB), s[4], x,
                         param(m, P, u, L_VW), M, C, C);
+        POLL(m);
     } else {
         zt_dropout d = drop_for(m, 0, ZT_RNG_DROP_EMB, c->hidden_drop);
         dropout_apply(m->dcur, &d, B, (size_t)T * C);
         zero(s[0], n);
         layernorm_backward(s[0], param(m, G, 0, E_LNW), param(m, G, 0, E_LNB), m->dcur, m->e_pre,
                            m->em, m->er, param(m, P, 0, E_LNW), M, C);
+        POLL(m);
         embedding_backward(param(m, G, 0, E_WORD), param(m, G, 0, E_TYPE), param(m, G, 0, E_POS),
                            s[0], m->ids, m->tt, B, T, C);
+        POLL(m);
     }
 }
 
@@ -587,6 +625,12 @@ static const float *bert_logits(const void *p, int64_t shape[3])
 
 static void bert_set_train(void *p, int train) { ((bert_model *)p)->train = train; }
 
+static void bert_set_poll(void *p, void (*fn)(void *), void *arg)
+{
+    ((bert_model *)p)->poll = fn;
+    ((bert_model *)p)->poll_arg = arg;
+}
+
 /* the MLM head's decoder is the word-embedding matrix of unit 0 */
 static int bert_tied_unit(const void *p, int u)
 {
@@ -595,6 +639,7 @@ static int bert_tied_unit(const void *p, int u)
 
 const zt_model_ops bert_ops = {
     .set_train = bert_set_train,
+    .set_poll = bert_set_poll,
     .tied_unit = bert_tied_unit,
     .prepare = bert_prepare,
     .forward_unit = bert_forward_unit,

@@ -62,6 +62,8 @@ typedef struct zt_model_ops {
     int (*tied_unit)(const void *m, int u);
     /* train = 0 turns dropout off (evaluation), 1 restores the configured behaviour. */
     void (*set_train)(void *m, int train);
+    /* fn(arg) is called between kernels (the engine lets its collectives advance). */
+    void (*set_poll)(void *m, void (*fn)(void *), void *arg);
     void (*destroy)(void *m);
 } zt_model_ops;
 

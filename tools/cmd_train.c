@@ -235,6 +235,12 @@ int cmd_train(int argc, char **argv)
     cfg.zero_stage = ts->zero_stage;
     cfg.collective_timeout = ts->collective_timeout;
     cfg.check_collectives = ts->check_collectives || a.check_coll;
+    cfg.progress = ts->comm_progress;
+    cfg.overlap_comm = ts->overlap_comm;
+    cfg.bucket_size = ts->bucket_size;
+    cfg.prefetch_size = ts->prefetch_size;
+    cfg.persist_threshold = ts->persist_threshold;
+    cfg.max_live = ts->max_live;
     if (a.timeout) {
         double tmo;
         if (parse_float(a.timeout, "--collective-timeout", 0, 1e9, &tmo)) {
@@ -413,6 +419,8 @@ int cmd_train(int argc, char **argv)
         die("%s", zt_engine_last_error(e));
         goto done;
     }
+    zt_engine_report er; /* before the save, whose stage-3 gathers are not per step */
+    zt_engine_report_get(e, &er);
     if (a.save) { /* collective: every rank takes part, rank 0 writes */
         if (zt_engine_save_model(e, a.save) < 0) {
             die("%s", zt_engine_last_error(e));
@@ -422,15 +430,14 @@ int cmd_train(int argc, char **argv)
             fprintf(stderr, "saved the model to %s\n", a.save);
     }
     if (st.step > first_step) {
-        zt_engine_report er;
-        zt_engine_report_get(e, &er);
         int64_t steps_run = st.step - first_step;
         if (rank == 0)
             fprintf(stderr,
                     "model state per rank (stage %d, %d ranks): measured %zu bytes; formula %zu "
                     "+ buffers %zu = %zu\n"
                     "collectives per step: reduce-scatter %.0f bytes, all-gather %.0f bytes "
-                    "(%.2f x the %zu parameter bytes; theory %.2f x), %.3f s\n",
+                    "(%.2f x the %zu parameter bytes; schedule %.2f x, textbook %.0f x); "
+                    "waited %.3f s of %.3f s in flight (%s progress)\n",
                     er.zero_stage, er.world_size, er.measured_state_bytes,
                     er.predicted_state_bytes, er.buffer_bytes,
                     er.predicted_state_bytes + er.buffer_bytes,
@@ -438,8 +445,13 @@ int cmd_train(int argc, char **argv)
                     (double)er.coll_bytes[1] / (double)steps_run,
                     (double)(er.coll_bytes[0] + er.coll_bytes[1]) / (double)steps_run /
                         (double)(er.params * 4),
-                    er.params * 4, er.traffic_theory,
-                    (er.coll_seconds[0] + er.coll_seconds[1]) / (double)steps_run);
+                    er.params * 4, er.traffic_schedule, er.traffic_theory,
+                    (er.coll_seconds[0] + er.coll_seconds[1]) / (double)steps_run,
+                    (er.coll_flight[0] + er.coll_flight[1]) / (double)steps_run,
+                    er.progress == ZT_PROGRESS_THREAD ? "thread" : "poll");
+        if (rank == 0 && er.zero_stage >= 3)
+            fprintf(stderr, "stage 3: at most %.1f MiB of parameters gathered at once\n",
+                    er.gathered_peak / 1048576.0);
     }
     if (rank == 0 && st.step == first_step)
         fprintf(stderr, "zerotrain: step %" PRId64 " already reached; nothing to train\n", st.step);
