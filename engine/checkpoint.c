@@ -302,29 +302,16 @@ static void prune(const char *root, int keep)
 }
 
 /* Every rank learns whether any rank failed; a rank that did not fail itself reports it. */
-static int agree(zt_engine *e, int rc, const char *what)
-{
-    int64_t failed = rc < 0;
-    if (e->comm.size > 1 && zt_comm_sum_i64(&e->comm, &failed) < 0)
-        return ZT_E_MPI;
-    if (failed && rc == 0)
-        rc = zt_fail(ZT_E_MPI, "%s failed on another rank", what);
-    return rc;
-}
 
 /* Rank 0, after every rank file is written: the model, state, config and manifest, then
  * the rename that commits the checkpoint. */
-static int commit_rank0(zt_engine *e, float *const *P, const char *root, const char *tmp,
-                        const char *final, const char *old, const zt_train_state *st,
-                        const char *train_config, int keep)
+static int commit_rank0(zt_engine *e, const char *root, const char *tmp, const char *final,
+                        const char *old, const zt_train_state *st, const char *train_config,
+                        int keep)
 {
     char text[512];
     struct stat sb;
     int rc;
-    fault_point("before", "model.safetensors");
-    if ((rc = zt_engine_write_model(e, tmp, P, (size_t)5000000000u)) < 0)
-        return rc;
-    fault_point("after", "model.safetensors");
     snprintf(text, sizeof text,
              "{\n  \"format\": \"zerotrain-train-state\",\n  \"version\": 2,\n"
              "  \"step\": %" PRId64 ",\n  \"samples\": %" PRIu64 ",\n  \"seed\": %" PRIu64
@@ -353,13 +340,12 @@ static int commit_rank0(zt_engine *e, float *const *P, const char *root, const c
 }
 
 /* Every rank calls this: rank 0 makes the hidden folder, every rank writes its own
- * optimizer shards into it, rank 0 adds the model (gathered in stage 3), the state and the
+ * optimizer shards into it, rank 0 adds the model (streamed unit by unit in stage 3), the state and the
  * manifest and renames it into place. The folder must be on storage every rank sees. */
 int zt_checkpoint_save(zt_engine *e, const char *root, const zt_train_state *st,
                        const char *train_config, int keep)
 {
     char tmp[4096], final[4096], old[4096];
-    float **P = NULL;
     int rc = 0, r;
     if (!e || !root || !st)
         return zt_fail(ZT_E_INVAL, "zt_checkpoint_save: NULL argument");
@@ -373,16 +359,18 @@ int zt_checkpoint_save(zt_engine *e, const char *root, const zt_train_state *st,
         if (mkdir(tmp, 0755) != 0)
             rc = zt_fail(-errno, "%s: %s", tmp, strerror(errno));
     }
-    if ((rc = agree(e, rc, "creating the checkpoint folder")) == 0)
-        rc = agree(e, write_rank_file(e, tmp), "writing optimizer shards");
-    if (rc == 0) {
-        int prc = zt_engine_gather_params(e, &P); /* collective in stage 3 */
-        if (prc == 0 && r == 0)
-            prc = commit_rank0(e, P, root, tmp, final, old, st, train_config, keep);
-        if (P)
-            zt_engine_free_gathered(e, P);
-        rc = agree(e, prc, "committing the checkpoint");
+    if ((rc = zt_engine_agree(e, rc, "creating the checkpoint folder")) == 0)
+        rc = zt_engine_agree(e, write_rank_file(e, tmp), "writing optimizer shards");
+    if (rc == 0) { /* collective; rank 0 writes; stage 3 gathers one unit at a time */
+        if (r == 0)
+            fault_point("before", "model.safetensors");
+        rc = zt_engine_save_weights(e, tmp, (size_t)5000000000u);
+        if (r == 0)
+            fault_point("after", "model.safetensors");
     }
+    if (rc == 0)
+        rc = zt_engine_agree(e, r == 0 ? commit_rank0(e, root, tmp, final, old, st, train_config, keep)
+                             : 0, "committing the checkpoint");
     if (rc < 0) {
         zt_fail_wrap(rc, "saving checkpoint %s", final);
         if (r == 0)

@@ -190,9 +190,10 @@ static const key keys[] = {
         .doc = "0 = off, 1 = optimizer state, 2 = and gradients, 3 = and parameters "
                "partitioned across ranks (all four implemented)."},
     [K_OVERLAP] = {"zero_optimization.overlap_comm", T_BOOL, C_APPLIED, A_NO, 0, 0, 0, 0,
-        .def_doc = "true with stage 3, else false",
-        .doc = "Stages 2-3: reduce-scatter a unit's gradients while the next unit's backward "
-               "runs (false: wait for each reduction)."},
+        .def_doc = "true (DeepSpeed: true with stage 3 only; here it never changes a result)",
+        .doc = "Overlap the gradient reduction with the backward pass: stages 2-3 "
+               "reduce-scatter a unit while the next unit's backward runs, stages 0-1 do so in "
+               "the step's last micro-batch (false: reduce after the backward)."},
     [K_REDUCE_BUCKET] = {"zero_optimization.reduce_bucket_size", T_INT, C_APPLIED, A_DEFAULT, 0,
         5e8, 0, BIG, .auto_doc = "500000000 (DeepSpeed's default; Hugging Face would use "
                                  "hidden_size^2)",

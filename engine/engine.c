@@ -64,36 +64,21 @@ static int check_config(const zt_config *c)
     return 0;
 }
 
-/* Whole-unit parameters: the engine's own buffers, or (stage 3) gathered copies in tmp. */
-static int gather_all(zt_engine *e, float ***tmp)
+/* Stage 3: unit u's parameters whole in buf (collective: every rank gathers the same units
+ * in the same order). Persistent units are whole already. */
+static int gather_into(zt_engine *e, int u, float *buf, const float **whole)
 {
-    *tmp = NULL;
-    if (e->cfg.zero_stage < 3)
+    zt_seg s;
+    if (e->persist[u]) {
+        *whole = e->P[u];
         return 0;
-    if (!(*tmp = calloc((size_t)e->layout.n_units, sizeof **tmp)))
-        return zt_fail(ZT_E_NOMEM, "out of memory");
-    for (int u = 0; u < e->layout.n_units; u++) {
-        if (!((*tmp)[u] = zt_mem_alloc(e->padded[u] * sizeof(float), ZT_ALIGN_PAGE, ZT_MEM_COMM)))
-            return ZT_E_NOMEM;
-        zt_zero_put_shard(e, u, e->comm.rank, e->Ps[u], (*tmp)[u]);
-        /* in place: this rank's slices are in place, the others arrive */
-        for (int k = 0;; k++) {
-            zt_seg s;
-            if (!zt_zero_seg(e, u, e->comm.rank, k, &s))
-                break;
-            size_t off0 = s.soff * (size_t)e->comm.size;
-            ZT_TRY(zt_comm_allgather(&e->comm, (*tmp)[u] + s.off, (*tmp)[u] + off0,
-                                     s.len * (size_t)e->comm.size));
-        }
     }
+    zt_zero_put_shard(e, u, e->comm.rank, e->Ps[u], buf);
+    for (int k = 0; zt_zero_seg(e, u, e->comm.rank, k, &s); k++) /* in place */
+        ZT_TRY(zt_comm_allgather(&e->comm, buf + s.off, buf + s.soff * (size_t)e->comm.size,
+                                 s.len * (size_t)e->comm.size));
+    *whole = buf;
     return 0;
-}
-
-static void free_gathered(zt_engine *e, float **tmp)
-{
-    for (int u = 0; tmp && u < e->layout.n_units; u++)
-        zt_mem_free(tmp[u], e->padded[u] * sizeof(float), ZT_MEM_COMM);
-    free(tmp);
 }
 
 /* Random initialisation, one unit at a time (stage 3 keeps only this rank's shard). */
@@ -310,6 +295,8 @@ int zt_engine_zero_grad(zt_engine *e)
 {
     if (!e)
         return zt_fail(ZT_E_INVAL, "zt_engine_zero_grad: NULL engine");
+    e->micro = 0;
+    ZT_TRY(zt_zero_pass_grads_begin(e)); /* reductions still reading G finish first */
     if (e->cfg.zero_stage >= 2) {
         memset(e->G[0], 0, e->padded[0] * sizeof(float));
         for (int u = 0; u < e->layout.n_units; u++)
@@ -337,6 +324,7 @@ static int run_forward(zt_engine *e)
 static int run_backward(zt_engine *e)
 {
     int nu = e->layout.n_units;
+    ZT_TRY(zt_zero_pass_grads_begin(e));
     for (int u = nu - 1; u >= 0; u--) {
         ZT_TRY(zt_zero_enter(e, 2 * nu - 1 - u));
         ZT_TRY(zt_zero_grads_lend(e, u));
@@ -357,6 +345,8 @@ int zt_engine_forward_backward(zt_engine *e, const zt_batch *b, int keep_logits,
         return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "zt_engine_forward_backward: NULL argument"));
     zt_clear_error();
     e->have_logits = 0;
+    e->last_micro = e->micro + 1 >= (e->cfg.grad_accum_steps > 1 ? e->cfg.grad_accum_steps : 1);
+    e->micro++;
     if ((rc = e->ops->prepare(e->model, b, keep_logits, &n)) < 0 ||
         (rc = zt_zero_pass_begin(e, 1)) < 0 || (rc = run_forward(e)) < 0)
         return zt_engine_fail(e, rc);
@@ -434,6 +424,7 @@ int zt_engine_step(zt_engine *e, float lr, zt_step_info *out)
     if (e->cfg.grad_clip > 0.0f && norm > e->cfg.grad_clip)
         coef = (float)(e->cfg.grad_clip / (norm + 1e-6));
     e->step++;
+    e->micro = 0;
     hp = (zt_adamw_hparams){lr, e->cfg.beta1, e->cfg.beta2, e->cfg.eps, e->cfg.weight_decay,
                             e->step, coef};
     if ((rc = zt_zero_update(e, &hp)) < 0)
@@ -483,91 +474,117 @@ int zt_engine_report_get(const zt_engine *e, zt_engine_report *o)
     return 0;
 }
 
-int zt_engine_write_model(zt_engine *e, const char *dir, float *const *P,
-                          size_t max_shard_bytes)
+/* Stage 3 saves stream: the writer asks for each tensor in layout order, which gathers the
+ * next unit when the tensor belongs to it; one unit is whole at a time. */
+typedef struct save_arg {
+    zt_engine *e;
+    float *buf;
+    const float *whole;
+    int cur;             /* the unit in whole, -1 = none yet */
+} save_arg;
+
+static int next_unit(save_arg *a)
 {
-    char path[4096];
-    int n = e->layout.n_params, rc;
-    zt_tensor_view *v;
-    if ((rc = zt_mkdirs(dir)) < 0)
-        return rc;
-    if (!(v = calloc((size_t)n, sizeof *v)))
-        return zt_fail(ZT_E_NOMEM, "out of memory");
-    for (int i = 0; i < n; i++) {
-        const zt_param_def *d = &e->layout.params[i];
-        v[i] = (zt_tensor_view){d->name, ZT_F32, d->ndim, {0}, P[d->unit] + d->offset};
-        for (int k = 0; k < d->ndim; k++)
-            v[i].shape[k] = d->shape[k];
-    }
-    rc = zt_hf_write_weights(dir, v, n, max_shard_bytes);
-    free(v);
-    if (rc >= 0) {
-        snprintf(path, sizeof path, "%s/config.json", dir);
-        rc = bert_config_save(&e->bc, path);
-    }
-    return rc;
+    return gather_into(a->e, ++a->cur, a->buf, &a->whole);
 }
 
-int zt_engine_gather_params(zt_engine *e, float ***whole)
+static int fetch_param(int i, void *p, const void **data)
 {
-    float **tmp;
-    int rc = gather_all(e, &tmp);
-    if (rc < 0) {
-        free_gathered(e, tmp);
-        return rc;
-    }
-    *whole = tmp ? tmp : e->P;
+    save_arg *a = p;
+    const zt_param_def *d = &a->e->layout.params[i];
+    while (a->cur < d->unit)
+        ZT_TRY(next_unit(a));
+    *data = a->whole + d->offset;
     return 0;
 }
 
-void zt_engine_free_gathered(zt_engine *e, float **whole)
+int zt_engine_save_weights(zt_engine *e, const char *dir, size_t max_shard_bytes)
 {
-    if (whole != e->P)
-        free_gathered(e, whole);
+    char path[4096];
+    int n = e->layout.n_params, rc = 0, st3 = e->cfg.zero_stage >= 3, r = e->comm.rank;
+    save_arg a = {e, NULL, NULL, -1};
+    zt_tensor_view *v = NULL;
+    if (st3 && !(a.buf = zt_mem_alloc(zt_zero_max_padded(e) * sizeof(float), ZT_ALIGN_PAGE,
+                                      ZT_MEM_COMM)))
+        rc = ZT_E_NOMEM;
+    if (rc == 0 && r == 0 && (rc = zt_mkdirs(dir)) == 0 &&
+        !(v = calloc((size_t)n, sizeof *v)))
+        rc = zt_fail(ZT_E_NOMEM, "out of memory");
+    if (rc == 0 && r == 0) {
+        for (int i = 0; i < n; i++) {
+            const zt_param_def *d = &e->layout.params[i];
+            v[i] = (zt_tensor_view){d->name, ZT_F32, d->ndim, {0},
+                                    st3 ? NULL : e->P[d->unit] + d->offset};
+            for (int k = 0; k < d->ndim; k++)
+                v[i].shape[k] = d->shape[k];
+        }
+        rc = zt_hf_write_weights_cb(dir, v, n, max_shard_bytes, st3 ? fetch_param : NULL, &a);
+        if (rc >= 0) {
+            snprintf(path, sizeof path, "%s/config.json", dir);
+            rc = bert_config_save(&e->bc, path);
+        }
+    }
+    /* every rank gathers every unit, whatever rank 0's writer did, to stay in step */
+    while (st3 && a.buf && a.cur + 1 < e->layout.n_units) {
+        int grc = next_unit(&a);
+        if (grc < 0) {
+            rc = rc < 0 ? rc : grc;
+            break;
+        }
+    }
+    free(v);
+    if (a.buf)
+        zt_mem_free(a.buf, zt_zero_max_padded(e) * sizeof(float), ZT_MEM_COMM);
+    return zt_engine_agree(e, rc, "saving the weights");
+}
+
+int zt_engine_agree(zt_engine *e, int rc, const char *what)
+{
+    int64_t failed = rc < 0;
+    if (e->comm.size > 1 && zt_comm_sum_i64(&e->comm, &failed) < 0)
+        return ZT_E_MPI;
+    if (failed && rc == 0)
+        rc = zt_fail(ZT_E_MPI, "%s failed on another rank", what);
+    return rc;
 }
 
 int zt_engine_save_model_ex(zt_engine *e, const char *dir, size_t max_shard_bytes)
 {
-    float **P = NULL;
-    int64_t failed;
     int rc;
     if (!e || !dir)
         return zt_fail(ZT_E_INVAL, "zt_engine_save_model: NULL argument");
-    rc = zt_engine_gather_params(e, &P);
-    if (rc == 0 && e->comm.rank == 0)
-        rc = zt_engine_write_model(e, dir, P, max_shard_bytes);
-    if (P)
-        zt_engine_free_gathered(e, P);
-    failed = rc < 0;
-    if (e->comm.size > 1 && zt_comm_sum_i64(&e->comm, &failed) < 0)
-        return zt_engine_fail(e, ZT_E_MPI);
-    if (failed && rc == 0)
-        rc = zt_fail(ZT_E_MPI, "saving %s failed on rank 0", dir);
+    rc = zt_engine_save_weights(e, dir, max_shard_bytes);
     return rc < 0 ? zt_engine_fail(e, rc) : 0;
+}
+
+/* Stage 3 loads one unit at a time: the loader fills only the units whose buffer is given. */
+typedef struct load_arg {
+    zt_engine *e;
+    const char *dir;
+    float **one;
+} load_arg;
+
+static int load_unit(int u, float *buf, void *p)
+{
+    load_arg *a = p;
+    int rc;
+    a->one[u] = buf;
+    rc = zt_load_hf_weights(a->dir, &a->e->layout, a->one, a->e->alias_seen, a->e->cfg.seed,
+                            u == a->e->layout.n_units - 1);
+    a->one[u] = NULL;
+    return rc;
 }
 
 int zt_engine_load_params(zt_engine *e, const char *dir)
 {
-    float **tmp = NULL;
-    int rc, nu = e->layout.n_units;
+    load_arg a = {e, dir, NULL};
+    int rc;
     if (e->cfg.zero_stage < 3)
-        return zt_load_hf_weights(dir, &e->layout, e->P, e->alias_seen, e->cfg.seed);
-    if (!(tmp = calloc((size_t)nu, sizeof *tmp)))
+        return zt_load_hf_weights(dir, &e->layout, e->P, e->alias_seen, e->cfg.seed, 1);
+    if (!(a.one = calloc((size_t)e->layout.n_units, sizeof *a.one)))
         return zt_fail(ZT_E_NOMEM, "out of memory");
-    rc = 0;
-    for (int u = 0; u < nu && rc == 0; u++)
-        if (!(tmp[u] = zt_mem_alloc(e->padded[u] * sizeof(float), ZT_ALIGN_PAGE, ZT_MEM_COMM)))
-            rc = ZT_E_NOMEM;
-        else
-            memset(tmp[u], 0, e->padded[u] * sizeof(float));
-    if (rc == 0)
-        rc = zt_load_hf_weights(dir, &e->layout, tmp, e->alias_seen, e->cfg.seed);
-    for (int u = 0; u < nu && rc == 0; u++) {
-        zt_zero_take_shard(e, u, e->comm.rank, tmp[u], e->Ps[u]);
-        if (e->persist[u])
-            memcpy(e->P[u], tmp[u], e->padded[u] * sizeof(float));
-    }
-    free_gathered(e, tmp);
+    rc = zt_zero_fill_params(e, load_unit, &a);
+    free(a.one);
     return rc;
 }
 

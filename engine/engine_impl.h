@@ -62,6 +62,8 @@ struct zt_engine {
     int64_t *rpend_lo, *rpend_hi; /* per unit: the open reduce-scatters (sequence numbers) */
     int *rpend_tmp;          /* per unit: rs_tmp buffer to add from on completion, or -1 */
     int accum_first;         /* stage 2: the next micro-batch is the step's first */
+    int micro;               /* micro-batches since the last step */
+    int last_micro;          /* the pass running is the step's last micro-batch */
     /* stage 3 */
     float **Ps;              /* this rank's shard of every unit's parameters */
     zt_pool_buf pool[ZT_POOL_MAX];
@@ -85,6 +87,8 @@ void zt_zero_teardown(zt_engine *e);
 size_t zt_zero_piece_for(size_t numel, size_t N, size_t bucket, size_t *padded);
 /* floats of unit u in a buffer that holds the whole unit (shard = 0) or one rank's shard */
 size_t zt_zero_len(const zt_engine *e, int u, int shard);
+/* floats of the largest unit */
+size_t zt_zero_max_padded(const zt_engine *e);
 /* Segment k of rank r's shard of unit u; 0 past the last. */
 int zt_zero_seg(const zt_engine *e, int u, int r, int k, zt_seg *s);
 /* Copies rank r's shard of unit u out of a whole-unit buffer, or back into one. */
@@ -97,8 +101,12 @@ void zt_zero_put_shard(const zt_engine *e, int u, int r, const float *shard, flo
 int zt_zero_pass_begin(zt_engine *e, int backward);
 int zt_zero_enter(zt_engine *e, int k);
 void zt_zero_pass_end(zt_engine *e);
-/* Backward pass, stages 2-3: lends unit u a gradient buffer before its backward, starts its
- * reduce-scatter after; zt_zero_grads_end reduces unit 0 and waits for every reduction. */
+/* Backward pass. zt_zero_pass_grads_begin first (stages 0-1: settles reductions that
+ * started early). Stages 2-3: lends unit u a gradient buffer before its backward, starts its
+ * reduce-scatter after; zt_zero_grads_end reduces unit 0 and waits for every reduction.
+ * Stages 0-1 in the step's last micro-batch (overlap on): start each unit's reduction after
+ * its backward; the step waits for them. */
+int zt_zero_pass_grads_begin(zt_engine *e);
 int zt_zero_grads_lend(zt_engine *e, int u);
 int zt_zero_grads_reduce(zt_engine *e, int u);
 int zt_zero_grads_end(zt_engine *e);
@@ -117,15 +125,15 @@ double zt_zero_traffic_theory(zt_engine *e, double *plain);
 
 /* Allocates the AdamW moments (zero) if they do not exist yet. */
 int zt_engine_ensure_moments(zt_engine *e);
-/* Writes whole-unit parameters P as a Hugging Face folder (not collective). */
-int zt_engine_write_model(zt_engine *e, const char *dir, float *const *P,
-                          size_t max_shard_bytes);
-/* *whole = whole-unit parameters: e->P, or in stage 3 gathered copies (collective) that
- * zt_engine_free_gathered releases. */
-int zt_engine_gather_params(zt_engine *e, float ***whole);
-void zt_engine_free_gathered(zt_engine *e, float **whole);
+/* Writes the parameters as a Hugging Face folder (weights + config.json). Collective: rank
+ * 0 writes; stage 3 streams, one gathered unit at a time. Every rank returns the same
+ * verdict. */
+int zt_engine_save_weights(zt_engine *e, const char *dir, size_t max_shard_bytes);
 /* Loads Hugging Face weights from dir into the parameters (stage 3: into the shards). */
 int zt_engine_load_params(zt_engine *e, const char *dir);
+/* Every rank's rc agreed on: this rank's failure, or ZT_E_MPI naming `what` when another
+ * rank failed (collective). */
+int zt_engine_agree(zt_engine *e, int rc, const char *what);
 /* Copies the thread's last error into the engine and returns rc. */
 int zt_engine_fail(const zt_engine *e, int rc);
 

@@ -90,6 +90,8 @@ static int load_file(load_state *s, const char *path)
         }
         const zt_param_def *d = &s->l->params[i];
         int same = ti.ndim == d->ndim;
+        if (!s->P[d->unit]) /* a unit not asked for this time */
+            continue;
         for (int k = 0; same && k < d->ndim; k++)
             same = ti.shape[k] == d->shape[k];
         if (!same) {
@@ -173,7 +175,7 @@ out:
 }
 
 int zt_load_hf_weights(const char *dir, const zt_layout *l, float *const *P,
-                       unsigned char *alias_seen, uint64_t seed)
+                       unsigned char *alias_seen, uint64_t seed, int report)
 {
     char single[4096], index[4096];
     struct stat st;
@@ -190,7 +192,7 @@ int zt_load_hf_weights(const char *dir, const zt_layout *l, float *const *P,
     else
         rc = zt_fail(-ENOENT, "%s: no model.safetensors or model.safetensors.index.json", dir);
     for (int i = 0; rc == 0 && i < l->n_params; i++) {
-        if (s.have[i])
+        if (s.have[i] || !P[l->params[i].unit])
             continue;
         if (strncmp(l->params[i].name, "cls.", 4) == 0) {
             zt_param_init(l, i, P, seed);
@@ -202,10 +204,10 @@ int zt_load_hf_weights(const char *dir, const zt_layout *l, float *const *P,
     }
     if (rc == ZT_E_FORMAT && missing > 1)
         zt_fail_wrap(rc, "%d parameters missing", missing);
-    if (rc == 0 && head_init)
+    if (rc == 0 && head_init && report)
         zt_log(ZT_LOG_WARN, "%s: %d MLM-head parameters not in the checkpoint were initialised "
                             "randomly", dir, head_init);
-    if (rc == 0 && s.unused)
+    if (rc == 0 && s.unused && report)
         zt_log(ZT_LOG_WARN, "%s: %d tensors not used by BertForMaskedLM (first: \"%s\")", dir,
                s.unused, s.first_unused);
     free(s.have);

@@ -6,11 +6,13 @@
 #include <stdint.h>
 #include "../models/model.h"
 
-/* Fills P from dir. alias_seen[i] = 1 when the checkpoint also stored parameter i's tied
- * duplicate. Missing MLM-head parameters ("cls.") are initialised (seed) with a warning;
- * any other missing parameter, a shape mismatch or an unsupported dtype is an error. */
+/* Fills the units of P that are not NULL from dir (the others are skipped: stage 3 loads
+ * one unit at a time). alias_seen[i] = 1 when the checkpoint also stored parameter i's tied
+ * duplicate. Missing MLM-head parameters ("cls.") are initialised (seed), with a warning
+ * when report is set (as is the count of unused tensors); any other missing parameter, a
+ * shape mismatch or an unsupported dtype is an error. */
 int zt_load_hf_weights(const char *dir, const zt_layout *l, float *const *P,
-                       unsigned char *alias_seen, uint64_t seed);
+                       unsigned char *alias_seen, uint64_t seed, int report);
 
 /* HF initialisation of parameter i: normal(0, init_std), ones or zeros. */
 void zt_param_init(const zt_layout *l, int i, float *const *P, uint64_t seed);

@@ -51,6 +51,14 @@ void zt_zero_put_shard(const zt_engine *e, int u, int r, const float *shard, flo
         memcpy(whole + s.off, shard + s.soff, s.len * sizeof(float));
 }
 
+size_t zt_zero_max_padded(const zt_engine *e)
+{
+    size_t m = 0;
+    for (int u = 0; u < e->layout.n_units; u++)
+        m = e->padded[u] > m ? e->padded[u] : m;
+    return m;
+}
+
 static size_t max_padded(const zt_engine *e, int from)
 {
     size_t m = 0;
@@ -160,7 +168,9 @@ int zt_zero_setup(zt_engine *e)
     }
     e->scratch_unit[0] = e->scratch_unit[1] = -1;
     e->sched.acquired = -1;
-    e->overlap = e->cfg.overlap_comm < 0 ? st >= 3 : e->cfg.overlap_comm;
+    /* on unless asked off: unlike DeepSpeed's default (stage 3 only), since overlapping
+     * never changes a result here */
+    e->overlap = e->cfg.overlap_comm != 0;
     e->accum_first = 1;
     if (st >= 3) {
         if (!(e->P = calloc((size_t)nu, sizeof *e->P)) ||
@@ -448,6 +458,27 @@ static int finish_reduce(zt_engine *e, int u)
     return 0;
 }
 
+/* Stages 0-1 with overlap: in the step's last micro-batch a unit's summed gradient is
+ * final as soon as its backward is done (unit 0: at the end of the pass), so its
+ * reduce-scatter starts then instead of in the step; the step waits for it. */
+static int early_reduce(const zt_engine *e)
+{
+    return e->cfg.zero_stage < 2 && e->Gs && e->overlap && e->last_micro;
+}
+
+int zt_zero_pass_grads_begin(zt_engine *e)
+{
+    /* a micro-batch after reductions that started early (more micro-batches than the
+     * configured accumulation): those sums are stale; the step reduces everything again */
+    if (e->cfg.zero_stage >= 2 || !e->Gs)
+        return 0;
+    for (int u = 0; u < e->layout.n_units; u++) {
+        ZT_TRY(zt_comm_wait_range(&e->comm, e->rpend_lo[u], e->rpend_hi[u]));
+        e->rpend_lo[u] = e->rpend_hi[u] = -1;
+    }
+    return 0;
+}
+
 int zt_zero_grads_lend(zt_engine *e, int u)
 {
     int i = u & 1;
@@ -472,6 +503,8 @@ int zt_zero_grads_reduce(zt_engine *e, int u)
 {
     const char *skip = getenv("ZT_FAULT_SKIP_UNIT"); /* tests: "rank:unit" skips a reduction */
     int fr = -1, fu = -1;
+    if (early_reduce(e) && u != 0)
+        return start_rs(e, u, e->G[u], e->Gs[u], &e->rpend_lo[u], &e->rpend_hi[u]);
     if (e->cfg.zero_stage < 2 || u == 0)
         return 0;
     if (skip && sscanf(skip, "%d:%d", &fr, &fu) == 2 && fr == e->comm.rank && fu == u) {
@@ -486,6 +519,8 @@ int zt_zero_grads_reduce(zt_engine *e, int u)
 
 int zt_zero_grads_end(zt_engine *e)
 {
+    if (early_reduce(e))
+        return start_rs(e, 0, e->G[0], e->Gs[0], &e->rpend_lo[0], &e->rpend_hi[0]);
     if (e->cfg.zero_stage < 2)
         return 0;
     for (int i = 0; i < 2; i++)
@@ -505,9 +540,10 @@ int zt_zero_reduce(zt_engine *e, double *sumsq)
     int nu = e->layout.n_units;
     float **gs = e->Gs ? e->Gs : e->G;
     double local = 0.0;
-    if (e->cfg.zero_stage < 2 && e->Gs) /* stages 0-1: every unit's summed gradient, now */
-        for (int u = 0; u < nu; u++)
-            ZT_TRY(start_rs(e, u, e->G[u], e->Gs[u], &e->rpend_lo[u], &e->rpend_hi[u]));
+    if (e->cfg.zero_stage < 2 && e->Gs) /* stages 0-1: every unit's summed gradient, unless */
+        for (int u = 0; u < nu; u++)   /* its reduction started in the last backward pass */
+            if (e->rpend_lo[u] < 0)
+                ZT_TRY(start_rs(e, u, e->G[u], e->Gs[u], &e->rpend_lo[u], &e->rpend_hi[u]));
     for (int u = 0; u < nu; u++) {
         ZT_TRY(zt_comm_wait_range(&e->comm, e->rpend_lo[u], e->rpend_hi[u]));
         e->rpend_lo[u] = e->rpend_hi[u] = -1;
@@ -534,6 +570,7 @@ int zt_zero_update(zt_engine *e, const void *hparams)
                 size_t o = d->offset;
                 zt_adamw_update(e->P[u] + o, e->G[u] + o, e->M[u] + o, e->V[u] + o, d->numel,
                                 hp, d->decay);
+                zt_comm_poll(&e->comm);
             }
         }
         return 0;
@@ -553,6 +590,7 @@ int zt_zero_update(zt_engine *e, const void *hparams)
                 size_t j = s.soff + (a - s.off);
                 float *p = st >= 3 ? e->Ps[u] + j : e->P[u] + a;
                 zt_adamw_update(p, gs[u] + j, e->M[u] + j, e->V[u] + j, b - a, hp, d->decay);
+                zt_comm_poll(&e->comm);
             }
         if (st >= 3 && e->persist[u])
             ZT_TRY(start_ag(e, u, e->Ps[u], e->P[u], &e->rpend_lo[u], &e->rpend_hi[u]));

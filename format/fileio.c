@@ -57,7 +57,26 @@ static int fsync_dir(const char *path)
     return rc;
 }
 
+typedef struct parts_arg {
+    const void *const *parts;
+    const size_t *lens;
+} parts_arg;
+
+static int next_part(int i, void *arg, const void **data, size_t *len)
+{
+    const parts_arg *a = arg;
+    *data = a->parts[i];
+    *len = a->lens[i];
+    return 0;
+}
+
 int zt_file_write_atomic(const char *path, const void *const *parts, const size_t *lens, int n)
+{
+    parts_arg a = {parts, lens};
+    return zt_file_write_atomic_cb(path, n, next_part, &a);
+}
+
+int zt_file_write_atomic_cb(const char *path, int n, zt_part_fn part, void *arg)
 {
     const char *step = "";
     char *tmp = malloc(strlen(path) + sizeof ".tmp.XXXXXX");
@@ -74,9 +93,14 @@ int zt_file_write_atomic(const char *path, const void *const *parts, const size_
     if (fchmod(fd, 0644) < 0)
         goto sys;
     step = "write";
-    for (int i = 0; i < n; i++)
-        if ((rc = write_all(fd, parts[i], lens[i])) < 0)
+    for (int i = 0; i < n; i++) {
+        const void *data;
+        size_t len;
+        if ((rc = part(i, arg, &data, &len)) < 0)
+            goto out; /* the callback's message stands */
+        if ((rc = write_all(fd, data, len)) < 0)
             goto fail;
+    }
     step = "fsync";
     if ((rc = fsync_retry(fd)) < 0)
         goto fail;

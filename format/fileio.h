@@ -11,6 +11,12 @@
  * the temporary file is removed and an existing file at path is left untouched. */
 int zt_file_write_atomic(const char *path, const void *const *parts, const size_t *lens, int n);
 
+/* The same, with part i (data and length) asked of part(i, arg, ...) just before it is
+ * written: data can be produced one part at a time. A part that returns < 0 stops the
+ * write (the temporary file is removed) and its status is returned as is. */
+typedef int (*zt_part_fn)(int i, void *arg, const void **data, size_t *len);
+int zt_file_write_atomic_cb(const char *path, int n, zt_part_fn part, void *arg);
+
 /* Reads a whole regular file of at most limit bytes into a NUL-terminated buffer (*out,
  * freed by the caller; *len = its length, len may be NULL). Errors name the path: -errno when
  * it cannot be opened or read, ZT_E_FORMAT when it is not a regular file or is too large. */

@@ -19,7 +19,34 @@ static size_t view_bytes(const zt_tensor_view *v)
     return n;
 }
 
+/* tensor i of one shard file is tensor first + i of the whole set */
+typedef struct shard_fetch {
+    zt_fetch_fn fetch;
+    void *arg;
+    int first;
+} shard_fetch;
+
+static int fetch_in_shard(int i, void *p, const void **data)
+{
+    const shard_fetch *s = p;
+    return s->fetch(s->first + i, s->arg, data);
+}
+
+static int write_file(const char *path, const zt_tensor_view *v, int first, int n,
+                      zt_fetch_fn fetch, void *arg)
+{
+    shard_fetch s = {fetch, arg, first};
+    return zt_safetensors_write_cb(path, v + first, n, meta, 2, fetch ? fetch_in_shard : NULL,
+                                   &s);
+}
+
 int zt_hf_write_weights(const char *dir, const zt_tensor_view *v, int n, size_t max_shard_bytes)
+{
+    return zt_hf_write_weights_cb(dir, v, n, max_shard_bytes, NULL, NULL);
+}
+
+int zt_hf_write_weights_cb(const char *dir, const zt_tensor_view *v, int n,
+                           size_t max_shard_bytes, zt_fetch_fn fetch, void *arg)
 {
     char path[4096];
     size_t total = 0, cur = 0;
@@ -28,7 +55,7 @@ int zt_hf_write_weights(const char *dir, const zt_tensor_view *v, int n, size_t 
         total += view_bytes(&v[i]);
     if (max_shard_bytes == 0 || total <= max_shard_bytes) {
         snprintf(path, sizeof path, "%s/model.safetensors", dir);
-        return zt_safetensors_write(path, v, n, meta, 2);
+        return write_file(path, v, 0, n, fetch, arg);
     }
     if (!(start = calloc((size_t)n + 1, sizeof *start)))
         return zt_fail(ZT_E_NOMEM, "out of memory");
@@ -48,7 +75,7 @@ int zt_hf_write_weights(const char *dir, const zt_tensor_view *v, int n, size_t 
         char file[64];
         snprintf(file, sizeof file, "model-%05d-of-%05d.safetensors", s + 1, n_shards);
         snprintf(path, sizeof path, "%s/%s", dir, file);
-        rc = zt_safetensors_write(path, v + start[s], start[s + 1] - start[s], meta, 2);
+        rc = write_file(path, v, start[s], start[s + 1] - start[s], fetch, arg);
         for (int i = start[s]; i < start[s + 1]; i++)
             cJSON_AddStringToObject(map, v[i].name, file);
     }

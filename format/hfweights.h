@@ -9,4 +9,15 @@
 /* dir must exist; every file is written atomically; max_shard_bytes 0 = never shard. */
 int zt_hf_write_weights(const char *dir, const zt_tensor_view *v, int n, size_t max_shard_bytes);
 
+/* The same with the data of tensor i asked of fetch(i, arg, &data) just before it is written
+ * (in order), so it can be produced piece by piece; the views' data may then be NULL. A
+ * fetch that returns < 0 (with the error message set) stops the write. */
+typedef int (*zt_fetch_fn)(int i, void *arg, const void **data);
+int zt_hf_write_weights_cb(const char *dir, const zt_tensor_view *v, int n,
+                           size_t max_shard_bytes, zt_fetch_fn fetch, void *arg);
+/* One safetensors file the same way (zt_safetensors_write with a fetch function). */
+int zt_safetensors_write_cb(const char *path, const zt_tensor_view *tensors, int n,
+                            const char *const *metadata, int n_meta, zt_fetch_fn fetch,
+                            void *arg);
+
 #endif

@@ -4,6 +4,7 @@
  * while mapped (SIGBUS). Little-endian hosts only. */
 #include "err.h"
 #include "fileio.h"
+#include "hfweights.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -521,7 +522,7 @@ static int cmp_str(const void *a, const void *b)
 
 /* Arguments, sizes (into nbytes[i]) and duplicate names / metadata keys. */
 static int check_write_args(const char *path, const zt_tensor_view *tv, int n,
-                            const char *const *meta, int n_meta, size_t *nbytes)
+                            const char *const *meta, int n_meta, size_t *nbytes, int fetched)
 {
     const char **names;
     size_t total = 0;
@@ -542,7 +543,7 @@ static int check_write_args(const char *path, const zt_tensor_view *tv, int n,
                                v->name, d, (long long)v->shape[d]);
         if (__builtin_mul_overflow(numel, zt_dtype_size(v->dtype), &nbytes[i]))
             return zt_fail(ZT_E_INVAL, "%s: tensor '%s': size overflows", path, v->name);
-        if (nbytes[i] && !v->data)
+        if (nbytes[i] && !v->data && !fetched)
             return zt_fail(ZT_E_INVAL, "%s: tensor '%s': NULL data", path, v->name);
         if (__builtin_add_overflow(total, nbytes[i], &total))
             return zt_fail(ZT_E_INVAL, "%s: total data size overflows", path);
@@ -629,34 +630,62 @@ static int build_header(const char *path, const zt_tensor_view *tv, int n,
     return 0;
 }
 
-int zt_safetensors_write(const char *path, const zt_tensor_view *tensors, int n,
-                         const char *const *metadata, int n_meta)
+typedef struct write_arg {
+    const char *hdr;
+    const size_t *nbytes;          /* [0] header, [1 + i] tensor i */
+    const zt_tensor_view *tv;
+    zt_fetch_fn fetch;
+    void *arg;
+} write_arg;
+
+static int write_part(int i, void *p, const void **data, size_t *len)
+{
+    const write_arg *w = p;
+    *len = w->nbytes[i];
+    if (i == 0) {
+        *data = w->hdr;
+        return 0;
+    }
+    if (!w->fetch) {
+        *data = w->tv[i - 1].data;
+        return 0;
+    }
+    return w->fetch(i - 1, w->arg, data);
+}
+
+int zt_safetensors_write_cb(const char *path, const zt_tensor_view *tensors, int n,
+                            const char *const *metadata, int n_meta, zt_fetch_fn fetch,
+                            void *arg)
 {
     size_t *nbytes = NULL, hsize = 0;
-    const void **parts = NULL;
     char *hdr = NULL;
     int rc;
 
     if (!path || n < 0 || (n && !tensors) || n_meta < 0 || (n_meta && !metadata))
         return zt_fail(ZT_E_INVAL, "zt_safetensors_write(%s): bad arguments",
                        path ? path : "NULL");
-    /* parts[0] = header, parts[1 + i] = tensor i; nbytes alike */
-    if (!(nbytes = calloc((size_t)n + 1, sizeof *nbytes)) ||
-        !(parts = calloc((size_t)n + 1, sizeof *parts))) {
+    /* nbytes[0] = header, nbytes[1 + i] = tensor i */
+    if (!(nbytes = calloc((size_t)n + 1, sizeof *nbytes))) {
         rc = zt_fail(ZT_E_NOMEM, "%s: out of memory", path);
         goto out;
     }
-    if ((rc = check_write_args(path, tensors, n, metadata, n_meta, nbytes + 1)) < 0 ||
+    if ((rc = check_write_args(path, tensors, n, metadata, n_meta, nbytes + 1, fetch != NULL)) <
+            0 ||
         (rc = build_header(path, tensors, n, nbytes + 1, metadata, n_meta, &hdr, &hsize)) < 0)
         goto out;
-    parts[0] = hdr;
     nbytes[0] = hsize;
-    for (int i = 0; i < n; i++)
-        parts[1 + i] = tensors[i].data;
-    rc = zt_file_write_atomic(path, parts, nbytes, n + 1);
+    {
+        write_arg w = {hdr, nbytes, tensors, fetch, arg};
+        rc = zt_file_write_atomic_cb(path, n + 1, write_part, &w);
+    }
 out:
-    free(parts);
     free(hdr);
     free(nbytes);
     return rc;
+}
+
+int zt_safetensors_write(const char *path, const zt_tensor_view *tensors, int n,
+                         const char *const *metadata, int n_meta)
+{
+    return zt_safetensors_write_cb(path, tensors, n, metadata, n_meta, NULL, NULL);
 }

@@ -271,9 +271,12 @@ typedef struct zt_config {
      * the smaller of the two): a larger unit is cut into pieces when the engine is built,
      * the same way for every stage. 0 = one collective per unit. */
     size_t bucket_size;
-    /* Stages 2-3: reduce-scatter a unit's gradients while the next unit's backward runs
-     * (1), or wait for each reduction (0); -1 = DeepSpeed's default (on for stage 3 only). */
+    /* Overlap the gradient reduction with the backward pass (1) or not (0); -1 = the
+     * default, on. Stages 2-3 reduce-scatter a unit while the next unit's backward runs;
+     * stages 0-1 do so in the step's last micro-batch (grad_accum_steps tells which one
+     * that is). The result is the same either way. */
     int overlap_comm;
+    int grad_accum_steps;    /* micro-batches per step (0 or 1: one) */
     /* Stage 3: floats gathered ahead of use (0 = gather each unit when it is needed), most
      * floats gathered at once (0 = no cap; the unit in use is always gathered), and units of
      * fewer floats than persist_threshold stay gathered (0 = none). */

@@ -237,6 +237,7 @@ int cmd_train(int argc, char **argv)
     cfg.check_collectives = ts->check_collectives || a.check_coll;
     cfg.progress = ts->comm_progress;
     cfg.overlap_comm = ts->overlap_comm;
+    cfg.grad_accum_steps = ts->grad_accum_steps;
     cfg.bucket_size = ts->bucket_size;
     cfg.prefetch_size = ts->prefetch_size;
     cfg.persist_threshold = ts->persist_threshold;
