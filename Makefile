@@ -30,7 +30,7 @@ HDRS     := $(wildcard include/*.h */*.h)
 UNIT_TESTS := $(notdir $(basename $(wildcard tests/test_*.c)))
 TEST_BINS  := $(UNIT_TESTS:%=$(BUILD)/tests/%)
 
-.PHONY: all bench-zero docs test test-long unit-tests test-unit test-cli test-parity asan asan-build fuzz fuzz-build bench install clean
+.PHONY: all bench-full bench-grad bench-zero docs test test-long unit-tests test-unit test-cli test-parity asan asan-build fuzz fuzz-build bench install clean
 all: $(BUILD)/zerotrain $(BUILD)/libzerotrain.a $(BUILD)/libzerotrain.so $(BUILD)/bench_grad
 
 $(BUILD)/obj/%.o: %.c $(HDRS)
@@ -112,11 +112,21 @@ fuzz: $(BUILD)/fuzz_safetensors
 $(BUILD)/bench_grad: benchmarks/bench_grad.c $(BUILD)/libzerotrain.a include/zerotrain.h
 	$(CC) $(CFLAGS_ALL) -o $@ benchmarks/bench_grad.c $(BUILD)/libzerotrain.a $(LIBS)
 
+$(BUILD)/bench_limits: benchmarks/limits.c
+	$(CC) $(CFLAGS_ALL) -o $@ benchmarks/limits.c $(LIBS)
+
 # docs/config.md is generated from the config parser's key table (a unit test checks it).
 docs: $(BUILD)/zerotrain
 	$(BUILD)/zerotrain config-reference > docs/config.md
 
-bench: $(BUILD)/bench_grad
+# the benchmark sweeps (benchmarks/run.py): quick (~10 minutes on 2 cores) and full
+bench: all $(BUILD)/bench_limits
+	/usr/bin/python3 benchmarks/run.py benchmarks/sweeps/quick.json
+
+bench-full: all $(BUILD)/bench_limits
+	/usr/bin/python3 benchmarks/run.py benchmarks/sweeps/full.json
+
+bench-grad: $(BUILD)/bench_grad
 	$(BUILD)/bench_grad $(BENCH_ARGS)
 
 bench-zero: all

@@ -2,6 +2,7 @@
  * failures to ZT_E_MPI with MPI_Error_string. Never calls MPI_Init or MPI_Finalize. */
 #include "comm.h"
 #include "../common/err.h"
+#include "../common/prof.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -412,6 +413,7 @@ int zt_comm_wait(zt_comm *c, int64_t h)
     if (!q) /* waited for already (to free its slot): its status was returned then */
         return 0;
     t0 = MPI_Wtime();
+    double tp = ZT_PROF_T0();
     lock(c);
     if (!q->done) {
         inflight(c, 1, q->seq, kind_names[q->kind], q->count);
@@ -429,6 +431,7 @@ int zt_comm_wait(zt_comm *c, int64_t h)
     }
     rc = q->rc;
     c->seconds[q->kind] += MPI_Wtime() - t0;
+    ZT_PROF(ZT_PROF_COMM_WAIT, tp, 0, 0);
     q->used = 0;
     c->open--;
     unlock(c);

@@ -361,6 +361,7 @@ int zt_engine_forward_backward(zt_engine *e, const zt_batch *b, int keep_logits,
         out->loss_sum = sum;
         out->n_labels = n;
         out->loss = n > 0 ? (float)(sum / (double)n) : 0.0f;
+        out->flops = e->ops->flops(e->model);
     }
     return 0;
 }
@@ -386,6 +387,7 @@ int zt_engine_evaluate(zt_engine *e, const zt_batch *b, zt_fb_result *out)
         out->loss_sum = sum;
         out->n_labels = n;
         out->loss = n > 0 ? (float)(sum / (double)n) : 0.0f;
+        out->flops = e->ops->flops(e->model) / 3.0; /* the forward alone */
     }
     return 0;
 }

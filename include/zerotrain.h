@@ -70,6 +70,24 @@ typedef struct zt_mem_report {
 ZT_API void zt_memory_report(zt_mem_report *out);
 ZT_API const char *zt_memory_category_name(int category);
 
+/* ---- per-kernel profile ---------------------------------------------------------------
+ * Off by default. When on, every kernel call adds its time, FLOPs and bytes moved (by the
+ * kernel's own count: inputs read + outputs written) to its kind's row. Process-wide. */
+enum {
+    ZT_PROF_GEMM = 0, ZT_PROF_SOFTMAX, ZT_PROF_LAYERNORM, ZT_PROF_GELU, ZT_PROF_DROPOUT,
+    ZT_PROF_EMBEDDING, ZT_PROF_LOSS, ZT_PROF_ELEMENTWISE, ZT_PROF_OPTIMIZER,
+    ZT_PROF_COMM_WAIT, ZT_PROF_IO_WAIT, ZT_PROF_KINDS
+};
+typedef struct zt_profile_row {
+    const char *kind;      /* "GEMM", "attention softmax", ... */
+    uint64_t calls;
+    double seconds, flops, bytes;
+} zt_profile_row;
+ZT_API void zt_profile_enable(int on);
+ZT_API void zt_profile_reset(void);
+/* Copies up to max rows (ZT_PROF_KINDS of them, in enum order); returns how many. */
+ZT_API int zt_profile_get(zt_profile_row *rows, int max);
+
 /* ---- safetensors --------------------------------------------------------------------
  * Reader: validates the whole header (spec checks) on open and maps the file read-only.
  * Writer: writes atomically (temp file, fsync, rename, fsync of the folder). */
@@ -348,6 +366,10 @@ typedef struct zt_fb_result {
     float loss;              /* mean cross-entropy over labelled tokens */
     double loss_sum;         /* sum of token losses */
     int64_t n_labels;        /* labelled tokens in the batch */
+    double flops;            /* model FLOPs of this forward + backward: matrix products
+                              * (linear layers, attention scores and context, the MLM
+                              * decoder over the labelled rows training computes), 3x the
+                              * forward's; elementwise work not counted */
 } zt_fb_result;
 
 /* Forward and backward of one micro-batch; gradients are accumulated (+=) until

@@ -3,6 +3,7 @@
  * parameters and gradients are the engine's. Not here: pooler, NSP head, fp16. */
 
 #include "bert.h"
+#include "../common/prof.h"
 #include "layers.h"
 #include "../common/err.h"
 #include "../format/fileio.h"
@@ -426,6 +427,16 @@ static const float *unit_input(const bert_model *m, int u)
 
 #define POLL(m) ((m)->poll ? (m)->poll((m)->poll_arg) : (void)0)
 
+/* x[i] += y[i] (the residual connections) */
+static void add_into(float *x, const float *y, size_t n)
+{
+    double t0 = ZT_PROF_T0();
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++)
+        x[i] += y[i];
+    ZT_PROF(ZT_PROF_ELEMENTWISE, t0, (double)n, 12.0 * (double)n);
+}
+
 static void bert_forward_unit(void *p, int u, float *const *P)
 {
     bert_model *m = p;
@@ -459,9 +470,7 @@ static void bert_forward_unit(void *p, int u, float *const *P)
         linear_forward(a->a_pre, a->ctx, param(m, P, u, L_AOW), param(m, P, u, L_AOB), M, C, C);
         POLL(m);
         dropout_apply(a->a_pre, &d1, B, (size_t)T * C);
-#pragma omp parallel for schedule(static)
-        for (size_t i = 0; i < n; i++)
-            a->a_pre[i] += x[i];
+        add_into(a->a_pre, x, n);
         layernorm_forward(a->a, a->m1, a->r1, a->a_pre, param(m, P, u, L_LN1W),
                           param(m, P, u, L_LN1B), M, C, c->eps);
         POLL(m);
@@ -472,9 +481,7 @@ static void bert_forward_unit(void *p, int u, float *const *P)
         linear_forward(a->y_pre, a->g, param(m, P, u, L_OW), param(m, P, u, L_OB), M, F, C);
         POLL(m);
         dropout_apply(a->y_pre, &d2, B, (size_t)T * C);
-#pragma omp parallel for schedule(static)
-        for (size_t i = 0; i < n; i++)
-            a->y_pre[i] += a->a[i];
+        add_into(a->y_pre, a->a, n);
         layernorm_forward(a->y, a->m2, a->r2, a->y_pre, param(m, P, u, L_LN2W),
                           param(m, P, u, L_LN2B), M, C, c->eps);
         POLL(m);
@@ -516,7 +523,19 @@ static double bert_loss(void *p, float grad_scale)
                                          m->B * m->T, m->c.vocab, grad_scale);
 }
 
-static void zero(float *x, size_t n) { memset(x, 0, n * sizeof(float)); }
+static void zero(float *x, size_t n)
+{
+    double t0 = ZT_PROF_T0();
+    memset(x, 0, n * sizeof(float));
+    ZT_PROF(ZT_PROF_ELEMENTWISE, t0, 0, 4.0 * (double)n);
+}
+
+static void copy(float *dst, const float *src, size_t n)
+{
+    double t0 = ZT_PROF_T0();
+    memcpy(dst, src, n * sizeof(float));
+    ZT_PROF(ZT_PROF_ELEMENTWISE, t0, 0, 8.0 * (double)n);
+}
 
 static void bert_backward_unit(void *p, int u, float *const *P, float *const *G)
 {
@@ -563,7 +582,7 @@ static void bert_backward_unit(void *p, int u, float *const *P, float *const *G)
         layernorm_backward(s[0], param(m, G, u, L_LN2W), param(m, G, u, L_LN2B), m->dcur,
                            a->y_pre, a->m2, a->r2, param(m, P, u, L_LN2W), M, C);
         POLL(m);
-        memcpy(s[1], s[0], n * sizeof(float));
+        copy(s[1], s[0], n);
         dropout_apply(s[0], &d2, B, (size_t)T * C);
         /* o = g Wo^T + bo, g = gelu(h), h = a Wi^T + bi */
         zero(si[0], ni);
@@ -581,7 +600,7 @@ static void bert_backward_unit(void *p, int u, float *const *P, float *const *G)
         layernorm_backward(s[0], param(m, G, u, L_LN1W), param(m, G, u, L_LN1B), s[1], a->a_pre,
                            a->m1, a->r1, param(m, P, u, L_LN1W), M, C);
         POLL(m);
-        memcpy(m->dcur, s[0], n * sizeof(float));
+        copy(m->dcur, s[0], n);
         dropout_apply(s[0], &d1, B, (size_t)T * C);
         zero(s[1], n);
         linear_backward(s[1], param(m, G, u, L_AOW), param(m, G, u, L_AOB), s[0], a->ctx,
@@ -612,6 +631,20 @@ static void bert_backward_unit(void *p, int u, float *const *P, float *const *G)
     }
 }
 
+/* Matrix-product FLOPs of the last prepared batch's forward + backward (3x the forward):
+ * per layer Q, K, V, output, intermediate and output projections and the attention scores
+ * and context; the head's transform and the decoder over the rows it runs on. */
+static double bert_flops(const void *p)
+{
+    const bert_model *m = p;
+    const bert_config *c = &m->c;
+    double M = (double)m->B * m->T, C = c->hidden, F = c->inter, T = m->T;
+    double rows = m->compact ? (double)m->n_lab : M;
+    double layer = 2.0 * M * (4.0 * C * C + 2.0 * C * F) + 2.0 * 2.0 * M * T * C;
+    double fwd = c->layers * layer + 2.0 * M * C * C + 2.0 * rows * C * c->vocab;
+    return 3.0 * fwd;
+}
+
 static const float *bert_logits(const void *p, int64_t shape[3])
 {
     const bert_model *m = p;
@@ -640,6 +673,7 @@ static int bert_tied_unit(const void *p, int u)
 const zt_model_ops bert_ops = {
     .set_train = bert_set_train,
     .set_poll = bert_set_poll,
+    .flops = bert_flops,
     .tied_unit = bert_tied_unit,
     .prepare = bert_prepare,
     .forward_unit = bert_forward_unit,

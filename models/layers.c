@@ -3,6 +3,7 @@
  * copies; everything else is OpenMP loops whose results do not depend on the thread count
  * (no cross-thread float reductions). Masks and dropout come from Philox (engine/rng.h). */
 #include "layers.h"
+#include "../common/prof.h"
 #include "../engine/rng.h"
 
 #include <cblas.h>
@@ -16,13 +17,18 @@ void linear_forward(float *out, const float *inp, const float *w, const float *b
                     int N)
 {
     /* out: [M,N], inp: [M,K], w: [N,K], b: [N] */
+    double t0 = ZT_PROF_T0();
     if (b) {
 #pragma omp parallel for schedule(static)
         for (int m = 0; m < M; m++)
             memcpy(out + (size_t)m * N, b, sizeof(float) * (size_t)N);
+        ZT_PROF(ZT_PROF_ELEMENTWISE, t0, 0, 4.0 * M * N);
+        t0 = ZT_PROF_T0();
     }
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, inp, K, w, K,
                 b ? 1.0f : 0.0f, out, N);
+    ZT_PROF(ZT_PROF_GEMM, t0, 2.0 * M * N * K, 4.0 * ((double)M * K + (double)N * K +
+                                                      (b ? 2.0 : 1.0) * M * N));
 }
 
 /* db[N] += sum over rows of dout[M,N]; columns split across threads, rows summed in order. */
@@ -46,13 +52,20 @@ void linear_backward(float *dinp, float *dw, float *db, const float *dout, const
                      const float *w, int M, int K, int N)
 {
     /* dinp: [M,K], dw: [N,K], db: [N], dout: [M,N], inp: [M,K], w: [N,K] */
+    double t0 = ZT_PROF_T0();
     if (dinp)
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, K, N, 1.0f, dout, N, w, K,
                     1.0f, dinp, K);
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, K, M, 1.0f, dout, N, inp, K, 1.0f,
                 dw, K);
-    if (db)
+    ZT_PROF(ZT_PROF_GEMM, t0, (dinp ? 4.0 : 2.0) * M * N * K,
+            4.0 * ((dinp ? 1.0 : 0.0) * ((double)M * N + (double)N * K + 2.0 * M * K) +
+                   (double)M * N + (double)M * K + 2.0 * N * K));
+    if (db) {
+        t0 = ZT_PROF_T0();
         colsum_acc(db, dout, M, N);
+        ZT_PROF(ZT_PROF_ELEMENTWISE, t0, (double)M * N, 4.0 * M * N);
+    }
 }
 
 /* ---- layernorm ---------------------------------------------------------------------- */
@@ -61,6 +74,7 @@ void layernorm_forward(float *out, float *mean, float *rstd, const float *inp, c
                        const float *b, int M, int C, float eps)
 {
     /* out, inp: [M,C]; mean, rstd: [M]; w, b: [C] */
+    double t0 = ZT_PROF_T0();
 #pragma omp parallel for schedule(static)
     for (int m = 0; m < M; m++) {
         const float *x = inp + (size_t)m * C;
@@ -79,12 +93,14 @@ void layernorm_forward(float *out, float *mean, float *rstd, const float *inp, c
         mean[m] = mu;
         rstd[m] = rs;
     }
+    ZT_PROF(ZT_PROF_LAYERNORM, t0, 8.0 * M * C, 4.0 * (2.0 * M * C + 2.0 * M));
 }
 
 void layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
                         const float *mean, const float *rstd, const float *w, int M, int C)
 {
     /* dinp, dout, inp: [M,C]; dw, db, w: [C]; mean, rstd: [M] */
+    double t0 = ZT_PROF_T0();
 #pragma omp parallel for schedule(static)
     for (int m = 0; m < M; m++) {
         const float *x = inp + (size_t)m * C, *dy = dout + (size_t)m * C;
@@ -118,22 +134,26 @@ void layernorm_backward(float *dinp, float *dw, float *db, const float *dout, co
             db[c] += (float)ab[c - c0];
         }
     }
+    ZT_PROF(ZT_PROF_LAYERNORM, t0, 20.0 * M * C, 4.0 * (6.0 * M * C));
 }
 
 /* ---- GELU (exact, erf) -------------------------------------------------------------- */
 
 void gelu_forward(float *out, const float *inp, size_t n)
 {
+    double t0 = ZT_PROF_T0();
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < n; i++) {
         float x = inp[i];
         out[i] = x * 0.5f * (1.0f + erff(x * (float)M_SQRT1_2));
     }
+    ZT_PROF(ZT_PROF_GELU, t0, 20.0 * (double)n, 8.0 * (double)n);
 }
 
 void gelu_backward(float *dinp, const float *inp, const float *dout, size_t n)
 {
     const float inv_sqrt_2pi = 0.3989422804014327f;
+    double t0 = ZT_PROF_T0();
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < n; i++) {
         float x = inp[i];
@@ -141,6 +161,7 @@ void gelu_backward(float *dinp, const float *inp, const float *dout, size_t n)
         float pdf = inv_sqrt_2pi * expf(-0.5f * x * x);
         dinp[i] += dout[i] * (cdf + x * pdf);
     }
+    ZT_PROF(ZT_PROF_GELU, t0, 30.0 * (double)n, 16.0 * (double)n);
 }
 
 /* ---- dropout ------------------------------------------------------------------------ */
@@ -163,9 +184,11 @@ void dropout_apply(float *x, const zt_dropout *d, int B, size_t per_row)
 {
     if (!d || d->p <= 0.0f)
         return;
+    double t0 = ZT_PROF_T0();
 #pragma omp parallel for schedule(static)
     for (int b = 0; b < B; b++)
         dropout_row(x + (size_t)b * per_row, d, d->first_sample + (uint64_t)b, 0, per_row);
+    ZT_PROF(ZT_PROF_DROPOUT, t0, 12.0 * B * (double)per_row, 8.0 * B * (double)per_row);
 }
 
 /* ---- attention ---------------------------------------------------------------------- */
@@ -182,8 +205,11 @@ void attention_forward(float *ctx, float *att, const float *q, const float *k, c
         for (int h = 0; h < H; h++) {
             size_t off = (size_t)b * T * C + (size_t)h * hs;
             float *a = att + ((size_t)b * H + h) * T * T;
+            double t0 = ZT_PROF_T0();
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, 1.0f, q + off, C,
                         k + off, C, 0.0f, a, T);
+            ZT_PROF(ZT_PROF_GEMM, t0, 2.0 * T * T * hs, 4.0 * (2.0 * T * hs + (double)T * T));
+            t0 = ZT_PROF_T0();
 #pragma omp parallel for schedule(static)
             for (int i = 0; i < T; i++) {
                 float *row = a + (size_t)i * T;
@@ -204,15 +230,20 @@ void attention_forward(float *ctx, float *att, const float *q, const float *k, c
                 for (int j = 0; j < T; j++)
                     row[j] *= inv;
             }
+            ZT_PROF(ZT_PROF_SOFTMAX, t0, 5.0 * T * T, 8.0 * T * T);
             const float *p = a;
             if (use_drop) {
+                t0 = ZT_PROF_T0();
                 memcpy(scratch, a, sizeof(float) * (size_t)T * T);
                 dropout_row(scratch, drop, drop->first_sample + (uint64_t)b,
                             (uint64_t)h * T * T, (size_t)T * T);
                 p = scratch;
+                ZT_PROF(ZT_PROF_DROPOUT, t0, 12.0 * T * T, 12.0 * T * T);
             }
+            t0 = ZT_PROF_T0();
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, p, T, v + off,
                         C, 0.0f, ctx + off, C);
+            ZT_PROF(ZT_PROF_GEMM, t0, 2.0 * T * T * hs, 4.0 * (2.0 * T * hs + (double)T * T));
         }
 }
 
@@ -230,21 +261,29 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dctx, cons
             size_t off = (size_t)b * T * C + (size_t)h * hs;
             const float *a = att + ((size_t)b * H + h) * T * T;
             const float *p = a;
+            double t0 = ZT_PROF_T0();
             if (use_drop) {
                 memcpy(pd, a, sizeof(float) * (size_t)T * T);
                 dropout_row(pd, drop, drop->first_sample + (uint64_t)b, (uint64_t)h * T * T,
                             (size_t)T * T);
                 p = pd;
+                ZT_PROF(ZT_PROF_DROPOUT, t0, 12.0 * T * T, 12.0 * T * T);
             }
             /* dv = p^T dctx ; dp = dctx v^T */
+            t0 = ZT_PROF_T0();
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, 1.0f, p, T,
                         dctx + off, C, 0.0f, dv + off, C);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, 1.0f, dctx + off, C,
                         v + off, C, 0.0f, dp, T);
-            if (use_drop) /* gradient through the same keep-mask and scale */
+            ZT_PROF(ZT_PROF_GEMM, t0, 4.0 * T * T * hs, 4.0 * (4.0 * T * hs + 2.0 * T * T));
+            if (use_drop) { /* gradient through the same keep-mask and scale */
+                t0 = ZT_PROF_T0();
                 dropout_row(dp, drop, drop->first_sample + (uint64_t)b, (uint64_t)h * T * T,
                             (size_t)T * T);
+                ZT_PROF(ZT_PROF_DROPOUT, t0, 12.0 * T * T, 8.0 * T * T);
+            }
             /* softmax backward, then the 1/sqrt(hs) of the scores */
+            t0 = ZT_PROF_T0();
 #pragma omp parallel for schedule(static)
             for (int i = 0; i < T; i++) {
                 const float *ar = a + (size_t)i * T;
@@ -256,11 +295,14 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dctx, cons
                 for (int j = 0; j < T; j++)
                     dr[j] = ar[j] * (dr[j] - fd) / div;
             }
+            ZT_PROF(ZT_PROF_SOFTMAX, t0, 5.0 * T * T, 12.0 * T * T);
             /* dq = ds k ; dk = ds^T q */
+            t0 = ZT_PROF_T0();
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, dp, T, k + off,
                         C, 0.0f, dq + off, C);
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, 1.0f, dp, T, q + off,
                         C, 0.0f, dk + off, C);
+            ZT_PROF(ZT_PROF_GEMM, t0, 4.0 * T * T * hs, 4.0 * (4.0 * T * hs + 2.0 * T * T));
         }
 }
 
@@ -270,6 +312,7 @@ void embedding_forward(float *out, const int64_t *ids, const int64_t *tt, const 
                        const float *type, const float *pos, int B, int T, int C)
 {
     /* out: [B,T,C]; ids, tt: [B,T]; word: [V,C]; type: [TT,C]; pos: [P,C] */
+    double t0 = ZT_PROF_T0();
 #pragma omp parallel for schedule(static)
     for (int bt = 0; bt < B * T; bt++) {
         const float *w = word + (size_t)ids[bt] * C;
@@ -279,6 +322,7 @@ void embedding_forward(float *out, const int64_t *ids, const int64_t *tt, const 
         for (int c = 0; c < C; c++)
             o[c] = (w[c] + ty[c]) + p[c];
     }
+    ZT_PROF(ZT_PROF_EMBEDDING, t0, 2.0 * B * T * C, 16.0 * B * T * C);
 }
 
 void embedding_backward(float *dword, float *dtype, float *dpos, const float *dout,
@@ -286,6 +330,7 @@ void embedding_backward(float *dword, float *dtype, float *dpos, const float *do
 {
     /* Rows may repeat (same token twice), so channels are split across threads and each
      * thread walks all rows in order: deterministic and race-free. */
+    double t0 = ZT_PROF_T0();
 #pragma omp parallel for schedule(static)
     for (int c0 = 0; c0 < C; c0 += 16) {
         int c1 = c0 + 16 < C ? c0 + 16 : C;
@@ -301,6 +346,7 @@ void embedding_backward(float *dword, float *dtype, float *dpos, const float *do
             }
         }
     }
+    ZT_PROF(ZT_PROF_EMBEDDING, t0, 3.0 * B * T * C, 28.0 * B * T * C);
 }
 
 /* ---- cross-entropy ------------------------------------------------------------------ */
@@ -310,7 +356,7 @@ double crossentropy_forward_backward(float *dlogits, double *row_loss, int64_t *
                                      float grad_scale)
 {
     /* dlogits, logits: [M,V]; row_loss, labels: [M] */
-    double total = 0.0;
+    double total = 0.0, t0 = ZT_PROF_T0();
     int64_t n = 0;
 #pragma omp parallel for schedule(static)
     for (int m = 0; m < M; m++) {
@@ -343,5 +389,6 @@ double crossentropy_forward_backward(float *dlogits, double *row_loss, int64_t *
         n += labels[m] != -100;
     }
     *count = n;
+    ZT_PROF(ZT_PROF_LOSS, t0, 6.0 * M * (double)V, (dlogits ? 8.0 : 4.0) * M * (double)V);
     return total;
 }

@@ -64,6 +64,8 @@ typedef struct zt_model_ops {
     void (*set_train)(void *m, int train);
     /* fn(arg) is called between kernels (the engine lets its collectives advance). */
     void (*set_poll)(void *m, void (*fn)(void *), void *arg);
+    /* Matrix-product FLOPs of a forward + backward of the last prepared batch. */
+    double (*flops)(const void *m);
     void (*destroy)(void *m);
 } zt_model_ops;
 

@@ -2,6 +2,7 @@
  * decoupled decay p *= 1 - lr*wd, moments with mul/add, step_size = lr / (1 - b1^t),
  * denom = sqrt(v) / sqrt(1 - b2^t) + eps. Clipping scales the gradient on the fly. */
 #include "adamw.h"
+#include "../common/prof.h"
 
 #include <math.h>
 
@@ -9,7 +10,7 @@ void zt_adamw_update(float *p, const float *g, float *m, float *v, size_t n,
                      const zt_adamw_hparams *hp, int decay)
 {
     /* p, g, m, v: [n] */
-    double t = (double)hp->step;
+    double t = (double)hp->step, t0 = ZT_PROF_T0();
     float keep = decay ? (float)(1.0 - (double)hp->lr * hp->weight_decay) : 1.0f;
     float b1 = hp->beta1, b2 = hp->beta2, one_b1 = (float)(1.0 - hp->beta1),
           one_b2 = (float)(1.0 - hp->beta2);
@@ -27,6 +28,7 @@ void zt_adamw_update(float *p, const float *g, float *m, float *v, size_t n,
         m[i] = mi;
         v[i] = vi;
     }
+    ZT_PROF(ZT_PROF_OPTIMIZER, t0, 14.0 * (double)n, 28.0 * (double)n);
 }
 
 double zt_sumsq(const float *x, size_t n)

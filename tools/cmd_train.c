@@ -2,6 +2,7 @@
  * prepared corpus or synthetic ids, with progress, JSON Lines metrics, evaluation,
  * crash-safe checkpoints and resume. Only the public API; one rank in this version. */
 #include "cli.h"
+#include "train_stats.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -12,8 +13,9 @@
 
 typedef struct train_args {
     const char *config, *model, *data, *seq, *steps, *ckpt_dir, *ckpt_every, *keep, *save,
-        *seed, *metrics, *eval_data, *eval_every, *eval_samples, *threads, *timeout;
-    int resume, check_coll;
+        *seed, *metrics, *eval_data, *eval_every, *eval_samples, *threads, *timeout,
+        *summary, *warmup;
+    int resume, check_coll, profile;
 } train_args;
 
 static char *read_text(const char *path)
@@ -124,9 +126,11 @@ int cmd_train(int argc, char **argv)
         {"--metrics", &a.metrics},       {"--eval-data", &a.eval_data},
         {"--eval-every", &a.eval_every}, {"--eval-samples", &a.eval_samples},
         {"--threads", &a.threads},       {"--collective-timeout", &a.timeout},
+        {"--summary", &a.summary},       {"--warmup", &a.warmup},
     };
     long steps = 100, seq = 128, ckpt_every = 0, keep = 0, eval_every = 0, eval_samples = 256,
-         threads = -1, seed = -1;
+         threads = -1, seed = -1, warmup = 1;
+    train_stats stats = {0};
     int world = 1, rank = 0, rc = 1, tty = isatty(2);
     char *cfg_text = NULL, resume_path[4096];
     const char *data_dir = NULL;
@@ -150,6 +154,8 @@ int cmd_train(int argc, char **argv)
             a.resume = 1;
         else if (strcmp(argv[i], "--check-collectives") == 0)
             a.check_coll = 1;
+        else if (strcmp(argv[i], "--profile") == 0)
+            a.profile = 1;
         else
             argv[n++] = argv[i];
     }
@@ -164,7 +170,8 @@ int cmd_train(int argc, char **argv)
         (a.eval_every && parse_int(a.eval_every, "--eval-every", 1, 1L << 40, &eval_every)) ||
         (a.eval_samples && parse_int(a.eval_samples, "--eval-samples", 1, 1L << 30, &eval_samples)) ||
         (a.threads && parse_int(a.threads, "--threads", 0, 1024, &threads)) ||
-        (a.seed && parse_int(a.seed, "--seed", 0, INT64_MAX, &seed)))
+        (a.seed && parse_int(a.seed, "--seed", 0, INT64_MAX, &seed)) ||
+        (a.warmup && parse_int(a.warmup, "--warmup", 0, 1L << 30, &warmup)))
         return 2;
     if ((a.ckpt_every || a.resume || a.keep) && !a.ckpt_dir)
         return die("--checkpoint-every, --keep and --resume need --checkpoint-dir"), 2;
@@ -336,6 +343,19 @@ int cmd_train(int argc, char **argv)
 
     double t_start = now(), t_last = t_start;
     int64_t first_step = st.step;
+    if (stats_init(&stats, steps - first_step, (int)warmup) < 0) {
+        die("out of memory");
+        goto done;
+    }
+    if (warmup == 0) { /* measure from the first step */
+        zt_engine_report er0;
+        zt_engine_report_get(e, &er0);
+        stats_comm_mark(&stats, &er0);
+        if (a.profile) {
+            zt_profile_reset();
+            zt_profile_enable(1);
+        }
+    }
     uint64_t tokens_total = 0;
     double loss = 0.0;
     for (; st.step < steps; ) {
@@ -356,6 +376,7 @@ int cmd_train(int argc, char **argv)
         if (world > 1) /* the step's mean is over the labelled tokens of every rank */
             MPI_Allreduce(MPI_IN_PLACE, &labels, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
         zt_engine_zero_grad(e);
+        double step_flops = 0.0;
         for (int k = 0; k < gas; k++) {
             zt_fb_result r;
             zt_batch b = {micro, (int)seq, bufs[k].ids, bufs[k].mask, bufs[k].tt,
@@ -365,6 +386,7 @@ int cmd_train(int argc, char **argv)
                 goto done;
             }
             loss_sum += r.loss_sum;
+            step_flops += r.flops;
         }
         if (zt_engine_step(e, (float)lr, &si) < 0) {
             die("step %" PRId64 ": %s", st.step + 1, zt_engine_last_error(e));
@@ -397,6 +419,11 @@ int cmd_train(int argc, char **argv)
             fprintf(stderr, "%sstep %" PRId64 "  eval_loss %.4f\n", tty ? "\n" : "", st.step, ev);
         }
         double t1 = now();
+        if (stats_step(&stats, t1 - t0, step_flops, a.profile)) {
+            zt_engine_report er0;
+            zt_engine_report_get(e, &er0);
+            stats_comm_mark(&stats, &er0);
+        }
         if (metrics && rank == 0)
             write_metrics(metrics, st.step, loss, lr, si.grad_norm, step_tokens, t1 - t0, evp);
         int print_now = tty ? (t1 - t_last > 0.25 || st.step == steps)
@@ -422,6 +449,22 @@ int cmd_train(int argc, char **argv)
     }
     zt_engine_report er; /* before the save, whose stage-3 gathers are not per step */
     zt_engine_report_get(e, &er);
+    zt_profile_enable(0);
+    if (a.profile && rank == 0) {
+        if (stats.n > 0)
+            stats_print_profile(stderr, &stats);
+        else
+            fprintf(stderr, "zerotrain: notice: --profile: no step after the %ld warm-up "
+                            "steps\n", warmup);
+    }
+    if (a.summary) {
+        stats_context sx = {a.model, mi.num_parameters, cfg.threads, micro, gas,
+                            ts->train_batch_size, (int)seq};
+        if (stats_write_summary(a.summary, &stats, &sx, e, rank, world) < 0) {
+            die("%s: cannot write the summary", a.summary);
+            goto done;
+        }
+    }
     if (a.save) { /* collective: every rank takes part, rank 0 writes */
         if (zt_engine_save_model(e, a.save) < 0) {
             die("%s", zt_engine_last_error(e));
@@ -462,6 +505,7 @@ int cmd_train(int argc, char **argv)
 done:
     if (metrics)
         fclose(metrics);
+    stats_free(&stats);
     for (int k = 0; bufs && k < ts->grad_accum_steps; k++)
         batch_release(&bufs[k]);
     free(bufs);

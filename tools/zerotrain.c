@@ -25,6 +25,8 @@ static void usage(FILE *f)
             "           [--checkpoint-dir D] [--checkpoint-every K] [--keep K] [--resume]\n"
             "           [--save-model DIR] [--metrics FILE]\n"
             "           [--collective-timeout SECONDS] [--check-collectives]\n"
+            "           [--profile] [--summary FILE] [--warmup K]   per-kernel profile table,\n"
+            "           benchmark summary JSON; the first K steps (default 1) not counted\n"
             "           [--eval-data DIR --eval-every K [--eval-samples N]]\n"
             "           masked-LM training (presets: bert-tiny, bert-mini, bert-small,\n"
             "           bert-medium, bert-base, bert-large)\n"

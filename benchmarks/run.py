@@ -1,0 +1,455 @@
+#!/usr/bin/python3
+"""zerotrain benchmark harness: runs a declared sweep (model x world size x ZeRO stage x offload x
+optimizer x recomputation x micro-batch), each point a fresh `mpirun ... zerotrain train --steps K
+--summary FILE --profile` with warm-up steps excluded, measures the machine's limits in the same
+run (cblas_sgemm at the model's GEMM shapes, copy and triad bandwidth, fio on the offload path)
+and the PyTorch peer, then writes benchmarks/results/<sweep>.json and .csv, gnuplot PNGs and
+benchmarks/RESULTS.md.
+
+  benchmarks/run.py benchmarks/sweeps/quick.json     (make bench)
+  benchmarks/run.py benchmarks/sweeps/full.json      (make bench-full)
+  benchmarks/run.py --report-only                    RESULTS.md and PNGs from the JSON files
+"""
+import argparse, csv, itertools, json, os, shutil, statistics, subprocess, sys, tempfile, time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RESULTS = os.path.join(ROOT, "benchmarks", "results")
+PRESETS = {  # layers, hidden, heads, intermediate, as zerotrain's presets (vocab 30522)
+    "bert-tiny": (2, 128, 2, 512), "bert-mini": (4, 256, 4, 1024), "bert-small": (4, 512, 8, 2048),
+    "bert-medium": (8, 512, 8, 2048), "bert-base": (12, 768, 12, 3072), "bert-large": (24, 1024, 16, 4096),
+}
+VOCAB = 30522
+MPI = ["mpirun", "--allow-run-as-root", "--oversubscribe"]
+ENV_KEYS = ["OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS",
+            "GOTO_NUM_THREADS", "OPENBLAS_VERBOSE"]
+PACKAGES = ["libopenblas0-openmp", "libopenmpi3", "openmpi-bin", "libjemalloc2", "liburing2",
+            "python3-torch", "fio", "gnuplot-nox", "gcc"]
+
+
+def log(*a):
+    print(*a, file=sys.stderr, flush=True)
+
+
+def sh(cmd, **kw):
+    return subprocess.run(cmd, capture_output=True, text=True, **kw)
+
+
+def machine_facts(zt):
+    facts = {"date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "cores": os.cpu_count()}
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                facts["cpu"] = line.split(":", 1)[1].strip()
+                break
+        for line in open("/proc/meminfo"):
+            if line.startswith("MemTotal"):
+                facts["memory_kib"] = int(line.split()[1])
+    except OSError:
+        pass
+    facts["kernel"] = os.uname().release
+    facts["env"] = {k: os.environ.get(k) for k in ENV_KEYS if k in os.environ}
+    vers = {}
+    for p in PACKAGES:
+        r = sh(["dpkg-query", "-W", "-f=${Version}", p])
+        if r.returncode == 0 and r.stdout:
+            vers[p] = r.stdout
+    facts["packages"] = vers
+    r = sh([zt, "version"])
+    facts["zerotrain"] = r.stdout.strip()
+    r = sh(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"])
+    facts["commit"] = r.stdout.strip() if r.returncode == 0 else None
+    return facts
+
+
+def gemm_shapes(model, B, T):
+    L, C, A, F = PRESETS[model]
+    M = B * T
+    return [(M, C, C), (M, C, F), (M, F, C), (max(1, int(0.15 * M)), C, VOCAB)]
+
+
+def run_limits(limits, threads, shapes):
+    cmd = [limits, "--threads", str(threads), "--mem-mib", "256"]
+    for s in shapes:
+        cmd += ["--shape", "%d,%d,%d" % s]
+    r = sh(cmd)
+    if r.returncode != 0:
+        raise SystemExit("bench_limits failed: " + r.stderr)
+    return json.loads(r.stdout)
+
+
+def run_fio(path):
+    if not shutil.which("fio"):
+        return {"skipped": "fio is not installed"}
+    os.makedirs(path, exist_ok=True)
+    f = os.path.join(path, "zerotrain-fio.tmp")
+    out = {"path": path}
+    try:
+        for rw in ("write", "read"):
+            r = sh(["fio", "--name=zt", "--filename=" + f, "--size=512M", "--bs=1M", "--rw=" + rw,
+                    "--direct=1", "--ioengine=io_uring", "--iodepth=8", "--output-format=json"])
+            if r.returncode != 0:
+                return {"skipped": "fio failed: " + (r.stderr or r.stdout)[-300:]}
+            job = json.loads(r.stdout[r.stdout.index("{"):])["jobs"][0]
+            out[rw + "_bytes_per_s"] = job[rw]["bw_bytes"]
+    finally:
+        if os.path.exists(f):
+            os.unlink(f)
+    return out
+
+
+def expand(sweep):
+    """every point of every group: the cartesian product of its listed dimensions"""
+    dims = ["model", "world", "stage", "micro", "offload", "optimizer", "recompute"]
+    for g in sweep["groups"]:
+        lists = [g.get(d + "s", g.get(d, None)) for d in dims]
+        defaults = {"offload": ["none"], "optimizer": ["adamw"], "recompute": [False]}
+        lists = [l if isinstance(l, list) else ([l] if l is not None else defaults.get(d, [None]))
+                 for d, l in zip(dims, lists)]
+        for combo in itertools.product(*lists):
+            p = dict(zip(dims, combo))
+            p["seq"] = g.get("seq", sweep.get("seq", 128))
+            p["steps"] = g.get("steps", sweep.get("steps", 6))
+            p["warmup"] = g.get("warmup", sweep.get("warmup", 1))
+            p["threads"] = max(1, g.get("threads_total", os.cpu_count()) // p["world"])
+            p["zero_extra"] = g.get("zero_extra", {})
+            p["peer"] = g.get("peer", False)
+            p["label"] = "%s N%d s%d b%d%s" % (p["model"], p["world"], p["stage"], p["micro"],
+                                               g.get("tag", ""))
+            yield p
+
+
+def run_point(zt, p, tmp):
+    cfg = {"train_micro_batch_size_per_gpu": p["micro"],
+           "zero_optimization": dict({"stage": p["stage"]}, **p["zero_extra"])}
+    if p["offload"] != "none" or p["optimizer"] != "adamw" or p["recompute"]:
+        return {"skipped": "offload, other optimizers and recomputation are not implemented yet"}
+    cpath, spath = os.path.join(tmp, "c.json"), os.path.join(tmp, "s.json")
+    json.dump(cfg, open(cpath, "w"))
+    cmd = MPI + ["-np", str(p["world"]), zt, "train", "--model", p["model"], "--data", "synthetic",
+                 "--config", cpath, "--seq-len", str(p["seq"]), "--steps", str(p["steps"]),
+                 "--warmup", str(p["warmup"]), "--threads", str(p["threads"]), "--profile",
+                 "--summary", spath]
+    t0 = time.time()
+    r = sh(cmd)
+    if r.returncode != 0:
+        raise SystemExit("point %s failed:\n%s" % (p["label"], r.stderr[-2000:]))
+    s = json.load(open(spath))
+    s["wall_seconds"] = time.time() - t0
+    return s
+
+
+def run_peer(p, zero1=0):
+    cmd = [sys.executable if os.path.exists("/usr/bin/python3") else "python3",
+           os.path.join(ROOT, "benchmarks", "peers", "torch_bert.py"), "--preset", p["model"],
+           "--batch", str(p["micro"]), "--seq", str(p["seq"]), "--steps", str(p["steps"]),
+           "--warmup", str(p["warmup"]), "--threads", str(p["threads"])]
+    if zero1:
+        cmd += ["--zero1", str(zero1)]
+    r = sh(cmd)
+    if r.returncode != 0:
+        return {"skipped": "the PyTorch peer failed: " + r.stderr[-500:]}
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def median(v):
+    return statistics.median(v) if v else float("nan")
+
+
+def analyse(res):
+    """ratios of every point to its limits and peers"""
+    lim = {int(k): v for k, v in res["limits"].items()}
+    base = {}
+    for pt in res["points"]:
+        s = pt.get("summary")
+        if not s or "skipped" in s:
+            continue
+        if pt["stage"] == 0:
+            base[(pt["model"], pt["world"], pt["micro"])] = s["step_median"]
+    for pt in res["points"]:
+        s = pt.get("summary")
+        if not s or "skipped" in s:
+            continue
+        L = lim.get(pt["threads"]) or {}
+        r = {}
+        sg = L.get("by_model", {}).get(pt["model"] + "/%d" % pt["micro"])
+        if sg:  # per rank: the rank's share of the model FLOP/s against sgemm on its threads
+            r["vs_sgemm"] = s["model_flops_per_s"] / pt["world"] / sg
+        opt = [x for x in s.get("profile", []) if x["kind"] == "optimizer"]
+        if opt and opt[0]["seconds"] > 0 and L.get("copy_bytes_per_s"):
+            r["optimizer_vs_copy"] = opt[0]["bytes"] / opt[0]["seconds"] / L["copy_bytes_per_s"]
+        b = base.get((pt["model"], pt["world"], pt["micro"]))
+        if b:
+            r["vs_stage0"] = s["step_median"] / b
+        peer = pt.get("peer_result")
+        if peer and "tokens_per_s" in peer:
+            r["vs_pytorch_tokens"] = s["tokens_per_s"] / peer["tokens_per_s"]
+            r["vs_pytorch_rss"] = max(s["peak_rss_per_rank"]) / max(peer["peak_rss_per_rank"])
+        pt["ratios"] = r
+
+
+PLOT_COMMON = """set terminal pngcairo size 1100,700 font ",10"
+set grid
+set key outside right top
+"""
+
+
+def plots(res, name, tmp):
+    if not shutil.which("gnuplot"):
+        log("gnuplot is not installed: no plots")
+        return []
+    pts = [p for p in res["points"] if p.get("summary") and "skipped" not in p["summary"]]
+    out = []
+    # 1: trade-off frontier, peak RSS per rank vs tokens/s, labelled
+    d = os.path.join(tmp, "frontier.dat")
+    with open(d, "w") as f:
+        for p in pts:
+            s = p["summary"]
+            f.write('%.1f %.1f "%s"\n' % (max(s["peak_rss_per_rank"]) / 2**20, s["tokens_per_s"],
+                                         p["label"]))
+    png = os.path.join(RESULTS, name + "-frontier.png")
+    script = PLOT_COMMON + """set output "%s"
+set title "Memory / throughput trade-off (%s sweep): every configuration"
+set xlabel "peak RSS per rank (MiB)"
+set ylabel "training throughput (tokens/s)"
+set logscale y
+plot "%s" using 1:2 with points pt 7 ps 1.3 title "zerotrain", \\
+     "" using 1:2:3 with labels offset 0,1 font ",8" notitle
+""" % (png, name, d)
+    out.append((png, script))
+    # 2: step time breakdown per configuration (profile of rank 0), stacked
+    kinds = ["GEMM", "attention softmax", "layernorm", "GELU", "dropout", "embedding", "loss",
+             "bias, residual, copies", "optimizer", "communication wait"]
+    d = os.path.join(tmp, "breakdown.dat")
+    with open(d, "w") as f:
+        f.write('label ' + " ".join('"%s"' % k for k in kinds) + ' other\n')
+        for p in pts:
+            s = p["summary"]
+            n = s["measured_steps"] or 1
+            prof = {x["kind"]: x["seconds"] / n for x in s.get("profile", [])}
+            row = [prof.get(k, 0.0) for k in kinds]
+            other = max(0.0, s["step_median"] - sum(row))
+            f.write('"%s" ' % p["label"] + " ".join("%.5f" % v for v in row + [other]) + "\n")
+    png = os.path.join(RESULTS, name + "-breakdown.png")
+    cols = len(kinds) + 1
+    script = PLOT_COMMON + """set output "%s"
+set title "Step time breakdown by kernel kind (rank 0, median step)"
+set ylabel "seconds per step"
+set style data histograms
+set style histogram rowstacked
+set style fill solid 0.85 border -1
+set boxwidth 0.75
+set xtics rotate by -40 font ",8"
+plot for [i=2:%d] "%s" using i:xtic(1) title columnheader(i)
+""" % (png, cols + 1, d)
+    out.append((png, script))
+    # 3: memory by category, stacked (largest over ranks)
+    cats = ["params", "grads", "optimizer", "activations", "comm", "io", "other"]
+    d = os.path.join(tmp, "memory.dat")
+    with open(d, "w") as f:
+        f.write("label " + " ".join(cats) + "\n")
+        for p in pts:
+            m = p["summary"]["memory_peak"]
+            f.write('"%s" ' % p["label"] + " ".join("%.2f" % (m.get(c, 0) / 2**20) for c in cats) + "\n")
+    png = os.path.join(RESULTS, name + "-memory.png")
+    script = PLOT_COMMON + """set output "%s"
+set title "Peak memory by category per rank (each category's own peak)"
+set ylabel "MiB"
+set style data histograms
+set style histogram rowstacked
+set style fill solid 0.85 border -1
+set boxwidth 0.75
+set xtics rotate by -40 font ",8"
+plot for [i=2:%d] "%s" using i:xtic(1) title columnheader(i)
+""" % (png, len(cats) + 1, d)
+    out.append((png, script))
+    made = []
+    for png, script in out:
+        sp = png + ".gp"
+        r = subprocess.run(["gnuplot"], input=script, capture_output=True, text=True)
+        if r.returncode != 0 or not os.path.exists(png):
+            log("gnuplot failed for %s: %s" % (png, r.stderr[-500:]))
+        else:
+            made.append(os.path.basename(png))
+        _ = sp
+    return made
+
+
+def write_csv(res, name):
+    cols = ["label", "model", "world", "stage", "micro", "seq", "threads", "offload", "optimizer",
+            "recompute", "step_median", "step_min", "step_max", "tokens_per_s", "model_flops_per_s",
+            "peak_rss_max", "rs_bytes_per_step", "ag_bytes_per_step", "comm_wait_s_per_step",
+            "nvme_read_bytes_per_step", "nvme_write_bytes_per_step", "vs_stage0", "vs_sgemm",
+            "optimizer_vs_copy", "vs_pytorch_tokens", "vs_pytorch_rss"]
+    with open(os.path.join(RESULTS, name + ".csv"), "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(cols)
+        for p in res["points"]:
+            s = p.get("summary") or {}
+            if "skipped" in s:
+                continue
+            r = p.get("ratios", {})
+            row = {k: p.get(k) for k in cols}
+            row.update({k: s.get(k) for k in ["step_median", "step_min", "step_max", "tokens_per_s",
+                                              "model_flops_per_s", "comm_wait_s_per_step",
+                                              "nvme_read_bytes_per_step", "nvme_write_bytes_per_step"]})
+            row["peak_rss_max"] = max(s.get("peak_rss_per_rank", [0]))
+            row["rs_bytes_per_step"] = s.get("comm_bytes_per_step", {}).get("reduce_scatter")
+            row["ag_bytes_per_step"] = s.get("comm_bytes_per_step", {}).get("all_gather")
+            row.update(r)
+            w.writerow([row.get(k) for k in cols])
+
+
+def fmt(v, spec="%.3f"):
+    return "—" if v is None else spec % v
+
+
+def report():
+    """RESULTS.md from every results/<sweep>.json"""
+    sweeps = sorted(f[:-5] for f in os.listdir(RESULTS) if f.endswith(".json") and not f.startswith("_"))
+    lines = ["# zerotrain benchmark results", "",
+             "Generated by `benchmarks/run.py` from `benchmarks/results/<sweep>.json` (do not edit by hand;",
+             "`benchmarks/run.py --report-only` regenerates it). Each point is a fresh `mpirun -np N zerotrain",
+             "train --model PRESET --data synthetic --profile --summary FILE` run; the warm-up steps are not",
+             "counted; step times are rank 0's wall clock per optimizer step, median (min..max) over the",
+             "measured steps. Throughput is tokens per step (global batch x sequence length) over the",
+             "median step time. Model FLOPs count matrix products only (linear layers, attention scores",
+             "and context, the MLM decoder over the labelled positions training computes), 3x the forward.",
+             "The limits are measured in the same run: `cblas_sgemm` at the model's GEMM shapes on the",
+             "rank's threads (the ratio divides the rank's share of the model FLOP/s by it), copy and triad",
+             "bandwidth (STREAM's convention) and `fio` (O_DIRECT, io_uring, 1 MiB blocks) on the offload",
+             "path. The PyTorch peer (`benchmarks/peers/torch_bert.py`) trains the same shapes, batch,",
+             "sequence, AdamW and threads the way Hugging Face's BertForMaskedLM does, in the same run.", ""]
+    for name in sweeps:
+        res = json.load(open(os.path.join(RESULTS, name + ".json")))
+        m = res["machine"]
+        lines += ["## Sweep `%s`" % name, "",
+                  "Machine: %s, %s cores, %.1f GiB; kernel %s; %s (commit %s); %s." % (
+                      m.get("cpu"), m.get("cores"), m.get("memory_kib", 0) / 2**20, m.get("kernel"),
+                      m.get("zerotrain"), m.get("commit"), m.get("date")),
+                  "Packages: " + ", ".join("%s %s" % kv for kv in sorted(m.get("packages", {}).items())) + ".",
+                  "Environment: " + (", ".join("%s=%s" % kv for kv in sorted(m.get("env", {}).items()))
+                                    or "no BLAS-related variables set") + ".", ""]
+        lines += ["### Limits", "", "| threads | sgemm GFLOP/s (model shapes) | copy GB/s | triad GB/s |",
+                  "|---|---|---|---|"]
+        for t, L in sorted(res["limits"].items(), key=lambda kv: int(kv[0])):
+            sg = ", ".join("%s: %.1f" % (k, v / 1e9) for k, v in sorted(L.get("by_model", {}).items()))
+            lines.append("| %s | %s | %.1f | %.1f |" % (t, sg, L["copy_bytes_per_s"] / 1e9,
+                                                         L["triad_bytes_per_s"] / 1e9))
+        fio = res.get("fio", {})
+        if "skipped" in fio:
+            lines += ["", "Disk: " + fio["skipped"] + "."]
+        else:
+            lines += ["", "Disk (`fio` on %s): write %.0f MB/s, read %.0f MB/s." % (
+                fio.get("path"), fio.get("write_bytes_per_s", 0) / 1e6, fio.get("read_bytes_per_s", 0) / 1e6)]
+        lines += ["", "### Points", "",
+                  "| configuration | threads/rank | step s median (min..max) | tokens/s | model GFLOP/s | "
+                  "vs sgemm | vs stage 0 | peak RSS/rank MiB | RS+AG MB/step | comm wait s/step | "
+                  "vs PyTorch tokens/s | vs PyTorch RSS |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        for p in res["points"]:
+            s = p.get("summary") or {}
+            if "skipped" in s:
+                lines.append("| %s | skipped: %s |" % (p["label"], s["skipped"]))
+                continue
+            r = p.get("ratios", {})
+            cb = s["comm_bytes_per_step"]
+            lines.append("| %s | %d | %.3f (%.3f..%.3f) | %.0f | %.1f | %s | %s | %.0f | %.1f | %.3f | %s | %s |" % (
+                p["label"], p["threads"], s["step_median"], s["step_min"], s["step_max"],
+                s["tokens_per_s"], s["model_flops_per_s"] / 1e9, fmt(r.get("vs_sgemm")),
+                fmt(r.get("vs_stage0")), max(s["peak_rss_per_rank"]) / 2**20,
+                (cb["reduce_scatter"] + cb["all_gather"]) / 1e6, s["comm_wait_s_per_step"],
+                fmt(r.get("vs_pytorch_tokens"), "%.2fx"), fmt(r.get("vs_pytorch_rss"), "%.2fx")))
+        peers = [p for p in res["points"] if p.get("peer_result")]
+        if peers:
+            lines += ["", "### PyTorch peer, side by side", "",
+                      "| configuration | zerotrain tokens/s | PyTorch tokens/s | ratio | zerotrain peak RSS MiB | "
+                      "PyTorch peak RSS MiB |", "|---|---|---|---|---|---|"]
+            for p in peers:
+                q, s = p["peer_result"], p["summary"]
+                if "tokens_per_s" not in q:
+                    lines.append("| %s | %.0f | %s | — | | |" % (p["label"], s["tokens_per_s"],
+                                                             q.get("skipped", "failed")))
+                    continue
+                lines.append("| %s | %.0f | %.0f | %.2fx | %.0f | %.0f |" % (
+                    p["label"], s["tokens_per_s"], q["tokens_per_s"], s["tokens_per_s"] / q["tokens_per_s"],
+                    max(s["peak_rss_per_rank"]) / 2**20, max(q["peak_rss_per_rank"]) / 2**20))
+            z1 = res.get("zero1_peer")
+            if z1:
+                lines += ["", "ZeRO-1 peer (torch ZeroRedundancyOptimizer + DDP over gloo): " +
+                          (z1.get("skipped") or "%s, %d processes x %d threads: %.0f tokens/s, step %.3f s, "
+                           "peak RSS per rank %.0f MiB." % (z1["preset"], z1["world_size"], z1["threads"],
+                                                            z1["tokens_per_s"], z1["step_median"],
+                                                            max(z1["peak_rss_per_rank"]) / 2**20))]
+        lines += ["", "### Profile (rank 0, share of the median step)", ""]
+        for p in res["points"]:
+            s = p.get("summary") or {}
+            if not s.get("profile"):
+                continue
+            n = s["measured_steps"] or 1
+            tot = sum(x["seconds"] for x in s["profile"]) / n
+            top = sorted(s["profile"], key=lambda x: -x["seconds"])[:4]
+            lines.append("- %s: " % p["label"] + ", ".join(
+                "%s %.0f%%" % (x["kind"], 100 * x["seconds"] / n / s["step_median"]) for x in top) +
+                ", not in a kernel %.0f%%" % max(0, 100 * (1 - tot / s["step_median"])))
+        for png in res.get("plots", []):
+            lines += ["", "![%s](results/%s)" % (png[:-4], png)]
+        lines.append("")
+    open(os.path.join(ROOT, "benchmarks", "RESULTS.md"), "w").write("\n".join(lines))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("sweep", nargs="?")
+    ap.add_argument("--zt", default=os.path.join(ROOT, "build", "zerotrain"))
+    ap.add_argument("--limits", default=os.path.join(ROOT, "build", "bench_limits"))
+    ap.add_argument("--report-only", action="store_true")
+    a = ap.parse_args()
+    os.makedirs(RESULTS, exist_ok=True)
+    if a.report_only:
+        report()
+        return
+    if not a.sweep:
+        ap.error("give a sweep file (benchmarks/sweeps/quick.json)")
+    sweep = json.load(open(a.sweep))
+    name = sweep["name"]
+    points = list(expand(sweep))
+    res = {"sweep": name, "machine": machine_facts(a.zt), "limits": {}, "points": []}
+    log("sweep %s: %d points" % (name, len(points)))
+    with tempfile.TemporaryDirectory(prefix="zt-bench-") as tmp:
+        # limits: sgemm at each model's shapes on each thread count the points use
+        for t in sorted({p["threads"] for p in points}):
+            L = run_limits(a.limits, t, [(256, 256, 256)])
+            L["by_model"] = {}
+            for mb in sorted({(p["model"], p["micro"], p["seq"]) for p in points if p["threads"] == t}):
+                lm = run_limits(a.limits, t, gemm_shapes(mb[0], mb[1], mb[2]))
+                L["by_model"]["%s/%d" % (mb[0], mb[1])] = lm["sgemm_flops_per_s"]
+            res["limits"][str(t)] = L
+            log("limits, %d threads: copy %.1f GB/s, triad %.1f GB/s" % (
+                t, L["copy_bytes_per_s"] / 1e9, L["triad_bytes_per_s"] / 1e9))
+        res["fio"] = run_fio(sweep.get("offload_path", "/var/tmp"))
+        for i, p in enumerate(points):
+            log("[%d/%d] %s" % (i + 1, len(points), p["label"]))
+            p = dict(p)
+            p["summary"] = run_point(a.zt, p, tmp)
+            if p.pop("peer") and "skipped" not in p["summary"]:
+                p["peer_result"] = run_peer(p)
+                log("   zerotrain %.0f tokens/s, PyTorch %s" % (
+                    p["summary"]["tokens_per_s"], p["peer_result"].get("tokens_per_s",
+                                                                       p["peer_result"].get("skipped"))))
+            res["points"].append(p)
+        z = sweep.get("zero1_peer")
+        if z:
+            res["zero1_peer"] = run_peer(dict(z, threads=z.get("threads", 1), warmup=z.get("warmup", 1)),
+                                         zero1=z.get("world", 2))
+        analyse(res)
+        res["plots"] = []
+        json.dump(res, open(os.path.join(RESULTS, name + ".json"), "w"), indent=1)
+        write_csv(res, name)
+        res["plots"] = plots(res, name, tmp)
+        json.dump(res, open(os.path.join(RESULTS, name + ".json"), "w"), indent=1)
+    report()
+    log("wrote benchmarks/results/%s.json, .csv, PNGs and benchmarks/RESULTS.md" % name)
+
+
+if __name__ == "__main__":
+    main()
