@@ -19,7 +19,7 @@ PRESETS = {  # layers, hidden, heads, intermediate, as zerotrain's presets (voca
     "bert-medium": (8, 512, 8, 2048), "bert-base": (12, 768, 12, 3072), "bert-large": (24, 1024, 16, 4096),
 }
 VOCAB = 30522
-MPI = ["mpirun", "--allow-run-as-root", "--oversubscribe"]
+MPI = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none"]
 ENV_KEYS = ["OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS",
             "GOTO_NUM_THREADS", "OPENBLAS_VERBOSE"]
 PACKAGES = ["libopenblas0-openmp", "libopenmpi3", "openmpi-bin", "libjemalloc2", "liburing2",
@@ -139,7 +139,7 @@ def run_point(zt, p, tmp):
 
 
 def run_peer(p, zero1=0):
-    cmd = [sys.executable if os.path.exists("/usr/bin/python3") else "python3",
+    cmd = ["/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable,
            os.path.join(ROOT, "benchmarks", "peers", "torch_bert.py"), "--preset", p["model"],
            "--batch", str(p["micro"]), "--seq", str(p["seq"]), "--steps", str(p["steps"]),
            "--warmup", str(p["warmup"]), "--threads", str(p["threads"])]
@@ -199,22 +199,42 @@ def plots(res, name, tmp):
         return []
     pts = [p for p in res["points"] if p.get("summary") and "skipped" not in p["summary"]]
     out = []
-    # 1: trade-off frontier, peak RSS per rank vs tokens/s, labelled
+    # 1: trade-off frontier, peak RSS per rank vs tokens/s: every configuration a numbered
+    # point listed in the key (colour by model, shape by world size), PyTorch peers too
+    models = sorted({p["model"] for p in pts})
     d = os.path.join(tmp, "frontier.dat")
+    entries = []
+    for p in pts:
+        s = p["summary"]
+        entries.append((max(s["peak_rss_per_rank"]) / 2**20, s["tokens_per_s"], p["label"],
+                        models.index(p["model"]) + 1, 7 if p["world"] == 1 else 5))
+        q = p.get("peer_result") or {}
+        if "tokens_per_s" in q:
+            entries.append((max(q["peak_rss_per_rank"]) / 2**20, q["tokens_per_s"],
+                            "PyTorch " + p["label"], models.index(p["model"]) + 1, 6))
+    z1 = res.get("zero1_peer") or {}
+    if "tokens_per_s" in z1 and z1.get("preset") in models:
+        entries.append((max(z1["peak_rss_per_rank"]) / 2**20, z1["tokens_per_s"],
+                        "PyTorch ZeRO-1 %s N%d b%d" % (z1["preset"], z1["world_size"], z1["batch"]),
+                        models.index(z1["preset"]) + 1, 4))
     with open(d, "w") as f:
-        for p in pts:
-            s = p["summary"]
-            f.write('%.1f %.1f "%s"\n' % (max(s["peak_rss_per_rank"]) / 2**20, s["tokens_per_s"],
-                                         p["label"]))
+        for i, (x, y, lab, col, pt) in enumerate(entries):
+            f.write('%.2f %.2f %d %d %d\n' % (x, y, i + 1, col, pt))
     png = os.path.join(RESULTS, name + "-frontier.png")
+    palette = ["#4e79a7", "#e15759", "#59a14f", "#f28e2b", "#b07aa1", "#9c755f"]
+    series = ", \\\n     ".join(
+        '"%s" every ::%d::%d using 1:2 with points pt %d ps 1.8 lc rgb "%s" title "%d: %s"'
+        % (d, i, i, pt, palette[(col - 1) % len(palette)], i + 1, lab.replace('"', "'"))
+        for i, (x, y, lab, col, pt) in enumerate(entries))
     script = PLOT_COMMON + """set output "%s"
-set title "Memory / throughput trade-off (%s sweep): every configuration"
-set xlabel "peak RSS per rank (MiB)"
-set ylabel "training throughput (tokens/s)"
-set logscale y
-plot "%s" using 1:2 with points pt 7 ps 1.3 title "zerotrain", \\
-     "" using 1:2:3 with labels offset 0,1 font ",8" notitle
-""" % (png, name, d)
+set title "Memory / throughput trade-off (%s sweep): colour = model; filled circle 1 rank, filled square 2 ranks (zerotrain); open symbols PyTorch"
+set xlabel "peak RSS per rank (MiB, log scale)"
+set ylabel "training throughput (tokens/s, log scale)"
+set logscale xy
+set key font ",8" spacing 0.9
+plot %s, \\
+     "%s" using 1:2:3 with labels offset char 1.2,0.5 font ",9" notitle
+""" % (png, name, series, d)
     out.append((png, script))
     # 2: step time breakdown per configuration (profile of rank 0), stacked
     kinds = ["GEMM", "attention softmax", "layernorm", "GELU", "dropout", "embedding", "loss",
@@ -228,18 +248,22 @@ plot "%s" using 1:2 with points pt 7 ps 1.3 title "zerotrain", \\
             prof = {x["kind"]: x["seconds"] / n for x in s.get("profile", [])}
             row = [prof.get(k, 0.0) for k in kinds]
             other = max(0.0, s["step_median"] - sum(row))
-            f.write('"%s" ' % p["label"] + " ".join("%.5f" % v for v in row + [other]) + "\n")
+            tot = sum(row) + other
+            f.write('"%s (%.2f s)" ' % (p["label"], s["step_median"]) +
+                    " ".join("%.3f" % (100.0 * v / tot) for v in row + [other]) + "\n")
     png = os.path.join(RESULTS, name + "-breakdown.png")
     cols = len(kinds) + 1
     script = PLOT_COMMON + """set output "%s"
-set title "Step time breakdown by kernel kind (rank 0, median step)"
-set ylabel "seconds per step"
+set title "Where a step goes, by kernel kind (rank 0; label: median step time)"
+set ylabel "share of the step (%%)"
+set yrange [0:100]
 set style data histograms
 set style histogram rowstacked
 set style fill solid 0.85 border -1
 set boxwidth 0.75
-set xtics rotate by -40 font ",8"
-plot for [i=2:%d] "%s" using i:xtic(1) title columnheader(i)
+set xtics rotate by -35 font ",8"
+array C[11] = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#222222", "#bab0ac"]
+plot for [i=2:%d] "%s" using i:xtic(1) title columnheader(i) lc rgb C[i-1]
 """ % (png, cols + 1, d)
     out.append((png, script))
     # 3: memory by category, stacked (largest over ranks)
@@ -252,14 +276,15 @@ plot for [i=2:%d] "%s" using i:xtic(1) title columnheader(i)
             f.write('"%s" ' % p["label"] + " ".join("%.2f" % (m.get(c, 0) / 2**20) for c in cats) + "\n")
     png = os.path.join(RESULTS, name + "-memory.png")
     script = PLOT_COMMON + """set output "%s"
-set title "Peak memory by category per rank (each category's own peak)"
+set title "Peak memory by category per rank (each category's own peak, largest rank)"
 set ylabel "MiB"
 set style data histograms
 set style histogram rowstacked
 set style fill solid 0.85 border -1
 set boxwidth 0.75
-set xtics rotate by -40 font ",8"
-plot for [i=2:%d] "%s" using i:xtic(1) title columnheader(i)
+set xtics rotate by -35 font ",8"
+array C[7] = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1"]
+plot for [i=2:%d] "%s" using i:xtic(1) title columnheader(i) lc rgb C[i-1]
 """ % (png, len(cats) + 1, d)
     out.append((png, script))
     made = []
@@ -406,6 +431,12 @@ def main():
     a = ap.parse_args()
     os.makedirs(RESULTS, exist_ok=True)
     if a.report_only:
+        for f in sorted(os.listdir(RESULTS)):
+            if f.endswith(".json"):
+                res = json.load(open(os.path.join(RESULTS, f)))
+                with tempfile.TemporaryDirectory(prefix="zt-bench-") as tmp:
+                    res["plots"] = plots(res, res["sweep"], tmp)
+                json.dump(res, open(os.path.join(RESULTS, f), "w"), indent=1)
         report()
         return
     if not a.sweep:

@@ -28,13 +28,55 @@ void zt_philox4x32(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]
     out[0] = c0; out[1] = c1; out[2] = c2; out[3] = c3;
 }
 
+/* Eight consecutive blocks blk..blk+7 of one (stream, sample): the same rounds as
+ * zt_philox4x32, lane by lane, written so the compiler vectorizes them (AVX2 where the CPU has
+ * it: integer arithmetic, so every clone gives the same bits). out: 32 values in element
+ * order. */
+__attribute__((target_clones("avx2", "default"), optimize("O3")))
+static void philox8(uint64_t blk, uint32_t stream, uint32_t sample, uint32_t k0, uint32_t k1,
+                    uint32_t *out)
+{
+    uint32_t c0[8], c1[8], c2[8], c3[8];
+    for (int l = 0; l < 8; l++) {
+        c0[l] = (uint32_t)(blk + (uint64_t)l);
+        c1[l] = (uint32_t)((blk + (uint64_t)l) >> 32);
+        c2[l] = stream;
+        c3[l] = sample;
+    }
+    for (int round = 0; round < 10; round++) {
+        for (int l = 0; l < 8; l++) {
+            uint64_t p0 = (uint64_t)PHILOX_M0 * c0[l], p1 = (uint64_t)PHILOX_M1 * c2[l];
+            uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1[l] ^ k0;
+            uint32_t n2 = (uint32_t)(p0 >> 32) ^ c3[l] ^ k1;
+            c1[l] = (uint32_t)p1;
+            c3[l] = (uint32_t)p0;
+            c0[l] = n0;
+            c2[l] = n2;
+        }
+        k0 += PHILOX_W0;
+        k1 += PHILOX_W1;
+    }
+    for (int l = 0; l < 8; l++) {
+        out[4 * l] = c0[l];
+        out[4 * l + 1] = c1[l];
+        out[4 * l + 2] = c2[l];
+        out[4 * l + 3] = c3[l];
+    }
+}
+
 void zt_rng_u32(uint64_t seed, uint64_t sample, uint32_t stream, uint64_t first, uint32_t *out,
                 uint64_t n)
 {
     uint32_t key[2] = {(uint32_t)seed, (uint32_t)(seed >> 32) ^ (uint32_t)(sample >> 32)};
     uint64_t i = 0;
     while (i < n) {
-        uint64_t e = first + i, blk = e >> 2;
+        uint64_t e = first + i;
+        if ((e & 3) == 0 && n - i >= 32) { /* whole blocks, eight at a time */
+            philox8(e >> 2, stream, (uint32_t)sample, key[0], key[1], out + i);
+            i += 32;
+            continue;
+        }
+        uint64_t blk = e >> 2;
         uint32_t ctr[4] = {(uint32_t)blk, (uint32_t)(blk >> 32), stream, (uint32_t)sample};
         uint32_t r[4];
         zt_philox4x32(ctr, key, r);

@@ -13,6 +13,7 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -260,6 +261,7 @@ typedef struct bert_model {
     float *t3c, *dt3c;       /* [n_lab, C] their transformed hidden states and gradient */
     /* backward scratch */
     float *dcur, *sc[5], *si[2], *att_scratch;
+    int slots;                 /* attention scratch: one T x T pair per thread */
     void (*poll)(void *);      /* called between kernels: lets communication advance */
     void *poll_arg;
 } bert_model;
@@ -279,9 +281,11 @@ static int size_acts(bert_model *m, int B, int T, int keep_logits)
     size_t V = (size_t)m->c.vocab, H = (size_t)m->c.heads, L = (size_t)m->c.layers;
     size_t tt = (size_t)T * T;
     /* pieces are carved for (cap_bt rows, cap_t positions); a smaller batch uses prefixes */
-    if (m->arena && bt <= m->cap_bt && (size_t)T <= m->cap_t && (!keep_logits || m->cap_keep))
+    if (m->arena && bt <= m->cap_bt && (size_t)T <= m->cap_t && (!keep_logits || m->cap_keep) &&
+        m->slots >= omp_get_max_threads())
         return 0;
     free_acts(m);
+    m->slots = omp_get_max_threads(); /* attention: one scratch slot per thread */
     /* two passes: count, then assign */
     for (int pass = 0; pass < 2; pass++) {
         size_t off = 0;
@@ -313,7 +317,7 @@ static int size_acts(bert_model *m, int B, int T, int keep_logits)
         for (int i = 0; i < 5; i++)
             TAKE(m->sc[i], bt * C);
         TAKE(m->si[0], bt * F); TAKE(m->si[1], bt * F);
-        TAKE(m->att_scratch, 2 * tt);
+        TAKE(m->att_scratch, 2 * tt * (size_t)m->slots);
 #undef TAKE
         if (!pass) {
             m->arena = zt_mem_alloc(off, ZT_ALIGN_PAGE, ZT_MEM_ACTIVATIONS);
@@ -464,7 +468,7 @@ static void bert_forward_unit(void *p, int u, float *const *P)
         POLL(m);
         linear_forward(a->v, x, param(m, P, u, L_VW), param(m, P, u, L_VB), M, C, C);
         POLL(m);
-        attention_forward(a->ctx, a->att, a->q, a->k, a->v, m->mask, &da, m->att_scratch, B, T,
+        attention_forward(a->ctx, a->att, a->q, a->k, a->v, m->mask, &da, m->att_scratch, m->slots, B, T,
                           C, c->heads);
         POLL(m);
         linear_forward(a->a_pre, a->ctx, param(m, P, u, L_AOW), param(m, P, u, L_AOB), M, C, C);
@@ -607,7 +611,7 @@ static void bert_backward_unit(void *p, int u, float *const *P, float *const *G)
                         param(m, P, u, L_AOW), M, C, C);
         POLL(m);
         attention_backward(s[2], s[3], s[4], s[1], a->att, a->q, a->k, a->v, &da,
-                           m->att_scratch, B, T, C, c->heads);
+                           m->att_scratch, m->slots, B, T, C, c->heads);
         POLL(m);
         linear_backward(m->dcur, param(m, G, u, L_QW), param(m, G, u, L_QB), s[2], x,
                         param(m, P, u, L_QW), M, C, C);

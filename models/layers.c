@@ -9,6 +9,7 @@
 #include <cblas.h>
 #include <float.h>
 #include <math.h>
+#include <omp.h>
 #include <string.h>
 
 /* ---- linear ------------------------------------------------------------------------- */
@@ -193,24 +194,61 @@ void dropout_apply(float *x, const zt_dropout *d, int B, size_t per_row)
 
 /* ---- attention ---------------------------------------------------------------------- */
 
-void attention_forward(float *ctx, float *att, const float *q, const float *k, const float *v,
-                       const int64_t *mask, const zt_dropout *drop, float *scratch, int B, int T,
-                       int C, int H)
+/* Attention runs one (sample, head) pair per task, the pairs spread over the OpenMP threads;
+ * inside a task everything is single-threaded (OpenBLAS runs one thread inside a parallel
+ * region), so the result does not depend on the thread count. The profile splits the
+ * region's wall time by the time the tasks spent in each kind. */
+enum { PART_GEMM, PART_SOFTMAX, PART_DROP, PART_N };
+
+static void attention_profile(double w0, const double *part, double gemm_flops,
+                              double gemm_bytes, double soft_bytes, double drop_n)
 {
-    /* ctx, q, k, v: [B,T,C]; att: [B,H,T,T]; mask: [B,T]; scratch: [T,T] */
-    int hs = C / H;
+    double sum = part[PART_GEMM] + part[PART_SOFTMAX] + part[PART_DROP], wall;
+    if (!zt_prof_on || sum <= 0.0)
+        return;
+    wall = zt_prof_now() - w0;
+    /* zt_prof_add measures from its t0 to now: hand it a t0 that gives the share */
+    zt_prof_add(ZT_PROF_GEMM, zt_prof_now() - wall * part[PART_GEMM] / sum, gemm_flops,
+                gemm_bytes);
+    zt_prof_add(ZT_PROF_SOFTMAX, zt_prof_now() - wall * part[PART_SOFTMAX] / sum,
+                5.0 * soft_bytes / 8.0, soft_bytes);
+    if (drop_n > 0)
+        zt_prof_add(ZT_PROF_DROPOUT, zt_prof_now() - wall * part[PART_DROP] / sum, 12.0 * drop_n,
+                    12.0 * drop_n);
+}
+
+static int scratch_threads(int slots)
+{
+    int n = omp_get_max_threads();
+    return n < slots ? n : slots > 0 ? slots : 1;
+}
+
+void attention_forward(float *ctx, float *att, const float *q, const float *k, const float *v,
+                       const int64_t *mask, const zt_dropout *drop, float *scratch, int slots,
+                       int B, int T, int C, int H)
+{
+    /* ctx, q, k, v: [B,T,C]; att: [B,H,T,T]; mask: [B,T]; scratch: slots x [T,T] */
+    int hs = C / H, prof = zt_prof_on;
     float div = (float)sqrt((double)hs);
     int use_drop = drop && drop->p > 0.0f;
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < H; h++) {
+    double part[PART_N] = {0}, w0 = ZT_PROF_T0();
+#pragma omp parallel num_threads(scratch_threads(slots))
+    {
+        float *scr = scratch + (size_t)omp_get_thread_num() * T * T;
+        double my[PART_N] = {0}, t = 0.0;
+#pragma omp for schedule(static)
+        for (int bh = 0; bh < B * H; bh++) {
+            int b = bh / H, h = bh % H;
             size_t off = (size_t)b * T * C + (size_t)h * hs;
-            float *a = att + ((size_t)b * H + h) * T * T;
-            double t0 = ZT_PROF_T0();
+            float *a = att + (size_t)bh * T * T;
+            if (prof)
+                t = zt_prof_now();
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, 1.0f, q + off, C,
                         k + off, C, 0.0f, a, T);
-            ZT_PROF(ZT_PROF_GEMM, t0, 2.0 * T * T * hs, 4.0 * (2.0 * T * hs + (double)T * T));
-            t0 = ZT_PROF_T0();
-#pragma omp parallel for schedule(static)
+            if (prof) {
+                my[PART_GEMM] += zt_prof_now() - t;
+                t = zt_prof_now();
+            }
             for (int i = 0; i < T; i++) {
                 float *row = a + (size_t)i * T;
                 float mx = -INFINITY;
@@ -230,61 +268,89 @@ void attention_forward(float *ctx, float *att, const float *q, const float *k, c
                 for (int j = 0; j < T; j++)
                     row[j] *= inv;
             }
-            ZT_PROF(ZT_PROF_SOFTMAX, t0, 5.0 * T * T, 8.0 * T * T);
             const float *p = a;
             if (use_drop) {
-                t0 = ZT_PROF_T0();
-                memcpy(scratch, a, sizeof(float) * (size_t)T * T);
-                dropout_row(scratch, drop, drop->first_sample + (uint64_t)b,
-                            (uint64_t)h * T * T, (size_t)T * T);
-                p = scratch;
-                ZT_PROF(ZT_PROF_DROPOUT, t0, 12.0 * T * T, 12.0 * T * T);
+                if (prof) {
+                    my[PART_SOFTMAX] += zt_prof_now() - t;
+                    t = zt_prof_now();
+                }
+                memcpy(scr, a, sizeof(float) * (size_t)T * T);
+                dropout_row(scr, drop, drop->first_sample + (uint64_t)b, (uint64_t)h * T * T,
+                            (size_t)T * T);
+                p = scr;
+                if (prof) {
+                    my[PART_DROP] += zt_prof_now() - t;
+                    t = zt_prof_now();
+                }
+            } else if (prof) {
+                my[PART_SOFTMAX] += zt_prof_now() - t;
+                t = zt_prof_now();
             }
-            t0 = ZT_PROF_T0();
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, p, T, v + off,
                         C, 0.0f, ctx + off, C);
-            ZT_PROF(ZT_PROF_GEMM, t0, 2.0 * T * T * hs, 4.0 * (2.0 * T * hs + (double)T * T));
+            if (prof)
+                my[PART_GEMM] += zt_prof_now() - t;
         }
+        if (prof) {
+#pragma omp critical
+            for (int i = 0; i < PART_N; i++)
+                part[i] += my[i];
+        }
+    }
+    double pairs = (double)B * H, tt = (double)T * T;
+    attention_profile(w0, part, pairs * 4.0 * tt * hs, pairs * 4.0 * (4.0 * T * hs + 2.0 * tt),
+                      pairs * 8.0 * tt, use_drop ? pairs * tt : 0.0);
 }
 
 void attention_backward(float *dq, float *dk, float *dv, const float *dctx, const float *att,
                         const float *q, const float *k, const float *v, const zt_dropout *drop,
-                        float *scratch, int B, int T, int C, int H)
+                        float *scratch, int slots, int B, int T, int C, int H)
 {
-    /* dq, dk, dv, dctx, q, k, v: [B,T,C]; att: [B,H,T,T]; scratch: [2,T,T] */
-    int hs = C / H;
+    /* dq, dk, dv, dctx, q, k, v: [B,T,C]; att: [B,H,T,T]; scratch: slots x [2,T,T] */
+    int hs = C / H, prof = zt_prof_on;
     float div = (float)sqrt((double)hs);
     int use_drop = drop && drop->p > 0.0f;
-    float *dp = scratch, *pd = scratch + (size_t)T * T;
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < H; h++) {
+    double part[PART_N] = {0}, w0 = ZT_PROF_T0();
+#pragma omp parallel num_threads(scratch_threads(slots))
+    {
+        float *dp = scratch + (size_t)omp_get_thread_num() * 2 * T * T, *pd = dp + (size_t)T * T;
+        double my[PART_N] = {0}, t = 0.0;
+#pragma omp for schedule(static)
+        for (int bh = 0; bh < B * H; bh++) {
+            int b = bh / H, h = bh % H;
             size_t off = (size_t)b * T * C + (size_t)h * hs;
-            const float *a = att + ((size_t)b * H + h) * T * T;
+            const float *a = att + (size_t)bh * T * T;
             const float *p = a;
-            double t0 = ZT_PROF_T0();
+            if (prof)
+                t = zt_prof_now();
             if (use_drop) {
                 memcpy(pd, a, sizeof(float) * (size_t)T * T);
                 dropout_row(pd, drop, drop->first_sample + (uint64_t)b, (uint64_t)h * T * T,
                             (size_t)T * T);
                 p = pd;
-                ZT_PROF(ZT_PROF_DROPOUT, t0, 12.0 * T * T, 12.0 * T * T);
+                if (prof) {
+                    my[PART_DROP] += zt_prof_now() - t;
+                    t = zt_prof_now();
+                }
             }
             /* dv = p^T dctx ; dp = dctx v^T */
-            t0 = ZT_PROF_T0();
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, 1.0f, p, T,
                         dctx + off, C, 0.0f, dv + off, C);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, 1.0f, dctx + off, C,
                         v + off, C, 0.0f, dp, T);
-            ZT_PROF(ZT_PROF_GEMM, t0, 4.0 * T * T * hs, 4.0 * (4.0 * T * hs + 2.0 * T * T));
+            if (prof) {
+                my[PART_GEMM] += zt_prof_now() - t;
+                t = zt_prof_now();
+            }
             if (use_drop) { /* gradient through the same keep-mask and scale */
-                t0 = ZT_PROF_T0();
                 dropout_row(dp, drop, drop->first_sample + (uint64_t)b, (uint64_t)h * T * T,
                             (size_t)T * T);
-                ZT_PROF(ZT_PROF_DROPOUT, t0, 12.0 * T * T, 8.0 * T * T);
+                if (prof) {
+                    my[PART_DROP] += zt_prof_now() - t;
+                    t = zt_prof_now();
+                }
             }
             /* softmax backward, then the 1/sqrt(hs) of the scores */
-            t0 = ZT_PROF_T0();
-#pragma omp parallel for schedule(static)
             for (int i = 0; i < T; i++) {
                 const float *ar = a + (size_t)i * T;
                 float *dr = dp + (size_t)i * T;
@@ -295,15 +361,27 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dctx, cons
                 for (int j = 0; j < T; j++)
                     dr[j] = ar[j] * (dr[j] - fd) / div;
             }
-            ZT_PROF(ZT_PROF_SOFTMAX, t0, 5.0 * T * T, 12.0 * T * T);
+            if (prof) {
+                my[PART_SOFTMAX] += zt_prof_now() - t;
+                t = zt_prof_now();
+            }
             /* dq = ds k ; dk = ds^T q */
-            t0 = ZT_PROF_T0();
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, dp, T, k + off,
                         C, 0.0f, dq + off, C);
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, 1.0f, dp, T, q + off,
                         C, 0.0f, dk + off, C);
-            ZT_PROF(ZT_PROF_GEMM, t0, 4.0 * T * T * hs, 4.0 * (4.0 * T * hs + 2.0 * T * T));
+            if (prof)
+                my[PART_GEMM] += zt_prof_now() - t;
         }
+        if (prof) {
+#pragma omp critical
+            for (int i = 0; i < PART_N; i++)
+                part[i] += my[i];
+        }
+    }
+    double pairs = (double)B * H, tt = (double)T * T;
+    attention_profile(w0, part, pairs * 8.0 * tt * hs, pairs * 4.0 * (8.0 * T * hs + 4.0 * tt),
+                      pairs * 12.0 * tt, use_drop ? 2.0 * pairs * tt : 0.0);
 }
 
 /* ---- embeddings --------------------------------------------------------------------- */

@@ -29,7 +29,9 @@ void gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);
 /* Multi-head softmax attention over q, k, v [B,T,C] (C = H*hs, head h = channels
  * [h*hs, (h+1)*hs)). att[B,H,T,T] keeps the softmax probabilities (before dropout).
  * scores = q k^T / sqrt(hs) + (1 - mask[b,j]) * (-FLT_MAX); mask[B,T] may be NULL.
- * drop: dropout on the probabilities (NULL = none); scratch: T*T floats. */
+ * drop: dropout on the probabilities (NULL = none). The (sample, head) pairs run in
+ * parallel, one per OpenMP thread, at most `slots` threads: scratch holds slots x T*T floats
+ * (backward: slots x 2*T*T). */
 typedef struct zt_dropout {
     float p;                 /* drop probability, 0 <= p < 1 */
     uint64_t seed;
@@ -38,12 +40,12 @@ typedef struct zt_dropout {
 } zt_dropout;
 
 void attention_forward(float *ctx, float *att, const float *q, const float *k, const float *v,
-                       const int64_t *mask, const zt_dropout *drop, float *scratch, int B, int T,
-                       int C, int H);
-/* dq, dk, dv are overwritten (not accumulated); scratch: 2*T*T floats. */
+                       const int64_t *mask, const zt_dropout *drop, float *scratch, int slots,
+                       int B, int T, int C, int H);
+/* dq, dk, dv are overwritten (not accumulated). */
 void attention_backward(float *dq, float *dk, float *dv, const float *dctx, const float *att,
                         const float *q, const float *k, const float *v, const zt_dropout *drop,
-                        float *scratch, int B, int T, int C, int H);
+                        float *scratch, int slots, int B, int T, int C, int H);
 
 /* x[B, per_row] *= keep_mask / (1 - p), mask drawn from Philox per (sample, element);
  * the same call in backward applies the identical mask to the gradient. */

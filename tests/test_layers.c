@@ -189,7 +189,7 @@ typedef struct {
 static double att_loss(fd_case *c)
 {
     att_ctx *a = c->ctx;
-    attention_forward(a->ctx, a->att, a->q, a->k, a->v, a->mask, &a->drop, a->scratch, a->B,
+    attention_forward(a->ctx, a->att, a->q, a->k, a->v, a->mask, &a->drop, a->scratch, 1, a->B,
                       a->T, a->C, a->H);
     return dot(a->ctx, a->R, (size_t)a->B * a->T * a->C);
 }
@@ -224,7 +224,7 @@ static void run_attention(float p)
             assert_true(fabs(s - 1.0) < 1e-5);
         }
     float *dq = vec(n), *dk = vec(n), *dv = vec(n);
-    attention_backward(dq, dk, dv, a.R, a.att, a.q, a.k, a.v, &a.drop, a.scratch, a.B, a.T, a.C,
+    attention_backward(dq, dk, dv, a.R, a.att, a.q, a.k, a.v, &a.drop, a.scratch, 1, a.B, a.T, a.C,
                        a.H);
     fd_check(p > 0 ? "attention dq (dropout)" : "attention dq", &c, a.q, dq, n);
     fd_check(p > 0 ? "attention dk (dropout)" : "attention dk", &c, a.k, dk, n);

@@ -8,6 +8,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
+#include <sched.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -233,6 +234,15 @@ int cmd_train(int argc, char **argv)
     }
     cfg.seed = st.seed;
     cfg.threads = threads >= 0 ? (int)threads : ts->threads;
+    {   /* mpirun binds each rank to one core by default when ranks <= 2: threads beyond
+         * the cores a rank may run on only take turns */
+        cpu_set_t cs;
+        int want = cfg.threads > 0 ? cfg.threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+        if (sched_getaffinity(0, sizeof cs, &cs) == 0 && CPU_COUNT(&cs) < want && rank == 0)
+            fprintf(stderr, "zerotrain: warning: this rank may run on %d core%s but uses %d "
+                            "threads; give mpirun --bind-to none (or --map-by slot:PE=%d)\n",
+                    CPU_COUNT(&cs), CPU_COUNT(&cs) == 1 ? "" : "s", want, want);
+    }
     cfg.lr = ts->lr;
     cfg.beta1 = ts->beta1;
     cfg.beta2 = ts->beta2;

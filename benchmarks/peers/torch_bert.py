@@ -51,7 +51,7 @@ class Layer(nn.Module):
 class BertMLM(nn.Module):
     def __init__(s, V, L, H, A, I, P=512, TT=2, p=0.1):
         super().__init__()
-        s.word, s.pos, s.type = nn.Embedding(V, H), nn.Embedding(P, H), nn.Embedding(TT, H)
+        s.word, s.pos, s.ttype = nn.Embedding(V, H), nn.Embedding(P, H), nn.Embedding(TT, H)
         s.ln, s.drop = nn.LayerNorm(H, eps=1e-12), nn.Dropout(p)
         s.layers = nn.ModuleList(Layer(H, A, I, p) for _ in range(L))
         s.dense, s.hln = nn.Linear(H, H), nn.LayerNorm(H, eps=1e-12)
@@ -62,7 +62,7 @@ class BertMLM(nn.Module):
 
     def forward(s, ids, types, mask, labels):
         B, T = ids.shape
-        x = s.word(ids) + s.pos(torch.arange(T).unsqueeze(0)) + s.type(types)
+        x = s.word(ids) + s.pos(torch.arange(T).unsqueeze(0)) + s.ttype(types)
         x = s.drop(s.ln(x))
         bias = (1.0 - mask[:, None, None, :].float()) * torch.finfo(torch.float32).min
         for layer in s.layers:
