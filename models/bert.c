@@ -247,7 +247,6 @@ typedef struct bert_model {
     uint64_t first_sample;
     /* activations, sized for cap_bt rows */
     size_t cap_bt, cap_t;
-    int cap_keep;
     float *arena;
     size_t arena_bytes;
     float *e_pre, *em, *er, *e;
@@ -262,12 +261,38 @@ typedef struct bert_model {
     /* backward scratch */
     float *dcur, *sc[5], *si[2], *att_scratch;
     int slots;                 /* attention scratch: one T x T pair per thread */
+    float *lbuf;               /* logits (and dlogits when kept), see size_logits */
+    size_t lbuf_floats;
     void (*poll)(void *);      /* called between kernels: lets communication advance */
     void *poll_arg;
 } bert_model;
 
+/* The logits (and their gradient when kept) live apart from the arena, sized for the rows
+ * the decoder runs on: the labelled rows in training (about 15% of the batch), every row
+ * when the caller keeps the logits. */
+static int size_logits(bert_model *m, size_t rows, int keep)
+{
+    size_t need = rows * (size_t)m->c.vocab * (keep ? 2 : 1);
+    if (need > m->lbuf_floats) {
+        size_t most = (size_t)m->B * m->T * (size_t)m->c.vocab * (keep ? 2 : 1);
+        size_t want = need + need / 4 < most ? need + need / 4 : need; /* room to vary */
+        zt_mem_free(m->lbuf, m->lbuf_floats * sizeof(float), ZT_MEM_ACTIVATIONS);
+        m->lbuf_floats = 0;
+        if (!(m->lbuf = zt_mem_alloc((want ? want : 1) * sizeof(float), ZT_ALIGN_PAGE,
+                                     ZT_MEM_ACTIVATIONS)))
+            return ZT_E_NOMEM;
+        m->lbuf_floats = want ? want : 1;
+    }
+    m->logits = m->lbuf;
+    m->dlogits = keep ? m->lbuf + rows * (size_t)m->c.vocab : m->lbuf;
+    return 0;
+}
+
 static void free_acts(bert_model *m)
 {
+    zt_mem_free(m->lbuf, m->lbuf_floats * sizeof(float), ZT_MEM_ACTIVATIONS);
+    m->lbuf = NULL;
+    m->lbuf_floats = 0;
     zt_mem_free(m->arena, m->arena_bytes, ZT_MEM_ACTIVATIONS);
     m->arena = NULL;
     m->arena_bytes = 0;
@@ -278,11 +303,11 @@ static void free_acts(bert_model *m)
 static int size_acts(bert_model *m, int B, int T, int keep_logits)
 {
     size_t bt = (size_t)B * T, C = (size_t)m->c.hidden, F = (size_t)m->c.inter;
-    size_t V = (size_t)m->c.vocab, H = (size_t)m->c.heads, L = (size_t)m->c.layers;
+    size_t H = (size_t)m->c.heads, L = (size_t)m->c.layers;
     size_t tt = (size_t)T * T;
     /* pieces are carved for (cap_bt rows, cap_t positions); a smaller batch uses prefixes */
-    if (m->arena && bt <= m->cap_bt && (size_t)T <= m->cap_t && (!keep_logits || m->cap_keep) &&
-        m->slots >= omp_get_max_threads())
+    (void)keep_logits; /* the logits are sized apart (size_logits) */
+    if (m->arena && bt <= m->cap_bt && (size_t)T <= m->cap_t && m->slots >= omp_get_max_threads())
         return 0;
     free_acts(m);
     m->slots = omp_get_max_threads(); /* attention: one scratch slot per thread */
@@ -308,9 +333,7 @@ static int size_acts(bert_model *m, int B, int T, int keep_logits)
             TAKE(a->m1, bt); TAKE(a->r1, bt); TAKE(a->m2, bt); TAKE(a->r2, bt);
         }
         TAKE(m->t1, bt * C); TAKE(m->t2, bt * C); TAKE(m->t3, bt * C); TAKE(m->tm, bt);
-        TAKE(m->tr, bt); TAKE(m->logits, bt * V);
-        if (keep_logits)
-            TAKE(m->dlogits, bt * V);
+        TAKE(m->tr, bt);
         TAKE(m->row_loss, bt * 2);
         TAKE(m->lab_rows, bt); TAKE(m->lab_c, bt * 2); TAKE(m->t3c, bt * C); TAKE(m->dt3c, bt * C);
         TAKE(m->dcur, bt * C);
@@ -326,11 +349,8 @@ static int size_acts(bert_model *m, int B, int T, int keep_logits)
             m->arena_bytes = off;
         }
     }
-    if (!keep_logits)
-        m->dlogits = m->logits;
     m->cap_bt = bt;
     m->cap_t = (size_t)T;
-    m->cap_keep = keep_logits;
     return 0;
 }
 
@@ -406,6 +426,7 @@ static int bert_prepare(void *p, const zt_batch *b, int keep_logits, int64_t *n_
                 m->lab_rows[m->n_lab] = i;
                 m->lab_c[m->n_lab++] = b->labels[i];
             }
+    ZT_TRY(size_logits(m, m->compact ? (size_t)m->n_lab : (size_t)b->B * b->T, keep_logits));
     *n_labels = n;
     return 0;
 }
