@@ -88,6 +88,7 @@ test-parity: all
 # The heavy checks: 40 more random parity configurations, a SIGKILL at every point of a
 # checkpoint save, and 10 minutes of fuzzing.
 test-long: all
+	ZERO_LONG=1 bash tests/test_zero.sh $(BUILD)/zerotrain
 	PARITY_EXTRA=40 ZT=$(BUILD)/zerotrain bash tests/test_bert_random.sh
 	CRASH_POINTS=all bash tests/test_train.sh $(BUILD)/zerotrain
 	$(MAKE) fuzz FUZZ_SECONDS=600

@@ -4,6 +4,7 @@
  * MLM decoder over the labelled rows only, as training computes it.
  * Usage: bench_grad [--preset NAME] [--batch B] [--seq T] [--iters N] [--threads N] */
 #include "zerotrain.h"
+#include "sgemm_time.h"
 
 #include <cblas.h>
 #include <stdio.h>
@@ -11,38 +12,10 @@
 #include <string.h>
 #include <time.h>
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* median seconds of `iters` sgemm calls of shape (M, K) x (K, N) */
+/* sgemm GFLOP/s at shape (M, K) x (K, N) */
 static double sgemm_gflops(int M, int K, int N, int iters)
 {
-    float *a = malloc(sizeof(float) * (size_t)M * K), *b = malloc(sizeof(float) * (size_t)K * N),
-          *c = malloc(sizeof(float) * (size_t)M * N);
-    double t[64];
-    for (size_t i = 0; i < (size_t)M * K; i++)
-        a[i] = (float)(i % 7) * 0.1f;
-    for (size_t i = 0; i < (size_t)K * N; i++)
-        b[i] = (float)(i % 5) * 0.1f;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1, a, K, b, K, 0, c, N);
-    for (int i = 0; i < iters; i++) {
-        double t0 = now();
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1, a, K, b, K, 0, c, N);
-        t[i] = now() - t0;
-    }
-    qsort(t, (size_t)iters, sizeof t[0], cmp);
-    free(a); free(b); free(c);
-    return 2.0 * M * K * N / t[iters / 2] * 1e-9;
+    return 2.0 * M * K * N / sgemm_seconds(M, K, N, iters) * 1e-9;
 }
 
 int main(int argc, char **argv)

@@ -4,51 +4,14 @@
  * triad (a = b + s c), STREAM's convention (bytes read + written), on the given threads.
  * Prints one JSON object.
  * Usage: bench_limits [--threads N] [--shape M,K,N]... [--mem-mib S] [--iters N] */
+#include "sgemm_time.h"
+
 #include <cblas.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* median seconds of iters calls */
-static double sgemm_seconds(int M, int K, int N, int iters)
-{
-    float *a = malloc(sizeof(float) * (size_t)M * K), *b = malloc(sizeof(float) * (size_t)N * K),
-          *c = malloc(sizeof(float) * (size_t)M * N);
-    double t[64], med;
-    if (!a || !b || !c) {
-        free(a), free(b), free(c);
-        return -1.0;
-    }
-    for (size_t i = 0; i < (size_t)M * K; i++)
-        a[i] = (float)(i % 7) * 0.1f;
-    for (size_t i = 0; i < (size_t)N * K; i++)
-        b[i] = (float)(i % 5) * 0.1f;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1, a, K, b, K, 0, c, N);
-    for (int i = 0; i < iters; i++) {
-        double t0 = now();
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1, a, K, b, K, 0, c, N);
-        t[i] = now() - t0;
-    }
-    qsort(t, (size_t)iters, sizeof t[0], cmp);
-    med = t[iters / 2];
-    free(a), free(b), free(c);
-    return med;
-}
 
 /* best of reps, bytes per second */
 static void bandwidth(size_t n, int reps, double *copy, double *triad)

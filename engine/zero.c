@@ -69,37 +69,41 @@ static size_t max_padded(const zt_engine *e, int from)
 
 /* ---- collectives over a unit's pieces ------------------------------------------------- */
 
-static int start_rs(zt_engine *e, int u, const float *full, float *shard, int64_t *lo,
-                    int64_t *hi)
+/* One collective per piece of unit u, started back to back; *lo..*hi = their sequence
+ * numbers. Reduce-scatter: full -> shard. All-gather: shard -> full (shard NULL: in place,
+ * this rank's slices are already in full). */
+static int start_pieces(zt_engine *e, int u, int gather, const float *full_or_shard, float *dst,
+                        int64_t *lo, int64_t *hi)
 {
     zt_seg s;
+    size_t N = (size_t)e->comm.size;
     *lo = *hi = -1;
     for (int k = 0; zt_zero_seg(e, u, e->comm.rank, k, &s); k++) {
         int64_t h;
-        size_t off0 = s.soff * (size_t)e->comm.size;
-        ZT_TRY(zt_comm_start_reduce_scatter(&e->comm, full + off0, shard + s.soff,
-                                            s.len * (size_t)e->comm.size, &h));
+        size_t off0 = s.soff * N;
+        if (gather)
+            ZT_TRY(zt_comm_start_allgather(&e->comm, full_or_shard ? full_or_shard + s.soff
+                                                                   : dst + s.off,
+                                           dst + off0, s.len * N, &h));
+        else
+            ZT_TRY(zt_comm_start_reduce_scatter(&e->comm, full_or_shard + off0, dst + s.soff,
+                                                s.len * N, &h));
         *lo = *lo < 0 ? h : *lo;
         *hi = h;
     }
     return 0;
 }
 
-/* shard NULL: in place, this rank's slices are already in full */
+static int start_rs(zt_engine *e, int u, const float *full, float *shard, int64_t *lo,
+                    int64_t *hi)
+{
+    return start_pieces(e, u, 0, full, shard, lo, hi);
+}
+
 static int start_ag(zt_engine *e, int u, const float *shard, float *full, int64_t *lo,
                     int64_t *hi)
 {
-    zt_seg s;
-    *lo = *hi = -1;
-    for (int k = 0; zt_zero_seg(e, u, e->comm.rank, k, &s); k++) {
-        int64_t h;
-        size_t off0 = s.soff * (size_t)e->comm.size;
-        ZT_TRY(zt_comm_start_allgather(&e->comm, shard ? shard + s.soff : full + s.off,
-                                       full + off0, s.len * (size_t)e->comm.size, &h));
-        *lo = *lo < 0 ? h : *lo;
-        *hi = h;
-    }
-    return 0;
+    return start_pieces(e, u, 1, shard, full, lo, hi);
 }
 
 /* ---- buffers ------------------------------------------------------------------------------ */

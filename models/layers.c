@@ -217,6 +217,26 @@ static void attention_profile(double w0, const double *part, double gemm_flops,
                     12.0 * drop_n);
 }
 
+/* adds the time since *t to *acc and restarts *t (profile on only) */
+static inline void lap(int prof, double *acc, double *t)
+{
+    if (prof) {
+        double now = zt_prof_now();
+        *acc += now - *t;
+        *t = now;
+    }
+}
+
+/* inside the parallel region: one thread's times into the region's totals */
+static void merge_parts(int prof, double *part, const double *my)
+{
+    if (!prof)
+        return;
+#pragma omp critical
+    for (int i = 0; i < PART_N; i++)
+        part[i] += my[i];
+}
+
 static int scratch_threads(int slots)
 {
     int n = omp_get_max_threads();
@@ -245,10 +265,7 @@ void attention_forward(float *ctx, float *att, const float *q, const float *k, c
                 t = zt_prof_now();
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, 1.0f, q + off, C,
                         k + off, C, 0.0f, a, T);
-            if (prof) {
-                my[PART_GEMM] += zt_prof_now() - t;
-                t = zt_prof_now();
-            }
+            lap(prof, &my[PART_GEMM], &t);
             for (int i = 0; i < T; i++) {
                 float *row = a + (size_t)i * T;
                 float mx = -INFINITY;
@@ -270,32 +287,20 @@ void attention_forward(float *ctx, float *att, const float *q, const float *k, c
             }
             const float *p = a;
             if (use_drop) {
-                if (prof) {
-                    my[PART_SOFTMAX] += zt_prof_now() - t;
-                    t = zt_prof_now();
-                }
+                lap(prof, &my[PART_SOFTMAX], &t);
                 memcpy(scr, a, sizeof(float) * (size_t)T * T);
                 dropout_row(scr, drop, drop->first_sample + (uint64_t)b, (uint64_t)h * T * T,
                             (size_t)T * T);
                 p = scr;
-                if (prof) {
-                    my[PART_DROP] += zt_prof_now() - t;
-                    t = zt_prof_now();
-                }
-            } else if (prof) {
-                my[PART_SOFTMAX] += zt_prof_now() - t;
-                t = zt_prof_now();
+                lap(prof, &my[PART_DROP], &t);
+            } else {
+                lap(prof, &my[PART_SOFTMAX], &t);
             }
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, p, T, v + off,
                         C, 0.0f, ctx + off, C);
-            if (prof)
-                my[PART_GEMM] += zt_prof_now() - t;
+            lap(prof, &my[PART_GEMM], &t);
         }
-        if (prof) {
-#pragma omp critical
-            for (int i = 0; i < PART_N; i++)
-                part[i] += my[i];
-        }
+        merge_parts(prof, part, my);
     }
     double pairs = (double)B * H, tt = (double)T * T;
     attention_profile(w0, part, pairs * 4.0 * tt * hs, pairs * 4.0 * (4.0 * T * hs + 2.0 * tt),
@@ -328,27 +333,18 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dctx, cons
                 dropout_row(pd, drop, drop->first_sample + (uint64_t)b, (uint64_t)h * T * T,
                             (size_t)T * T);
                 p = pd;
-                if (prof) {
-                    my[PART_DROP] += zt_prof_now() - t;
-                    t = zt_prof_now();
-                }
+                lap(prof, &my[PART_DROP], &t);
             }
             /* dv = p^T dctx ; dp = dctx v^T */
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, 1.0f, p, T,
                         dctx + off, C, 0.0f, dv + off, C);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, 1.0f, dctx + off, C,
                         v + off, C, 0.0f, dp, T);
-            if (prof) {
-                my[PART_GEMM] += zt_prof_now() - t;
-                t = zt_prof_now();
-            }
+            lap(prof, &my[PART_GEMM], &t);
             if (use_drop) { /* gradient through the same keep-mask and scale */
                 dropout_row(dp, drop, drop->first_sample + (uint64_t)b, (uint64_t)h * T * T,
                             (size_t)T * T);
-                if (prof) {
-                    my[PART_DROP] += zt_prof_now() - t;
-                    t = zt_prof_now();
-                }
+                lap(prof, &my[PART_DROP], &t);
             }
             /* softmax backward, then the 1/sqrt(hs) of the scores */
             for (int i = 0; i < T; i++) {
@@ -361,23 +357,15 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dctx, cons
                 for (int j = 0; j < T; j++)
                     dr[j] = ar[j] * (dr[j] - fd) / div;
             }
-            if (prof) {
-                my[PART_SOFTMAX] += zt_prof_now() - t;
-                t = zt_prof_now();
-            }
+            lap(prof, &my[PART_SOFTMAX], &t);
             /* dq = ds k ; dk = ds^T q */
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, dp, T, k + off,
                         C, 0.0f, dq + off, C);
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, 1.0f, dp, T, q + off,
                         C, 0.0f, dk + off, C);
-            if (prof)
-                my[PART_GEMM] += zt_prof_now() - t;
+            lap(prof, &my[PART_GEMM], &t);
         }
-        if (prof) {
-#pragma omp critical
-            for (int i = 0; i < PART_N; i++)
-                part[i] += my[i];
-        }
+        merge_parts(prof, part, my);
     }
     double pairs = (double)B * H, tt = (double)T * T;
     attention_profile(w0, part, pairs * 8.0 * tt * hs, pairs * 4.0 * (8.0 * T * hs + 4.0 * tt),

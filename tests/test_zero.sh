@@ -185,5 +185,38 @@ else bad "skipped unit not caught: status $st"; head -5 "$T/skip.log"; fi
 MPI="$MPI --mca btl self,tcp" run tcp 2 s1 5
 if same tcp n2s0; then ok; else bad "TCP transport"; tail -3 "$T/tcp.log"; fi
 
+# make test-long: every stage at N = 4 and N = 3 with several buckets, both progress modes
+# and overlap on and off, all bit-identical to stage 0 at the same N and bucket
+if [ -n "${ZERO_LONG:-}" ]; then
+    for np in 3 4; do
+        for bk in 0 3072 50000; do
+            for st in 0 1 2 3; do
+                for pr in poll thread; do
+                    for ov in true false; do
+                        n="L${np}_${bk}_${st}_${pr}_${ov}"
+                        echo "{\"train_batch_size\": $((2 * np)), \"train_micro_batch_size_per_gpu\": 2,
+                               \"zero_optimization\": {\"stage\": $st, \"reduce_bucket_size\": $bk, \"overlap_comm\": $ov,
+                               \"stage3_param_persistence_threshold\": 0, \"stage3_prefetch_bucket_size\": 300000},
+                               \"zerotrain\": {\"comm_progress\": \"$pr\"},
+                               \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 1e-3}}}" >"$T/$n.json"
+                        run "$n" "$np" "$n" 4
+                        ref="L${np}_${bk}_0_poll_true"
+                        if same "$ref" "$n"; then ok; else bad "N=$np bucket $bk stage $st $pr overlap $ov differs"; tail -3 "$T/$n.log"; fi
+                    done
+                done
+            done
+        done
+    done
+    # stalls at many sequence numbers: every rank exits within timeout + 10 s
+    for s in 0 3 7 12 20; do
+        t0=$(date +%s)
+        ZT_FAULT_STALL=1:$s timeout 60 $MPI -x ZT_FAULT_STALL -np 2 "$ZT" train --model "$T/model" --data synthetic \
+            --config "$T/h2.json" --seq-len 16 --steps 3 --threads 1 --collective-timeout 2 >"$T/stall$s.log" 2>&1
+        st=$?; el=$(( $(date +%s) - t0 ))
+        if [ $st -ne 0 ] && [ $st -ne 124 ] && [ $el -le 12 ] && grep -q "did not complete within 2 s" "$T/stall$s.log"; then ok
+        else bad "stall at #$s: status $st after $el s"; head -3 "$T/stall$s.log"; fi
+    done
+fi
+
 echo "zero: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
