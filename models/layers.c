@@ -176,6 +176,7 @@ static void dropout_row(float *x, const zt_dropout *d, uint64_t sample, uint64_t
     for (size_t i = 0; i < n; i += 256) {
         size_t k = n - i < 256 ? n - i : 256;
         zt_rng_u32(d->seed, sample, d->stream, first + i, u, k);
+#pragma omp simd
         for (size_t j = 0; j < k; j++)
             x[i + j] = u[j] < thresh ? 0.0f : x[i + j] * scale;
     }

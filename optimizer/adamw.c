@@ -17,7 +17,8 @@ void zt_adamw_update(float *p, const float *g, float *m, float *v, size_t n,
     float step_size = (float)(hp->lr / (1.0 - pow(hp->beta1, t)));
     float bc2_sqrt = (float)sqrt(1.0 - pow(hp->beta2, t));
     float eps = hp->eps, gs = hp->grad_scale;
-#pragma omp parallel for schedule(static)
+    /* simd: vectorized sqrt and division are the same correctly rounded IEEE operations */
+#pragma omp parallel for simd schedule(static)
     for (size_t i = 0; i < n; i++) {
         float gi = g[i] * gs;
         float pi = p[i] * keep;
