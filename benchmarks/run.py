@@ -342,7 +342,9 @@ def report():
              "The limits are measured in the same run: `cblas_sgemm` at the model's GEMM shapes on the",
              "rank's threads (the ratio divides the rank's share of the model FLOP/s by it), copy and triad",
              "bandwidth (STREAM's convention) and `fio` (O_DIRECT, io_uring, 1 MiB blocks) on the offload",
-             "path. The PyTorch peer (`benchmarks/peers/torch_bert.py`) trains the same shapes, batch,",
+             "path (offload ratios appear once offload lands: NVMe bytes are 0 until then). \"optimizer vs",
+             "copy\" is the AdamW kernel's bytes/s (28 bytes per parameter) over the copy bandwidth on the",
+             "rank's threads. The PyTorch peer (`benchmarks/peers/torch_bert.py`) trains the same shapes, batch,",
              "sequence, AdamW and threads the way Hugging Face's BertForMaskedLM does, in the same run.", ""]
     for name in sweeps:
         res = json.load(open(os.path.join(RESULTS, name + ".json")))
@@ -368,9 +370,9 @@ def report():
                 fio.get("path"), fio.get("write_bytes_per_s", 0) / 1e6, fio.get("read_bytes_per_s", 0) / 1e6)]
         lines += ["", "### Points", "",
                   "| configuration | threads/rank | step s median (min..max) | tokens/s | model GFLOP/s | "
-                  "vs sgemm | vs stage 0 | peak RSS/rank MiB | RS+AG MB/step | comm wait s/step | "
-                  "vs PyTorch tokens/s | vs PyTorch RSS |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "vs sgemm | optimizer vs copy | vs stage 0 | peak RSS/rank MiB | RS+AG MB/step | "
+                  "comm wait s/step | NVMe MB/step | vs PyTorch tokens/s | vs PyTorch RSS |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for p in res["points"]:
             s = p.get("summary") or {}
             if "skipped" in s:
@@ -378,11 +380,13 @@ def report():
                 continue
             r = p.get("ratios", {})
             cb = s["comm_bytes_per_step"]
-            lines.append("| %s | %d | %.3f (%.3f..%.3f) | %.0f | %.1f | %s | %s | %.0f | %.1f | %.3f | %s | %s |" % (
+            lines.append("| %s | %d | %.3f (%.3f..%.3f) | %.0f | %.1f | %s | %s | %s | %.0f | %.1f | %.3f | %.1f | %s | %s |" % (
                 p["label"], p["threads"], s["step_median"], s["step_min"], s["step_max"],
                 s["tokens_per_s"], s["model_flops_per_s"] / 1e9, fmt(r.get("vs_sgemm")),
-                fmt(r.get("vs_stage0")), max(s["peak_rss_per_rank"]) / 2**20,
+                fmt(r.get("optimizer_vs_copy")), fmt(r.get("vs_stage0")),
+                max(s["peak_rss_per_rank"]) / 2**20,
                 (cb["reduce_scatter"] + cb["all_gather"]) / 1e6, s["comm_wait_s_per_step"],
+                (s["nvme_read_bytes_per_step"] + s["nvme_write_bytes_per_step"]) / 1e6,
                 fmt(r.get("vs_pytorch_tokens"), "%.2fx"), fmt(r.get("vs_pytorch_rss"), "%.2fx")))
         peers = [p for p in res["points"] if p.get("peer_result")]
         if peers:
