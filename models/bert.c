@@ -234,6 +234,7 @@ fail:
 typedef struct layer_acts {
     float *q, *k, *v, *ctx, *att, *a_pre, *a, *h, *g, *y_pre, *y;
     float *m1, *r1, *m2, *r2;
+    uint32_t *keep;            /* attention dropout keep-mask, one bit per probability */
 } layer_acts;
 
 typedef struct bert_model {
@@ -329,6 +330,7 @@ static int size_acts(bert_model *m, int B, int T, int keep_logits)
                 a = &dummy;
             TAKE(a->q, bt * C); TAKE(a->k, bt * C); TAKE(a->v, bt * C); TAKE(a->ctx, bt * C);
             TAKE(a->att, bt * H * T); TAKE(a->a_pre, bt * C); TAKE(a->a, bt * C);
+            TAKE(a->keep, bt / (size_t)T * H * ((tt + 31) / 32)); /* 4-byte words */
             TAKE(a->h, bt * F); TAKE(a->g, bt * F); TAKE(a->y_pre, bt * C); TAKE(a->y, bt * C);
             TAKE(a->m1, bt); TAKE(a->r1, bt); TAKE(a->m2, bt); TAKE(a->r2, bt);
         }
@@ -489,7 +491,8 @@ static void bert_forward_unit(void *p, int u, float *const *P)
         POLL(m);
         linear_forward(a->v, x, param(m, P, u, L_VW), param(m, P, u, L_VB), M, C, C);
         POLL(m);
-        attention_forward(a->ctx, a->att, a->q, a->k, a->v, m->mask, &da, m->att_scratch, m->slots, B, T,
+        attention_forward(a->ctx, a->att, a->keep, a->q, a->k, a->v, m->mask, &da, m->att_scratch,
+                          m->slots, B, T,
                           C, c->heads);
         POLL(m);
         linear_forward(a->a_pre, a->ctx, param(m, P, u, L_AOW), param(m, P, u, L_AOB), M, C, C);
@@ -631,7 +634,7 @@ static void bert_backward_unit(void *p, int u, float *const *P, float *const *G)
         linear_backward(s[1], param(m, G, u, L_AOW), param(m, G, u, L_AOB), s[0], a->ctx,
                         param(m, P, u, L_AOW), M, C, C);
         POLL(m);
-        attention_backward(s[2], s[3], s[4], s[1], a->att, a->q, a->k, a->v, &da,
+        attention_backward(s[2], s[3], s[4], s[1], a->att, a->keep, a->q, a->k, a->v, &da,
                            m->att_scratch, m->slots, B, T, C, c->heads);
         POLL(m);
         linear_backward(m->dcur, param(m, G, u, L_QW), param(m, G, u, L_QB), s[2], x,

@@ -182,6 +182,37 @@ static void dropout_row(float *x, const zt_dropout *d, uint64_t sample, uint64_t
     }
 }
 
+/* dropout_row that also records the keep-mask: bit e % 32 of bits[e / 32] is set when
+ * element e is kept (first must be a multiple of 32). */
+static void dropout_row_keep(float *x, const zt_dropout *d, uint64_t sample, uint64_t first,
+                             size_t n, uint32_t *bits)
+{
+    uint32_t u[256];
+    uint32_t thresh = (uint32_t)((double)d->p * 4294967296.0);
+    float scale = 1.0f / (1.0f - d->p);
+    for (size_t i = 0; i < n; i += 256) {
+        size_t k = n - i < 256 ? n - i : 256;
+        zt_rng_u32(d->seed, sample, d->stream, first + i, u, k);
+        for (size_t w = 0; w < (k + 31) / 32; w++) {
+            uint32_t word = 0;
+            for (size_t j = w * 32; j < k && j < w * 32 + 32; j++)
+                word |= (uint32_t)(u[j] >= thresh) << (j - w * 32);
+            bits[(i + w * 32) / 32] = word;
+        }
+#pragma omp simd
+        for (size_t j = 0; j < k; j++)
+            x[i + j] = u[j] < thresh ? 0.0f : x[i + j] * scale;
+    }
+}
+
+/* the recorded mask again: the same keep decisions as dropout_row, without the generator */
+static void apply_keep(float *x, const uint32_t *bits, size_t n, float p)
+{
+    float scale = 1.0f / (1.0f - p);
+    for (size_t i = 0; i < n; i++)
+        x[i] = (bits[i / 32] >> (i % 32)) & 1u ? x[i] * scale : 0.0f;
+}
+
 void dropout_apply(float *x, const zt_dropout *d, int B, size_t per_row)
 {
     if (!d || d->p <= 0.0f)
@@ -244,10 +275,11 @@ static int scratch_threads(int slots)
     return n < slots ? n : slots > 0 ? slots : 1;
 }
 
-void attention_forward(float *ctx, float *att, const float *q, const float *k, const float *v,
-                       const int64_t *mask, const zt_dropout *drop, float *scratch, int slots,
-                       int B, int T, int C, int H)
+void attention_forward(float *ctx, float *att, uint32_t *keep, const float *q, const float *k,
+                       const float *v, const int64_t *mask, const zt_dropout *drop,
+                       float *scratch, int slots, int B, int T, int C, int H)
 {
+    size_t wpp = ((size_t)T * T + 31) / 32; /* keep-mask words per (sample, head) */
     /* ctx, q, k, v: [B,T,C]; att: [B,H,T,T]; mask: [B,T]; scratch: slots x [T,T] */
     int hs = C / H, prof = zt_prof_on;
     float div = (float)sqrt((double)hs);
@@ -290,8 +322,12 @@ void attention_forward(float *ctx, float *att, const float *q, const float *k, c
             if (use_drop) {
                 lap(prof, &my[PART_SOFTMAX], &t);
                 memcpy(scr, a, sizeof(float) * (size_t)T * T);
-                dropout_row(scr, drop, drop->first_sample + (uint64_t)b, (uint64_t)h * T * T,
-                            (size_t)T * T);
+                if (keep) /* elements counted per pair from 0: the mask words align */
+                    dropout_row_keep(scr, drop, drop->first_sample + (uint64_t)b,
+                                     (uint64_t)h * T * T, (size_t)T * T, keep + (size_t)bh * wpp);
+                else
+                    dropout_row(scr, drop, drop->first_sample + (uint64_t)b, (uint64_t)h * T * T,
+                                (size_t)T * T);
                 p = scr;
                 lap(prof, &my[PART_DROP], &t);
             } else {
@@ -309,9 +345,11 @@ void attention_forward(float *ctx, float *att, const float *q, const float *k, c
 }
 
 void attention_backward(float *dq, float *dk, float *dv, const float *dctx, const float *att,
-                        const float *q, const float *k, const float *v, const zt_dropout *drop,
-                        float *scratch, int slots, int B, int T, int C, int H)
+                        const uint32_t *keep, const float *q, const float *k, const float *v,
+                        const zt_dropout *drop, float *scratch, int slots, int B, int T, int C,
+                        int H)
 {
+    size_t wpp = ((size_t)T * T + 31) / 32;
     /* dq, dk, dv, dctx, q, k, v: [B,T,C]; att: [B,H,T,T]; scratch: slots x [2,T,T] */
     int hs = C / H, prof = zt_prof_on;
     float div = (float)sqrt((double)hs);
@@ -331,8 +369,11 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dctx, cons
                 t = zt_prof_now();
             if (use_drop) {
                 memcpy(pd, a, sizeof(float) * (size_t)T * T);
-                dropout_row(pd, drop, drop->first_sample + (uint64_t)b, (uint64_t)h * T * T,
-                            (size_t)T * T);
+                if (keep)
+                    apply_keep(pd, keep + (size_t)bh * wpp, (size_t)T * T, drop->p);
+                else
+                    dropout_row(pd, drop, drop->first_sample + (uint64_t)b, (uint64_t)h * T * T,
+                                (size_t)T * T);
                 p = pd;
                 lap(prof, &my[PART_DROP], &t);
             }
@@ -343,8 +384,11 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dctx, cons
                         v + off, C, 0.0f, dp, T);
             lap(prof, &my[PART_GEMM], &t);
             if (use_drop) { /* gradient through the same keep-mask and scale */
-                dropout_row(dp, drop, drop->first_sample + (uint64_t)b, (uint64_t)h * T * T,
-                            (size_t)T * T);
+                if (keep)
+                    apply_keep(dp, keep + (size_t)bh * wpp, (size_t)T * T, drop->p);
+                else
+                    dropout_row(dp, drop, drop->first_sample + (uint64_t)b, (uint64_t)h * T * T,
+                                (size_t)T * T);
                 lap(prof, &my[PART_DROP], &t);
             }
             /* softmax backward, then the 1/sqrt(hs) of the scores */

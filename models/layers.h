@@ -39,13 +39,16 @@ typedef struct zt_dropout {
     uint32_t stream;         /* zt_rng_stream(unit, purpose) */
 } zt_dropout;
 
-void attention_forward(float *ctx, float *att, const float *q, const float *k, const float *v,
-                       const int64_t *mask, const zt_dropout *drop, float *scratch, int slots,
-                       int B, int T, int C, int H);
-/* dq, dk, dv are overwritten (not accumulated). */
+void attention_forward(float *ctx, float *att, uint32_t *keep, const float *q, const float *k,
+                       const float *v, const int64_t *mask, const zt_dropout *drop,
+                       float *scratch, int slots, int B, int T, int C, int H);
+/* dq, dk, dv are overwritten (not accumulated). keep: the dropout keep-mask the forward
+ * recorded (B*H*ceil(T*T/32) words; NULL in both calls = regenerate it from the counters:
+ * the same decisions either way). */
 void attention_backward(float *dq, float *dk, float *dv, const float *dctx, const float *att,
-                        const float *q, const float *k, const float *v, const zt_dropout *drop,
-                        float *scratch, int slots, int B, int T, int C, int H);
+                        const uint32_t *keep, const float *q, const float *k, const float *v,
+                        const zt_dropout *drop, float *scratch, int slots, int B, int T, int C,
+                        int H);
 
 /* x[B, per_row] *= keep_mask / (1 - p), mask drawn from Philox per (sample, element);
  * the same call in backward applies the identical mask to the gradient. */

@@ -189,8 +189,8 @@ typedef struct {
 static double att_loss(fd_case *c)
 {
     att_ctx *a = c->ctx;
-    attention_forward(a->ctx, a->att, a->q, a->k, a->v, a->mask, &a->drop, a->scratch, 1, a->B,
-                      a->T, a->C, a->H);
+    attention_forward(a->ctx, a->att, NULL, a->q, a->k, a->v, a->mask, &a->drop, a->scratch, 1,
+                      a->B, a->T, a->C, a->H);
     return dot(a->ctx, a->R, (size_t)a->B * a->T * a->C);
 }
 
@@ -224,11 +224,29 @@ static void run_attention(float p)
             assert_true(fabs(s - 1.0) < 1e-5);
         }
     float *dq = vec(n), *dk = vec(n), *dv = vec(n);
-    attention_backward(dq, dk, dv, a.R, a.att, a.q, a.k, a.v, &a.drop, a.scratch, 1, a.B, a.T, a.C,
-                       a.H);
+    attention_backward(dq, dk, dv, a.R, a.att, NULL, a.q, a.k, a.v, &a.drop, a.scratch, 1, a.B,
+                       a.T, a.C, a.H);
     fd_check(p > 0 ? "attention dq (dropout)" : "attention dq", &c, a.q, dq, n);
     fd_check(p > 0 ? "attention dk (dropout)" : "attention dk", &c, a.k, dk, n);
     fd_check(p > 0 ? "attention dv (dropout)" : "attention dv", &c, a.v, dv, n);
+    /* the keep-mask recorded by the forward gives the same bits as regenerating it, with
+     * two slots (threads) or one */
+    {
+        size_t words = (size_t)a.B * a.H * (((size_t)a.T * a.T + 31) / 32);
+        uint32_t *keep = calloc(words, sizeof *keep);
+        float *ctx2 = vec(n), *dq2 = vec(n), *dk2 = vec(n), *dv2 = vec(n), *scr2 = vec(4 * (size_t)a.T * a.T);
+        assert_non_null(keep);
+        attention_forward(ctx2, a.att, keep, a.q, a.k, a.v, a.mask, &a.drop, scr2, 2, a.B, a.T,
+                          a.C, a.H);
+        attention_backward(dq2, dk2, dv2, a.R, a.att, keep, a.q, a.k, a.v, &a.drop, scr2, 2,
+                           a.B, a.T, a.C, a.H);
+        att_loss(&c); /* a.ctx again from the unperturbed inputs */
+        assert_memory_equal(ctx2, a.ctx, n * sizeof(float));
+        assert_memory_equal(dq2, dq, n * sizeof(float));
+        assert_memory_equal(dk2, dk, n * sizeof(float));
+        assert_memory_equal(dv2, dv, n * sizeof(float));
+        free(keep); free(ctx2); free(dq2); free(dk2); free(dv2); free(scr2);
+    }
     free(a.q); free(a.k); free(a.v); free(a.ctx); free(a.R); free(a.att); free(a.scratch);
     free(a.mask); free(dq); free(dk); free(dv);
 }
