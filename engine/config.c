@@ -84,7 +84,7 @@ enum {
     K_NAMED
 };
 
-#define NOTYET "not implemented in zerotrain"
+#define NOT_OFFERED "not offered by zerotrain (a DeepSpeed feature outside its scope)"
 #define GPU_ONLY "GPU-specific; zerotrain trains on the CPU"
 
 static const key keys[] = {
@@ -148,7 +148,7 @@ static const key keys[] = {
         .doc = "Learning-rate schedule, advanced once per optimizer step as in DeepSpeed."},
     [K_SCHED_TYPE] = {"scheduler.type", T_ENUM, C_APPLIED, A_NO, F_REQUIRED, 0, 0, 0,
         .values = "WarmupLR|WarmupDecayLR|WarmupCosineLR", .unsup = "LRRangeTest|OneCycle",
-        .unsup_why = NOTYET ", use WarmupLR, WarmupDecayLR or WarmupCosineLR",
+        .unsup_why = NOT_OFFERED ", use WarmupLR, WarmupDecayLR or WarmupCosineLR",
         .def_doc = "required in the section",
         .doc = "Schedule (DeepSpeed's names, case-sensitive)."},
     [K_SCHED_PARAMS] = {"scheduler.params", T_OBJ, C_APPLIED, A_NO, 0, 0, 0, 0,
@@ -339,8 +339,8 @@ static const key keys[] = {
                "MPI_THREAD_MULTIPLE)."},
 
     /* DeepSpeed keys that do not apply here (rows after K_NAMED have no name) */
-    [K_NAMED] = {"wall_clock_breakdown", T_ANY, C_IGNORED, .doc = "zerotrain has no per-phase "
-        "timers"},
+    [K_NAMED] = {"wall_clock_breakdown", T_ANY, C_IGNORED, .doc = "use `zerotrain train "
+        "--profile` for time per kernel kind"},
     {"memory_breakdown", T_ANY, C_IGNORED, .doc = "use zerotrain's memory report "
         "(zt_memory_report, printed by the command) instead"},
     {"zero_allow_untested_optimizer", T_ANY, C_IGNORED,
@@ -376,19 +376,19 @@ static const key keys[] = {
         .doc = "Apex AMP is NVIDIA GPU mixed precision"},
     {"elasticity", T_ANY, C_GATED, .unsup_why = "elastic training (a changing world size) is "
         "not supported: set \"enabled\": false or remove the section",
-        .doc = "elastic training is " NOTYET},
+        .doc = "elastic training is " NOT_OFFERED},
     {"data_efficiency", T_ANY, C_IGNORED, .doc = "DeepSpeed's data-efficiency library is "
-        NOTYET},
-    {"curriculum_learning", T_ANY, C_IGNORED, .doc = "curriculum learning is " NOTYET},
-    {"compression_training", T_ANY, C_IGNORED, .doc = "compression training is " NOTYET},
+        NOT_OFFERED},
+    {"curriculum_learning", T_ANY, C_IGNORED, .doc = "curriculum learning is " NOT_OFFERED},
+    {"compression_training", T_ANY, C_IGNORED, .doc = "compression training is " NOT_OFFERED},
     {"checkpoint", T_ANY, C_IGNORED, .doc = "DeepSpeed checkpoint-layout options; zerotrain "
         "writes its own checkpoints"},
     {"data_types", T_ANY, C_IGNORED, .doc = "gradients are accumulated in fp32"},
     {"sparse_attention", T_ANY, C_IGNORED, .doc = "attention is dense"},
     {"pipeline", T_ANY, C_IGNORED, .doc = "no pipeline parallelism"},
     {"autotuning", T_ANY, C_IGNORED, .doc = "no autotuner"},
-    {"eigenvalue", T_ANY, C_IGNORED, .doc = "eigenvalue computation is " NOTYET},
-    {"progressive_layer_drop", T_ANY, C_IGNORED, .doc = "progressive layer drop is " NOTYET},
+    {"eigenvalue", T_ANY, C_IGNORED, .doc = "eigenvalue computation is " NOT_OFFERED},
+    {"progressive_layer_drop", T_ANY, C_IGNORED, .doc = "progressive layer drop is " NOT_OFFERED},
     {"graph_harvesting", T_ANY, C_IGNORED, .doc = "CUDA graphs; " GPU_ONLY},
     {"nebula", T_ANY, C_IGNORED, .doc = "Azure Nebula checkpoint service"},
     {"hybrid_engine", T_ANY, C_IGNORED, .doc = "DeepSpeed-Chat's RLHF engine"},
@@ -409,18 +409,18 @@ static const key keys[] = {
     {"zero_optimization.use_multi_rank_bucket_allreduce", T_ANY, C_IGNORED, .quiet = "true",
         .doc = "DeepSpeed bucketing detail"},
     {"zero_optimization.zero_hpz_partition_size", T_ANY, C_IGNORED, .quiet = "1",
-        .doc = "ZeRO++ hierarchical partitioning is " NOTYET},
+        .doc = "ZeRO++ hierarchical partitioning is " NOT_OFFERED},
     {"zero_optimization.zero_quantized_weights", T_ANY, C_IGNORED,
-        .doc = "ZeRO++ quantized communication is " NOTYET "; communication stays fp32"},
+        .doc = "ZeRO++ quantized communication is " NOT_OFFERED "; communication stays fp32"},
     {"zero_optimization.zero_quantized_nontrainable_weights", T_ANY, C_IGNORED,
-        .doc = "ZeRO++ quantized weights are " NOTYET},
+        .doc = "ZeRO++ quantized weights are " NOT_OFFERED},
     {"zero_optimization.zero_quantized_gradients", T_ANY, C_IGNORED,
-        .doc = "ZeRO++ quantized communication is " NOTYET "; communication stays fp32"},
-    {"zero_optimization.zeropp_loco_param", T_ANY, C_IGNORED, .doc = "ZeRO++ LoCo is " NOTYET},
+        .doc = "ZeRO++ quantized communication is " NOT_OFFERED "; communication stays fp32"},
+    {"zero_optimization.zeropp_loco_param", T_ANY, C_IGNORED, .doc = "ZeRO++ LoCo is " NOT_OFFERED},
     {"zero_optimization.mics_shard_size", T_ANY, C_IGNORED, .quiet = "-1",
-        .doc = "MiCS sharding is " NOTYET},
+        .doc = "MiCS sharding is " NOT_OFFERED},
     {"zero_optimization.mics_hierarchical_params_gather", T_ANY, C_IGNORED,
-        .doc = "MiCS sharding is " NOTYET},
+        .doc = "MiCS sharding is " NOT_OFFERED},
     {"zero_optimization.memory_efficient_linear", T_ANY, C_IGNORED, .quiet = "true",
         .doc = "PyTorch-specific"},
     {"zero_optimization.override_module_apply", T_ANY, C_IGNORED, .quiet = "true",
@@ -455,7 +455,7 @@ static const key keys[] = {
     {"zero_optimization.offload_optimizer.pipeline_write", T_ANY, C_IGNORED,
         .doc = "zerotrain's offload engine schedules its NVMe writes itself"},
     {"zero_optimization.offload_optimizer.ratio", T_ANY, C_IGNORED, .quiet = "1",
-        .doc = "partial optimizer offload is " NOTYET "; all of it is offloaded"},
+        .doc = "partial optimizer offload is " NOT_OFFERED "; all of it is offloaded"},
     {"zero_optimization.offload_optimizer.super_offload", T_ANY, C_IGNORED,
         .doc = "Superchip-specific"},
     {"zero_optimization.offload_optimizer.convert_grad_on_cpu", T_ANY, C_IGNORED,
