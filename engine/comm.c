@@ -235,14 +235,13 @@ static void inflight(zt_comm *c, int on, uint64_t seq, const char *op, size_t co
     pthread_mutex_unlock(&c->wd->lock);
 }
 
+static const char *const kind_names[] = {"reduce-scatter", "all-gather", "sum"};
+
 /* Before collective c->seq: tests inject a stalled rank (ZT_FAULT_STALL="rank:seq"); the
  * desync check compares (seq, op, count) across ranks. */
 static void begin(zt_comm *c, int op, const char *name, size_t count)
 {
-    const char *stall = getenv("ZT_FAULT_STALL");
-    int r = -1;
-    unsigned long long s = 0;
-    if (stall && sscanf(stall, "%d:%llu", &r, &s) == 2 && r == c->rank && s == c->seq)
+    if (c->stall_seq >= 0 && (uint64_t)c->stall_seq == c->seq)
         for (;;)
             sleep(1);
     if (c->check) {
@@ -252,13 +251,12 @@ static void begin(zt_comm *c, int op, const char *name, size_t count)
                        MPI_SUCCESS)
             for (int k = 0; k < c->size; k++)
                 if (memcmp(all + 3 * k, mine, sizeof mine) != 0) {
-                    static const char *const names[] = {"reduce-scatter", "all-gather", "other"};
                     char msg[400];
                     snprintf(msg, sizeof msg, "collectives out of step: rank %d is at #%llu "
                              "(%s of %llu floats), rank %d at #%llu (%s of %llu floats)",
                              c->rank, (unsigned long long)mine[0], name,
                              (unsigned long long)mine[2], k, (unsigned long long)all[3 * k],
-                             names[all[3 * k + 1] < 3 ? all[3 * k + 1] : 2],
+                             kind_names[all[3 * k + 1] < 3 ? all[3 * k + 1] : 2],
                              (unsigned long long)all[3 * k + 2]);
                     inflight(c, 0, 0, NULL, 0);
                     free(all);
@@ -286,6 +284,7 @@ int zt_comm_open(zt_comm *c, MPI_Comm parent)
     memset(c, 0, sizeof *c);
     pthread_mutex_init(&c->lock, NULL);
     c->comm = MPI_COMM_NULL;
+    c->stall_seq = -1;
     c->rank = 0;
     c->size = 1;
     if (parent == MPI_COMM_NULL)
@@ -302,6 +301,13 @@ int zt_comm_open(zt_comm *c, MPI_Comm parent)
         (rc = MPI_Comm_size(c->comm, &c->size)) != MPI_SUCCESS) {
         MPI_Comm_free(&c->comm);
         return mpi_fail(rc, "setting up the communicator");
+    }
+    {   /* tests only: ZT_FAULT_STALL="rank:seq" stalls that rank before collective seq */
+        const char *stall = getenv("ZT_FAULT_STALL");
+        int r = -1;
+        unsigned long long s = 0;
+        if (stall && sscanf(stall, "%d:%llu", &r, &s) == 2 && r == c->rank)
+            c->stall_seq = (int64_t)s;
     }
     return 0;
 }
@@ -345,7 +351,6 @@ static int64_t oldest_open(const zt_comm *c)
     return best < 0 ? -1 : (int64_t)c->reqs[best].seq;
 }
 
-static const char *const kind_names[] = {"reduce-scatter", "all-gather", "sum"};
 
 /* Starts collective `op` as number c->seq; *h = that number. */
 static int start(zt_comm *c, int op, const void *in, void *out, size_t n, int64_t *h)

@@ -64,6 +64,7 @@ struct zt_engine {
     int accum_first;         /* stage 2: the next micro-batch is the step's first */
     int micro;               /* micro-batches since the last step */
     int last_micro;          /* the pass running is the step's last micro-batch */
+    int skip_unit;           /* tests (ZT_FAULT_SKIP_UNIT): this unit's reductions are skipped */
     /* stage 3 */
     float **Ps;              /* this rank's shard of every unit's parameters */
     zt_pool_buf pool[ZT_POOL_MAX];

@@ -51,14 +51,6 @@ void zt_zero_put_shard(const zt_engine *e, int u, int r, const float *shard, flo
         memcpy(whole + s.off, shard + s.soff, s.len * sizeof(float));
 }
 
-size_t zt_zero_max_padded(const zt_engine *e)
-{
-    size_t m = 0;
-    for (int u = 0; u < e->layout.n_units; u++)
-        m = e->padded[u] > m ? e->padded[u] : m;
-    return m;
-}
-
 static size_t max_padded(const zt_engine *e, int from)
 {
     size_t m = 0;
@@ -66,6 +58,8 @@ static size_t max_padded(const zt_engine *e, int from)
         m = e->padded[u] > m ? e->padded[u] : m;
     return m;
 }
+
+size_t zt_zero_max_padded(const zt_engine *e) { return max_padded(e, 0); }
 
 /* ---- collectives over a unit's pieces ------------------------------------------------- */
 
@@ -172,6 +166,13 @@ int zt_zero_setup(zt_engine *e)
     }
     e->scratch_unit[0] = e->scratch_unit[1] = -1;
     e->sched.acquired = -1;
+    e->skip_unit = -1;
+    {   /* tests only: ZT_FAULT_SKIP_UNIT="rank:unit" skips that unit's reductions */
+        const char *skip = getenv("ZT_FAULT_SKIP_UNIT");
+        int fr = -1, fu = -1;
+        if (skip && sscanf(skip, "%d:%d", &fr, &fu) == 2 && fr == e->comm.rank)
+            e->skip_unit = fu;
+    }
     /* on unless asked off: unlike DeepSpeed's default (stage 3 only), since overlapping
      * never changes a result here */
     e->overlap = e->cfg.overlap_comm != 0;
@@ -505,13 +506,11 @@ static int reduce_into_shard(zt_engine *e, int u, int tmp)
 
 int zt_zero_grads_reduce(zt_engine *e, int u)
 {
-    const char *skip = getenv("ZT_FAULT_SKIP_UNIT"); /* tests: "rank:unit" skips a reduction */
-    int fr = -1, fu = -1;
     if (early_reduce(e) && u != 0)
         return start_rs(e, u, e->G[u], e->Gs[u], &e->rpend_lo[u], &e->rpend_hi[u]);
     if (e->cfg.zero_stage < 2 || u == 0)
         return 0;
-    if (skip && sscanf(skip, "%d:%d", &fr, &fu) == 2 && fr == e->comm.rank && fu == u) {
+    if (u == e->skip_unit) {
         e->scratch_unit[u & 1] = -1;
         e->G[u] = NULL;
         return 0;

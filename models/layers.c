@@ -167,8 +167,10 @@ void gelu_backward(float *dinp, const float *inp, const float *dout, size_t n)
 
 /* ---- dropout ------------------------------------------------------------------------ */
 
-/* keep-mask of elements [first, first+n) of one sample, applied with scale */
-static void dropout_row(float *x, const zt_dropout *d, uint64_t sample, uint64_t first, size_t n)
+/* keep-mask of elements [first, first+n) of one sample, applied with scale. bits != NULL
+ * also records it: bit i % 32 of bits[i / 32] is set when element first + i is kept. */
+static void dropout_row(float *x, const zt_dropout *d, uint64_t sample, uint64_t first, size_t n,
+                        uint32_t *bits)
 {
     uint32_t u[256];
     uint32_t thresh = (uint32_t)((double)d->p * 4294967296.0);
@@ -176,24 +178,7 @@ static void dropout_row(float *x, const zt_dropout *d, uint64_t sample, uint64_t
     for (size_t i = 0; i < n; i += 256) {
         size_t k = n - i < 256 ? n - i : 256;
         zt_rng_u32(d->seed, sample, d->stream, first + i, u, k);
-#pragma omp simd
-        for (size_t j = 0; j < k; j++)
-            x[i + j] = u[j] < thresh ? 0.0f : x[i + j] * scale;
-    }
-}
-
-/* dropout_row that also records the keep-mask: bit e % 32 of bits[e / 32] is set when
- * element e is kept (first must be a multiple of 32). */
-static void dropout_row_keep(float *x, const zt_dropout *d, uint64_t sample, uint64_t first,
-                             size_t n, uint32_t *bits)
-{
-    uint32_t u[256];
-    uint32_t thresh = (uint32_t)((double)d->p * 4294967296.0);
-    float scale = 1.0f / (1.0f - d->p);
-    for (size_t i = 0; i < n; i += 256) {
-        size_t k = n - i < 256 ? n - i : 256;
-        zt_rng_u32(d->seed, sample, d->stream, first + i, u, k);
-        for (size_t w = 0; w < (k + 31) / 32; w++) {
+        for (size_t w = 0; bits && w < (k + 31) / 32; w++) {
             uint32_t word = 0;
             for (size_t j = w * 32; j < k && j < w * 32 + 32; j++)
                 word |= (uint32_t)(u[j] >= thresh) << (j - w * 32);
@@ -213,6 +198,18 @@ static void apply_keep(float *x, const uint32_t *bits, size_t n, float p)
         x[i] = (bits[i / 32] >> (i % 32)) & 1u ? x[i] * scale : 0.0f;
 }
 
+/* attention backward: pair (b, h)'s dropout mask on x, from the forward's record when there
+ * is one, else regenerated from the counters (the same decisions) */
+static void pair_mask(float *x, const zt_dropout *drop, const uint32_t *keep, int b, int h,
+                      int T, size_t wpp, int H)
+{
+    size_t n = (size_t)T * T;
+    if (keep)
+        apply_keep(x, keep + ((size_t)b * H + h) * wpp, n, drop->p);
+    else
+        dropout_row(x, drop, drop->first_sample + (uint64_t)b, (uint64_t)h * n, n, NULL);
+}
+
 void dropout_apply(float *x, const zt_dropout *d, int B, size_t per_row)
 {
     if (!d || d->p <= 0.0f)
@@ -220,7 +217,7 @@ void dropout_apply(float *x, const zt_dropout *d, int B, size_t per_row)
     double t0 = ZT_PROF_T0();
 #pragma omp parallel for schedule(static)
     for (int b = 0; b < B; b++)
-        dropout_row(x + (size_t)b * per_row, d, d->first_sample + (uint64_t)b, 0, per_row);
+        dropout_row(x + (size_t)b * per_row, d, d->first_sample + (uint64_t)b, 0, per_row, NULL);
     ZT_PROF(ZT_PROF_DROPOUT, t0, 12.0 * B * (double)per_row, 8.0 * B * (double)per_row);
 }
 
@@ -322,12 +319,9 @@ void attention_forward(float *ctx, float *att, uint32_t *keep, const float *q, c
             if (use_drop) {
                 lap(prof, &my[PART_SOFTMAX], &t);
                 memcpy(scr, a, sizeof(float) * (size_t)T * T);
-                if (keep) /* elements counted per pair from 0: the mask words align */
-                    dropout_row_keep(scr, drop, drop->first_sample + (uint64_t)b,
-                                     (uint64_t)h * T * T, (size_t)T * T, keep + (size_t)bh * wpp);
-                else
-                    dropout_row(scr, drop, drop->first_sample + (uint64_t)b, (uint64_t)h * T * T,
-                                (size_t)T * T);
+                /* the mask words of a pair start at its element 0 (a multiple of 32 apart) */
+                dropout_row(scr, drop, drop->first_sample + (uint64_t)b, (uint64_t)h * T * T,
+                            (size_t)T * T, keep ? keep + (size_t)bh * wpp : NULL);
                 p = scr;
                 lap(prof, &my[PART_DROP], &t);
             } else {
@@ -369,11 +363,7 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dctx, cons
                 t = zt_prof_now();
             if (use_drop) {
                 memcpy(pd, a, sizeof(float) * (size_t)T * T);
-                if (keep)
-                    apply_keep(pd, keep + (size_t)bh * wpp, (size_t)T * T, drop->p);
-                else
-                    dropout_row(pd, drop, drop->first_sample + (uint64_t)b, (uint64_t)h * T * T,
-                                (size_t)T * T);
+                pair_mask(pd, drop, keep, b, h, T, wpp, H);
                 p = pd;
                 lap(prof, &my[PART_DROP], &t);
             }
@@ -384,11 +374,7 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dctx, cons
                         v + off, C, 0.0f, dp, T);
             lap(prof, &my[PART_GEMM], &t);
             if (use_drop) { /* gradient through the same keep-mask and scale */
-                if (keep)
-                    apply_keep(dp, keep + (size_t)bh * wpp, (size_t)T * T, drop->p);
-                else
-                    dropout_row(dp, drop, drop->first_sample + (uint64_t)b, (uint64_t)h * T * T,
-                                (size_t)T * T);
+                pair_mask(dp, drop, keep, b, h, T, wpp, H);
                 lap(prof, &my[PART_DROP], &t);
             }
             /* softmax backward, then the 1/sqrt(hs) of the scores */
