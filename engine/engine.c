@@ -269,7 +269,7 @@ static int locate(const zt_engine *e, float *const *bufs, const char *name, size
 
 int zt_engine_read_param(const zt_engine *e, const char *name, float *dst, size_t n)
 {
-    float *p;
+    float *p = NULL;
     ZT_TRY(locate(e, e ? e->P : NULL, name, n, &p));
     memcpy(dst, p, n * sizeof(float));
     return 0;
@@ -277,7 +277,7 @@ int zt_engine_read_param(const zt_engine *e, const char *name, float *dst, size_
 
 int zt_engine_read_grad(const zt_engine *e, const char *name, float *dst, size_t n)
 {
-    float *p;
+    float *p = NULL;
     ZT_TRY(locate(e, e ? e->G : NULL, name, n, &p));
     memcpy(dst, p, n * sizeof(float));
     return 0;
@@ -285,7 +285,7 @@ int zt_engine_read_grad(const zt_engine *e, const char *name, float *dst, size_t
 
 int zt_engine_write_param(zt_engine *e, const char *name, const float *src, size_t n)
 {
-    float *p;
+    float *p = NULL;
     ZT_TRY(locate(e, e ? e->P : NULL, name, n, &p));
     memcpy(p, src, n * sizeof(float));
     return 0;

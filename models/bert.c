@@ -235,6 +235,7 @@ typedef struct layer_acts {
     float *q, *k, *v, *ctx, *att, *a_pre, *a, *h, *g, *y_pre, *y;
     float *m1, *r1, *m2, *r2;
     uint32_t *keep;            /* attention dropout keep-mask, one bit per probability */
+    uint32_t *k1, *k2;         /* hidden dropout keep-masks (attention output, FFN output) */
 } layer_acts;
 
 typedef struct bert_model {
@@ -251,6 +252,7 @@ typedef struct bert_model {
     float *arena;
     size_t arena_bytes;
     float *e_pre, *em, *er, *e;
+    uint32_t *ke;              /* embedding dropout keep-mask */
     layer_acts *la;
     float *t1, *t2, *t3, *tm, *tr, *logits, *dlogits;
     double *row_loss;
@@ -323,6 +325,7 @@ static int size_acts(bert_model *m, int B, int T, int keep_logits)
         off += ((count) * 4 + 63) / 64 * 64;                                                  \
     } while (0)
         TAKE(m->e_pre, bt * C); TAKE(m->em, bt); TAKE(m->er, bt); TAKE(m->e, bt * C);
+        TAKE(m->ke, bt * C / 32 + bt); /* B rows of ceil(T*C/32) words */
         for (size_t i = 0; i < L; i++) {
             layer_acts *a = pass ? &m->la[i] : NULL;
             layer_acts dummy;
@@ -331,6 +334,7 @@ static int size_acts(bert_model *m, int B, int T, int keep_logits)
             TAKE(a->q, bt * C); TAKE(a->k, bt * C); TAKE(a->v, bt * C); TAKE(a->ctx, bt * C);
             TAKE(a->att, bt * H * T); TAKE(a->a_pre, bt * C); TAKE(a->a, bt * C);
             TAKE(a->keep, bt / (size_t)T * H * ((tt + 31) / 32)); /* 4-byte words */
+            TAKE(a->k1, bt * C / 32 + bt); TAKE(a->k2, bt * C / 32 + bt);
             TAKE(a->h, bt * F); TAKE(a->g, bt * F); TAKE(a->y_pre, bt * C); TAKE(a->y, bt * C);
             TAKE(a->m1, bt); TAKE(a->r1, bt); TAKE(a->m2, bt); TAKE(a->r2, bt);
         }
@@ -454,16 +458,6 @@ static const float *unit_input(const bert_model *m, int u)
 
 #define POLL(m) ((m)->poll ? (m)->poll((m)->poll_arg) : (void)0)
 
-/* x[i] += y[i] (the residual connections) */
-static void add_into(float *x, const float *y, size_t n)
-{
-    double t0 = ZT_PROF_T0();
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++)
-        x[i] += y[i];
-    ZT_PROF(ZT_PROF_ELEMENTWISE, t0, (double)n, 12.0 * (double)n);
-}
-
 static void bert_forward_unit(void *p, int u, float *const *P)
 {
     bert_model *m = p;
@@ -478,7 +472,7 @@ static void bert_forward_unit(void *p, int u, float *const *P)
         layernorm_forward(m->e, m->em, m->er, m->e_pre, param(m, P, 0, E_LNW),
                           param(m, P, 0, E_LNB), M, C, c->eps);
         POLL(m);
-        dropout_apply(m->e, &d, B, (size_t)T * C);
+        dropout_residual(m->e, NULL, m->ke, &d, B, (size_t)T * C);
     } else if (u <= c->layers) {
         layer_acts *a = &m->la[u - 1];
         const float *x = unit_input(m, u);
@@ -497,8 +491,7 @@ static void bert_forward_unit(void *p, int u, float *const *P)
         POLL(m);
         linear_forward(a->a_pre, a->ctx, param(m, P, u, L_AOW), param(m, P, u, L_AOB), M, C, C);
         POLL(m);
-        dropout_apply(a->a_pre, &d1, B, (size_t)T * C);
-        add_into(a->a_pre, x, n);
+        dropout_residual(a->a_pre, x, a->k1, &d1, B, (size_t)T * C);
         layernorm_forward(a->a, a->m1, a->r1, a->a_pre, param(m, P, u, L_LN1W),
                           param(m, P, u, L_LN1B), M, C, c->eps);
         POLL(m);
@@ -508,8 +501,7 @@ static void bert_forward_unit(void *p, int u, float *const *P)
         POLL(m);
         linear_forward(a->y_pre, a->g, param(m, P, u, L_OW), param(m, P, u, L_OB), M, F, C);
         POLL(m);
-        dropout_apply(a->y_pre, &d2, B, (size_t)T * C);
-        add_into(a->y_pre, a->a, n);
+        dropout_residual(a->y_pre, a->a, a->k2, &d2, B, (size_t)T * C);
         layernorm_forward(a->y, a->m2, a->r2, a->y_pre, param(m, P, u, L_LN2W),
                           param(m, P, u, L_LN2B), M, C, c->eps);
         POLL(m);
@@ -611,7 +603,7 @@ static void bert_backward_unit(void *p, int u, float *const *P, float *const *G)
                            a->y_pre, a->m2, a->r2, param(m, P, u, L_LN2W), M, C);
         POLL(m);
         copy(s[1], s[0], n);
-        dropout_apply(s[0], &d2, B, (size_t)T * C);
+        dropout_backward(s[0], a->k2, &d2, B, (size_t)T * C);
         /* o = g Wo^T + bo, g = gelu(h), h = a Wi^T + bi */
         zero(si[0], ni);
         linear_backward(si[0], param(m, G, u, L_OW), param(m, G, u, L_OB), s[0], a->g,
@@ -629,7 +621,7 @@ static void bert_backward_unit(void *p, int u, float *const *P, float *const *G)
                            a->m1, a->r1, param(m, P, u, L_LN1W), M, C);
         POLL(m);
         copy(m->dcur, s[0], n);
-        dropout_apply(s[0], &d1, B, (size_t)T * C);
+        dropout_backward(s[0], a->k1, &d1, B, (size_t)T * C);
         zero(s[1], n);
         linear_backward(s[1], param(m, G, u, L_AOW), param(m, G, u, L_AOB), s[0], a->ctx,
                         param(m, P, u, L_AOW), M, C, C);
@@ -648,7 +640,7 @@ static void bert_backward_unit(void *p, int u, float *const *P, float *const *G)
         POLL(m);
     } else {
         zt_dropout d = drop_for(m, 0, ZT_RNG_DROP_EMB, c->hidden_drop);
-        dropout_apply(m->dcur, &d, B, (size_t)T * C);
+        dropout_backward(m->dcur, m->ke, &d, B, (size_t)T * C);
         zero(s[0], n);
         layernorm_backward(s[0], param(m, G, 0, E_LNW), param(m, G, 0, E_LNB), m->dcur, m->e_pre,
                            m->em, m->er, param(m, P, 0, E_LNW), M, C);

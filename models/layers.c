@@ -5,6 +5,7 @@
 #include "layers.h"
 #include "../common/prof.h"
 #include "../engine/rng.h"
+#include "vmath.h"
 
 #include <cblas.h>
 #include <float.h>
@@ -140,37 +141,40 @@ void layernorm_backward(float *dinp, float *dw, float *db, const float *dout, co
 
 /* ---- GELU (exact, erf) -------------------------------------------------------------- */
 
+/* chunks of 4096 (a multiple of 8): only the array's last group can be partial */
+enum { GELU_CHUNK = 4096 };
+
 void gelu_forward(float *out, const float *inp, size_t n)
 {
     double t0 = ZT_PROF_T0();
+    long chunks = (long)((n + GELU_CHUNK - 1) / GELU_CHUNK);
 #pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) {
-        float x = inp[i];
-        out[i] = x * 0.5f * (1.0f + erff(x * (float)M_SQRT1_2));
+    for (long c = 0; c < chunks; c++) {
+        size_t i = (size_t)c * GELU_CHUNK, k = n - i < GELU_CHUNK ? n - i : GELU_CHUNK;
+        vm_gelu(out + i, inp + i, k);
     }
     ZT_PROF(ZT_PROF_GELU, t0, 20.0 * (double)n, 8.0 * (double)n);
 }
 
 void gelu_backward(float *dinp, const float *inp, const float *dout, size_t n)
 {
-    const float inv_sqrt_2pi = 0.3989422804014327f;
     double t0 = ZT_PROF_T0();
+    long chunks = (long)((n + GELU_CHUNK - 1) / GELU_CHUNK);
 #pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) {
-        float x = inp[i];
-        float cdf = 0.5f * (1.0f + erff(x * (float)M_SQRT1_2));
-        float pdf = inv_sqrt_2pi * expf(-0.5f * x * x);
-        dinp[i] += dout[i] * (cdf + x * pdf);
+    for (long c = 0; c < chunks; c++) {
+        size_t i = (size_t)c * GELU_CHUNK, k = n - i < GELU_CHUNK ? n - i : GELU_CHUNK;
+        vm_gelu_grad_acc(dinp + i, inp + i, dout + i, k);
     }
     ZT_PROF(ZT_PROF_GELU, t0, 30.0 * (double)n, 16.0 * (double)n);
 }
 
 /* ---- dropout ------------------------------------------------------------------------ */
 
-/* keep-mask of elements [first, first+n) of one sample, applied with scale. bits != NULL
- * also records it: bit i % 32 of bits[i / 32] is set when element first + i is kept. */
-static void dropout_row(float *x, const zt_dropout *d, uint64_t sample, uint64_t first, size_t n,
-                        uint32_t *bits)
+/* y = keep-mask(x) / (1 - p) (+ r when r is not NULL) for elements [first, first+n) of one
+ * sample; y may equal x. bits != NULL also records the mask: bit i % 32 of bits[i / 32] is
+ * set when element first + i is kept (first is a multiple of 32). */
+static void dropout_row(float *y, const float *x, const float *r, const zt_dropout *d,
+                        uint64_t sample, uint64_t first, size_t n, uint32_t *bits)
 {
     uint32_t u[256];
     uint32_t thresh = (uint32_t)((double)d->p * 4294967296.0);
@@ -178,47 +182,92 @@ static void dropout_row(float *x, const zt_dropout *d, uint64_t sample, uint64_t
     for (size_t i = 0; i < n; i += 256) {
         size_t k = n - i < 256 ? n - i : 256;
         zt_rng_u32(d->seed, sample, d->stream, first + i, u, k);
-        for (size_t w = 0; bits && w < (k + 31) / 32; w++) {
-            uint32_t word = 0;
-            for (size_t j = w * 32; j < k && j < w * 32 + 32; j++)
-                word |= (uint32_t)(u[j] >= thresh) << (j - w * 32);
-            bits[(i + w * 32) / 32] = word;
-        }
-#pragma omp simd
-        for (size_t j = 0; j < k; j++)
-            x[i + j] = u[j] < thresh ? 0.0f : x[i + j] * scale;
+        vm_dropout(y + i, x + i, r ? r + i : NULL, u, k, thresh, scale, bits ? bits + i / 32 : NULL);
     }
 }
 
-/* the recorded mask again: the same keep decisions as dropout_row, without the generator */
-static void apply_keep(float *x, const uint32_t *bits, size_t n, float p)
+/* the recorded mask again: y = kept(x) / (1 - p), the same decisions as dropout_row without
+ * the generator (y may equal x) */
+static void apply_keep(float *y, const float *x, const uint32_t *bits, size_t n, float p)
 {
-    float scale = 1.0f / (1.0f - p);
-    for (size_t i = 0; i < n; i++)
-        x[i] = (bits[i / 32] >> (i % 32)) & 1u ? x[i] * scale : 0.0f;
+    vm_apply_keep(y, x, bits, n, 1.0f / (1.0f - p));
 }
 
-/* attention backward: pair (b, h)'s dropout mask on x, from the forward's record when there
- * is one, else regenerated from the counters (the same decisions) */
-static void pair_mask(float *x, const zt_dropout *drop, const uint32_t *keep, int b, int h,
-                      int T, size_t wpp, int H)
+/* attention backward: pair (b, h)'s dropout mask from x into y, from the forward's record
+ * when there is one, else regenerated from the counters (the same decisions) */
+static void pair_mask(float *y, const float *x, const zt_dropout *drop, const uint32_t *keep,
+                      int b, int h, int T, size_t wpp, int H)
 {
     size_t n = (size_t)T * T;
     if (keep)
-        apply_keep(x, keep + ((size_t)b * H + h) * wpp, n, drop->p);
+        apply_keep(y, x, keep + ((size_t)b * H + h) * wpp, n, drop->p);
     else
-        dropout_row(x, drop, drop->first_sample + (uint64_t)b, (uint64_t)h * n, n, NULL);
+        dropout_row(y, x, NULL, drop, drop->first_sample + (uint64_t)b, (uint64_t)h * n, n,
+                    NULL);
+}
+
+/* Rows are cut into pieces of DROP_PIECE elements (a multiple of the 256 the generator is
+ * asked for at a time and of 32 mask bits) so that small batches use every thread too. */
+enum { DROP_PIECE = 16384 };
+
+static size_t keep_words(size_t per_row)
+{
+    return (per_row + 31) / 32;
 }
 
 void dropout_apply(float *x, const zt_dropout *d, int B, size_t per_row)
 {
+    dropout_residual(x, NULL, NULL, d, B, per_row);
+}
+
+void dropout_residual(float *x, const float *r, uint32_t *keep, const zt_dropout *d, int B,
+                      size_t per_row)
+{
+    if (!d || d->p <= 0.0f) {
+        if (r)
+            add_into(x, r, (size_t)B * per_row);
+        return;
+    }
+    double t0 = ZT_PROF_T0();
+    long pieces = (long)((per_row + DROP_PIECE - 1) / DROP_PIECE), np = pieces * B;
+#pragma omp parallel for schedule(static)
+    for (long t = 0; t < np; t++) {
+        size_t b = (size_t)(t / pieces), i = (size_t)(t % pieces) * DROP_PIECE;
+        size_t k = per_row - i < DROP_PIECE ? per_row - i : DROP_PIECE, o = b * per_row + i;
+        dropout_row(x + o, x + o, r ? r + o : NULL, d, d->first_sample + b, i, k,
+                    keep ? keep + b * keep_words(per_row) + i / 32 : NULL);
+    }
+    ZT_PROF(ZT_PROF_DROPOUT, t0, 12.0 * B * (double)per_row,
+            (r ? 12.0 : 8.0) * B * (double)per_row);
+}
+
+void dropout_backward(float *dx, const uint32_t *keep, const zt_dropout *d, int B,
+                      size_t per_row)
+{
     if (!d || d->p <= 0.0f)
         return;
+    if (!keep) {
+        dropout_apply(dx, d, B, per_row);
+        return;
+    }
+    double t0 = ZT_PROF_T0();
+    long pieces = (long)((per_row + DROP_PIECE - 1) / DROP_PIECE), np = pieces * B;
+#pragma omp parallel for schedule(static)
+    for (long t = 0; t < np; t++) {
+        size_t b = (size_t)(t / pieces), i = (size_t)(t % pieces) * DROP_PIECE;
+        size_t k = per_row - i < DROP_PIECE ? per_row - i : DROP_PIECE, o = b * per_row + i;
+        apply_keep(dx + o, dx + o, keep + b * keep_words(per_row) + i / 32, k, d->p);
+    }
+    ZT_PROF(ZT_PROF_DROPOUT, t0, 2.0 * B * (double)per_row, 8.25 * B * (double)per_row);
+}
+
+void add_into(float *x, const float *y, size_t n)
+{
     double t0 = ZT_PROF_T0();
 #pragma omp parallel for schedule(static)
-    for (int b = 0; b < B; b++)
-        dropout_row(x + (size_t)b * per_row, d, d->first_sample + (uint64_t)b, 0, per_row, NULL);
-    ZT_PROF(ZT_PROF_DROPOUT, t0, 12.0 * B * (double)per_row, 8.0 * B * (double)per_row);
+    for (size_t i = 0; i < n; i++)
+        x[i] += y[i];
+    ZT_PROF(ZT_PROF_ELEMENTWISE, t0, (double)n, 12.0 * (double)n);
 }
 
 /* ---- attention ---------------------------------------------------------------------- */
@@ -306,11 +355,7 @@ void attention_forward(float *ctx, float *att, uint32_t *keep, const float *q, c
                     row[j] = s;
                     mx = s > mx ? s : mx;
                 }
-                double sum = 0.0;
-                for (int j = 0; j < T; j++) {
-                    row[j] = expf(row[j] - mx);
-                    sum += row[j];
-                }
+                double sum = vm_exp_sum(row, row, mx, (size_t)T);
                 float inv = (float)(1.0 / sum);
                 for (int j = 0; j < T; j++)
                     row[j] *= inv;
@@ -318,10 +363,10 @@ void attention_forward(float *ctx, float *att, uint32_t *keep, const float *q, c
             const float *p = a;
             if (use_drop) {
                 lap(prof, &my[PART_SOFTMAX], &t);
-                memcpy(scr, a, sizeof(float) * (size_t)T * T);
                 /* the mask words of a pair start at its element 0 (a multiple of 32 apart) */
-                dropout_row(scr, drop, drop->first_sample + (uint64_t)b, (uint64_t)h * T * T,
-                            (size_t)T * T, keep ? keep + (size_t)bh * wpp : NULL);
+                dropout_row(scr, a, NULL, drop, drop->first_sample + (uint64_t)b,
+                            (uint64_t)h * T * T, (size_t)T * T,
+                            keep ? keep + (size_t)bh * wpp : NULL);
                 p = scr;
                 lap(prof, &my[PART_DROP], &t);
             } else {
@@ -362,8 +407,7 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dctx, cons
             if (prof)
                 t = zt_prof_now();
             if (use_drop) {
-                memcpy(pd, a, sizeof(float) * (size_t)T * T);
-                pair_mask(pd, drop, keep, b, h, T, wpp, H);
+                pair_mask(pd, a, drop, keep, b, h, T, wpp, H);
                 p = pd;
                 lap(prof, &my[PART_DROP], &t);
             }
@@ -374,7 +418,7 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dctx, cons
                         v + off, C, 0.0f, dp, T);
             lap(prof, &my[PART_GEMM], &t);
             if (use_drop) { /* gradient through the same keep-mask and scale */
-                pair_mask(dp, drop, keep, b, h, T, wpp, H);
+                pair_mask(dp, dp, drop, keep, b, h, T, wpp, H);
                 lap(prof, &my[PART_DROP], &t);
             }
             /* softmax backward, then the 1/sqrt(hs) of the scores */
@@ -469,15 +513,14 @@ double crossentropy_forward_backward(float *dlogits, double *row_loss, int64_t *
         float mx = -INFINITY;
         for (int j = 0; j < V; j++)
             mx = x[j] > mx ? x[j] : mx;
-        double sum = 0.0;
-        for (int j = 0; j < V; j++)
-            sum += expf(x[j] - mx);
-        double lse = mx + log(sum);
-        row_loss[m] = lse - x[y];
+        /* one exp pass: d holds exp(x - max), then the softmax times grad_scale */
+        float xy = x[y];
+        double sum = vm_exp_sum(d, x, mx, (size_t)V);
+        row_loss[m] = mx + log(sum) - xy;
         if (d) {
-            float flse = (float)lse;
+            float f = (float)(grad_scale / sum);
             for (int j = 0; j < V; j++)
-                d[j] = expf(x[j] - flse) * grad_scale;
+                d[j] *= f;
             d[y] -= grad_scale;
         }
     }

@@ -53,6 +53,16 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dctx, cons
 /* x[B, per_row] *= keep_mask / (1 - p), mask drawn from Philox per (sample, element);
  * the same call in backward applies the identical mask to the gradient. */
 void dropout_apply(float *x, const zt_dropout *d, int B, size_t per_row);
+/* x = dropout(x) + r (r may be NULL; with d NULL or p = 0 just x += r). keep (may be NULL)
+ * records the mask: B rows of ceil(per_row / 32) words, bit i % 32 of word i / 32 of a row
+ * set when element i is kept. */
+void dropout_residual(float *x, const float *r, uint32_t *keep, const zt_dropout *d, int B,
+                      size_t per_row);
+/* dx *= the mask dropout_residual recorded in keep (NULL: regenerated, as dropout_apply). */
+void dropout_backward(float *dx, const uint32_t *keep, const zt_dropout *d, int B,
+                      size_t per_row);
+/* x[i] += y[i] */
+void add_into(float *x, const float *y, size_t n);
 
 /* out[b,t,:] = word[ids] + type[tt] + pos[t] (tt may be NULL: type 0). */
 void embedding_forward(float *out, const int64_t *ids, const int64_t *tt, const float *word,

@@ -20,6 +20,7 @@
 
 #include "../engine/rng.h"
 #include "../models/layers.h"
+#include "../models/vmath.h"
 
 static void fill(float *x, size_t n, uint64_t seed, float scale)
 {
@@ -177,6 +178,74 @@ static void test_gelu(void **state)
     free(g.x); free(g.out); free(g.R); free(dx);
 }
 
+/* The eight-wide erf/exp (libmvec, within 4 ulp) against double precision. Bounds: erf's
+ * error <= 4 * 2^-24 (values <= 1), 1 + erf and the products add <= 3 roundings of 2^-24
+ * relative, so |gelu error| <= 0.5|x| (2.4e-7 + 1.2e-7) + 1.2e-7 |gelu|; the derivative
+ * Phi + x phi adds exp's 4 ulp on x phi (<= 0.25): about 3e-7, bound 5e-7. Every element
+ * must also give the same bits wherever it sits in an array (the padded last group). */
+static void test_vmath(void **state)
+{
+    (void)state;
+    enum { N = 200001 };
+    float *x = vec(N), *y = vec(N), *g = vec(N), *one = vec(N);
+    for (int i = 0; i < N; i++) {
+        x[i] = -10.0f + 20.0f * (float)i / (N - 1);
+        one[i] = 1.0f;
+    }
+    vm_gelu(y, x, N);
+    vm_gelu_grad_acc(g, x, one, N);
+    double worst = 0.0, worst_g = 0.0;
+    for (int i = 0; i < N; i++) {
+        double v = x[i], ref = v * 0.5 * (1.0 + erf(v / sqrt(2.0)));
+        double dref = 0.5 * (1.0 + erf(v / sqrt(2.0))) + v * exp(-0.5 * v * v) / sqrt(2 * M_PI);
+        double e = fabs(y[i] - ref) / (2e-7 * fabs(v) + 1.5e-7 * fabs(ref) + 1e-37);
+        worst = e > worst ? e : worst;
+        double eg = fabs(g[i] - dref) / 5e-7;
+        worst_g = eg > worst_g ? eg : worst_g;
+    }
+    assert_true(worst <= 1.0);
+    assert_true(worst_g <= 1.0);
+    /* position independence: every offset and length gives the same bits per value */
+    for (int off = 1; off < 9; off++) {
+        float o[13], gg[13] = {0};
+        vm_gelu(o, x + 1000 * off + off, 13);
+        vm_gelu_grad_acc(gg, x + 1000 * off + off, one, 13);
+        assert_memory_equal(o, y + 1000 * off + off, sizeof o);
+        assert_memory_equal(gg, g + 1000 * off + off, sizeof gg);
+    }
+    /* exp of shifted values (the float subtraction is the kernel's, so the reference takes
+     * its rounded result) and their sum: each term within 4 ulp (5e-7 relative), the sum
+     * of positive terms accumulated in double within 3e-7 */
+    fill(x, 1000, 31, 8.0f);
+    double ref = 0.0;
+    for (int i = 0; i < 1000; i++)
+        ref += exp((double)(x[i] - 8.0f));
+    double s = vm_exp_sum(y, x, 8.0f, 1000), s2 = vm_exp_sum(NULL, x, 8.0f, 1000);
+    assert_true(fabs(s - ref) <= 3e-7 * ref);
+    assert_true(s == s2);
+    for (int i = 0; i < 1000; i++) {
+        double e = exp((double)(x[i] - 8.0f));
+        assert_true(fabs(y[i] - e) <= 5e-7 * e);
+    }
+    /* dropout select and mask words, and the recorded mask applied again, against their
+     * definitions (n = 1000: 31 whole words and a partial one) */
+    uint32_t u[1000], bits[32], thresh = 0x40000000u;
+    float *r = vec(1000);
+    fill(r, 1000, 32, 1.0f);
+    for (int i = 0; i < 1000; i++)
+        u[i] = (uint32_t)i * 2654435761u;
+    vm_dropout(y, x, r, u, 1000, thresh, 1.25f, bits);
+    vm_apply_keep(g, x, bits, 1000, 1.25f);
+    for (int i = 0; i < 1000; i++) {
+        int kept = u[i] >= thresh;
+        float v = kept ? x[i] * 1.25f : 0.0f;
+        assert_int_equal((int)((bits[i / 32] >> (i % 32)) & 1u), kept);
+        assert_true(memcmp(&(float){v + r[i]}, &y[i], 4) == 0);
+        assert_true(memcmp(&v, &g[i], 4) == 0);
+    }
+    free(x); free(y); free(g); free(one); free(r);
+}
+
 /* ---- attention -------------------------------------------------------------------------- */
 
 typedef struct {
@@ -282,6 +351,45 @@ static void test_dropout(void **state)
     free(x); free(y);
 }
 
+/* dropout fused with the residual add equals dropout then add; the recorded mask applied
+ * in backward equals the regenerated one; rows longer than one piece and a partial last
+ * mask word */
+static void test_dropout_residual(void **state)
+{
+    (void)state;
+    enum { B = 3, N = 40001 };
+    size_t n = (size_t)B * N, words = (size_t)B * ((N + 31) / 32);
+    float *x = vec(n), *r = vec(n), *want = vec(n), *g = vec(n), *g1 = vec(n), *g2 = vec(n);
+    uint32_t *keep = calloc(words, sizeof *keep);
+    zt_dropout d = {0.1f, 9, 12, zt_rng_stream(3, ZT_RNG_DROP_FFOUT)};
+    fill(x, n, 41, 1.0f); fill(r, n, 42, 1.0f); fill(g, n, 43, 1.0f);
+    memcpy(want, x, n * sizeof(float));
+    dropout_apply(want, &d, B, N);
+    for (size_t i = 0; i < n; i++)
+        want[i] += r[i];
+    dropout_residual(x, r, keep, &d, B, N);
+    assert_memory_equal(x, want, n * sizeof(float));
+    memcpy(g1, g, n * sizeof(float));
+    memcpy(g2, g, n * sizeof(float));
+    dropout_apply(g1, &d, B, N);
+    dropout_backward(g2, keep, &d, B, N);
+    assert_memory_equal(g1, g2, n * sizeof(float));
+    memcpy(g2, g, n * sizeof(float));
+    dropout_backward(g2, NULL, &d, B, N);
+    assert_memory_equal(g1, g2, n * sizeof(float));
+    /* bit j of a row's word w is element 32 w + j of that row */
+    size_t kept = 0, wpr = (N + 31) / 32;
+    for (size_t b = 0; b < B; b++)
+        for (size_t i = 0; i < N; i++) {
+            int bit = (int)((keep[b * wpr + i / 32] >> (i % 32)) & 1u);
+            assert_int_equal(bit, g1[b * N + i] != 0.0f || g[b * N + i] == 0.0f);
+            kept += (size_t)bit;
+        }
+    /* 120003 Bernoulli(0.9) keeps: sd 104, 6 sd */
+    assert_true(kept > 108003 - 624 && kept < 108003 + 624);
+    free(x); free(r); free(want); free(g); free(g1); free(g2); free(keep);
+}
+
 /* ---- embeddings ------------------------------------------------------------------------- */
 
 typedef struct { int B, T, C; int64_t *ids, *tt; float *word, *type, *pos, *out, *R; } emb_ctx;
@@ -365,6 +473,7 @@ int main(void)
         cmocka_unit_test(test_gelu),       cmocka_unit_test(test_attention),
         cmocka_unit_test(test_attention_dropout), cmocka_unit_test(test_dropout),
         cmocka_unit_test(test_embedding),  cmocka_unit_test(test_crossentropy),
+        cmocka_unit_test(test_vmath),      cmocka_unit_test(test_dropout_residual),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,246 @@
+/* vmath.c - see vmath.h. The scalar and the eight-wide paths compute the same expressions;
+ * only erff/expf differ (libm's vs libmvec's, both within a few ulp). */
+#include "vmath.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+static const float INV_SQRT2 = 0.70710678118654752f, INV_SQRT_2PI = 0.3989422804014327f;
+
+int vm_wide(void)
+{
+    static int v = -1;
+    if (v < 0)
+        v = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? 1 : 0;
+    return v;
+}
+
+/* ---- scalar ------------------------------------------------------------------------- */
+
+static void gelu_1(float *out, const float *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float v = x[i];
+        out[i] = v * 0.5f * (1.0f + erff(v * INV_SQRT2));
+    }
+}
+
+static void gelu_grad_1(float *dinp, const float *x, const float *dout, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float v = x[i];
+        float cdf = 0.5f * (1.0f + erff(v * INV_SQRT2));
+        float pdf = INV_SQRT_2PI * expf(-0.5f * v * v);
+        dinp[i] += dout[i] * (cdf + v * pdf);
+    }
+}
+
+static double exp_sum_1(float *y, const float *x, float sub, size_t n)
+{
+    double s = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        float e = expf(x[i] - sub);
+        if (y)
+            y[i] = e;
+        s += e;
+    }
+    return s;
+}
+
+static void keep_1(float *y, const float *x, const uint32_t *bits, size_t n, float scale)
+{
+    for (size_t i = 0; i < n; i++) {
+        float v = x[i] * scale;
+        y[i] = (bits[i / 32] >> (i % 32)) & 1u ? v : 0.0f;
+    }
+}
+
+static void drop_1(float *y, const float *x, const float *r, const uint32_t *u, size_t n,
+                   uint32_t thresh, float scale, uint32_t *bits)
+{
+    for (size_t w = 0; bits && w < (n + 31) / 32; w++) {
+        uint32_t word = 0;
+        for (size_t j = w * 32; j < n && j < w * 32 + 32; j++)
+            word |= (uint32_t)(u[j] >= thresh) << (j - w * 32);
+        bits[w] = word;
+    }
+    for (size_t j = 0; j < n; j++) {
+        float v = u[j] < thresh ? 0.0f : x[j] * scale;
+        y[j] = r ? v + r[j] : v;
+    }
+}
+
+/* ---- eight-wide (AVX2 + libmvec) ---------------------------------------------------- */
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+#include <immintrin.h>
+
+__m256 _ZGVdN8v_erff(__m256 x);
+__m256 _ZGVdN8v_expf(__m256 x);
+
+static inline __m256 gelu_8(__m256 x)
+{
+    __m256 e = _ZGVdN8v_erff(_mm256_mul_ps(x, _mm256_set1_ps(INV_SQRT2)));
+    return _mm256_mul_ps(_mm256_mul_ps(x, _mm256_set1_ps(0.5f)),
+                         _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+}
+
+/* Phi(x) + x phi(x) */
+static inline __m256 gelu_grad_8(__m256 x)
+{
+    __m256 e = _ZGVdN8v_erff(_mm256_mul_ps(x, _mm256_set1_ps(INV_SQRT2)));
+    __m256 cdf = _mm256_mul_ps(_mm256_set1_ps(0.5f), _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+    __m256 a = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(-0.5f), x), x);
+    __m256 pdf = _mm256_mul_ps(_mm256_set1_ps(INV_SQRT_2PI), _ZGVdN8v_expf(a));
+    return _mm256_add_ps(cdf, _mm256_mul_ps(x, pdf));
+}
+
+static void gelu_8n(float *out, const float *x, size_t n)
+{
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(out + i, gelu_8(_mm256_loadu_ps(x + i)));
+    if (i < n) {
+        float t[8] = {0};
+        memcpy(t, x + i, (n - i) * sizeof(float));
+        _mm256_storeu_ps(t, gelu_8(_mm256_loadu_ps(t)));
+        memcpy(out + i, t, (n - i) * sizeof(float));
+    }
+}
+
+static void gelu_grad_8n(float *dinp, const float *x, const float *dout, size_t n)
+{
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 g = _mm256_mul_ps(_mm256_loadu_ps(dout + i), gelu_grad_8(_mm256_loadu_ps(x + i)));
+        _mm256_storeu_ps(dinp + i, _mm256_add_ps(_mm256_loadu_ps(dinp + i), g));
+    }
+    if (i < n) {
+        float t[8] = {0};
+        memcpy(t, x + i, (n - i) * sizeof(float));
+        _mm256_storeu_ps(t, gelu_grad_8(_mm256_loadu_ps(t)));
+        for (size_t j = 0; i + j < n; j++)
+            dinp[i + j] += dout[i + j] * t[j];
+    }
+}
+
+/* lane sums in double, lanes added in order at the end */
+static double exp_sum_8n(float *y, const float *x, float sub, size_t n)
+{
+    __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd();
+    __m256 s = _mm256_set1_ps(sub);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 e = _ZGVdN8v_expf(_mm256_sub_ps(_mm256_loadu_ps(x + i), s));
+        if (y)
+            _mm256_storeu_ps(y + i, e);
+        lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+        hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+    }
+    double l[8];
+    _mm256_storeu_pd(l, lo);
+    _mm256_storeu_pd(l + 4, hi);
+    double sum = 0.0;
+    for (int j = 0; j < 8; j++)
+        sum += l[j];
+    if (i < n) {
+        float t[8];
+        for (int j = 0; j < 8; j++)
+            t[j] = i + j < n ? x[i + j] : sub;
+        _mm256_storeu_ps(t, _ZGVdN8v_expf(_mm256_sub_ps(_mm256_loadu_ps(t), s)));
+        for (size_t j = 0; i + j < n; j++) {
+            if (y)
+                y[i + j] = t[j];
+            sum += t[j];
+        }
+    }
+    return sum;
+}
+
+static void keep_8n(float *y, const float *x, const uint32_t *bits, size_t n, float scale)
+{
+    const __m256i lane = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+    const __m256 sc = _mm256_set1_ps(scale);
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        __m256i w = _mm256_set1_epi32((int)bits[i / 32]);
+        for (int g = 0; g < 4; g++) {
+            __m256i b = _mm256_and_si256(w, _mm256_slli_epi32(lane, 8 * g));
+            __m256 drop = _mm256_castsi256_ps(_mm256_cmpeq_epi32(b, _mm256_setzero_si256()));
+            __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + i + 8 * g), sc);
+            _mm256_storeu_ps(y + i + 8 * g, _mm256_andnot_ps(drop, v));
+        }
+    }
+    keep_1(y + i, x + i, bits + i / 32, n - i, scale);
+}
+
+static void drop_8n(float *y, const float *x, const float *r, const uint32_t *u, size_t n,
+                    uint32_t thresh, float scale, uint32_t *bits)
+{
+    /* unsigned u >= thresh as signed compare of both sides with the top bit flipped */
+    const __m256i flip = _mm256_set1_epi32((int)0x80000000u);
+    const __m256i th = _mm256_xor_si256(_mm256_set1_epi32((int)thresh), flip);
+    const __m256 sc = _mm256_set1_ps(scale);
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        uint32_t word = 0;
+        for (int g = 0; g < 4; g++) {
+            size_t o = i + 8 * (size_t)g;
+            __m256i uu = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(u + o)), flip);
+            __m256 drop = _mm256_castsi256_ps(_mm256_cmpgt_epi32(th, uu)); /* u < thresh */
+            __m256 v = _mm256_andnot_ps(drop, _mm256_mul_ps(_mm256_loadu_ps(x + o), sc));
+            if (r)
+                v = _mm256_add_ps(v, _mm256_loadu_ps(r + o));
+            _mm256_storeu_ps(y + o, v);
+            word |= (uint32_t)(~_mm256_movemask_ps(drop) & 0xff) << (8 * g);
+        }
+        if (bits)
+            bits[i / 32] = word;
+    }
+    drop_1(y + i, x + i, r ? r + i : NULL, u + i, n - i, thresh, scale,
+           bits ? bits + i / 32 : NULL);
+}
+
+#pragma GCC pop_options
+
+/* ---- dispatch ----------------------------------------------------------------------- */
+
+void vm_gelu(float *out, const float *x, size_t n)
+{
+    if (vm_wide())
+        gelu_8n(out, x, n);
+    else
+        gelu_1(out, x, n);
+}
+
+void vm_gelu_grad_acc(float *dinp, const float *x, const float *dout, size_t n)
+{
+    if (vm_wide())
+        gelu_grad_8n(dinp, x, dout, n);
+    else
+        gelu_grad_1(dinp, x, dout, n);
+}
+
+void vm_apply_keep(float *y, const float *x, const uint32_t *bits, size_t n, float scale)
+{
+    if (vm_wide())
+        keep_8n(y, x, bits, n, scale);
+    else
+        keep_1(y, x, bits, n, scale);
+}
+
+void vm_dropout(float *y, const float *x, const float *r, const uint32_t *u, size_t n,
+                uint32_t thresh, float scale, uint32_t *bits)
+{
+    if (vm_wide())
+        drop_8n(y, x, r, u, n, thresh, scale, bits);
+    else
+        drop_1(y, x, r, u, n, thresh, scale, bits);
+}
+
+double vm_exp_sum(float *y, const float *x, float sub, size_t n)
+{
+    return vm_wide() ? exp_sum_8n(y, x, sub, n) : exp_sum_1(y, x, sub, n);
+}
