@@ -81,14 +81,8 @@ void layernorm_forward(float *out, float *mean, float *rstd, const float *inp, c
     for (int m = 0; m < M; m++) {
         const float *x = inp + (size_t)m * C;
         float *y = out + (size_t)m * C;
-        double s = 0.0, ss = 0.0;
-        for (int c = 0; c < C; c++)
-            s += x[c];
-        float mu = (float)(s / C);
-        for (int c = 0; c < C; c++) {
-            double d = (double)x[c] - mu;
-            ss += d * d;
-        }
+        float mu = (float)(vm_sum(x, NULL, (size_t)C) / C);
+        double ss = vm_sqdev(x, mu, (size_t)C);
         float rs = (float)(1.0 / sqrt(ss / C + (double)eps));
         for (int c = 0; c < C; c++)
             y[c] = (x[c] - mu) * rs * w[c] + b[c];
@@ -108,12 +102,8 @@ void layernorm_backward(float *dinp, float *dw, float *db, const float *dout, co
         const float *x = inp + (size_t)m * C, *dy = dout + (size_t)m * C;
         float *dx = dinp + (size_t)m * C;
         float mu = mean[m], rs = rstd[m];
-        double sd = 0.0, sdx = 0.0;
-        for (int c = 0; c < C; c++) {
-            float xh = (x[c] - mu) * rs, g = dy[c] * w[c];
-            sd += g;
-            sdx += (double)g * xh;
-        }
+        double sd, sdx;
+        vm_ln_grad_sums(dy, w, x, mu, rs, (size_t)C, &sd, &sdx);
         float md = (float)(sd / C), mdx = (float)(sdx / C);
         for (int c = 0; c < C; c++) {
             float xh = (x[c] - mu) * rs, g = dy[c] * w[c];
@@ -333,7 +323,9 @@ void attention_forward(float *ctx, float *att, uint32_t *keep, const float *q, c
     double part[PART_N] = {0}, w0 = ZT_PROF_T0();
 #pragma omp parallel num_threads(scratch_threads(slots))
     {
-        float *scr = scratch + (size_t)omp_get_thread_num() * T * T;
+        float *scr = scratch + (size_t)omp_get_thread_num() * ((size_t)T * T + T);
+        float *madd = mask ? scr + (size_t)T * T : NULL; /* the mask as 0 / -FLT_MAX */
+        int madd_b = -1;
         double my[PART_N] = {0}, t = 0.0;
 #pragma omp for schedule(static)
         for (int bh = 0; bh < B * H; bh++) {
@@ -345,21 +337,13 @@ void attention_forward(float *ctx, float *att, uint32_t *keep, const float *q, c
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, 1.0f, q + off, C,
                         k + off, C, 0.0f, a, T);
             lap(prof, &my[PART_GEMM], &t);
-            for (int i = 0; i < T; i++) {
-                float *row = a + (size_t)i * T;
-                float mx = -INFINITY;
-                for (int j = 0; j < T; j++) {
-                    float s = row[j] / div;
-                    if (mask && mask[(size_t)b * T + j] == 0)
-                        s += -FLT_MAX;
-                    row[j] = s;
-                    mx = s > mx ? s : mx;
-                }
-                double sum = vm_exp_sum(row, row, mx, (size_t)T);
-                float inv = (float)(1.0 / sum);
+            if (madd && madd_b != b) {
                 for (int j = 0; j < T; j++)
-                    row[j] *= inv;
+                    madd[j] = mask[(size_t)b * T + j] == 0 ? -FLT_MAX : 0.0f;
+                madd_b = b;
             }
+            for (int i = 0; i < T; i++)
+                vm_softmax_row(a + (size_t)i * T, madd, div, (size_t)T);
             const float *p = a;
             if (use_drop) {
                 lap(prof, &my[PART_SOFTMAX], &t);
@@ -422,16 +406,8 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dctx, cons
                 lap(prof, &my[PART_DROP], &t);
             }
             /* softmax backward, then the 1/sqrt(hs) of the scores */
-            for (int i = 0; i < T; i++) {
-                const float *ar = a + (size_t)i * T;
-                float *dr = dp + (size_t)i * T;
-                double dot = 0.0;
-                for (int j = 0; j < T; j++)
-                    dot += (double)ar[j] * dr[j];
-                float fd = (float)dot;
-                for (int j = 0; j < T; j++)
-                    dr[j] = ar[j] * (dr[j] - fd) / div;
-            }
+            for (int i = 0; i < T; i++)
+                vm_softmax_grad_row(dp + (size_t)i * T, a + (size_t)i * T, div, (size_t)T);
             lap(prof, &my[PART_SOFTMAX], &t);
             /* dq = ds k ; dk = ds^T q */
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, dp, T, k + off,

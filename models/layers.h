@@ -30,8 +30,8 @@ void gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);
  * [h*hs, (h+1)*hs)). att[B,H,T,T] keeps the softmax probabilities (before dropout).
  * scores = q k^T / sqrt(hs) + (1 - mask[b,j]) * (-FLT_MAX); mask[B,T] may be NULL.
  * drop: dropout on the probabilities (NULL = none). The (sample, head) pairs run in
- * parallel, one per OpenMP thread, at most `slots` threads: scratch holds slots x T*T floats
- * (backward: slots x 2*T*T). */
+ * parallel, one per OpenMP thread, at most `slots` threads: scratch holds slots x (T*T + T)
+ * floats (backward: slots x 2*T*T). */
 typedef struct zt_dropout {
     float p;                 /* drop probability, 0 <= p < 1 */
     uint64_t seed;

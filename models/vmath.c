@@ -71,6 +71,54 @@ static void drop_1(float *y, const float *x, const float *r, const uint32_t *u, 
     }
 }
 
+static void softmax_1(float *row, const float *madd, float div, size_t n)
+{
+    float mx = -INFINITY;
+    for (size_t j = 0; j < n; j++) {
+        float v = row[j] / div;
+        if (madd)
+            v += madd[j];
+        row[j] = v;
+        mx = v > mx ? v : mx;
+    }
+    float inv = (float)(1.0 / exp_sum_1(row, row, mx, n));
+    for (size_t j = 0; j < n; j++)
+        row[j] *= inv;
+}
+
+static void softmax_grad_1(float *dr, const float *ar, float div, size_t n)
+{
+    double dot = 0.0;
+    for (size_t j = 0; j < n; j++)
+        dot += (double)ar[j] * dr[j];
+    float fd = (float)dot;
+    for (size_t j = 0; j < n; j++)
+        dr[j] = ar[j] * (dr[j] - fd) / div;
+}
+
+static double sqdev_1(const float *x, float mu, size_t n)
+{
+    double ss = 0.0;
+    for (size_t c = 0; c < n; c++) {
+        double d = (double)x[c] - mu;
+        ss += d * d;
+    }
+    return ss;
+}
+
+static void ln_grad_sums_1(const float *dy, const float *w, const float *x, float mu, float rs,
+                           size_t n, double *sd, double *sdx)
+{
+    double a = 0.0, b = 0.0;
+    for (size_t c = 0; c < n; c++) {
+        float xh = (x[c] - mu) * rs, g = dy[c] * w[c];
+        a += g;
+        b += (double)g * xh;
+    }
+    *sd = a;
+    *sdx = b;
+}
+
 /* ---- eight-wide (AVX2 + libmvec) ---------------------------------------------------- */
 
 #pragma GCC push_options
@@ -203,6 +251,123 @@ static void drop_8n(float *y, const float *x, const float *r, const uint32_t *u,
            bits ? bits + i / 32 : NULL);
 }
 
+/* sum of (double)a[j] * b[j] (b NULL: of a[j]) in eight double lanes, added in order */
+static double dot_8n(const float *a, const float *b, size_t n)
+{
+    __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd();
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 va = _mm256_loadu_ps(a + i);
+        __m256d al = _mm256_cvtps_pd(_mm256_castps256_ps128(va));
+        __m256d ah = _mm256_cvtps_pd(_mm256_extractf128_ps(va, 1));
+        if (b) {
+            __m256 vb = _mm256_loadu_ps(b + i);
+            al = _mm256_mul_pd(al, _mm256_cvtps_pd(_mm256_castps256_ps128(vb)));
+            ah = _mm256_mul_pd(ah, _mm256_cvtps_pd(_mm256_extractf128_ps(vb, 1)));
+        }
+        lo = _mm256_add_pd(lo, al);
+        hi = _mm256_add_pd(hi, ah);
+    }
+    double l[8], sum = 0.0;
+    _mm256_storeu_pd(l, lo);
+    _mm256_storeu_pd(l + 4, hi);
+    for (int j = 0; j < 8; j++)
+        sum += l[j];
+    for (; i < n; i++)
+        sum += b ? (double)a[i] * b[i] : (double)a[i];
+    return sum;
+}
+
+static void softmax_8n(float *row, const float *madd, float div, size_t n)
+{
+    const __m256 d = _mm256_set1_ps(div);
+    __m256 vmx = _mm256_set1_ps(-INFINITY);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_div_ps(_mm256_loadu_ps(row + i), d);
+        if (madd)
+            v = _mm256_add_ps(v, _mm256_loadu_ps(madd + i));
+        _mm256_storeu_ps(row + i, v);
+        vmx = _mm256_max_ps(vmx, v);
+    }
+    float m8[8], mx = -INFINITY;
+    _mm256_storeu_ps(m8, vmx);
+    for (int j = 0; j < 8; j++)
+        mx = m8[j] > mx ? m8[j] : mx;
+    for (; i < n; i++) {
+        float v = row[i] / div;
+        if (madd)
+            v += madd[i];
+        row[i] = v;
+        mx = v > mx ? v : mx;
+    }
+    const __m256 inv = _mm256_set1_ps((float)(1.0 / exp_sum_8n(row, row, mx, n)));
+    for (i = 0; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(row + i, _mm256_mul_ps(_mm256_loadu_ps(row + i), inv));
+    for (; i < n; i++)
+        row[i] *= _mm256_cvtss_f32(inv);
+}
+
+static void softmax_grad_8n(float *dr, const float *ar, float div, size_t n)
+{
+    float fd = (float)dot_8n(ar, dr, n);
+    const __m256 f = _mm256_set1_ps(fd), d = _mm256_set1_ps(div);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 g = _mm256_sub_ps(_mm256_loadu_ps(dr + i), f);
+        _mm256_storeu_ps(dr + i, _mm256_div_ps(_mm256_mul_ps(_mm256_loadu_ps(ar + i), g), d));
+    }
+    for (; i < n; i++)
+        dr[i] = ar[i] * (dr[i] - fd) / div;
+}
+
+static double lanes_sum(__m256d lo, __m256d hi)
+{
+    double l[8], sum = 0.0;
+    _mm256_storeu_pd(l, lo);
+    _mm256_storeu_pd(l + 4, hi);
+    for (int j = 0; j < 8; j++)
+        sum += l[j];
+    return sum;
+}
+
+static double sqdev_8n(const float *x, float mu, size_t n)
+{
+    __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd(), m = _mm256_set1_pd(mu);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_loadu_ps(x + i);
+        __m256d dl = _mm256_sub_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(v)), m);
+        __m256d dh = _mm256_sub_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)), m);
+        lo = _mm256_add_pd(lo, _mm256_mul_pd(dl, dl));
+        hi = _mm256_add_pd(hi, _mm256_mul_pd(dh, dh));
+    }
+    return lanes_sum(lo, hi) + sqdev_1(x + i, mu, n - i);
+}
+
+static void ln_grad_sums_8n(const float *dy, const float *w, const float *x, float mu,
+                            float rs, size_t n, double *sd, double *sdx)
+{
+    __m256d al = _mm256_setzero_pd(), ah = _mm256_setzero_pd();
+    __m256d bl = _mm256_setzero_pd(), bh = _mm256_setzero_pd();
+    const __m256 m = _mm256_set1_ps(mu), r = _mm256_set1_ps(rs);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 xh = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), m), r);
+        __m256 g = _mm256_mul_ps(_mm256_loadu_ps(dy + i), _mm256_loadu_ps(w + i));
+        __m256d gl = _mm256_cvtps_pd(_mm256_castps256_ps128(g));
+        __m256d gh = _mm256_cvtps_pd(_mm256_extractf128_ps(g, 1));
+        al = _mm256_add_pd(al, gl);
+        ah = _mm256_add_pd(ah, gh);
+        bl = _mm256_add_pd(bl, _mm256_mul_pd(gl, _mm256_cvtps_pd(_mm256_castps256_ps128(xh))));
+        bh = _mm256_add_pd(bh, _mm256_mul_pd(gh, _mm256_cvtps_pd(_mm256_extractf128_ps(xh, 1))));
+    }
+    double ta, tb;
+    ln_grad_sums_1(dy + i, w + i, x + i, mu, rs, n - i, &ta, &tb);
+    *sd = lanes_sum(al, ah) + ta;
+    *sdx = lanes_sum(bl, bh) + tb;
+}
+
 #pragma GCC pop_options
 
 /* ---- dispatch ----------------------------------------------------------------------- */
@@ -238,6 +403,46 @@ void vm_dropout(float *y, const float *x, const float *r, const uint32_t *u, siz
         drop_8n(y, x, r, u, n, thresh, scale, bits);
     else
         drop_1(y, x, r, u, n, thresh, scale, bits);
+}
+
+void vm_softmax_row(float *row, const float *madd, float div, size_t n)
+{
+    if (vm_wide())
+        softmax_8n(row, madd, div, n);
+    else
+        softmax_1(row, madd, div, n);
+}
+
+void vm_softmax_grad_row(float *dr, const float *ar, float div, size_t n)
+{
+    if (vm_wide())
+        softmax_grad_8n(dr, ar, div, n);
+    else
+        softmax_grad_1(dr, ar, div, n);
+}
+
+double vm_sum(const float *a, const float *b, size_t n)
+{
+    if (vm_wide())
+        return dot_8n(a, b, n);
+    double s = 0.0;
+    for (size_t i = 0; i < n; i++)
+        s += b ? (double)a[i] * b[i] : (double)a[i];
+    return s;
+}
+
+double vm_sqdev(const float *x, float mu, size_t n)
+{
+    return vm_wide() ? sqdev_8n(x, mu, n) : sqdev_1(x, mu, n);
+}
+
+void vm_ln_grad_sums(const float *dy, const float *w, const float *x, float mu, float rs,
+                     size_t n, double *sd, double *sdx)
+{
+    if (vm_wide())
+        ln_grad_sums_8n(dy, w, x, mu, rs, n, sd, sdx);
+    else
+        ln_grad_sums_1(dy, w, x, mu, rs, n, sd, sdx);
 }
 
 double vm_exp_sum(float *y, const float *x, float sub, size_t n)

@@ -23,6 +23,18 @@ void vm_apply_keep(float *y, const float *x, const uint32_t *bits, size_t n, flo
  * records u[j] >= thresh as bit j % 32 of bits[j / 32]. */
 void vm_dropout(float *y, const float *x, const float *r, const uint32_t *u, size_t n,
                 uint32_t thresh, float scale, uint32_t *bits);
+/* attention softmax of one row of scores: row = softmax(row / div + madd) (madd may be NULL:
+ * no mask; a masked position holds -FLT_MAX) */
+void vm_softmax_row(float *row, const float *madd, float div, size_t n);
+/* its backward: dr = ar * (dr - sum(ar * dr)) / div, ar the probabilities */
+void vm_softmax_grad_row(float *dr, const float *ar, float div, size_t n);
+/* sum of (double)a[i] * b[i], or of a[i] when b is NULL, in a fixed order */
+double vm_sum(const float *a, const float *b, size_t n);
+/* layernorm's sums: sum of ((double)x[c] - mu)^2; and with g = dy * w, xh = (x - mu) * rs
+ * (float): *sd = sum g, *sdx = sum (double)g * xh */
+double vm_sqdev(const float *x, float mu, size_t n);
+void vm_ln_grad_sums(const float *dy, const float *w, const float *x, float mu, float rs,
+                     size_t n, double *sd, double *sdx);
 /* 1 when the eight-wide path is in use on this machine */
 int vm_wide(void);
 
