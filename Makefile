@@ -23,7 +23,7 @@ CFLAGS_ALL := -std=c11 $(OPT) $(WARN) -fopenmp -fno-math-errno -fvect-cost-model
 # OpenBLAS's OpenMP build shares libgomp's thread pool with our own kernels; the pthread
 # build would leave two pools spinning against each other on the same cores (2-3x slower).
 OPENBLAS_DIR ?= /usr/lib/x86_64-linux-gnu/openblas-openmp
-LIBS     := -L$(OPENBLAS_DIR) -Wl,-rpath,$(OPENBLAS_DIR) -lopenblas -ljemalloc -lcjson -lxxhash -lmvec -lm \
+LIBS     := -L$(OPENBLAS_DIR) -Wl,-rpath,$(OPENBLAS_DIR) -lopenblas -ljemalloc -lcjson -lxxhash -luring -lmvec -lm \
             -fopenmp $(MPI_LIBS)
 
 LIB_SRC  := $(sort $(wildcard common/*.c memory/*.c format/*.c data/*.c engine/*.c models/*.c \
@@ -88,8 +88,9 @@ test-parity: all
 	ZT=$(BUILD)/zerotrain bash tests/test_bert_random.sh
 
 # The heavy checks: 40 more random parity configurations, a SIGKILL at every point of a
-# checkpoint save, and 10 minutes of fuzzing.
-test-long: all
+# checkpoint save, 100,000 faulted I/O operations per backend, and 10 minutes of fuzzing.
+test-long: all unit-tests
+	ZT_FAULT_OPS=100000 $(BUILD)/tests/test_offload
 	ZERO_LONG=1 bash tests/test_zero.sh $(BUILD)/zerotrain
 	PARITY_EXTRA=40 ZT=$(BUILD)/zerotrain bash tests/test_bert_random.sh
 	CRASH_POINTS=all bash tests/test_train.sh $(BUILD)/zerotrain
@@ -117,6 +118,9 @@ fuzz: $(BUILD)/fuzz_safetensors
 $(BUILD)/bench_grad: benchmarks/bench_grad.c $(BUILD)/libzerotrain.a include/zerotrain.h
 	$(CC) $(CFLAGS_ALL) -o $@ benchmarks/bench_grad.c $(BUILD)/libzerotrain.a $(LIBS)
 
+$(BUILD)/bench_store: benchmarks/bench_store.c $(BUILD)/libzerotrain.a $(HDRS)
+	$(CC) $(CFLAGS_ALL) -o $@ benchmarks/bench_store.c $(BUILD)/libzerotrain.a $(LIBS)
+
 $(BUILD)/bench_limits: benchmarks/limits.c
 	$(CC) $(CFLAGS_ALL) -o $@ benchmarks/limits.c $(LIBS)
 
@@ -125,10 +129,10 @@ docs: $(BUILD)/zerotrain
 	$(BUILD)/zerotrain config-reference > docs/config.md
 
 # the benchmark sweeps (benchmarks/run.py): quick (~10 minutes on 2 cores) and full
-bench: all $(BUILD)/bench_limits
+bench: all $(BUILD)/bench_limits $(BUILD)/bench_store
 	/usr/bin/python3 benchmarks/run.py benchmarks/sweeps/quick.json
 
-bench-full: all $(BUILD)/bench_limits
+bench-full: all $(BUILD)/bench_limits $(BUILD)/bench_store
 	/usr/bin/python3 benchmarks/run.py benchmarks/sweeps/full.json
 
 bench-grad: $(BUILD)/bench_grad

@@ -97,6 +97,18 @@ def run_fio(path):
     return out
 
 
+def run_store(path):
+    """the offload store's own write/read bandwidth, same block size and depth as fio"""
+    exe = os.path.join(ROOT, "build", "bench_store")
+    if not os.path.exists(exe):
+        return {"skipped": "build/bench_store is not built"}
+    r = sh([exe, "--dir", path, "--mib", "512", "--blob-mib", "16", "--block-kib", "1024",
+            "--depth", "8"])
+    if r.returncode != 0:
+        return {"skipped": "bench_store failed: " + r.stderr[-300:]}
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
 def expand(sweep):
     """every point of every group: the cartesian product of its listed dimensions"""
     dims = ["model", "world", "stage", "micro", "offload", "optimizer", "recompute"]
@@ -368,6 +380,19 @@ def report():
         else:
             lines += ["", "Disk (`fio` on %s): write %.0f MB/s, read %.0f MB/s." % (
                 fio.get("path"), fio.get("write_bytes_per_s", 0) / 1e6, fio.get("read_bytes_per_s", 0) / 1e6)]
+            st = res.get("store", {})
+            if st and "skipped" not in st:
+                lines += ["", "Offload store (`build/bench_store`: 512 MiB as 16 MiB blobs, %s, "
+                          "O_DIRECT %s, registered buffers %s, 1 MiB blocks, depth 8): write %.0f MB/s "
+                          "(**%.2f** of fio), read %.0f MB/s (**%.2f** of fio)." % (
+                              st["backend"], "on" if st["direct"] else "off",
+                              "yes" if st["registered"] else "no",
+                              st["write_bytes_per_s"] / 1e6,
+                              st["write_bytes_per_s"] / max(fio.get("write_bytes_per_s", 1), 1),
+                              st["read_bytes_per_s"] / 1e6,
+                              st["read_bytes_per_s"] / max(fio.get("read_bytes_per_s", 1), 1))]
+            elif st:
+                lines += ["", "Offload store: " + st["skipped"] + "."]
         lines += ["", "### Points", "",
                   "| configuration | threads/rank | step s median (min..max) | tokens/s | model GFLOP/s | "
                   "vs sgemm | optimizer vs copy | vs stage 0 | peak RSS/rank MiB | RS+AG MB/step | "
@@ -462,6 +487,8 @@ def main():
             log("limits, %d threads: copy %.1f GB/s, triad %.1f GB/s" % (
                 t, L["copy_bytes_per_s"] / 1e9, L["triad_bytes_per_s"] / 1e9))
         res["fio"] = run_fio(sweep.get("offload_path", "/var/tmp"))
+        if "skipped" not in res["fio"]:
+            res["store"] = run_store(sweep.get("offload_path", "/var/tmp"))
         for i, p in enumerate(points):
             log("[%d/%d] %s" % (i + 1, len(points), p["label"]))
             p = dict(p)
