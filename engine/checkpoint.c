@@ -216,6 +216,16 @@ out:
     return rc;
 }
 
+/* with optimizer offload the moments come into RAM for the save and go again */
+static int write_rank_file_offloaded(zt_engine *e, const char *dir)
+{
+    int rc = zt_zero_moments_open(e);
+    if (rc == 0)
+        rc = write_rank_file(e, dir);
+    int rc2 = zt_zero_moments_close(e, 0);
+    return rc < 0 ? rc : rc2;
+}
+
 static int cmp_str(const void *a, const void *b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);
@@ -360,7 +370,7 @@ int zt_checkpoint_save(zt_engine *e, const char *root, const zt_train_state *st,
             rc = zt_fail(-errno, "%s: %s", tmp, strerror(errno));
     }
     if ((rc = zt_engine_agree(e, rc, "creating the checkpoint folder")) == 0)
-        rc = zt_engine_agree(e, write_rank_file(e, tmp), "writing optimizer shards");
+        rc = zt_engine_agree(e, write_rank_file_offloaded(e, tmp), "writing optimizer shards");
     if (rc == 0) { /* collective; rank 0 writes; stage 3 gathers one unit at a time */
         if (r == 0)
             fault_point("before", "model.safetensors");
@@ -559,8 +569,11 @@ int zt_checkpoint_load(zt_engine *e, const char *dir, zt_train_state *st)
     size_t bucket0 = 0;
     if ((rc = zt_engine_load_params(e, dir)) < 0 ||
         (rc = read_state(dir, st, &world0, &bucket0)) < 0 ||
-        (rc = zt_engine_ensure_moments(e)) < 0 ||
-        (rc = read_optimizer(e, dir, world0, bucket0)) < 0)
+        (rc = zt_engine_ensure_moments(e)) < 0 || (rc = zt_zero_moments_open(e)) < 0)
+        return zt_engine_fail(e, rc);
+    rc = read_optimizer(e, dir, world0, bucket0);
+    int rc2 = zt_zero_moments_close(e, rc == 0);
+    if (rc < 0 || (rc = rc2) < 0)
         return zt_engine_fail(e, rc);
     e->step = st->step;
     return 0;

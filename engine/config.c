@@ -235,19 +235,20 @@ static const key keys[] = {
         .doc = "Parameter elements per optimizer-step tile (offload)."},
     [K_ROUND_ROBIN] = {"zero_optimization.round_robin_gradients", T_BOOL, C_LATER, A_NO, 0, 0, 0,
         0, .doc = "Spread gradient copies to host memory across ranks (stages 1 and 2)."},
-    [K_OFFOPT] = {"zero_optimization.offload_optimizer", T_OBJ, C_LATER, A_NO, F_NULL, 0, 0, 0,
+    [K_OFFOPT] = {"zero_optimization.offload_optimizer", T_OBJ, C_APPLIED, A_NO, F_NULL, 0, 0, 0,
         .def_doc = "no offload", .doc = "Optimizer-state offload (stages 1 to 3)."},
-    [K_OFFOPT_DEVICE] = {"zero_optimization.offload_optimizer.device", T_ENUM, C_LATER, A_NO, 0,
+    [K_OFFOPT_DEVICE] = {"zero_optimization.offload_optimizer.device", T_ENUM, C_APPLIED, A_NO, 0,
         0, 0, 0, .values = "none|cpu|nvme", .def_doc = "none",
         .doc = "Where the optimizer state lives."},
-    [K_OFFOPT_NVME] = {"zero_optimization.offload_optimizer.nvme_path", T_STR, C_LATER, A_NO,
+    [K_OFFOPT_NVME] = {"zero_optimization.offload_optimizer.nvme_path", T_STR, C_APPLIED, A_NO,
         F_NULL, 0, 0, 0, .def_doc = "none (required for nvme)",
         .doc = "Folder on the NVMe drive; the same folder as offload_param's if both use "
                "nvme."},
     [K_OFFOPT_PIN] = {"zero_optimization.offload_optimizer.pin_memory", T_BOOL, C_LATER, A_NO,
         0, 0, 0, 0, .doc = "Page-locked host buffers."},
-    [K_OFFOPT_BUFCOUNT] = {"zero_optimization.offload_optimizer.buffer_count", T_INT, C_LATER,
-        A_NO, 0, 4, 0, IMAX, .doc = "NVMe staging buffers."},
+    [K_OFFOPT_BUFCOUNT] = {"zero_optimization.offload_optimizer.buffer_count", T_INT, C_APPLIED,
+        A_NO, 0, 4, 0, IMAX, .doc = "Units of optimizer state in flight during the step (read ahead, update, "
+               "write back); at least 3 are used."},
     [K_OFFOPT_FASTINIT] = {"zero_optimization.offload_optimizer.fast_init", T_BOOL, C_LATER,
         A_NO, 0, 0, 0, 0, .doc = "Fast optimizer-state initialisation on NVMe."},
     [K_OFFPAR] = {"zero_optimization.offload_param", T_OBJ, C_LATER, A_NO, F_NULL, 0, 0, 0,
@@ -284,11 +285,11 @@ static const key keys[] = {
     [K_AC_PROFILE] = {"activation_checkpointing.profile", T_BOOL, C_LATER, A_NO, 0, 0, 0, 0,
         .doc = "Time the checkpointed forward passes."},
 
-    [K_AIO] = {"aio", T_OBJ, C_LATER, A_NO, 0, 0, 0, 0, .def_doc = "the defaults below",
+    [K_AIO] = {"aio", T_OBJ, C_APPLIED, A_NO, 0, 0, 0, 0, .def_doc = "the defaults below",
         .doc = "Asynchronous NVMe I/O (used by nvme offload)."},
-    [K_AIO_BLOCK] = {"aio.block_size", T_INT, C_LATER, A_NO, 0, 1048576, 1, IMAX,
+    [K_AIO_BLOCK] = {"aio.block_size", T_INT, C_APPLIED, A_NO, 0, 1048576, 1, IMAX,
         .doc = "Bytes per I/O request."},
-    [K_AIO_QDEPTH] = {"aio.queue_depth", T_INT, C_LATER, A_NO, 0, 8, 1, IMAX,
+    [K_AIO_QDEPTH] = {"aio.queue_depth", T_INT, C_APPLIED, A_NO, 0, 8, 1, IMAX,
         .doc = "I/O requests in flight."},
     [K_AIO_INTRA] = {"aio.intra_op_parallelism", T_INT, C_LATER, A_NO, 0, 1, 1, IMAX,
         .doc = "I/O threads per request."},
@@ -1389,6 +1390,12 @@ static void resolve_zero(ctx *x, zt_train_settings *s)
         problem(x, ZT_E_CONFIG, K_AIO_THREADS, keys[K_AIO_THREADS].path, "differs from "
                 "aio.intra_op_parallelism (it is the older name of the same setting): keep one");
     s->activation_checkpointing = GIVEN(K_AC);
+    s->offload_buffers = (int)NUM_OR_DEF(K_OFFOPT_BUFCOUNT);
+    s->aio_queue_depth = (int)NUM_OR_DEF(K_AIO_QDEPTH);
+    s->aio_block_size = (size_t)NUM_OR_DEF(K_AIO_BLOCK);
+    if (GIVEN(K_AIO_BLOCK) && (size_t)NUM(K_AIO_BLOCK) % 4096)
+        problem(x, ZT_E_CONFIG, K_AIO_BLOCK, keys[K_AIO_BLOCK].path, "%.0f is not a multiple "
+                "of 4096 (direct I/O moves whole 4096-byte blocks)", NUM(K_AIO_BLOCK));
 }
 
 static void resolve_precision(ctx *x, int k, const char *what)

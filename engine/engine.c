@@ -49,10 +49,28 @@ void zt_config_init(zt_config *c)
     c->persist_threshold = 100000;
     c->max_live = 1000000000;
     c->progress = ZT_PROGRESS_POLL;
+    c->aio_block_size = 1u << 20;
+    c->aio_queue_depth = 8;
+    c->offload_buffers = 4;
 }
 
 static int check_config(const zt_config *c)
 {
+    if (c->offload_optimizer != ZT_OFFLOAD_NONE &&
+        (c->zero_stage < 1 || c->zero_stage > 3 || (c->offload_optimizer != ZT_OFFLOAD_CPU &&
+                                                    c->offload_optimizer != ZT_OFFLOAD_NVME)))
+        return zt_fail(ZT_E_CONFIG, "config: offload_optimizer %d with ZeRO stage %d: the "
+                       "optimizer state is offloaded (ZT_OFFLOAD_CPU or ZT_OFFLOAD_NVME) with "
+                       "stages 1 to 3", c->offload_optimizer, c->zero_stage);
+    if (c->offload_optimizer == ZT_OFFLOAD_NVME &&
+        (!c->nvme_path || !*c->nvme_path || strlen(c->nvme_path) >= 3000))
+        return zt_fail(ZT_E_CONFIG, "config: offload_optimizer nvme needs nvme_path (a folder "
+                       "on the NVMe drive, shorter than 3000 bytes)");
+    if (c->offload_optimizer != ZT_OFFLOAD_NONE &&
+        (c->aio_block_size < 4096 || c->aio_block_size % 4096 || c->aio_block_size > (1u << 30) ||
+         c->aio_queue_depth < 1 || c->aio_queue_depth > 4096 || c->offload_buffers < 0))
+        return zt_fail(ZT_E_CONFIG, "config: aio_block_size must be a multiple of 4096 up to "
+                       "1 GiB, aio_queue_depth 1 to 4096, offload_buffers >= 0");
     if (!c->model_dir == !c->model_preset)
         return zt_fail(ZT_E_CONFIG, "config: give exactly one of model_dir and model_preset");
     if (!(c->lr >= 0.0f) || !(c->beta1 >= 0.0f && c->beta1 < 1.0f) ||
@@ -127,6 +145,9 @@ int zt_engine_create(const zt_config *cfg, MPI_Comm comm, zt_engine **out)
     e->cfg = *cfg;
     e->cfg.model_dir = e->cfg.model_preset = NULL; /* borrowed strings are not kept */
     e->cfg.no_decay = NULL;
+    if (cfg->nvme_path)
+        snprintf(e->nvme_path, sizeof e->nvme_path, "%s", cfg->nvme_path);
+    e->cfg.nvme_path = e->nvme_path;
     e->comm.comm = MPI_COMM_NULL;
     if (cfg->model_dir) {
         snprintf(path, sizeof path, "%s/config.json", cfg->model_dir);
@@ -459,6 +480,8 @@ int zt_engine_report_get(const zt_engine *e, zt_engine_report *o)
     case 2: o->predicted_state_bytes = 4 * P + 12 * P / N; break;
     default: o->predicted_state_bytes = 16 * P / N; break;
     }
+    if (e->cfg.offload_optimizer == ZT_OFFLOAD_NVME) /* the moments live in the swap file */
+        o->predicted_state_bytes -= 8 * P / N;
     o->buffer_bytes = zt_zero_buffer_floats(e) * F;
     o->traffic_schedule = zt_zero_traffic_theory((zt_engine *)e, &o->traffic_theory);
     o->gathered_peak = e->cfg.zero_stage >= 3 ? e->sched.live_peak * F : 0;

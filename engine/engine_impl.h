@@ -40,6 +40,8 @@ typedef struct zt_pool_buf {
     int unit;     /* -1 = free */
 } zt_pool_buf;
 
+#define ZT_OFF_MAXBUF 16
+
 struct zt_engine {
     zt_config cfg;
     char err[ZT_ERRMSG_MAX];
@@ -77,6 +79,12 @@ struct zt_engine {
     unsigned char *alias_seen; /* per parameter: the checkpoint stored the tied alias */
     int64_t step;
     int have_logits;
+    /* optimizer offload: each unit's moment shards [M | V] are one blob of the store */
+    char nvme_path[3000];
+    struct zt_store *ostore;
+    int *oblob;              /* per unit: blob id */
+    float *owork[ZT_OFF_MAXBUF]; /* working buffers: 2 x the largest shard each */
+    int n_owork;
 };
 
 /* ---- zero.c: sharding and the stage logic ----------------------------------------------- */
@@ -115,6 +123,12 @@ int zt_zero_grads_end(zt_engine *e);
 int zt_zero_reduce(zt_engine *e, double *sumsq);
 /* AdamW on what this rank owns, then the all-gathers the stage needs. */
 int zt_zero_update(zt_engine *e, const void *hparams);
+/* Optimizer offload: the moments in RAM as e->M / e->V for a checkpoint (open), then
+ * released, written back first when write_back (close). No-ops without offload. */
+int zt_zero_moments_open(zt_engine *e);
+int zt_zero_moments_close(zt_engine *e, int write_back);
+/* the optimizer offload's working buffers (floats; 0 without offload) */
+size_t zt_zero_offload_floats(const zt_engine *e);
 /* Sets every unit's parameters from whole-unit data: fill(u, buf, arg) writes unit u into
  * buf (padded[u] floats, zeroed); stage 3 keeps only this rank's shard. */
 int zt_zero_fill_params(zt_engine *e, int (*fill)(int u, float *buf, void *arg), void *arg);

@@ -13,6 +13,7 @@
 #include "engine_impl.h"
 #include "../memory/mem.h"
 #include "../optimizer/adamw.h"
+#include "../offload/store.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -129,6 +130,8 @@ static void free_units(const zt_engine *e, float **b, int category, int shard)
         zt_mem_free(b[u], zt_zero_len(e, u, shard) * sizeof(float), category);
     free(b);
 }
+
+static void offload_close(zt_engine *e);
 
 static int64_t *pending(int n)
 {
@@ -251,6 +254,8 @@ void zt_zero_teardown(zt_engine *e)
     free_units(e, e->Gs, ZT_MEM_GRADS, 1);
     free_units(e, e->M, ZT_MEM_OPTIMIZER, st >= 1);
     free_units(e, e->V, ZT_MEM_OPTIMIZER, st >= 1);
+    e->M = e->V = NULL;
+    offload_close(e);
     free(e->rpend_lo);
     free(e->rpend_hi);
     free(e->rpend_tmp);
@@ -259,9 +264,126 @@ void zt_zero_teardown(zt_engine *e)
     e->padded = NULL;
 }
 
+/* ---- optimizer offload ------------------------------------------------------------------
+ * Each unit's moment shards are one blob [M | V] of a store in a RAM pool or a swap file.
+ * The step walks the units with n_owork working buffers: unit u is updated in buffer
+ * u % n while the next n - 1 units are read ahead and the previous ones written back. */
+
+static size_t max_shard(const zt_engine *e)
+{
+    size_t m = 0;
+    for (int u = 0; u < e->layout.n_units; u++)
+        m = zt_zero_len(e, u, 1) > m ? zt_zero_len(e, u, 1) : m;
+    return m;
+}
+
+static int offload_nbuf(const zt_engine *e)
+{
+    int n = e->cfg.offload_buffers < 3 ? 3 : e->cfg.offload_buffers, nu = e->layout.n_units;
+    n = n > nu + 1 ? nu + 1 : n;
+    return n > ZT_OFF_MAXBUF ? ZT_OFF_MAXBUF : n;
+}
+
+size_t zt_zero_offload_floats(const zt_engine *e)
+{
+    return e->cfg.offload_optimizer ? (size_t)offload_nbuf(e) * 2 * max_shard(e) : 0;
+}
+
+static void offload_close(zt_engine *e)
+{
+    zt_store_close(e->ostore);
+    e->ostore = NULL;
+    for (int i = 0; i < e->n_owork; i++)
+        zt_mem_free(e->owork[i], 2 * max_shard(e) * sizeof(float), ZT_MEM_OPTIMIZER);
+    e->n_owork = 0;
+    free(e->oblob);
+    e->oblob = NULL;
+}
+
+static int offload_open(zt_engine *e)
+{
+    int nu = e->layout.n_units, rc;
+    char tag[64];
+    zt_store_opts o;
+    zt_store_opts_init(&o);
+    o.device = e->cfg.offload_optimizer == ZT_OFFLOAD_NVME ? ZT_STORE_NVME : ZT_STORE_RAM;
+    o.dir = e->nvme_path;
+    snprintf(tag, sizeof tag, "optimizer-rank%d", e->comm.rank);
+    o.tag = tag;
+    o.io.block_size = e->cfg.aio_block_size;
+    o.io.queue_depth = e->cfg.aio_queue_depth;
+    if ((rc = zt_store_open(&e->ostore, &o)) < 0)
+        return rc;
+    int n = offload_nbuf(e);
+    if (!(e->oblob = calloc((size_t)nu, sizeof *e->oblob)))
+        return zt_fail(ZT_E_NOMEM, "out of memory");
+    for (int u = 0; u < nu; u++)
+        if ((e->oblob[u] = zt_store_add(e->ostore, 2 * zt_zero_len(e, u, 1) * sizeof(float),
+                                        ZT_MEM_OPTIMIZER)) < 0)
+            return e->oblob[u];
+    ZT_TRY(zt_store_reserve(e->ostore));
+    for (; e->n_owork < n; e->n_owork++)
+        if (!(e->owork[e->n_owork] = zt_mem_alloc(2 * max_shard(e) * sizeof(float),
+                                                  ZT_ALIGN_PAGE, ZT_MEM_OPTIMIZER)))
+            return zt_fail(ZT_E_NOMEM, "optimizer offload: %zu bytes of working buffers: out "
+                           "of memory", 2 * max_shard(e) * sizeof(float));
+    memset(e->owork[0], 0, 2 * max_shard(e) * sizeof(float)); /* the moments start at 0 */
+    for (int u = 0; u < nu; u++)
+        ZT_TRY(zt_store_put(e->ostore, e->oblob[u], e->owork[0]));
+    return zt_store_sync(e->ostore);
+}
+
+int zt_zero_moments_open(zt_engine *e)
+{
+    if (!e->ostore || e->M)
+        return 0;
+    if (!(e->M = alloc_units(e, ZT_MEM_OPTIMIZER, 1)))
+        return ZT_E_NOMEM;
+    if (!(e->V = alloc_units(e, ZT_MEM_OPTIMIZER, 1))) {
+        free_units(e, e->M, ZT_MEM_OPTIMIZER, 1);
+        e->M = NULL;
+        return ZT_E_NOMEM;
+    }
+    for (int u = 0; u < e->layout.n_units; u++) {
+        size_t n = zt_zero_len(e, u, 1);
+        ZT_TRY(zt_store_get(e->ostore, e->oblob[u], e->owork[0]));
+        memcpy(e->M[u], e->owork[0], n * sizeof(float));
+        memcpy(e->V[u], e->owork[0] + n, n * sizeof(float));
+    }
+    return 0;
+}
+
+int zt_zero_moments_close(zt_engine *e, int write_back)
+{
+    int rc = 0;
+    if (!e->ostore || !e->M)
+        return 0;
+    for (int u = 0; write_back && rc == 0 && u < e->layout.n_units; u++) {
+        size_t n = zt_zero_len(e, u, 1);
+        memcpy(e->owork[0], e->M[u], n * sizeof(float));
+        memcpy(e->owork[0] + n, e->V[u], n * sizeof(float));
+        if ((rc = zt_store_put(e->ostore, e->oblob[u], e->owork[0])) == 0)
+            rc = zt_store_wait(e->ostore, e->oblob[u]);
+    }
+    free_units(e, e->M, ZT_MEM_OPTIMIZER, 1);
+    free_units(e, e->V, ZT_MEM_OPTIMIZER, 1);
+    e->M = e->V = NULL;
+    return rc;
+}
+
 int zt_engine_ensure_moments(zt_engine *e)
 {
     int shard = e->cfg.zero_stage >= 1;
+    if (e->cfg.offload_optimizer != ZT_OFFLOAD_NONE) {
+        if (e->ostore)
+            return 0;
+        int rc = offload_open(e);
+        if (rc < 0) {
+            offload_close(e);
+            return zt_engine_fail(e, rc);
+        }
+        return 0;
+    }
     if (e->M)
         return 0;
     if (!(e->M = alloc_units(e, ZT_MEM_OPTIMIZER, shard)))
@@ -578,9 +700,18 @@ int zt_zero_update(zt_engine *e, const void *hparams)
         }
         return 0;
     }
+    int nw = e->ostore ? e->n_owork : 0;
+    for (int v = 0; v < nu && v < nw - 1; v++) /* read ahead */
+        ZT_TRY(zt_store_prefetch(e->ostore, e->oblob[v], e->owork[v % nw]));
     for (int u = 0; u < nu; u++) {
         const zt_unit_def *ud = &e->layout.units[u];
         zt_seg s;
+        float *mu = e->M ? e->M[u] : NULL, *vu = e->V ? e->V[u] : NULL;
+        if (nw) {
+            ZT_TRY(zt_store_get(e->ostore, e->oblob[u], e->owork[u % nw]));
+            mu = e->owork[u % nw];
+            vu = mu + zt_zero_len(e, u, 1);
+        }
         /* each parameter's intersection with each segment of this rank's shard */
         for (int k = 0; zt_zero_seg(e, u, r, k, &s); k++)
             for (int i = ud->first_param; i < ud->first_param + ud->n_params; i++) {
@@ -592,15 +723,27 @@ int zt_zero_update(zt_engine *e, const void *hparams)
                     continue;
                 size_t j = s.soff + (a - s.off);
                 float *p = st >= 3 ? e->Ps[u] + j : e->P[u] + a;
-                zt_adamw_update(p, gs[u] + j, e->M[u] + j, e->V[u] + j, b - a, hp, d->decay);
+                zt_adamw_update(p, gs[u] + j, mu + j, vu + j, b - a, hp, d->decay);
                 zt_comm_poll(&e->comm);
+                if (nw)
+                    ZT_TRY(zt_store_poll(e->ostore));
             }
+        if (nw) { /* write back; the buffer of unit u - 1 then reads unit u + nw - 1 */
+            ZT_TRY(zt_store_put(e->ostore, e->oblob[u], mu));
+            if (u >= 1)
+                ZT_TRY(zt_store_wait(e->ostore, e->oblob[u - 1]));
+            if (u + nw - 1 < nu)
+                ZT_TRY(zt_store_prefetch(e->ostore, e->oblob[u + nw - 1],
+                                         e->owork[(u + nw - 1) % nw]));
+        }
         if (st >= 3 && e->persist[u])
             ZT_TRY(start_ag(e, u, e->Ps[u], e->P[u], &e->rpend_lo[u], &e->rpend_hi[u]));
         else if (st < 3 && e->comm.size > 1) /* in place: this rank's slices of P[u] */
             ZT_TRY(start_ag(e, u, NULL, e->P[u], &e->rpend_lo[u], &e->rpend_hi[u]));
         zt_comm_poll(&e->comm);
     }
+    if (nw)
+        ZT_TRY(zt_store_sync(e->ostore));
     for (int u = 0; u < nu; u++) {
         ZT_TRY(zt_comm_wait_range(&e->comm, e->rpend_lo[u], e->rpend_hi[u]));
         e->rpend_lo[u] = e->rpend_hi[u] = -1;
@@ -641,9 +784,9 @@ int zt_zero_fill_params(zt_engine *e, int (*fill)(int u, float *buf, void *arg),
 
 size_t zt_zero_buffer_floats(const zt_engine *e)
 {
-    size_t n = 0, N = (size_t)e->comm.size;
+    size_t n = zt_zero_offload_floats(e), N = (size_t)e->comm.size;
     if (e->cfg.zero_stage >= 2)
-        n = e->padded[0] + 2 * max_padded(e, 1);
+        n += e->padded[0] + 2 * max_padded(e, 1);
     else if (e->Gs)
         for (int u = 0; u < e->layout.n_units; u++)
             n += e->padded[u] / N;

@@ -219,7 +219,8 @@ typedef struct zt_train_settings {
     double warmup_min_ratio, cos_min_ratio;  /* WarmupCosineLR */
     int64_t warmup_num_steps, total_num_steps;
     int warmup_log;                /* warmup_type "log" (1) or "linear" (0) */
-    /* zero_optimization: the stage and where offload puts state (offload: a later issue) */
+    /* zero_optimization: the stage and where offload puts state (offload_param: a later
+     * issue) */
     int zero_stage;
     zt_offload_device offload_optimizer, offload_param;
     char nvme_path[256];
@@ -236,6 +237,9 @@ typedef struct zt_train_settings {
      * stage3_param_persistence_threshold, stage3_max_live_parameters */
     int overlap_comm;
     size_t bucket_size, prefetch_size, persist_threshold, max_live;
+    /* offload_optimizer.buffer_count, aio.block_size, aio.queue_depth */
+    int offload_buffers, aio_queue_depth;
+    size_t aio_block_size;
 } zt_train_settings;
 
 typedef struct zt_train_config zt_train_config;
@@ -307,6 +311,16 @@ typedef struct zt_config {
      * whether to compare (sequence, operation, count) across ranks before each one. */
     double collective_timeout;
     int check_collectives;
+    /* Optimizer-state offload (stages 1-3): ZT_OFFLOAD_NONE, ZT_OFFLOAD_CPU (a separate RAM
+     * pool) or ZT_OFFLOAD_NVME (a swap file in nvme_path, written and read through io_uring
+     * with O_DIRECT, unlinked at once). The step fetches each unit's moments for its update
+     * and writes them back right after, offload_buffers units in flight (read ahead, update,
+     * write back; at least 3). The result is bit-identical to no offload. */
+    int offload_optimizer;
+    const char *nvme_path;   /* borrowed for the engine's life */
+    size_t aio_block_size;   /* bytes per I/O request (a multiple of 4096; 1 MiB) */
+    int aio_queue_depth;     /* requests in flight (8) */
+    int offload_buffers;     /* 4 */
 } zt_config;
 
 /* A collective that does not complete cannot be returned from: after logging, the engine
@@ -401,7 +415,8 @@ enum { ZT_COLL_KIND_REDUCE_SCATTER = 0, ZT_COLL_KIND_ALLGATHER, ZT_COLL_KIND_OTH
 typedef struct zt_engine_report {
     int world_size, rank, zero_stage;
     size_t params;                 /* P: floats over all units, padding included */
-    size_t predicted_state_bytes;  /* stage 0: 16P, 1: 8P + 8P/N, 2: 4P + 12P/N, 3: 16P/N */
+    size_t predicted_state_bytes;  /* stage 0: 16P, 1: 8P + 8P/N, 2: 4P + 12P/N, 3: 16P/N;
+                                    * 8P/N less with the optimizer state on NVMe */
     size_t buffer_bytes;           /* engine buffers beyond the formula (gradient shards of
                                     * stages 0-1, stage 2's whole-unit scratch) */
     size_t measured_state_bytes;   /* params + grads + optimizer allocated now (the AdamW

@@ -4,7 +4,8 @@
 # buckets, prefetch, overlap and a progress thread; stage 2 with accumulation and N=1 with
 # accumulation 4 vs N=4 within fp32 reduction tolerance; memory and traffic reports; resume at
 # the same N and stage bit-identical, at another N, stage and bucket within tolerance; hang
-# protection; the TCP transport gives the same result.
+# protection; the TCP transport gives the same result; optimizer offload (RAM pool, NVMe)
+# bit-identical to none, also through a checkpoint.
 # Usage: tests/test_zero.sh [zerotrain]
 set -u
 ZT=${1:-build/zerotrain}
@@ -79,6 +80,35 @@ if close acc2 acc0; then ok; else bad "stage 2 with accumulation vs stage 0"; ta
 # N=1 with accumulation 4 (micro 2) vs N=4 with micro 2, no accumulation: the same 8 samples
 run n1acc 1 a0 5 && run n4 4 a0 5
 if close n1acc n4; then ok; else bad "N=1 x4 accumulation vs N=4"; tail -3 "$T/n4.log"; fi
+# optimizer offload to the RAM pool and to an NVMe swap file (small aio blocks: many
+# pieces): bit-identical to no offload at N=2 for stages 1-3 and at N=1; nothing left in the
+# swap folder; a checkpoint taken with offload resumes bit-identically (below)
+mkdir -p "$T/nv"
+ocfg() { # NAME STAGE DEVICE BATCH
+    echo "{\"train_batch_size\": $4, \"train_micro_batch_size_per_gpu\": 2,
+           \"zero_optimization\": {\"stage\": $2, \"offload_optimizer\": {\"device\": \"$3\",
+           \"nvme_path\": \"$T/nv\", \"buffer_count\": 3}}, \"aio\": {\"block_size\": 65536, \"queue_depth\": 4},
+           \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 1e-3}}}" >"$T/$1.json"
+}
+for st in 1 2 3; do
+    for dev in cpu nvme; do
+        ocfg "o$st$dev" "$st" "$dev" 4
+        run "n2o$st$dev" 2 "o$st$dev" 5
+        if same n2s0 "n2o$st$dev" && grep -q "steps 1..5" "$T/n2o$st$dev.log"; then ok
+        else bad "offload $dev at stage $st differs from no offload (N=2)"; tail -3 "$T/n2o$st$dev.log"; fi
+    done
+done
+run n1s1 1 s1 3 && run n1o1nvme 1 o1nvme 3
+if same n1s1 n1o1nvme; then ok; else bad "offload nvme at N=1 differs"; tail -3 "$T/n1o1nvme.log"; fi
+if [ -z "$(ls -A "$T/nv")" ]; then ok; else bad "files left in the swap folder: $(ls "$T/nv")"; fi
+# the working buffers replace the moments in the memory report, which still adds up
+# (stage 3: 16P/N without offload, 8P/N with the moments on NVMe)
+f_none=$(sed -n 's/^model state per rank (stage 3.*formula \([0-9]*\) .*/\1/p' "$T/n2s3.log")
+f_nvme=$(sed -n 's/^model state per rank (stage 3.*formula \([0-9]*\) .*/\1/p' "$T/n2o3nvme.log")
+if [ -n "$f_none" ] && [ "$((f_none / 2))" = "$f_nvme" ] &&
+   grep -qE "^model state per rank \(stage 3.* measured ([0-9]+) bytes; .* = \1$" "$T/n2o3nvme.log"; then ok
+else bad "memory report with the optimizer state on NVMe"; grep "model state" "$T/n2o3nvme.log"; fi
+
 # resume: N=2 stage 1 to step 3, then on to 5 at the same N and stage (bit-identical), and
 # at N=3 stage 0 from the same checkpoint (tolerance, against N=3 from scratch)
 run g2full 2 g1 5
@@ -86,6 +116,13 @@ run half 2 g1 3 --checkpoint-dir "$T/ck"
 cp -r "$T/ck" "$T/ck3"
 run res2 2 g1 5 --checkpoint-dir "$T/ck" --resume
 if same g2full res2 && grep -q "resumed from" "$T/res2.log"; then ok; else bad "resume at N=2 stage 1"; tail -3 "$T/res2.log"; fi
+# the same resume with the optimizer state on NVMe: identical to the run without offload
+echo "{\"train_batch_size\": 6, \"gradient_accumulation_steps\": 1, \"zero_optimization\": {\"stage\": 1,
+      \"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": \"$T/nv\"}},
+      \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 1e-3}}}" >"$T/og1.json"
+run ohalf 2 og1 3 --checkpoint-dir "$T/cko"
+run ores 2 og1 5 --checkpoint-dir "$T/cko" --resume
+if same g2full ores && grep -q "resumed from" "$T/ores.log"; then ok; else bad "resume with nvme offload"; tail -3 "$T/ores.log"; fi
 run g3full 3 g0 5
 run res3 3 g0 5 --checkpoint-dir "$T/ck3" --resume
 # its metrics hold steps 4-5; compare with steps 4-5 and the weights of the N=3 run from scratch

@@ -207,9 +207,9 @@ int cmd_train(int argc, char **argv)
     rc = 1;
     ts = zt_train_config_settings(tc);
     st.seed = seed >= 0 ? (uint64_t)seed : ts->seed_given ? ts->seed : 42;
-    if (ts->offload_optimizer || ts->offload_param)
-        fprintf(stderr, "zerotrain: warning: offload is configured but not implemented in this "
-                        "version; everything stays in RAM\n");
+    if (ts->offload_param)
+        fprintf(stderr, "zerotrain: warning: offload_param is configured but not implemented "
+                        "in this version; the parameters stay in RAM\n");
     if (ts->activation_checkpointing)
         fprintf(stderr, "zerotrain: warning: activation_checkpointing is configured but not "
                         "implemented in this version\n");
@@ -259,6 +259,11 @@ int cmd_train(int argc, char **argv)
     cfg.prefetch_size = ts->prefetch_size;
     cfg.persist_threshold = ts->persist_threshold;
     cfg.max_live = ts->max_live;
+    cfg.offload_optimizer = ts->offload_optimizer;
+    cfg.nvme_path = ts->nvme_path;
+    cfg.aio_block_size = ts->aio_block_size;
+    cfg.aio_queue_depth = ts->aio_queue_depth;
+    cfg.offload_buffers = ts->offload_buffers;
     if (a.timeout) {
         double tmo;
         if (parse_float(a.timeout, "--collective-timeout", 0, 1e9, &tmo)) {
