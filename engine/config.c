@@ -231,8 +231,9 @@ static const key keys[] = {
     [K_MAX_REUSE] = {"zero_optimization.stage3_max_reuse_distance", T_INT, C_LATER, A_NO, 0, 1e9,
         0, BIG, .doc = "Accepted; zerotrain keeps a unit gathered while consecutive uses (or "
                        "prefetched ones) need it, so there is no distance to set."},
-    [K_SUB_GROUP] = {"zero_optimization.sub_group_size", T_INT, C_LATER, A_NO, 0, 1e9, 0, BIG,
-        .doc = "Parameter elements per optimizer-step tile (offload)."},
+    [K_SUB_GROUP] = {"zero_optimization.sub_group_size", T_INT, C_APPLIED, A_NO, 0, 1e9, 0, BIG,
+        .doc = "With offload_optimizer: floats of a shard whose moments are read, updated and "
+               "written back together (the working buffers hold one such sub-group)."},
     [K_ROUND_ROBIN] = {"zero_optimization.round_robin_gradients", T_BOOL, C_LATER, A_NO, 0, 0, 0,
         0, .doc = "Spread gradient copies to host memory across ranks (stages 1 and 2)."},
     [K_OFFOPT] = {"zero_optimization.offload_optimizer", T_OBJ, C_APPLIED, A_NO, F_NULL, 0, 0, 0,
@@ -1393,6 +1394,7 @@ static void resolve_zero(ctx *x, zt_train_settings *s)
     s->offload_buffers = (int)NUM_OR_DEF(K_OFFOPT_BUFCOUNT);
     s->aio_queue_depth = (int)NUM_OR_DEF(K_AIO_QDEPTH);
     s->aio_block_size = (size_t)NUM_OR_DEF(K_AIO_BLOCK);
+    s->sub_group_size = (size_t)NUM_OR_DEF(K_SUB_GROUP);
     if (GIVEN(K_AIO_BLOCK) && (size_t)NUM(K_AIO_BLOCK) % 4096)
         problem(x, ZT_E_CONFIG, K_AIO_BLOCK, keys[K_AIO_BLOCK].path, "%.0f is not a multiple "
                 "of 4096 (direct I/O moves whole 4096-byte blocks)", NUM(K_AIO_BLOCK));

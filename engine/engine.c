@@ -52,6 +52,7 @@ void zt_config_init(zt_config *c)
     c->aio_block_size = 1u << 20;
     c->aio_queue_depth = 8;
     c->offload_buffers = 4;
+    c->sub_group_size = 1000000000;
 }
 
 static int check_config(const zt_config *c)
@@ -177,6 +178,9 @@ int zt_engine_create(const zt_config *cfg, MPI_Comm comm, zt_engine **out)
     e->ops = &bert_ops;
     if ((rc = bert_create(&e->bc, &e->layout, cfg->dropout, cfg->seed, &e->model)) < 0 ||
         (rc = zt_zero_setup(e)) < 0)
+        goto fail;
+    /* offloaded moments: the swap file and its space now, not at the first step */
+    if (cfg->offload_optimizer != ZT_OFFLOAD_NONE && (rc = zt_engine_ensure_moments(e)) < 0)
         goto fail;
     e->ops->set_poll(e->model, poll_comm, &e->comm);
     if (cfg->model_dir)

@@ -42,6 +42,11 @@ typedef struct zt_pool_buf {
 
 #define ZT_OFF_MAXBUF 16
 
+typedef struct zt_ogroup {
+    int unit, blob;
+    size_t c0, c1;           /* floats [c0, c1) of the unit's shard */
+} zt_ogroup;
+
 struct zt_engine {
     zt_config cfg;
     char err[ZT_ERRMSG_MAX];
@@ -79,11 +84,13 @@ struct zt_engine {
     unsigned char *alias_seen; /* per parameter: the checkpoint stored the tied alias */
     int64_t step;
     int have_logits;
-    /* optimizer offload: each unit's moment shards [M | V] are one blob of the store */
+    /* optimizer offload: the moments of each sub-group of each unit's shard are one blob
+     * [M | V] of the store */
     char nvme_path[3000];
     struct zt_store *ostore;
-    int *oblob;              /* per unit: blob id */
-    float *owork[ZT_OFF_MAXBUF]; /* working buffers: 2 x the largest shard each */
+    zt_ogroup *ogroup;       /* the sub-groups in step order */
+    int n_ogroup;
+    float *owork[ZT_OFF_MAXBUF]; /* working buffers: 2 x the largest sub-group each */
     int n_owork;
 };
 

@@ -15,6 +15,7 @@
 #include "../optimizer/adamw.h"
 #include "../offload/store.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -265,28 +266,39 @@ void zt_zero_teardown(zt_engine *e)
 }
 
 /* ---- optimizer offload ------------------------------------------------------------------
- * Each unit's moment shards are one blob [M | V] of a store in a RAM pool or a swap file.
- * The step walks the units with n_owork working buffers: unit u is updated in buffer
- * u % n while the next n - 1 units are read ahead and the previous ones written back. */
+ * This rank's shard of each unit is cut into sub-groups of at most sub_group_size floats;
+ * each sub-group's moments are one blob [M | V] of a store in a RAM pool or a swap file.
+ * The step walks the sub-groups in order with n_owork working buffers: sub-group g is
+ * updated in buffer g % n while the next n - 1 are read ahead and the previous ones are
+ * written back. AdamW is elementwise, so the cut changes no result. */
 
-static size_t max_shard(const zt_engine *e)
+static size_t group_floats(const zt_engine *e)
 {
-    size_t m = 0;
+    size_t g = e->cfg.sub_group_size ? e->cfg.sub_group_size : (size_t)1 << 62, m = 0;
     for (int u = 0; u < e->layout.n_units; u++)
         m = zt_zero_len(e, u, 1) > m ? zt_zero_len(e, u, 1) : m;
-    return m;
+    return g < m ? g : m;
+}
+
+static int count_groups(const zt_engine *e)
+{
+    size_t g = group_floats(e);
+    int n = 0;
+    for (int u = 0; u < e->layout.n_units; u++)
+        n += (int)((zt_zero_len(e, u, 1) + g - 1) / g);
+    return n;
 }
 
 static int offload_nbuf(const zt_engine *e)
 {
-    int n = e->cfg.offload_buffers < 3 ? 3 : e->cfg.offload_buffers, nu = e->layout.n_units;
-    n = n > nu + 1 ? nu + 1 : n;
+    int n = e->cfg.offload_buffers < 3 ? 3 : e->cfg.offload_buffers, ng = count_groups(e);
+    n = n > ng + 1 ? ng + 1 : n;
     return n > ZT_OFF_MAXBUF ? ZT_OFF_MAXBUF : n;
 }
 
 size_t zt_zero_offload_floats(const zt_engine *e)
 {
-    return e->cfg.offload_optimizer ? (size_t)offload_nbuf(e) * 2 * max_shard(e) : 0;
+    return e->cfg.offload_optimizer ? (size_t)offload_nbuf(e) * 2 * group_floats(e) : 0;
 }
 
 static void offload_close(zt_engine *e)
@@ -294,10 +306,11 @@ static void offload_close(zt_engine *e)
     zt_store_close(e->ostore);
     e->ostore = NULL;
     for (int i = 0; i < e->n_owork; i++)
-        zt_mem_free(e->owork[i], 2 * max_shard(e) * sizeof(float), ZT_MEM_OPTIMIZER);
+        zt_mem_free(e->owork[i], 2 * group_floats(e) * sizeof(float), ZT_MEM_OPTIMIZER);
     e->n_owork = 0;
-    free(e->oblob);
-    e->oblob = NULL;
+    free(e->ogroup);
+    e->ogroup = NULL;
+    e->n_ogroup = 0;
 }
 
 static int offload_open(zt_engine *e)
@@ -312,24 +325,38 @@ static int offload_open(zt_engine *e)
     o.tag = tag;
     o.io.block_size = e->cfg.aio_block_size;
     o.io.queue_depth = e->cfg.aio_queue_depth;
+    /* tests (ZT_FAULT_IO): "odirect" = the filesystem refuses O_DIRECT, "nouring" = io_uring
+     * is unavailable (ENOSYS) */
+    const char *fault = getenv("ZT_FAULT_IO");
+    if (fault && strstr(fault, "odirect"))
+        o.io.fault_open_einval = 1;
+    if (fault && strstr(fault, "nouring"))
+        o.io.fault_setup_errno = ENOSYS;
     if ((rc = zt_store_open(&e->ostore, &o)) < 0)
         return rc;
-    int n = offload_nbuf(e);
-    if (!(e->oblob = calloc((size_t)nu, sizeof *e->oblob)))
+    size_t gf = group_floats(e);
+    int ng = count_groups(e), n = offload_nbuf(e);
+    if (!(e->ogroup = calloc((size_t)ng, sizeof *e->ogroup)))
         return zt_fail(ZT_E_NOMEM, "out of memory");
     for (int u = 0; u < nu; u++)
-        if ((e->oblob[u] = zt_store_add(e->ostore, 2 * zt_zero_len(e, u, 1) * sizeof(float),
+        for (size_t c0 = 0; c0 < zt_zero_len(e, u, 1); c0 += gf) {
+            zt_ogroup *g = &e->ogroup[e->n_ogroup++];
+            g->unit = u;
+            g->c0 = c0;
+            g->c1 = c0 + gf < zt_zero_len(e, u, 1) ? c0 + gf : zt_zero_len(e, u, 1);
+            if ((g->blob = zt_store_add(e->ostore, 2 * (g->c1 - c0) * sizeof(float),
                                         ZT_MEM_OPTIMIZER)) < 0)
-            return e->oblob[u];
+                return g->blob;
+        }
     ZT_TRY(zt_store_reserve(e->ostore));
     for (; e->n_owork < n; e->n_owork++)
-        if (!(e->owork[e->n_owork] = zt_mem_alloc(2 * max_shard(e) * sizeof(float),
-                                                  ZT_ALIGN_PAGE, ZT_MEM_OPTIMIZER)))
+        if (!(e->owork[e->n_owork] = zt_mem_alloc(2 * gf * sizeof(float), ZT_ALIGN_PAGE,
+                                                  ZT_MEM_OPTIMIZER)))
             return zt_fail(ZT_E_NOMEM, "optimizer offload: %zu bytes of working buffers: out "
-                           "of memory", 2 * max_shard(e) * sizeof(float));
-    memset(e->owork[0], 0, 2 * max_shard(e) * sizeof(float)); /* the moments start at 0 */
-    for (int u = 0; u < nu; u++)
-        ZT_TRY(zt_store_put(e->ostore, e->oblob[u], e->owork[0]));
+                           "of memory", 2 * gf * sizeof(float) * (size_t)n);
+    memset(e->owork[0], 0, 2 * gf * sizeof(float)); /* the moments start at 0 */
+    for (int k = 0; k < e->n_ogroup; k++)
+        ZT_TRY(zt_store_put(e->ostore, e->ogroup[k].blob, e->owork[0]));
     return zt_store_sync(e->ostore);
 }
 
@@ -344,11 +371,12 @@ int zt_zero_moments_open(zt_engine *e)
         e->M = NULL;
         return ZT_E_NOMEM;
     }
-    for (int u = 0; u < e->layout.n_units; u++) {
-        size_t n = zt_zero_len(e, u, 1);
-        ZT_TRY(zt_store_get(e->ostore, e->oblob[u], e->owork[0]));
-        memcpy(e->M[u], e->owork[0], n * sizeof(float));
-        memcpy(e->V[u], e->owork[0] + n, n * sizeof(float));
+    for (int k = 0; k < e->n_ogroup; k++) {
+        const zt_ogroup *g = &e->ogroup[k];
+        size_t n = g->c1 - g->c0;
+        ZT_TRY(zt_store_get(e->ostore, g->blob, e->owork[0]));
+        memcpy(e->M[g->unit] + g->c0, e->owork[0], n * sizeof(float));
+        memcpy(e->V[g->unit] + g->c0, e->owork[0] + n, n * sizeof(float));
     }
     return 0;
 }
@@ -358,12 +386,13 @@ int zt_zero_moments_close(zt_engine *e, int write_back)
     int rc = 0;
     if (!e->ostore || !e->M)
         return 0;
-    for (int u = 0; write_back && rc == 0 && u < e->layout.n_units; u++) {
-        size_t n = zt_zero_len(e, u, 1);
-        memcpy(e->owork[0], e->M[u], n * sizeof(float));
-        memcpy(e->owork[0] + n, e->V[u], n * sizeof(float));
-        if ((rc = zt_store_put(e->ostore, e->oblob[u], e->owork[0])) == 0)
-            rc = zt_store_wait(e->ostore, e->oblob[u]);
+    for (int k = 0; write_back && rc == 0 && k < e->n_ogroup; k++) {
+        const zt_ogroup *g = &e->ogroup[k];
+        size_t n = g->c1 - g->c0;
+        memcpy(e->owork[0], e->M[g->unit] + g->c0, n * sizeof(float));
+        memcpy(e->owork[0] + n, e->V[g->unit] + g->c0, n * sizeof(float));
+        if ((rc = zt_store_put(e->ostore, g->blob, e->owork[0])) == 0)
+            rc = zt_store_wait(e->ostore, g->blob);
     }
     free_units(e, e->M, ZT_MEM_OPTIMIZER, 1);
     free_units(e, e->V, ZT_MEM_OPTIMIZER, 1);
@@ -700,41 +729,55 @@ int zt_zero_update(zt_engine *e, const void *hparams)
         }
         return 0;
     }
-    int nw = e->ostore ? e->n_owork : 0;
-    for (int v = 0; v < nu && v < nw - 1; v++) /* read ahead */
-        ZT_TRY(zt_store_prefetch(e->ostore, e->oblob[v], e->owork[v % nw]));
+    int nw = e->ostore ? e->n_owork : 0, ng = e->n_ogroup, g = 0;
+    for (int k = 0; k < ng && k < nw - 1; k++) /* read ahead */
+        ZT_TRY(zt_store_prefetch(e->ostore, e->ogroup[k].blob, e->owork[k % nw]));
     for (int u = 0; u < nu; u++) {
         const zt_unit_def *ud = &e->layout.units[u];
-        zt_seg s;
-        float *mu = e->M ? e->M[u] : NULL, *vu = e->V ? e->V[u] : NULL;
-        if (nw) {
-            ZT_TRY(zt_store_get(e->ostore, e->oblob[u], e->owork[u % nw]));
-            mu = e->owork[u % nw];
-            vu = mu + zt_zero_len(e, u, 1);
-        }
-        /* each parameter's intersection with each segment of this rank's shard */
-        for (int k = 0; zt_zero_seg(e, u, r, k, &s); k++)
-            for (int i = ud->first_param; i < ud->first_param + ud->n_params; i++) {
-                const zt_param_def *d = &e->layout.params[i];
-                size_t a = d->offset > s.off ? d->offset : s.off;
-                size_t b = d->offset + d->numel < s.off + s.len ? d->offset + d->numel
-                                                                 : s.off + s.len;
-                if (a >= b)
-                    continue;
-                size_t j = s.soff + (a - s.off);
-                float *p = st >= 3 ? e->Ps[u] + j : e->P[u] + a;
-                zt_adamw_update(p, gs[u] + j, mu + j, vu + j, b - a, hp, d->decay);
-                zt_comm_poll(&e->comm);
-                if (nw)
-                    ZT_TRY(zt_store_poll(e->ostore));
+        size_t len = zt_zero_len(e, u, 1);
+        /* this unit's sub-groups [c0, c1) of the shard (one, [0, len), without offload) */
+        for (size_t c0 = 0, c1 = len; c0 < len; c0 = c1) {
+            float *mu, *vu; /* the moments of shard position c0 */
+            if (nw) {
+                const zt_ogroup *og = &e->ogroup[g];
+                c1 = og->c1;
+                ZT_TRY(zt_store_get(e->ostore, og->blob, e->owork[g % nw]));
+                mu = e->owork[g % nw];
+                vu = mu + (c1 - c0);
+            } else {
+                mu = e->M[u];
+                vu = e->V[u];
             }
-        if (nw) { /* write back; the buffer of unit u - 1 then reads unit u + nw - 1 */
-            ZT_TRY(zt_store_put(e->ostore, e->oblob[u], mu));
-            if (u >= 1)
-                ZT_TRY(zt_store_wait(e->ostore, e->oblob[u - 1]));
-            if (u + nw - 1 < nu)
-                ZT_TRY(zt_store_prefetch(e->ostore, e->oblob[u + nw - 1],
-                                         e->owork[(u + nw - 1) % nw]));
+            /* each parameter's intersection with each segment of this rank's shard */
+            zt_seg s;
+            for (int k = 0; zt_zero_seg(e, u, r, k, &s); k++)
+                for (int i = ud->first_param; i < ud->first_param + ud->n_params; i++) {
+                    const zt_param_def *d = &e->layout.params[i];
+                    size_t a = d->offset > s.off ? d->offset : s.off;
+                    size_t b = d->offset + d->numel < s.off + s.len ? d->offset + d->numel
+                                                                     : s.off + s.len;
+                    if (a >= b)
+                        continue;
+                    size_t j = s.soff + (a - s.off), j0 = j > c0 ? j : c0;
+                    size_t j1 = j + (b - a) < c1 ? j + (b - a) : c1;
+                    if (j0 >= j1)
+                        continue;
+                    float *p = st >= 3 ? e->Ps[u] + j0 : e->P[u] + a + (j0 - j);
+                    zt_adamw_update(p, gs[u] + j0, mu + (j0 - c0), vu + (j0 - c0), j1 - j0, hp,
+                                    d->decay);
+                    zt_comm_poll(&e->comm);
+                    if (nw)
+                        ZT_TRY(zt_store_poll(e->ostore));
+                }
+            if (nw) { /* write back; the buffer of group g - 1 then reads group g + nw - 1 */
+                ZT_TRY(zt_store_put(e->ostore, e->ogroup[g].blob, e->owork[g % nw]));
+                if (g >= 1)
+                    ZT_TRY(zt_store_wait(e->ostore, e->ogroup[g - 1].blob));
+                if (g + nw - 1 < ng)
+                    ZT_TRY(zt_store_prefetch(e->ostore, e->ogroup[g + nw - 1].blob,
+                                             e->owork[(g + nw - 1) % nw]));
+                g++;
+            }
         }
         if (st >= 3 && e->persist[u])
             ZT_TRY(start_ag(e, u, e->Ps[u], e->P[u], &e->rpend_lo[u], &e->rpend_hi[u]));

@@ -239,7 +239,7 @@ typedef struct zt_train_settings {
     size_t bucket_size, prefetch_size, persist_threshold, max_live;
     /* offload_optimizer.buffer_count, aio.block_size, aio.queue_depth */
     int offload_buffers, aio_queue_depth;
-    size_t aio_block_size;
+    size_t aio_block_size, sub_group_size;
 } zt_train_settings;
 
 typedef struct zt_train_config zt_train_config;
@@ -321,6 +321,10 @@ typedef struct zt_config {
     size_t aio_block_size;   /* bytes per I/O request (a multiple of 4096; 1 MiB) */
     int aio_queue_depth;     /* requests in flight (8) */
     int offload_buffers;     /* 4 */
+    /* floats per optimizer step tile when offloading (DeepSpeed's sub_group_size, 1e9):
+     * each unit's shard is cut into sub-groups of at most this many; the working buffers hold
+     * one sub-group each. 0 = whole units. */
+    size_t sub_group_size;
 } zt_config;
 
 /* A collective that does not complete cannot be returned from: after logging, the engine

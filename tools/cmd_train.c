@@ -264,6 +264,7 @@ int cmd_train(int argc, char **argv)
     cfg.aio_block_size = ts->aio_block_size;
     cfg.aio_queue_depth = ts->aio_queue_depth;
     cfg.offload_buffers = ts->offload_buffers;
+    cfg.sub_group_size = ts->sub_group_size;
     if (a.timeout) {
         double tmo;
         if (parse_float(a.timeout, "--collective-timeout", 0, 1e9, &tmo)) {
