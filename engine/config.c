@@ -252,18 +252,19 @@ static const key keys[] = {
                "write back); at least 3 are used."},
     [K_OFFOPT_FASTINIT] = {"zero_optimization.offload_optimizer.fast_init", T_BOOL, C_LATER,
         A_NO, 0, 0, 0, 0, .doc = "Fast optimizer-state initialisation on NVMe."},
-    [K_OFFPAR] = {"zero_optimization.offload_param", T_OBJ, C_LATER, A_NO, F_NULL, 0, 0, 0,
+    [K_OFFPAR] = {"zero_optimization.offload_param", T_OBJ, C_APPLIED, A_NO, F_NULL, 0, 0, 0,
         .def_doc = "no offload", .doc = "Parameter offload (stage 3 only)."},
-    [K_OFFPAR_DEVICE] = {"zero_optimization.offload_param.device", T_ENUM, C_LATER, A_NO, 0, 0,
+    [K_OFFPAR_DEVICE] = {"zero_optimization.offload_param.device", T_ENUM, C_APPLIED, A_NO, 0, 0,
         0, 0, .values = "none|cpu|nvme", .def_doc = "none", .doc = "Where the parameters live."},
-    [K_OFFPAR_NVME] = {"zero_optimization.offload_param.nvme_path", T_STR, C_LATER, A_NO, F_NULL,
+    [K_OFFPAR_NVME] = {"zero_optimization.offload_param.nvme_path", T_STR, C_APPLIED, A_NO, F_NULL,
         0, 0, 0, .def_doc = "none (required for nvme)",
         .doc = "Folder on the NVMe drive; the same folder as offload_optimizer's if both use "
                "nvme."},
     [K_OFFPAR_PIN] = {"zero_optimization.offload_param.pin_memory", T_BOOL, C_LATER, A_NO, 0, 0,
         0, 0, .doc = "Page-locked host buffers."},
-    [K_OFFPAR_BUFCOUNT] = {"zero_optimization.offload_param.buffer_count", T_INT, C_LATER, A_NO,
-        0, 5, 0, IMAX, .doc = "NVMe staging buffers."},
+    [K_OFFPAR_BUFCOUNT] = {"zero_optimization.offload_param.buffer_count", T_INT, C_APPLIED, A_NO,
+        0, 5, 0, IMAX, .doc = "Parameter shards cached in RAM (read ahead along the unit "
+                               "order; at least 3 are used)."},
     [K_OFFPAR_BUFSIZE] = {"zero_optimization.offload_param.buffer_size", T_INT, C_LATER, A_NO, 0,
         1e8, 0, BIG, .doc = "Elements per NVMe staging buffer."},
     [K_OFFPAR_MAXCPU] = {"zero_optimization.offload_param.max_in_cpu", T_INT, C_LATER, A_NO, 0,
@@ -1395,6 +1396,7 @@ static void resolve_zero(ctx *x, zt_train_settings *s)
     s->aio_queue_depth = (int)NUM_OR_DEF(K_AIO_QDEPTH);
     s->aio_block_size = (size_t)NUM_OR_DEF(K_AIO_BLOCK);
     s->sub_group_size = (size_t)NUM_OR_DEF(K_SUB_GROUP);
+    s->offload_param_buffers = (int)NUM_OR_DEF(K_OFFPAR_BUFCOUNT);
     if (GIVEN(K_AIO_BLOCK) && (size_t)NUM(K_AIO_BLOCK) % 4096)
         problem(x, ZT_E_CONFIG, K_AIO_BLOCK, keys[K_AIO_BLOCK].path, "%.0f is not a multiple "
                 "of 4096 (direct I/O moves whole 4096-byte blocks)", NUM(K_AIO_BLOCK));

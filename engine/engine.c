@@ -53,6 +53,7 @@ void zt_config_init(zt_config *c)
     c->aio_queue_depth = 8;
     c->offload_buffers = 4;
     c->sub_group_size = 1000000000;
+    c->offload_param_buffers = 5;
 }
 
 static int check_config(const zt_config *c)
@@ -63,11 +64,21 @@ static int check_config(const zt_config *c)
         return zt_fail(ZT_E_CONFIG, "config: offload_optimizer %d with ZeRO stage %d: the "
                        "optimizer state is offloaded (ZT_OFFLOAD_CPU or ZT_OFFLOAD_NVME) with "
                        "stages 1 to 3", c->offload_optimizer, c->zero_stage);
+    if (c->offload_param != ZT_OFFLOAD_NONE &&
+        (c->zero_stage != 3 || (c->offload_param != ZT_OFFLOAD_CPU &&
+                                c->offload_param != ZT_OFFLOAD_NVME)))
+        return zt_fail(ZT_E_CONFIG, "config: offload_param %d with ZeRO stage %d: parameters "
+                       "are offloaded (ZT_OFFLOAD_CPU or ZT_OFFLOAD_NVME) with stage 3 only",
+                       c->offload_param, c->zero_stage);
+    if (c->offload_param == ZT_OFFLOAD_NVME &&
+        (!c->nvme_path || !*c->nvme_path || strlen(c->nvme_path) >= 3000))
+        return zt_fail(ZT_E_CONFIG, "config: offload_param nvme needs nvme_path (a folder on "
+                       "the NVMe drive, shorter than 3000 bytes)");
     if (c->offload_optimizer == ZT_OFFLOAD_NVME &&
         (!c->nvme_path || !*c->nvme_path || strlen(c->nvme_path) >= 3000))
         return zt_fail(ZT_E_CONFIG, "config: offload_optimizer nvme needs nvme_path (a folder "
                        "on the NVMe drive, shorter than 3000 bytes)");
-    if (c->offload_optimizer != ZT_OFFLOAD_NONE &&
+    if ((c->offload_optimizer != ZT_OFFLOAD_NONE || c->offload_param != ZT_OFFLOAD_NONE) &&
         (c->aio_block_size < 4096 || c->aio_block_size % 4096 || c->aio_block_size > (1u << 30) ||
          c->aio_queue_depth < 1 || c->aio_queue_depth > 4096 || c->offload_buffers < 0))
         return zt_fail(ZT_E_CONFIG, "config: aio_block_size must be a multiple of 4096 up to "
@@ -92,7 +103,7 @@ static int gather_into(zt_engine *e, int u, float *buf, const float **whole)
         *whole = e->P[u];
         return 0;
     }
-    zt_zero_put_shard(e, u, e->comm.rank, e->Ps[u], buf);
+    ZT_TRY(zt_zero_shard_to_whole(e, u, buf));
     for (int k = 0; zt_zero_seg(e, u, e->comm.rank, k, &s); k++) /* in place */
         ZT_TRY(zt_comm_allgather(&e->comm, buf + s.off, buf + s.soff * (size_t)e->comm.size,
                                  s.len * (size_t)e->comm.size));
@@ -486,6 +497,8 @@ int zt_engine_report_get(const zt_engine *e, zt_engine_report *o)
     }
     if (e->cfg.offload_optimizer == ZT_OFFLOAD_NVME) /* the moments live in the swap file */
         o->predicted_state_bytes -= 8 * P / N;
+    if (e->cfg.offload_param == ZT_OFFLOAD_NVME && e->cfg.zero_stage >= 3)
+        o->predicted_state_bytes -= 4 * P / N; /* so do the parameter shards */
     o->buffer_bytes = zt_zero_buffer_floats(e) * F;
     o->traffic_schedule = zt_zero_traffic_theory((zt_engine *)e, &o->traffic_theory);
     o->gathered_peak = e->cfg.zero_stage >= 3 ? e->sched.live_peak * F : 0;

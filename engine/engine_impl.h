@@ -42,6 +42,13 @@ typedef struct zt_pool_buf {
 
 #define ZT_OFF_MAXBUF 16
 
+typedef struct zt_pslot {
+    float *p;                /* the largest shard's floats */
+    int unit;                /* the shard it holds, -1 = none */
+    int pinned, loading;     /* in use; a read into it may be in flight */
+    uint64_t used;           /* last use (least recently used goes first) */
+} zt_pslot;
+
 typedef struct zt_ogroup {
     int unit, blob;
     size_t c0, c1;           /* floats [c0, c1) of the unit's shard */
@@ -92,6 +99,11 @@ struct zt_engine {
     int n_ogroup;
     float *owork[ZT_OFF_MAXBUF]; /* working buffers: 2 x the largest sub-group each */
     int n_owork;
+    /* parameter offload (stage 3): blob u = unit u's shard; slots cache shards in RAM */
+    struct zt_store *pstore;
+    zt_pslot pslot[ZT_OFF_MAXBUF];
+    int n_pslot;
+    uint64_t pslot_clock;
 };
 
 /* ---- zero.c: sharding and the stage logic ----------------------------------------------- */
@@ -136,6 +148,10 @@ int zt_zero_moments_open(zt_engine *e);
 int zt_zero_moments_close(zt_engine *e, int write_back);
 /* the optimizer offload's working buffers (floats; 0 without offload) */
 size_t zt_zero_offload_floats(const zt_engine *e);
+/* parameter offload's shard buffers (floats; 0 without it) */
+size_t zt_zero_param_offload_floats(const zt_engine *e);
+/* stage 3: this rank's slices of unit u's parameters into a whole-unit buffer */
+int zt_zero_shard_to_whole(zt_engine *e, int u, float *whole);
 /* Sets every unit's parameters from whole-unit data: fill(u, buf, arg) writes unit u into
  * buf (padded[u] floats, zeroed); stage 3 keeps only this rank's shard. */
 int zt_zero_fill_params(zt_engine *e, int (*fill)(int u, float *buf, void *arg), void *arg);

@@ -134,6 +134,184 @@ static void free_units(const zt_engine *e, float **b, int category, int shard)
 
 static void offload_close(zt_engine *e);
 
+/* ---- parameter offload (stage 3) ---------------------------------------------------------
+ * Each unit's parameter shard is one blob of a store (RAM pool or swap file). A few shard
+ * slots cache shards in RAM: the schedule reads the next units' shards ahead into free
+ * slots, a gather copies its shard into the gather buffer and all-gathers in place, and the
+ * update reads a shard, updates it and writes it back. Without parameter offload the shard
+ * is simply e->Ps[u]. */
+
+static size_t shard_max(const zt_engine *e)
+{
+    size_t m = 0;
+    for (int u = 0; u < e->layout.n_units; u++)
+        m = zt_zero_len(e, u, 1) > m ? zt_zero_len(e, u, 1) : m;
+    return m;
+}
+
+static int pslots_for(const zt_engine *e)
+{
+    int n = e->cfg.offload_param_buffers < 3 ? 3 : e->cfg.offload_param_buffers;
+    return n > ZT_OFF_MAXBUF ? ZT_OFF_MAXBUF : n;
+}
+
+size_t zt_zero_param_offload_floats(const zt_engine *e)
+{
+    return e->cfg.offload_param && e->cfg.zero_stage >= 3 ? (size_t)pslots_for(e) * shard_max(e)
+                                                          : 0;
+}
+
+static void pstore_close(zt_engine *e)
+{
+    zt_store_close(e->pstore);
+    e->pstore = NULL;
+    for (int i = 0; i < e->n_pslot; i++)
+        zt_mem_free(e->pslot[i].p, shard_max(e) * sizeof(float), ZT_MEM_PARAMS);
+    e->n_pslot = 0;
+}
+
+static int pstore_open(zt_engine *e)
+{
+    char tag[64];
+    zt_store_opts o;
+    zt_store_opts_init(&o);
+    o.device = e->cfg.offload_param == ZT_OFFLOAD_NVME ? ZT_STORE_NVME : ZT_STORE_RAM;
+    o.dir = e->nvme_path;
+    snprintf(tag, sizeof tag, "params-rank%d", e->comm.rank);
+    o.tag = tag;
+    o.io.block_size = e->cfg.aio_block_size;
+    o.io.queue_depth = e->cfg.aio_queue_depth;
+    ZT_TRY(zt_store_open(&e->pstore, &o));
+    for (int u = 0; u < e->layout.n_units; u++)
+        if (zt_store_add(e->pstore, zt_zero_len(e, u, 1) * sizeof(float), ZT_MEM_PARAMS) != u)
+            return zt_fail(ZT_E_NOMEM, "parameter offload: cannot declare unit %d", u);
+    ZT_TRY(zt_store_reserve(e->pstore));
+    for (; e->n_pslot < pslots_for(e); e->n_pslot++) {
+        zt_pslot *sl = &e->pslot[e->n_pslot];
+        sl->unit = -1;
+        sl->pinned = sl->loading = 0;
+        if (!(sl->p = zt_mem_alloc(shard_max(e) * sizeof(float), ZT_ALIGN_PAGE, ZT_MEM_PARAMS)))
+            return zt_fail(ZT_E_NOMEM, "parameter offload: shard buffers: out of memory");
+    }
+    return 0;
+}
+
+static int pslot_find(const zt_engine *e, int u)
+{
+    for (int i = 0; i < e->n_pslot; i++)
+        if (e->pslot[i].unit == u)
+            return i;
+    return -1;
+}
+
+/* a slot to load into: a free one, else the least recently used unpinned one (its unit's
+ * transfers finished first); -1 when all are pinned */
+static int pslot_take(zt_engine *e)
+{
+    int best = -1;
+    for (int i = 0; i < e->n_pslot; i++) {
+        zt_pslot *sl = &e->pslot[i];
+        if (sl->pinned)
+            continue;
+        if (sl->unit < 0)
+            return i;
+        if (best < 0 || sl->used < e->pslot[best].used)
+            best = i;
+    }
+    if (best >= 0) {
+        if (zt_store_wait(e->pstore, e->pslot[best].unit) < 0)
+            return -2;
+        e->pslot[best].unit = -1;
+        e->pslot[best].loading = 0;
+    }
+    return best;
+}
+
+/* read unit u's shard ahead (no-op when cached or when every slot is pinned) */
+static int pshard_prefetch(zt_engine *e, int u)
+{
+    if (!e->pstore || pslot_find(e, u) >= 0)
+        return 0;
+    int k = pslot_take(e);
+    if (k == -2)
+        return ZT_E_BASE;
+    if (k < 0)
+        return 0;
+    ZT_TRY(zt_store_prefetch(e->pstore, u, e->pslot[k].p));
+    e->pslot[k].unit = u;
+    e->pslot[k].loading = 1;
+    e->pslot[k].used = ++e->pslot_clock;
+    return 0;
+}
+
+/* unit u's shard in RAM, pinned until pshard_done */
+static int pshard_get(zt_engine *e, int u, float **out)
+{
+    if (!e->pstore) {
+        *out = e->Ps[u];
+        return 0;
+    }
+    int k = pslot_find(e, u);
+    if (k < 0) {
+        if ((k = pslot_take(e)) < 0)
+            return k == -2 ? ZT_E_BASE : zt_fail(ZT_E_NOMEM, "parameter offload: every shard "
+                                                 "buffer is in use (raise buffer_count)");
+        e->pslot[k].unit = u;
+        e->pslot[k].loading = 1;
+    }
+    zt_pslot *sl = &e->pslot[k];
+    if (sl->loading) {
+        ZT_TRY(zt_store_get(e->pstore, u, sl->p));
+        sl->loading = 0;
+    }
+    sl->pinned = 1;
+    sl->used = ++e->pslot_clock;
+    *out = sl->p;
+    return 0;
+}
+
+/* unpin; dirty: the shard changed, write it back (asynchronously) */
+static int pshard_done(zt_engine *e, int u, int dirty)
+{
+    if (!e->pstore)
+        return 0;
+    int k = pslot_find(e, u);
+    if (k < 0)
+        return zt_fail(ZT_E_INVAL, "parameter offload: unit %d is not loaded", u);
+    e->pslot[k].pinned = 0;
+    return dirty ? zt_store_put(e->pstore, u, e->pslot[k].p) : 0;
+}
+
+/* a new shard for unit u (initialisation, loading): written to the store */
+static int pshard_set(zt_engine *e, int u, const float *whole)
+{
+    float *p;
+    if (!e->pstore) {
+        zt_zero_take_shard(e, u, e->comm.rank, whole, e->Ps[u]);
+        return 0;
+    }
+    int k = pslot_find(e, u);
+    if (k < 0) {
+        if ((k = pslot_take(e)) < 0)
+            return k == -2 ? ZT_E_BASE : zt_fail(ZT_E_NOMEM, "parameter offload: no buffer");
+        e->pslot[k].unit = u;
+    }
+    e->pslot[k].loading = 0; /* the old contents are replaced */
+    ZT_TRY(zt_store_wait(e->pstore, u));
+    p = e->pslot[k].p;
+    zt_zero_take_shard(e, u, e->comm.rank, whole, p);
+    e->pslot[k].pinned = 1;
+    return pshard_done(e, u, 1);
+}
+
+int zt_zero_shard_to_whole(zt_engine *e, int u, float *whole)
+{
+    float *p;
+    ZT_TRY(pshard_get(e, u, &p));
+    zt_zero_put_shard(e, u, e->comm.rank, p, whole);
+    return pshard_done(e, u, 0);
+}
+
 static int64_t *pending(int n)
 {
     int64_t *p = malloc(sizeof *p * (size_t)n);
@@ -183,12 +361,14 @@ int zt_zero_setup(zt_engine *e)
     e->accum_first = 1;
     if (st >= 3) {
         if (!(e->P = calloc((size_t)nu, sizeof *e->P)) ||
-            !(e->Ps = alloc_units(e, ZT_MEM_PARAMS, 1)) ||
+            (!e->cfg.offload_param && !(e->Ps = alloc_units(e, ZT_MEM_PARAMS, 1))) ||
             !(e->sched.refs = calloc((size_t)nu, sizeof *e->sched.refs)) ||
             !(e->gpend_lo = pending(nu)) || !(e->gpend_hi = pending(nu)) ||
             !(e->persist = calloc((size_t)nu, 1)) ||
             !(e->uses = calloc(2 * (size_t)nu, sizeof *e->uses)))
             return zt_fail(ZT_E_NOMEM, "out of memory");
+        if (e->cfg.offload_param)
+            ZT_TRY(pstore_open(e));
         for (int u = 0; u < nu; u++) {
             e->persist[u] = e->padded[u] < e->cfg.persist_threshold;
             if (e->persist[u] && !(e->P[u] = zt_mem_alloc(e->padded[u] * sizeof(float),
@@ -232,6 +412,8 @@ void zt_zero_teardown(zt_engine *e)
         for (int i = 0; i < e->n_pool; i++)
             zt_mem_free(e->pool[i].p, e->pool[i].cap * sizeof(float), ZT_MEM_PARAMS);
         free_units(e, e->Ps, ZT_MEM_PARAMS, 1);
+        e->Ps = NULL;
+        pstore_close(e);
         free(e->sched.refs);
         free(e->gpend_lo);
         free(e->gpend_hi);
@@ -487,7 +669,12 @@ static int acquire(zt_engine *e, zt_sched *S, int k)
             continue;
         if (!(e->P[u] = pool_get(e, u)))
             return ZT_E_NOMEM;
-        ZT_TRY(start_ag(e, u, e->Ps[u], e->P[u], &e->gpend_lo[u], &e->gpend_hi[u]));
+        if (e->pstore) { /* this rank's slices into the gather buffer, then in place */
+            ZT_TRY(zt_zero_shard_to_whole(e, u, e->P[u]));
+            ZT_TRY(start_ag(e, u, NULL, e->P[u], &e->gpend_lo[u], &e->gpend_hi[u]));
+        } else {
+            ZT_TRY(start_ag(e, u, e->Ps[u], e->P[u], &e->gpend_lo[u], &e->gpend_hi[u]));
+        }
     }
     S->acquired = k;
     return 0;
@@ -527,6 +714,12 @@ static int sched_enter(zt_engine *e, zt_sched *S, int k)
         ZT_TRY(acquire(e, S, S->acquired + 1));
         ahead += need;
     }
+    /* parameter offload: the shards of the uses after the acquired ones, read ahead */
+    for (int j = S->acquired + 1, n = 0; !S->dry && e->pstore && j < e->n_uses &&
+                                         n < e->n_pslot - 1; j++)
+        for (int i = 0; i < e->uses[j].n && n < e->n_pslot - 1; i++, n++)
+            if (!e->persist[e->uses[j].unit[i]] && S->refs[e->uses[j].unit[i]] == 0)
+                ZT_TRY(pshard_prefetch(e, e->uses[j].unit[i]));
     return 0;
 }
 
@@ -730,11 +923,16 @@ int zt_zero_update(zt_engine *e, const void *hparams)
         return 0;
     }
     int nw = e->ostore ? e->n_owork : 0, ng = e->n_ogroup, g = 0;
+    for (int u = 0; e->pstore && u < nu && u < e->n_pslot - 1; u++)
+        ZT_TRY(pshard_prefetch(e, u));
     for (int k = 0; k < ng && k < nw - 1; k++) /* read ahead */
         ZT_TRY(zt_store_prefetch(e->ostore, e->ogroup[k].blob, e->owork[k % nw]));
     for (int u = 0; u < nu; u++) {
         const zt_unit_def *ud = &e->layout.units[u];
         size_t len = zt_zero_len(e, u, 1);
+        float *ps = NULL;
+        if (st >= 3)
+            ZT_TRY(pshard_get(e, u, &ps));
         /* this unit's sub-groups [c0, c1) of the shard (one, [0, len), without offload) */
         for (size_t c0 = 0, c1 = len; c0 < len; c0 = c1) {
             float *mu, *vu; /* the moments of shard position c0 */
@@ -762,7 +960,7 @@ int zt_zero_update(zt_engine *e, const void *hparams)
                     size_t j1 = j + (b - a) < c1 ? j + (b - a) : c1;
                     if (j0 >= j1)
                         continue;
-                    float *p = st >= 3 ? e->Ps[u] + j0 : e->P[u] + a + (j0 - j);
+                    float *p = st >= 3 ? ps + j0 : e->P[u] + a + (j0 - j);
                     zt_adamw_update(p, gs[u] + j0, mu + (j0 - c0), vu + (j0 - c0), j1 - j0, hp,
                                     d->decay);
                     zt_comm_poll(&e->comm);
@@ -779,14 +977,25 @@ int zt_zero_update(zt_engine *e, const void *hparams)
                 g++;
             }
         }
-        if (st >= 3 && e->persist[u])
-            ZT_TRY(start_ag(e, u, e->Ps[u], e->P[u], &e->rpend_lo[u], &e->rpend_hi[u]));
-        else if (st < 3 && e->comm.size > 1) /* in place: this rank's slices of P[u] */
+        if (st >= 3 && e->persist[u] && e->pstore) { /* in place: the shard copy may go */
+            zt_zero_put_shard(e, u, r, ps, e->P[u]);
             ZT_TRY(start_ag(e, u, NULL, e->P[u], &e->rpend_lo[u], &e->rpend_hi[u]));
+        } else if (st >= 3 && e->persist[u]) {
+            ZT_TRY(start_ag(e, u, e->Ps[u], e->P[u], &e->rpend_lo[u], &e->rpend_hi[u]));
+        } else if (st < 3 && e->comm.size > 1) { /* in place: this rank's slices of P[u] */
+            ZT_TRY(start_ag(e, u, NULL, e->P[u], &e->rpend_lo[u], &e->rpend_hi[u]));
+        }
+        if (st >= 3) { /* write the updated shard back; read a later one ahead */
+            ZT_TRY(pshard_done(e, u, 1));
+            if (u + e->n_pslot - 1 < nu)
+                ZT_TRY(pshard_prefetch(e, u + e->n_pslot - 1));
+        }
         zt_comm_poll(&e->comm);
     }
     if (nw)
         ZT_TRY(zt_store_sync(e->ostore));
+    if (e->pstore)
+        ZT_TRY(zt_store_sync(e->pstore));
     for (int u = 0; u < nu; u++) {
         ZT_TRY(zt_comm_wait_range(&e->comm, e->rpend_lo[u], e->rpend_hi[u]));
         e->rpend_lo[u] = e->rpend_hi[u] = -1;
@@ -815,7 +1024,8 @@ int zt_zero_fill_params(zt_engine *e, int (*fill)(int u, float *buf, void *arg),
         memset(tmp, 0, e->padded[u] * sizeof(float));
         if ((rc = fill(u, tmp, arg)) < 0)
             break;
-        zt_zero_take_shard(e, u, e->comm.rank, tmp, e->Ps[u]);
+        if ((rc = pshard_set(e, u, tmp)) < 0)
+            break;
         if (e->persist[u])
             memcpy(e->P[u], tmp, e->padded[u] * sizeof(float));
     }
@@ -827,7 +1037,8 @@ int zt_zero_fill_params(zt_engine *e, int (*fill)(int u, float *buf, void *arg),
 
 size_t zt_zero_buffer_floats(const zt_engine *e)
 {
-    size_t n = zt_zero_offload_floats(e), N = (size_t)e->comm.size;
+    size_t n = zt_zero_offload_floats(e) + zt_zero_param_offload_floats(e);
+    size_t N = (size_t)e->comm.size;
     if (e->cfg.zero_stage >= 2)
         n += e->padded[0] + 2 * max_padded(e, 1);
     else if (e->Gs)

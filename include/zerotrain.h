@@ -238,7 +238,7 @@ typedef struct zt_train_settings {
     int overlap_comm;
     size_t bucket_size, prefetch_size, persist_threshold, max_live;
     /* offload_optimizer.buffer_count, aio.block_size, aio.queue_depth */
-    int offload_buffers, aio_queue_depth;
+    int offload_buffers, aio_queue_depth, offload_param_buffers;
     size_t aio_block_size, sub_group_size;
 } zt_train_settings;
 
@@ -325,6 +325,12 @@ typedef struct zt_config {
      * each unit's shard is cut into sub-groups of at most this many; the working buffers hold
      * one sub-group each. 0 = whole units. */
     size_t sub_group_size;
+    /* Parameter offload (stage 3): each unit's parameter shard lives in a RAM pool
+     * (ZT_OFFLOAD_CPU) or the swap folder (ZT_OFFLOAD_NVME, nvme_path); offload_param_buffers
+     * shard buffers (at least 3; DeepSpeed's buffer_count, 5) cache them, read ahead along
+     * the unit order of the pass. Bit-identical to no offload. */
+    int offload_param;
+    int offload_param_buffers;
 } zt_config;
 
 /* A collective that does not complete cannot be returned from: after logging, the engine

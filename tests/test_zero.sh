@@ -4,8 +4,8 @@
 # buckets, prefetch, overlap and a progress thread; stage 2 with accumulation and N=1 with
 # accumulation 4 vs N=4 within fp32 reduction tolerance; memory and traffic reports; resume at
 # the same N and stage bit-identical, at another N, stage and bucket within tolerance; hang
-# protection; the TCP transport gives the same result; optimizer offload (RAM pool, NVMe)
-# bit-identical to none, also through a checkpoint.
+# protection; the TCP transport gives the same result; optimizer and parameter offload (RAM
+# pool, NVMe) bit-identical to none, also through a checkpoint.
 # Usage: tests/test_zero.sh [zerotrain]
 set -u
 ZT=${1:-build/zerotrain}
@@ -101,6 +101,26 @@ for st in 1 2 3; do
         else bad "offload $dev at stage $st differs from no offload (N=2)"; tail -3 "$T/n2o$st$dev.log"; fi
     done
 done
+# parameter offload (stage 3: shards in the RAM pool or the swap file, read ahead through
+# 3 shard buffers), alone and with the optimizer state on NVMe: the same bits at N=2 and N=1,
+# and through a checkpoint (stage 3 saves gather each unit from the offloaded shards)
+pcfg() { # NAME PARAM-DEVICE OPT-DEVICE
+    echo "{\"train_batch_size\": 4, \"train_micro_batch_size_per_gpu\": 2,
+           \"zero_optimization\": {\"stage\": 3, \"stage3_prefetch_bucket_size\": 100000,
+           \"offload_param\": {\"device\": \"$2\", \"nvme_path\": \"$T/nv\", \"buffer_count\": 3},
+           \"offload_optimizer\": {\"device\": \"$3\", \"nvme_path\": \"$T/nv\"}},
+           \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 1e-3}}}" >"$T/$1.json"
+}
+pcfg pnone none none; pcfg pcpu cpu none; pcfg pnvme nvme nvme
+run n1pnone 1 pnone 3
+for c in pcpu pnvme; do
+    run "n2$c" 2 "$c" 5 && run "n1$c" 1 "$c" 3
+    if same n2s0 "n2$c" && same n1pnone "n1$c"; then ok
+    else bad "parameter offload $c differs from no offload"; tail -3 "$T/n2$c.log"; fi
+done
+run phalf 2 pnvme 3 --checkpoint-dir "$T/ckp" && run pres 2 pnvme 5 --checkpoint-dir "$T/ckp" --resume
+if same n2s0 pres && grep -q "resumed from" "$T/pres.log"; then ok
+else bad "resume with parameter offload"; tail -3 "$T/pres.log"; fi
 # a filesystem refusing O_DIRECT, and no io_uring (injected): the fallbacks, same bits
 for f in odirect nouring; do
     ZT_FAULT_IO=$f MPIX="-x ZT_FAULT_IO" run "n2f$f" 2 o2nvme 5

@@ -207,9 +207,7 @@ int cmd_train(int argc, char **argv)
     rc = 1;
     ts = zt_train_config_settings(tc);
     st.seed = seed >= 0 ? (uint64_t)seed : ts->seed_given ? ts->seed : 42;
-    if (ts->offload_param)
-        fprintf(stderr, "zerotrain: warning: offload_param is configured but not implemented "
-                        "in this version; the parameters stay in RAM\n");
+
     if (ts->activation_checkpointing)
         fprintf(stderr, "zerotrain: warning: activation_checkpointing is configured but not "
                         "implemented in this version\n");
@@ -265,6 +263,8 @@ int cmd_train(int argc, char **argv)
     cfg.aio_queue_depth = ts->aio_queue_depth;
     cfg.offload_buffers = ts->offload_buffers;
     cfg.sub_group_size = ts->sub_group_size;
+    cfg.offload_param = ts->offload_param;
+    cfg.offload_param_buffers = ts->offload_param_buffers;
     if (a.timeout) {
         double tmo;
         if (parse_float(a.timeout, "--collective-timeout", 0, 1e9, &tmo)) {
