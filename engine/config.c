@@ -22,7 +22,7 @@
 
 /* ---- the key table -------------------------------------------------------------------- */
 
-enum { T_OBJ, T_BOOL, T_INT, T_NUM, T_STR, T_ENUM, T_BETAS, T_STRS, T_SEED, T_ANY };
+enum { T_OBJ, T_BOOL, T_INT, T_NUM, T_STR, T_ENUM, T_BETAS, T_STRS, T_SEED, T_SIZE, T_ANY };
 enum {
     C_APPLIED,  /* used by the engine now */
     C_LATER,    /* validated now, used by the ZeRO / offload / recomputation work */
@@ -81,6 +81,7 @@ enum {
     K_AIO, K_AIO_BLOCK, K_AIO_QDEPTH, K_AIO_INTRA, K_AIO_THREADS, K_AIO_SINGLE, K_AIO_OVERLAP,
     K_FP16, K_FP16_ON, K_BF16, K_BF16_ON, K_BFLOAT16, K_BFLOAT16_ON,
     K_ZT, K_ZT_NO_DECAY, K_ZT_THREADS, K_ZT_SEED, K_ZT_COLL_TIMEOUT, K_ZT_CHECK_COLL, K_ZT_PROGRESS,
+    K_ZT_MEMLIMIT,
     K_NAMED
 };
 
@@ -340,6 +341,14 @@ static const key keys[] = {
         .doc = "How non-blocking collectives advance while the engine computes: \"poll\" "
                "(MPI_Test between kernels) or \"thread\" (a progress thread; needs "
                "MPI_THREAD_MULTIPLE)."},
+
+    [K_ZT_MEMLIMIT] = {"zerotrain.memory_limit", T_SIZE, C_APPLIED, A_NO, F_NULL, 0, 0, 0,
+        .def_doc = "none",
+        .doc = "Bytes per rank to plan for (a number, or a string such as \"4GiB\", "
+               "\"3.5 GB\"): the engine predicts each memory category and puts the optimizer "
+               "state, then (stage 3) the parameter shards on NVMe (nvme_path) until the "
+               "predicted peak fits; it prints the plan, or fails before training saying what "
+               "would fit."},
 
     /* DeepSpeed keys that do not apply here (rows after K_NAMED have no name) */
     [K_NAMED] = {"wall_clock_breakdown", T_ANY, C_IGNORED, .doc = "use `zerotrain train "
@@ -726,6 +735,7 @@ static const char *expected(const key *r, char *buf, size_t size)
     case T_BETAS: return "[beta1, beta2]";
     case T_STRS: return "an array of strings";
     case T_SEED: return "an integer (or a string of decimal digits)";
+    case T_SIZE: return "a byte count (a whole number, or a string such as \"4GiB\")";
     case T_ENUM:
         snprintf(buf, size, "one of %s", quoted_list(r->values, list, sizeof list));
         return buf;
@@ -1037,6 +1047,43 @@ static void check_value(ctx *x, int k, const cJSON *n, const char *path)
                         "exempt all of them, set optimizer.params.weight_decay to 0)");
         }
         v->given = !v->bad;
+        return;
+    }
+    case T_SIZE: {
+        double d = -1.0;
+        if (cJSON_IsNumber(n)) {
+            d = n->valuedouble;
+        } else if (cJSON_IsString(n)) {
+            static const struct { const char *u; double m; } units[] = {
+                {"", 1}, {"b", 1}, {"kb", 1e3}, {"mb", 1e6}, {"gb", 1e9}, {"tb", 1e12},
+                {"kib", 1024.0}, {"mib", 1048576.0}, {"gib", 1073741824.0},
+                {"tib", 1099511627776.0}, {"k", 1024.0}, {"m", 1048576.0}, {"g", 1073741824.0}};
+            char *end, unit[8] = "";
+            double num = strtod(n->valuestring, &end);
+            while (*end == ' ')
+                end++;
+            size_t ul = strlen(end);
+            for (size_t i = 0; i < ul && i < sizeof unit - 1; i++)
+                unit[i] = (char)tolower((unsigned char)end[i]);
+            for (size_t i = 0; end != n->valuestring && ul < sizeof unit &&
+                               i < sizeof units / sizeof units[0]; i++)
+                if (!strcmp(unit, units[i].u))
+                    d = num * units[i].m;
+            if (d < 0) {
+                problem(x, ZT_E_CONFIG, k, path, "\"%s\" is not a size: write a number of "
+                        "bytes or a number with a unit (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)",
+                        n->valuestring);
+                return;
+            }
+        } else {
+            wrong_type(x, k, path, n);
+            return;
+        }
+        if (!(d >= 1048576.0) || d > 1e18 || !isfinite(d))
+            problem(x, ZT_E_CONFIG, k, path, "%s bytes: must be at least 1 MiB",
+                    fmt_num(d, s, sizeof s));
+        else
+            v->num = floor(d), v->given = 1;
         return;
     }
     case T_SEED:
@@ -1384,8 +1431,11 @@ static void resolve_zero(ctx *x, zt_train_settings *s)
         problem(x, ZT_E_UNSUPPORTED, K_OFFPAR_NVME, keys[K_OFFPAR_NVME].path, "differs from "
                 "offload_optimizer.nvme_path; zerotrain keeps both in one folder: give the "
                 "same path");
+    /* the folder of nvme offload; with zerotrain.memory_limit a folder given without a
+     * device is where the planner may put state */
     const char *path = s->offload_optimizer == ZT_OFFLOAD_NVME ? po
-                       : s->offload_param == ZT_OFFLOAD_NVME ? pp : NULL;
+                       : s->offload_param == ZT_OFFLOAD_NVME ? pp
+                       : GIVEN(K_ZT_MEMLIMIT) ? (po ? po : pp) : NULL;
     if (path && strlen(path) < sizeof s->nvme_path)
         snprintf(s->nvme_path, sizeof s->nvme_path, "%s", path);
     if (GIVEN(K_AIO_INTRA) && GIVEN(K_AIO_THREADS) && NUM(K_AIO_INTRA) != NUM(K_AIO_THREADS))
@@ -1450,6 +1500,7 @@ static void resolve(ctx *x, int world, int64_t total_steps, resolved *r)
                                                      : keys[K_ZT_COLL_TIMEOUT].def;
     s->check_collectives = GIVEN(K_ZT_CHECK_COLL) ? (int)NUM(K_ZT_CHECK_COLL) : 0;
     s->comm_progress = GIVEN(K_ZT_PROGRESS) ? (int)NUM(K_ZT_PROGRESS) : 0;
+    s->memory_limit = GIVEN(K_ZT_MEMLIMIT) ? (size_t)NUM(K_ZT_MEMLIMIT) : 0;
     r->no_decay = GIVEN(K_ZT_NO_DECAY) ? x->v[K_ZT_NO_DECAY].node : NULL;
     s->n_no_decay = r->no_decay ? cJSON_GetArraySize(r->no_decay) : -1;
 }

@@ -4,6 +4,7 @@
 
 #include "zerotrain.h"
 #include "engine_impl.h"
+#include "../offload/store.h"
 #include "load.h"
 #include "rng.h"
 #include "../common/err.h"
@@ -78,7 +79,8 @@ static int check_config(const zt_config *c)
         (!c->nvme_path || !*c->nvme_path || strlen(c->nvme_path) >= 3000))
         return zt_fail(ZT_E_CONFIG, "config: offload_optimizer nvme needs nvme_path (a folder "
                        "on the NVMe drive, shorter than 3000 bytes)");
-    if ((c->offload_optimizer != ZT_OFFLOAD_NONE || c->offload_param != ZT_OFFLOAD_NONE) &&
+    if ((c->offload_optimizer != ZT_OFFLOAD_NONE || c->offload_param != ZT_OFFLOAD_NONE ||
+         c->memory_limit) &&
         (c->aio_block_size < 4096 || c->aio_block_size % 4096 || c->aio_block_size > (1u << 30) ||
          c->aio_queue_depth < 1 || c->aio_queue_depth > 4096 || c->offload_buffers < 0))
         return zt_fail(ZT_E_CONFIG, "config: aio_block_size must be a multiple of 4096 up to "
@@ -140,7 +142,18 @@ static int init_params(zt_engine *e, uint64_t seed)
     return rc;
 }
 
-static void poll_comm(void *arg) { zt_comm_poll(arg); }
+/* between kernels: let collectives advance, and keep the offload queues full (a store's
+ * transfers beyond its queue depth start only when it is called; errors stay with their
+ * transfers and surface at the wait) */
+static void poll_engine(void *arg)
+{
+    zt_engine *e = arg;
+    zt_comm_poll(&e->comm);
+    if (e->pstore)
+        (void)zt_store_poll(e->pstore);
+    if (e->ostore)
+        (void)zt_store_poll(e->ostore);
+}
 
 int zt_engine_create(const zt_config *cfg, MPI_Comm comm, zt_engine **out)
 {
@@ -188,12 +201,14 @@ int zt_engine_create(const zt_config *cfg, MPI_Comm comm, zt_engine **out)
     }
     e->ops = &bert_ops;
     if ((rc = bert_create(&e->bc, &e->layout, cfg->dropout, cfg->seed, &e->model)) < 0 ||
-        (rc = zt_zero_setup(e)) < 0)
+        (rc = zt_plan_memory(e, e->plan, sizeof e->plan)) < 0 || (rc = zt_zero_setup(e)) < 0)
         goto fail;
+    if (e->plan[0])
+        zt_log(ZT_LOG_INFO, "%s", e->plan);
     /* offloaded moments: the swap file and its space now, not at the first step */
-    if (cfg->offload_optimizer != ZT_OFFLOAD_NONE && (rc = zt_engine_ensure_moments(e)) < 0)
+    if (e->cfg.offload_optimizer != ZT_OFFLOAD_NONE && (rc = zt_engine_ensure_moments(e)) < 0)
         goto fail;
-    e->ops->set_poll(e->model, poll_comm, &e->comm);
+    e->ops->set_poll(e->model, poll_engine, e);
     if (cfg->model_dir)
         rc = zt_engine_load_params(e, cfg->model_dir);
     else
@@ -507,6 +522,26 @@ int zt_engine_report_get(const zt_engine *e, zt_engine_report *o)
     o->measured_state_bytes = m.current[ZT_MEM_PARAMS] + m.current[ZT_MEM_GRADS] +
                               m.current[ZT_MEM_OPTIMIZER];
     o->collectives = e->comm.seq;
+    o->offload_optimizer = e->cfg.offload_optimizer;
+    o->offload_param = e->cfg.offload_param;
+    zt_store *stores[2] = {e->ostore, e->pstore};
+    for (int i = 0; i < 2; i++) {
+        zt_store_stats ss;
+        if (!stores[i])
+            continue;
+        zt_store_get_stats(stores[i], &ss);
+        for (int c = 0; c < 8; c++) {
+            uint64_t rd = ss.read_bytes[c], wr = ss.written_bytes[c];
+            o->io_wait_seconds += ss.wait_seconds[c];
+            if (ss.device == ZT_STORE_NVME) {
+                o->nvme_read_bytes += rd;
+                o->nvme_written_bytes += wr;
+            } else {
+                o->pool_read_bytes += rd;
+                o->pool_written_bytes += wr;
+            }
+        }
+    }
     for (int k = 0; k < 3; k++) {
         o->coll_calls[k] = e->comm.calls[k];
         o->coll_bytes[k] = e->comm.bytes[k];
@@ -633,4 +668,9 @@ int zt_engine_load_params(zt_engine *e, const char *dir)
 int zt_engine_save_model(zt_engine *e, const char *dir)
 {
     return zt_engine_save_model_ex(e, dir, (size_t)5000000000u);
+}
+
+const char *zt_engine_memory_plan(const zt_engine *e)
+{
+    return e ? e->plan : "";
 }

@@ -94,6 +94,7 @@ struct zt_engine {
     /* optimizer offload: the moments of each sub-group of each unit's shard are one blob
      * [M | V] of the store */
     char nvme_path[3000];
+    char plan[2048];         /* zerotrain.memory_limit: the plan, "" without a limit */
     struct zt_store *ostore;
     zt_ogroup *ogroup;       /* the sub-groups in step order */
     int n_ogroup;
@@ -105,6 +106,11 @@ struct zt_engine {
     int n_pslot;
     uint64_t pslot_clock;
 };
+
+/* ---- plan.c: zerotrain.memory_limit ---------------------------------------------------
+ * Sets cfg.offload_optimizer / offload_param so the predicted peak fits the limit (keeping
+ * what the config asked for); report gets the plan. 0 without a limit. Before zt_zero_setup. */
+int zt_plan_memory(zt_engine *e, char *report, size_t n);
 
 /* ---- zero.c: sharding and the stage logic ----------------------------------------------- */
 /* Pads and cuts units for the world size and allocates every buffer the stage keeps. */

@@ -240,6 +240,7 @@ typedef struct zt_train_settings {
     /* offload_optimizer.buffer_count, aio.block_size, aio.queue_depth */
     int offload_buffers, aio_queue_depth, offload_param_buffers;
     size_t aio_block_size, sub_group_size;
+    size_t memory_limit;           /* zerotrain.memory_limit in bytes (0 = none) */
 } zt_train_settings;
 
 typedef struct zt_train_config zt_train_config;
@@ -331,6 +332,13 @@ typedef struct zt_config {
      * the unit order of the pass. Bit-identical to no offload. */
     int offload_param;
     int offload_param_buffers;
+    /* Bytes per rank the engine plans to stay within (zerotrain.memory_limit; 0 = no plan):
+     * before allocating, it predicts each category and moves the optimizer state, then
+     * (stage 3) the parameter shards to NVMe (nvme_path) until the predicted peak fits, or
+     * fails saying what would fit. The activations are counted when the batch shape is
+     * given (plan_micro_batch x plan_seq_len). The plan is logged (ZT_LOG_INFO). */
+    size_t memory_limit;
+    int plan_micro_batch, plan_seq_len;
 } zt_config;
 
 /* A collective that does not complete cannot be returned from: after logging, the engine
@@ -444,8 +452,16 @@ typedef struct zt_engine_report {
     uint64_t coll_calls[3], coll_bytes[3];   /* by ZT_COLL_KIND_*; bytes: whole buffers */
     double coll_seconds[3];        /* blocked waiting (communication not hidden by compute) */
     double coll_flight[3];         /* from start to completion (hidden or not) */
+    /* offload: bytes read from and written to the swap files (NVMe) and the RAM pool so far,
+     * and the time the engine blocked waiting for them */
+    uint64_t nvme_read_bytes, nvme_written_bytes, pool_read_bytes, pool_written_bytes;
+    double io_wait_seconds;
+    int offload_optimizer, offload_param; /* ZT_OFFLOAD_* in effect (memory_limit may set them) */
 } zt_engine_report;
 ZT_API int zt_engine_report_get(const zt_engine *e, zt_engine_report *out);
+/* With zt_config.memory_limit: the placement the planner chose and its predicted bytes per
+ * category ("" without a limit). Owned by the engine. */
+ZT_API const char *zt_engine_memory_plan(const zt_engine *e);
 
 /* Save weights as a Hugging Face folder (config.json + model.safetensors), each file written
  * atomically; above 5 GB (as Hugging Face does) sharded into model-0000k-of-0000n.safetensors

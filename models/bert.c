@@ -302,20 +302,41 @@ static void free_acts(bert_model *m)
     m->cap_bt = 0;
 }
 
+static int size_acts_ex(bert_model *m, int B, int T, int keep_logits, size_t *count_only);
+
 /* Carves every activation from one allocation (64-byte aligned pieces). */
 static int size_acts(bert_model *m, int B, int T, int keep_logits)
+{
+    return size_acts_ex(m, B, T, keep_logits, NULL);
+}
+
+/* Bytes of activations a training batch of B x T takes: the arena plus the logits of the
+ * labelled rows (masked-LM: 15% of the positions, counted as 20%). */
+static size_t bert_act_bytes(void *p, int B, int T)
+{
+    bert_model *m = p;
+    size_t arena = 0;
+    size_acts_ex(m, B, T, 0, &arena);
+    return arena + (size_t)B * T / 5 * (size_t)m->c.vocab * sizeof(float);
+}
+
+/* count_only != NULL: *count_only = the arena's bytes, nothing allocated or changed */
+static int size_acts_ex(bert_model *m, int B, int T, int keep_logits, size_t *count_only)
 {
     size_t bt = (size_t)B * T, C = (size_t)m->c.hidden, F = (size_t)m->c.inter;
     size_t H = (size_t)m->c.heads, L = (size_t)m->c.layers;
     size_t tt = (size_t)T * T;
     /* pieces are carved for (cap_bt rows, cap_t positions); a smaller batch uses prefixes */
     (void)keep_logits; /* the logits are sized apart (size_logits) */
-    if (m->arena && bt <= m->cap_bt && (size_t)T <= m->cap_t && m->slots >= omp_get_max_threads())
+    int slots_now = m->slots;
+    if (!count_only && m->arena && bt <= m->cap_bt && (size_t)T <= m->cap_t &&
+        m->slots >= omp_get_max_threads())
         return 0;
-    free_acts(m);
+    if (!count_only)
+        free_acts(m);
     m->slots = omp_get_max_threads(); /* attention: one scratch slot per thread */
     /* two passes: count, then assign */
-    for (int pass = 0; pass < 2; pass++) {
+    for (int pass = 0; pass < (count_only ? 1 : 2); pass++) {
         size_t off = 0;
         char *base = (char *)m->arena;
 #define TAKE(ptr, count)                                                                      \
@@ -348,6 +369,11 @@ static int size_acts(bert_model *m, int B, int T, int keep_logits)
         TAKE(m->si[0], bt * F); TAKE(m->si[1], bt * F);
         TAKE(m->att_scratch, 2 * tt * (size_t)m->slots);
 #undef TAKE
+        if (count_only) {
+            *count_only = off;
+            m->slots = slots_now;
+            return 0;
+        }
         if (!pass) {
             m->arena = zt_mem_alloc(off, ZT_ALIGN_PAGE, ZT_MEM_ACTIVATIONS);
             if (!m->arena)
@@ -694,6 +720,7 @@ const zt_model_ops bert_ops = {
     .set_train = bert_set_train,
     .set_poll = bert_set_poll,
     .flops = bert_flops,
+    .act_bytes = bert_act_bytes,
     .tied_unit = bert_tied_unit,
     .prepare = bert_prepare,
     .forward_unit = bert_forward_unit,

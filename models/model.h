@@ -66,6 +66,8 @@ typedef struct zt_model_ops {
     void (*set_poll)(void *m, void (*fn)(void *), void *arg);
     /* Matrix-product FLOPs of a forward + backward of the last prepared batch. */
     double (*flops)(const void *m);
+    /* Activation bytes a training batch of B x T needs (the memory planner's estimate). */
+    size_t (*act_bytes)(void *m, int B, int T);
     void (*destroy)(void *m);
 } zt_model_ops;
 

@@ -3,6 +3,7 @@
  * reorder concurrent requests) and a write never overtakes a read of the old contents. */
 #include "store.h"
 #include "../common/err.h"
+#include "../common/prof.h"
 #include "../memory/mem.h"
 
 #include <errno.h>
@@ -129,9 +130,10 @@ static int finish_read(zt_store *s, blob *b)
 {
     if (!b->rticket)
         return 0;
-    double t0 = now_s();
+    double t0 = now_s(), p0 = ZT_PROF_T0();
     int rc = zt_io_wait(s->io, b->rticket);
     s->st.wait_seconds[b->category] += now_s() - t0;
+    ZT_PROF(ZT_PROF_IO_WAIT, p0, 0, 0);
     b->rticket = 0;
     b->rdst = NULL;
     return rc;
@@ -141,9 +143,10 @@ static int finish_write(zt_store *s, blob *b)
 {
     if (!b->wticket)
         return 0;
-    double t0 = now_s();
+    double t0 = now_s(), p0 = ZT_PROF_T0();
     int rc = zt_io_wait(s->io, b->wticket);
     s->st.wait_seconds[b->category] += now_s() - t0;
+    ZT_PROF(ZT_PROF_IO_WAIT, p0, 0, 0);
     b->wticket = 0;
     if (rc < 0)
         b->valid = 0; /* what is in the file is not what was put */

@@ -145,6 +145,30 @@ if mount -t tmpfs -o size=256k tmpfs "$T/small" 2>/dev/null; then
 else
     echo "SKIP: swap folder too small (mounting a tmpfs needs root)"
 fi
+# zerotrain.memory_limit (bert-small, stage 3, one rank): a roomy limit keeps everything in
+# RAM; a tighter one moves the optimizer state to NVMe, the run stays under the limit
+# (peak RSS) and gives the same weights; one below what full offload needs fails before
+# training, naming the predicted bytes; without nvme_path a plan that needs it says so
+mcfg() { # NAME LIMIT [NVME-PATH-JSON]
+    echo "{\"train_batch_size\": 2, \"train_micro_batch_size_per_gpu\": 2,
+           \"zero_optimization\": {\"stage\": 3, \"stage3_param_persistence_threshold\": 0,
+           \"sub_group_size\": 1000000, \"offload_param\": {\"buffer_count\": 3},
+           \"offload_optimizer\": {${3-\"nvme_path\": \"$T/nv\"}}},
+           \"zerotrain\": {\"memory_limit\": \"$2\"}}" >"$T/$1.json"
+}
+mrun() { "$ZT" train --model bert-small --data synthetic --config "$T/$1.json" --seq-len 64 \
+             --steps 2 --threads 1 --save-model "$T/$1" >"$T/$1.log" 2>&1; }
+mcfg mbig 2GiB; mcfg mmid 750MiB; mcfg mtiny 100MiB; mcfg mnopath 750MiB ""
+mrun mbig; mrun mmid; mrun mtiny; st_tiny=$?; mrun mnopath; st_nopath=$?
+rss=$(sed -n 's/.*peak RSS \([0-9]*\) MiB$/\1/p' "$T/mmid.log" | tail -1)
+if grep -q "memory plan for 2048 MiB per rank: optimizer state in RAM" "$T/mbig.log" &&
+   grep -q "memory plan for 750 MiB per rank: optimizer state on NVMe" "$T/mmid.log" &&
+   [ -n "$rss" ] && [ "$rss" -lt 750 ] && same mbig mmid; then ok
+else bad "memory_limit plans (peak RSS $rss MiB)"; grep -h "memory plan\|error" "$T/mbig.log" "$T/mmid.log"; fi
+if [ $st_tiny -ne 0 ] && grep -q "memory_limit 100 MiB is too small even with" "$T/mtiny.log" &&
+   grep -q "predicted peak" "$T/mtiny.log" && ! grep -q "^step 1" "$T/mtiny.log" &&
+   [ $st_nopath -ne 0 ] && grep -q "no nvme_path is set" "$T/mnopath.log"; then ok
+else bad "memory_limit too small / no nvme_path"; head -2 "$T/mtiny.log" "$T/mnopath.log"; fi
 run n1s1 1 s1 3 && run n1o1nvme 1 o1nvme 3
 if same n1s1 n1o1nvme; then ok; else bad "offload nvme at N=1 differs"; tail -3 "$T/n1o1nvme.log"; fi
 if [ -z "$(ls -A "$T/nv")" ]; then ok; else bad "files left in the swap folder: $(ls "$T/nv")"; fi

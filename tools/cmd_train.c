@@ -265,6 +265,9 @@ int cmd_train(int argc, char **argv)
     cfg.sub_group_size = ts->sub_group_size;
     cfg.offload_param = ts->offload_param;
     cfg.offload_param_buffers = ts->offload_param_buffers;
+    cfg.memory_limit = ts->memory_limit;
+    cfg.plan_micro_batch = ts->micro_batch_size;
+    cfg.plan_seq_len = (int)seq;
     if (a.timeout) {
         double tmo;
         if (parse_float(a.timeout, "--collective-timeout", 0, 1e9, &tmo)) {
@@ -342,6 +345,8 @@ int cmd_train(int argc, char **argv)
             die("out of memory");
             goto done;
         }
+    if (rank == 0 && zt_engine_memory_plan(e)[0])
+        fprintf(stderr, "%s\n", zt_engine_memory_plan(e));
     if (rank == 0) {
         zt_engine_report er;
         zt_engine_report_get(e, &er);
@@ -474,8 +479,15 @@ int cmd_train(int argc, char **argv)
                             "steps\n", warmup);
     }
     if (a.summary) {
+        static const char *const dev[] = {"none", "cpu", "nvme"};
+        char off[64] = "none";
+        zt_engine_report erx;
+        zt_engine_report_get(e, &erx);
+        if (erx.offload_optimizer || erx.offload_param)
+            snprintf(off, sizeof off, "optimizer:%s+params:%s", dev[erx.offload_optimizer % 3],
+                     dev[erx.offload_param % 3]);
         stats_context sx = {a.model, mi.num_parameters, cfg.threads, micro, gas,
-                            ts->train_batch_size, (int)seq};
+                            ts->train_batch_size, (int)seq, off};
         if (stats_write_summary(a.summary, &stats, &sx, e, rank, world) < 0) {
             die("%s: cannot write the summary", a.summary);
             goto done;

@@ -40,6 +40,9 @@ void stats_comm_mark(train_stats *s, const zt_engine_report *er)
     for (int k = 0; k < 3; k++)
         s->comm0[k] = er->coll_bytes[k];
     s->wait0 = er->coll_seconds[0] + er->coll_seconds[1] + er->coll_seconds[2];
+    s->nvme0[0] = er->nvme_read_bytes;
+    s->nvme0[1] = er->nvme_written_bytes;
+    s->io0 = er->io_wait_seconds;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -158,10 +161,11 @@ int stats_write_summary(const char *path, const train_stats *s, const stats_cont
     fprintf(f, ",\n  \"parameters\": %zu,\n  \"world_size\": %d,\n  \"zero_stage\": %d,\n"
                "  \"threads\": %d,\n  \"micro_batch\": %d,\n  \"grad_accum\": %d,\n"
                "  \"train_batch\": %d,\n  \"seq_len\": %d,\n  \"optimizer\": \"adamw\",\n"
-               "  \"offload\": \"none\",\n  \"recompute\": false,\n  \"comm_progress\": \"%s\",\n"
+               "  \"offload\": \"%s\",\n  \"recompute\": false,\n  \"comm_progress\": \"%s\",\n"
                "  \"warmup_steps\": %d,\n  \"measured_steps\": %d,\n  \"step_seconds\": [",
             x->parameters, world, er.zero_stage, x->threads, x->micro, x->gas, x->batch, x->seq,
-            er.progress == ZT_PROGRESS_THREAD ? "thread" : "poll", s->warmup, s->n);
+            x->offload ? x->offload : "none", er.progress == ZT_PROGRESS_THREAD ? "thread" : "poll",
+            s->warmup, s->n);
     for (int i = 0; i < s->n; i++)
         fprintf(f, "%s%.6f", i ? ", " : "", s->seconds[i]);
     fprintf(f, "],\n  \"step_median\": %.6f,\n  \"step_min\": %.6f,\n  \"step_max\": %.6f,\n",
@@ -183,9 +187,12 @@ int stats_write_summary(const char *path, const train_stats *s, const stats_cont
             (double)(er.coll_bytes[2] - s->comm0[2]) * per);
     fprintf(f, "  \"comm_wait_s_per_step\": %.6f,\n",
             (er.coll_seconds[0] + er.coll_seconds[1] + er.coll_seconds[2] - s->wait0) * per);
-    fprintf(f, "  \"traffic_schedule\": %.4f,\n  \"nvme_read_bytes_per_step\": 0,\n"
-               "  \"nvme_write_bytes_per_step\": 0,\n  \"profile\": [",
-            er.traffic_schedule);
+    fprintf(f, "  \"traffic_schedule\": %.4f,\n  \"nvme_read_bytes_per_step\": %.0f,\n"
+               "  \"nvme_write_bytes_per_step\": %.0f,\n  \"io_wait_s_per_step\": %.6f,\n"
+               "  \"profile\": [",
+            er.traffic_schedule, (double)(er.nvme_read_bytes - s->nvme0[0]) * per,
+            (double)(er.nvme_written_bytes - s->nvme0[1]) * per,
+            (er.io_wait_seconds - s->io0) * per);
     {
         zt_profile_row rows[ZT_PROF_KINDS];
         int n = zt_profile_get(rows, ZT_PROF_KINDS), first = 1;

@@ -13,12 +13,15 @@ typedef struct train_stats {
     double flops;            /* this rank's model FLOPs over the measured steps */
     uint64_t comm0[3];       /* collective bytes when the warm-up ended */
     double wait0;
+    uint64_t nvme0[2];       /* NVMe bytes read, written when the warm-up ended */
+    double io0;
 } train_stats;
 
 typedef struct stats_context {
     const char *model;
     size_t parameters;
     int threads, micro, gas, batch, seq;
+    const char *offload;     /* "none", "optimizer:nvme", "optimizer:nvme+params:nvme", ... */
 } stats_context;
 
 int stats_init(train_stats *s, int64_t steps, int warmup);
