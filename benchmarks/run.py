@@ -77,6 +77,20 @@ def run_limits(limits, threads, shapes):
     return json.loads(r.stdout)
 
 
+def measure_limits(exe, points):
+    out = {}
+    for t in sorted({p["threads"] for p in points}):
+        L = run_limits(exe, t, [(256, 256, 256)])
+        L["by_model"] = {}
+        for mb in sorted({(p["model"], p["micro"], p["seq"]) for p in points if p["threads"] == t}):
+            lm = run_limits(exe, t, gemm_shapes(mb[0], mb[1], mb[2]))
+            L["by_model"]["%s/%d" % (mb[0], mb[1])] = lm["sgemm_flops_per_s"]
+        out[str(t)] = L
+        log("limits, %d threads: copy %.1f GB/s, triad %.1f GB/s" % (
+            t, L["copy_bytes_per_s"] / 1e9, L["triad_bytes_per_s"] / 1e9))
+    return out
+
+
 def run_fio(path):
     if not shutil.which("fio"):
         return {"skipped": "fio is not installed"}
@@ -125,16 +139,29 @@ def expand(sweep):
             p["threads"] = max(1, g.get("threads_total", os.cpu_count()) // p["world"])
             p["zero_extra"] = g.get("zero_extra", {})
             p["peer"] = g.get("peer", False)
-            p["label"] = "%s N%d s%d b%d%s" % (p["model"], p["world"], p["stage"], p["micro"],
-                                               g.get("tag", ""))
+            p["label"] = "%s N%d s%d b%d%s%s" % (p["model"], p["world"], p["stage"], p["micro"],
+                                                 "" if p["offload"] == "none" else
+                                                 " offload:" + p["offload"], g.get("tag", ""))
             yield p
 
 
-def run_point(zt, p, tmp):
+OFFLOADS = {  # sweep value -> (offload_optimizer device, offload_param device)
+    "none": (None, None), "cpu": ("cpu", None), "nvme": ("nvme", None),
+    "nvme+param": ("nvme", "nvme"), "cpu+param": ("cpu", "cpu")}
+
+
+def run_point(zt, p, tmp, offload_path):
     cfg = {"train_micro_batch_size_per_gpu": p["micro"],
            "zero_optimization": dict({"stage": p["stage"]}, **p["zero_extra"])}
-    if p["offload"] != "none" or p["optimizer"] != "adamw" or p["recompute"]:
-        return {"skipped": "offload, other optimizers and recomputation are not implemented yet"}
+    if p["offload"] not in OFFLOADS:
+        raise SystemExit("point %s: offload must be one of %s" % (p["label"], ", ".join(OFFLOADS)))
+    if p["optimizer"] != "adamw" or p["recompute"]:
+        return {"skipped": "other optimizers and recomputation are not implemented yet"}
+    opt, par = OFFLOADS[p["offload"]]
+    if opt:
+        cfg["zero_optimization"]["offload_optimizer"] = {"device": opt, "nvme_path": offload_path}
+    if par:
+        cfg["zero_optimization"]["offload_param"] = {"device": par, "nvme_path": offload_path}
     cpath, spath = os.path.join(tmp, "c.json"), os.path.join(tmp, "s.json")
     json.dump(cfg, open(cpath, "w"))
     cmd = MPI + ["-np", str(p["world"]), zt, "train", "--model", p["model"], "--data", "synthetic",
@@ -175,8 +202,11 @@ def analyse(res):
         s = pt.get("summary")
         if not s or "skipped" in s:
             continue
-        if pt["stage"] == 0:
-            base[(pt["model"], pt["world"], pt["micro"])] = s["step_median"]
+        if pt["stage"] == 0 and pt["offload"] == "none":
+            base[(pt["model"], pt["world"], pt["micro"], pt["seq"])] = s["step_median"]
+        if pt["offload"] == "none":
+            base[("nooff", pt["model"], pt["world"], pt["micro"], pt["seq"], pt["stage"])] = \
+                s["step_median"]
     for pt in res["points"]:
         s = pt.get("summary")
         if not s or "skipped" in s:
@@ -189,9 +219,18 @@ def analyse(res):
         opt = [x for x in s.get("profile", []) if x["kind"] == "optimizer"]
         if opt and opt[0]["seconds"] > 0 and L.get("copy_bytes_per_s"):
             r["optimizer_vs_copy"] = opt[0]["bytes"] / opt[0]["seconds"] / L["copy_bytes_per_s"]
-        b = base.get((pt["model"], pt["world"], pt["micro"]))
+        b = base.get((pt["model"], pt["world"], pt["micro"], pt["seq"]))
         if b:
             r["vs_stage0"] = s["step_median"] / b
+        b = base.get(("nooff", pt["model"], pt["world"], pt["micro"], pt["seq"], pt["stage"]))
+        if b and pt["offload"] != "none":
+            r["vs_no_offload"] = s["step_median"] / b
+        fio = res.get("fio", {})
+        nv = s.get("nvme_read_bytes_per_step", 0) + s.get("nvme_write_bytes_per_step", 0)
+        if nv and fio.get("read_bytes_per_s") and s["step_median"] > 0:
+            # the rank's NVMe bytes per second of step over fio's mean read/write bandwidth
+            r["nvme_vs_fio"] = nv / s["step_median"] / (
+                (fio["read_bytes_per_s"] + fio["write_bytes_per_s"]) / 2)
         peer = pt.get("peer_result")
         if peer and "tokens_per_s" in peer:
             r["vs_pytorch_tokens"] = s["tokens_per_s"] / peer["tokens_per_s"]
@@ -315,8 +354,9 @@ def write_csv(res, name):
     cols = ["label", "model", "world", "stage", "micro", "seq", "threads", "offload", "optimizer",
             "recompute", "step_median", "step_min", "step_max", "tokens_per_s", "model_flops_per_s",
             "peak_rss_max", "rs_bytes_per_step", "ag_bytes_per_step", "comm_wait_s_per_step",
-            "nvme_read_bytes_per_step", "nvme_write_bytes_per_step", "vs_stage0", "vs_sgemm",
-            "optimizer_vs_copy", "vs_pytorch_tokens", "vs_pytorch_rss"]
+            "nvme_read_bytes_per_step", "nvme_write_bytes_per_step", "io_wait_s_per_step",
+            "vs_stage0", "vs_sgemm", "optimizer_vs_copy", "nvme_vs_fio", "vs_no_offload",
+            "vs_pytorch_tokens", "vs_pytorch_rss"]
     with open(os.path.join(RESULTS, name + ".csv"), "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(cols)
@@ -328,7 +368,8 @@ def write_csv(res, name):
             row = {k: p.get(k) for k in cols}
             row.update({k: s.get(k) for k in ["step_median", "step_min", "step_max", "tokens_per_s",
                                               "model_flops_per_s", "comm_wait_s_per_step",
-                                              "nvme_read_bytes_per_step", "nvme_write_bytes_per_step"]})
+                                              "nvme_read_bytes_per_step", "nvme_write_bytes_per_step",
+                                              "io_wait_s_per_step"]})
             row["peak_rss_max"] = max(s.get("peak_rss_per_rank", [0]))
             row["rs_bytes_per_step"] = s.get("comm_bytes_per_step", {}).get("reduce_scatter")
             row["ag_bytes_per_step"] = s.get("comm_bytes_per_step", {}).get("all_gather")
@@ -351,10 +392,11 @@ def report():
              "measured steps. Throughput is tokens per step (global batch x sequence length) over the",
              "median step time. Model FLOPs count matrix products only (linear layers, attention scores",
              "and context, the MLM decoder over the labelled positions training computes), 3x the forward.",
-             "The limits are measured in the same run: `cblas_sgemm` at the model's GEMM shapes on the",
+             "The limits are measured in the same run, before and after the points (the higher value of",
+             "the two is kept: a busy machine only lowers a limit): `cblas_sgemm` at the model's GEMM shapes on the",
              "rank's threads (the ratio divides the rank's share of the model FLOP/s by it), copy and triad",
              "bandwidth (STREAM's convention) and `fio` (O_DIRECT, io_uring, 1 MiB blocks) on the offload",
-             "path (offload ratios appear once offload lands: NVMe bytes are 0 until then). \"optimizer vs",
+             "path. \"NVMe B/s vs fio\" is a point's NVMe bytes read+written per second of step over fio's mean read/write bandwidth; \"vs no offload\" its step time over the same point without offload. \"optimizer vs",
              "copy\" is the AdamW kernel's bytes/s (28 bytes per parameter) over the copy bandwidth on the",
              "rank's threads. The PyTorch peer (`benchmarks/peers/torch_bert.py`) trains the same shapes, batch,",
              "sequence, AdamW and threads the way Hugging Face's BertForMaskedLM does, in the same run.", ""]
@@ -396,8 +438,9 @@ def report():
         lines += ["", "### Points", "",
                   "| configuration | threads/rank | step s median (min..max) | tokens/s | model GFLOP/s | "
                   "vs sgemm | optimizer vs copy | vs stage 0 | peak RSS/rank MiB | RS+AG MB/step | "
-                  "comm wait s/step | NVMe MB/step | vs PyTorch tokens/s | vs PyTorch RSS |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "comm wait s/step | NVMe MB/step | NVMe B/s vs fio | I/O wait s/step | vs no offload | "
+                  "vs PyTorch tokens/s | vs PyTorch RSS |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for p in res["points"]:
             s = p.get("summary") or {}
             if "skipped" in s:
@@ -405,13 +448,15 @@ def report():
                 continue
             r = p.get("ratios", {})
             cb = s["comm_bytes_per_step"]
-            lines.append("| %s | %d | %.3f (%.3f..%.3f) | %.0f | %.1f | %s | %s | %s | %.0f | %.1f | %.3f | %.1f | %s | %s |" % (
+            lines.append("| %s | %d | %.3f (%.3f..%.3f) | %.0f | %.1f | %s | %s | %s | %.0f | %.1f | %.3f | %.1f | %s | %.3f | %s | %s | %s |" % (
                 p["label"], p["threads"], s["step_median"], s["step_min"], s["step_max"],
                 s["tokens_per_s"], s["model_flops_per_s"] / 1e9, fmt(r.get("vs_sgemm")),
                 fmt(r.get("optimizer_vs_copy")), fmt(r.get("vs_stage0")),
                 max(s["peak_rss_per_rank"]) / 2**20,
                 (cb["reduce_scatter"] + cb["all_gather"]) / 1e6, s["comm_wait_s_per_step"],
                 (s["nvme_read_bytes_per_step"] + s["nvme_write_bytes_per_step"]) / 1e6,
+                fmt(r.get("nvme_vs_fio")), s.get("io_wait_s_per_step", 0.0),
+                fmt(r.get("vs_no_offload"), "%.2fx"),
                 fmt(r.get("vs_pytorch_tokens"), "%.2fx"), fmt(r.get("vs_pytorch_rss"), "%.2fx")))
         peers = [p for p in res["points"] if p.get("peer_result")]
         if peers:
@@ -476,29 +521,31 @@ def main():
     res = {"sweep": name, "machine": machine_facts(a.zt), "limits": {}, "points": []}
     log("sweep %s: %d points" % (name, len(points)))
     with tempfile.TemporaryDirectory(prefix="zt-bench-") as tmp:
-        # limits: sgemm at each model's shapes on each thread count the points use
-        for t in sorted({p["threads"] for p in points}):
-            L = run_limits(a.limits, t, [(256, 256, 256)])
-            L["by_model"] = {}
-            for mb in sorted({(p["model"], p["micro"], p["seq"]) for p in points if p["threads"] == t}):
-                lm = run_limits(a.limits, t, gemm_shapes(mb[0], mb[1], mb[2]))
-                L["by_model"]["%s/%d" % (mb[0], mb[1])] = lm["sgemm_flops_per_s"]
-            res["limits"][str(t)] = L
-            log("limits, %d threads: copy %.1f GB/s, triad %.1f GB/s" % (
-                t, L["copy_bytes_per_s"] / 1e9, L["triad_bytes_per_s"] / 1e9))
+        # limits: sgemm at each model's shapes on each thread count the points use, measured
+        # before and again after the points; a busy machine only lowers a limit, so the
+        # higher of the two is kept
+        res["limits"] = measure_limits(a.limits, points)
         res["fio"] = run_fio(sweep.get("offload_path", "/var/tmp"))
         if "skipped" not in res["fio"]:
             res["store"] = run_store(sweep.get("offload_path", "/var/tmp"))
         for i, p in enumerate(points):
             log("[%d/%d] %s" % (i + 1, len(points), p["label"]))
             p = dict(p)
-            p["summary"] = run_point(a.zt, p, tmp)
+            p["summary"] = run_point(a.zt, p, tmp, sweep.get("offload_path", "/var/tmp"))
             if p.pop("peer") and "skipped" not in p["summary"]:
                 p["peer_result"] = run_peer(p)
                 log("   zerotrain %.0f tokens/s, PyTorch %s" % (
                     p["summary"]["tokens_per_s"], p["peer_result"].get("tokens_per_s",
                                                                        p["peer_result"].get("skipped"))))
             res["points"].append(p)
+        again = measure_limits(a.limits, points)
+        for t, L in res["limits"].items():
+            M = again[t]
+            for k in ("copy_bytes_per_s", "triad_bytes_per_s", "sgemm_flops_per_s"):
+                if k in L and k in M:
+                    L[k] = max(L[k], M[k])
+            for k, v in M["by_model"].items():
+                L["by_model"][k] = max(L["by_model"].get(k, 0), v)
         z = sweep.get("zero1_peer")
         if z:
             res["zero1_peer"] = run_peer(dict(z, threads=z.get("threads", 1), warmup=z.get("warmup", 1)),

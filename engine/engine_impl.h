@@ -46,6 +46,7 @@ typedef struct zt_pslot {
     float *p;                /* the largest shard's floats */
     int unit;                /* the shard it holds, -1 = none */
     int pinned, loading;     /* in use; a read into it may be in flight */
+    int ahead;               /* read ahead and not used yet (evicted last) */
     uint64_t used;           /* last use (least recently used goes first) */
 } zt_pslot;
 

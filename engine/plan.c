@@ -57,13 +57,14 @@ static void predict(const zt_engine *e, int opt, int par, plan_bytes *b)
             live = (double)e->cfg.max_live + maxu;
         live = live < P ? live : P; /* never more than the whole model */
         b->params = F * live;
-        if (par == ZT_OFFLOAD_NVME) {
+        if (par != ZT_OFFLOAD_NONE) { /* the shard buffers; the shards in the RAM pool */
             int n = e->cfg.offload_param_buffers < 3 ? 3 : e->cfg.offload_param_buffers;
             b->params += F * n * maxs;
-            b->params_off = 4 * P / N;
-        } else {
-            b->params += 4 * P / N;
         }
+        if (par == ZT_OFFLOAD_NVME)
+            b->params_off = 4 * P / N;
+        else
+            b->params += 4 * P / N;
     }
     /* gradients: whole units below stage 2; stage 2-3 keep the embeddings whole and two
      * scratch units; the reduced shard with N > 1 or stage >= 2 */
@@ -72,15 +73,16 @@ static void predict(const zt_engine *e, int opt, int par, plan_bytes *b)
         b->grads += 4 * P / N;
     /* optimizer: two moments of what the rank owns, or the working buffers of offload */
     double own = st == 0 ? P : P / N;
-    if (opt == ZT_OFFLOAD_NVME) {
+    if (opt != ZT_OFFLOAD_NONE) { /* the working buffers; the moments in the RAM pool */
         double g = (double)e->cfg.sub_group_size;
         g = g > 0 && g < maxs ? g : maxs;
         int n = e->cfg.offload_buffers < 3 ? 3 : e->cfg.offload_buffers;
         b->optimizer = 2 * F * g * n;
-        b->optimizer_off = 8 * own;
-    } else {
-        b->optimizer = 8 * own;
     }
+    if (opt == ZT_OFFLOAD_NVME)
+        b->optimizer_off = 8 * own;
+    else
+        b->optimizer += 8 * own;
     /* activations of one micro-batch (when the batch shape is known) */
     if (e->cfg.plan_micro_batch > 0 && e->cfg.plan_seq_len > 0 && e->ops->act_bytes)
         b->activations = (double)e->ops->act_bytes(e->model, e->cfg.plan_micro_batch,

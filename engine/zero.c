@@ -204,14 +204,16 @@ static int pslot_find(const zt_engine *e, int u)
     return -1;
 }
 
-/* a slot to load into: a free one, else the least recently used unpinned one (its unit's
- * transfers finished first); -1 when all are pinned */
-static int pslot_take(zt_engine *e)
+/* A slot to load into: a free one, else the least recently used unpinned one that was
+ * used since it was loaded (read ahead and not yet used only when take_ahead: a read-ahead
+ * is what the next uses need). Its unit's transfers finish first. -1: none; an error from
+ * those transfers is returned as is. */
+static int pslot_take(zt_engine *e, int take_ahead)
 {
     int best = -1;
     for (int i = 0; i < e->n_pslot; i++) {
         zt_pslot *sl = &e->pslot[i];
-        if (sl->pinned)
+        if (sl->pinned || (sl->ahead && !take_ahead))
             continue;
         if (sl->unit < 0)
             return i;
@@ -219,10 +221,11 @@ static int pslot_take(zt_engine *e)
             best = i;
     }
     if (best >= 0) {
-        if (zt_store_wait(e->pstore, e->pslot[best].unit) < 0)
-            return -2;
+        int rc = zt_store_wait(e->pstore, e->pslot[best].unit);
+        if (rc < 0)
+            return rc;
         e->pslot[best].unit = -1;
-        e->pslot[best].loading = 0;
+        e->pslot[best].loading = e->pslot[best].ahead = 0;
     }
     return best;
 }
@@ -232,14 +235,14 @@ static int pshard_prefetch(zt_engine *e, int u)
 {
     if (!e->pstore || pslot_find(e, u) >= 0)
         return 0;
-    int k = pslot_take(e);
-    if (k == -2)
-        return ZT_E_BASE;
+    int k = pslot_take(e, 0); /* never at the cost of another read-ahead */
+    if (k < -1)
+        return k;
     if (k < 0)
         return 0;
     ZT_TRY(zt_store_prefetch(e->pstore, u, e->pslot[k].p));
     e->pslot[k].unit = u;
-    e->pslot[k].loading = 1;
+    e->pslot[k].loading = e->pslot[k].ahead = 1;
     e->pslot[k].used = ++e->pslot_clock;
     return 0;
 }
@@ -253,9 +256,9 @@ static int pshard_get(zt_engine *e, int u, float **out)
     }
     int k = pslot_find(e, u);
     if (k < 0) {
-        if ((k = pslot_take(e)) < 0)
-            return k == -2 ? ZT_E_BASE : zt_fail(ZT_E_NOMEM, "parameter offload: every shard "
-                                                 "buffer is in use (raise buffer_count)");
+        if ((k = pslot_take(e, 1)) < 0)
+            return k < -1 ? k : zt_fail(ZT_E_NOMEM, "parameter offload: every shard buffer "
+                                        "is in use (raise offload_param.buffer_count)");
         e->pslot[k].unit = u;
         e->pslot[k].loading = 1;
     }
@@ -264,6 +267,7 @@ static int pshard_get(zt_engine *e, int u, float **out)
         ZT_TRY(zt_store_get(e->pstore, u, sl->p));
         sl->loading = 0;
     }
+    sl->ahead = 0;
     sl->pinned = 1;
     sl->used = ++e->pslot_clock;
     *out = sl->p;
@@ -292,12 +296,12 @@ static int pshard_set(zt_engine *e, int u, const float *whole)
     }
     int k = pslot_find(e, u);
     if (k < 0) {
-        if ((k = pslot_take(e)) < 0)
-            return k == -2 ? ZT_E_BASE : zt_fail(ZT_E_NOMEM, "parameter offload: no buffer");
+        if ((k = pslot_take(e, 1)) < 0)
+            return k < -1 ? k : zt_fail(ZT_E_NOMEM, "parameter offload: no buffer");
         e->pslot[k].unit = u;
     }
-    e->pslot[k].loading = 0; /* the old contents are replaced */
-    ZT_TRY(zt_store_wait(e->pstore, u));
+    ZT_TRY(zt_store_wait(e->pstore, u)); /* a read into the slot lands first */
+    e->pslot[k].loading = e->pslot[k].ahead = 0; /* the old contents are replaced */
     p = e->pslot[k].p;
     zt_zero_take_shard(e, u, e->comm.rank, whole, p);
     e->pslot[k].pinned = 1;
@@ -556,7 +560,11 @@ int zt_zero_moments_open(zt_engine *e)
     for (int k = 0; k < e->n_ogroup; k++) {
         const zt_ogroup *g = &e->ogroup[k];
         size_t n = g->c1 - g->c0;
-        ZT_TRY(zt_store_get(e->ostore, g->blob, e->owork[0]));
+        int rc = zt_store_get(e->ostore, g->blob, e->owork[0]);
+        if (rc < 0) { /* no half-filled moments left behind for a later save */
+            zt_zero_moments_close(e, 0);
+            return rc;
+        }
         memcpy(e->M[g->unit] + g->c0, e->owork[0], n * sizeof(float));
         memcpy(e->V[g->unit] + g->c0, e->owork[0] + n, n * sizeof(float));
     }

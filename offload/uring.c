@@ -32,6 +32,7 @@ typedef struct piece {
 typedef struct xfer {         /* one zt_io_read / zt_io_write */
     int64_t ticket;
     int is_write, err;
+    char *msg;                /* err's message, formatted when it happened */
     char *buf;
     size_t len, next;         /* next: first byte not yet handed to a piece */
     uint64_t off;
@@ -54,6 +55,8 @@ struct zt_io {
     size_t xhead, xtail, xcap;
     int64_t next_ticket, done_ticket; /* done_ticket: every ticket <= it has completed */
     int unsubmitted;          /* io_uring: SQEs prepared but not yet submitted */
+    int broken;               /* the ring refused submissions: every later call fails */
+    int submit_tries;         /* refused submissions in a row */
     struct fail { int64_t ticket; int code; char *msg; } *fails; /* not yet reported */
     size_t nfails, capfails;
     /* thread pool */
@@ -143,19 +146,26 @@ static void pool_stop(zt_io *io)
 
 /* ---- backend dispatch --------------------------------------------------------------- */
 
+/* Submits the prepared entries. A transient refusal (-EAGAIN, -EBUSY: the kernel wants
+ * completions reaped first; -EINTR) returns 1 so the caller reaps and comes back; after
+ * MAX_TRIES refusals in a row, with a growing pause, the queue gives up and is broken. */
 static int ring_flush(zt_io *io)
 {
-    for (int tries = 0; io->unsubmitted > 0;) {
-        int r = io_uring_submit(io->ring_ok ? &io->ring : NULL);
-        if (r >= 0) {
+    while (io->unsubmitted > 0) {
+        int r = io_uring_submit(&io->ring);
+        if (r > 0) {
             io->unsubmitted -= r < io->unsubmitted ? r : io->unsubmitted;
-            if (r == 0 && ++tries > MAX_TRIES)
-                return zt_fail(-EAGAIN, "%s: io_uring accepts no submissions", io->path);
+            io->submit_tries = 0;
             continue;
         }
-        if ((r == -EAGAIN || r == -EBUSY || r == -EINTR) && ++tries <= MAX_TRIES)
-            return 1; /* completions must be reaped first: the caller does, then retries */
-        return zt_fail(r, "%s: io_uring_submit failed: %s", io->path, strerror(-r));
+        if ((r == 0 || r == -EAGAIN || r == -EBUSY || r == -EINTR) &&
+            ++io->submit_tries <= MAX_TRIES) {
+            nanosleep(&(struct timespec){0, 50000L * io->submit_tries}, NULL);
+            return 1;
+        }
+        io->broken = zt_fail(r < 0 ? r : -EAGAIN, "%s: io_uring accepts no submissions: %s",
+                             io->path, strerror(r < 0 ? -r : EAGAIN));
+        return io->broken;
     }
     return 0;
 }
@@ -215,18 +225,18 @@ static int be_reap(zt_io *io, int wait, int *idx, int *res)
         pthread_mutex_unlock(&io->mu);
         return got ? 0 : 1;
     }
-    if (io->unsubmitted > 0) {
-        int r = ring_flush(io);
-        if (r < 0)
-            return r;
-    }
     struct io_uring_cqe *cqe = NULL;
     int r;
-    for (int tries = 0;; tries++) {
-        r = wait ? io_uring_wait_cqe(&io->ring, &cqe) : io_uring_peek_cqe(&io->ring, &cqe);
-        if (r == -EINTR && tries < MAX_TRIES)
+    for (;;) {
+        if (io->unsubmitted > 0 && (r = ring_flush(io)) < 0)
+            return r;
+        /* waiting needs something submitted: entries the ring refused are retried first */
+        if (wait && io->unsubmitted > 0 && io->inflight <= io->unsubmitted &&
+            io_uring_peek_cqe(&io->ring, &cqe) != 0)
             continue;
-        break;
+        r = wait ? io_uring_wait_cqe(&io->ring, &cqe) : io_uring_peek_cqe(&io->ring, &cqe);
+        if (r != -EINTR) /* a signal: wait again (the kernel still owns the buffers) */
+            break;
     }
     if (r == -EAGAIN && !wait)
         return 1;
@@ -240,6 +250,8 @@ static int be_reap(zt_io *io, int wait, int *idx, int *res)
 }
 
 /* ---- pieces and transfers ----------------------------------------------------------- */
+
+static void fail_xfer(struct xfer *t, int code);
 
 static xfer *find_xfer(zt_io *io, int64_t ticket)
 {
@@ -262,14 +274,17 @@ static void keep_failure(zt_io *io, const xfer *t)
     if (io->nfails == io->capfails) {
         size_t nc = io->capfails ? io->capfails * 2 : 8;
         struct fail *nf = realloc(io->fails, nc * sizeof *nf);
-        if (!nf)
-            return; /* the error is still returned by its wait, without the message kept */
+        if (!nf) { /* no room to keep it: the queue cannot report it, so it stops */
+            free(t->msg);
+            io->broken = ZT_E_NOMEM;
+            return;
+        }
         io->fails = nf;
         io->capfails = nc;
     }
     io->fails[io->nfails].ticket = t->ticket;
     io->fails[io->nfails].code = t->err;
-    io->fails[io->nfails++].msg = strdup(zt_last_error());
+    io->fails[io->nfails++].msg = t->msg; /* ownership moves */
 }
 
 /* retire finished transfers at the head of the FIFO */
@@ -284,20 +299,24 @@ static void retire(zt_io *io)
     }
 }
 
-/* the first failure among tickets <= ticket (reported once, then forgotten) */
+/* this ticket's failure, if it failed (reported once, then forgotten); other tickets'
+ * failures wait for their own waits */
 static int take_failure(zt_io *io, int64_t ticket)
 {
-    if (io->nfails == 0 || io->fails[0].ticket > ticket)
-        return 0;
-    int code = io->fails[0].code;
-    if (io->fails[0].msg)
-        zt_fail(code, "%s", io->fails[0].msg);
-    size_t k = 0;
-    while (k < io->nfails && io->fails[k].ticket <= ticket)
-        free(io->fails[k++].msg);
-    memmove(io->fails, io->fails + k, (io->nfails - k) * sizeof *io->fails);
-    io->nfails -= k;
-    return code;
+    for (size_t k = 0; k < io->nfails; k++) {
+        if (io->fails[k].ticket != ticket)
+            continue;
+        int code = io->fails[k].code;
+        if (io->fails[k].msg)
+            zt_fail(code, "%s", io->fails[k].msg);
+        else
+            zt_fail(code, "%s: transfer failed: %s", io->path, strerror(-code));
+        free(io->fails[k].msg);
+        memmove(io->fails + k, io->fails + k + 1, (io->nfails - k - 1) * sizeof *io->fails);
+        io->nfails--;
+        return code;
+    }
+    return 0;
 }
 
 static void release(zt_io *io, int i)
@@ -331,8 +350,13 @@ static int fill(zt_io *io)
             t->outstanding++;
             io->inflight++;
             int r = be_start(io, i);
-            if (r < 0)
-                return r;
+            if (r < 0) { /* never handed to the kernel: undo, and the transfer fails */
+                t->outstanding--;
+                release(io, i);
+                fail_xfer(t, r);
+                retire(io);
+                return io->broken ? io->broken : 0;
+            }
         }
         if (io->nfree == 0 || io->inflight >= io->depth)
             break;
@@ -343,6 +367,15 @@ static int fill(zt_io *io)
             return r;
     }
     return 0;
+}
+
+/* the transfer fails with the message just formatted (the first failure wins) */
+static void fail_xfer(xfer *t, int code)
+{
+    if (!t || t->err)
+        return;
+    t->err = code;
+    t->msg = strdup(zt_last_error());
 }
 
 /* the result of one piece: continue, retry, finish or fail its transfer */
@@ -374,21 +407,28 @@ static int complete(zt_io *io, int i, int res)
             p->tries++;
             io->st.retries++;
         }
-        if (p->tries <= MAX_TRIES)
-            return be_start(io, i);
+        if (p->tries <= MAX_TRIES) {
+            if (res == -EAGAIN || res == -ENOMEM || res == -EBUSY) /* back off a little */
+                nanosleep(&(struct timespec){0, 20000L * p->tries}, NULL);
+            int r = be_start(io, i);
+            if (r == 0)
+                return 0;
+            res = r; /* could not even resubmit: the transfer fails */
+            p->tries = MAX_TRIES + 1;
+        }
         if (t && !t->err)
-            t->err = zt_fail(res < 0 ? res : -EIO,
+            fail_xfer(t, zt_fail(res < 0 ? res : -EIO,
                              "%s: %s of %zu bytes at offset %llu: %s after %d attempts",
                              io->path, p->is_write ? "write" : "read", want,
                              (unsigned long long)(p->off + p->done),
                              res < 0 ? strerror(-res) : res == 0 ? "end of file" : "short transfer",
-                             MAX_TRIES);
+                             MAX_TRIES));
     } else if (res < 0) {
         if (t && !t->err)
-            t->err = zt_fail(res, "%s: %s of %zu bytes at offset %llu failed: %s%s", io->path,
-                             p->is_write ? "write" : "read", want,
-                             (unsigned long long)(p->off + p->done), strerror(-res),
-                             res == -ENOSPC ? " (the filesystem has no space left)" : "");
+            fail_xfer(t, zt_fail(res, "%s: %s of %zu bytes at offset %llu failed: %s%s",
+                                 io->path, p->is_write ? "write" : "read", want,
+                                 (unsigned long long)(p->off + p->done), strerror(-res),
+                                 res == -ENOSPC ? " (the filesystem has no space left)" : ""));
     } else {
         io->st.pieces++;
         if (p->is_write) {
@@ -419,6 +459,9 @@ static int64_t start(zt_io *io, int is_write, void *buf, size_t len, uint64_t of
 {
     if (!io || (!buf && len))
         return zt_fail(ZT_E_INVAL, "zt_io: no queue or no buffer");
+    if (io->broken)
+        return zt_fail(io->broken, "%s: the I/O queue failed earlier and takes no more "
+                       "transfers", io->path);
     if (off % ZT_IO_ALIGN)
         return zt_fail(ZT_E_INVAL, "%s: offset %llu is not a multiple of %d", io->path,
                        (unsigned long long)off, ZT_IO_ALIGN);
@@ -443,9 +486,10 @@ static int64_t start(zt_io *io, int is_write, void *buf, size_t len, uint64_t of
     t->len = len;
     t->off = off;
     io->xtail++;
+    int64_t ticket = t->ticket;
     retire(io); /* an empty transfer is done at once */
-    ZT_TRY(fill(io));
-    return t->ticket;
+    (void)fill(io); /* an error stays with the transfers and comes out of their waits */
+    return ticket;
 }
 
 int64_t zt_io_write(zt_io *io, const void *buf, size_t len, uint64_t off)
@@ -478,6 +522,9 @@ int zt_io_wait(zt_io *io, int64_t ticket)
     double t0 = now_s();
     while (io->done_ticket < ticket) {
         ZT_TRY(fill(io));
+        if (io->broken)
+            return zt_fail(io->broken, "%s: the I/O queue failed: %s", io->path,
+                           zt_strerror(io->broken));
         if (io->inflight == 0)
             return zt_fail(ZT_E_INVAL, "%s: transfer %lld cannot progress", io->path,
                            (long long)ticket);
@@ -493,11 +540,12 @@ static int probe_direct(zt_io *io)
 {
     char *b = io->pool; /* aligned */
     memset(b, 0x5a, ZT_IO_ALIGN);
+    errno = 0;
     ssize_t w = pwrite(io->fd, b, ZT_IO_ALIGN, 0);
     ssize_t r = w == ZT_IO_ALIGN ? pread(io->fd, b, ZT_IO_ALIGN, 0) : -1;
     if (w == ZT_IO_ALIGN && r == ZT_IO_ALIGN)
         return 0;
-    return -errno;
+    return (w < 0 || r < 0) && errno ? -errno : -EIO; /* a short probe: say EIO */
 }
 
 int zt_io_open(zt_io **out, const char *dir, const char *tag, const zt_io_opts *o)
@@ -596,7 +644,7 @@ int zt_io_open(zt_io **out, const char *dir, const char *tag, const zt_io_opts *
         if (r == 0) {
             io->ring_ok = 1;
             io->backend = ZT_IO_URING;
-        } else if (r == -ENOSYS || r == -EPERM || r == -EACCES) {
+        } else if (r == -ENOSYS || r == -EPERM || r == -EACCES || r == -ENOMEM) {
             zt_log(ZT_LOG_WARN, "offload: io_uring is not available here (%s); using a "
                    "pool of %d threads doing pread/pwrite", strerror(-r), POOL_THREADS);
         } else {
@@ -644,7 +692,7 @@ void zt_io_close(zt_io *io)
     if (!io)
         return;
     /* let the kernel finish what it has (the buffers are about to go away) */
-    while (io->inflight > 0 && reap(io, 1) == 0)
+    while (io->inflight > io->unsubmitted && !io->broken && reap(io, 1) == 0)
         ;
     if (io->ring_ok)
         io_uring_queue_exit(&io->ring);
@@ -654,6 +702,8 @@ void zt_io_close(zt_io *io)
     zt_mem_free(io->pool, io->pool_bytes, ZT_MEM_IO);
     free(io->pc);
     free(io->free_idx);
+    for (size_t k = io->xhead; io->x && k < io->xtail; k++)
+        free(io->x[k % io->xcap].msg);
     free(io->x);
     for (size_t k = 0; k < io->nfails; k++)
         free(io->fails[k].msg);
