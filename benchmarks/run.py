@@ -502,7 +502,22 @@ def main():
     ap.add_argument("--zt", default=os.path.join(ROOT, "build", "zerotrain"))
     ap.add_argument("--limits", default=os.path.join(ROOT, "build", "bench_limits"))
     ap.add_argument("--report-only", action="store_true")
+    ap.add_argument("--list", action="store_true", help="print the sweep's points and exit")
     a = ap.parse_args()
+    if a.list:
+        if not a.sweep:
+            ap.error("give a sweep file")
+        sweep = json.load(open(a.sweep))
+        pts = list(expand(sweep))
+        for p in pts:
+            if p["offload"] not in OFFLOADS:
+                raise SystemExit("point %s: offload must be one of %s" % (p["label"],
+                                                                         ", ".join(OFFLOADS)))
+            print("%-48s threads/rank %d, seq %d, steps %d (warm-up %d)%s" % (
+                p["label"], p["threads"], p["seq"], p["steps"], p["warmup"],
+                ", with the PyTorch peer" if p["peer"] else ""))
+        print("%d points%s" % (len(pts), ", and the ZeRO-1 peer" if sweep.get("zero1_peer") else ""))
+        return
     os.makedirs(RESULTS, exist_ok=True)
     if a.report_only:
         for f in sorted(os.listdir(RESULTS)):
