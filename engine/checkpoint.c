@@ -360,6 +360,7 @@ int zt_checkpoint_save(zt_engine *e, const char *root, const zt_train_state *st,
     if (!e || !root || !st)
         return zt_fail(ZT_E_INVAL, "zt_checkpoint_save: NULL argument");
     ZT_TRY(zt_engine_ensure_moments(e));
+    ZT_TRY(zt_zero_flush(e)); /* the checkpoint holds the step's result */
     r = e->comm.rank;
     snprintf(tmp, sizeof tmp, "%s/.tmp-step-%" PRId64, root, st->step);
     snprintf(final, sizeof final, "%s/step-%" PRId64, root, st->step);
@@ -555,6 +556,8 @@ int zt_checkpoint_load(zt_engine *e, const char *dir, zt_train_state *st)
     int rc;
     if (!e || !dir || !st)
         return zt_fail(ZT_E_INVAL, "zt_checkpoint_load: NULL argument");
+    if ((rc = zt_zero_flush(e)) < 0)
+        return zt_engine_fail(e, rc);
     if ((rc = zt_checkpoint_verify(dir)) < 0)
         return zt_engine_fail(e, rc);
     snprintf(path, sizeof path, "%s/config.json", dir);

@@ -350,8 +350,14 @@ int zt_engine_zero_grad(zt_engine *e)
     ZT_TRY(zt_zero_pass_grads_begin(e)); /* reductions still reading G finish first */
     if (e->cfg.zero_stage >= 2) {
         memset(e->G[0], 0, e->padded[0] * sizeof(float));
-        for (int u = 0; u < e->layout.n_units; u++)
-            memset(e->Gs[u], 0, e->padded[u] / (size_t)e->comm.size * sizeof(float));
+        /* a deferred update still reads the shards: the next backward pass overwrites them
+         * (its first reduction is not added), and a step without one zeroes them first */
+        if (e->lz_pending) {
+            e->gs_stale = 1;
+        } else {
+            for (int u = 0; u < e->layout.n_units; u++)
+                memset(e->Gs[u], 0, e->padded[u] / (size_t)e->comm.size * sizeof(float));
+        }
         e->accum_first = 1;
         return 0;
     }
@@ -375,6 +381,7 @@ static int run_forward(zt_engine *e)
 static int run_backward(zt_engine *e)
 {
     int nu = e->layout.n_units;
+    ZT_TRY(zt_zero_flush(e)); /* (the forward pass applied any deferred update) */
     ZT_TRY(zt_zero_pass_grads_begin(e));
     for (int u = nu - 1; u >= 0; u--) {
         ZT_TRY(zt_zero_enter(e, 2 * nu - 1 - u));
@@ -383,7 +390,9 @@ static int run_backward(zt_engine *e)
         ZT_TRY(zt_zero_grads_reduce(e, u));
     }
     zt_zero_pass_end(e);
-    return zt_zero_grads_end(e);
+    ZT_TRY(zt_zero_grads_end(e));
+    e->gs_stale = 0; /* every shard was overwritten by its first reduction */
+    return 0;
 }
 
 int zt_engine_forward_backward(zt_engine *e, const zt_batch *b, int keep_logits,
@@ -470,6 +479,15 @@ int zt_engine_step(zt_engine *e, float lr, zt_step_info *out)
     if (!(lr >= 0.0f))
         return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "zt_engine_step: learning rate %g is not >= 0", lr));
     ZT_TRY(zt_engine_ensure_moments(e));
+    /* a deferred update no forward pass applied (a step without one) goes first, on the
+     * gradients it was computed from; then the shards zero_grad left are zeroed */
+    if ((rc = zt_zero_flush(e)) < 0)
+        return zt_engine_fail(e, rc);
+    if (e->gs_stale) {
+        for (int u = 0; u < e->layout.n_units; u++)
+            memset(e->Gs[u], 0, e->padded[u] / (size_t)e->comm.size * sizeof(float));
+        e->gs_stale = 0;
+    }
     if ((rc = zt_zero_reduce(e, &sumsq)) < 0 ||
         (rc = zt_comm_sum_ordered(&e->comm, sumsq, &sumsq)) < 0)
         return zt_engine_fail(e, rc);
@@ -581,6 +599,7 @@ int zt_engine_save_weights(zt_engine *e, const char *dir, size_t max_shard_bytes
     int n = e->layout.n_params, rc = 0, st3 = e->cfg.zero_stage >= 3, r = e->comm.rank;
     save_arg a = {e, NULL, NULL, -1};
     zt_tensor_view *v = NULL;
+    ZT_TRY(zt_zero_flush(e));
     if (st3 && !(a.buf = zt_mem_alloc(zt_zero_max_padded(e) * sizeof(float), ZT_ALIGN_PAGE,
                                       ZT_MEM_COMM)))
         rc = ZT_E_NOMEM;
@@ -656,6 +675,7 @@ int zt_engine_load_params(zt_engine *e, const char *dir)
 {
     load_arg a = {e, dir, NULL};
     int rc;
+    ZT_TRY(zt_zero_flush(e)); /* nothing deferred may land on what is loaded */
     if (e->cfg.zero_stage < 3)
         return zt_load_hf_weights(dir, &e->layout, e->P, e->alias_seen, e->cfg.seed, 1);
     if (!(a.one = calloc((size_t)e->layout.n_units, sizeof *a.one)))

@@ -7,6 +7,7 @@
 #include "comm.h"
 #include "../common/err.h"
 #include "../models/bert.h"
+#include "../optimizer/adamw.h"
 
 #define ZT_SHARD_ALIGN 1024 /* floats: 4 KiB, O_DIRECT-aligned, whole 8-bit Adam blocks */
 #define ZT_POOL_MAX 32      /* stage 3: most whole-unit parameter buffers */
@@ -106,6 +107,13 @@ struct zt_engine {
     zt_pslot pslot[ZT_OFF_MAXBUF];
     int n_pslot;
     uint64_t pslot_clock;
+    /* the update in progress (zt_zero_update): hyperparameters, next sub-group, an error
+     * from the read-ahead; stage 3 with offload defers each unit's update to its next use */
+    zt_adamw_hparams up_hp;
+    int up_g, up_err;
+    int lz_pending, lz_next;  /* deferred updates pending from unit lz_next on */
+    int any_persist;          /* stage 3: some unit stays gathered (no deferral then) */
+    int gs_stale;             /* zero_grad left the gradient shards for a pending update */
 };
 
 /* ---- plan.c: zerotrain.memory_limit ---------------------------------------------------
@@ -149,6 +157,9 @@ int zt_zero_grads_end(zt_engine *e);
 int zt_zero_reduce(zt_engine *e, double *sumsq);
 /* AdamW on what this rank owns, then the all-gathers the stage needs. */
 int zt_zero_update(zt_engine *e, const void *hparams);
+/* Applies the updates a stage 3 step with offload deferred to the next forward pass; call
+ * before anything reads or replaces parameters or optimizer state outside a pass. */
+int zt_zero_flush(zt_engine *e);
 /* Optimizer offload: the moments in RAM as e->M / e->V for a checkpoint (open), then
  * released, written back first when write_back (close). No-ops without offload. */
 int zt_zero_moments_open(zt_engine *e);

@@ -133,6 +133,7 @@ static void free_units(const zt_engine *e, float **b, int category, int shard)
 }
 
 static void offload_close(zt_engine *e);
+static int lazy_upto(zt_engine *e, int u);
 
 /* ---- parameter offload (stage 3) ---------------------------------------------------------
  * Each unit's parameter shard is one blob of a store (RAM pool or swap file). A few shard
@@ -375,6 +376,7 @@ int zt_zero_setup(zt_engine *e)
             ZT_TRY(pstore_open(e));
         for (int u = 0; u < nu; u++) {
             e->persist[u] = e->padded[u] < e->cfg.persist_threshold;
+            e->any_persist |= e->persist[u];
             if (e->persist[u] && !(e->P[u] = zt_mem_alloc(e->padded[u] * sizeof(float),
                                                            ZT_ALIGN_PAGE, ZT_MEM_PARAMS)))
                 return ZT_E_NOMEM;
@@ -675,6 +677,7 @@ static int acquire(zt_engine *e, zt_sched *S, int k)
         S->moved += (double)e->padded[u];
         if (S->dry)
             continue;
+        ZT_TRY(lazy_upto(e, u)); /* the previous step's update of u, deferred to here */
         if (!(e->P[u] = pool_get(e, u)))
             return ZT_E_NOMEM;
         if (e->pstore) { /* this rank's slices into the gather buffer, then in place */
@@ -908,11 +911,136 @@ int zt_zero_reduce(zt_engine *e, double *sumsq)
     return 0;
 }
 
+/* ---- the update, unit by unit ----------------------------------------------------------
+ * update_begin reads the first sub-groups and shards ahead; update_unit(u) updates unit u
+ * (units in order) and starts what comes next; update_end waits for the write-backs and the
+ * all-gathers. Between them the state lives in e->up_*. */
+
+static void update_begin(zt_engine *e, const zt_adamw_hparams *hp)
+{
+    int nu = e->layout.n_units, nw = e->ostore ? e->n_owork : 0;
+    e->up_hp = *hp;
+    e->up_g = 0;
+    e->up_err = 0;
+    for (int u = 0; e->pstore && u < nu && u < e->n_pslot - 1 && !e->up_err; u++)
+        e->up_err = pshard_prefetch(e, u);
+    for (int k = 0; k < e->n_ogroup && k < nw - 1 && !e->up_err; k++) /* read ahead */
+        e->up_err = zt_store_prefetch(e->ostore, e->ogroup[k].blob, e->owork[k % nw]);
+}
+
+static int update_unit(zt_engine *e, int u)
+{
+    const zt_adamw_hparams *hp = &e->up_hp;
+    int nu = e->layout.n_units, r = e->comm.rank, st = e->cfg.zero_stage;
+    int nw = e->ostore ? e->n_owork : 0, ng = e->n_ogroup;
+    float **gs = e->Gs ? e->Gs : e->G;
+    ZT_TRY(e->up_err);
+    const zt_unit_def *ud = &e->layout.units[u];
+    size_t len = zt_zero_len(e, u, 1);
+    float *ps = NULL;
+    if (st >= 3)
+        ZT_TRY(pshard_get(e, u, &ps));
+    /* this unit's sub-groups [c0, c1) of the shard (one, [0, len), without offload) */
+    for (size_t c0 = 0, c1 = len; c0 < len; c0 = c1) {
+        float *mu, *vu; /* the moments of shard position c0 */
+        if (nw) {
+            const zt_ogroup *og = &e->ogroup[e->up_g];
+            c1 = og->c1;
+            ZT_TRY(zt_store_get(e->ostore, og->blob, e->owork[e->up_g % nw]));
+            mu = e->owork[e->up_g % nw];
+            vu = mu + (c1 - c0);
+        } else {
+            mu = e->M[u];
+            vu = e->V[u];
+        }
+        /* each parameter's intersection with each segment of this rank's shard */
+        zt_seg s;
+        for (int k = 0; zt_zero_seg(e, u, r, k, &s); k++)
+            for (int i = ud->first_param; i < ud->first_param + ud->n_params; i++) {
+                const zt_param_def *d = &e->layout.params[i];
+                size_t a = d->offset > s.off ? d->offset : s.off;
+                size_t b = d->offset + d->numel < s.off + s.len ? d->offset + d->numel
+                                                                 : s.off + s.len;
+                if (a >= b)
+                    continue;
+                size_t j = s.soff + (a - s.off), j0 = j > c0 ? j : c0;
+                size_t j1 = j + (b - a) < c1 ? j + (b - a) : c1;
+                if (j0 >= j1)
+                    continue;
+                float *p = st >= 3 ? ps + j0 : e->P[u] + a + (j0 - j);
+                zt_adamw_update(p, gs[u] + j0, mu + (j0 - c0), vu + (j0 - c0), j1 - j0, hp,
+                                d->decay);
+                zt_comm_poll(&e->comm);
+                if (nw)
+                    ZT_TRY(zt_store_poll(e->ostore));
+            }
+        if (nw) { /* write back; the buffer of group g - 1 then reads group g + nw - 1 */
+            ZT_TRY(zt_store_put(e->ostore, e->ogroup[e->up_g].blob, e->owork[e->up_g % nw]));
+            if (e->up_g >= 1)
+                ZT_TRY(zt_store_wait(e->ostore, e->ogroup[e->up_g - 1].blob));
+            if (e->up_g + nw - 1 < ng)
+                ZT_TRY(zt_store_prefetch(e->ostore, e->ogroup[e->up_g + nw - 1].blob,
+                                         e->owork[(e->up_g + nw - 1) % nw]));
+            e->up_g++;
+        }
+    }
+    if (st >= 3 && e->persist[u] && e->pstore) { /* in place: the shard copy may go */
+        zt_zero_put_shard(e, u, r, ps, e->P[u]);
+        ZT_TRY(start_ag(e, u, NULL, e->P[u], &e->rpend_lo[u], &e->rpend_hi[u]));
+    } else if (st >= 3 && e->persist[u]) {
+        ZT_TRY(start_ag(e, u, e->Ps[u], e->P[u], &e->rpend_lo[u], &e->rpend_hi[u]));
+    } else if (st < 3 && e->comm.size > 1) { /* in place: this rank's slices of P[u] */
+        ZT_TRY(start_ag(e, u, NULL, e->P[u], &e->rpend_lo[u], &e->rpend_hi[u]));
+    }
+    if (st >= 3) { /* write the updated shard back; read a later one ahead */
+        ZT_TRY(pshard_done(e, u, 1));
+        if (u + e->n_pslot - 1 < nu)
+            ZT_TRY(pshard_prefetch(e, u + e->n_pslot - 1));
+    }
+    zt_comm_poll(&e->comm);
+    return 0;
+}
+
+static int update_end(zt_engine *e)
+{
+    int nu = e->layout.n_units;
+    if (e->ostore)
+        ZT_TRY(zt_store_sync(e->ostore));
+    if (e->pstore)
+        ZT_TRY(zt_store_sync(e->pstore));
+    for (int u = 0; u < nu; u++) {
+        ZT_TRY(zt_comm_wait_range(&e->comm, e->rpend_lo[u], e->rpend_hi[u]));
+        e->rpend_lo[u] = e->rpend_hi[u] = -1;
+    }
+    return 0;
+}
+
+/* the deferred updates of units up to u (all: u = n_units - 1) */
+static int lazy_upto(zt_engine *e, int u)
+{
+    while (e->lz_pending && e->lz_next <= u) {
+        int rc = update_unit(e, e->lz_next++);
+        if (rc == 0 && e->lz_next == e->layout.n_units) {
+            e->lz_pending = 0;
+            rc = update_end(e);
+        }
+        if (rc < 0) {
+            e->lz_pending = 0;
+            return rc;
+        }
+    }
+    return 0;
+}
+
+int zt_zero_flush(zt_engine *e)
+{
+    return e && e->lz_pending ? lazy_upto(e, e->layout.n_units - 1) : 0;
+}
+
 int zt_zero_update(zt_engine *e, const void *hparams)
 {
     const zt_adamw_hparams *hp = hparams;
-    int nu = e->layout.n_units, r = e->comm.rank, st = e->cfg.zero_stage;
-    float **gs = e->Gs ? e->Gs : e->G;
+    int nu = e->layout.n_units, st = e->cfg.zero_stage;
     if (st == 0) { /* whole units: the reduced shards are all-gathered back first */
         for (int u = 0; e->comm.size > 1 && u < nu; u++)
             ZT_TRY(start_ag(e, u, e->Gs[u], e->G[u], &e->rpend_lo[u], &e->rpend_hi[u]));
@@ -930,85 +1058,19 @@ int zt_zero_update(zt_engine *e, const void *hparams)
         }
         return 0;
     }
-    int nw = e->ostore ? e->n_owork : 0, ng = e->n_ogroup, g = 0;
-    for (int u = 0; e->pstore && u < nu && u < e->n_pslot - 1; u++)
-        ZT_TRY(pshard_prefetch(e, u));
-    for (int k = 0; k < ng && k < nw - 1; k++) /* read ahead */
-        ZT_TRY(zt_store_prefetch(e->ostore, e->ogroup[k].blob, e->owork[k % nw]));
-    for (int u = 0; u < nu; u++) {
-        const zt_unit_def *ud = &e->layout.units[u];
-        size_t len = zt_zero_len(e, u, 1);
-        float *ps = NULL;
-        if (st >= 3)
-            ZT_TRY(pshard_get(e, u, &ps));
-        /* this unit's sub-groups [c0, c1) of the shard (one, [0, len), without offload) */
-        for (size_t c0 = 0, c1 = len; c0 < len; c0 = c1) {
-            float *mu, *vu; /* the moments of shard position c0 */
-            if (nw) {
-                const zt_ogroup *og = &e->ogroup[g];
-                c1 = og->c1;
-                ZT_TRY(zt_store_get(e->ostore, og->blob, e->owork[g % nw]));
-                mu = e->owork[g % nw];
-                vu = mu + (c1 - c0);
-            } else {
-                mu = e->M[u];
-                vu = e->V[u];
-            }
-            /* each parameter's intersection with each segment of this rank's shard */
-            zt_seg s;
-            for (int k = 0; zt_zero_seg(e, u, r, k, &s); k++)
-                for (int i = ud->first_param; i < ud->first_param + ud->n_params; i++) {
-                    const zt_param_def *d = &e->layout.params[i];
-                    size_t a = d->offset > s.off ? d->offset : s.off;
-                    size_t b = d->offset + d->numel < s.off + s.len ? d->offset + d->numel
-                                                                     : s.off + s.len;
-                    if (a >= b)
-                        continue;
-                    size_t j = s.soff + (a - s.off), j0 = j > c0 ? j : c0;
-                    size_t j1 = j + (b - a) < c1 ? j + (b - a) : c1;
-                    if (j0 >= j1)
-                        continue;
-                    float *p = st >= 3 ? ps + j0 : e->P[u] + a + (j0 - j);
-                    zt_adamw_update(p, gs[u] + j0, mu + (j0 - c0), vu + (j0 - c0), j1 - j0, hp,
-                                    d->decay);
-                    zt_comm_poll(&e->comm);
-                    if (nw)
-                        ZT_TRY(zt_store_poll(e->ostore));
-                }
-            if (nw) { /* write back; the buffer of group g - 1 then reads group g + nw - 1 */
-                ZT_TRY(zt_store_put(e->ostore, e->ogroup[g].blob, e->owork[g % nw]));
-                if (g >= 1)
-                    ZT_TRY(zt_store_wait(e->ostore, e->ogroup[g - 1].blob));
-                if (g + nw - 1 < ng)
-                    ZT_TRY(zt_store_prefetch(e->ostore, e->ogroup[g + nw - 1].blob,
-                                             e->owork[(g + nw - 1) % nw]));
-                g++;
-            }
-        }
-        if (st >= 3 && e->persist[u] && e->pstore) { /* in place: the shard copy may go */
-            zt_zero_put_shard(e, u, r, ps, e->P[u]);
-            ZT_TRY(start_ag(e, u, NULL, e->P[u], &e->rpend_lo[u], &e->rpend_hi[u]));
-        } else if (st >= 3 && e->persist[u]) {
-            ZT_TRY(start_ag(e, u, e->Ps[u], e->P[u], &e->rpend_lo[u], &e->rpend_hi[u]));
-        } else if (st < 3 && e->comm.size > 1) { /* in place: this rank's slices of P[u] */
-            ZT_TRY(start_ag(e, u, NULL, e->P[u], &e->rpend_lo[u], &e->rpend_hi[u]));
-        }
-        if (st >= 3) { /* write the updated shard back; read a later one ahead */
-            ZT_TRY(pshard_done(e, u, 1));
-            if (u + e->n_pslot - 1 < nu)
-                ZT_TRY(pshard_prefetch(e, u + e->n_pslot - 1));
-        }
-        zt_comm_poll(&e->comm);
+    update_begin(e, hp);
+    /* Stage 3 with offload and no persistent unit: each unit's update waits for its first
+     * use in the next forward pass (acquire), so its offloaded moments and shard stream in
+     * and out while the units before it compute. Same arithmetic, same order: the result is
+     * bit-identical; zt_zero_flush applies what is left wherever the state is read. */
+    if (st >= 3 && (e->ostore || e->pstore) && !e->any_persist) {
+        e->lz_pending = 1;
+        e->lz_next = 0;
+        return 0;
     }
-    if (nw)
-        ZT_TRY(zt_store_sync(e->ostore));
-    if (e->pstore)
-        ZT_TRY(zt_store_sync(e->pstore));
-    for (int u = 0; u < nu; u++) {
-        ZT_TRY(zt_comm_wait_range(&e->comm, e->rpend_lo[u], e->rpend_hi[u]));
-        e->rpend_lo[u] = e->rpend_hi[u] = -1;
-    }
-    return 0;
+    for (int u = 0; u < nu; u++)
+        ZT_TRY(update_unit(e, u));
+    return update_end(e);
 }
 
 /* ---- whole-model data in and out -------------------------------------------------------- */

@@ -103,17 +103,21 @@ for st in 1 2 3; do
 done
 # parameter offload (stage 3: shards in the RAM pool or the swap file, read ahead through
 # 3 shard buffers), alone and with the optimizer state on NVMe: the same bits at N=2 and N=1,
-# and through a checkpoint (stage 3 saves gather each unit from the offloaded shards)
+# and through a checkpoint (stage 3 saves gather each unit from the offloaded shards; the
+# save applies the deferred update first)
 pcfg() { # NAME PARAM-DEVICE OPT-DEVICE
     echo "{\"train_batch_size\": 4, \"train_micro_batch_size_per_gpu\": 2,
            \"zero_optimization\": {\"stage\": 3, \"stage3_prefetch_bucket_size\": 100000,
+           \"stage3_param_persistence_threshold\": ${PERSIST:-0},
            \"offload_param\": {\"device\": \"$2\", \"nvme_path\": \"$T/nv\", \"buffer_count\": 3},
            \"offload_optimizer\": {\"device\": \"$3\", \"nvme_path\": \"$T/nv\"}},
            \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 1e-3}}}" >"$T/$1.json"
 }
-pcfg pnone none none; pcfg pcpu cpu none; pcfg pnvme nvme nvme
+# (no persistent unit: each unit's update is deferred to its next use; pnvmep keeps small
+# units gathered, which updates eagerly)
+pcfg pnone none none; pcfg pcpu cpu none; pcfg pnvme nvme nvme; PERSIST=100000 pcfg pnvmep nvme nvme
 run n1pnone 1 pnone 3
-for c in pcpu pnvme; do
+for c in pcpu pnvme pnvmep; do
     run "n2$c" 2 "$c" 5 && run "n1$c" 1 "$c" 3
     if same n2s0 "n2$c" && same n1pnone "n1$c"; then ok
     else bad "parameter offload $c differs from no offload"; tail -3 "$T/n2$c.log"; fi
