@@ -1003,7 +1003,7 @@ static int update_unit(zt_engine *e, int u)
 
 static int update_end(zt_engine *e)
 {
-    int nu = e->layout.n_units;
+    int nu = e->layout.n_units, nw = e->ostore ? e->n_owork : 0;
     if (e->ostore)
         ZT_TRY(zt_store_sync(e->ostore));
     if (e->pstore)
@@ -1012,6 +1012,10 @@ static int update_end(zt_engine *e)
         ZT_TRY(zt_comm_wait_range(&e->comm, e->rpend_lo[u], e->rpend_hi[u]));
         e->rpend_lo[u] = e->rpend_hi[u] = -1;
     }
+    /* the next update's first sub-groups, read now (they are final): they stream in during
+     * the passes before it instead of at its start; update_begin finds them under way */
+    for (int k = 0; k < e->n_ogroup && k < nw - 1; k++)
+        ZT_TRY(zt_store_prefetch(e->ostore, e->ogroup[k].blob, e->owork[k % nw]));
     return 0;
 }
 
