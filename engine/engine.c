@@ -71,14 +71,11 @@ static int check_config(const zt_config *c)
         return zt_fail(ZT_E_CONFIG, "config: offload_param %d with ZeRO stage %d: parameters "
                        "are offloaded (ZT_OFFLOAD_CPU or ZT_OFFLOAD_NVME) with stage 3 only",
                        c->offload_param, c->zero_stage);
-    if (c->offload_param == ZT_OFFLOAD_NVME &&
+    if ((c->offload_optimizer == ZT_OFFLOAD_NVME || c->offload_param == ZT_OFFLOAD_NVME) &&
         (!c->nvme_path || !*c->nvme_path || strlen(c->nvme_path) >= 3000))
-        return zt_fail(ZT_E_CONFIG, "config: offload_param nvme needs nvme_path (a folder on "
-                       "the NVMe drive, shorter than 3000 bytes)");
-    if (c->offload_optimizer == ZT_OFFLOAD_NVME &&
-        (!c->nvme_path || !*c->nvme_path || strlen(c->nvme_path) >= 3000))
-        return zt_fail(ZT_E_CONFIG, "config: offload_optimizer nvme needs nvme_path (a folder "
-                       "on the NVMe drive, shorter than 3000 bytes)");
+        return zt_fail(ZT_E_CONFIG, "config: offload_%s nvme needs nvme_path (a folder on the "
+                       "NVMe drive, shorter than 3000 bytes)",
+                       c->offload_optimizer == ZT_OFFLOAD_NVME ? "optimizer" : "param");
     if ((c->offload_optimizer != ZT_OFFLOAD_NONE || c->offload_param != ZT_OFFLOAD_NONE ||
          c->memory_limit) &&
         (c->aio_block_size < 4096 || c->aio_block_size % 4096 || c->aio_block_size > (1u << 30) ||

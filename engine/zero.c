@@ -142,12 +142,32 @@ static int lazy_upto(zt_engine *e, int u);
  * update reads a shard, updates it and writes it back. Without parameter offload the shard
  * is simply e->Ps[u]. */
 
+/* floats of the largest shard */
 static size_t shard_max(const zt_engine *e)
 {
-    size_t m = 0;
-    for (int u = 0; u < e->layout.n_units; u++)
-        m = zt_zero_len(e, u, 1) > m ? zt_zero_len(e, u, 1) : m;
-    return m;
+    return max_padded(e, 0) / (size_t)e->comm.size;
+}
+
+/* a store for one kind of offloaded state of this rank (purpose names its swap file) */
+static int open_store(zt_engine *e, int device, const char *purpose, zt_store **out)
+{
+    char tag[64];
+    zt_store_opts o;
+    zt_store_opts_init(&o);
+    o.device = device == ZT_OFFLOAD_NVME ? ZT_STORE_NVME : ZT_STORE_RAM;
+    o.dir = e->nvme_path;
+    snprintf(tag, sizeof tag, "%s-rank%d", purpose, e->comm.rank);
+    o.tag = tag;
+    o.io.block_size = e->cfg.aio_block_size;
+    o.io.queue_depth = e->cfg.aio_queue_depth;
+    /* tests (ZT_FAULT_IO): "odirect" = the filesystem refuses O_DIRECT, "nouring" = io_uring
+     * is unavailable (ENOSYS) */
+    const char *fault = getenv("ZT_FAULT_IO");
+    if (fault && strstr(fault, "odirect"))
+        o.io.fault_open_einval = 1;
+    if (fault && strstr(fault, "nouring"))
+        o.io.fault_setup_errno = ENOSYS;
+    return zt_store_open(out, &o);
 }
 
 static int pslots_for(const zt_engine *e)
@@ -173,16 +193,7 @@ static void pstore_close(zt_engine *e)
 
 static int pstore_open(zt_engine *e)
 {
-    char tag[64];
-    zt_store_opts o;
-    zt_store_opts_init(&o);
-    o.device = e->cfg.offload_param == ZT_OFFLOAD_NVME ? ZT_STORE_NVME : ZT_STORE_RAM;
-    o.dir = e->nvme_path;
-    snprintf(tag, sizeof tag, "params-rank%d", e->comm.rank);
-    o.tag = tag;
-    o.io.block_size = e->cfg.aio_block_size;
-    o.io.queue_depth = e->cfg.aio_queue_depth;
-    ZT_TRY(zt_store_open(&e->pstore, &o));
+    ZT_TRY(open_store(e, e->cfg.offload_param, "params", &e->pstore));
     for (int u = 0; u < e->layout.n_units; u++)
         if (zt_store_add(e->pstore, zt_zero_len(e, u, 1) * sizeof(float), ZT_MEM_PARAMS) != u)
             return zt_fail(ZT_E_NOMEM, "parameter offload: cannot declare unit %d", u);
@@ -462,10 +473,8 @@ void zt_zero_teardown(zt_engine *e)
 
 static size_t group_floats(const zt_engine *e)
 {
-    size_t g = e->cfg.sub_group_size ? e->cfg.sub_group_size : (size_t)1 << 62, m = 0;
-    for (int u = 0; u < e->layout.n_units; u++)
-        m = zt_zero_len(e, u, 1) > m ? zt_zero_len(e, u, 1) : m;
-    return g < m ? g : m;
+    size_t g = e->cfg.sub_group_size ? e->cfg.sub_group_size : (size_t)1 << 62;
+    return g < shard_max(e) ? g : shard_max(e);
 }
 
 static int count_groups(const zt_engine *e)
@@ -503,25 +512,8 @@ static void offload_close(zt_engine *e)
 
 static int offload_open(zt_engine *e)
 {
-    int nu = e->layout.n_units, rc;
-    char tag[64];
-    zt_store_opts o;
-    zt_store_opts_init(&o);
-    o.device = e->cfg.offload_optimizer == ZT_OFFLOAD_NVME ? ZT_STORE_NVME : ZT_STORE_RAM;
-    o.dir = e->nvme_path;
-    snprintf(tag, sizeof tag, "optimizer-rank%d", e->comm.rank);
-    o.tag = tag;
-    o.io.block_size = e->cfg.aio_block_size;
-    o.io.queue_depth = e->cfg.aio_queue_depth;
-    /* tests (ZT_FAULT_IO): "odirect" = the filesystem refuses O_DIRECT, "nouring" = io_uring
-     * is unavailable (ENOSYS) */
-    const char *fault = getenv("ZT_FAULT_IO");
-    if (fault && strstr(fault, "odirect"))
-        o.io.fault_open_einval = 1;
-    if (fault && strstr(fault, "nouring"))
-        o.io.fault_setup_errno = ENOSYS;
-    if ((rc = zt_store_open(&e->ostore, &o)) < 0)
-        return rc;
+    int nu = e->layout.n_units;
+    ZT_TRY(open_store(e, e->cfg.offload_optimizer, "optimizer", &e->ostore));
     size_t gf = group_floats(e);
     int ng = count_groups(e), n = offload_nbuf(e);
     if (!(e->ogroup = calloc((size_t)ng, sizeof *e->ogroup)))

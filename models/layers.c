@@ -210,6 +210,25 @@ void dropout_apply(float *x, const zt_dropout *d, int B, size_t per_row)
     dropout_residual(x, NULL, NULL, d, B, per_row);
 }
 
+/* the rows cut into pieces spread over the threads: replay == NULL draws the mask (x =
+ * dropout(x) + r, recorded into rec when given), else applies the recorded one */
+static void dropout_pieces(float *x, const float *r, uint32_t *rec, const uint32_t *replay,
+                           const zt_dropout *d, int B, size_t per_row)
+{
+    long pieces = (long)((per_row + DROP_PIECE - 1) / DROP_PIECE), np = pieces * B;
+#pragma omp parallel for schedule(static)
+    for (long t = 0; t < np; t++) {
+        size_t b = (size_t)(t / pieces), i = (size_t)(t % pieces) * DROP_PIECE;
+        size_t k = per_row - i < DROP_PIECE ? per_row - i : DROP_PIECE, o = b * per_row + i;
+        size_t w = b * keep_words(per_row) + i / 32;
+        if (replay)
+            apply_keep(x + o, x + o, replay + w, k, d->p);
+        else
+            dropout_row(x + o, x + o, r ? r + o : NULL, d, d->first_sample + b, i, k,
+                        rec ? rec + w : NULL);
+    }
+}
+
 void dropout_residual(float *x, const float *r, uint32_t *keep, const zt_dropout *d, int B,
                       size_t per_row)
 {
@@ -219,14 +238,7 @@ void dropout_residual(float *x, const float *r, uint32_t *keep, const zt_dropout
         return;
     }
     double t0 = ZT_PROF_T0();
-    long pieces = (long)((per_row + DROP_PIECE - 1) / DROP_PIECE), np = pieces * B;
-#pragma omp parallel for schedule(static)
-    for (long t = 0; t < np; t++) {
-        size_t b = (size_t)(t / pieces), i = (size_t)(t % pieces) * DROP_PIECE;
-        size_t k = per_row - i < DROP_PIECE ? per_row - i : DROP_PIECE, o = b * per_row + i;
-        dropout_row(x + o, x + o, r ? r + o : NULL, d, d->first_sample + b, i, k,
-                    keep ? keep + b * keep_words(per_row) + i / 32 : NULL);
-    }
+    dropout_pieces(x, r, keep, NULL, d, B, per_row);
     ZT_PROF(ZT_PROF_DROPOUT, t0, 12.0 * B * (double)per_row,
             (r ? 12.0 : 8.0) * B * (double)per_row);
 }
@@ -241,13 +253,7 @@ void dropout_backward(float *dx, const uint32_t *keep, const zt_dropout *d, int 
         return;
     }
     double t0 = ZT_PROF_T0();
-    long pieces = (long)((per_row + DROP_PIECE - 1) / DROP_PIECE), np = pieces * B;
-#pragma omp parallel for schedule(static)
-    for (long t = 0; t < np; t++) {
-        size_t b = (size_t)(t / pieces), i = (size_t)(t % pieces) * DROP_PIECE;
-        size_t k = per_row - i < DROP_PIECE ? per_row - i : DROP_PIECE, o = b * per_row + i;
-        apply_keep(dx + o, dx + o, keep + b * keep_words(per_row) + i / 32, k, d->p);
-    }
+    dropout_pieces(dx, NULL, NULL, keep, d, B, per_row);
     ZT_PROF(ZT_PROF_DROPOUT, t0, 2.0 * B * (double)per_row, 8.25 * B * (double)per_row);
 }
 

@@ -128,6 +128,21 @@ static void ln_grad_sums_1(const float *dy, const float *w, const float *x, floa
 __m256 _ZGVdN8v_erff(__m256 x);
 __m256 _ZGVdN8v_expf(__m256 x);
 
+/* the low and high four floats as doubles */
+static inline __m256d lo_pd(__m256 v) { return _mm256_cvtps_pd(_mm256_castps256_ps128(v)); }
+static inline __m256d hi_pd(__m256 v) { return _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)); }
+
+/* eight double lanes (lo: lanes 0-3, hi: 4-7) added in lane order */
+static double lanes_sum(__m256d lo, __m256d hi)
+{
+    double l[8], sum = 0.0;
+    _mm256_storeu_pd(l, lo);
+    _mm256_storeu_pd(l + 4, hi);
+    for (int j = 0; j < 8; j++)
+        sum += l[j];
+    return sum;
+}
+
 static inline __m256 gelu_8(__m256 x)
 {
     __m256 e = _ZGVdN8v_erff(_mm256_mul_ps(x, _mm256_set1_ps(INV_SQRT2)));
@@ -184,15 +199,10 @@ static double exp_sum_8n(float *y, const float *x, float sub, size_t n)
         __m256 e = _ZGVdN8v_expf(_mm256_sub_ps(_mm256_loadu_ps(x + i), s));
         if (y)
             _mm256_storeu_ps(y + i, e);
-        lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
-        hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+        lo = _mm256_add_pd(lo, lo_pd(e));
+        hi = _mm256_add_pd(hi, hi_pd(e));
     }
-    double l[8];
-    _mm256_storeu_pd(l, lo);
-    _mm256_storeu_pd(l + 4, hi);
-    double sum = 0.0;
-    for (int j = 0; j < 8; j++)
-        sum += l[j];
+    double sum = lanes_sum(lo, hi);
     if (i < n) {
         float t[8];
         for (int j = 0; j < 8; j++)
@@ -258,21 +268,16 @@ static double dot_8n(const float *a, const float *b, size_t n)
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
         __m256 va = _mm256_loadu_ps(a + i);
-        __m256d al = _mm256_cvtps_pd(_mm256_castps256_ps128(va));
-        __m256d ah = _mm256_cvtps_pd(_mm256_extractf128_ps(va, 1));
+        __m256d al = lo_pd(va), ah = hi_pd(va);
         if (b) {
             __m256 vb = _mm256_loadu_ps(b + i);
-            al = _mm256_mul_pd(al, _mm256_cvtps_pd(_mm256_castps256_ps128(vb)));
-            ah = _mm256_mul_pd(ah, _mm256_cvtps_pd(_mm256_extractf128_ps(vb, 1)));
+            al = _mm256_mul_pd(al, lo_pd(vb));
+            ah = _mm256_mul_pd(ah, hi_pd(vb));
         }
         lo = _mm256_add_pd(lo, al);
         hi = _mm256_add_pd(hi, ah);
     }
-    double l[8], sum = 0.0;
-    _mm256_storeu_pd(l, lo);
-    _mm256_storeu_pd(l + 4, hi);
-    for (int j = 0; j < 8; j++)
-        sum += l[j];
+    double sum = lanes_sum(lo, hi);
     for (; i < n; i++)
         sum += b ? (double)a[i] * b[i] : (double)a[i];
     return sum;
@@ -321,24 +326,13 @@ static void softmax_grad_8n(float *dr, const float *ar, float div, size_t n)
         dr[i] = ar[i] * (dr[i] - fd) / div;
 }
 
-static double lanes_sum(__m256d lo, __m256d hi)
-{
-    double l[8], sum = 0.0;
-    _mm256_storeu_pd(l, lo);
-    _mm256_storeu_pd(l + 4, hi);
-    for (int j = 0; j < 8; j++)
-        sum += l[j];
-    return sum;
-}
-
 static double sqdev_8n(const float *x, float mu, size_t n)
 {
     __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd(), m = _mm256_set1_pd(mu);
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
         __m256 v = _mm256_loadu_ps(x + i);
-        __m256d dl = _mm256_sub_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(v)), m);
-        __m256d dh = _mm256_sub_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)), m);
+        __m256d dl = _mm256_sub_pd(lo_pd(v), m), dh = _mm256_sub_pd(hi_pd(v), m);
         lo = _mm256_add_pd(lo, _mm256_mul_pd(dl, dl));
         hi = _mm256_add_pd(hi, _mm256_mul_pd(dh, dh));
     }
@@ -355,12 +349,11 @@ static void ln_grad_sums_8n(const float *dy, const float *w, const float *x, flo
     for (; i + 8 <= n; i += 8) {
         __m256 xh = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), m), r);
         __m256 g = _mm256_mul_ps(_mm256_loadu_ps(dy + i), _mm256_loadu_ps(w + i));
-        __m256d gl = _mm256_cvtps_pd(_mm256_castps256_ps128(g));
-        __m256d gh = _mm256_cvtps_pd(_mm256_extractf128_ps(g, 1));
+        __m256d gl = lo_pd(g), gh = hi_pd(g);
         al = _mm256_add_pd(al, gl);
         ah = _mm256_add_pd(ah, gh);
-        bl = _mm256_add_pd(bl, _mm256_mul_pd(gl, _mm256_cvtps_pd(_mm256_castps256_ps128(xh))));
-        bh = _mm256_add_pd(bh, _mm256_mul_pd(gh, _mm256_cvtps_pd(_mm256_extractf128_ps(xh, 1))));
+        bl = _mm256_add_pd(bl, _mm256_mul_pd(gl, lo_pd(xh)));
+        bh = _mm256_add_pd(bh, _mm256_mul_pd(gh, hi_pd(xh)));
     }
     double ta, tb;
     ln_grad_sums_1(dy + i, w + i, x + i, mu, rs, n - i, &ta, &tb);

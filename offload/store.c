@@ -10,7 +10,6 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 typedef struct blob {
     size_t bytes;
@@ -30,13 +29,6 @@ struct zt_store {
     uint64_t reserved;        /* bytes posix_fallocate has reserved */
     zt_store_stats st;
 };
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 static int cat_ok(int c)
 {
@@ -125,29 +117,29 @@ int zt_store_reserve(zt_store *s)
     return 0;
 }
 
+/* waits for the transfer *ticket (if any) and forgets it, timing the wait */
+static int finish(zt_store *s, const blob *b, int64_t *ticket)
+{
+    if (!*ticket)
+        return 0;
+    double t0 = zt_prof_now();
+    int rc = zt_io_wait(s->io, *ticket);
+    s->st.wait_seconds[b->category] += zt_prof_now() - t0;
+    ZT_PROF(ZT_PROF_IO_WAIT, t0, 0, 0);
+    *ticket = 0;
+    return rc;
+}
+
 /* the blob's read in flight, if any, has landed */
 static int finish_read(zt_store *s, blob *b)
 {
-    if (!b->rticket)
-        return 0;
-    double t0 = now_s(), p0 = ZT_PROF_T0();
-    int rc = zt_io_wait(s->io, b->rticket);
-    s->st.wait_seconds[b->category] += now_s() - t0;
-    ZT_PROF(ZT_PROF_IO_WAIT, p0, 0, 0);
-    b->rticket = 0;
     b->rdst = NULL;
-    return rc;
+    return finish(s, b, &b->rticket);
 }
 
 static int finish_write(zt_store *s, blob *b)
 {
-    if (!b->wticket)
-        return 0;
-    double t0 = now_s(), p0 = ZT_PROF_T0();
-    int rc = zt_io_wait(s->io, b->wticket);
-    s->st.wait_seconds[b->category] += now_s() - t0;
-    ZT_PROF(ZT_PROF_IO_WAIT, p0, 0, 0);
-    b->wticket = 0;
+    int rc = finish(s, b, &b->wticket);
     if (rc < 0)
         b->valid = 0; /* what is in the file is not what was put */
     return rc;

@@ -4,6 +4,7 @@
  * reaped; every result goes through one completion handler. */
 #include "uring.h"
 #include "../common/err.h"
+#include "../common/prof.h"
 #include "../memory/mem.h"
 
 #include <errno.h>
@@ -67,13 +68,6 @@ struct zt_io {
     int *workq, wq_n, *doneq, *doneres, dq_n;
     zt_io_stats st;
 };
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 void zt_io_opts_init(zt_io_opts *o)
 {
@@ -519,7 +513,7 @@ int zt_io_wait(zt_io *io, int64_t ticket)
 {
     if (!io || ticket <= 0 || ticket > io->next_ticket)
         return zt_fail(ZT_E_INVAL, "zt_io_wait: no such transfer");
-    double t0 = now_s();
+    double t0 = zt_prof_now();
     while (io->done_ticket < ticket) {
         ZT_TRY(fill(io));
         if (io->broken)
@@ -530,7 +524,7 @@ int zt_io_wait(zt_io *io, int64_t ticket)
                            (long long)ticket);
         ZT_TRY(reap(io, 1));
     }
-    io->st.wait_seconds += now_s() - t0;
+    io->st.wait_seconds += zt_prof_now() - t0;
     return take_failure(io, ticket);
 }
 

@@ -168,6 +168,17 @@ static void test_roundtrip_ram(void **state)
     zt_store_close(s);
 }
 
+/* the stats of a store opened with o (and closed again) */
+static zt_store_stats opened_stats(const zt_store_opts *o)
+{
+    zt_store *s;
+    zt_store_stats st;
+    assert_int_equal(zt_store_open(&s, o), 0);
+    zt_store_get_stats(s, &st);
+    zt_store_close(s);
+    return st;
+}
+
 static void test_fallbacks(void **state)
 {
     (void)state;
@@ -177,10 +188,8 @@ static void test_fallbacks(void **state)
     /* a filesystem refusing O_DIRECT: buffered, with the same bytes */
     nvme_opts(&o);
     o.io.fault_open_einval = 1;
-    assert_int_equal(zt_store_open(&s, &o), 0);
-    zt_store_get_stats(s, &st);
+    st = opened_stats(&o);
     assert_int_equal(st.io.direct, 0);
-    zt_store_close(s);
     roundtrip(&o);
     /* ... unless O_DIRECT was required */
     o.io.direct = 1;
@@ -190,29 +199,23 @@ static void test_fallbacks(void **state)
     /* io_uring unavailable (seccomp, io_uring_disabled): the thread pool */
     nvme_opts(&o);
     o.io.fault_setup_errno = ENOSYS;
-    assert_int_equal(zt_store_open(&s, &o), 0);
-    zt_store_get_stats(s, &st);
+    st = opened_stats(&o);
     assert_int_equal(st.io.backend, ZT_IO_THREADS);
-    zt_store_close(s);
     roundtrip(&o);
     o.io.fault_setup_errno = EPERM;
     roundtrip(&o);
     /* registration refused by RLIMIT_MEMLOCK: unregistered buffers */
     nvme_opts(&o);
     o.io.fault_register_errno = ENOMEM;
-    assert_int_equal(zt_store_open(&s, &o), 0);
-    zt_store_get_stats(s, &st);
+    st = opened_stats(&o);
     assert_int_equal(st.io.backend, ZT_IO_URING);
     assert_int_equal(st.io.registered, 0);
-    zt_store_close(s);
     roundtrip(&o);
     /* without the hooks: direct I/O and registered buffers on this folder */
     nvme_opts(&o);
-    assert_int_equal(zt_store_open(&s, &o), 0);
-    zt_store_get_stats(s, &st);
+    st = opened_stats(&o);
     assert_int_equal(st.io.backend, ZT_IO_URING);
     assert_int_equal(st.io.registered, 1);
-    zt_store_close(s);
     /* bad settings and folders: one clear message */
     nvme_opts(&o);
     o.io.block_size = 1000;
@@ -407,13 +410,9 @@ static void test_memlock(void **state)
     zt_log_set(capture, NULL, ZT_LOG_WARN);
     zt_store_opts o;
     nvme_opts(&o); /* 4 buffers x 64 KiB: more than the limit */
-    zt_store *s;
-    assert_int_equal(zt_store_open(&s, &o), 0);
-    zt_store_stats st;
-    zt_store_get_stats(s, &st);
+    zt_store_stats st = opened_stats(&o);
     assert_int_equal(st.io.registered, 0);
     assert_non_null(strstr(logged, "RLIMIT_MEMLOCK"));
-    zt_store_close(s);
     roundtrip(&o);
     zt_log_set(NULL, NULL, ZT_LOG_WARN);
 }
