@@ -161,28 +161,47 @@ static int write_text(const char *dir, const char *name, const char *text)
     return 0;
 }
 
+/* with optimizer offload, piece k of tensor i is sub-group k of its unit, from the store */
+static int moment_piece(int i, int k, void *arg, const void **data, size_t *len)
+{
+    zt_engine *e = arg;
+    int nu = e->layout.n_units;
+    const float *p;
+    size_t n;
+    ZT_TRY(zt_zero_moment_piece(e, i % nu, i >= nu, k, &p, &n));
+    *data = p;
+    *len = n * sizeof(float);
+    return 0;
+}
+
 /* This rank's shard of every unit's AdamW moments: "exp_avg.<unit>" and "exp_avg_sq.<unit>",
  * [padded / N] floats each, in shard order (its slice of every piece of the unit; stage 0
  * keeps whole units and writes the same slices, so the files look the same at every
- * stage). */
+ * stage). Offloaded moments stream from the store one sub-group at a time. */
 static int write_rank_file(zt_engine *e, const char *dir)
 {
     char path[4096], name[32], meta_v[3][32];
     int nu = e->layout.n_units, N = e->comm.size, r = e->comm.rank, rc = 0;
+    int off = e->ostore != NULL;
     zt_tensor_view *v = calloc((size_t)(2 * nu), sizeof *v);
     char **names = calloc((size_t)(2 * nu), sizeof *names);
+    int *pieces = calloc((size_t)(2 * nu), sizeof *pieces);
     float *copy = NULL;
     size_t total = 0, at = 0;
     for (int u = 0; u < nu; u++)
         total += 2 * zt_zero_len(e, u, 1);
-    if (!v || !names || (e->cfg.zero_stage == 0 && !(copy = malloc(total * sizeof(float))))) {
+    if (!v || !names || !pieces ||
+        (e->cfg.zero_stage == 0 && !(copy = malloc(total * sizeof(float))))) {
         rc = zt_fail(ZT_E_NOMEM, "out of memory");
         goto out;
     }
+    if ((rc = zt_zero_moments_stream_begin(e)) < 0)
+        goto out;
     for (int i = 0; i < 2 * nu; i++) {
         int u = i % nu;
         size_t s = zt_zero_len(e, u, 1);
-        float *const *buf = i < nu ? e->M : e->V, *data = buf[u];
+        float *const *buf = i < nu ? e->M : e->V, *data = off ? NULL : buf[u];
+        pieces[i] = zt_zero_moment_pieces(e, u);
         if (asprintf(&names[i], "%s.%s", i < nu ? "exp_avg" : "exp_avg_sq",
                      e->layout.units[u].name) < 0) {
             names[i] = NULL;
@@ -204,7 +223,8 @@ static int write_rank_file(zt_engine *e, const char *dir)
     {
         const char *meta[] = {"rank", meta_v[0], "world_size", meta_v[1], "step", meta_v[2]};
         fault_point("before", name);
-        rc = zt_safetensors_write(path, v, 2 * nu, meta, 3);
+        rc = zt_safetensors_write_pieces(path, v, 2 * nu, meta, 3, off ? pieces : NULL,
+                                         off ? moment_piece : NULL, e);
         fault_point("after", name);
     }
 out:
@@ -212,18 +232,9 @@ out:
         free(names[i]);
     free(names);
     free(v);
+    free(pieces);
     free(copy);
     return rc;
-}
-
-/* with optimizer offload the moments come into RAM for the save and go again */
-static int write_rank_file_offloaded(zt_engine *e, const char *dir)
-{
-    int rc = zt_zero_moments_open(e);
-    if (rc == 0)
-        rc = write_rank_file(e, dir);
-    int rc2 = zt_zero_moments_close(e, 0);
-    return rc < 0 ? rc : rc2;
 }
 
 static int cmp_str(const void *a, const void *b)
@@ -371,7 +382,7 @@ int zt_checkpoint_save(zt_engine *e, const char *root, const zt_train_state *st,
             rc = zt_fail(-errno, "%s: %s", tmp, strerror(errno));
     }
     if ((rc = zt_engine_agree(e, rc, "creating the checkpoint folder")) == 0)
-        rc = zt_engine_agree(e, write_rank_file_offloaded(e, tmp), "writing optimizer shards");
+        rc = zt_engine_agree(e, write_rank_file(e, tmp), "writing optimizer shards");
     if (rc == 0) { /* collective; rank 0 writes; stage 3 gathers one unit at a time */
         if (r == 0)
             fault_point("before", "model.safetensors");
@@ -491,61 +502,87 @@ static int read_state(const char *dir, zt_train_state *st, int *world, size_t *b
 }
 
 /* The moments saved by world0 ranks with bucket0 (rank k: its shard of each unit as laid out
- * for world0) into this engine's layout: whole units (stage 0) or this rank's shard. Only
- * the first numel floats of a unit carry data; the rest is padding and stays zero. */
+ * for world0), re-sliced into this engine's layout: whole units (stage 0) or this rank's
+ * shard. Only the first numel floats of a unit carry data; the rest is padding and stays
+ * zero. */
+typedef struct moment_src {
+    const char *dir;
+    int world0;
+    size_t bucket0;
+    zt_safetensors **f;            /* rank k's file */
+    const float **src;             /* per rank: the tensor being read */
+    const zt_engine *e;
+} moment_src;
+
+/* positions [c0, c1) of unit u's moment tensor `kind` ("exp_avg", "exp_avg_sq") into dst */
+static int reslice(moment_src *ms, int u, const char *kind, size_t c0, size_t c1, float *dst)
+{
+    const zt_engine *e = ms->e;
+    char path[4096], name[ZT_NAME_MAX + 16];
+    int world0 = ms->world0, shard = e->cfg.zero_stage >= 1;
+    size_t numel = e->layout.units[u].numel, padded0;
+    size_t piece0 = zt_zero_piece_for(numel, (size_t)world0, ms->bucket0, &padded0);
+    size_t s0 = padded0 / (size_t)world0;
+    zt_seg d = {0, e->padded[u], 0};
+    snprintf(name, sizeof name, "%s.%s", kind, e->layout.units[u].name);
+    for (int k = 0; k < world0; k++) {
+        zt_tensor_info t;
+        if (zt_safetensors_find(ms->f[k], name, &t) < 0 || t.dtype != ZT_F32 || t.numel != s0) {
+            snprintf(path, sizeof path, "%s/rank-%05d.safetensors", ms->dir, k);
+            return zt_fail(ZT_E_FORMAT, "%s: no F32 tensor \"%s\" of %zu floats", path, name,
+                           s0);
+        }
+        ms->src[k] = t.data;
+    }
+    memset(dst, 0, (c1 - c0) * sizeof(float));
+    /* each run of this engine's segments within [c0, c1), cut where the saved slices
+     * change rank */
+    for (int j = 0; shard ? zt_zero_seg(e, u, e->comm.rank, j, &d) : j == 0; j++) {
+        if (d.soff >= c1 || d.soff + d.len <= c0)
+            continue;
+        size_t lo = d.off + (d.soff < c0 ? c0 - d.soff : 0);
+        size_t end = d.off + (d.soff + d.len > c1 ? c1 - d.soff : d.len);
+        end = end < numel ? end : numel;
+        for (size_t x = lo; x < end;) {
+            size_t base = x / piece0 * piece0;
+            size_t plen = padded0 - base < piece0 ? padded0 - base : piece0;
+            size_t sl = plen / (size_t)world0, within = x - base, o = within % sl;
+            size_t run = sl - o < end - x ? sl - o : end - x;
+            memcpy(dst + d.soff + (x - d.off) - c0,
+                   ms->src[within / sl] + base / (size_t)world0 + o, run * sizeof(float));
+            x += run;
+        }
+    }
+    return 0;
+}
+
+static int fill_moments(int u, size_t c0, size_t c1, float *m, float *v, void *arg)
+{
+    ZT_TRY(reslice(arg, u, "exp_avg", c0, c1, m));
+    return reslice(arg, u, "exp_avg_sq", c0, c1, v);
+}
+
 static int read_optimizer(zt_engine *e, const char *dir, int world0, size_t bucket0)
 {
-    char path[4096], name[ZT_NAME_MAX + 16];
-    int nu = e->layout.n_units, rc = 0;
-    zt_safetensors **f = calloc((size_t)world0, sizeof *f);
-    const float **src = calloc((size_t)world0, sizeof *src);
-    if (!f || !src) {
-        free(f);
-        free(src);
+    char path[4096];
+    int rc = 0;
+    moment_src ms = {dir, world0, bucket0, calloc((size_t)world0, sizeof *ms.f),
+                     calloc((size_t)world0, sizeof *ms.src), e};
+    if (!ms.f || !ms.src) {
+        free(ms.f);
+        free(ms.src);
         return zt_fail(ZT_E_NOMEM, "out of memory");
     }
     for (int k = 0; k < world0 && rc == 0; k++) {
         snprintf(path, sizeof path, "%s/rank-%05d.safetensors", dir, k);
-        rc = zt_safetensors_open(path, &f[k]);
+        rc = zt_safetensors_open(path, &ms.f[k]);
     }
-    for (int i = 0; i < 2 * nu && rc == 0; i++) {
-        int u = i % nu, shard = e->cfg.zero_stage >= 1;
-        float *dst = (i < nu ? e->M : e->V)[u];
-        size_t numel = e->layout.units[u].numel, padded0;
-        size_t piece0 = zt_zero_piece_for(numel, (size_t)world0, bucket0, &padded0);
-        size_t s0 = padded0 / (size_t)world0;
-        zt_seg d = {0, e->padded[u], 0};
-        snprintf(name, sizeof name, "%s.%s", i < nu ? "exp_avg" : "exp_avg_sq",
-                 e->layout.units[u].name);
-        for (int k = 0; k < world0 && rc == 0; k++) {
-            zt_tensor_info t;
-            snprintf(path, sizeof path, "%s/rank-%05d.safetensors", dir, k);
-            if (zt_safetensors_find(f[k], name, &t) < 0 || t.dtype != ZT_F32 || t.numel != s0)
-                rc = zt_fail(ZT_E_FORMAT, "%s: no F32 tensor \"%s\" of %zu floats", path, name,
-                             s0);
-            else
-                src[k] = t.data;
-        }
-        memset(dst, 0, zt_zero_len(e, u, shard) * sizeof(float));
-        /* each run of this engine's segments, cut where the saved slices change rank */
-        for (int j = 0; rc == 0 && (shard ? zt_zero_seg(e, u, e->comm.rank, j, &d) : j == 0);
-             j++) {
-            size_t end = d.off + d.len < numel ? d.off + d.len : numel;
-            for (size_t x = d.off; x < end;) {
-                size_t base = x / piece0 * piece0;
-                size_t plen = padded0 - base < piece0 ? padded0 - base : piece0;
-                size_t sl = plen / (size_t)world0, within = x - base, o = within % sl;
-                size_t run = sl - o < end - x ? sl - o : end - x;
-                memcpy(dst + d.soff + (x - d.off), src[within / sl] + base / (size_t)world0 + o,
-                       run * sizeof(float));
-                x += run;
-            }
-        }
-    }
+    if (rc == 0)
+        rc = zt_zero_moments_fill(e, fill_moments, &ms);
     for (int k = 0; k < world0; k++)
-        zt_safetensors_close(f[k]);
-    free(f);
-    free(src);
+        zt_safetensors_close(ms.f[k]);
+    free(ms.f);
+    free(ms.src);
     return rc;
 }
 
@@ -572,11 +609,8 @@ int zt_checkpoint_load(zt_engine *e, const char *dir, zt_train_state *st)
     size_t bucket0 = 0;
     if ((rc = zt_engine_load_params(e, dir)) < 0 ||
         (rc = read_state(dir, st, &world0, &bucket0)) < 0 ||
-        (rc = zt_engine_ensure_moments(e)) < 0 || (rc = zt_zero_moments_open(e)) < 0)
-        return zt_engine_fail(e, rc);
-    rc = read_optimizer(e, dir, world0, bucket0);
-    int rc2 = zt_zero_moments_close(e, rc == 0);
-    if (rc < 0 || (rc = rc2) < 0)
+        (rc = zt_engine_ensure_moments(e)) < 0 ||
+        (rc = read_optimizer(e, dir, world0, bucket0)) < 0)
         return zt_engine_fail(e, rc);
     e->step = st->step;
     return 0;

@@ -81,7 +81,7 @@ enum {
     K_AIO, K_AIO_BLOCK, K_AIO_QDEPTH, K_AIO_INTRA, K_AIO_THREADS, K_AIO_SINGLE, K_AIO_OVERLAP,
     K_FP16, K_FP16_ON, K_BF16, K_BF16_ON, K_BFLOAT16, K_BFLOAT16_ON,
     K_ZT, K_ZT_NO_DECAY, K_ZT_THREADS, K_ZT_SEED, K_ZT_COLL_TIMEOUT, K_ZT_CHECK_COLL, K_ZT_PROGRESS,
-    K_ZT_MEMLIMIT,
+    K_ZT_MEMLIMIT, K_ZT_OFFGRAD,
     K_NAMED
 };
 
@@ -349,6 +349,13 @@ static const key keys[] = {
                "state, then (stage 3) the parameter shards on NVMe (nvme_path) until the "
                "predicted peak fits; it prints the plan, or fails before training saying what "
                "would fit."},
+    [K_ZT_OFFGRAD] = {"zerotrain.offload_gradients", T_BOOL, C_APPLIED, A_NO, 0, 0, 0, 0,
+        .def_doc = "automatic (true; memory_limit may keep them in RAM)",
+        .doc = "Stages 2-3 with offload_optimizer: this rank's reduced gradient shards go where "
+               "the optimizer state goes (written as each unit's reduce-scatter completes, "
+               "read back by the update, as ZeRO-Infinity does), so no gradient shard stays "
+               "in RAM; false keeps them in RAM (less I/O, more memory). Results are "
+               "bit-identical either way."},
 
     /* DeepSpeed keys that do not apply here (rows after K_NAMED have no name) */
     [K_NAMED] = {"wall_clock_breakdown", T_ANY, C_IGNORED, .doc = "use `zerotrain train "
@@ -1501,6 +1508,7 @@ static void resolve(ctx *x, int world, int64_t total_steps, resolved *r)
     s->check_collectives = GIVEN(K_ZT_CHECK_COLL) ? (int)NUM(K_ZT_CHECK_COLL) : 0;
     s->comm_progress = GIVEN(K_ZT_PROGRESS) ? (int)NUM(K_ZT_PROGRESS) : 0;
     s->memory_limit = GIVEN(K_ZT_MEMLIMIT) ? (size_t)NUM(K_ZT_MEMLIMIT) : 0;
+    s->offload_gradients = !GIVEN(K_ZT_OFFGRAD) ? 0 : NUM(K_ZT_OFFGRAD) != 0 ? 1 : -1;
     r->no_decay = GIVEN(K_ZT_NO_DECAY) ? x->v[K_ZT_NO_DECAY].node : NULL;
     s->n_no_decay = r->no_decay ? cJSON_GetArraySize(r->no_decay) : -1;
 }

@@ -82,8 +82,9 @@ static int check_config(const zt_config *c)
          c->aio_queue_depth < 1 || c->aio_queue_depth > 4096 || c->offload_buffers < 0))
         return zt_fail(ZT_E_CONFIG, "config: aio_block_size must be a multiple of 4096 up to "
                        "1 GiB, aio_queue_depth 1 to 4096, offload_buffers >= 0");
-    if (!c->model_dir == !c->model_preset)
-        return zt_fail(ZT_E_CONFIG, "config: give exactly one of model_dir and model_preset");
+    if (!!c->model_dir + !!c->model_preset + !!c->model_config != 1)
+        return zt_fail(ZT_E_CONFIG, "config: give exactly one of model_dir, model_preset and "
+                                    "model_config");
     if (!(c->lr >= 0.0f) || !(c->beta1 >= 0.0f && c->beta1 < 1.0f) ||
         !(c->beta2 >= 0.0f && c->beta2 < 1.0f) || !(c->eps > 0.0f) || !(c->weight_decay >= 0.0f))
         return zt_fail(ZT_E_CONFIG, "config: optimizer needs lr >= 0, betas in [0, 1), eps > 0, "
@@ -165,7 +166,7 @@ int zt_engine_create(const zt_config *cfg, MPI_Comm comm, zt_engine **out)
     if (!(e = calloc(1, sizeof *e)))
         return zt_fail(ZT_E_NOMEM, "out of memory");
     e->cfg = *cfg;
-    e->cfg.model_dir = e->cfg.model_preset = NULL; /* borrowed strings are not kept */
+    e->cfg.model_dir = e->cfg.model_preset = e->cfg.model_config = NULL; /* borrowed */
     e->cfg.no_decay = NULL;
     if (cfg->nvme_path)
         snprintf(e->nvme_path, sizeof e->nvme_path, "%s", cfg->nvme_path);
@@ -174,6 +175,8 @@ int zt_engine_create(const zt_config *cfg, MPI_Comm comm, zt_engine **out)
     if (cfg->model_dir) {
         snprintf(path, sizeof path, "%s/config.json", cfg->model_dir);
         rc = bert_config_load(path, &e->bc);
+    } else if (cfg->model_config) {
+        rc = bert_config_load(cfg->model_config, &e->bc);
     } else {
         rc = bert_config_preset(cfg->model_preset, cfg->vocab_size, &e->bc);
     }
@@ -347,14 +350,10 @@ int zt_engine_zero_grad(zt_engine *e)
     ZT_TRY(zt_zero_pass_grads_begin(e)); /* reductions still reading G finish first */
     if (e->cfg.zero_stage >= 2) {
         memset(e->G[0], 0, e->padded[0] * sizeof(float));
-        /* a deferred update still reads the shards: the next backward pass overwrites them
-         * (its first reduction is not added), and a step without one zeroes them first */
-        if (e->lz_pending) {
-            e->gs_stale = 1;
-        } else {
-            for (int u = 0; u < e->layout.n_units; u++)
-                memset(e->Gs[u], 0, e->padded[u] / (size_t)e->comm.size * sizeof(float));
-        }
+        /* the shards are left (a deferred update may still read them): the next backward
+         * pass overwrites them (its first reduction is not added), and a step without one
+         * zeroes them first */
+        e->gs_stale = 1;
         e->accum_first = 1;
         return 0;
     }
@@ -481,8 +480,8 @@ int zt_engine_step(zt_engine *e, float lr, zt_step_info *out)
     if ((rc = zt_zero_flush(e)) < 0)
         return zt_engine_fail(e, rc);
     if (e->gs_stale) {
-        for (int u = 0; u < e->layout.n_units; u++)
-            memset(e->Gs[u], 0, e->padded[u] / (size_t)e->comm.size * sizeof(float));
+        if ((rc = zt_zero_clear_shards(e)) < 0)
+            return zt_engine_fail(e, rc);
         e->gs_stale = 0;
     }
     if ((rc = zt_zero_reduce(e, &sumsq)) < 0 ||
@@ -529,6 +528,8 @@ int zt_engine_report_get(const zt_engine *e, zt_engine_report *o)
         o->predicted_state_bytes -= 8 * P / N;
     if (e->cfg.offload_param == ZT_OFFLOAD_NVME && e->cfg.zero_stage >= 3)
         o->predicted_state_bytes -= 4 * P / N; /* so do the parameter shards */
+    if (e->cfg.offload_optimizer == ZT_OFFLOAD_NVME && e->cfg.offload_gradients > 0)
+        o->predicted_state_bytes -= 4 * P / N; /* and the gradient shards */
     o->buffer_bytes = zt_zero_buffer_floats(e) * F;
     o->traffic_schedule = zt_zero_traffic_theory((zt_engine *)e, &o->traffic_theory);
     o->gathered_peak = e->cfg.zero_stage >= 3 ? e->sched.live_peak * F : 0;
@@ -539,8 +540,9 @@ int zt_engine_report_get(const zt_engine *e, zt_engine_report *o)
     o->collectives = e->comm.seq;
     o->offload_optimizer = e->cfg.offload_optimizer;
     o->offload_param = e->cfg.offload_param;
-    zt_store *stores[2] = {e->ostore, e->pstore};
-    for (int i = 0; i < 2; i++) {
+    o->offload_gradients = e->cfg.offload_gradients > 0;
+    zt_store *stores[3] = {e->ostore, e->pstore, e->gstore};
+    for (int i = 0; i < 3; i++) {
         zt_store_stats ss;
         if (!stores[i])
             continue;

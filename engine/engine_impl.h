@@ -113,7 +113,15 @@ struct zt_engine {
     int up_g, up_err;
     int lz_pending, lz_next;  /* deferred updates pending from unit lz_next on */
     int any_persist;          /* stage 3: some unit stays gathered (no deferral then) */
-    int gs_stale;             /* zero_grad left the gradient shards for a pending update */
+    int gs_stale;             /* zero_grad was called and no backward pass ran since */
+    /* gradient offload (stages 2-3 with optimizer offload, cfg.offload_gradients > 0): blob
+     * u of gstore is unit u's reduced gradient shard; it passes through rs_tmp[u & 1]:
+     * gbuf[i] is the blob rs_tmp[i] holds (a put may still read it) or -1, gbuf_loading[i]
+     * a read into it under way */
+    struct zt_store *gstore;
+    int gbuf[2], gbuf_loading[2];
+    float *gacc[2];           /* a later micro-batch: the shard so far, read ahead */
+    double *gsq;              /* per unit: the final shard's sum of squares, or -1 */
 };
 
 /* ---- plan.c: zerotrain.memory_limit ---------------------------------------------------
@@ -155,15 +163,24 @@ int zt_zero_grads_reduce(zt_engine *e, int u);
 int zt_zero_grads_end(zt_engine *e);
 /* The step after the micro-batches: reductions of stages 0-1, this rank's sum of squares. */
 int zt_zero_reduce(zt_engine *e, double *sumsq);
+/* Stages 2-3: every gradient shard becomes zero (a step after zero_grad with no backward). */
+int zt_zero_clear_shards(zt_engine *e);
 /* AdamW on what this rank owns, then the all-gathers the stage needs. */
 int zt_zero_update(zt_engine *e, const void *hparams);
 /* Applies the updates a stage 3 step with offload deferred to the next forward pass; call
  * before anything reads or replaces parameters or optimizer state outside a pass. */
 int zt_zero_flush(zt_engine *e);
-/* Optimizer offload: the moments in RAM as e->M / e->V for a checkpoint (open), then
- * released, written back first when write_back (close). No-ops without offload. */
-int zt_zero_moments_open(zt_engine *e);
-int zt_zero_moments_close(zt_engine *e, int write_back);
+/* Checkpoints stream the moments. Saving: after zt_zero_moments_stream_begin, unit u's
+ * moment (which: 0 = M, 1 = V) comes in zt_zero_moment_pieces(e, u) pieces (one without
+ * offload, where e->M / e->V hold it; with offload its sub-groups); piece k is read into a
+ * working buffer, valid until the next call. Loading: zt_zero_moments_fill asks fill for
+ * shard positions [c0, c1) of unit u (whole units at stage 0) into m and v, all of a unit
+ * without offload, sub-group by sub-group with it, each written back at once. */
+int zt_zero_moment_pieces(const zt_engine *e, int u);
+int zt_zero_moment_piece(zt_engine *e, int u, int which, int k, const float **data, size_t *n);
+int zt_zero_moments_stream_begin(zt_engine *e);
+typedef int (*zt_moment_fill_fn)(int u, size_t c0, size_t c1, float *m, float *v, void *arg);
+int zt_zero_moments_fill(zt_engine *e, zt_moment_fill_fn fill, void *arg);
 /* the optimizer offload's working buffers (floats; 0 without offload) */
 size_t zt_zero_offload_floats(const zt_engine *e);
 /* parameter offload's shard buffers (floats; 0 without it) */

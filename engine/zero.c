@@ -133,6 +133,8 @@ static void free_units(const zt_engine *e, float **b, int category, int shard)
 }
 
 static void offload_close(zt_engine *e);
+static int gstore_open(zt_engine *e);
+static void gstore_close(zt_engine *e);
 static int lazy_upto(zt_engine *e, int u);
 
 /* ---- parameter offload (stage 3) ---------------------------------------------------------
@@ -409,6 +411,15 @@ int zt_zero_setup(zt_engine *e)
                 !(e->rs_tmp[i] = zt_mem_alloc(ms * sizeof(float), ZT_ALIGN_PAGE, ZT_MEM_COMM)))
                 return ZT_E_NOMEM;
     }
+    if (e->cfg.offload_gradients > 0 && (st < 2 || !e->cfg.offload_optimizer))
+        return zt_fail(ZT_E_CONFIG, "zerotrain.offload_gradients: the gradient shards go where "
+                       "the optimizer state goes, which needs offload_optimizer and ZeRO stage "
+                       "2 or 3 (here stage %d, optimizer %s)", st,
+                       e->cfg.offload_optimizer ? "offloaded" : "in RAM");
+    e->cfg.offload_gradients = st >= 2 && e->cfg.offload_optimizer &&
+                               e->cfg.offload_gradients >= 0 ? 1 : -1;
+    if (e->cfg.offload_gradients > 0)
+        return gstore_open(e);
     if ((N > 1 || st >= 2) && !(e->Gs = alloc_units(e, ZT_MEM_GRADS, 1)))
         return ZT_E_NOMEM;
     return 0;
@@ -452,6 +463,7 @@ void zt_zero_teardown(zt_engine *e)
         free_units(e, e->G, ZT_MEM_GRADS, 0);
     }
     free_units(e, e->Gs, ZT_MEM_GRADS, 1);
+    gstore_close(e);
     free_units(e, e->M, ZT_MEM_OPTIMIZER, st >= 1);
     free_units(e, e->V, ZT_MEM_OPTIMIZER, st >= 1);
     e->M = e->V = NULL;
@@ -540,48 +552,59 @@ static int offload_open(zt_engine *e)
     return zt_store_sync(e->ostore);
 }
 
-int zt_zero_moments_open(zt_engine *e)
+/* the sub-groups of unit u: [first, first + count) of e->ogroup (in unit order) */
+static int unit_groups(const zt_engine *e, int u, int *first)
 {
-    if (!e->ostore || e->M)
-        return 0;
-    if (!(e->M = alloc_units(e, ZT_MEM_OPTIMIZER, 1)))
-        return ZT_E_NOMEM;
-    if (!(e->V = alloc_units(e, ZT_MEM_OPTIMIZER, 1))) {
-        free_units(e, e->M, ZT_MEM_OPTIMIZER, 1);
-        e->M = NULL;
-        return ZT_E_NOMEM;
-    }
-    for (int k = 0; k < e->n_ogroup; k++) {
-        const zt_ogroup *g = &e->ogroup[k];
-        size_t n = g->c1 - g->c0;
-        int rc = zt_store_get(e->ostore, g->blob, e->owork[0]);
-        if (rc < 0) { /* no half-filled moments left behind for a later save */
-            zt_zero_moments_close(e, 0);
-            return rc;
-        }
-        memcpy(e->M[g->unit] + g->c0, e->owork[0], n * sizeof(float));
-        memcpy(e->V[g->unit] + g->c0, e->owork[0] + n, n * sizeof(float));
-    }
+    int g = 0;
+    while (g < e->n_ogroup && e->ogroup[g].unit < u)
+        g++;
+    *first = g;
+    while (g < e->n_ogroup && e->ogroup[g].unit == u)
+        g++;
+    return g - *first;
+}
+
+int zt_zero_moment_pieces(const zt_engine *e, int u)
+{
+    int first;
+    return e->ostore ? unit_groups(e, u, &first) : 1;
+}
+
+int zt_zero_moment_piece(zt_engine *e, int u, int which, int k, const float **data, size_t *n)
+{
+    int first;
+    if (!e->ostore || k < 0 || k >= unit_groups(e, u, &first))
+        return zt_fail(ZT_E_INVAL, "optimizer offload: no piece %d of unit %d", k, u);
+    const zt_ogroup *g = &e->ogroup[first + k];
+    *n = g->c1 - g->c0;
+    ZT_TRY(zt_store_get(e->ostore, g->blob, e->owork[0]));
+    *data = e->owork[0] + (which ? *n : 0);
     return 0;
 }
 
-int zt_zero_moments_close(zt_engine *e, int write_back)
+int zt_zero_moments_stream_begin(zt_engine *e)
 {
-    int rc = 0;
-    if (!e->ostore || !e->M)
+    /* the read-ahead into the working buffers lands first; the next update starts its own */
+    return e->ostore ? zt_store_sync(e->ostore) : 0;
+}
+
+int zt_zero_moments_fill(zt_engine *e, zt_moment_fill_fn fill, void *arg)
+{
+    int shard = e->cfg.zero_stage >= 1;
+    if (!e->ostore) {
+        for (int u = 0; u < e->layout.n_units; u++)
+            ZT_TRY(fill(u, 0, zt_zero_len(e, u, shard), e->M[u], e->V[u], arg));
         return 0;
-    for (int k = 0; write_back && rc == 0 && k < e->n_ogroup; k++) {
+    }
+    ZT_TRY(zt_store_sync(e->ostore));
+    for (int k = 0; k < e->n_ogroup; k++) { /* one working buffer: fill, write, wait */
         const zt_ogroup *g = &e->ogroup[k];
         size_t n = g->c1 - g->c0;
-        memcpy(e->owork[0], e->M[g->unit] + g->c0, n * sizeof(float));
-        memcpy(e->owork[0] + n, e->V[g->unit] + g->c0, n * sizeof(float));
-        if ((rc = zt_store_put(e->ostore, g->blob, e->owork[0])) == 0)
-            rc = zt_store_wait(e->ostore, g->blob);
+        ZT_TRY(fill(g->unit, g->c0, g->c1, e->owork[0], e->owork[0] + n, arg));
+        ZT_TRY(zt_store_put(e->ostore, g->blob, e->owork[0]));
+        ZT_TRY(zt_store_wait(e->ostore, g->blob));
     }
-    free_units(e, e->M, ZT_MEM_OPTIMIZER, 1);
-    free_units(e, e->V, ZT_MEM_OPTIMIZER, 1);
-    e->M = e->V = NULL;
-    return rc;
+    return 0;
 }
 
 int zt_engine_ensure_moments(zt_engine *e)
@@ -790,6 +813,117 @@ void zt_zero_pass_end(zt_engine *e)
     e->sched.acquired = -1;
 }
 
+/* ---- gradient offload ------------------------------------------------------------------
+ * Stages 2-3 with the optimizer state offloaded: this rank's reduced gradient shard of unit
+ * u is blob u of a store on the optimizer's device. Unit u's reduce-scatter lands in
+ * rs_tmp[u & 1]; when it completes (a later micro-batch: plus the shard so far, read ahead
+ * into gacc while the unit's backward ran) the buffer is written back and, in the step's
+ * last micro-batch, its sum of squares kept for the norm. The update reads shard u into
+ * rs_tmp[u & 1] again and the next one ahead; the last units reduced are still there.
+ * Same sums in the same order: bit-identical to shards in RAM. */
+
+static void gstore_close(zt_engine *e)
+{
+    size_t ms = shard_max(e) * sizeof(float);
+    zt_store_close(e->gstore);
+    e->gstore = NULL;
+    for (int i = 0; i < 2; i++) {
+        zt_mem_free(e->gacc[i], ms, ZT_MEM_GRADS);
+        e->gacc[i] = NULL;
+    }
+    free(e->gsq);
+    e->gsq = NULL;
+}
+
+static int gstore_open(zt_engine *e)
+{
+    int nu = e->layout.n_units;
+    ZT_TRY(open_store(e, e->cfg.offload_optimizer, "grads", &e->gstore));
+    for (int u = 0; u < nu; u++)
+        if (zt_store_add(e->gstore, zt_zero_len(e, u, 1) * sizeof(float), ZT_MEM_GRADS) != u)
+            return zt_fail(ZT_E_NOMEM, "gradient offload: cannot declare unit %d", u);
+    ZT_TRY(zt_store_reserve(e->gstore));
+    if (!(e->gsq = malloc((size_t)nu * sizeof *e->gsq)))
+        return zt_fail(ZT_E_NOMEM, "out of memory");
+    for (int u = 0; u < nu; u++)
+        e->gsq[u] = -1.0;
+    e->gbuf[0] = e->gbuf[1] = -1;
+    return 0;
+}
+
+/* rs_tmp[i] gets new contents: the put reading it finishes first */
+static int gbuf_take(zt_engine *e, int i)
+{
+    int u = e->gbuf[i];
+    e->gbuf[i] = -1;
+    e->gbuf_loading[i] = 0;
+    return u >= 0 ? zt_store_wait(e->gstore, u) : 0;
+}
+
+/* shard u into rs_tmp[u & 1]: started (wait = 0) or there on return */
+static int gbuf_read(zt_engine *e, int u, int wait)
+{
+    int i = u & 1;
+    if (e->gbuf[i] != u) {
+        ZT_TRY(gbuf_take(e, i));
+        ZT_TRY(zt_store_prefetch(e->gstore, u, e->rs_tmp[i]));
+        e->gbuf[i] = u;
+        e->gbuf_loading[i] = 1;
+    }
+    if (wait && e->gbuf_loading[i]) {
+        ZT_TRY(zt_store_get(e->gstore, u, e->rs_tmp[i]));
+        e->gbuf_loading[i] = 0;
+    }
+    return 0;
+}
+
+/* a later micro-batch adds to the shards so far: their buffers, allocated on first use */
+static int gacc_alloc(zt_engine *e)
+{
+    for (int i = 0; i < 2; i++)
+        if (!e->gacc[i] && !(e->gacc[i] = zt_mem_alloc(shard_max(e) * sizeof(float),
+                                                       ZT_ALIGN_PAGE, ZT_MEM_GRADS)))
+            return zt_fail(ZT_E_NOMEM, "gradient offload: accumulation buffers: out of memory");
+    return 0;
+}
+
+/* unit u's reduced shard in rs_tmp[t]: added to the shard so far, written back */
+static int gshard_finish(zt_engine *e, int u, int t)
+{
+    size_t s = zt_zero_len(e, u, 1);
+    float *x = e->rs_tmp[t];
+    if (!e->accum_first) { /* (read ahead when the unit's backward began; unit 0: now) */
+        ZT_TRY(gacc_alloc(e));
+        const float *g = e->gacc[t];
+        ZT_TRY(zt_store_get(e->gstore, u, e->gacc[t]));
+        for (size_t i = 0; i < s; i++) /* g + x: the in-RAM sum's order */
+            x[i] = g[i] + x[i];
+    }
+    e->gsq[u] = e->last_micro ? zt_sumsq(x, s) : -1.0;
+    ZT_TRY(zt_store_put(e->gstore, u, x));
+    e->gbuf[t] = u;
+    e->gbuf_loading[t] = 0;
+    return 0;
+}
+
+int zt_zero_clear_shards(zt_engine *e)
+{
+    int nu = e->layout.n_units;
+    size_t N = (size_t)e->comm.size;
+    if (!e->gstore) {
+        for (int u = 0; u < nu; u++)
+            memset(e->Gs[u], 0, e->padded[u] / N * sizeof(float));
+        return 0;
+    }
+    ZT_TRY(gbuf_take(e, 0));
+    memset(e->rs_tmp[0], 0, shard_max(e) * sizeof(float));
+    for (int u = 0; u < nu; u++) {
+        ZT_TRY(zt_store_put(e->gstore, u, e->rs_tmp[0]));
+        e->gsq[u] = 0.0;
+    }
+    return zt_store_sync(e->gstore);
+}
+
 /* ---- stages 2-3: gradients reduced during the backward pass ---------------------------- */
 
 static int finish_reduce(zt_engine *e, int u)
@@ -797,7 +931,10 @@ static int finish_reduce(zt_engine *e, int u)
     int t = e->rpend_tmp[u];
     ZT_TRY(zt_comm_wait_range(&e->comm, e->rpend_lo[u], e->rpend_hi[u]));
     e->rpend_lo[u] = e->rpend_hi[u] = -1;
-    if (t >= 0) { /* a later micro-batch: add its shard */
+    if (e->gstore) {
+        ZT_TRY(gshard_finish(e, u, t));
+        e->rpend_tmp[u] = -1;
+    } else if (t >= 0) { /* a later micro-batch: add its shard */
         size_t s = zt_zero_len(e, u, 1);
         float *g = e->Gs[u], *x = e->rs_tmp[t];
         for (size_t i = 0; i < s; i++)
@@ -841,11 +978,20 @@ int zt_zero_grads_lend(zt_engine *e, int u)
     e->G[u] = e->scratch[i];
     e->scratch_unit[i] = u;
     memset(e->G[u], 0, e->padded[u] * sizeof(float));
+    if (e->gstore && !e->accum_first) { /* the shard so far, for gshard_finish */
+        ZT_TRY(gacc_alloc(e));
+        ZT_TRY(zt_store_prefetch(e->gstore, u, e->gacc[i]));
+    }
     return 0;
 }
 
 static int reduce_into_shard(zt_engine *e, int u, int tmp)
 {
+    if (e->gstore) { /* into rs_tmp, written back when complete */
+        ZT_TRY(gbuf_take(e, tmp));
+        e->rpend_tmp[u] = tmp;
+        return start_rs(e, u, e->G[u], e->rs_tmp[tmp], &e->rpend_lo[u], &e->rpend_hi[u]);
+    }
     float *dst = e->accum_first ? e->Gs[u] : e->rs_tmp[tmp];
     e->rpend_tmp[u] = e->accum_first ? -1 : tmp;
     return start_rs(e, u, e->G[u], dst, &e->rpend_lo[u], &e->rpend_hi[u]);
@@ -897,7 +1043,12 @@ int zt_zero_reduce(zt_engine *e, double *sumsq)
     for (int u = 0; u < nu; u++) {
         ZT_TRY(zt_comm_wait_range(&e->comm, e->rpend_lo[u], e->rpend_hi[u]));
         e->rpend_lo[u] = e->rpend_hi[u] = -1;
-        local += zt_sumsq(gs[u], zt_zero_len(e, u, 1));
+        if (e->gstore && e->gsq[u] < 0.0) {
+            /* not summed in a last micro-batch (fewer than configured): read it */
+            ZT_TRY(gbuf_read(e, u, 1));
+            e->gsq[u] = zt_sumsq(e->rs_tmp[u & 1], zt_zero_len(e, u, 1));
+        }
+        local += e->gstore ? e->gsq[u] : zt_sumsq(gs[u], zt_zero_len(e, u, 1));
     }
     *sumsq = local;
     return 0;
@@ -918,6 +1069,8 @@ static void update_begin(zt_engine *e, const zt_adamw_hparams *hp)
         e->up_err = pshard_prefetch(e, u);
     for (int k = 0; k < e->n_ogroup && k < nw - 1 && !e->up_err; k++) /* read ahead */
         e->up_err = zt_store_prefetch(e->ostore, e->ogroup[k].blob, e->owork[k % nw]);
+    for (int u = 0; e->gstore && u < 2 && u < nu && !e->up_err; u++)
+        e->up_err = gbuf_read(e, u, 0);
 }
 
 static int update_unit(zt_engine *e, int u)
@@ -929,9 +1082,14 @@ static int update_unit(zt_engine *e, int u)
     ZT_TRY(e->up_err);
     const zt_unit_def *ud = &e->layout.units[u];
     size_t len = zt_zero_len(e, u, 1);
-    float *ps = NULL;
+    float *ps = NULL, *gu = e->gstore ? e->rs_tmp[u & 1] : gs[u];
     if (st >= 3)
         ZT_TRY(pshard_get(e, u, &ps));
+    if (e->gstore) { /* this unit's gradient shard in; the next one's read starts */
+        ZT_TRY(gbuf_read(e, u, 1));
+        if (u + 1 < nu)
+            ZT_TRY(gbuf_read(e, u + 1, 0));
+    }
     /* this unit's sub-groups [c0, c1) of the shard (one, [0, len), without offload) */
     for (size_t c0 = 0, c1 = len; c0 < len; c0 = c1) {
         float *mu, *vu; /* the moments of shard position c0 */
@@ -960,7 +1118,7 @@ static int update_unit(zt_engine *e, int u)
                 if (j0 >= j1)
                     continue;
                 float *p = st >= 3 ? ps + j0 : e->P[u] + a + (j0 - j);
-                zt_adamw_update(p, gs[u] + j0, mu + (j0 - c0), vu + (j0 - c0), j1 - j0, hp,
+                zt_adamw_update(p, gu + j0, mu + (j0 - c0), vu + (j0 - c0), j1 - j0, hp,
                                 d->decay);
                 zt_comm_poll(&e->comm);
                 if (nw)
@@ -1106,7 +1264,7 @@ size_t zt_zero_buffer_floats(const zt_engine *e)
     size_t n = zt_zero_offload_floats(e) + zt_zero_param_offload_floats(e);
     size_t N = (size_t)e->comm.size;
     if (e->cfg.zero_stage >= 2)
-        n += e->padded[0] + 2 * max_padded(e, 1);
+        n += e->padded[0] + 2 * max_padded(e, 1) + (e->gacc[0] ? 2 * shard_max(e) : 0);
     else if (e->Gs)
         for (int u = 0; u < e->layout.n_units; u++)
             n += e->padded[u] / N;

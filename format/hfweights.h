@@ -20,4 +20,12 @@ int zt_safetensors_write_cb(const char *path, const zt_tensor_view *tensors, int
                             const char *const *metadata, int n_meta, zt_fetch_fn fetch,
                             void *arg);
 
+/* The same with each tensor's bytes in pieces[i] pieces, piece k of tensor i asked of
+ * piece(i, k, arg, &data, &len) in file order just before it is written; the lengths must
+ * add up to the tensor's size (else the write fails and no file is left). */
+typedef int (*zt_piece_fn)(int i, int k, void *arg, const void **data, size_t *len);
+int zt_safetensors_write_pieces(const char *path, const zt_tensor_view *tensors, int n,
+                                const char *const *metadata, int n_meta, const int *pieces,
+                                zt_piece_fn piece, void *arg);
+
 #endif

@@ -9,6 +9,7 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -631,57 +632,106 @@ static int build_header(const char *path, const zt_tensor_view *tv, int n,
 }
 
 typedef struct write_arg {
+    const char *path;
     const char *hdr;
     const size_t *nbytes;          /* [0] header, [1 + i] tensor i */
     const zt_tensor_view *tv;
-    zt_fetch_fn fetch;
+    const int *pieces;             /* per tensor (NULL: one each) */
+    zt_piece_fn piece;
     void *arg;
+    int i, k;                      /* the next part: piece k of tensor i */
+    size_t done;                   /* bytes of tensor i given so far */
 } write_arg;
 
-static int write_part(int i, void *p, const void **data, size_t *len)
+/* part p of the file: the header, then each tensor's pieces in order (p only grows) */
+static int write_part(int p, void *wp, const void **data, size_t *len)
 {
-    const write_arg *w = p;
-    *len = w->nbytes[i];
-    if (i == 0) {
+    write_arg *w = wp;
+    if (p == 0) {
         *data = w->hdr;
+        *len = w->nbytes[0];
         return 0;
     }
-    if (!w->fetch) {
-        *data = w->tv[i - 1].data;
-        return 0;
+    int i = w->i, k = w->k, np = w->pieces ? w->pieces[i] : 1;
+    *data = w->tv[i].data;
+    *len = w->nbytes[1 + i]; /* (a piece function sets its own) */
+    if (w->piece)
+        ZT_TRY(w->piece(i, k, w->arg, data, len));
+    w->done += *len;
+    if (k + 1 < np) {
+        w->k++;
+        if (w->done <= w->nbytes[1 + i])
+            return 0;
+    } else {
+        w->i++;
+        w->k = 0;
+        if (w->done == w->nbytes[1 + i]) {
+            w->done = 0;
+            return 0;
+        }
     }
-    return w->fetch(i - 1, w->arg, data);
+    return zt_fail(ZT_E_INVAL, "%s: tensor '%s': the pieces give %zu bytes, the shape %zu",
+                   w->path, w->tv[i].name, w->done, w->nbytes[1 + i]);
+}
+
+int zt_safetensors_write_pieces(const char *path, const zt_tensor_view *tensors, int n,
+                                const char *const *metadata, int n_meta, const int *pieces,
+                                zt_piece_fn piece, void *arg)
+{
+    size_t *nbytes = NULL, hsize = 0;
+    char *hdr = NULL;
+    int rc, parts = 1;
+
+    if (!path || n < 0 || (n && !tensors) || n_meta < 0 || (n_meta && !metadata) ||
+        (pieces && !piece))
+        return zt_fail(ZT_E_INVAL, "zt_safetensors_write(%s): bad arguments",
+                       path ? path : "NULL");
+    for (int i = 0; i < n; i++) {
+        if (pieces && (pieces[i] < 1 || pieces[i] > INT_MAX - parts))
+            return zt_fail(ZT_E_INVAL, "%s: tensor %d: %d pieces", path, i, pieces[i]);
+        parts += pieces ? pieces[i] : 1;
+    }
+    /* nbytes[0] = header, nbytes[1 + i] = tensor i */
+    if (!(nbytes = calloc((size_t)n + 1, sizeof *nbytes))) {
+        rc = zt_fail(ZT_E_NOMEM, "%s: out of memory", path);
+        goto out;
+    }
+    if ((rc = check_write_args(path, tensors, n, metadata, n_meta, nbytes + 1, piece != NULL)) <
+            0 ||
+        (rc = build_header(path, tensors, n, nbytes + 1, metadata, n_meta, &hdr, &hsize)) < 0)
+        goto out;
+    nbytes[0] = hsize;
+    {
+        write_arg w = {path, hdr, nbytes, tensors, pieces, piece, arg, 0, 0, 0};
+        rc = zt_file_write_atomic_cb(path, parts, write_part, &w);
+    }
+out:
+    free(hdr);
+    free(nbytes);
+    return rc;
+}
+
+/* a whole tensor per fetch */
+typedef struct fetch_arg {
+    zt_fetch_fn fetch;
+    void *arg;
+} fetch_arg;
+
+static int fetch_whole(int i, int k, void *fp, const void **data, size_t *len)
+{
+    const fetch_arg *f = fp;
+    (void)k;
+    (void)len; /* the tensor's size, set by write_part */
+    return f->fetch(i, f->arg, data);
 }
 
 int zt_safetensors_write_cb(const char *path, const zt_tensor_view *tensors, int n,
                             const char *const *metadata, int n_meta, zt_fetch_fn fetch,
                             void *arg)
 {
-    size_t *nbytes = NULL, hsize = 0;
-    char *hdr = NULL;
-    int rc;
-
-    if (!path || n < 0 || (n && !tensors) || n_meta < 0 || (n_meta && !metadata))
-        return zt_fail(ZT_E_INVAL, "zt_safetensors_write(%s): bad arguments",
-                       path ? path : "NULL");
-    /* nbytes[0] = header, nbytes[1 + i] = tensor i */
-    if (!(nbytes = calloc((size_t)n + 1, sizeof *nbytes))) {
-        rc = zt_fail(ZT_E_NOMEM, "%s: out of memory", path);
-        goto out;
-    }
-    if ((rc = check_write_args(path, tensors, n, metadata, n_meta, nbytes + 1, fetch != NULL)) <
-            0 ||
-        (rc = build_header(path, tensors, n, nbytes + 1, metadata, n_meta, &hdr, &hsize)) < 0)
-        goto out;
-    nbytes[0] = hsize;
-    {
-        write_arg w = {hdr, nbytes, tensors, fetch, arg};
-        rc = zt_file_write_atomic_cb(path, n + 1, write_part, &w);
-    }
-out:
-    free(hdr);
-    free(nbytes);
-    return rc;
+    fetch_arg f = {fetch, arg};
+    return zt_safetensors_write_pieces(path, tensors, n, metadata, n_meta, NULL,
+                                       fetch ? fetch_whole : NULL, &f);
 }
 
 int zt_safetensors_write(const char *path, const zt_tensor_view *tensors, int n,

@@ -241,6 +241,7 @@ typedef struct zt_train_settings {
     int offload_buffers, aio_queue_depth, offload_param_buffers;
     size_t aio_block_size, sub_group_size;
     size_t memory_limit;           /* zerotrain.memory_limit in bytes (0 = none) */
+    int offload_gradients;         /* zerotrain.offload_gradients: 0 not given, 1, -1 */
 } zt_train_settings;
 
 typedef struct zt_train_config zt_train_config;
@@ -268,10 +269,13 @@ enum { ZT_PROGRESS_POLL = 0, ZT_PROGRESS_THREAD = 1 };
 
 typedef struct zt_config {
     /* model: exactly one of model_dir (Hugging Face folder: config.json plus
-     * model.safetensors or model.safetensors.index.json) or model_preset ("bert-tiny",
-     * "bert-mini", "bert-small", "bert-medium", "bert-base", "bert-large"). */
+     * model.safetensors or model.safetensors.index.json), model_preset ("bert-tiny",
+     * "bert-mini", "bert-small", "bert-medium", "bert-base", "bert-large") or model_config
+     * (a Hugging Face config.json alone: that architecture, weights initialised from the
+     * seed, as from_config does). */
     const char *model_dir;
     const char *model_preset;
+    const char *model_config;
     int vocab_size;          /* presets only: 0 = 30522 */
     uint64_t seed;           /* Philox key: init, dropout */
     int threads;             /* 0 = all cores */
@@ -332,6 +336,12 @@ typedef struct zt_config {
      * the unit order of the pass. Bit-identical to no offload. */
     int offload_param;
     int offload_param_buffers;
+    /* Stages 2-3 with optimizer offload: whether this rank's reduced gradient shards go
+     * where the optimizer state goes (written to the store as each unit's reduce-scatter
+     * completes, read back by the update, as ZeRO-Infinity does), so no gradient shard stays
+     * in RAM. 0 = automatic (yes, unless memory_limit plans them in RAM), 1 = yes, -1 = keep
+     * them in RAM. Bit-identical either way. */
+    int offload_gradients;
     /* Bytes per rank the engine plans to stay within (zerotrain.memory_limit; 0 = no plan):
      * before allocating, it predicts each category and moves the optimizer state, then
      * (stage 3) the parameter shards to NVMe (nvme_path) until the predicted peak fits, or
@@ -457,6 +467,7 @@ typedef struct zt_engine_report {
     uint64_t nvme_read_bytes, nvme_written_bytes, pool_read_bytes, pool_written_bytes;
     double io_wait_seconds;
     int offload_optimizer, offload_param; /* ZT_OFFLOAD_* in effect (memory_limit may set them) */
+    int offload_gradients;         /* the gradient shards live with the optimizer state */
 } zt_engine_report;
 ZT_API int zt_engine_report_get(const zt_engine *e, zt_engine_report *out);
 /* With zt_config.memory_limit: the placement the planner chose and its predicted bytes per

@@ -86,7 +86,8 @@ static float *param(zt_engine *e, const char *name, size_t *n)
         zt_engine_param_get(e, i, &pi);
         if (strcmp(pi.name, name) == 0) {
             float *p = malloc(pi.numel * sizeof(float));
-            assert_int_equal(zt_engine_read_param(e, name, p, pi.numel), 0);
+            if (zt_engine_read_param(e, name, p, pi.numel) != 0)
+                fail_msg("%s: %s", name, zt_last_error());
             *n = pi.numel;
             return p;
         }
@@ -625,6 +626,140 @@ static void test_save_roundtrip_and_clip(void **state)
     zt_engine_destroy(a);
 }
 
+/* The step's other paths, with the gradient shards in RAM and with them where the offloaded
+ * optimizer state is (RAM pool, swap file, and kept in RAM on request), stages 2 and 3:
+ * two accumulated micro-batches with clipping; a step after zero_grad with no backward pass
+ * (zero gradients: Adam still moves the weights); one micro-batch of the configured two
+ * (the norm read back from the store). Every variant gives the same bits as no offload. */
+static zt_engine *offload_engine(int stage, int device, int grads)
+{
+    static char nv[600];
+    zt_config c;
+    zt_engine *e;
+    snprintf(nv, sizeof nv, "%s/nv", tmpdir);
+    mkdir(nv, 0700);
+    zt_config_init(&c);
+    c.model_preset = "bert-tiny";
+    c.vocab_size = 512;
+    c.dropout = 1;
+    c.zero_stage = stage;
+    c.grad_accum_steps = 2;
+    c.grad_clip = 0.05f;
+    c.offload_optimizer = device;
+    c.offload_gradients = grads;
+    c.nvme_path = nv;
+    c.sub_group_size = 3000;
+    if (zt_engine_create(&c, MPI_COMM_NULL, &e) != 0)
+        fail_msg("%s", zt_last_error());
+    return e;
+}
+
+static void step_paths(zt_engine *e, zt_step_info *si)
+{
+    small_batch s;
+    zt_batch b0 = make_batch(&s, 10);
+    small_batch s1;
+    zt_batch b1 = make_batch(&s1, 20);
+    zt_fb_result r;
+    assert_int_equal(zt_engine_forward_backward(e, &b0, 0, &r), 0);
+    assert_int_equal(zt_engine_forward_backward(e, &b1, 0, &r), 0);
+    assert_int_equal(zt_engine_step(e, 1e-3f, &si[0]), 0);
+    assert_int_equal(zt_engine_zero_grad(e), 0);
+    assert_int_equal(zt_engine_step(e, 1e-3f, &si[1]), 0);
+    assert_int_equal(zt_engine_zero_grad(e), 0);
+    assert_int_equal(zt_engine_forward_backward(e, &b1, 0, &r), 0);
+    assert_int_equal(zt_engine_step(e, 1e-3f, &si[2]), 0);
+}
+
+static void same_saved(zt_engine *a, zt_engine *b)
+{
+    char d[2][600], cmd[1300];
+    for (int i = 0; i < 2; i++) {
+        snprintf(d[i], sizeof d[i], "%s/saved%d", tmpdir, i);
+        if (zt_engine_save_model(i ? b : a, d[i]) != 0)
+            fail_msg("%s", zt_last_error());
+    }
+    snprintf(cmd, sizeof cmd, "cmp -s '%s/model.safetensors' '%s/model.safetensors'", d[0], d[1]);
+    assert_int_equal(system(cmd), 0);
+}
+
+static void test_offload_step_paths(void **state)
+{
+    (void)state;
+    for (int stage = 2; stage <= 3; stage++) {
+        zt_step_info want[3], got[3];
+        zt_engine *ref = offload_engine(stage, ZT_OFFLOAD_NONE, 0);
+        step_paths(ref, want);
+        assert_true(want[0].clip_coef < 1.0f && want[1].grad_norm == 0.0);
+        const int var[3][2] = {{ZT_OFFLOAD_CPU, 0}, {ZT_OFFLOAD_NVME, 1}, {ZT_OFFLOAD_NVME, -1}};
+        uint64_t written[3];
+        size_t params = 0;
+        for (int v = 0; v < 3; v++) {
+            zt_engine *e = offload_engine(stage, var[v][0], var[v][1]);
+            zt_engine_report rep;
+            step_paths(e, got);
+            for (int k = 0; k < 3; k++)
+                if (got[k].grad_norm != want[k].grad_norm)
+                    fail_msg("stage %d variant %d step %d: norm %.17g vs %.17g", stage, v, k,
+                             got[k].grad_norm, want[k].grad_norm);
+            same_saved(ref, e); /* (stage 3 keeps no unit whole to read from) */
+            assert_int_equal(zt_engine_report_get(e, &rep), 0);
+            assert_int_equal(rep.offload_gradients, var[v][1] >= 0);
+            written[v] = rep.nvme_written_bytes;
+            params = rep.params;
+            zt_engine_destroy(e);
+        }
+        /* on NVMe the gradient shards (one rank: every padded float) are written by each of
+         * the three backward passes and once as zeros */
+        assert_true(written[1] - written[2] == 4 * 4 * params);
+        zt_engine_destroy(ref);
+    }
+    /* asked for where it cannot be: no optimizer offload, or stage 1 */
+    zt_config c;
+    zt_engine *e = NULL;
+    zt_config_init(&c);
+    c.model_preset = "bert-tiny";
+    c.zero_stage = 2;
+    c.offload_gradients = 1;
+    assert_int_equal(zt_engine_create(&c, MPI_COMM_NULL, &e), ZT_E_CONFIG);
+    assert_non_null(strstr(zt_last_error(), "offload_gradients"));
+    assert_null(e);
+}
+
+/* model_config: a config.json alone gives that architecture initialised from the seed --
+ * the same weights as the preset of the same shape; a missing file is named */
+static void test_model_config(void **state)
+{
+    char path[600];
+    zt_config c;
+    zt_engine *a, *b = NULL;
+    (void)state;
+    snprintf(path, sizeof path, "%s/tiny-config.json", tmpdir);
+    write_file(path, "{\"model_type\": \"bert\", \"vocab_size\": 512, \"hidden_size\": 128, "
+                     "\"num_hidden_layers\": 2, \"num_attention_heads\": 2, "
+                     "\"intermediate_size\": 512, \"hidden_act\": \"gelu\", "
+                     "\"max_position_embeddings\": 512, \"type_vocab_size\": 2, "
+                     "\"layer_norm_eps\": 1e-12}");
+    a = preset(1, 1, 9);
+    zt_config_init(&c);
+    c.model_config = path;
+    c.seed = 9;
+    c.threads = 1;
+    if (zt_engine_create(&c, MPI_COMM_NULL, &b) != 0)
+        fail_msg("%s", zt_last_error());
+    assert_same_params(a, b);
+    zt_engine_destroy(b);
+    b = NULL;
+    snprintf(path, sizeof path, "%s/missing.json", tmpdir);
+    assert_true(zt_engine_create(&c, MPI_COMM_NULL, &b) < 0);
+    assert_non_null(strstr(zt_last_error(), "missing.json"));
+    assert_null(b);
+    c.model_preset = "bert-tiny"; /* two models at once */
+    assert_int_equal(zt_engine_create(&c, MPI_COMM_NULL, &b), ZT_E_CONFIG);
+    assert_non_null(strstr(zt_last_error(), "exactly one of"));
+    zt_engine_destroy(a);
+}
+
 static void test_misc(void **state)
 {
     (void)state;
@@ -647,6 +782,8 @@ int main(void)
         cmocka_unit_test(test_config_errors),  cmocka_unit_test(test_batch_errors),
         cmocka_unit_test(test_determinism),    cmocka_unit_test(test_compact_head),
         cmocka_unit_test(test_save_roundtrip_and_clip),
+        cmocka_unit_test(test_offload_step_paths),
+        cmocka_unit_test(test_model_config),
         cmocka_unit_test(test_misc),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

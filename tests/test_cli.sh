@@ -90,7 +90,14 @@ expect_error "bad step.json" 1 "\"lr\" must be a number" -- "$ZT" grad --model "
 expect_error "inspect malformed" 1 "$T/trunc.safetensors" -- "$ZT" inspect "$T/trunc.safetensors"
 expect_error "train unknown preset" 1 "unknown model preset \"bert-enormous\"" -- "$ZT" train --model bert-enormous --data synthetic --steps 1
 expect_error "train bad steps" 2 "--steps must be an integer" -- "$ZT" train --model bert-tiny --data synthetic --steps -3
-expect_error "train no data" 2 "train needs --model DIR|PRESET and --data" -- "$ZT" train --model bert-tiny
+expect_error "train no data" 2 "train needs --model DIR|PRESET|CONFIG_JSON and --data" -- "$ZT" train --model bert-tiny
+# a config.json alone: that architecture from the seed (the fixture's shapes, other weights)
+if "$ZT" train --model "$FIX/config.json" --data synthetic --seq-len 16 --steps 1 --threads 1 \
+       --save-model "$T/fromcfg" >"$T/fromcfg.log" 2>&1 &&
+   grep -q "BERT L2 H64 A4 V512" "$T/fromcfg.log" && [ -f "$T/fromcfg/model.safetensors" ] &&
+   ! cmp -s "$T/fromcfg/model.safetensors" "$FIX/model.safetensors"; then ok
+else bad "train from a config.json"; tail -3 "$T/fromcfg.log"; fi
+expect_error "train bad config.json" 1 "$T/step.json" -- "$ZT" train --model "$T/step.json" --data synthetic --steps 1
 expect_error "train seq too long" 1 "--seq-len 600 exceeds the model's max_position_embeddings 64" -- "$ZT" train --model "$FIX" --data synthetic --seq-len 600 --steps 1
 expect_error "train missing data" 1 "$T/nodata" -- "$ZT" train --model "$FIX" --data "$T/nodata" --steps 1
 expect_error "resume without dir" 2 "need --checkpoint-dir" -- "$ZT" train --model "$FIX" --data synthetic --resume

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "zerotrain.h"
+#include "../format/hfweights.h"
 
 static char tmpdir[256];
 
@@ -520,6 +521,56 @@ static void test_write_invalid(void **state)
     unlink(path);
 }
 
+/* tensors given in pieces (how checkpoints stream offloaded moments): the same file as the
+ * whole tensors; pieces that do not add up to a tensor's size fail and leave no file */
+typedef struct piece_src {
+    const float *x;
+    const int *pieces;
+    int short_by;  /* floats the last piece of tensor 1 leaves out */
+} piece_src;
+
+/* piece k of tensor i (a: x[0..7), b: x[7..17)): 3 floats, the last one the rest */
+static int give_piece(int i, int k, void *arg, const void **data, size_t *len)
+{
+    const piece_src *p = arg;
+    size_t n = i == 0 ? 7 : 10, lo = 3 * (size_t)k, hi = lo + 3;
+    if (k == p->pieces[i] - 1)
+        hi = n - (i == 1 ? (size_t)p->short_by : 0);
+    *data = p->x + (i == 0 ? 0 : 7) + lo;
+    *len = (hi - lo) * sizeof(float);
+    return 0;
+}
+
+static void test_write_pieces(void **state)
+{
+    float x[17];
+    for (int i = 0; i < 17; i++)
+        x[i] = (float)i * 0.5f - 3.0f;
+    zt_tensor_view whole[2] = {{"a", ZT_F32, 1, {7}, x}, {"b", ZT_F32, 2, {2, 5}, x + 7}};
+    zt_tensor_view bare[2] = {{"a", ZT_F32, 1, {7}, NULL}, {"b", ZT_F32, 2, {2, 5}, NULL}};
+    const char *meta[] = {"k", "v"};
+    int pieces[2] = {3, 4}; /* a: 3 + 3 + 1; b: 3 + 3 + 3 + 1 */
+    piece_src src = {x, pieces, 0};
+    char p1[512], p2[512], cmd[1100];
+    (void)state;
+    tmp_path(p1, sizeof p1, "whole.safetensors");
+    tmp_path(p2, sizeof p2, "pieces.safetensors");
+    assert_int_equal(zt_safetensors_write(p1, whole, 2, meta, 1), 0);
+    assert_int_equal(zt_safetensors_write_pieces(p2, bare, 2, meta, 1, pieces, give_piece, &src), 0);
+    snprintf(cmd, sizeof cmd, "cmp -s '%s' '%s'", p1, p2);
+    assert_int_equal(system(cmd), 0);
+    unlink(p2);
+    src.short_by = 1; /* tensor b's pieces give 9 floats of 10 */
+    assert_int_equal(zt_safetensors_write_pieces(p2, bare, 2, meta, 1, pieces, give_piece, &src),
+                     ZT_E_INVAL);
+    assert_non_null(strstr(zt_last_error(), "'b'"));
+    assert_int_equal(count_files("pieces"), 0);
+    pieces[1] = 0;
+    assert_int_equal(zt_safetensors_write_pieces(p2, bare, 2, meta, 1, pieces, give_piece, &src),
+                     ZT_E_INVAL);
+    unlink(p1);
+}
+
 static void test_write_no_partial_output(void **state)
 {
     static unsigned char big[1 << 16];
@@ -600,6 +651,7 @@ int main(void)
         cmocka_unit_test(test_messages),
         cmocka_unit_test(test_open_errors),
         cmocka_unit_test(test_write_invalid),
+        cmocka_unit_test(test_write_pieces),
         cmocka_unit_test(test_write_no_partial_output),
         cmocka_unit_test(test_write_empty),
     };

@@ -101,6 +101,15 @@ for st in 1 2 3; do
         else bad "offload $dev at stage $st differs from no offload (N=2)"; tail -3 "$T/n2o$st$dev.log"; fi
     done
 done
+# the gradient shards go where the optimizer state goes (automatic at stages 2-3; the loop
+# above ran them with one micro-batch): with two accumulated micro-batches each later one is
+# added to the shard read back from the store -- the same bits as stage 2 in RAM at N=2, as
+# stage 3 (RAM pool), and at N=1 with four; kept in RAM on request, the same bits again
+SUBG=3000 ocfg g2acc 2 nvme 8; SUBG=0 ocfg g3acc 3 cpu 8
+sed 's/"optimizer": {/"zerotrain": {"offload_gradients": false}, "optimizer": {/' "$T/o2nvme.json" >"$T/g2ram.json"
+run n2g2acc 2 g2acc 5 && run n2g3acc 2 g3acc 5 && run n1g2acc 1 g2acc 5 && run n1a2 1 a2 5 && run n2g2ram 2 g2ram 5
+if same acc2 n2g2acc && same acc2 n2g3acc && same n1a2 n1g2acc && same n2s0 n2g2ram; then ok
+else bad "gradient offload with accumulation differs from gradient shards in RAM"; tail -3 "$T/n2g2acc.log"; fi
 # parameter offload (stage 3: shards in the RAM pool or the swap file, read ahead through
 # 3 shard buffers), alone and with the optimizer state on NVMe: the same bits at N=2 and N=1,
 # and through a checkpoint (stage 3 saves gather each unit from the offloaded shards; the
@@ -122,7 +131,13 @@ for c in pcpu pnvme pnvmep; do
     if same n2s0 "n2$c" && same n1pnone "n1$c"; then ok
     else bad "parameter offload $c differs from no offload"; tail -3 "$T/n2$c.log"; fi
 done
-run phalf 2 pnvme 3 --checkpoint-dir "$T/ckp" && run pres 2 pnvme 5 --checkpoint-dir "$T/ckp" --resume
+# (the offloaded moments stream into the checkpoint sub-group by sub-group and back: the
+# files are the same bytes as without offload)
+run phalf 2 pnvme 3 --checkpoint-dir "$T/ckp" && run phalf0 2 pnone 3 --checkpoint-dir "$T/ckp0"
+if cmp -s "$T/ckp/step-3/rank-00001.safetensors" "$T/ckp0/step-3/rank-00001.safetensors" &&
+   cmp -s "$T/ckp/step-3/model.safetensors" "$T/ckp0/step-3/model.safetensors"; then ok
+else bad "a checkpoint with offload differs from one without"; ls "$T/ckp" "$T/ckp0"; fi
+run pres 2 pnvme 5 --checkpoint-dir "$T/ckp" --resume
 if same n2s0 pres && grep -q "resumed from" "$T/pres.log"; then ok
 else bad "resume with parameter offload"; tail -3 "$T/pres.log"; fi
 # a filesystem refusing O_DIRECT, and no io_uring (injected): the fallbacks, same bits
@@ -177,10 +192,10 @@ run n1s1 1 s1 3 && run n1o1nvme 1 o1nvme 3
 if same n1s1 n1o1nvme; then ok; else bad "offload nvme at N=1 differs"; tail -3 "$T/n1o1nvme.log"; fi
 if [ -z "$(ls -A "$T/nv")" ]; then ok; else bad "files left in the swap folder: $(ls "$T/nv")"; fi
 # the working buffers replace the moments in the memory report, which still adds up
-# (stage 3: 16P/N without offload, 8P/N with the moments on NVMe)
+# (stage 3: 16P/N without offload, 4P/N with the moments and the gradient shards on NVMe)
 f_none=$(sed -n 's/^model state per rank (stage 3.*formula \([0-9]*\) .*/\1/p' "$T/n2s3.log")
 f_nvme=$(sed -n 's/^model state per rank (stage 3.*formula \([0-9]*\) .*/\1/p' "$T/n2o3nvme.log")
-if [ -n "$f_none" ] && [ "$((f_none / 2))" = "$f_nvme" ] &&
+if [ -n "$f_none" ] && [ "$((f_none / 4))" = "$f_nvme" ] &&
    grep -qE "^model state per rank \(stage 3.* measured ([0-9]+) bytes; .* = \1$" "$T/n2o3nvme.log"; then ok
 else bad "memory report with the optimizer state on NVMe"; grep "model state" "$T/n2o3nvme.log"; fi
 

@@ -9,6 +9,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <sched.h>
+#include <sys/stat.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -163,7 +164,7 @@ int cmd_train(int argc, char **argv)
     if (parse_opts(n, argv, opts, (int)(sizeof opts / sizeof opts[0])))
         return 2;
     if (!a.model || !a.data)
-        return die("train needs --model DIR|PRESET and --data DIR|synthetic[:SEED]"), 2;
+        return die("train needs --model DIR|PRESET|CONFIG_JSON and --data DIR|synthetic[:SEED]"), 2;
     if ((a.steps && parse_int(a.steps, "--steps", 1, 1L << 40, &steps)) ||
         (a.seq && parse_int(a.seq, "--seq-len", 3, 1 << 20, &seq)) ||
         (a.ckpt_every && parse_int(a.ckpt_every, "--checkpoint-every", 1, 1L << 40, &ckpt_every)) ||
@@ -221,10 +222,15 @@ int cmd_train(int argc, char **argv)
     }
 
     zt_config_init(&cfg);
-    if (access(a.model, F_OK) == 0)
-        cfg.model_dir = a.model;
-    else
-        cfg.model_preset = a.model;
+    {
+        struct stat sb;
+        if (stat(a.model, &sb) == 0 && S_ISREG(sb.st_mode)) /* a config.json alone */
+            cfg.model_config = a.model;
+        else if (access(a.model, F_OK) == 0)
+            cfg.model_dir = a.model;
+        else
+            cfg.model_preset = a.model;
+    }
     if (data) {
         zt_token_data_info di;
         zt_token_data_info_get(data, &di);
@@ -265,6 +271,7 @@ int cmd_train(int argc, char **argv)
     cfg.sub_group_size = ts->sub_group_size;
     cfg.offload_param = ts->offload_param;
     cfg.offload_param_buffers = ts->offload_param_buffers;
+    cfg.offload_gradients = ts->offload_gradients;
     cfg.memory_limit = ts->memory_limit;
     cfg.plan_micro_batch = ts->micro_batch_size;
     cfg.plan_seq_len = (int)seq;

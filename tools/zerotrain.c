@@ -20,7 +20,7 @@ static void usage(FILE *f)
             "  grad     --model DIR --batch FILE --out FILE [--step STEP_JSON] [--threads N]\n"
             "           one forward+backward of a Hugging Face BERT folder on a batch file;\n"
             "           writes loss, logits, grad.<name> (and adamw.<name> with --step)\n"
-            "  train    --model DIR|PRESET --data DIR|synthetic[:SEED] [--config DS_JSON]\n"
+            "  train    --model DIR|PRESET|CONFIG_JSON --data DIR|synthetic[:SEED] [--config DS_JSON]\n"
             "           [--seq-len T] [--steps N] [--seed S] [--threads N]\n"
             "           [--checkpoint-dir D] [--checkpoint-every K] [--keep K] [--resume]\n"
             "           [--save-model DIR] [--metrics FILE]\n"
