@@ -8,9 +8,10 @@ benchmarks/RESULTS.md.
 
   benchmarks/run.py benchmarks/sweeps/quick.json     (make bench)
   benchmarks/run.py benchmarks/sweeps/full.json      (make bench-full)
+  benchmarks/run.py benchmarks/sweeps/offload.json   (make bench-offload)
   benchmarks/run.py --report-only                    RESULTS.md and PNGs from the JSON files
 """
-import argparse, csv, itertools, json, os, shutil, statistics, subprocess, sys, tempfile, time
+import argparse, csv, itertools, json, os, re, shutil, statistics, subprocess, sys, tempfile, time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "benchmarks", "results")
@@ -61,10 +62,29 @@ def machine_facts(zt):
     return facts
 
 
+def model_dims(model):
+    """layers, hidden, heads, intermediate, vocab of a preset or a config.json (from ROOT)"""
+    if not model.endswith(".json"):
+        return PRESETS[model] + (VOCAB,)
+    c = json.load(open(os.path.join(ROOT, model)))
+    return (c["num_hidden_layers"], c["hidden_size"], c["num_attention_heads"],
+            c["intermediate_size"], c["vocab_size"])
+
+
+def parse_size(text):
+    """bytes of a size: 4GiB, 3.5 GB, 1048576"""
+    units = {"": 1, "b": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "kib": 2**10, "mib": 2**20,
+             "gib": 2**30}
+    m = re.match(r"^\s*([0-9.]+)\s*([a-zA-Z]*)\s*$", str(text))
+    if not m or m.group(2).lower() not in units:
+        raise SystemExit("memory_limit %r: give bytes or a size such as 4GiB" % (text,))
+    return float(m.group(1)) * units[m.group(2).lower()]
+
+
 def gemm_shapes(model, B, T):
-    L, C, A, F = PRESETS[model]
+    L, C, A, F, V = model_dims(model)
     M = B * T
-    return [(M, C, C), (M, C, F), (M, F, C), (max(1, int(0.15 * M)), C, VOCAB)]
+    return [(M, C, C), (M, C, F), (M, F, C), (max(1, int(0.15 * M)), C, V)]
 
 
 def run_limits(limits, threads, shapes):
@@ -139,9 +159,15 @@ def expand(sweep):
             p["threads"] = max(1, g.get("threads_total", os.cpu_count()) // p["world"])
             p["zero_extra"] = g.get("zero_extra", {})
             p["peer"] = g.get("peer", False)
-            p["label"] = "%s N%d s%d b%d%s%s" % (p["model"], p["world"], p["stage"], p["micro"],
-                                                 "" if p["offload"] == "none" else
-                                                 " offload:" + p["offload"], g.get("tag", ""))
+            p["memory_limit"] = g.get("memory_limit")
+            # a model is a preset or a Hugging Face config.json (its folder names it)
+            name = (os.path.basename(os.path.dirname(p["model"])) if p["model"].endswith(".json")
+                    else p["model"])
+            p["label"] = "%s N%d s%d b%d%s%s%s" % (name, p["world"], p["stage"], p["micro"],
+                                                   "" if p["offload"] == "none" else
+                                                   " offload:" + p["offload"],
+                                                   " limit:" + p["memory_limit"]
+                                                   if p["memory_limit"] else "", g.get("tag", ""))
             yield p
 
 
@@ -162,9 +188,13 @@ def run_point(zt, p, tmp, offload_path):
         cfg["zero_optimization"]["offload_optimizer"] = {"device": opt, "nvme_path": offload_path}
     if par:
         cfg["zero_optimization"]["offload_param"] = {"device": par, "nvme_path": offload_path}
+    if p.get("memory_limit"):  # the planner places the state; the swap folder is where it may
+        cfg["zerotrain"] = {"memory_limit": p["memory_limit"]}
+        cfg["zero_optimization"].setdefault("offload_optimizer", {})["nvme_path"] = offload_path
+    model = os.path.join(ROOT, p["model"]) if p["model"].endswith(".json") else p["model"]
     cpath, spath = os.path.join(tmp, "c.json"), os.path.join(tmp, "s.json")
     json.dump(cfg, open(cpath, "w"))
-    cmd = MPI + ["-np", str(p["world"]), zt, "train", "--model", p["model"], "--data", "synthetic",
+    cmd = MPI + ["-np", str(p["world"]), zt, "train", "--model", model, "--data", "synthetic",
                  "--config", cpath, "--seq-len", str(p["seq"]), "--steps", str(p["steps"]),
                  "--warmup", str(p["warmup"]), "--threads", str(p["threads"]), "--profile",
                  "--summary", spath]
@@ -458,6 +488,22 @@ def report():
                 fmt(r.get("nvme_vs_fio")), s.get("io_wait_s_per_step", 0.0),
                 fmt(r.get("vs_no_offload"), "%.2fx"),
                 fmt(r.get("vs_pytorch_tokens"), "%.2fx"), fmt(r.get("vs_pytorch_rss"), "%.2fx")))
+        lim_pts = [p for p in res["points"] if p.get("memory_limit") and p.get("summary") and
+                   "skipped" not in p["summary"]]
+        if lim_pts:
+            lines += ["", "### Under a memory limit (`zerotrain.memory_limit`: the engine plans "
+                      "the placement)", "",
+                      "| configuration | parameters | placement | step s median (min..max) | "
+                      "tokens/s | I/O wait s/step | peak RSS/rank MiB | peak RSS / limit |",
+                      "|---|---|---|---|---|---|---|---|"]
+            for p in lim_pts:
+                s = p["summary"]
+                rss = max(s["peak_rss_per_rank"])
+                lines.append("| %s | %.3f B | %s | %.2f (%.2f..%.2f) | %.1f | %.2f | %.0f | **%.2f** |" % (
+                    p["label"], s["parameters"] / 1e9, s.get("offload"), s["step_median"],
+                    s["step_min"], s["step_max"], s["tokens_per_s"],
+                    s.get("io_wait_s_per_step", 0.0), rss / 2**20,
+                    rss / parse_size(p["memory_limit"])))
         peers = [p for p in res["points"] if p.get("peer_result")]
         if peers:
             lines += ["", "### PyTorch peer, side by side", "",

@@ -432,6 +432,7 @@ void zt_zero_teardown(zt_engine *e)
         return;
     if (e->comm.open > 0)
         zt_comm_wait_all(&e->comm);
+    gstore_close(e); /* (its transfers read and fill rs_tmp: closed first) */
     if (st >= 3) {
         for (int u = 0; e->P && u < e->layout.n_units; u++)
             if (e->persist && e->persist[u])
@@ -463,7 +464,6 @@ void zt_zero_teardown(zt_engine *e)
         free_units(e, e->G, ZT_MEM_GRADS, 0);
     }
     free_units(e, e->Gs, ZT_MEM_GRADS, 1);
-    gstore_close(e);
     free_units(e, e->M, ZT_MEM_OPTIMIZER, st >= 1);
     free_units(e, e->V, ZT_MEM_OPTIMIZER, st >= 1);
     e->M = e->V = NULL;

@@ -685,9 +685,20 @@ void zt_io_close(zt_io *io)
 {
     if (!io)
         return;
-    /* let the kernel finish what it has (the buffers are about to go away) */
+    /* let the kernel finish what it has (the staging buffers are about to go away) */
     while (io->inflight > io->unsubmitted && !io->broken && reap(io, 1) == 0)
         ;
+    if (io->backend == ZT_IO_URING && io->ring_ok) {
+        /* a broken queue (or a failed wait) still has pieces in the kernel: they land in
+         * the staging pool, so their completions are drained, the results ignored (the
+         * prepared entries were never submitted and are not now) */
+        for (int n = io->inflight - io->unsubmitted; n > 0; n--) {
+            struct io_uring_cqe *c;
+            if (io_uring_wait_cqe(&io->ring, &c) < 0)
+                break;
+            io_uring_cqe_seen(&io->ring, c);
+        }
+    }
     if (io->ring_ok)
         io_uring_queue_exit(&io->ring);
     pool_stop(io);

@@ -491,7 +491,9 @@ int cmd_train(int argc, char **argv)
         zt_engine_report erx;
         zt_engine_report_get(e, &erx);
         if (erx.offload_optimizer || erx.offload_param)
-            snprintf(off, sizeof off, "optimizer:%s+params:%s", dev[erx.offload_optimizer % 3],
+            snprintf(off, sizeof off, "optimizer:%s+grads:%s+params:%s",
+                     dev[erx.offload_optimizer % 3],
+                     dev[erx.offload_gradients ? erx.offload_optimizer % 3 : 0],
                      dev[erx.offload_param % 3]);
         stats_context sx = {a.model, mi.num_parameters, cfg.threads, micro, gas,
                             ts->train_batch_size, (int)seq, off};
