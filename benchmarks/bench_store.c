@@ -90,7 +90,9 @@ int main(int argc, char **argv)
     printf("{\"path\": \"%s\", \"bytes\": %.0f, \"block_size\": %zu, \"queue_depth\": %ld, "
            "\"backend\": \"%s\", \"direct\": %d, \"registered\": %d, "
            "\"write_bytes_per_s\": %.0f, \"read_bytes_per_s\": %.0f}\n",
-           dir, total, o.io.block_size, depth, st.io.backend == ZT_IO_URING ? "io_uring" : "threads",
+           dir, total, o.io.block_size, depth, st.io.backend == ZT_IO_URING ? "io_uring"
+                                   : st.io.backend == ZT_IO_URING_THREADS ? "io_uring threads"
+                                                                           : "threads",
            st.io.direct, st.io.registered, total / (t1 - t0), total / (t2 - t1));
     zt_store_close(s);
     free(src);

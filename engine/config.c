@@ -294,14 +294,17 @@ static const key keys[] = {
         .doc = "Bytes per I/O request."},
     [K_AIO_QDEPTH] = {"aio.queue_depth", T_INT, C_APPLIED, A_NO, 0, 8, 1, IMAX,
         .doc = "I/O requests in flight."},
-    [K_AIO_INTRA] = {"aio.intra_op_parallelism", T_INT, C_LATER, A_NO, 0, 1, 1, IMAX,
-        .doc = "I/O threads per request."},
-    [K_AIO_THREADS] = {"aio.thread_count", T_INT, C_LATER, A_NO, 0, 1, 1, IMAX,
+    [K_AIO_INTRA] = {"aio.intra_op_parallelism", T_INT, C_APPLIED, A_NO, 0, 1, 1, 16,
+        .doc = "I/O threads per swap file: 1 = the engine's thread drives one io_uring ring "
+               "(io_uring needs no threads to keep queue_depth requests in flight); n > 1 = n "
+               "threads with a ring each, sharing the queue depth."},
+    [K_AIO_THREADS] = {"aio.thread_count", T_INT, C_APPLIED, A_NO, 0, 1, 1, 16,
         .doc = "Older name of intra_op_parallelism; if both are given they must be equal."},
-    [K_AIO_SINGLE] = {"aio.single_submit", T_BOOL, C_LATER, A_NO, 0, 0, 0, 0,
-        .doc = "Submit requests one at a time."},
-    [K_AIO_OVERLAP] = {"aio.overlap_events", T_BOOL, C_LATER, A_NO, 0, 1, 0, 0,
-        .doc = "Overlap request submission and completion."},
+    [K_AIO_SINGLE] = {"aio.single_submit", T_BOOL, C_APPLIED, A_NO, 0, 0, 0, 0,
+        .doc = "Submit each request to the ring on its own instead of in batches."},
+    [K_AIO_OVERLAP] = {"aio.overlap_events", T_BOOL, C_APPLIED, A_NO, 0, 1, 0, 0,
+        .doc = "Start new requests while others are in flight; false: in waves, the next "
+               "when the last one completed."},
 
     [K_FP16] = {"fp16", T_OBJ, C_APPLIED, A_NO, F_NULL, 0, 0, 0, .def_doc = "off",
         .doc = "fp16 mixed precision: accepted while disabled (zerotrain trains in fp32)."},
@@ -1451,6 +1454,9 @@ static void resolve_zero(ctx *x, zt_train_settings *s)
     s->activation_checkpointing = GIVEN(K_AC);
     s->offload_buffers = (int)NUM_OR_DEF(K_OFFOPT_BUFCOUNT);
     s->aio_queue_depth = (int)NUM_OR_DEF(K_AIO_QDEPTH);
+    s->aio_threads = (int)(GIVEN(K_AIO_THREADS) ? NUM(K_AIO_THREADS) : NUM_OR_DEF(K_AIO_INTRA));
+    s->aio_single_submit = (int)NUM_OR_DEF(K_AIO_SINGLE);
+    s->aio_overlap_events = (int)NUM_OR_DEF(K_AIO_OVERLAP);
     s->aio_block_size = (size_t)NUM_OR_DEF(K_AIO_BLOCK);
     s->sub_group_size = (size_t)NUM_OR_DEF(K_SUB_GROUP);
     s->offload_param_buffers = (int)NUM_OR_DEF(K_OFFPAR_BUFCOUNT);

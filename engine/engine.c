@@ -52,6 +52,8 @@ void zt_config_init(zt_config *c)
     c->progress = ZT_PROGRESS_POLL;
     c->aio_block_size = 1u << 20;
     c->aio_queue_depth = 8;
+    c->aio_threads = 1;
+    c->aio_overlap_events = 1;
     c->offload_buffers = 4;
     c->sub_group_size = 1000000000;
     c->offload_param_buffers = 5;
@@ -79,9 +81,11 @@ static int check_config(const zt_config *c)
     if ((c->offload_optimizer != ZT_OFFLOAD_NONE || c->offload_param != ZT_OFFLOAD_NONE ||
          c->memory_limit) &&
         (c->aio_block_size < 4096 || c->aio_block_size % 4096 || c->aio_block_size > (1u << 30) ||
-         c->aio_queue_depth < 1 || c->aio_queue_depth > 4096 || c->offload_buffers < 0))
+         c->aio_queue_depth < 1 || c->aio_queue_depth > 4096 || c->offload_buffers < 0 ||
+         c->aio_threads < 0 || c->aio_threads > 16))
         return zt_fail(ZT_E_CONFIG, "config: aio_block_size must be a multiple of 4096 up to "
-                       "1 GiB, aio_queue_depth 1 to 4096, offload_buffers >= 0");
+                       "1 GiB, aio_queue_depth 1 to 4096, offload_buffers >= 0, aio_threads "
+                       "0 to 16");
     if (!!c->model_dir + !!c->model_preset + !!c->model_config != 1)
         return zt_fail(ZT_E_CONFIG, "config: give exactly one of model_dir, model_preset and "
                                     "model_config");

@@ -239,6 +239,7 @@ typedef struct zt_train_settings {
     size_t bucket_size, prefetch_size, persist_threshold, max_live;
     /* offload_optimizer.buffer_count, aio.block_size, aio.queue_depth */
     int offload_buffers, aio_queue_depth, offload_param_buffers;
+    int aio_threads, aio_single_submit, aio_overlap_events;
     size_t aio_block_size, sub_group_size;
     size_t memory_limit;           /* zerotrain.memory_limit in bytes (0 = none) */
     int offload_gradients;         /* zerotrain.offload_gradients: 0 not given, 1, -1 */
@@ -325,6 +326,11 @@ typedef struct zt_config {
     const char *nvme_path;   /* borrowed for the engine's life */
     size_t aio_block_size;   /* bytes per I/O request (a multiple of 4096; 1 MiB) */
     int aio_queue_depth;     /* requests in flight (8) */
+    /* aio.intra_op_parallelism (1: the engine's thread drives one ring per store; n > 1: n
+     * I/O threads with a ring each share the queue depth), aio.single_submit (0: pieces
+     * are submitted in batches) and aio.overlap_events (1: new pieces start while others
+     * are in flight; 0: in waves). DeepSpeed's defaults: 1, 0, 1. */
+    int aio_threads, aio_single_submit, aio_overlap_events;
     int offload_buffers;     /* 4 */
     /* floats per optimizer step tile when offloading (DeepSpeed's sub_group_size, 1e9):
      * each unit's shard is cut into sub-groups of at most this many; the working buffers hold

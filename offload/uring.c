@@ -19,7 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
-enum { MAX_TRIES = 32, POOL_THREADS = 2 };
+enum { MAX_TRIES = 32, POOL_THREADS = 2, MAX_IO_THREADS = 16 };
 
 typedef struct piece {
     int64_t ticket;
@@ -56,12 +56,14 @@ struct zt_io {
     size_t xhead, xtail, xcap;
     int64_t next_ticket, done_ticket; /* done_ticket: every ticket <= it has completed */
     int unsubmitted;          /* io_uring: SQEs prepared but not yet submitted */
+    int said_unregistered;    /* the warning about unregistered buffers was logged */
     int broken;               /* the ring refused submissions: every later call fails */
     int submit_tries;         /* refused submissions in a row */
     struct fail { int64_t ticket; int code; char *msg; } *fails; /* not yet reported */
     size_t nfails, capfails;
-    /* thread pool */
-    pthread_t th[POOL_THREADS];
+    /* thread pool; with ZT_IO_URING_THREADS each thread drives its own ring */
+    pthread_t th[MAX_IO_THREADS];
+    struct io_thread { zt_io *io; struct io_uring ring; int ring_ok, registered; } *it;
     int nth, stop;
     pthread_mutex_t mu;
     pthread_cond_t cv_work, cv_done;
@@ -105,6 +107,67 @@ static void *worker(void *arg)
     return NULL;
 }
 
+static void prep_piece(zt_io *io, struct io_uring_sqe *sqe, int i, int registered);
+
+/* aio.intra_op_parallelism > 1: a thread with its own ring takes pieces from the shared work
+ * queue while its ring has room, submits them (each on its own with single_submit), waits
+ * for one completion when it has pieces in the kernel, and posts every ready one. A ring
+ * that keeps refusing submissions posts its queued pieces as failed (-EAGAIN: the handler
+ * retries them through another thread) and takes no more. */
+static void *ring_worker(void *arg)
+{
+    struct io_thread *w = arg;
+    zt_io *io = w->io;
+    int queued[64], nq = 0, busy = 0, refused = 0, dead = 0;
+    unsigned room = (unsigned)(sizeof queued / sizeof queued[0]);
+    pthread_mutex_lock(&io->mu);
+    for (;;) {
+        while (!io->stop && (io->wq_n == 0 || dead) && nq + busy == 0)
+            pthread_cond_wait(&io->cv_work, &io->mu);
+        if (io->stop && nq + busy == 0)
+            break;
+        struct io_uring_sqe *sqe;
+        while (!dead && io->wq_n > 0 && (unsigned)(nq + busy) < room &&
+               (sqe = io_uring_get_sqe(&w->ring))) {
+            int i = io->workq[--io->wq_n];
+            prep_piece(io, sqe, i, w->registered);
+            queued[nq++] = i;
+            if (io->o.single_submit)
+                break;
+        }
+        pthread_mutex_unlock(&io->mu);
+        if (nq > 0 && !dead) {
+            int r = io_uring_submit(&w->ring);
+            if (r > 0) {
+                memmove(queued, queued + r, sizeof(int) * (size_t)(nq - r));
+                nq -= r;
+                busy += r;
+                refused = 0;
+            } else if (busy == 0 && ++refused > MAX_TRIES) {
+                dead = 1; /* its prepared entries are never submitted now */
+            } else if (busy == 0) {
+                nanosleep(&(struct timespec){0, 50000L * refused}, NULL);
+            }
+        }
+        struct io_uring_cqe *cqe;
+        int got = busy > 0 && io_uring_wait_cqe(&w->ring, &cqe) == 0;
+        pthread_mutex_lock(&io->mu);
+        for (; got; got = io_uring_peek_cqe(&w->ring, &cqe) == 0) {
+            io->doneq[io->dq_n] = (int)io_uring_cqe_get_data64(cqe);
+            io->doneres[io->dq_n++] = cqe->res;
+            io_uring_cqe_seen(&w->ring, cqe);
+            busy--;
+        }
+        for (; dead && nq > 0; nq--) {
+            io->doneq[io->dq_n] = queued[nq - 1];
+            io->doneres[io->dq_n++] = -EAGAIN;
+        }
+        pthread_cond_broadcast(&io->cv_done);
+    }
+    pthread_mutex_unlock(&io->mu);
+    return NULL;
+}
+
 static int pool_start(zt_io *io)
 {
     if (!(io->workq = calloc((size_t)io->nbuf, sizeof(int))) ||
@@ -114,8 +177,12 @@ static int pool_start(zt_io *io)
     pthread_mutex_init(&io->mu, NULL);
     pthread_cond_init(&io->cv_work, NULL);
     pthread_cond_init(&io->cv_done, NULL);
-    for (; io->nth < POOL_THREADS; io->nth++)
-        if (pthread_create(&io->th[io->nth], NULL, worker, io) != 0)
+    int n = io->backend == ZT_IO_URING_THREADS ? io->o.io_threads : POOL_THREADS;
+    for (; io->nth < n; io->nth++)
+        if (pthread_create(&io->th[io->nth], NULL,
+                           io->backend == ZT_IO_URING_THREADS ? ring_worker : worker,
+                           io->backend == ZT_IO_URING_THREADS ? (void *)&io->it[io->nth]
+                                                              : (void *)io) != 0)
             return zt_fail(-EAGAIN, "I/O thread pool: cannot start a thread");
     return 0;
 }
@@ -133,6 +200,10 @@ static void pool_stop(zt_io *io)
         pthread_cond_destroy(&io->cv_work);
         pthread_cond_destroy(&io->cv_done);
     }
+    for (int k = 0; io->it && k < io->o.io_threads; k++)
+        if (io->it[k].ring_ok)
+            io_uring_queue_exit(&io->it[k].ring);
+    free(io->it);
     free(io->workq);
     free(io->doneq);
     free(io->doneres);
@@ -164,14 +235,30 @@ static int ring_flush(zt_io *io)
     return 0;
 }
 
-/* hand piece i (its remaining part) to the kernel */
-static int be_start(zt_io *io, int i)
+/* an SQE for piece i's remaining part (registered: the pool is the ring's fixed buffers) */
+static void prep_piece(zt_io *io, struct io_uring_sqe *sqe, int i, int registered)
 {
     piece *p = &io->pc[i];
     char *b = io->pool + (size_t)i * io->block + p->done;
     unsigned n = (unsigned)(p->iolen - p->done);
     uint64_t off = p->off + p->done;
-    if (io->backend == ZT_IO_THREADS) {
+    if (registered) {
+        if (p->is_write)
+            io_uring_prep_write_fixed(sqe, io->fd, b, n, off, i);
+        else
+            io_uring_prep_read_fixed(sqe, io->fd, b, n, off, i);
+    } else if (p->is_write) {
+        io_uring_prep_write(sqe, io->fd, b, n, off);
+    } else {
+        io_uring_prep_read(sqe, io->fd, b, n, off);
+    }
+    io_uring_sqe_set_data64(sqe, (uint64_t)i);
+}
+
+/* hand piece i (its remaining part) to the kernel */
+static int be_start(zt_io *io, int i)
+{
+    if (io->backend != ZT_IO_URING) { /* a thread takes it */
         pthread_mutex_lock(&io->mu);
         io->workq[io->wq_n++] = i;
         pthread_cond_signal(&io->cv_work);
@@ -186,25 +273,19 @@ static int be_start(zt_io *io, int i)
         if (!(sqe = io_uring_get_sqe(&io->ring)))
             return zt_fail(-EBUSY, "%s: io_uring submission queue stays full", io->path);
     }
-    if (io->registered) {
-        if (p->is_write)
-            io_uring_prep_write_fixed(sqe, io->fd, b, n, off, i);
-        else
-            io_uring_prep_read_fixed(sqe, io->fd, b, n, off, i);
-    } else if (p->is_write) {
-        io_uring_prep_write(sqe, io->fd, b, n, off);
-    } else {
-        io_uring_prep_read(sqe, io->fd, b, n, off);
-    }
-    io_uring_sqe_set_data64(sqe, (uint64_t)i);
+    prep_piece(io, sqe, i, io->registered);
     io->unsubmitted++;
+    if (io->o.single_submit) { /* each piece on its own (a refusal is retried by the reaper) */
+        int r = ring_flush(io);
+        return r < 0 ? r : 0;
+    }
     return 0;
 }
 
 /* one finished piece: *idx and the kernel's result. wait = 0: 1 if none is ready. */
 static int be_reap(zt_io *io, int wait, int *idx, int *res)
 {
-    if (io->backend == ZT_IO_THREADS) {
+    if (io->backend != ZT_IO_URING) {
         pthread_mutex_lock(&io->mu);
         while (wait && io->dq_n == 0)
             pthread_cond_wait(&io->cv_done, &io->mu);
@@ -322,6 +403,8 @@ static void release(zt_io *io, int i)
 /* start as many pieces as buffers and depth allow, oldest transfer first */
 static int fill(zt_io *io)
 {
+    if (io->o.no_overlap && io->inflight > 0) /* waves: the next starts when this one is done */
+        return 0;
     for (size_t k = io->xhead; k < io->xtail; k++) {
         xfer *t = &io->x[k % io->xcap];
         while (!t->err && t->next < t->len && io->nfree > 0 && io->inflight < io->depth) {
@@ -542,6 +625,54 @@ static int probe_direct(zt_io *io)
     return (w < 0 || r < 0) && errno ? -errno : -EIO; /* a short probe: say EIO */
 }
 
+/* The staging pool as the ring's fixed buffers (piece i = buffer i); 0, or the error after
+ * saying that the ring runs with unregistered buffers (said once per queue). */
+static int register_pool(zt_io *io, struct io_uring *ring, int fault_errno)
+{
+    struct iovec *iov = calloc((size_t)io->nbuf, sizeof *iov);
+    if (!iov)
+        return zt_fail(ZT_E_NOMEM, "zt_io: out of memory");
+    for (int i = 0; i < io->nbuf; i++) {
+        iov[i].iov_base = io->pool + (size_t)i * io->block;
+        iov[i].iov_len = io->block;
+    }
+    int r = fault_errno ? -fault_errno
+                        : io_uring_register_buffers(ring, iov, (unsigned)io->nbuf);
+    free(iov);
+    if (r < 0 && !io->said_unregistered) {
+        io->said_unregistered = 1;
+        zt_log(ZT_LOG_WARN, "offload: cannot register %zu bytes of I/O buffers with "
+               "io_uring (%s%s); running with unregistered buffers", io->pool_bytes,
+               strerror(-r), r == -ENOMEM ? ": the locked-memory limit RLIMIT_MEMLOCK "
+               "is too low" : "");
+    }
+    return r;
+}
+
+/* aio.intra_op_parallelism = n > 1: n threads, a ring each (the caller's ring goes) */
+static int thread_rings(zt_io *io, int n)
+{
+    if (n > MAX_IO_THREADS)
+        return zt_fail(ZT_E_CONFIG, "offload: %d I/O threads (aio.intra_op_parallelism); at "
+                       "most %d", n, MAX_IO_THREADS);
+    if (!(io->it = calloc((size_t)n, sizeof *io->it)))
+        return zt_fail(ZT_E_NOMEM, "zt_io: out of memory");
+    io_uring_queue_exit(&io->ring);
+    io->ring_ok = 0;
+    io->backend = ZT_IO_URING_THREADS;
+    for (int k = 0; k < n; k++) {
+        struct io_thread *w = &io->it[k];
+        w->io = io;
+        int r = io_uring_queue_init((unsigned)io->nbuf * 2, &w->ring, 0);
+        if (r < 0)
+            return zt_fail(r, "offload: io_uring_queue_init for I/O thread %d failed: %s", k,
+                           strerror(-r));
+        w->ring_ok = 1;
+        w->registered = register_pool(io, &w->ring, io->o.fault_register_errno) == 0;
+    }
+    return 0;
+}
+
 int zt_io_open(zt_io **out, const char *dir, const char *tag, const zt_io_opts *o)
 {
     *out = NULL;
@@ -646,34 +777,17 @@ int zt_io_open(zt_io **out, const char *dir, const char *tag, const zt_io_opts *
             goto fail;
         }
     }
+    if (io->backend == ZT_IO_URING && o->io_threads > 1 &&
+        (rc = thread_rings(io, o->io_threads)) < 0)
+        goto fail;
     if (io->backend == ZT_IO_URING) {
-        struct iovec *iov = calloc((size_t)io->nbuf, sizeof *iov);
-        if (!iov) {
-            rc = zt_fail(ZT_E_NOMEM, "zt_io: out of memory");
-            goto fail;
-        }
-        for (int i = 0; i < io->nbuf; i++) {
-            iov[i].iov_base = io->pool + (size_t)i * io->block;
-            iov[i].iov_len = io->block;
-        }
-        int r = o->fault_register_errno ? -o->fault_register_errno
-                                        : io_uring_register_buffers(&io->ring, iov,
-                                                                    (unsigned)io->nbuf);
-        free(iov);
-        if (r == 0) {
-            io->registered = 1;
-        } else {
-            zt_log(ZT_LOG_WARN, "offload: cannot register %zu bytes of I/O buffers with "
-                   "io_uring (%s%s); running with unregistered buffers", io->pool_bytes,
-                   strerror(-r), r == -ENOMEM ? ": the locked-memory limit RLIMIT_MEMLOCK "
-                   "is too low" : "");
-        }
+        io->registered = register_pool(io, &io->ring, o->fault_register_errno) == 0;
     } else if ((rc = pool_start(io)) < 0) {
         goto fail;
     }
     io->st.backend = io->backend;
     io->st.direct = io->direct;
-    io->st.registered = io->registered;
+    io->st.registered = io->registered || (io->it && io->it[0].registered);
     *out = io;
     return 0;
 fail:

@@ -21,7 +21,10 @@
 
 typedef struct zt_io zt_io;
 
-typedef enum zt_io_backend { ZT_IO_URING = 0, ZT_IO_THREADS } zt_io_backend;
+/* ZT_IO_URING: one ring driven by the caller's thread; ZT_IO_URING_THREADS: one ring per I/O
+ * thread (aio.intra_op_parallelism > 1), each taking pieces from a shared queue;
+ * ZT_IO_THREADS: the pread/pwrite fallback */
+typedef enum zt_io_backend { ZT_IO_URING = 0, ZT_IO_THREADS, ZT_IO_URING_THREADS } zt_io_backend;
 
 /* Test hooks: a fault layer between the kernel and the queue's completion handling. `res` is
  * what the kernel returned for a piece of `len` bytes; the hook returns what the queue should
@@ -34,6 +37,10 @@ typedef struct zt_io_opts {
     int buffer_count;         /* staging buffers (>= queue_depth; 0: queue_depth) */
     int direct;               /* 1 require O_DIRECT, 0 try it (buffered with a warning), -1 off */
     int threads_only;         /* 1: skip io_uring, use the thread pool */
+    int io_threads;           /* aio.intra_op_parallelism: > 1 = that many threads, a ring each */
+    int single_submit;        /* aio.single_submit: submit each piece on its own */
+    int no_overlap;           /* !aio.overlap_events: a new wave of pieces starts only when
+                               * none is in flight */
     size_t reserve;           /* bytes to preallocate in the file (0: grow as written) */
     /* tests only */
     zt_io_fault_fn fault;

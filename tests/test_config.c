@@ -322,6 +322,39 @@ static const good_case good[] = {
      " zero=0 offload=none/none nvme='' ac=0 no_decay=0 threads=0", ""},
 };
 
+/* the aio section reaches the settings: DeepSpeed's defaults when absent; the older
+ * thread_count name; the new offload_gradients switch (not given / true / false) */
+static void test_aio_and_gradients(void **state)
+{
+    (void)state;
+    const zt_train_settings *s;
+    zt_train_config *c = parse_ok("{\"train_micro_batch_size_per_gpu\": 1}", "a", 1, 0);
+    s = zt_train_config_settings(c);
+    assert_int_equal(s->aio_threads, 1);
+    assert_int_equal(s->aio_single_submit, 0);
+    assert_int_equal(s->aio_overlap_events, 1);
+    assert_int_equal(s->offload_gradients, 0);
+    zt_train_config_destroy(c);
+    c = parse_ok("{\"train_micro_batch_size_per_gpu\": 1, \"aio\": {\"intra_op_parallelism\": 3,"
+                 " \"single_submit\": true, \"overlap_events\": false},"
+                 " \"zerotrain\": {\"offload_gradients\": false}}", "b", 1, 0);
+    s = zt_train_config_settings(c);
+    assert_int_equal(s->aio_threads, 3);
+    assert_int_equal(s->aio_single_submit, 1);
+    assert_int_equal(s->aio_overlap_events, 0);
+    assert_int_equal(s->offload_gradients, -1);
+    zt_train_config_destroy(c);
+    c = parse_ok("{\"train_micro_batch_size_per_gpu\": 1, \"aio\": {\"thread_count\": 2},"
+                 " \"zerotrain\": {\"offload_gradients\": true}}", "c", 1, 0);
+    s = zt_train_config_settings(c);
+    assert_int_equal(s->aio_threads, 2);
+    assert_int_equal(s->offload_gradients, 1);
+    zt_train_config_destroy(c);
+    assert_int_equal(zt_train_config_parse("{\"aio\": {\"intra_op_parallelism\": 17}}", "d",
+                                           1, 0, &c), ZT_E_CONFIG);
+    assert_non_null(strstr(zt_last_error(), "aio.intra_op_parallelism"));
+}
+
 static void test_good_configs(void **state)
 {
     (void)state;
@@ -883,6 +916,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_good_configs),
+        cmocka_unit_test(test_aio_and_gradients),
         cmocka_unit_test(test_hf_auto_resolution_is_logged),
         cmocka_unit_test(test_bad_configs),
         cmocka_unit_test(test_hf_examples_verbatim),

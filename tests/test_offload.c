@@ -134,6 +134,8 @@ static void nvme_opts(zt_store_opts *o)
     o->io.queue_depth = 4;
 }
 
+static zt_store_stats opened_stats(const zt_store_opts *o);
+
 static void test_roundtrip_uring(void **state)
 {
     (void)state;
@@ -145,6 +147,18 @@ static void test_roundtrip_uring(void **state)
     o.device = ZT_STORE_NVME;
     o.dir = dir;
     roundtrip(&o);
+    /* aio.intra_op_parallelism 3 (a ring per I/O thread), single_submit, overlap_events off
+     * (pieces in waves), and each alone */
+    const int v[4][3] = {{3, 1, 1}, {2, 0, 0}, {1, 1, 0}, {1, 0, 1}};
+    for (int k = 0; k < 4; k++) {
+        nvme_opts(&o);
+        o.io.io_threads = v[k][0];
+        o.io.single_submit = v[k][1];
+        o.io.no_overlap = v[k][2];
+        roundtrip(&o);
+        zt_store_stats st = opened_stats(&o);
+        assert_int_equal(st.io.backend, v[k][0] > 1 ? ZT_IO_URING_THREADS : ZT_IO_URING);
+    }
 }
 
 static void test_roundtrip_ram(void **state)
@@ -262,7 +276,7 @@ static int fault(void *arg, int is_write, uint64_t off, size_t len, int res)
     return res;
 }
 
-static void faults(int threads_only)
+static void faults(int threads_only, int io_threads)
 {
     long target = getenv("ZT_FAULT_OPS") ? atol(getenv("ZT_FAULT_OPS")) : 20000;
     zt_store_opts o;
@@ -270,6 +284,8 @@ static void faults(int threads_only)
     o.io.block_size = 4096;
     o.io.queue_depth = 8;
     o.io.threads_only = threads_only;
+    o.io.io_threads = io_threads;
+    o.io.single_submit = io_threads > 1;
     fault_ctx f = {0, 0};
     o.io.fault = fault;
     o.io.fault_arg = &f;
@@ -328,8 +344,9 @@ static void faults(int threads_only)
     }
 }
 
-static void test_faults_uring(void **state) { (void)state; faults(0); }
-static void test_faults_threads(void **state) { (void)state; faults(1); }
+static void test_faults_uring(void **state) { (void)state; faults(0, 1); }
+static void test_faults_threads(void **state) { (void)state; faults(1, 1); }
+static void test_faults_uring_threads(void **state) { (void)state; faults(0, 2); }
 
 /* ---- a real ENOSPC ------------------------------------------------------------------ */
 
@@ -426,7 +443,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_roundtrip_uring), cmocka_unit_test(test_roundtrip_ram),
         cmocka_unit_test(test_fallbacks),       cmocka_unit_test(test_faults_uring),
-        cmocka_unit_test(test_faults_threads),  cmocka_unit_test(test_enospc),
+        cmocka_unit_test(test_faults_threads),  cmocka_unit_test(test_faults_uring_threads),
+        cmocka_unit_test(test_enospc),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -146,6 +146,13 @@ for f in odirect nouring; do
     if same n2s0 "n2f$f" && grep -qE "refuses O_DIRECT|io_uring is not available" "$T/n2f$f.log"; then ok
     else bad "offload fallback $f"; tail -3 "$T/n2f$f.log"; fi
 done
+# aio.intra_op_parallelism 2 (two I/O threads, a ring each), single_submit, overlap_events
+# off (pieces in waves): the same bits
+sed 's/"aio": {/"aio": {"intra_op_parallelism": 2, "single_submit": true, "overlap_events": false, /' \
+    "$T/o2nvme.json" >"$T/aio2.json"
+run n2aio2 2 aio2 5
+if same n2s0 n2aio2 && grep -q "intra_op_parallelism" "$T/aio2.json"; then ok
+else bad "aio threads, single_submit, overlap_events off"; tail -3 "$T/n2aio2.log"; fi
 # a swap folder too small for the moments (a 256 KiB tmpfs): the run stops before the first
 # step naming the filesystem's lack of space, the path and the bytes; the checkpoint taken
 # before stays loadable; nothing is left in the folder

@@ -267,6 +267,9 @@ int cmd_train(int argc, char **argv)
     cfg.nvme_path = ts->nvme_path;
     cfg.aio_block_size = ts->aio_block_size;
     cfg.aio_queue_depth = ts->aio_queue_depth;
+    cfg.aio_threads = ts->aio_threads;
+    cfg.aio_single_submit = ts->aio_single_submit;
+    cfg.aio_overlap_events = ts->aio_overlap_events;
     cfg.offload_buffers = ts->offload_buffers;
     cfg.sub_group_size = ts->sub_group_size;
     cfg.offload_param = ts->offload_param;
