@@ -266,10 +266,15 @@ static const key keys[] = {
     [K_OFFPAR_BUFCOUNT] = {"zero_optimization.offload_param.buffer_count", T_INT, C_APPLIED, A_NO,
         0, 5, 0, IMAX, .doc = "Parameter shards cached in RAM (read ahead along the unit "
                                "order; at least 3 are used)."},
-    [K_OFFPAR_BUFSIZE] = {"zero_optimization.offload_param.buffer_size", T_INT, C_LATER, A_NO, 0,
-        1e8, 0, BIG, .doc = "Elements per NVMe staging buffer."},
-    [K_OFFPAR_MAXCPU] = {"zero_optimization.offload_param.max_in_cpu", T_INT, C_LATER, A_NO, 0,
-        1e9, 0, BIG, .doc = "Parameter elements kept in host memory when offloading to NVMe."},
+    [K_OFFPAR_BUFSIZE] = {"zero_optimization.offload_param.buffer_size", T_INT, C_APPLIED, A_NO,
+        0, 1e8, 0, BIG, .def_doc = "the largest unit shard",
+        .doc = "Elements per shard buffer. Each buffer holds one unit's shard, so the buffers "
+               "are sized to the largest one; a value given below it is an error naming both."},
+    [K_OFFPAR_MAXCPU] = {"zero_optimization.offload_param.max_in_cpu", T_INT, C_APPLIED, A_NO, 0,
+        1e9, 0, BIG, .def_doc = "no cap beyond buffer_count",
+        .doc = "Parameter elements the shard buffers may hold in RAM: caps buffer_count at "
+               "max_in_cpu / the largest shard (at least 3 buffers; a value below 3 shards is "
+               "an error)."},
 
     [K_AC] = {"activation_checkpointing", T_OBJ, C_LATER, A_NO, F_NULL, 0, 0, 0,
         .def_doc = "off", .doc = "Activation checkpointing (recomputation): giving the "
@@ -1460,6 +1465,8 @@ static void resolve_zero(ctx *x, zt_train_settings *s)
     s->aio_block_size = (size_t)NUM_OR_DEF(K_AIO_BLOCK);
     s->sub_group_size = (size_t)NUM_OR_DEF(K_SUB_GROUP);
     s->offload_param_buffers = (int)NUM_OR_DEF(K_OFFPAR_BUFCOUNT);
+    s->offload_param_buffer_size = GIVEN(K_OFFPAR_BUFSIZE) ? (size_t)NUM(K_OFFPAR_BUFSIZE) : 0;
+    s->offload_param_max_in_cpu = GIVEN(K_OFFPAR_MAXCPU) ? (size_t)NUM(K_OFFPAR_MAXCPU) : 0;
     if (GIVEN(K_AIO_BLOCK) && (size_t)NUM(K_AIO_BLOCK) % 4096)
         problem(x, ZT_E_CONFIG, K_AIO_BLOCK, keys[K_AIO_BLOCK].path, "%.0f is not a multiple "
                 "of 4096 (direct I/O moves whole 4096-byte blocks)", NUM(K_AIO_BLOCK));

@@ -183,6 +183,8 @@ typedef int (*zt_moment_fill_fn)(int u, size_t c0, size_t c1, float *m, float *v
 int zt_zero_moments_fill(zt_engine *e, zt_moment_fill_fn fill, void *arg);
 /* the optimizer offload's working buffers (floats; 0 without offload) */
 size_t zt_zero_offload_floats(const zt_engine *e);
+/* parameter offload: how many shard buffers (buffer_count, capped by max_in_cpu) */
+int zt_zero_param_slots(const zt_config *c, size_t largest_shard);
 /* parameter offload's shard buffers (floats; 0 without it) */
 size_t zt_zero_param_offload_floats(const zt_engine *e);
 /* stage 3: this rank's slices of unit u's parameters into a whole-unit buffer */

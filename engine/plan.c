@@ -64,10 +64,8 @@ static void predict(const zt_engine *e, placement pl, plan_bytes *b)
             live = (double)e->cfg.max_live + maxu;
         live = live < P ? live : P; /* never more than the whole model */
         b->params = F * live;
-        if (par != ZT_OFFLOAD_NONE) { /* the shard buffers; the shards in the RAM pool */
-            int n = e->cfg.offload_param_buffers < 3 ? 3 : e->cfg.offload_param_buffers;
-            b->params += F * n * maxs;
-        }
+        if (par != ZT_OFFLOAD_NONE) /* the shard buffers; the shards in the RAM pool */
+            b->params += F * zt_zero_param_slots(&e->cfg, (size_t)maxs) * maxs;
         if (par == ZT_OFFLOAD_NVME)
             b->params_off = 4 * P / N;
         else

@@ -175,10 +175,18 @@ static int open_store(zt_engine *e, int device, const char *purpose, zt_store **
     return zt_store_open(out, &o);
 }
 
+int zt_zero_param_slots(const zt_config *c, size_t largest_shard)
+{
+    int n = c->offload_param_buffers < 3 ? 3 : c->offload_param_buffers;
+    size_t cap = largest_shard ? c->offload_param_max_in_cpu / largest_shard : 0;
+    if (c->offload_param_max_in_cpu && cap < (size_t)n) /* max_in_cpu: at least 3 */
+        n = cap < 3 ? 3 : (int)cap;
+    return n > ZT_OFF_MAXBUF ? ZT_OFF_MAXBUF : n;
+}
+
 static int pslots_for(const zt_engine *e)
 {
-    int n = e->cfg.offload_param_buffers < 3 ? 3 : e->cfg.offload_param_buffers;
-    return n > ZT_OFF_MAXBUF ? ZT_OFF_MAXBUF : n;
+    return zt_zero_param_slots(&e->cfg, shard_max(e));
 }
 
 size_t zt_zero_param_offload_floats(const zt_engine *e)
@@ -198,6 +206,16 @@ static void pstore_close(zt_engine *e)
 
 static int pstore_open(zt_engine *e)
 {
+    size_t sm = shard_max(e), bs = e->cfg.offload_param_buffer_size;
+    size_t mic = e->cfg.offload_param_max_in_cpu;
+    if (bs && bs < sm)
+        return zt_fail(ZT_E_CONFIG, "offload_param.buffer_size %zu elements is smaller than "
+                       "the largest unit shard, %zu elements: each buffer holds one; give at "
+                       "least %zu", bs, sm, sm);
+    if (mic && mic < 3 * sm)
+        return zt_fail(ZT_E_CONFIG, "offload_param.max_in_cpu %zu elements holds fewer than "
+                       "the 3 shard buffers parameter offload needs (3 x %zu elements)", mic,
+                       sm);
     ZT_TRY(open_store(e, e->cfg.offload_param, "params", &e->pstore));
     for (int u = 0; u < e->layout.n_units; u++)
         if (zt_store_add(e->pstore, zt_zero_len(e, u, 1) * sizeof(float), ZT_MEM_PARAMS) != u)

@@ -241,6 +241,8 @@ typedef struct zt_train_settings {
     int offload_buffers, aio_queue_depth, offload_param_buffers;
     int aio_threads, aio_single_submit, aio_overlap_events;
     size_t aio_block_size, sub_group_size;
+    /* offload_param.buffer_size and max_in_cpu in elements (0 = not given) */
+    size_t offload_param_buffer_size, offload_param_max_in_cpu;
     size_t memory_limit;           /* zerotrain.memory_limit in bytes (0 = none) */
     int offload_gradients;         /* zerotrain.offload_gradients: 0 not given, 1, -1 */
 } zt_train_settings;
@@ -342,6 +344,10 @@ typedef struct zt_config {
      * the unit order of the pass. Bit-identical to no offload. */
     int offload_param;
     int offload_param_buffers;
+    /* offload_param.buffer_size: elements per shard buffer; the buffers hold the largest unit
+     * shard, so a smaller value is an error (0 = not given). offload_param.max_in_cpu:
+     * elements the shard buffers may hold, capping their count (0 = no cap). */
+    size_t offload_param_buffer_size, offload_param_max_in_cpu;
     /* Stages 2-3 with optimizer offload: whether this rank's reduced gradient shards go
      * where the optimizer state goes (written to the store as each unit's reduce-scatter
      * completes, read back by the update, as ZeRO-Infinity does), so no gradient shard stays

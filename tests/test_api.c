@@ -726,6 +726,59 @@ static void test_offload_step_paths(void **state)
     assert_null(e);
 }
 
+/* offload_param.max_in_cpu caps the shard buffers (at least 3); buffer_size below the
+ * largest unit shard, or max_in_cpu below three of them, is a config error */
+static int param_offload(int buffers, size_t buffer_size, size_t max_in_cpu, zt_engine **e)
+{
+    zt_config c;
+    zt_config_init(&c);
+    c.model_preset = "bert-tiny";
+    c.vocab_size = 512;
+    c.zero_stage = 3;
+    c.offload_param = ZT_OFFLOAD_CPU;
+    c.offload_param_buffers = buffers;
+    c.offload_param_buffer_size = buffer_size;
+    c.offload_param_max_in_cpu = max_in_cpu;
+    *e = NULL;
+    return zt_engine_create(&c, MPI_COMM_NULL, e);
+}
+
+static size_t buffer_bytes(zt_engine *e)
+{
+    zt_engine_report r;
+    assert_int_equal(zt_engine_report_get(e, &r), 0);
+    zt_engine_destroy(e);
+    return r.buffer_bytes;
+}
+
+static void test_param_buffers(void **state)
+{
+    zt_engine *e;
+    (void)state;
+    assert_int_equal(param_offload(4, 0, 0, &e), 0);
+    size_t b4 = buffer_bytes(e);
+    assert_int_equal(param_offload(5, 0, 0, &e), 0);
+    size_t b5 = buffer_bytes(e), sm = (b5 - b4) / sizeof(float); /* one shard buffer */
+    assert_true(sm > 0);
+    /* DeepSpeed's default max_in_cpu (1e9) caps nothing; 4 shards caps 5 buffers to 4; 3
+     * shards and a float to 3; below 3 shards is refused */
+    assert_int_equal(param_offload(5, 0, 1000000000, &e), 0);
+    assert_true(buffer_bytes(e) == b5);
+    assert_int_equal(param_offload(5, 0, 4 * sm, &e), 0);
+    assert_true(buffer_bytes(e) == b4);
+    assert_int_equal(param_offload(5, 0, 3 * sm + 1, &e), 0);
+    assert_true(buffer_bytes(e) == b4 - sm * sizeof(float));
+    assert_int_equal(param_offload(5, 0, 3 * sm - 1, &e), ZT_E_CONFIG);
+    assert_non_null(strstr(zt_last_error(), "max_in_cpu"));
+    assert_null(e);
+    /* buffer_size: at least the largest shard */
+    assert_int_equal(param_offload(5, sm, 0, &e), 0);
+    assert_true(buffer_bytes(e) == b5);
+    assert_int_equal(param_offload(5, sm - 1, 0, &e), ZT_E_CONFIG);
+    assert_non_null(strstr(zt_last_error(), "buffer_size"));
+    assert_null(e);
+}
+
 /* model_config: a config.json alone gives that architecture initialised from the seed --
  * the same weights as the preset of the same shape; a missing file is named */
 static void test_model_config(void **state)
@@ -784,6 +837,7 @@ int main(void)
         cmocka_unit_test(test_save_roundtrip_and_clip),
         cmocka_unit_test(test_offload_step_paths),
         cmocka_unit_test(test_model_config),
+        cmocka_unit_test(test_param_buffers),
         cmocka_unit_test(test_misc),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -274,6 +274,8 @@ int cmd_train(int argc, char **argv)
     cfg.sub_group_size = ts->sub_group_size;
     cfg.offload_param = ts->offload_param;
     cfg.offload_param_buffers = ts->offload_param_buffers;
+    cfg.offload_param_buffer_size = ts->offload_param_buffer_size;
+    cfg.offload_param_max_in_cpu = ts->offload_param_max_in_cpu;
     cfg.offload_gradients = ts->offload_gradients;
     cfg.memory_limit = ts->memory_limit;
     cfg.plan_micro_batch = ts->micro_batch_size;
