@@ -81,7 +81,7 @@ enum {
     K_AIO, K_AIO_BLOCK, K_AIO_QDEPTH, K_AIO_INTRA, K_AIO_THREADS, K_AIO_SINGLE, K_AIO_OVERLAP,
     K_FP16, K_FP16_ON, K_BF16, K_BF16_ON, K_BFLOAT16, K_BFLOAT16_ON,
     K_ZT, K_ZT_NO_DECAY, K_ZT_THREADS, K_ZT_SEED, K_ZT_COLL_TIMEOUT, K_ZT_CHECK_COLL, K_ZT_PROGRESS,
-    K_ZT_MEMLIMIT, K_ZT_OFFGRAD,
+    K_ZT_MEMLIMIT, K_ZT_OFFGRAD, K_ZT_DIRECT,
     K_NAMED
 };
 
@@ -247,12 +247,16 @@ static const key keys[] = {
         .doc = "Folder on the NVMe drive; the same folder as offload_param's if both use "
                "nvme."},
     [K_OFFOPT_PIN] = {"zero_optimization.offload_optimizer.pin_memory", T_BOOL, C_LATER, A_NO,
-        0, 0, 0, 0, .doc = "Page-locked host buffers."},
+        0, 0, 0, 0, .doc = "Accepted; training runs on the CPU, so no host buffer is copied to "
+                           "a device and none needs page-locking; the NVMe staging buffers are "
+                           "registered (locked) with io_uring whenever RLIMIT_MEMLOCK allows."},
     [K_OFFOPT_BUFCOUNT] = {"zero_optimization.offload_optimizer.buffer_count", T_INT, C_APPLIED,
         A_NO, 0, 4, 0, IMAX, .doc = "Units of optimizer state in flight during the step (read ahead, update, "
                "write back); at least 3 are used."},
     [K_OFFOPT_FASTINIT] = {"zero_optimization.offload_optimizer.fast_init", T_BOOL, C_LATER,
-        A_NO, 0, 0, 0, 0, .doc = "Fast optimizer-state initialisation on NVMe."},
+        A_NO, 0, 0, 0, 0, .doc = "Accepted; the swap file's space is reserved at once "
+                                 "(posix_fallocate) and the zero moments written in one pass, "
+                                 "before the first step."},
     [K_OFFPAR] = {"zero_optimization.offload_param", T_OBJ, C_APPLIED, A_NO, F_NULL, 0, 0, 0,
         .def_doc = "no offload", .doc = "Parameter offload (stage 3 only)."},
     [K_OFFPAR_DEVICE] = {"zero_optimization.offload_param.device", T_ENUM, C_APPLIED, A_NO, 0, 0,
@@ -262,7 +266,7 @@ static const key keys[] = {
         .doc = "Folder on the NVMe drive; the same folder as offload_optimizer's if both use "
                "nvme."},
     [K_OFFPAR_PIN] = {"zero_optimization.offload_param.pin_memory", T_BOOL, C_LATER, A_NO, 0, 0,
-        0, 0, .doc = "Page-locked host buffers."},
+        0, 0, .doc = "Accepted; as offload_optimizer.pin_memory (nothing to copy to a device)."},
     [K_OFFPAR_BUFCOUNT] = {"zero_optimization.offload_param.buffer_count", T_INT, C_APPLIED, A_NO,
         0, 5, 0, IMAX, .doc = "Parameter shards cached in RAM (read ahead along the unit "
                                "order; at least 3 are used)."},
@@ -357,6 +361,12 @@ static const key keys[] = {
                "state, then (stage 3) the parameter shards on NVMe (nvme_path) until the "
                "predicted peak fits; it prints the plan, or fails before training saying what "
                "would fit."},
+    [K_ZT_DIRECT] = {"zerotrain.direct_io", T_ENUM, C_APPLIED, A_NO, 0, 0, 0, 0,
+        .values = "auto|required|off", .def_doc = "auto",
+        .doc = "O_DIRECT for the swap files: \"auto\" probes it at open and falls back to "
+               "buffered I/O with a warning where the filesystem refuses it; \"required\" "
+               "stops with a clear error there instead; \"off\" always uses buffered I/O "
+               "(the page cache then holds offloaded data too)."},
     [K_ZT_OFFGRAD] = {"zerotrain.offload_gradients", T_BOOL, C_APPLIED, A_NO, 0, 0, 0, 0,
         .def_doc = "automatic (true; memory_limit may keep them in RAM)",
         .doc = "Stages 2-3 with offload_optimizer: this rank's reduced gradient shards go where "
@@ -1520,6 +1530,7 @@ static void resolve(ctx *x, int world, int64_t total_steps, resolved *r)
                                                      : keys[K_ZT_COLL_TIMEOUT].def;
     s->check_collectives = GIVEN(K_ZT_CHECK_COLL) ? (int)NUM(K_ZT_CHECK_COLL) : 0;
     s->comm_progress = GIVEN(K_ZT_PROGRESS) ? (int)NUM(K_ZT_PROGRESS) : 0;
+    s->direct_io = !GIVEN(K_ZT_DIRECT) ? 0 : NUM(K_ZT_DIRECT) == 1 ? 1 : NUM(K_ZT_DIRECT) == 2 ? -1 : 0;
     s->memory_limit = GIVEN(K_ZT_MEMLIMIT) ? (size_t)NUM(K_ZT_MEMLIMIT) : 0;
     s->offload_gradients = !GIVEN(K_ZT_OFFGRAD) ? 0 : NUM(K_ZT_OFFGRAD) != 0 ? 1 : -1;
     r->no_decay = GIVEN(K_ZT_NO_DECAY) ? x->v[K_ZT_NO_DECAY].node : NULL;

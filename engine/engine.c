@@ -82,10 +82,10 @@ static int check_config(const zt_config *c)
          c->memory_limit) &&
         (c->aio_block_size < 4096 || c->aio_block_size % 4096 || c->aio_block_size > (1u << 30) ||
          c->aio_queue_depth < 1 || c->aio_queue_depth > 4096 || c->offload_buffers < 0 ||
-         c->aio_threads < 0 || c->aio_threads > 16))
+         c->aio_threads < 0 || c->aio_threads > 16 || c->direct_io < -1 || c->direct_io > 1))
         return zt_fail(ZT_E_CONFIG, "config: aio_block_size must be a multiple of 4096 up to "
                        "1 GiB, aio_queue_depth 1 to 4096, offload_buffers >= 0, aio_threads "
-                       "0 to 16");
+                       "0 to 16, direct_io -1 to 1");
     if (!!c->model_dir + !!c->model_preset + !!c->model_config != 1)
         return zt_fail(ZT_E_CONFIG, "config: give exactly one of model_dir, model_preset and "
                                     "model_config");

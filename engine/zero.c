@@ -165,6 +165,7 @@ static int open_store(zt_engine *e, int device, const char *purpose, zt_store **
     o.io.io_threads = e->cfg.aio_threads;
     o.io.single_submit = e->cfg.aio_single_submit;
     o.io.no_overlap = !e->cfg.aio_overlap_events;
+    o.io.direct = e->cfg.direct_io;
     /* tests (ZT_FAULT_IO): "odirect" = the filesystem refuses O_DIRECT, "nouring" = io_uring
      * is unavailable (ENOSYS) */
     const char *fault = getenv("ZT_FAULT_IO");

@@ -245,6 +245,7 @@ typedef struct zt_train_settings {
     size_t offload_param_buffer_size, offload_param_max_in_cpu;
     size_t memory_limit;           /* zerotrain.memory_limit in bytes (0 = none) */
     int offload_gradients;         /* zerotrain.offload_gradients: 0 not given, 1, -1 */
+    int direct_io;                 /* zerotrain.direct_io: 0 auto, 1 required, -1 off */
 } zt_train_settings;
 
 typedef struct zt_train_config zt_train_config;
@@ -354,6 +355,9 @@ typedef struct zt_config {
      * in RAM. 0 = automatic (yes, unless memory_limit plans them in RAM), 1 = yes, -1 = keep
      * them in RAM. Bit-identical either way. */
     int offload_gradients;
+    /* O_DIRECT for the swap files: 0 = probe, buffered with a warning where refused; 1 =
+     * required (refused: a clear error); -1 = buffered I/O. */
+    int direct_io;
     /* Bytes per rank the engine plans to stay within (zerotrain.memory_limit; 0 = no plan):
      * before allocating, it predicts each category and moves the optimizer state, then
      * (stage 3) the parameter shards to NVMe (nvme_path) until the predicted peak fits, or

@@ -779,6 +779,43 @@ static void test_param_buffers(void **state)
     assert_null(e);
 }
 
+/* zerotrain.direct_io where the filesystem refuses O_DIRECT (injected): "auto" falls back
+ * to buffered I/O with a warning, "required" stops with an error saying so, "off" never
+ * asks */
+static void test_direct_io(void **state)
+{
+    static char nv[600];
+    const int mode[3] = {0, 1, -1};
+    (void)state;
+    snprintf(nv, sizeof nv, "%s/nvd", tmpdir);
+    mkdir(nv, 0700);
+    setenv("ZT_FAULT_IO", "odirect", 1);
+    for (int k = 0; k < 3; k++) {
+        zt_config c;
+        zt_engine *e = NULL;
+        zt_config_init(&c);
+        c.model_preset = "bert-tiny";
+        c.vocab_size = 512;
+        c.zero_stage = 1;
+        c.offload_optimizer = ZT_OFFLOAD_NVME;
+        c.nvme_path = nv;
+        c.direct_io = mode[k];
+        logbuf[0] = '\0';
+        int rc = zt_engine_create(&c, MPI_COMM_NULL, &e);
+        if (mode[k] == 1) {
+            assert_int_equal(rc, ZT_E_UNSUPPORTED);
+            assert_non_null(strstr(zt_last_error(), "refuses O_DIRECT"));
+            assert_null(e);
+            continue;
+        }
+        if (rc != 0)
+            fail_msg("direct_io %d: %s", mode[k], zt_last_error());
+        assert_true((strstr(logbuf, "refuses O_DIRECT") != NULL) == (mode[k] == 0));
+        zt_engine_destroy(e);
+    }
+    unsetenv("ZT_FAULT_IO");
+}
+
 /* model_config: a config.json alone gives that architecture initialised from the seed --
  * the same weights as the preset of the same shape; a missing file is named */
 static void test_model_config(void **state)
@@ -838,6 +875,7 @@ int main(void)
         cmocka_unit_test(test_offload_step_paths),
         cmocka_unit_test(test_model_config),
         cmocka_unit_test(test_param_buffers),
+        cmocka_unit_test(test_direct_io),
         cmocka_unit_test(test_misc),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

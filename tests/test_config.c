@@ -334,21 +334,25 @@ static void test_aio_and_gradients(void **state)
     assert_int_equal(s->aio_single_submit, 0);
     assert_int_equal(s->aio_overlap_events, 1);
     assert_int_equal(s->offload_gradients, 0);
+    assert_int_equal(s->direct_io, 0);
     zt_train_config_destroy(c);
     c = parse_ok("{\"train_micro_batch_size_per_gpu\": 1, \"aio\": {\"intra_op_parallelism\": 3,"
                  " \"single_submit\": true, \"overlap_events\": false},"
-                 " \"zerotrain\": {\"offload_gradients\": false}}", "b", 1, 0);
+                 " \"zerotrain\": {\"offload_gradients\": false, \"direct_io\": \"off\"}}", "b", 1, 0);
     s = zt_train_config_settings(c);
     assert_int_equal(s->aio_threads, 3);
     assert_int_equal(s->aio_single_submit, 1);
     assert_int_equal(s->aio_overlap_events, 0);
     assert_int_equal(s->offload_gradients, -1);
+    assert_int_equal(s->direct_io, -1);
     zt_train_config_destroy(c);
     c = parse_ok("{\"train_micro_batch_size_per_gpu\": 1, \"aio\": {\"thread_count\": 2},"
-                 " \"zerotrain\": {\"offload_gradients\": true}}", "c", 1, 0);
+                 " \"zerotrain\": {\"offload_gradients\": true, \"direct_io\": \"required\"}}",
+                 "c", 1, 0);
     s = zt_train_config_settings(c);
     assert_int_equal(s->aio_threads, 2);
     assert_int_equal(s->offload_gradients, 1);
+    assert_int_equal(s->direct_io, 1);
     zt_train_config_destroy(c);
     assert_int_equal(zt_train_config_parse("{\"aio\": {\"intra_op_parallelism\": 17}}", "d",
                                            1, 0, &c), ZT_E_CONFIG);

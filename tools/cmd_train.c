@@ -277,6 +277,7 @@ int cmd_train(int argc, char **argv)
     cfg.offload_param_buffer_size = ts->offload_param_buffer_size;
     cfg.offload_param_max_in_cpu = ts->offload_param_max_in_cpu;
     cfg.offload_gradients = ts->offload_gradients;
+    cfg.direct_io = ts->direct_io;
     cfg.memory_limit = ts->memory_limit;
     cfg.plan_micro_batch = ts->micro_batch_size;
     cfg.plan_seq_len = (int)seq;
