@@ -477,13 +477,19 @@ static float *all_grads(zt_engine *e, size_t *total)
     return g;
 }
 
+/* the bert-tiny preset with the fixtures' 512-word vocabulary */
+static void tiny_config(zt_config *c)
+{
+    zt_config_init(c);
+    c->model_preset = "bert-tiny";
+    c->vocab_size = 512;
+}
+
 static zt_engine *preset(int threads, int dropout, uint64_t seed)
 {
     zt_config c;
     zt_engine *e;
-    zt_config_init(&c);
-    c.model_preset = "bert-tiny";
-    c.vocab_size = 512;
+    tiny_config(&c);
     c.threads = threads;
     c.dropout = dropout;
     c.seed = seed;
@@ -592,9 +598,7 @@ static void test_save_roundtrip_and_clip(void **state)
     (void)state;
     zt_config c;
     zt_engine *a;
-    zt_config_init(&c);
-    c.model_preset = "bert-tiny";
-    c.vocab_size = 512;
+    tiny_config(&c);
     c.dropout = 0;
     c.grad_clip = 0.5f;
     assert_int_equal(zt_engine_create(&c, MPI_COMM_NULL, &a), 0);
@@ -638,9 +642,7 @@ static zt_engine *offload_engine(int stage, int device, int grads)
     zt_engine *e;
     snprintf(nv, sizeof nv, "%s/nv", tmpdir);
     mkdir(nv, 0700);
-    zt_config_init(&c);
-    c.model_preset = "bert-tiny";
-    c.vocab_size = 512;
+    tiny_config(&c);
     c.dropout = 1;
     c.zero_stage = stage;
     c.grad_accum_steps = 2;
@@ -731,9 +733,7 @@ static void test_offload_step_paths(void **state)
 static int param_offload(int buffers, size_t buffer_size, size_t max_in_cpu, zt_engine **e)
 {
     zt_config c;
-    zt_config_init(&c);
-    c.model_preset = "bert-tiny";
-    c.vocab_size = 512;
+    tiny_config(&c);
     c.zero_stage = 3;
     c.offload_param = ZT_OFFLOAD_CPU;
     c.offload_param_buffers = buffers;
@@ -793,9 +793,7 @@ static void test_direct_io(void **state)
     for (int k = 0; k < 3; k++) {
         zt_config c;
         zt_engine *e = NULL;
-        zt_config_init(&c);
-        c.model_preset = "bert-tiny";
-        c.vocab_size = 512;
+        tiny_config(&c);
         c.zero_stage = 1;
         c.offload_optimizer = ZT_OFFLOAD_NVME;
         c.nvme_path = nv;
