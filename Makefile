@@ -34,7 +34,7 @@ HDRS     := $(wildcard include/*.h */*.h)
 UNIT_TESTS := $(notdir $(basename $(wildcard tests/test_*.c)))
 TEST_BINS  := $(UNIT_TESTS:%=$(BUILD)/tests/%)
 
-.PHONY: all bench-full bench-offload bench-grad bench-zero docs test test-long unit-tests test-unit test-cli test-parity asan asan-build fuzz fuzz-build bench install clean
+.PHONY: all bench-full bench-offload bench-recompute bench-grad bench-zero docs test test-long unit-tests test-unit test-cli test-parity asan asan-build fuzz fuzz-build bench install clean
 all: $(BUILD)/zerotrain $(BUILD)/libzerotrain.a $(BUILD)/libzerotrain.so $(BUILD)/bench_grad
 
 $(BUILD)/obj/%.o: %.c $(HDRS)
@@ -134,6 +134,10 @@ bench: all $(BUILD)/bench_limits $(BUILD)/bench_store
 
 bench-full: all $(BUILD)/bench_limits $(BUILD)/bench_store
 	/usr/bin/python3 benchmarks/run.py benchmarks/sweeps/full.json
+
+# recomputation against keeping every activation (bert-base, sequence 512)
+bench-recompute: all $(BUILD)/bench_limits $(BUILD)/bench_store
+	/usr/bin/python3 benchmarks/run.py benchmarks/sweeps/recompute.json
 
 # the offload goals: bert-large with everything on NVMe vs in RAM; 1.3B under a 4 GiB limit
 bench-offload: all $(BUILD)/bench_limits $(BUILD)/bench_store

@@ -163,11 +163,11 @@ def expand(sweep):
             # a model is a preset or a Hugging Face config.json (its folder names it)
             name = (os.path.basename(os.path.dirname(p["model"])) if p["model"].endswith(".json")
                     else p["model"])
-            p["label"] = "%s N%d s%d b%d%s%s%s" % (name, p["world"], p["stage"], p["micro"],
-                                                   "" if p["offload"] == "none" else
-                                                   " offload:" + p["offload"],
-                                                   " limit:" + p["memory_limit"]
-                                                   if p["memory_limit"] else "", g.get("tag", ""))
+            p["label"] = "%s N%d s%d b%d%s%s%s%s" % (
+                name, p["world"], p["stage"], p["micro"],
+                "" if p["offload"] == "none" else " offload:" + p["offload"],
+                " recompute:" + p["recompute"] if p["recompute"] not in (False, None, "none") else "",
+                " limit:" + p["memory_limit"] if p["memory_limit"] else "", g.get("tag", ""))
             yield p
 
 
@@ -181,15 +181,19 @@ def run_point(zt, p, tmp, offload_path):
            "zero_optimization": dict({"stage": p["stage"]}, **p["zero_extra"])}
     if p["offload"] not in OFFLOADS:
         raise SystemExit("point %s: offload must be one of %s" % (p["label"], ", ".join(OFFLOADS)))
-    if p["optimizer"] != "adamw" or p["recompute"]:
-        return {"skipped": "other optimizers and recomputation are not implemented yet"}
+    rc = p["recompute"] or "none"
+    if p["optimizer"] != "adamw" or rc not in ("none", "full"):
+        return {"skipped": "other optimizers and recomputation modes other than full are not "
+                           "implemented yet"}
     opt, par = OFFLOADS[p["offload"]]
     if opt:
         cfg["zero_optimization"]["offload_optimizer"] = {"device": opt, "nvme_path": offload_path}
     if par:
         cfg["zero_optimization"]["offload_param"] = {"device": par, "nvme_path": offload_path}
+    if rc != "none":
+        cfg.setdefault("zerotrain", {})["recompute"] = rc
     if p.get("memory_limit"):  # the planner places the state; the swap folder is where it may
-        cfg["zerotrain"] = {"memory_limit": p["memory_limit"]}
+        cfg.setdefault("zerotrain", {})["memory_limit"] = p["memory_limit"]
         cfg["zero_optimization"].setdefault("offload_optimizer", {})["nvme_path"] = offload_path
     model = os.path.join(ROOT, p["model"]) if p["model"].endswith(".json") else p["model"]
     cpath, spath = os.path.join(tmp, "c.json"), os.path.join(tmp, "s.json")
@@ -232,11 +236,15 @@ def analyse(res):
         s = pt.get("summary")
         if not s or "skipped" in s:
             continue
-        if pt["stage"] == 0 and pt["offload"] == "none":
+        plain = pt["recompute"] in (False, None, "none")
+        if pt["stage"] == 0 and pt["offload"] == "none" and plain:
             base[(pt["model"], pt["world"], pt["micro"], pt["seq"])] = s["step_median"]
-        if pt["offload"] == "none":
+        if pt["offload"] == "none" and plain:
             base[("nooff", pt["model"], pt["world"], pt["micro"], pt["seq"], pt["stage"])] = \
                 s["step_median"]
+        if plain:  # the same point keeping every activation
+            base[("norc", pt["model"], pt["world"], pt["micro"], pt["seq"], pt["stage"],
+                  pt["offload"])] = s
     for pt in res["points"]:
         s = pt.get("summary")
         if not s or "skipped" in s:
@@ -255,6 +263,13 @@ def analyse(res):
         b = base.get(("nooff", pt["model"], pt["world"], pt["micro"], pt["seq"], pt["stage"]))
         if b and pt["offload"] != "none":
             r["vs_no_offload"] = s["step_median"] / b
+        b = base.get(("norc", pt["model"], pt["world"], pt["micro"], pt["seq"], pt["stage"],
+                      pt["offload"]))
+        if b and pt["recompute"] not in (False, None, "none"):
+            r["vs_no_recompute"] = s["step_median"] / b["step_median"]
+            act = s.get("memory_peak", {}).get("activations")
+            if act and b.get("memory_peak", {}).get("activations"):
+                r["activations_vs_no_recompute"] = act / b["memory_peak"]["activations"]
         fio = res.get("fio", {})
         nv = s.get("nvme_read_bytes_per_step", 0) + s.get("nvme_write_bytes_per_step", 0)
         if nv and fio.get("read_bytes_per_s") and s["step_median"] > 0:
@@ -504,6 +519,17 @@ def report():
                     s["step_min"], s["step_max"], s["tokens_per_s"],
                     s.get("io_wait_s_per_step", 0.0), rss / 2**20,
                     rss / parse_size(p["memory_limit"])))
+        rc_pts = [p for p in res["points"] if "vs_no_recompute" in p.get("ratios", {})]
+        if rc_pts:
+            lines += ["", "### Recomputation (against the same point keeping every activation)", "",
+                      "| configuration | step s median | step time vs no recompute | activation "
+                      "peak MiB | activation peak vs no recompute |", "|---|---|---|---|---|"]
+            for p in rc_pts:
+                s, r = p["summary"], p["ratios"]
+                lines.append("| %s | %.3f | **%.2fx** | %.0f | %s |" % (
+                    p["label"], s["step_median"], r["vs_no_recompute"],
+                    s.get("memory_peak", {}).get("activations", 0) / 2**20,
+                    fmt(r.get("activations_vs_no_recompute"), "**%.3fx**")))
         peers = [p for p in res["points"] if p.get("peer_result")]
         if peers:
             lines += ["", "### PyTorch peer, side by side", "",

@@ -81,7 +81,7 @@ enum {
     K_AIO, K_AIO_BLOCK, K_AIO_QDEPTH, K_AIO_INTRA, K_AIO_THREADS, K_AIO_SINGLE, K_AIO_OVERLAP,
     K_FP16, K_FP16_ON, K_BF16, K_BF16_ON, K_BFLOAT16, K_BFLOAT16_ON,
     K_ZT, K_ZT_NO_DECAY, K_ZT_THREADS, K_ZT_SEED, K_ZT_COLL_TIMEOUT, K_ZT_CHECK_COLL, K_ZT_PROGRESS,
-    K_ZT_MEMLIMIT, K_ZT_OFFGRAD, K_ZT_DIRECT,
+    K_ZT_MEMLIMIT, K_ZT_OFFGRAD, K_ZT_DIRECT, K_ZT_RECOMPUTE,
     K_NAMED
 };
 
@@ -361,6 +361,14 @@ static const key keys[] = {
                "state, then (stage 3) the parameter shards on NVMe (nvme_path) until the "
                "predicted peak fits; it prints the plan, or fails before training saying what "
                "would fit."},
+    [K_ZT_RECOMPUTE] = {"zerotrain.recompute", T_ENUM, C_APPLIED, A_NO, 0, 0, 0, 0,
+        .values = "none|full", .unsup = "selective|auto",
+        .unsup_why = "not implemented yet: use \"none\" or \"full\"", .def_doc = "none",
+        .doc = "Activation recomputation: \"none\" keeps every activation for the backward "
+               "pass; \"full\" keeps each transformer layer's output only and recomputes the "
+               "layer's forward right before its backward (about 4 x hidden bytes per token "
+               "per layer plus one layer's working set). Gradients are bit-identical either "
+               "way. \"selective\" and \"auto\" are not implemented yet."},
     [K_ZT_DIRECT] = {"zerotrain.direct_io", T_ENUM, C_APPLIED, A_NO, 0, 0, 0, 0,
         .values = "auto|required|off", .def_doc = "auto",
         .doc = "O_DIRECT for the swap files: \"auto\" probes it at open and falls back to "
@@ -1530,6 +1538,7 @@ static void resolve(ctx *x, int world, int64_t total_steps, resolved *r)
                                                      : keys[K_ZT_COLL_TIMEOUT].def;
     s->check_collectives = GIVEN(K_ZT_CHECK_COLL) ? (int)NUM(K_ZT_CHECK_COLL) : 0;
     s->comm_progress = GIVEN(K_ZT_PROGRESS) ? (int)NUM(K_ZT_PROGRESS) : 0;
+    s->recompute = GIVEN(K_ZT_RECOMPUTE) ? (int)NUM(K_ZT_RECOMPUTE) : ZT_RECOMPUTE_NONE;
     s->direct_io = !GIVEN(K_ZT_DIRECT) ? 0 : NUM(K_ZT_DIRECT) == 1 ? 1 : NUM(K_ZT_DIRECT) == 2 ? -1 : 0;
     s->memory_limit = GIVEN(K_ZT_MEMLIMIT) ? (size_t)NUM(K_ZT_MEMLIMIT) : 0;
     s->offload_gradients = !GIVEN(K_ZT_OFFGRAD) ? 0 : NUM(K_ZT_OFFGRAD) != 0 ? 1 : -1;

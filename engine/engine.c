@@ -61,6 +61,9 @@ void zt_config_init(zt_config *c)
 
 static int check_config(const zt_config *c)
 {
+    if (c->recompute != ZT_RECOMPUTE_NONE && c->recompute != ZT_RECOMPUTE_FULL)
+        return zt_fail(ZT_E_CONFIG, "config: recompute %d: ZT_RECOMPUTE_NONE or "
+                       "ZT_RECOMPUTE_FULL", c->recompute);
     if (c->offload_optimizer != ZT_OFFLOAD_NONE &&
         (c->zero_stage < 1 || c->zero_stage > 3 || (c->offload_optimizer != ZT_OFFLOAD_CPU &&
                                                     c->offload_optimizer != ZT_OFFLOAD_NVME)))
@@ -204,8 +207,10 @@ int zt_engine_create(const zt_config *cfg, MPI_Comm comm, zt_engine **out)
         goto fail;
     }
     e->ops = &bert_ops;
-    if ((rc = bert_create(&e->bc, &e->layout, cfg->dropout, cfg->seed, &e->model)) < 0 ||
-        (rc = zt_plan_memory(e, e->plan, sizeof e->plan)) < 0 || (rc = zt_zero_setup(e)) < 0)
+    if ((rc = bert_create(&e->bc, &e->layout, cfg->dropout, cfg->seed, &e->model)) < 0)
+        goto fail;
+    e->ops->set_recompute(e->model, cfg->recompute);
+    if ((rc = zt_plan_memory(e, e->plan, sizeof e->plan)) < 0 || (rc = zt_zero_setup(e)) < 0)
         goto fail;
     if (e->plan[0])
         zt_log(ZT_LOG_INFO, "%s", e->plan);
@@ -386,6 +391,8 @@ static int run_backward(zt_engine *e)
     for (int u = nu - 1; u >= 0; u--) {
         ZT_TRY(zt_zero_enter(e, 2 * nu - 1 - u));
         ZT_TRY(zt_zero_grads_lend(e, u));
+        if (e->ops->recomputed(e->model, u)) /* its activations, again, from its input */
+            e->ops->forward_unit(e->model, u, e->P);
         e->ops->backward_unit(e->model, u, e->P, e->G);
         ZT_TRY(zt_zero_grads_reduce(e, u));
     }

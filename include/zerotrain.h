@@ -204,6 +204,12 @@ typedef enum zt_sched_type {
 
 typedef enum zt_offload_device { ZT_OFFLOAD_NONE = 0, ZT_OFFLOAD_CPU, ZT_OFFLOAD_NVME } zt_offload_device;
 
+/* Activation recomputation: NONE keeps every activation from the forward pass for the
+ * backward; FULL keeps each transformer layer's output only and recomputes the layer's
+ * forward right before its backward (one layer's working set serves all of them).
+ * Gradients are bit-identical either way. */
+typedef enum zt_recompute { ZT_RECOMPUTE_NONE = 0, ZT_RECOMPUTE_FULL } zt_recompute;
+
 typedef struct zt_train_settings {
     /* batch: train_batch_size = micro_batch_size * grad_accum_steps * world_size */
     int train_batch_size, micro_batch_size, grad_accum_steps;
@@ -246,6 +252,7 @@ typedef struct zt_train_settings {
     size_t memory_limit;           /* zerotrain.memory_limit in bytes (0 = none) */
     int offload_gradients;         /* zerotrain.offload_gradients: 0 not given, 1, -1 */
     int direct_io;                 /* zerotrain.direct_io: 0 auto, 1 required, -1 off */
+    int recompute;                 /* zerotrain.recompute: ZT_RECOMPUTE_* */
 } zt_train_settings;
 
 typedef struct zt_train_config zt_train_config;
@@ -355,6 +362,7 @@ typedef struct zt_config {
      * in RAM. 0 = automatic (yes, unless memory_limit plans them in RAM), 1 = yes, -1 = keep
      * them in RAM. Bit-identical either way. */
     int offload_gradients;
+    int recompute;           /* ZT_RECOMPUTE_* (zerotrain.recompute) */
     /* O_DIRECT for the swap files: 0 = probe, buffered with a warning where refused; 1 =
      * required (refused: a clear error); -1 = buffered I/O. */
     int direct_io;

@@ -242,6 +242,7 @@ typedef struct bert_model {
     bert_config c;
     const zt_layout *l;
     int dropout, train;
+    int recompute;             /* ZT_RECOMPUTE_*: FULL shares one layer working set */
     uint64_t seed;
     /* current batch */
     int B, T, keep_logits;
@@ -352,6 +353,14 @@ static int size_acts_ex(bert_model *m, int B, int T, int keep_logits, size_t *co
             layer_acts dummy;
             if (!a)
                 a = &dummy;
+            if (i > 0 && m->recompute == ZT_RECOMPUTE_FULL) {
+                /* recomputed before its backward: only the output (the next layer's input)
+                 * is its own; the rest is layer 0's working set */
+                if (pass)
+                    *a = m->la[0];
+                TAKE(a->y, bt * C);
+                continue;
+            }
             TAKE(a->q, bt * C); TAKE(a->k, bt * C); TAKE(a->v, bt * C); TAKE(a->ctx, bt * C);
             TAKE(a->att, bt * H * T); TAKE(a->a_pre, bt * C); TAKE(a->a, bt * C);
             TAKE(a->keep, bt / (size_t)T * H * ((tt + 31) / 32)); /* 4-byte words */
@@ -475,6 +484,20 @@ static zt_dropout drop_for(const bert_model *m, int u, int purpose, float p)
     zt_dropout d = {m->dropout && m->train ? p : 0.0f, m->seed, m->first_sample,
                     zt_rng_stream(u, purpose)};
     return d;
+}
+
+static void bert_set_recompute(void *p, int mode)
+{
+    bert_model *m = p;
+    if (m->recompute != mode)
+        free_acts(m); /* carved again at the next prepare */
+    m->recompute = mode;
+}
+
+static int bert_recomputed(const void *p, int u)
+{
+    const bert_model *m = p;
+    return m->recompute == ZT_RECOMPUTE_FULL && u >= 1 && u <= m->c.layers;
 }
 
 static const float *unit_input(const bert_model *m, int u)
@@ -721,6 +744,8 @@ const zt_model_ops bert_ops = {
     .set_poll = bert_set_poll,
     .flops = bert_flops,
     .act_bytes = bert_act_bytes,
+    .set_recompute = bert_set_recompute,
+    .recomputed = bert_recomputed,
     .tied_unit = bert_tied_unit,
     .prepare = bert_prepare,
     .forward_unit = bert_forward_unit,

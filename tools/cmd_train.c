@@ -209,9 +209,9 @@ int cmd_train(int argc, char **argv)
     ts = zt_train_config_settings(tc);
     st.seed = seed >= 0 ? (uint64_t)seed : ts->seed_given ? ts->seed : 42;
 
-    if (ts->activation_checkpointing)
-        fprintf(stderr, "zerotrain: warning: activation_checkpointing is configured but not "
-                        "implemented in this version\n");
+    if (ts->activation_checkpointing && ts->recompute == ZT_RECOMPUTE_NONE)
+        fprintf(stderr, "zerotrain: notice: the activation_checkpointing section does not turn "
+                        "recomputation on: set \"zerotrain\": {\"recompute\": \"full\"}\n");
     if (data_dir && zt_token_data_open(data_dir, 1, &data) < 0) {
         die("%s", zt_last_error());
         goto done;
@@ -278,6 +278,7 @@ int cmd_train(int argc, char **argv)
     cfg.offload_param_max_in_cpu = ts->offload_param_max_in_cpu;
     cfg.offload_gradients = ts->offload_gradients;
     cfg.direct_io = ts->direct_io;
+    cfg.recompute = ts->recompute;
     cfg.memory_limit = ts->memory_limit;
     cfg.plan_micro_batch = ts->micro_batch_size;
     cfg.plan_seq_len = (int)seq;
