@@ -362,13 +362,16 @@ static const key keys[] = {
                "predicted peak fits; it prints the plan, or fails before training saying what "
                "would fit."},
     [K_ZT_RECOMPUTE] = {"zerotrain.recompute", T_ENUM, C_APPLIED, A_NO, 0, 0, 0, 0,
-        .values = "none|full", .unsup = "selective|auto",
-        .unsup_why = "not implemented yet: use \"none\" or \"full\"", .def_doc = "none",
+        .values = "none|full|selective", .unsup = "auto",
+        .unsup_why = "not implemented yet: use \"none\", \"full\" or \"selective\"",
+        .def_doc = "none",
         .doc = "Activation recomputation: \"none\" keeps every activation for the backward "
                "pass; \"full\" keeps each transformer layer's output only and recomputes the "
                "layer's forward right before its backward (about 4 x hidden bytes per token "
-               "per layer plus one layer's working set). Gradients are bit-identical either "
-               "way. \"selective\" and \"auto\" are not implemented yet."},
+               "per layer plus one layer's working set); \"selective\" keeps the matrix-"
+               "product outputs and recomputes the attention core and GELU (Korthikanti et "
+               "al. 2022). Gradients are bit-identical in every mode. \"auto\" is not "
+               "implemented yet."},
     [K_ZT_DIRECT] = {"zerotrain.direct_io", T_ENUM, C_APPLIED, A_NO, 0, 0, 0, 0,
         .values = "auto|required|off", .def_doc = "auto",
         .doc = "O_DIRECT for the swap files: \"auto\" probes it at open and falls back to "

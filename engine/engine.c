@@ -61,9 +61,9 @@ void zt_config_init(zt_config *c)
 
 static int check_config(const zt_config *c)
 {
-    if (c->recompute != ZT_RECOMPUTE_NONE && c->recompute != ZT_RECOMPUTE_FULL)
-        return zt_fail(ZT_E_CONFIG, "config: recompute %d: ZT_RECOMPUTE_NONE or "
-                       "ZT_RECOMPUTE_FULL", c->recompute);
+    if (c->recompute < ZT_RECOMPUTE_NONE || c->recompute > ZT_RECOMPUTE_SELECTIVE)
+        return zt_fail(ZT_E_CONFIG, "config: recompute %d: ZT_RECOMPUTE_NONE, _FULL or "
+                       "_SELECTIVE", c->recompute);
     if (c->offload_optimizer != ZT_OFFLOAD_NONE &&
         (c->zero_stage < 1 || c->zero_stage > 3 || (c->offload_optimizer != ZT_OFFLOAD_CPU &&
                                                     c->offload_optimizer != ZT_OFFLOAD_NVME)))
@@ -391,8 +391,8 @@ static int run_backward(zt_engine *e)
     for (int u = nu - 1; u >= 0; u--) {
         ZT_TRY(zt_zero_enter(e, 2 * nu - 1 - u));
         ZT_TRY(zt_zero_grads_lend(e, u));
-        if (e->ops->recomputed(e->model, u)) /* its activations, again, from its input */
-            e->ops->forward_unit(e->model, u, e->P);
+        if (e->ops->recomputed(e->model, u)) /* what it did not keep, again */
+            e->ops->recompute_unit(e->model, u, e->P);
         e->ops->backward_unit(e->model, u, e->P, e->G);
         ZT_TRY(zt_zero_grads_reduce(e, u));
     }

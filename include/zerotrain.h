@@ -206,9 +206,13 @@ typedef enum zt_offload_device { ZT_OFFLOAD_NONE = 0, ZT_OFFLOAD_CPU, ZT_OFFLOAD
 
 /* Activation recomputation: NONE keeps every activation from the forward pass for the
  * backward; FULL keeps each transformer layer's output only and recomputes the layer's
- * forward right before its backward (one layer's working set serves all of them).
- * Gradients are bit-identical either way. */
-typedef enum zt_recompute { ZT_RECOMPUTE_NONE = 0, ZT_RECOMPUTE_FULL } zt_recompute;
+ * forward right before its backward (one layer's working set serves all of them);
+ * SELECTIVE keeps the matrix-product outputs and recomputes the cheap, memory-heavy parts
+ * (attention scores, softmax, dropout and context; GELU), as Korthikanti et al. 2022.
+ * Gradients are bit-identical in every mode. */
+typedef enum zt_recompute {
+    ZT_RECOMPUTE_NONE = 0, ZT_RECOMPUTE_FULL, ZT_RECOMPUTE_SELECTIVE
+} zt_recompute;
 
 typedef struct zt_train_settings {
     /* batch: train_batch_size = micro_batch_size * grad_accum_steps * world_size */

@@ -361,6 +361,23 @@ static int size_acts_ex(bert_model *m, int B, int T, int keep_logits, size_t *co
                 TAKE(a->y, bt * C);
                 continue;
             }
+            if (i > 0 && m->recompute == ZT_RECOMPUTE_SELECTIVE) {
+                /* the matrix-product outputs and the statistics are its own; the attention
+                 * probabilities, their dropout bits, the context and GELU's output are
+                 * recomputed into layer 0's */
+                if (pass) {
+                    a->att = m->la[0].att;
+                    a->keep = m->la[0].keep;
+                    a->ctx = m->la[0].ctx;
+                    a->g = m->la[0].g;
+                }
+                TAKE(a->q, bt * C); TAKE(a->k, bt * C); TAKE(a->v, bt * C);
+                TAKE(a->a_pre, bt * C); TAKE(a->a, bt * C);
+                TAKE(a->k1, bt * C / 32 + bt); TAKE(a->k2, bt * C / 32 + bt);
+                TAKE(a->h, bt * F); TAKE(a->y_pre, bt * C); TAKE(a->y, bt * C);
+                TAKE(a->m1, bt); TAKE(a->r1, bt); TAKE(a->m2, bt); TAKE(a->r2, bt);
+                continue;
+            }
             TAKE(a->q, bt * C); TAKE(a->k, bt * C); TAKE(a->v, bt * C); TAKE(a->ctx, bt * C);
             TAKE(a->att, bt * H * T); TAKE(a->a_pre, bt * C); TAKE(a->a, bt * C);
             TAKE(a->keep, bt / (size_t)T * H * ((tt + 31) / 32)); /* 4-byte words */
@@ -497,7 +514,7 @@ static void bert_set_recompute(void *p, int mode)
 static int bert_recomputed(const void *p, int u)
 {
     const bert_model *m = p;
-    return m->recompute == ZT_RECOMPUTE_FULL && u >= 1 && u <= m->c.layers;
+    return m->recompute != ZT_RECOMPUTE_NONE && u >= 1 && u <= m->c.layers;
 }
 
 static const float *unit_input(const bert_model *m, int u)
@@ -577,6 +594,25 @@ static void bert_forward_unit(void *p, int u, float *const *P)
             POLL(m);
         }
     }
+}
+
+/* what layer unit u did not keep: all of its forward (FULL), or the attention core and
+ * GELU from the kept Q, K, V and intermediate (SELECTIVE) */
+static void bert_recompute_unit(void *p, int u, float *const *P)
+{
+    bert_model *m = p;
+    const bert_config *c = &m->c;
+    if (m->recompute == ZT_RECOMPUTE_FULL) {
+        bert_forward_unit(p, u, P);
+        return;
+    }
+    layer_acts *a = &m->la[u - 1];
+    zt_dropout da = drop_for(m, u, ZT_RNG_DROP_ATT, c->attn_drop);
+    attention_forward(a->ctx, a->att, a->keep, a->q, a->k, a->v, m->mask, &da, m->att_scratch,
+                      m->slots, m->B, m->T, c->hidden, c->heads);
+    POLL(m);
+    gelu_forward(a->g, a->h, (size_t)m->B * m->T * c->inter);
+    POLL(m);
 }
 
 static double bert_loss(void *p, float grad_scale)
@@ -746,6 +782,7 @@ const zt_model_ops bert_ops = {
     .act_bytes = bert_act_bytes,
     .set_recompute = bert_set_recompute,
     .recomputed = bert_recomputed,
+    .recompute_unit = bert_recompute_unit,
     .tied_unit = bert_tied_unit,
     .prepare = bert_prepare,
     .forward_unit = bert_forward_unit,

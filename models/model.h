@@ -68,13 +68,14 @@ typedef struct zt_model_ops {
     double (*flops)(const void *m);
     /* Activation bytes a training batch of B x T needs (the memory planner's estimate). */
     size_t (*act_bytes)(void *m, int B, int T);
-    /* Recomputation (ZT_RECOMPUTE_*), before the next prepare: with FULL the model keeps
-     * only each recomputed unit's output between the passes (one working set serves them
-     * all), and the engine runs forward_unit(u) again right before backward_unit(u) for the
-     * units where recomputed(u) is true. Dropout masks replay from their Philox keys, so the
-     * gradients are the same bits. */
+    /* Recomputation (ZT_RECOMPUTE_*), before the next prepare: the model keeps less of each
+     * recomputed unit between the passes (FULL: its output; SELECTIVE: its matrix-product
+     * outputs), and the engine calls recompute_unit(u) right before backward_unit(u) for
+     * the units where recomputed(u) is true. Dropout masks replay from their Philox keys,
+     * so the gradients are the same bits. */
     void (*set_recompute)(void *m, int mode);
     int (*recomputed)(const void *m, int u);
+    void (*recompute_unit)(void *m, int u, float *const *P);
     void (*destroy)(void *m);
 } zt_model_ops;
 
