@@ -284,7 +284,8 @@ static const key keys[] = {
         .def_doc = "off", .doc = "Activation checkpointing (recomputation): giving the "
                                  "section turns it on."},
     [K_AC_PARTITION] = {"activation_checkpointing.partition_activations", T_BOOL, C_LATER, A_NO,
-        0, 0, 0, 0, .doc = "Shard the checkpointed activations across ranks."},
+        0, 0, 0, 0, .doc = "Partitions activations across model-parallel ranks; zerotrain "
+                           "has no model parallelism, so true is refused."},
     [K_AC_CPU] = {"activation_checkpointing.cpu_checkpointing", T_BOOL, C_LATER, A_NO, 0, 0, 0,
         0, .doc = "Keep the checkpointed activations in host memory."},
     [K_AC_CONTIG] = {"activation_checkpointing.contiguous_memory_optimization", T_BOOL, C_LATER,
@@ -1478,6 +1479,10 @@ static void resolve_zero(ctx *x, zt_train_settings *s)
         problem(x, ZT_E_CONFIG, K_AIO_THREADS, keys[K_AIO_THREADS].path, "differs from "
                 "aio.intra_op_parallelism (it is the older name of the same setting): keep one");
     s->activation_checkpointing = GIVEN(K_AC);
+    if (GIVEN(K_AC_PARTITION) && NUM(K_AC_PARTITION) != 0)
+        problem(x, ZT_E_UNSUPPORTED, K_AC_PARTITION, keys[K_AC_PARTITION].path, "partitions "
+                "activations across model-parallel ranks, and zerotrain has no model "
+                "parallelism: set it to false (zerotrain.recompute chooses recomputation)");
     s->offload_buffers = (int)NUM_OR_DEF(K_OFFOPT_BUFCOUNT);
     s->aio_queue_depth = (int)NUM_OR_DEF(K_AIO_QDEPTH);
     s->aio_threads = (int)(GIVEN(K_AIO_THREADS) ? NUM(K_AIO_THREADS) : NUM_OR_DEF(K_AIO_INTRA));

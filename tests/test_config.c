@@ -445,6 +445,12 @@ static const bad_case bad[] = {
      "{" MB "\"activation_checkpointing\": {\"partition_activation\": true}}", 1, 0, ZT_E_CONFIG,
      1, {"activation_checkpointing.partition_activation: unknown key (did you mean "
          "\"partition_activations\"?)"}},
+    {"partition_activations (model parallelism only)",
+     "{" MB "\"activation_checkpointing\": {\"partition_activations\": true}}", 1, 0,
+     ZT_E_UNSUPPORTED, 1, {"activation_checkpointing.partition_activations: partitions "
+                           "activations across model-parallel ranks"}},
+    {"recompute auto (not implemented yet)", "{" MB "\"zerotrain\": {\"recompute\": \"auto\"}}",
+     1, 0, ZT_E_UNSUPPORTED, 1, {"zerotrain.recompute"}},
     {"unknown aio key, wrong nesting", "{" MB "\"zero_optimization\": {\"aio\": {}}}", 1, 0,
      ZT_E_CONFIG, 1, {"src: zero_optimization.aio: unknown key (did you mean the top-level "
                       "\"aio\"?)"}},
