@@ -182,8 +182,8 @@ def run_point(zt, p, tmp, offload_path):
     if p["offload"] not in OFFLOADS:
         raise SystemExit("point %s: offload must be one of %s" % (p["label"], ", ".join(OFFLOADS)))
     rc = p["recompute"] or "none"
-    if p["optimizer"] != "adamw" or rc not in ("none", "full"):
-        return {"skipped": "other optimizers and recomputation modes other than full are not "
+    if p["optimizer"] != "adamw" or rc not in ("none", "full", "selective"):
+        return {"skipped": "other optimizers and the automatic recomputation plan are not "
                            "implemented yet"}
     opt, par = OFFLOADS[p["offload"]]
     if opt:

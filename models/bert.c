@@ -511,10 +511,12 @@ static void bert_set_recompute(void *p, int mode)
     m->recompute = mode;
 }
 
+/* The layers but the last: the shared buffers still hold the last layer's activations from
+ * the forward pass when its backward comes first (the head uses none of them). */
 static int bert_recomputed(const void *p, int u)
 {
     const bert_model *m = p;
-    return m->recompute != ZT_RECOMPUTE_NONE && u >= 1 && u <= m->c.layers;
+    return m->recompute != ZT_RECOMPUTE_NONE && u >= 1 && u < m->c.layers;
 }
 
 static const float *unit_input(const bert_model *m, int u)
