@@ -111,7 +111,8 @@ static void prep_piece(zt_io *io, struct io_uring_sqe *sqe, int i, int registere
 
 /* aio.intra_op_parallelism > 1: a thread with its own ring takes pieces from the shared work
  * queue while its ring has room, submits them (each on its own with single_submit), waits
- * for one completion when it has pieces in the kernel, and posts every ready one. A ring
+ * for one completion when it has pieces in the kernel and nothing more to take, and posts
+ * every ready one. A ring
  * that keeps refusing submissions posts its queued pieces as failed (-EAGAIN: the handler
  * retries them through another thread) and takes no more. */
 static void *ring_worker(void *arg)
@@ -135,6 +136,9 @@ static void *ring_worker(void *arg)
             if (io->o.single_submit)
                 break;
         }
+        /* more to take (single_submit, or a full ring): only look for completions */
+        int more = !dead && io->wq_n > 0 && (unsigned)(nq + busy) < room &&
+                   io_uring_sq_space_left(&w->ring) > 0;
         pthread_mutex_unlock(&io->mu);
         if (nq > 0 && !dead) {
             int r = io_uring_submit(&w->ring);
@@ -150,7 +154,8 @@ static void *ring_worker(void *arg)
             }
         }
         struct io_uring_cqe *cqe;
-        int got = busy > 0 && io_uring_wait_cqe(&w->ring, &cqe) == 0;
+        int got = busy > 0 && (more ? io_uring_peek_cqe(&w->ring, &cqe)
+                                    : io_uring_wait_cqe(&w->ring, &cqe)) == 0;
         pthread_mutex_lock(&io->mu);
         for (; got; got = io_uring_peek_cqe(&w->ring, &cqe) == 0) {
             io->doneq[io->dq_n] = (int)io_uring_cqe_get_data64(cqe);
