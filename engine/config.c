@@ -280,23 +280,35 @@ static const key keys[] = {
                "max_in_cpu / the largest shard (at least 3 buffers; a value below 3 shards is "
                "an error)."},
 
-    [K_AC] = {"activation_checkpointing", T_OBJ, C_LATER, A_NO, F_NULL, 0, 0, 0,
-        .def_doc = "off", .doc = "Activation checkpointing (recomputation): giving the "
-                                 "section turns it on."},
-    [K_AC_PARTITION] = {"activation_checkpointing.partition_activations", T_BOOL, C_LATER, A_NO,
-        0, 0, 0, 0, .doc = "Partitions activations across model-parallel ranks; zerotrain "
-                           "has no model parallelism, so true is refused."},
-    [K_AC_CPU] = {"activation_checkpointing.cpu_checkpointing", T_BOOL, C_LATER, A_NO, 0, 0, 0,
-        0, .doc = "Keep the checkpointed activations in host memory."},
-    [K_AC_CONTIG] = {"activation_checkpointing.contiguous_memory_optimization", T_BOOL, C_LATER,
-        A_NO, 0, 0, 0, 0, .doc = "Copy the checkpoints into one contiguous buffer."},
-    [K_AC_NUMBER] = {"activation_checkpointing.number_checkpoints", T_INT, C_LATER, A_NO, F_NULL,
-        0, 1, IMAX, .def_doc = "null (one per layer)",
-        .doc = "Number of checkpoints (for contiguous_memory_optimization)."},
-    [K_AC_SYNC] = {"activation_checkpointing.synchronize_checkpoint_boundary", T_BOOL, C_LATER,
-        A_NO, 0, 0, 0, 0, .doc = "Synchronise at each checkpoint boundary."},
-    [K_AC_PROFILE] = {"activation_checkpointing.profile", T_BOOL, C_LATER, A_NO, 0, 0, 0, 0,
-        .doc = "Time the checkpointed forward passes."},
+    [K_AC] = {"activation_checkpointing", T_OBJ, C_APPLIED, A_NO, F_NULL, 0, 0, 0,
+        .def_doc = "off", .doc = "DeepSpeed's activation checkpointing section. zerotrain's "
+                                 "mode is zerotrain.recompute; giving this section without "
+                                 "it prints a notice (nothing is recomputed)."},
+    [K_AC_PARTITION] = {"activation_checkpointing.partition_activations", T_BOOL, C_APPLIED,
+        A_NO, 0, 0, 0, 0, .doc = "Partitions activations across model-parallel ranks; "
+                                  "zerotrain has no model parallelism, so true is refused."},
+    [K_AC_CPU] = {"activation_checkpointing.cpu_checkpointing", T_BOOL, C_APPLIED, A_NO, 0, 0,
+        0, 0, .doc = "With recompute \"full\" or \"every-k:K\": the kept layer inputs go "
+                     "to the offload store once the next layer has read them -- NVMe under "
+                     "the nvme_path of offload_optimizer / offload_param when one is set, "
+                     "else the RAM pool -- and are read back ahead of the backward pass, in "
+                     "reverse. Bit-identical; refused with \"none\" and \"selective\"."},
+    [K_AC_CONTIG] = {"activation_checkpointing.contiguous_memory_optimization", T_BOOL,
+        C_APPLIED, A_NO, 0, 0, 0, 0,
+        .doc = "zerotrain always carves every activation, checkpoints included, from one "
+               "arena allocated before the first step (no fragmentation); true and false "
+               "are both accepted."},
+    [K_AC_NUMBER] = {"activation_checkpointing.number_checkpoints", T_INT, C_APPLIED, A_NO,
+        F_NULL, 0, 1, IMAX, .def_doc = "null (one per layer)",
+        .doc = "With recompute \"full\": keep this many layer inputs, recomputing segments "
+               "of ceil(layers / number_checkpoints) layers (as \"every-k\"); an error "
+               "with other modes."},
+    [K_AC_SYNC] = {"activation_checkpointing.synchronize_checkpoint_boundary", T_BOOL,
+        C_APPLIED, A_NO, 0, 0, 0, 0, .doc = "A CUDA synchronisation in DeepSpeed; accepted, "
+                                             "nothing to synchronise on a CPU."},
+    [K_AC_PROFILE] = {"activation_checkpointing.profile", T_BOOL, C_APPLIED, A_NO, 0, 0, 0, 0,
+        .doc = "Times each unit's recomputation and counts the bytes it regenerates; "
+               "`zerotrain train` prints the table at the end (so does --profile)."},
 
     [K_AIO] = {"aio", T_OBJ, C_APPLIED, A_NO, 0, 0, 0, 0, .def_doc = "the defaults below",
         .doc = "Asynchronous NVMe I/O (used by nvme offload)."},
@@ -362,17 +374,19 @@ static const key keys[] = {
                "state, then (stage 3) the parameter shards on NVMe (nvme_path) until the "
                "predicted peak fits; it prints the plan, or fails before training saying what "
                "would fit."},
-    [K_ZT_RECOMPUTE] = {"zerotrain.recompute", T_ENUM, C_APPLIED, A_NO, 0, 0, 0, 0,
-        .values = "none|full|selective", .unsup = "auto",
-        .unsup_why = "not implemented yet: use \"none\", \"full\" or \"selective\"",
+    [K_ZT_RECOMPUTE] = {"zerotrain.recompute", T_STR, C_APPLIED, A_NO, 0, 0, 0, 0,
         .def_doc = "none",
         .doc = "Activation recomputation: \"none\" keeps every activation for the backward "
-               "pass; \"full\" keeps each transformer layer's output only and recomputes the "
+               "pass; \"full\" keeps each transformer layer's input only and recomputes the "
                "layer's forward right before its backward (about 4 x hidden bytes per token "
                "per layer plus one layer's working set); \"selective\" keeps the matrix-"
                "product outputs and recomputes the attention core and GELU (Korthikanti et "
-               "al. 2022). Gradients are bit-identical in every mode. \"auto\" is not "
-               "implemented yet."},
+               "al. 2022); \"every-k:K\" keeps the input of every K-th layer and recomputes "
+               "a segment of K layers before their backward (K working sets); \"auto\" "
+               "needs memory_limit and chooses per layer among keep, selective, full and "
+               "full with the input on NVMe so the predicted peak fits, with the fewest "
+               "recomputed FLOPs, and prints the plan. Gradients are bit-identical in every "
+               "mode."},
     [K_ZT_DIRECT] = {"zerotrain.direct_io", T_ENUM, C_APPLIED, A_NO, 0, 0, 0, 0,
         .values = "auto|required|off", .def_doc = "auto",
         .doc = "O_DIRECT for the swap files: \"auto\" probes it at open and falls back to "
@@ -1546,7 +1560,52 @@ static void resolve(ctx *x, int world, int64_t total_steps, resolved *r)
                                                      : keys[K_ZT_COLL_TIMEOUT].def;
     s->check_collectives = GIVEN(K_ZT_CHECK_COLL) ? (int)NUM(K_ZT_CHECK_COLL) : 0;
     s->comm_progress = GIVEN(K_ZT_PROGRESS) ? (int)NUM(K_ZT_PROGRESS) : 0;
-    s->recompute = GIVEN(K_ZT_RECOMPUTE) ? (int)NUM(K_ZT_RECOMPUTE) : ZT_RECOMPUTE_NONE;
+    s->recompute = ZT_RECOMPUTE_NONE;
+    if (GIVEN(K_ZT_RECOMPUTE)) {
+        const char *v = x->v[K_ZT_RECOMPUTE].node->valuestring;
+        static const char *modes[] = {"none", "full", "selective"};
+        char *end;
+        int found = 0;
+        for (int i = 0; i < 3; i++)
+            if (!strcmp(v, modes[i])) {
+                s->recompute = i;
+                found = 1;
+            }
+        if (!strcmp(v, "auto")) {
+            s->recompute = ZT_RECOMPUTE_AUTO;
+            found = 1;
+            if (!GIVEN(K_ZT_MEMLIMIT))
+                problem(x, ZT_E_CONFIG, K_ZT_RECOMPUTE, keys[K_ZT_RECOMPUTE].path, "\"auto\" "
+                        "plans recomputation to fit zerotrain.memory_limit: set the limit, or "
+                        "choose a mode");
+        } else if (!strncmp(v, "every-k:", 8)) {
+            long k = strtol(v + 8, &end, 10);
+            if (end == v + 8 || *end || k < 1 || k > 100000)
+                problem(x, ZT_E_CONFIG, K_ZT_RECOMPUTE, keys[K_ZT_RECOMPUTE].path, "\"%s\": "
+                        "K in \"every-k:K\" must be a whole number from 1", v);
+            s->recompute = ZT_RECOMPUTE_EVERY_K;
+            s->recompute_k = (int)k;
+            found = 1;
+        }
+        if (!found)
+            problem(x, ZT_E_CONFIG, K_ZT_RECOMPUTE, keys[K_ZT_RECOMPUTE].path, "\"%s\" is not a "
+                    "mode: use \"none\", \"full\", \"selective\", \"every-k:K\" (K a whole "
+                    "number) or \"auto\"", v);
+    }
+    s->offload_checkpoints = GIVEN(K_AC_CPU) && NUM(K_AC_CPU) != 0;
+    s->number_checkpoints = GIVEN(K_AC_NUMBER) ? (int)NUM(K_AC_NUMBER) : 0;
+    s->recompute_profile = GIVEN(K_AC_PROFILE) && NUM(K_AC_PROFILE) != 0;
+    if (s->offload_checkpoints && s->recompute != ZT_RECOMPUTE_FULL &&
+        s->recompute != ZT_RECOMPUTE_EVERY_K)
+        problem(x, ZT_E_CONFIG, K_AC_CPU, keys[K_AC_CPU].path, "offloads the layer inputs that "
+                "zerotrain.recompute \"full\" or \"every-k:K\" keeps; with \"%s\" there are "
+                "none: set one of those, or false",
+                s->recompute == ZT_RECOMPUTE_AUTO ? "auto (it plans offload itself)"
+                : s->recompute == ZT_RECOMPUTE_SELECTIVE ? "selective" : "none");
+    if (s->number_checkpoints && s->recompute != ZT_RECOMPUTE_FULL)
+        problem(x, ZT_E_CONFIG, K_AC_NUMBER, keys[K_AC_NUMBER].path, "sets how many layer inputs "
+                "zerotrain.recompute \"full\" keeps (segments of ceil(layers / n)): set "
+                "\"recompute\": \"full\", or use \"every-k:K\" directly");
     s->direct_io = !GIVEN(K_ZT_DIRECT) ? 0 : NUM(K_ZT_DIRECT) == 1 ? 1 : NUM(K_ZT_DIRECT) == 2 ? -1 : 0;
     s->memory_limit = GIVEN(K_ZT_MEMLIMIT) ? (size_t)NUM(K_ZT_MEMLIMIT) : 0;
     s->offload_gradients = !GIVEN(K_ZT_OFFGRAD) ? 0 : NUM(K_ZT_OFFGRAD) != 0 ? 1 : -1;

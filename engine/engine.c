@@ -8,6 +8,7 @@
 #include "load.h"
 #include "rng.h"
 #include "../common/err.h"
+#include "../common/prof.h"
 #include "../format/fileio.h"
 #include "../format/hfweights.h"
 #include "../memory/mem.h"
@@ -61,9 +62,27 @@ void zt_config_init(zt_config *c)
 
 static int check_config(const zt_config *c)
 {
-    if (c->recompute < ZT_RECOMPUTE_NONE || c->recompute > ZT_RECOMPUTE_SELECTIVE)
-        return zt_fail(ZT_E_CONFIG, "config: recompute %d: ZT_RECOMPUTE_NONE, _FULL or "
-                       "_SELECTIVE", c->recompute);
+    if (c->recompute < ZT_RECOMPUTE_NONE || c->recompute > ZT_RECOMPUTE_AUTO)
+        return zt_fail(ZT_E_CONFIG, "config: recompute %d: one of ZT_RECOMPUTE_NONE, _FULL, "
+                       "_SELECTIVE, _EVERY_K and _AUTO", c->recompute);
+    if (c->recompute == ZT_RECOMPUTE_EVERY_K && c->recompute_k < 1)
+        return zt_fail(ZT_E_CONFIG, "config: recompute every-k needs recompute_k >= 1 (got %d)",
+                       c->recompute_k);
+    if (c->number_checkpoints < 0 ||
+        (c->number_checkpoints > 0 && c->recompute != ZT_RECOMPUTE_FULL))
+        return zt_fail(ZT_E_CONFIG, "config: number_checkpoints %d: it sets how many layer "
+                       "inputs full recomputation keeps, so it needs recompute \"full\"",
+                       c->number_checkpoints);
+    if (c->offload_checkpoints &&
+        (c->recompute == ZT_RECOMPUTE_NONE || c->recompute == ZT_RECOMPUTE_SELECTIVE))
+        return zt_fail(ZT_E_CONFIG, "config: offload_checkpoints (cpu_checkpointing) moves the "
+                       "layer inputs that full or every-k recomputation keeps: with recompute "
+                       "\"%s\" there are none", c->recompute ? "selective" : "none");
+    if (c->recompute == ZT_RECOMPUTE_AUTO &&
+        (!c->memory_limit || c->plan_micro_batch < 1 || c->plan_seq_len < 1))
+        return zt_fail(ZT_E_CONFIG, "config: recompute \"auto\" plans recomputation to fit "
+                       "memory_limit: it needs memory_limit and the batch shape "
+                       "(plan_micro_batch, plan_seq_len)");
     if (c->offload_optimizer != ZT_OFFLOAD_NONE &&
         (c->zero_stage < 1 || c->zero_stage > 3 || (c->offload_optimizer != ZT_OFFLOAD_CPU &&
                                                     c->offload_optimizer != ZT_OFFLOAD_NVME)))
@@ -160,6 +179,72 @@ static void poll_engine(void *arg)
         (void)zt_store_poll(e->ostore);
 }
 
+int zt_engine_set_recompute(zt_engine *e)
+{
+    ZT_TRY(e->ops->set_recompute(e->model, e->rmode, e->rk));
+    e->n_bsteps = e->ops->backward_steps(e->model, e->bsteps);
+    if (e->cfg.plan_micro_batch > 0 && e->cfg.plan_seq_len > 0)
+        e->act_predicted = e->ops->act_bytes(e->model, e->cfg.plan_micro_batch,
+                                             e->cfg.plan_seq_len, NULL, 0);
+    return 0;
+}
+
+/* The recomputation plan of the config (recompute "auto": the planner's, see plan.c). */
+static int recompute_setup(zt_engine *e)
+{
+    int nu = e->layout.n_units, L = 0, md = ZT_KEEP_ALL;
+    const zt_config *c = &e->cfg;
+    if (!(e->rmode = calloc((size_t)nu, 1)) ||
+        !(e->bsteps = calloc(3 * (size_t)nu, sizeof *e->bsteps)) ||
+        !(e->rc_calls = calloc((size_t)nu, sizeof *e->rc_calls)) ||
+        !(e->rc_bytes = calloc((size_t)nu, sizeof *e->rc_bytes)) ||
+        !(e->rc_sec = calloc((size_t)nu, sizeof *e->rc_sec)))
+        return zt_fail(ZT_E_NOMEM, "out of memory");
+    for (int u = 0; u < nu; u++)
+        L += e->ops->recompute_flops(e->model, 1, 1, u, ZT_KEEP_OUTPUT) > 0;
+    e->rk = 0;
+    switch (c->recompute) {
+    case ZT_RECOMPUTE_SELECTIVE: md = ZT_KEEP_SELECTIVE; break;
+    case ZT_RECOMPUTE_FULL:
+        md = c->offload_checkpoints ? ZT_KEEP_OFFLOAD : ZT_KEEP_OUTPUT;
+        if (c->number_checkpoints > 0) /* that many inputs kept: segments */
+            e->rk = (L + c->number_checkpoints - 1) / c->number_checkpoints;
+        break;
+    case ZT_RECOMPUTE_EVERY_K:
+        md = c->offload_checkpoints ? ZT_KEEP_OFFLOAD : ZT_KEEP_OUTPUT;
+        e->rk = c->recompute_k;
+        break;
+    default: break; /* NONE; AUTO is decided by the planner */
+    }
+    e->rk = e->rk >= 2 ? e->rk : 0;
+    for (int u = 0; u < nu; u++)
+        e->rmode[u] = e->ops->recompute_flops(e->model, 1, 1, u, ZT_KEEP_OUTPUT) > 0
+                          ? (unsigned char)md : ZT_KEEP_ALL;
+    return zt_engine_set_recompute(e);
+}
+
+int zt_engine_recompute_info(const zt_engine *e, int u, zt_recompute_info *o)
+{
+    static const char *names[ZT_KEEP_MODES] = {"keep", "selective", "full", "full+offload"};
+    if (!e || !o)
+        return zt_fail(ZT_E_INVAL, "zt_engine_recompute_info: NULL argument");
+    if (u < 0 || u >= e->layout.n_units)
+        return zt_engine_fail(e, zt_fail(ZT_E_RANGE, "zt_engine_recompute_info: unit %d is "
+                                         "outside [0, %d)", u, e->layout.n_units));
+    memset(o, 0, sizeof *o);
+    o->name = e->layout.units[u].name;
+    o->mode = e->rk && e->rmode[u] != ZT_KEEP_ALL ? "segment" : names[e->rmode[u]];
+    o->segment_k = e->rmode[u] != ZT_KEEP_ALL ? e->rk : 0;
+    o->calls = e->rc_calls[u];
+    o->bytes = e->rc_bytes[u];
+    o->seconds = e->rc_sec[u];
+    return 0;
+}
+
+size_t zt_engine_activation_prediction(const zt_engine *e) { return e ? e->act_predicted : 0; }
+
+const char *zt_engine_recompute_plan(const zt_engine *e) { return e ? e->rplan : ""; }
+
 int zt_engine_create(const zt_config *cfg, MPI_Comm comm, zt_engine **out)
 {
     zt_engine *e;
@@ -209,11 +294,13 @@ int zt_engine_create(const zt_config *cfg, MPI_Comm comm, zt_engine **out)
     e->ops = &bert_ops;
     if ((rc = bert_create(&e->bc, &e->layout, cfg->dropout, cfg->seed, &e->model)) < 0)
         goto fail;
-    e->ops->set_recompute(e->model, cfg->recompute);
-    if ((rc = zt_plan_memory(e, e->plan, sizeof e->plan)) < 0 || (rc = zt_zero_setup(e)) < 0)
+    if ((rc = recompute_setup(e)) < 0 ||
+        (rc = zt_plan_memory(e, e->plan, sizeof e->plan)) < 0 || (rc = zt_zero_setup(e)) < 0)
         goto fail;
     if (e->plan[0])
         zt_log(ZT_LOG_INFO, "%s", e->plan);
+    if (e->rplan[0])
+        zt_log(ZT_LOG_INFO, "%s", e->rplan);
     /* offloaded moments: the swap file and its space now, not at the first step */
     if (e->cfg.offload_optimizer != ZT_OFFLOAD_NONE && (rc = zt_engine_ensure_moments(e)) < 0)
         goto fail;
@@ -255,9 +342,15 @@ void zt_engine_destroy(zt_engine *e)
 {
     if (!e)
         return;
+    zt_act_close(e); /* (its transfers use the model's buffers) */
     if (e->ops && e->model)
         e->ops->destroy(e->model);
     zt_zero_teardown(e);
+    free(e->rmode);
+    free(e->bsteps);
+    free(e->rc_calls);
+    free(e->rc_bytes);
+    free(e->rc_sec);
     zt_comm_close(&e->comm);
     zt_layout_free(&e->layout);
     free(e->alias_seen);
@@ -376,25 +469,45 @@ static int run_forward(zt_engine *e)
 {
     for (int u = 0; u < e->layout.n_units; u++) {
         ZT_TRY(zt_zero_enter(e, u));
+        ZT_TRY(zt_act_before(e, 0, u));
         e->ops->forward_unit(e->model, u, e->P);
+        ZT_TRY(zt_act_after(e, 0, u, -1));
     }
     return 0;
 }
 
-/* Backward in reverse unit order (uses n..2n-1); stages 2-3 reduce each unit's gradients as
- * soon as its backward is done, while the next unit's backward runs. */
+/* what unit u did not keep, again (timed for the profile) */
+static void recompute(zt_engine *e, int u)
+{
+    double t0 = e->cfg.recompute_profile ? zt_prof_now() : 0.0;
+    e->ops->recompute_unit(e->model, u, e->P);
+    if (e->cfg.recompute_profile) {
+        e->rc_sec[u] += zt_prof_now() - t0;
+        e->rc_calls[u]++;
+        e->rc_bytes[u] += e->ops->recompute_bytes(e->model, u);
+    }
+}
+
+/* The model's backward steps (uses n.. of the pass): a unit's recomputation, then its
+ * backward; stages 2-3 reduce each unit's gradients as soon as its backward is done, while
+ * the next steps run. */
 static int run_backward(zt_engine *e)
 {
     int nu = e->layout.n_units;
     ZT_TRY(zt_zero_flush(e)); /* (the forward pass applied any deferred update) */
     ZT_TRY(zt_zero_pass_grads_begin(e));
-    for (int u = nu - 1; u >= 0; u--) {
-        ZT_TRY(zt_zero_enter(e, 2 * nu - 1 - u));
-        ZT_TRY(zt_zero_grads_lend(e, u));
-        if (e->ops->recomputed(e->model, u)) /* what it did not keep, again */
-            e->ops->recompute_unit(e->model, u, e->P);
-        e->ops->backward_unit(e->model, u, e->P, e->G);
-        ZT_TRY(zt_zero_grads_reduce(e, u));
+    for (int k = 0; k < e->n_bsteps; k++) {
+        int u = e->bsteps[k].unit, op = e->bsteps[k].op;
+        ZT_TRY(zt_zero_enter(e, nu + k));
+        ZT_TRY(zt_act_before(e, op, u));
+        if (op == ZT_STEP_RECOMPUTE) {
+            recompute(e, u);
+        } else {
+            ZT_TRY(zt_zero_grads_lend(e, u));
+            e->ops->backward_unit(e->model, u, e->P, e->G);
+            ZT_TRY(zt_zero_grads_reduce(e, u));
+        }
+        ZT_TRY(zt_act_after(e, op, u, k));
     }
     zt_zero_pass_end(e);
     ZT_TRY(zt_zero_grads_end(e));
@@ -415,7 +528,8 @@ int zt_engine_forward_backward(zt_engine *e, const zt_batch *b, int keep_logits,
     e->last_micro = e->micro + 1 >= (e->cfg.grad_accum_steps > 1 ? e->cfg.grad_accum_steps : 1);
     e->micro++;
     if ((rc = e->ops->prepare(e->model, b, keep_logits, &n)) < 0 ||
-        (rc = zt_zero_pass_begin(e, 1)) < 0 || (rc = run_forward(e)) < 0)
+        (rc = zt_act_begin(e, 1)) < 0 || (rc = zt_zero_pass_begin(e, 1)) < 0 ||
+        (rc = run_forward(e)) < 0)
         return zt_engine_fail(e, rc);
     {
         int64_t denom = b->label_count > 0 ? b->label_count : n;
@@ -441,7 +555,7 @@ int zt_engine_evaluate(zt_engine *e, const zt_batch *b, zt_fb_result *out)
     if (!e || !b)
         return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "zt_engine_evaluate: NULL argument"));
     e->have_logits = 0;
-    if ((rc = e->ops->prepare(e->model, b, 0, &n)) < 0)
+    if ((rc = e->ops->prepare(e->model, b, 0, &n)) < 0 || (rc = zt_act_begin(e, 0)) < 0)
         return zt_engine_fail(e, rc);
     e->ops->set_train(e->model, 0);
     if ((rc = zt_zero_pass_begin(e, 0)) == 0 && (rc = run_forward(e)) == 0)

@@ -51,6 +51,13 @@ typedef struct zt_pslot {
     uint64_t used;           /* last use (least recently used goes first) */
 } zt_pslot;
 
+/* a buffer offloaded layer outputs share (activation checkpoint offload) */
+typedef struct zt_cslot {
+    float *p;
+    int holder;              /* the unit whose output it holds, or -1 */
+    int putting, loading;    /* a write of holder from it / a read of holder into it under way */
+} zt_cslot;
+
 typedef struct zt_ogroup {
     int unit, blob;
     size_t c0, c1;           /* floats [c0, c1) of the unit's shard */
@@ -122,17 +129,55 @@ struct zt_engine {
     int gbuf[2], gbuf_loading[2];
     float *gacc[2];           /* a later micro-batch: the shard so far, read ahead */
     double *gsq;              /* per unit: the final shard's sum of squares, or -1 */
+    /* recomputation: per unit ZT_KEEP_*, the segment length (0: none) and the backward pass
+     * as steps (models/model.h); the activation bytes the plan predicts for the planned
+     * batch shape (0: not known) */
+    unsigned char *rmode;
+    int rk;
+    zt_step *bsteps;
+    int n_bsteps;
+    size_t act_predicted;
+    char rplan[1024];         /* "auto": the plan, for the log */
+    /* activation checkpoint offload (actoff.c): blob u of cstore is unit u's output (-1:
+     * not offloaded), cbytes each; the buffers they pass through */
+    struct zt_store *cstore;
+    int *cblob;
+    size_t cbytes;
+    zt_cslot cslot[4];
+    int n_cslot;
+    int ctrain;               /* the pass has a backward: outputs are written out */
+    /* recompute_profile: per unit */
+    uint64_t *rc_calls, *rc_bytes;
+    double *rc_sec;
 };
+
+/* Hands e->rmode / e->rk to the model; the backward steps and the predicted activation
+ * bytes follow. */
+int zt_engine_set_recompute(zt_engine *e);
 
 /* ---- plan.c: zerotrain.memory_limit ---------------------------------------------------
  * Sets cfg.offload_optimizer / offload_param so the predicted peak fits the limit (keeping
  * what the config asked for); report gets the plan. 0 without a limit. Before zt_zero_setup. */
 int zt_plan_memory(zt_engine *e, char *report, size_t n);
 
+/* ---- actoff.c: activation checkpoint offload ------------------------------------------
+ * After the model carved a batch (prepare): opens or resizes the store when the model
+ * offloads outputs. train: a backward pass follows (outputs are written out). */
+int zt_act_begin(zt_engine *e, int train);
+/* Around each forward (op 0), recompute or backward step of unit u; k: the step's index in
+ * e->bsteps (backward pass) or -1. before: the unit's input is in its buffer, its output
+ * buffer free to write; after: the output written out (forward), the next input needed
+ * read ahead (backward). */
+int zt_act_before(zt_engine *e, int op, int u);
+int zt_act_after(zt_engine *e, int op, int u, int k);
+void zt_act_close(zt_engine *e);
+
 /* ---- zero.c: sharding and the stage logic ----------------------------------------------- */
 /* Pads and cuts units for the world size and allocates every buffer the stage keeps. */
 int zt_zero_setup(zt_engine *e);
 void zt_zero_teardown(zt_engine *e);
+/* A store for `purpose` on device (ZT_OFFLOAD_*), with the engine's aio settings. */
+int zt_zero_open_store(zt_engine *e, int device, const char *purpose, struct zt_store **out);
 /* floats per piece of a unit of numel floats over N ranks with the given bucket (0 = whole
  * units); *padded = the unit padded to N x ZT_SHARD_ALIGN */
 size_t zt_zero_piece_for(size_t numel, size_t N, size_t bucket, size_t *padded);

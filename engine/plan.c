@@ -6,7 +6,9 @@
  * builds; the numbers are the same formulas the memory report checks afterwards. */
 #include "engine_impl.h"
 
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct plan_bytes {
@@ -96,11 +98,15 @@ static void predict(const zt_engine *e, placement pl, plan_bytes *b)
     /* activations of one micro-batch (when the batch shape is known) */
     if (e->cfg.plan_micro_batch > 0 && e->cfg.plan_seq_len > 0 && e->ops->act_bytes)
         b->activations = (double)e->ops->act_bytes(e->model, e->cfg.plan_micro_batch,
-                                                    e->cfg.plan_seq_len);
+                                                    e->cfg.plan_seq_len, NULL, 0);
     /* communication: the stage 2 late-micro-batch shard and the reduce buffers */
     b->comm = st >= 2 ? 2 * F * maxs : 0.0;
-    /* I/O staging buffers, one pool per store */
-    int stores = (opt == ZT_OFFLOAD_NVME) * (1 + goff) + (par == ZT_OFFLOAD_NVME);
+    /* I/O staging buffers, one pool per store (offloaded layer inputs: one more) */
+    int acts_off = 0;
+    for (int u = 0; u < nu; u++)
+        acts_off |= e->rmode && e->rmode[u] == ZT_KEEP_OFFLOAD;
+    int stores = (opt == ZT_OFFLOAD_NVME) * (1 + goff) + (par == ZT_OFFLOAD_NVME) +
+                 (acts_off && e->nvme_path[0]);
     b->io = (double)stores * (double)e->cfg.aio_block_size *
             (e->cfg.aio_queue_depth > 0 ? e->cfg.aio_queue_depth : 8);
 }
@@ -118,6 +124,247 @@ static void describe(char *out, size_t n, const plan_bytes *b, placement pl)
              pl.par == ZT_OFFLOAD_NVME ? "shards on NVMe" : "in RAM", b->base / M,
              b->params / M, b->grads / M, b->optimizer / M, b->activations / M, b->comm / M,
              b->io / M, total(b) / M, (b->params_off + b->optimizer_off + b->grads_off) / M);
+}
+
+/* ---- recompute "auto" -----------------------------------------------------------------
+ * Per recomputable unit a mode (keep everything, selective, full, full with the input
+ * offloaded) with the fewest recomputed FLOPs whose activation bytes fit a budget: a
+ * knapsack over the unit chain. What a unit keeps adds up (the model carves each piece on
+ * its own), except what recomputed units share: one working set, and with offloaded inputs
+ * their buffers. So three cases: nothing recomputed; recomputation without offload (the
+ * working set fixed); with offload (both fixed). Bytes are rounded up to 1/4096 of the
+ * budget in the programme, so the plan it returns never exceeds the budget. */
+
+#define RC_GRAIN 4096
+
+typedef struct rc_costs {
+    int nu, B, T;
+    double *own;       /* [nu][ZT_KEEP_MODES]: bytes unit u keeps in mode m */
+    double *flops;     /* [nu][ZT_KEEP_MODES]: FLOPs of recomputing it */
+    double fixed[3];   /* the rest: nothing recomputed, + the working set, + the buffers */
+    double ws;         /* one layer's working set */
+} rc_costs;
+
+static size_t act_of(zt_engine *e, const rc_costs *c, const unsigned char *mode)
+{
+    return e->ops->act_bytes(e->model, c->B, c->T, mode, 0);
+}
+
+static int rc_costs_get(zt_engine *e, rc_costs *c)
+{
+    int nu = e->layout.n_units;
+    unsigned char *ref = calloc((size_t)nu, 1), *m = calloc((size_t)nu, 1);
+    c->nu = nu;
+    c->B = e->cfg.plan_micro_batch;
+    c->T = e->cfg.plan_seq_len;
+    c->own = calloc((size_t)nu * ZT_KEEP_MODES, sizeof *c->own);
+    c->flops = calloc((size_t)nu * ZT_KEEP_MODES, sizeof *c->flops);
+    if (!ref || !m || !c->own || !c->flops) {
+        free(ref);
+        free(m);
+        return zt_fail(ZT_E_NOMEM, "out of memory");
+    }
+    /* the reference: every unit offloaded (owns nothing; working set and buffers there) */
+    for (int u = 0; u < nu; u++)
+        ref[u] = e->ops->recompute_flops(e->model, 1, 1, u, ZT_KEEP_OUTPUT) > 0
+                     ? ZT_KEEP_OFFLOAD : ZT_KEEP_ALL;
+    double a_ref = (double)act_of(e, c, ref), sum_out = 0.0, sum_all = 0.0;
+    c->ws = 0.0;
+    for (int u = 0; u < nu; u++)
+        for (int md = 0; md < ZT_KEEP_MODES; md++) {
+            memcpy(m, ref, (size_t)nu);
+            if (ref[u] == ZT_KEEP_OFFLOAD)
+                m[u] = (unsigned char)md;
+            c->own[u * ZT_KEEP_MODES + md] = (double)act_of(e, c, m) - a_ref;
+            c->flops[u * ZT_KEEP_MODES + md] =
+                ref[u] == ZT_KEEP_OFFLOAD
+                    ? e->ops->recompute_flops(e->model, c->B, c->T, u, md) : 0.0;
+            if (md == ZT_KEEP_ALL && ref[u] == ZT_KEEP_OFFLOAD &&
+                c->own[u * ZT_KEEP_MODES + md] > c->ws)
+                c->ws = c->own[u * ZT_KEEP_MODES + md];
+        }
+    for (int u = 0; u < nu; u++) {
+        sum_out += c->own[u * ZT_KEEP_MODES + ZT_KEEP_OUTPUT];
+        sum_all += c->own[u * ZT_KEEP_MODES + ZT_KEEP_ALL];
+    }
+    c->fixed[2] = a_ref;
+    for (int u = 0; u < nu; u++)
+        m[u] = ref[u] == ZT_KEEP_OFFLOAD ? ZT_KEEP_OUTPUT : ZT_KEEP_ALL;
+    c->fixed[1] = (double)act_of(e, c, m) - sum_out;
+    memset(m, ZT_KEEP_ALL, (size_t)nu);
+    c->fixed[0] = (double)act_of(e, c, m) - sum_all;
+    free(ref);
+    free(m);
+    return 0;
+}
+
+static void rc_costs_free(rc_costs *c)
+{
+    free(c->own);
+    free(c->flops);
+}
+
+/* The cheapest plan of case `cs` (0, 1 or 2) within budget: *cost (FLOPs, plus one per
+ * offloaded input to prefer keeping them) and mode, or -1 when none fits. */
+static int rc_knapsack(const rc_costs *c, int cs, double budget, unsigned char *mode,
+                       double *cost)
+{
+    int nu = c->nu, nm = cs == 0 ? 1 : cs == 1 ? ZT_KEEP_OFFLOAD : ZT_KEEP_MODES;
+    double room = budget - c->fixed[cs];
+    if (room < 0)
+        return -1;
+    double grain = room / RC_GRAIN > 1.0 ? room / RC_GRAIN : 1.0;
+    int W = (int)floor(room / grain);
+    /* best[u][w]: least cost of units u.. within w grains; choice[u][w] the mode */
+    double *best = malloc(sizeof *best * (size_t)(nu + 1) * (size_t)(W + 1));
+    unsigned char *choice = malloc((size_t)nu * (size_t)(W + 1));
+    if (!best || !choice) {
+        free(best);
+        free(choice);
+        return -1;
+    }
+    for (int w = 0; w <= W; w++)
+        best[(size_t)nu * (W + 1) + w] = 0.0;
+    for (int u = nu - 1; u >= 0; u--)
+        for (int w = 0; w <= W; w++) {
+            double b = INFINITY;
+            int bm = 0;
+            for (int md = 0; md < nm; md++) {
+                int g = (int)ceil(c->own[u * ZT_KEEP_MODES + md] / grain - 1e-9);
+                if (g > w)
+                    continue;
+                double v = best[(size_t)(u + 1) * (W + 1) + (w - g)] +
+                           c->flops[u * ZT_KEEP_MODES + md] + (md == ZT_KEEP_OFFLOAD);
+                if (v < b) {
+                    b = v;
+                    bm = md;
+                }
+            }
+            best[(size_t)u * (W + 1) + w] = b;
+            choice[(size_t)u * (W + 1) + w] = (unsigned char)bm;
+        }
+    *cost = best[W];
+    for (int u = 0, w = W; u < nu && isfinite(*cost); u++) {
+        mode[u] = choice[(size_t)u * (W + 1) + w];
+        w -= (int)ceil(c->own[u * ZT_KEEP_MODES + mode[u]] / grain - 1e-9);
+    }
+    free(best);
+    free(choice);
+    return isfinite(*cost) ? 0 : -1;
+}
+
+/* The plan in words: runs of units with their mode. */
+static void rc_describe(const zt_engine *e, const unsigned char *mode, char *out, size_t n)
+{
+    static const char *names[ZT_KEEP_MODES] = {"keep", "selective", "full", "full+offload"};
+    size_t len = 0;
+    out[0] = '\0';
+    for (int u = 0; u < e->layout.n_units;) {
+        int v = u;
+        while (v + 1 < e->layout.n_units && mode[v + 1] == mode[u])
+            v++;
+        if (len < n)
+            len += (size_t)snprintf(out + len, n - len, "%s%s%s%s %s", len ? ", " : "",
+                                    e->layout.units[u].name, v > u ? ".." : "",
+                                    v > u ? e->layout.units[v].name : "", names[mode[u]]);
+        u = v + 1;
+    }
+}
+
+/* Plans recomputation for placement pl: *cost and e->rmode, or -1 when nothing fits. */
+static int plan_recompute(zt_engine *e, const rc_costs *c, double limit, placement pl,
+                          unsigned char *mode, double *cost, double *act)
+{
+    plan_bytes b;
+    int nu = e->layout.n_units, ok = -1;
+    unsigned char *m = malloc((size_t)nu);
+    if (!m)
+        return -1;
+    memset(e->rmode, ZT_KEEP_ALL, (size_t)nu);
+    predict(e, pl, &b);
+    double rest = total(&b) - b.activations;
+    double io = (double)e->cfg.aio_block_size *
+                (e->cfg.aio_queue_depth > 0 ? e->cfg.aio_queue_depth : 8);
+    for (int cs = 0; cs < (e->nvme_path[0] ? 3 : 2); cs++) {
+        double v;
+        if (rc_knapsack(c, cs, limit - rest - (cs == 2 ? io : 0.0), m, &v) < 0 ||
+            (ok == 0 && v >= *cost))
+            continue;
+        memcpy(mode, m, (size_t)nu);
+        *cost = v;
+        *act = (double)act_of(e, c, m);
+        ok = 0;
+    }
+    free(m);
+    return ok;
+}
+
+static int plan_auto(zt_engine *e, placement *cand, int ncand, double limit, int *chosen)
+{
+    zt_config *cf = &e->cfg;
+    int nu = e->layout.n_units, best = -1;
+    double best_cost = 0.0, best_act = 0.0, step_flops = 0.0;
+    rc_costs c = {0};
+    unsigned char *mode = malloc((size_t)nu), *bmode = malloc((size_t)nu);
+    if (!mode || !bmode || rc_costs_get(e, &c) < 0) {
+        free(mode);
+        free(bmode);
+        rc_costs_free(&c);
+        return zt_fail(ZT_E_NOMEM, "out of memory");
+    }
+    /* the placement whose plan recomputes least (offload hides behind compute; recomputing
+     * does not), the least offload among equals */
+    for (int i = 0; i < ncand; i++) {
+        double cost = 0.0, act = 0.0;
+        if (plan_recompute(e, &c, limit, cand[i], mode, &cost, &act) < 0 ||
+            (best >= 0 && cost >= best_cost))
+            continue;
+        best = i;
+        best_cost = cost;
+        best_act = act;
+        memcpy(bmode, mode, (size_t)nu);
+    }
+    for (int u = 0; u < nu; u++)
+        step_flops += 3.0 * e->ops->recompute_flops(e->model, cf->plan_micro_batch,
+                                                    cf->plan_seq_len, u, ZT_KEEP_OUTPUT);
+    if (best < 0) { /* the least the rest takes (over the placements) and the least the
+                     * activations take */
+        plan_bytes b;
+        double rest = INFINITY, floor_b = c.fixed[e->nvme_path[0] ? 2 : 1];
+        memset(e->rmode, ZT_KEEP_ALL, (size_t)nu);
+        for (int i = 0; i < ncand; i++) {
+            predict(e, cand[i], &b);
+            rest = total(&b) - b.activations < rest ? total(&b) - b.activations : rest;
+        }
+        for (int u = 0; u < nu; u++)
+            floor_b += c.own[u * ZT_KEEP_MODES + (e->nvme_path[0] ? ZT_KEEP_OFFLOAD
+                                                                  : ZT_KEEP_OUTPUT)];
+        free(mode);
+        free(bmode);
+        rc_costs_free(&c);
+        return zt_fail(ZT_E_CONFIG, "zerotrain.memory_limit %.0f MiB is too small for recompute "
+                       "\"auto\": with every layer recomputed%s the activations of a %d x %d "
+                       "micro-batch still need %.0f MiB (one layer's working set is %.0f MiB) "
+                       "and the rest at least %.0f MiB. Raise the limit, use more ranks or a "
+                       "smaller micro-batch", limit / 1048576.0,
+                       e->nvme_path[0] ? " and its input on NVMe" : "", cf->plan_micro_batch,
+                       cf->plan_seq_len, floor_b / 1048576.0, c.ws / 1048576.0,
+                       rest / 1048576.0);
+    }
+    memcpy(e->rmode, bmode, (size_t)nu);
+    e->rk = 0;
+    char runs[700];
+    rc_describe(e, bmode, runs, sizeof runs);
+    snprintf(e->rplan, sizeof e->rplan,
+             "recompute plan (auto) for a %d x %d micro-batch: %s; predicted activations %.1f "
+             "MiB, recomputed FLOPs %.1f%% of the step's", cf->plan_micro_batch,
+             cf->plan_seq_len, runs, best_act / 1048576.0,
+             step_flops > 0 ? 100.0 * floor(best_cost) / step_flops : 0.0);
+    free(mode);
+    free(bmode);
+    rc_costs_free(&c);
+    *chosen = best;
+    return zt_engine_set_recompute(e);
 }
 
 int zt_plan_memory(zt_engine *e, char *report, size_t n)
@@ -139,7 +386,10 @@ int zt_plan_memory(zt_engine *e, char *report, size_t n)
     placement cand[4] = {{opt0, par0, gmin}, {optN, par0, gmin}, {optN, par0, gmax},
                          {optN, parN, gmax}};
     int ncand = c->zero_stage >= 3 ? 4 : c->zero_stage >= 2 ? 3 : c->zero_stage >= 1 ? 2 : 1;
-    for (int i = 0; i < ncand; i++) {
+    int first = 0;
+    if (c->recompute == ZT_RECOMPUTE_AUTO) /* recomputation and placement together */
+        ZT_TRY(plan_auto(e, cand, ncand, limit, &first));
+    for (int i = first; i < ncand; i++) {
         predict(e, cand[i], &b);
         if (total(&b) > limit)
             continue;

@@ -151,7 +151,7 @@ static size_t shard_max(const zt_engine *e)
 }
 
 /* a store for one kind of offloaded state of this rank (purpose names its swap file) */
-static int open_store(zt_engine *e, int device, const char *purpose, zt_store **out)
+int zt_zero_open_store(zt_engine *e, int device, const char *purpose, zt_store **out)
 {
     char tag[64];
     zt_store_opts o;
@@ -217,7 +217,7 @@ static int pstore_open(zt_engine *e)
         return zt_fail(ZT_E_CONFIG, "offload_param.max_in_cpu %zu elements holds fewer than "
                        "the 3 shard buffers parameter offload needs (3 x %zu elements)", mic,
                        sm);
-    ZT_TRY(open_store(e, e->cfg.offload_param, "params", &e->pstore));
+    ZT_TRY(zt_zero_open_store(e, e->cfg.offload_param, "params", &e->pstore));
     for (int u = 0; u < e->layout.n_units; u++)
         if (zt_store_add(e->pstore, zt_zero_len(e, u, 1) * sizeof(float), ZT_MEM_PARAMS) != u)
             return zt_fail(ZT_E_NOMEM, "parameter offload: cannot declare unit %d", u);
@@ -405,7 +405,7 @@ int zt_zero_setup(zt_engine *e)
             !(e->sched.refs = calloc((size_t)nu, sizeof *e->sched.refs)) ||
             !(e->gpend_lo = pending(nu)) || !(e->gpend_hi = pending(nu)) ||
             !(e->persist = calloc((size_t)nu, 1)) ||
-            !(e->uses = calloc(2 * (size_t)nu, sizeof *e->uses)))
+            !(e->uses = calloc(4 * (size_t)nu, sizeof *e->uses)))
             return zt_fail(ZT_E_NOMEM, "out of memory");
         if (e->cfg.offload_param)
             ZT_TRY(pstore_open(e));
@@ -547,7 +547,7 @@ static void offload_close(zt_engine *e)
 static int offload_open(zt_engine *e)
 {
     int nu = e->layout.n_units;
-    ZT_TRY(open_store(e, e->cfg.offload_optimizer, "optimizer", &e->ostore));
+    ZT_TRY(zt_zero_open_store(e, e->cfg.offload_optimizer, "optimizer", &e->ostore));
     size_t gf = group_floats(e);
     int ng = count_groups(e), n = offload_nbuf(e);
     if (!(e->ogroup = calloc((size_t)ng, sizeof *e->ogroup)))
@@ -796,8 +796,8 @@ static void build_uses(zt_engine *e, int backward)
         int t = e->ops->tied_unit(e->model, u);
         e->uses[e->n_uses++] = (zt_use){{u, t}, t >= 0 ? 2 : 1};
     }
-    for (int k = nu - 1; backward && k >= 0; k--)
-        e->uses[e->n_uses++] = e->uses[k];
+    for (int k = 0; backward && k < e->n_bsteps; k++) /* recompute or backward: same units */
+        e->uses[e->n_uses++] = e->uses[e->bsteps[k].unit];
 }
 
 int zt_zero_pass_begin(zt_engine *e, int backward)
@@ -860,7 +860,7 @@ static void gstore_close(zt_engine *e)
 static int gstore_open(zt_engine *e)
 {
     int nu = e->layout.n_units;
-    ZT_TRY(open_store(e, e->cfg.offload_optimizer, "grads", &e->gstore));
+    ZT_TRY(zt_zero_open_store(e, e->cfg.offload_optimizer, "grads", &e->gstore));
     for (int u = 0; u < nu; u++)
         if (zt_store_add(e->gstore, zt_zero_len(e, u, 1) * sizeof(float), ZT_MEM_GRADS) != u)
             return zt_fail(ZT_E_NOMEM, "gradient offload: cannot declare unit %d", u);
@@ -1325,15 +1325,15 @@ double zt_zero_traffic_theory(zt_engine *e, double *plain)
         return 0.0;
     S.dry = 1;
     S.acquired = -1;
-    zt_use *saved = malloc(sizeof *saved * 2 * (size_t)nu);
+    zt_use *saved = malloc(sizeof *saved * 4 * (size_t)nu);
     int n_saved = e->n_uses;
     if (saved)
-        memcpy(saved, e->uses, sizeof *saved * 2 * (size_t)nu);
+        memcpy(saved, e->uses, sizeof *saved * 4 * (size_t)nu);
     build_uses(e, 1);
     for (int k = 0; k < e->n_uses; k++)
         sched_enter(e, &S, k);
     if (saved) {
-        memcpy(e->uses, saved, sizeof *saved * 2 * (size_t)nu);
+        memcpy(e->uses, saved, sizeof *saved * 4 * (size_t)nu);
         e->n_uses = n_saved;
     }
     free(saved);

@@ -205,13 +205,17 @@ typedef enum zt_sched_type {
 typedef enum zt_offload_device { ZT_OFFLOAD_NONE = 0, ZT_OFFLOAD_CPU, ZT_OFFLOAD_NVME } zt_offload_device;
 
 /* Activation recomputation: NONE keeps every activation from the forward pass for the
- * backward; FULL keeps each transformer layer's output only and recomputes the layer's
+ * backward; FULL keeps each transformer layer's input only and recomputes the layer's
  * forward right before its backward (one layer's working set serves all of them);
  * SELECTIVE keeps the matrix-product outputs and recomputes the cheap, memory-heavy parts
- * (attention scores, softmax, dropout and context; GELU), as Korthikanti et al. 2022.
- * Gradients are bit-identical in every mode. */
+ * (attention scores, softmax, dropout and context; GELU), as Korthikanti et al. 2022;
+ * EVERY_K keeps the input of every k-th layer and recomputes the k layers of a segment
+ * before their backward; AUTO plans a mode per layer (keep, selective, full, full with the
+ * input offloaded) so the predicted peak fits memory_limit with the fewest recomputed
+ * FLOPs. Gradients are bit-identical in every mode. */
 typedef enum zt_recompute {
-    ZT_RECOMPUTE_NONE = 0, ZT_RECOMPUTE_FULL, ZT_RECOMPUTE_SELECTIVE
+    ZT_RECOMPUTE_NONE = 0, ZT_RECOMPUTE_FULL, ZT_RECOMPUTE_SELECTIVE, ZT_RECOMPUTE_EVERY_K,
+    ZT_RECOMPUTE_AUTO
 } zt_recompute;
 
 typedef struct zt_train_settings {
@@ -257,6 +261,10 @@ typedef struct zt_train_settings {
     int offload_gradients;         /* zerotrain.offload_gradients: 0 not given, 1, -1 */
     int direct_io;                 /* zerotrain.direct_io: 0 auto, 1 required, -1 off */
     int recompute;                 /* zerotrain.recompute: ZT_RECOMPUTE_* */
+    int recompute_k;               /* "every-k:K": K */
+    /* activation_checkpointing: cpu_checkpointing, number_checkpoints (0 = not given),
+     * profile */
+    int offload_checkpoints, number_checkpoints, recompute_profile;
 } zt_train_settings;
 
 typedef struct zt_train_config zt_train_config;
@@ -366,7 +374,14 @@ typedef struct zt_config {
      * in RAM. 0 = automatic (yes, unless memory_limit plans them in RAM), 1 = yes, -1 = keep
      * them in RAM. Bit-identical either way. */
     int offload_gradients;
-    int recompute;           /* ZT_RECOMPUTE_* (zerotrain.recompute) */
+    /* Recomputation (zerotrain.recompute, ZT_RECOMPUTE_*): recompute_k is EVERY_K's segment
+     * length; number_checkpoints > 0 with FULL keeps that many layer inputs (segments of
+     * ceil(layers / number_checkpoints)). offload_checkpoints: the kept layer inputs go to
+     * the offload store (NVMe under nvme_path, else the RAM pool) once the next layer has
+     * read them, and are read back ahead of the backward pass, in reverse. AUTO needs
+     * memory_limit and plan_micro_batch x plan_seq_len. recompute_profile: time and bytes
+     * of recomputation per unit (zt_engine_recompute_profile). */
+    int recompute, recompute_k, number_checkpoints, offload_checkpoints, recompute_profile;
     /* O_DIRECT for the swap files: 0 = probe, buffered with a warning where refused; 1 =
      * required (refused: a clear error); -1 = buffered I/O. */
     int direct_io;
@@ -498,6 +513,23 @@ typedef struct zt_engine_report {
     int offload_gradients;         /* the gradient shards live with the optimizer state */
 } zt_engine_report;
 ZT_API int zt_engine_report_get(const zt_engine *e, zt_engine_report *out);
+
+/* Recomputation of one unit: what it keeps between the passes ("keep", "selective",
+ * "full", "full+offload"; "segment" when recomputed in segments of segment_k), and with
+ * recompute_profile the calls, seconds and bytes its recomputation regenerated so far. */
+typedef struct zt_recompute_info {
+    const char *name;              /* the unit's name ("layer.3") */
+    const char *mode;
+    int segment_k;
+    uint64_t calls, bytes;
+    double seconds;
+} zt_recompute_info;
+ZT_API int zt_engine_recompute_info(const zt_engine *e, int unit, zt_recompute_info *out);
+/* The activation bytes the recomputation plan predicts for a plan_micro_batch x
+ * plan_seq_len micro-batch (0 when the shape was not given), and with recompute "auto" the
+ * plan in words ("" otherwise; owned by the engine). */
+ZT_API size_t zt_engine_activation_prediction(const zt_engine *e);
+ZT_API const char *zt_engine_recompute_plan(const zt_engine *e);
 /* With zt_config.memory_limit: the placement the planner chose and its predicted bytes per
  * category ("" without a limit). Owned by the engine. */
 ZT_API const char *zt_engine_memory_plan(const zt_engine *e);

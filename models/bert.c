@@ -242,7 +242,10 @@ typedef struct bert_model {
     bert_config c;
     const zt_layout *l;
     int dropout, train;
-    int recompute;             /* ZT_RECOMPUTE_*: FULL shares one layer working set */
+    /* recomputation plan: per layer ZT_KEEP_*; seg_k >= 2: segments of seg_k layers */
+    unsigned char *mode;
+    int seg_k;
+    int last_rc;               /* the last layer using the working sets (-1: none) */
     uint64_t seed;
     /* current batch */
     int B, T, keep_logits;
@@ -255,6 +258,9 @@ typedef struct bert_model {
     float *e_pre, *em, *er, *e;
     uint32_t *ke;              /* embedding dropout keep-mask */
     layer_acts *la;
+    layer_acts *ws;            /* working sets of recomputed layers: [max(1, seg_k)] */
+    float *slot[3];            /* ZT_KEEP_OFFLOAD outputs, by their ordinal mod 3 */
+    signed char *slot_of;      /* per layer: its output's slot, or -1 */
     float *t1, *t2, *t3, *tm, *tr, *logits, *dlogits;
     double *row_loss;
     /* training (no logits kept): the decoder runs on the labelled rows only */
@@ -303,119 +309,172 @@ static void free_acts(bert_model *m)
     m->cap_bt = 0;
 }
 
-static int size_acts_ex(bert_model *m, int B, int T, int keep_logits, size_t *count_only);
+/* ---- carving: every activation is a 64-byte aligned piece of one arena ---------------- */
+
+typedef struct carver {
+    char *base;                /* NULL: count only */
+    size_t off;
+} carver;
+
+static void *take(carver *cv, size_t words)
+{
+    void *p = cv->base ? cv->base + cv->off : NULL;
+    cv->off += (words * 4 + 63) / 64 * 64;
+    return p;
+}
+
+/* a layer's pieces: what selective recomputation keeps, what it recomputes, the output */
+enum { P_KEPT = 1, P_RECOMP = 2, P_OUT = 4, P_ALL = 7 };
+
+typedef struct dims {
+    size_t bt, T, C, F, H;
+} dims;
+
+static void carve_layer(carver *cv, layer_acts *a, unsigned pieces, const dims *d)
+{
+    size_t bt = d->bt, C = d->C, F = d->F, mask = bt * C / 32 + bt; /* B rows of bits */
+    if (pieces & P_KEPT) {
+        a->q = take(cv, bt * C); a->k = take(cv, bt * C); a->v = take(cv, bt * C);
+        a->a_pre = take(cv, bt * C); a->a = take(cv, bt * C);
+        a->k1 = take(cv, mask); a->k2 = take(cv, mask);
+        a->h = take(cv, bt * F); a->y_pre = take(cv, bt * C);
+        a->m1 = take(cv, bt); a->r1 = take(cv, bt); a->m2 = take(cv, bt); a->r2 = take(cv, bt);
+    }
+    if (pieces & P_RECOMP) {
+        a->ctx = take(cv, bt * C);
+        a->att = take(cv, bt * d->H * d->T);
+        a->keep = take(cv, bt / d->T * d->H * ((d->T * d->T + 31) / 32)); /* 4-byte words */
+        a->g = take(cv, bt * F);
+    }
+    if (pieces & P_OUT)
+        a->y = take(cv, bt * C);
+}
+
+/* the pieces of the working set unit u's recomputation writes (FULL: all, SELECTIVE:
+ * the recomputed ones), in bytes */
+static size_t layer_bytes(unsigned pieces, const dims *d)
+{
+    carver cv = {NULL, 0};
+    layer_acts a;
+    carve_layer(&cv, &a, pieces, d);
+    return cv.off;
+}
+
+static int seg_end(const bert_model *m, int k, int i) { return (m->c.layers - 1 - i) % k == 0; }
+static int seg_start(int k, int e) { return e - k + 1 > 0 ? e - k + 1 : 0; }
+/* the end of layer i's segment */
+static int seg_of(const bert_model *m, int k, int i)
+{
+    return i + (m->c.layers - 1 - i) % k;
+}
+
+/* Carves the activations of a B x T batch under plan (mode, k): count only (*count = the
+ * arena's bytes) or for real (into m->arena). Layers that keep everything own every piece;
+ * recomputed ones own what they keep and share the working sets: one, or one per segment
+ * position when segments are recomputed (segment ends keep their output, the others'
+ * outputs are in the working set too). Offloaded outputs share three slots. */
+static void carve(bert_model *m, carver *cv, const unsigned char *mode, int k, int B, int T)
+{
+    dims d = {(size_t)B * T, (size_t)T, (size_t)m->c.hidden, (size_t)m->c.inter,
+              (size_t)m->c.heads};
+    size_t bt = d.bt, C = d.C, F = d.F;
+    int L = m->c.layers, nws = 0, noff = 0, seg = k >= 2;
+    unsigned ws_pieces = P_RECOMP; /* selective layers share only what they recompute */
+    layer_acts scratch_la, *ws = cv->base ? m->ws : NULL;
+    for (int i = 0; i < L; i++) {
+        nws += mode[i] != ZT_KEEP_ALL;
+        noff += mode[i] == ZT_KEEP_OFFLOAD;
+        if (mode[i] == ZT_KEEP_OUTPUT || mode[i] == ZT_KEEP_OFFLOAD)
+            ws_pieces = P_ALL;
+    }
+    m->e_pre = take(cv, bt * C); m->em = take(cv, bt); m->er = take(cv, bt);
+    m->e = take(cv, bt * C);
+    m->ke = take(cv, bt * C / 32 + bt);
+    /* working sets */
+    nws = nws == 0 ? 0 : seg ? k : 1;
+    for (int p = 0; p < nws; p++)
+        carve_layer(cv, ws ? &ws[p] : &scratch_la, ws_pieces, &d);
+    for (int s = 0; s < (noff ? 3 : 0); s++) {
+        float *x = take(cv, bt * C);
+        if (cv->base)
+            m->slot[s] = x;
+    }
+    for (int i = 0, o = 0; i < L; i++) {
+        layer_acts *a = cv->base ? &m->la[i] : &scratch_la;
+        int md = mode[i], end = !seg || seg_end(m, k, i);
+        int p = seg ? i - seg_start(k, seg_of(m, k, i)) : 0;
+        if (cv->base) {
+            m->slot_of[i] = -1;
+            if (md != ZT_KEEP_ALL)
+                *a = ws[p]; /* shared, but what the layer keeps */
+        }
+        if (md == ZT_KEEP_ALL) {
+            carve_layer(cv, a, P_ALL, &d);
+        } else if (md == ZT_KEEP_SELECTIVE) {
+            carve_layer(cv, a, P_KEPT | P_OUT, &d);
+        } else if (md == ZT_KEEP_OUTPUT && end) {
+            carve_layer(cv, a, P_OUT, &d);
+        } else if (md == ZT_KEEP_OFFLOAD && end && cv->base) {
+            m->slot_of[i] = (signed char)(o % 3);
+            a->y = m->slot[o % 3];
+        }
+        o += md == ZT_KEEP_OFFLOAD && end;
+    }
+    m->t1 = take(cv, bt * C); m->t2 = take(cv, bt * C); m->t3 = take(cv, bt * C);
+    m->tm = take(cv, bt); m->tr = take(cv, bt);
+    m->row_loss = take(cv, bt * 2);
+    m->lab_rows = take(cv, bt); m->lab_c = take(cv, bt * 2);
+    m->t3c = take(cv, bt * C); m->dt3c = take(cv, bt * C);
+    m->dcur = take(cv, bt * C);
+    for (int i = 0; i < 5; i++)
+        m->sc[i] = take(cv, bt * C);
+    m->si[0] = take(cv, bt * F); m->si[1] = take(cv, bt * F);
+    m->att_scratch = take(cv, 2 * (size_t)T * T * (size_t)m->slots);
+}
 
 /* Carves every activation from one allocation (64-byte aligned pieces). */
-static int size_acts(bert_model *m, int B, int T, int keep_logits)
+static int size_acts(bert_model *m, int B, int T)
 {
-    return size_acts_ex(m, B, T, keep_logits, NULL);
-}
-
-/* Bytes of activations a training batch of B x T takes: the arena plus the logits of the
- * labelled rows (masked-LM: 15% of the positions, counted as 20%). */
-static size_t bert_act_bytes(void *p, int B, int T)
-{
-    bert_model *m = p;
-    size_t arena = 0;
-    size_acts_ex(m, B, T, 0, &arena);
-    return arena + (size_t)B * T / 5 * (size_t)m->c.vocab * sizeof(float);
-}
-
-/* count_only != NULL: *count_only = the arena's bytes, nothing allocated or changed */
-static int size_acts_ex(bert_model *m, int B, int T, int keep_logits, size_t *count_only)
-{
-    size_t bt = (size_t)B * T, C = (size_t)m->c.hidden, F = (size_t)m->c.inter;
-    size_t H = (size_t)m->c.heads, L = (size_t)m->c.layers;
-    size_t tt = (size_t)T * T;
-    /* pieces are carved for (cap_bt rows, cap_t positions); a smaller batch uses prefixes */
-    (void)keep_logits; /* the logits are sized apart (size_logits) */
-    int slots_now = m->slots;
-    if (!count_only && m->arena && bt <= m->cap_bt && (size_t)T <= m->cap_t &&
-        m->slots >= omp_get_max_threads())
-        return 0;
-    if (!count_only)
-        free_acts(m);
+    size_t bt = (size_t)B * T;
+    if (m->arena && bt <= m->cap_bt && (size_t)T <= m->cap_t && m->slots >= omp_get_max_threads())
+        return 0; /* pieces carved for (cap_bt rows, cap_t positions): a smaller batch uses
+                   * prefixes */
+    free_acts(m);
     m->slots = omp_get_max_threads(); /* attention: one scratch slot per thread */
-    /* two passes: count, then assign */
-    for (int pass = 0; pass < (count_only ? 1 : 2); pass++) {
-        size_t off = 0;
-        char *base = (char *)m->arena;
-#define TAKE(ptr, count)                                                                      \
-    do {                                                                                      \
-        if (pass)                                                                             \
-            (ptr) = (void *)(base + off);                                                     \
-        off += ((count) * 4 + 63) / 64 * 64;                                                  \
-    } while (0)
-        TAKE(m->e_pre, bt * C); TAKE(m->em, bt); TAKE(m->er, bt); TAKE(m->e, bt * C);
-        TAKE(m->ke, bt * C / 32 + bt); /* B rows of ceil(T*C/32) words */
-        for (size_t i = 0; i < L; i++) {
-            layer_acts *a = pass ? &m->la[i] : NULL;
-            layer_acts dummy;
-            if (!a)
-                a = &dummy;
-            if (i > 0 && m->recompute == ZT_RECOMPUTE_FULL) {
-                /* recomputed before its backward: only the output (the next layer's input)
-                 * is its own; the rest is layer 0's working set */
-                if (pass)
-                    *a = m->la[0];
-                TAKE(a->y, bt * C);
-                continue;
-            }
-            if (i > 0 && m->recompute == ZT_RECOMPUTE_SELECTIVE) {
-                /* the matrix-product outputs and the statistics are its own; the attention
-                 * probabilities, their dropout bits, the context and GELU's output are
-                 * recomputed into layer 0's */
-                if (pass) {
-                    a->att = m->la[0].att;
-                    a->keep = m->la[0].keep;
-                    a->ctx = m->la[0].ctx;
-                    a->g = m->la[0].g;
-                }
-                TAKE(a->q, bt * C); TAKE(a->k, bt * C); TAKE(a->v, bt * C);
-                TAKE(a->a_pre, bt * C); TAKE(a->a, bt * C);
-                TAKE(a->k1, bt * C / 32 + bt); TAKE(a->k2, bt * C / 32 + bt);
-                TAKE(a->h, bt * F); TAKE(a->y_pre, bt * C); TAKE(a->y, bt * C);
-                TAKE(a->m1, bt); TAKE(a->r1, bt); TAKE(a->m2, bt); TAKE(a->r2, bt);
-                continue;
-            }
-            TAKE(a->q, bt * C); TAKE(a->k, bt * C); TAKE(a->v, bt * C); TAKE(a->ctx, bt * C);
-            TAKE(a->att, bt * H * T); TAKE(a->a_pre, bt * C); TAKE(a->a, bt * C);
-            TAKE(a->keep, bt / (size_t)T * H * ((tt + 31) / 32)); /* 4-byte words */
-            TAKE(a->k1, bt * C / 32 + bt); TAKE(a->k2, bt * C / 32 + bt);
-            TAKE(a->h, bt * F); TAKE(a->g, bt * F); TAKE(a->y_pre, bt * C); TAKE(a->y, bt * C);
-            TAKE(a->m1, bt); TAKE(a->r1, bt); TAKE(a->m2, bt); TAKE(a->r2, bt);
-        }
-        TAKE(m->t1, bt * C); TAKE(m->t2, bt * C); TAKE(m->t3, bt * C); TAKE(m->tm, bt);
-        TAKE(m->tr, bt);
-        TAKE(m->row_loss, bt * 2);
-        TAKE(m->lab_rows, bt); TAKE(m->lab_c, bt * 2); TAKE(m->t3c, bt * C); TAKE(m->dt3c, bt * C);
-        TAKE(m->dcur, bt * C);
-        for (int i = 0; i < 5; i++)
-            TAKE(m->sc[i], bt * C);
-        TAKE(m->si[0], bt * F); TAKE(m->si[1], bt * F);
-        TAKE(m->att_scratch, 2 * tt * (size_t)m->slots);
-#undef TAKE
-        if (count_only) {
-            *count_only = off;
-            m->slots = slots_now;
-            return 0;
-        }
-        if (!pass) {
-            m->arena = zt_mem_alloc(off, ZT_ALIGN_PAGE, ZT_MEM_ACTIVATIONS);
-            if (!m->arena)
-                return ZT_E_NOMEM;
-            m->arena_bytes = off;
-        }
-    }
+    carver cv = {NULL, 0};
+    carve(m, &cv, m->mode, m->seg_k, B, T);
+    if (!(m->arena = zt_mem_alloc(cv.off, ZT_ALIGN_PAGE, ZT_MEM_ACTIVATIONS)))
+        return ZT_E_NOMEM;
+    m->arena_bytes = cv.off;
+    cv = (carver){(char *)m->arena, 0};
+    carve(m, &cv, m->mode, m->seg_k, B, T);
     m->cap_bt = bt;
     m->cap_t = (size_t)T;
     return 0;
 }
 
+/* Bytes of activations a training batch of B x T takes under a plan: the arena plus the
+ * logits of the labelled rows (masked-LM: 15% of the positions, counted as 20%). */
+static size_t bert_act_bytes(void *p, int B, int T, const unsigned char *unit_mode, int k)
+{
+    bert_model t = *(bert_model *)p; /* counting sets t's pointers, not the model's */
+    carver cv = {NULL, 0};
+    t.slots = omp_get_max_threads();
+    carve(&t, &cv, unit_mode ? unit_mode + 1 : t.mode, unit_mode ? k : t.seg_k, B, T);
+    return cv.off + (size_t)B * T / 5 * (size_t)t.c.vocab * sizeof(float);
+}
+
 int bert_create(const bert_config *c, const zt_layout *l, int dropout, uint64_t seed, void **out)
 {
+    size_t L = (size_t)c->layers;
     bert_model *m = calloc(1, sizeof *m);
-    if (!m || !(m->la = calloc((size_t)c->layers, sizeof *m->la))) {
+    if (!m || !(m->la = calloc(L, sizeof *m->la)) || !(m->ws = calloc(L, sizeof *m->ws)) ||
+        !(m->mode = calloc(L, 1)) || !(m->slot_of = calloc(L, 1))) {
+        if (m) {
+            free(m->la);
+            free(m->ws);
+            free(m->mode);
+        }
         free(m);
         return zt_fail(ZT_E_NOMEM, "out of memory creating the model");
     }
@@ -424,6 +483,7 @@ int bert_create(const bert_config *c, const zt_layout *l, int dropout, uint64_t 
     m->dropout = dropout;
     m->train = 1;
     m->seed = seed;
+    m->last_rc = -1;
     *out = m;
     return 0;
 }
@@ -435,6 +495,9 @@ static void bert_destroy(void *p)
         return;
     free_acts(m);
     free(m->la);
+    free(m->ws);
+    free(m->mode);
+    free(m->slot_of);
     free(m);
 }
 
@@ -467,7 +530,7 @@ static int bert_prepare(void *p, const zt_batch *b, int keep_logits, int64_t *n_
                            (long long)b->labels[i], c->vocab);
         n += b->labels[i] != -100;
     }
-    ZT_TRY(size_acts(m, b->B, b->T, keep_logits));
+    ZT_TRY(size_acts(m, b->B, b->T));
     m->B = b->B;
     m->T = b->T;
     m->keep_logits = keep_logits;
@@ -503,20 +566,78 @@ static zt_dropout drop_for(const bert_model *m, int u, int purpose, float p)
     return d;
 }
 
-static void bert_set_recompute(void *p, int mode)
+static int bert_set_recompute(void *p, const unsigned char *unit_mode, int k)
 {
     bert_model *m = p;
-    if (m->recompute != mode)
+    int L = m->c.layers;
+    k = k >= 2 ? (k < L ? k : L) : 0;
+    for (int i = 0; i < L; i++) {
+        int md = unit_mode[i + 1];
+        if (md >= ZT_KEEP_MODES)
+            return zt_fail(ZT_E_INVAL, "recomputation: unit %d: no mode %d", i + 1, md);
+        if (k && md != ZT_KEEP_OUTPUT && md != ZT_KEEP_OFFLOAD)
+            return zt_fail(ZT_E_INVAL, "recomputation in segments of %d: layer %d must be "
+                           "recomputed whole (it keeps more)", k, i);
+    }
+    if (memcmp(m->mode, unit_mode + 1, (size_t)L) != 0 || m->seg_k != k)
         free_acts(m); /* carved again at the next prepare */
-    m->recompute = mode;
+    memcpy(m->mode, unit_mode + 1, (size_t)L);
+    m->seg_k = k;
+    m->last_rc = -1;
+    for (int i = 0; i < L; i++)
+        if (m->mode[i] != ZT_KEEP_ALL)
+            m->last_rc = i;
+    return 0;
 }
 
-/* The layers but the last: the shared buffers still hold the last layer's activations from
- * the forward pass when its backward comes first (the head uses none of them). */
-static int bert_recomputed(const void *p, int u)
+/* Head, layers in reverse, embeddings. A recomputed layer is recomputed right before its
+ * backward, a segment (its layers in forward order) before its last layer's backward --
+ * except the last layer (segment) that used the working sets: they still hold its forward. */
+static int bert_backward_steps(const void *p, zt_step *st)
 {
     const bert_model *m = p;
-    return m->recompute != ZT_RECOMPUTE_NONE && u >= 1 && u < m->c.layers;
+    int L = m->c.layers, k = m->seg_k, n = 0;
+    st[n++] = (zt_step){ZT_STEP_BACKWARD, L + 1};
+    for (int i = L - 1; i >= 0; i--) {
+        if (k && seg_end(m, k, i) && i != L - 1)
+            for (int j = seg_start(k, i); j <= i; j++)
+                st[n++] = (zt_step){ZT_STEP_RECOMPUTE, j + 1};
+        else if (!k && m->mode[i] != ZT_KEEP_ALL && i != m->last_rc)
+            st[n++] = (zt_step){ZT_STEP_RECOMPUTE, i + 1};
+        st[n++] = (zt_step){ZT_STEP_BACKWARD, i + 1};
+    }
+    st[n++] = (zt_step){ZT_STEP_BACKWARD, 0};
+    return n;
+}
+
+static float *bert_checkpoint(void *p, int u, size_t *bytes)
+{
+    bert_model *m = p;
+    if (u < 1 || u > m->c.layers || !m->arena || m->slot_of[u - 1] < 0)
+        return NULL;
+    *bytes = m->cap_bt * (size_t)m->c.hidden * sizeof(float);
+    return m->la[u - 1].y;
+}
+
+/* forward FLOPs of a layer (all) or of its attention core (selective) */
+static double bert_recompute_flops(const void *p, int B, int T, int u, int mode)
+{
+    const bert_model *m = p;
+    double M = (double)B * T, C = m->c.hidden, F = m->c.inter;
+    if (u < 1 || u > m->c.layers || mode == ZT_KEEP_ALL)
+        return 0.0;
+    double core = 2.0 * 2.0 * M * T * C;
+    return mode == ZT_KEEP_SELECTIVE ? core : 2.0 * M * (4.0 * C * C + 2.0 * C * F) + core;
+}
+
+static size_t bert_recompute_bytes(const void *p, int u)
+{
+    const bert_model *m = p;
+    dims d = {(size_t)m->B * m->T, (size_t)m->T, (size_t)m->c.hidden, (size_t)m->c.inter,
+              (size_t)m->c.heads};
+    if (u < 1 || u > m->c.layers || m->mode[u - 1] == ZT_KEEP_ALL)
+        return 0;
+    return layer_bytes(m->mode[u - 1] == ZT_KEEP_SELECTIVE ? P_RECOMP : P_ALL, &d);
 }
 
 static const float *unit_input(const bert_model *m, int u)
@@ -598,13 +719,13 @@ static void bert_forward_unit(void *p, int u, float *const *P)
     }
 }
 
-/* what layer unit u did not keep: all of its forward (FULL), or the attention core and
- * GELU from the kept Q, K, V and intermediate (SELECTIVE) */
+/* what layer unit u did not keep: all of its forward (OUTPUT, OFFLOAD), or the attention
+ * core and GELU from the kept Q, K, V and intermediate (SELECTIVE) */
 static void bert_recompute_unit(void *p, int u, float *const *P)
 {
     bert_model *m = p;
     const bert_config *c = &m->c;
-    if (m->recompute == ZT_RECOMPUTE_FULL) {
+    if (m->mode[u - 1] != ZT_KEEP_SELECTIVE) {
         bert_forward_unit(p, u, P);
         return;
     }
@@ -783,8 +904,11 @@ const zt_model_ops bert_ops = {
     .flops = bert_flops,
     .act_bytes = bert_act_bytes,
     .set_recompute = bert_set_recompute,
-    .recomputed = bert_recomputed,
+    .recompute_flops = bert_recompute_flops,
+    .backward_steps = bert_backward_steps,
     .recompute_unit = bert_recompute_unit,
+    .recompute_bytes = bert_recompute_bytes,
+    .checkpoint = bert_checkpoint,
     .tied_unit = bert_tied_unit,
     .prepare = bert_prepare,
     .forward_unit = bert_forward_unit,

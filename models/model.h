@@ -47,6 +47,20 @@ void zt_layout_free(zt_layout *l);
 /* Index of a parameter by name or alias, or -1. */
 int zt_layout_find(const zt_layout *l, const char *name);
 
+/* What a unit keeps from its forward pass for its backward (its recomputation mode). */
+enum {
+    ZT_KEEP_ALL = 0,           /* everything (no recomputation) */
+    ZT_KEEP_SELECTIVE,         /* the matrix-product outputs: attention core and GELU again */
+    ZT_KEEP_OUTPUT,            /* its output only: its whole forward again ("full") */
+    ZT_KEEP_OFFLOAD,           /* as OUTPUT, with the output in the offload store */
+    ZT_KEEP_MODES
+};
+
+enum { ZT_STEP_RECOMPUTE = 1, ZT_STEP_BACKWARD = 2 };
+typedef struct zt_step {
+    int op, unit;
+} zt_step;
+
 /* P[u], G[u]: parameter and gradient buffer of unit u. A unit's forward may read other
  * units' parameters (tied weights) and its backward may add into their gradients. */
 typedef struct zt_model_ops {
@@ -66,16 +80,32 @@ typedef struct zt_model_ops {
     void (*set_poll)(void *m, void (*fn)(void *), void *arg);
     /* Matrix-product FLOPs of a forward + backward of the last prepared batch. */
     double (*flops)(const void *m);
-    /* Activation bytes a training batch of B x T needs (the memory planner's estimate). */
-    size_t (*act_bytes)(void *m, int B, int T);
-    /* Recomputation (ZT_RECOMPUTE_*), before the next prepare: the model keeps less of each
-     * recomputed unit between the passes (FULL: its output; SELECTIVE: its matrix-product
-     * outputs), and the engine calls recompute_unit(u) right before backward_unit(u) for
-     * the units where recomputed(u) is true. Dropout masks replay from their Philox keys,
-     * so the gradients are the same bits. */
-    void (*set_recompute)(void *m, int mode);
-    int (*recomputed)(const void *m, int u);
+    /* Recomputation. Per unit u, mode[u] is what the unit keeps between the forward and
+     * the backward pass (ZT_KEEP_*; units that cannot be recomputed ignore it); k >= 2
+     * recomputes the ZT_KEEP_OUTPUT / _OFFLOAD layers in segments of k (only each
+     * segment's last output is kept). Set before the next prepare; < 0 on a plan the
+     * model cannot carry out. */
+    int (*set_recompute)(void *m, const unsigned char *mode, int k);
+    /* Activation bytes a training batch of B x T needs under a plan (mode NULL: the current
+     * one): the memory planner's estimate, the same carving prepare does. */
+    size_t (*act_bytes)(void *m, int B, int T, const unsigned char *mode, int k);
+    /* Matrix-product FLOPs recomputing unit u in `mode` costs for a batch of B x T. */
+    double (*recompute_flops)(const void *m, int B, int T, int u, int mode);
+    /* The backward pass of the current plan as steps (at most 3 x units): ZT_STEP_RECOMPUTE
+     * u (what unit u did not keep, again; its output buffer is written again with the same
+     * bits) and ZT_STEP_BACKWARD u. Unit u's steps and its forward read unit u - 1's
+     * output. Dropout masks replay from their Philox keys: the gradients are the same
+     * bits as keeping everything. */
+    int (*backward_steps)(const void *m, zt_step *steps);
     void (*recompute_unit)(void *m, int u, float *const *P);
+    /* Bytes the last recompute_unit(u) wrote (the profile). */
+    size_t (*recompute_bytes)(const void *m, int u);
+    /* ZT_KEEP_OFFLOAD units: the buffer of unit u's output (which the engine may write to
+     * the offload store once the next unit's forward read it, and must read back before a
+     * step reads it again) and its bytes (capacity: fixed until the next prepare that
+     * re-carves). Several units' outputs share a buffer: a forward or recompute of unit u
+     * overwrites what checkpoint(u) held. NULL for the other units. */
+    float *(*checkpoint)(void *m, int u, size_t *bytes);
     void (*destroy)(void *m);
 } zt_model_ops;
 

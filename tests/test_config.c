@@ -310,7 +310,8 @@ static const good_case good[] = {
      " \"activation_checkpointing\": {\"partition_activations\": false,"
      " \"cpu_checkpointing\": true, \"number_checkpoints\": null},"
      " \"bf16\": {\"enabled\": false},"
-     " \"zerotrain\": {\"seed\": 7, \"threads\": 2, \"no_decay\": [\"bias\", \"norm\"]}}",
+     " \"zerotrain\": {\"seed\": 7, \"threads\": 2, \"no_decay\": [\"bias\", \"norm\"],"
+     " \"recompute\": \"full\"}}",
      1, 200,
      "batch=2/2/1 lr=0.0005 betas=0.9,0.999 eps=1e-08 wd=0.01 clip=0 print=10 seed=7 "
      "sched=WarmupCosineLR min_lr=0 max_lr=0 ratios=0.10000000000000001/0.01 warmup=20(log) "
@@ -357,6 +358,39 @@ static void test_aio_and_gradients(void **state)
     assert_int_equal(zt_train_config_parse("{\"aio\": {\"intra_op_parallelism\": 17}}", "d",
                                            1, 0, &c), ZT_E_CONFIG);
     assert_non_null(strstr(zt_last_error(), "aio.intra_op_parallelism"));
+}
+
+/* zerotrain.recompute and the activation_checkpointing keys it works with */
+static void test_recompute_settings(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *json;
+        int mode, k, off, nck, prof;
+    } ok[] = {
+        {"{\"train_micro_batch_size_per_gpu\": 1}", ZT_RECOMPUTE_NONE, 0, 0, 0, 0},
+        {"{\"train_micro_batch_size_per_gpu\": 1, \"zerotrain\": {\"recompute\": \"none\"}}", ZT_RECOMPUTE_NONE, 0, 0, 0, 0},
+        {"{\"train_micro_batch_size_per_gpu\": 1, \"zerotrain\": {\"recompute\": \"selective\"}, \"activation_checkpointing\":"
+         " {\"profile\": true, \"contiguous_memory_optimization\": true}}",
+         ZT_RECOMPUTE_SELECTIVE, 0, 0, 0, 1},
+        {"{\"train_micro_batch_size_per_gpu\": 1, \"zerotrain\": {\"recompute\": \"full\"}, \"activation_checkpointing\":"
+         " {\"cpu_checkpointing\": true, \"number_checkpoints\": 4}}",
+         ZT_RECOMPUTE_FULL, 0, 1, 4, 0},
+        {"{\"train_micro_batch_size_per_gpu\": 1, \"zerotrain\": {\"recompute\": \"every-k:3\"}, \"activation_checkpointing\":"
+         " {\"cpu_checkpointing\": true}}", ZT_RECOMPUTE_EVERY_K, 3, 1, 0, 0},
+        {"{\"train_micro_batch_size_per_gpu\": 1, \"zerotrain\": {\"recompute\": \"auto\", \"memory_limit\": \"2GiB\"}}",
+         ZT_RECOMPUTE_AUTO, 0, 0, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        zt_train_config *c = parse_ok(ok[i].json, "r", 1, 0);
+        const zt_train_settings *s = zt_train_config_settings(c);
+        assert_int_equal(s->recompute, ok[i].mode);
+        assert_int_equal(s->recompute_k, ok[i].k);
+        assert_int_equal(s->offload_checkpoints, ok[i].off);
+        assert_int_equal(s->number_checkpoints, ok[i].nck);
+        assert_int_equal(s->recompute_profile, ok[i].prof);
+        zt_train_config_destroy(c);
+    }
 }
 
 static void test_good_configs(void **state)
@@ -449,8 +483,26 @@ static const bad_case bad[] = {
      "{" MB "\"activation_checkpointing\": {\"partition_activations\": true}}", 1, 0,
      ZT_E_UNSUPPORTED, 1, {"activation_checkpointing.partition_activations: partitions "
                            "activations across model-parallel ranks"}},
-    {"recompute auto (not implemented yet)", "{" MB "\"zerotrain\": {\"recompute\": \"auto\"}}",
-     1, 0, ZT_E_UNSUPPORTED, 1, {"zerotrain.recompute"}},
+    {"recompute auto without a limit", "{" MB "\"zerotrain\": {\"recompute\": \"auto\"}}",
+     1, 0, ZT_E_CONFIG, 1, {"src: zerotrain.recompute: \"auto\" plans recomputation to fit "
+                            "zerotrain.memory_limit: set the limit"}},
+    {"recompute not a mode", "{" MB "\"zerotrain\": {\"recompute\": \"everything\"}}", 1, 0,
+     ZT_E_CONFIG, 1, {"src: zerotrain.recompute: \"everything\" is not a mode: use \"none\""}},
+    {"recompute every-k without K", "{" MB "\"zerotrain\": {\"recompute\": \"every-k:\"}}",
+     1, 0, ZT_E_CONFIG, 1, {"src: zerotrain.recompute: \"every-k:\": K in \"every-k:K\" must be "
+                            "a whole number from 1"}},
+    {"recompute every-k:0", "{" MB "\"zerotrain\": {\"recompute\": \"every-k:0\"}}", 1, 0,
+     ZT_E_CONFIG, 1, {"\"every-k:0\": K in"}},
+    {"recompute not a string", "{" MB "\"zerotrain\": {\"recompute\": true}}", 1, 0,
+     ZT_E_CONFIG, 1, {"src: zerotrain.recompute: expected a string, got true"}},
+    {"cpu_checkpointing without full recomputation",
+     "{" MB "\"activation_checkpointing\": {\"cpu_checkpointing\": true},"
+     " \"zerotrain\": {\"recompute\": \"selective\"}}", 1, 0, ZT_E_CONFIG, 1,
+     {"src: activation_checkpointing.cpu_checkpointing: offloads the layer inputs that "
+      "zerotrain.recompute \"full\" or \"every-k:K\" keeps; with \"selective\" there are none"}},
+    {"number_checkpoints without full recomputation",
+     "{" MB "\"activation_checkpointing\": {\"number_checkpoints\": 3}}", 1, 0, ZT_E_CONFIG, 1,
+     {"src: activation_checkpointing.number_checkpoints: sets how many layer inputs"}},
     {"unknown aio key, wrong nesting", "{" MB "\"zero_optimization\": {\"aio\": {}}}", 1, 0,
      ZT_E_CONFIG, 1, {"src: zero_optimization.aio: unknown key (did you mean the top-level "
                       "\"aio\"?)"}},
@@ -927,6 +979,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_good_configs),
         cmocka_unit_test(test_aio_and_gradients),
+        cmocka_unit_test(test_recompute_settings),
         cmocka_unit_test(test_hf_auto_resolution_is_logged),
         cmocka_unit_test(test_bad_configs),
         cmocka_unit_test(test_hf_examples_verbatim),

@@ -116,6 +116,37 @@ static void write_metrics(FILE *f, int64_t step, double loss, double lr, double 
     fflush(f);
 }
 
+/* The recomputation plan's predicted activation peak against the measured one, and with
+ * the profile each recomputed unit's time and bytes. */
+static void print_recompute(const zt_engine *e, const zt_model_info *mi, int profile)
+{
+    zt_mem_report r;
+    zt_recompute_info ri;
+    size_t pred = zt_engine_activation_prediction(e);
+    int any = 0;
+    zt_memory_report(&r);
+    for (int u = 0; u < mi->num_units; u++)
+        any |= zt_engine_recompute_info(e, u, &ri) == 0 && strcmp(ri.mode, "keep") != 0;
+    if (!any)
+        return;
+    if (pred > 0)
+        fprintf(stderr, "activations: predicted %.1f MiB, measured peak %.1f MiB (%.3fx)\n",
+                pred / 1048576.0, r.peak[ZT_MEM_ACTIVATIONS] / 1048576.0,
+                (double)r.peak[ZT_MEM_ACTIVATIONS] / (double)pred);
+    if (!profile)
+        return;
+    fprintf(stderr, "recompute profile   unit           mode          calls   seconds  "
+                    "ms/call  MiB/call\n");
+    for (int u = 0; u < mi->num_units; u++) {
+        if (zt_engine_recompute_info(e, u, &ri) < 0 || ri.calls == 0)
+            continue;
+        fprintf(stderr, "                    %-14s %-12s %6llu %9.3f %8.2f %9.1f\n",
+                ri.name, ri.mode, (unsigned long long)ri.calls, ri.seconds,
+                1e3 * ri.seconds / (double)ri.calls,
+                (double)ri.bytes / (double)ri.calls / 1048576.0);
+    }
+}
+
 int cmd_train(int argc, char **argv)
 {
     train_args a = {0};
@@ -143,6 +174,7 @@ int cmd_train(int argc, char **argv)
     zt_engine *e = NULL;
     zt_config cfg;
     zt_model_info mi;
+    char rc_name[32] = "none";
     zt_train_state st = {0, 0, 42};
     batch_buf *bufs = NULL;
     FILE *metrics = NULL;
@@ -279,6 +311,15 @@ int cmd_train(int argc, char **argv)
     cfg.offload_gradients = ts->offload_gradients;
     cfg.direct_io = ts->direct_io;
     cfg.recompute = ts->recompute;
+    if (ts->recompute == ZT_RECOMPUTE_EVERY_K)
+        snprintf(rc_name, sizeof rc_name, "every-k:%d", ts->recompute_k);
+    else
+        snprintf(rc_name, sizeof rc_name, "%s",
+                 (const char *[]){"none", "full", "selective", "every-k", "auto"}[ts->recompute]);
+    cfg.recompute_k = ts->recompute_k;
+    cfg.number_checkpoints = ts->number_checkpoints;
+    cfg.offload_checkpoints = ts->offload_checkpoints;
+    cfg.recompute_profile = ts->recompute_profile || a.profile;
     cfg.memory_limit = ts->memory_limit;
     cfg.plan_micro_batch = ts->micro_batch_size;
     cfg.plan_seq_len = (int)seq;
@@ -361,6 +402,8 @@ int cmd_train(int argc, char **argv)
         }
     if (rank == 0 && zt_engine_memory_plan(e)[0])
         fprintf(stderr, "%s\n", zt_engine_memory_plan(e));
+    if (rank == 0 && zt_engine_recompute_plan(e)[0])
+        fprintf(stderr, "%s\n", zt_engine_recompute_plan(e));
     if (rank == 0) {
         zt_engine_report er;
         zt_engine_report_get(e, &er);
@@ -485,6 +528,8 @@ int cmd_train(int argc, char **argv)
     zt_engine_report er; /* before the save, whose stage-3 gathers are not per step */
     zt_engine_report_get(e, &er);
     zt_profile_enable(0);
+    if (rank == 0)
+        print_recompute(e, &mi, cfg.recompute_profile && st.step > first_step);
     if (a.profile && rank == 0) {
         if (stats.n > 0)
             stats_print_profile(stderr, &stats);
@@ -503,7 +548,7 @@ int cmd_train(int argc, char **argv)
                      dev[erx.offload_gradients ? erx.offload_optimizer % 3 : 0],
                      dev[erx.offload_param % 3]);
         stats_context sx = {a.model, mi.num_parameters, cfg.threads, micro, gas,
-                            ts->train_batch_size, (int)seq, off};
+                            ts->train_batch_size, (int)seq, off, rc_name};
         if (stats_write_summary(a.summary, &stats, &sx, e, rank, world) < 0) {
             die("%s: cannot write the summary", a.summary);
             goto done;

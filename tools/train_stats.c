@@ -161,10 +161,10 @@ int stats_write_summary(const char *path, const train_stats *s, const stats_cont
     fprintf(f, ",\n  \"parameters\": %zu,\n  \"world_size\": %d,\n  \"zero_stage\": %d,\n"
                "  \"threads\": %d,\n  \"micro_batch\": %d,\n  \"grad_accum\": %d,\n"
                "  \"train_batch\": %d,\n  \"seq_len\": %d,\n  \"optimizer\": \"adamw\",\n"
-               "  \"offload\": \"%s\",\n  \"recompute\": false,\n  \"comm_progress\": \"%s\",\n"
+               "  \"offload\": \"%s\",\n  \"recompute\": \"%s\",\n  \"comm_progress\": \"%s\",\n"
                "  \"warmup_steps\": %d,\n  \"measured_steps\": %d,\n  \"step_seconds\": [",
             x->parameters, world, er.zero_stage, x->threads, x->micro, x->gas, x->batch, x->seq,
-            x->offload ? x->offload : "none", er.progress == ZT_PROGRESS_THREAD ? "thread" : "poll",
+            x->offload ? x->offload : "none", x->recompute ? x->recompute : "none", er.progress == ZT_PROGRESS_THREAD ? "thread" : "poll",
             s->warmup, s->n);
     for (int i = 0; i < s->n; i++)
         fprintf(f, "%s%.6f", i ? ", " : "", s->seconds[i]);
@@ -180,7 +180,9 @@ int stats_write_summary(const char *path, const train_stats *s, const stats_cont
     fprintf(f, "],\n  \"memory_peak\": {");
     for (int c = 0; c < ZT_MEM_NCAT; c++)
         fprintf(f, "%s\"%s\": %llu", c ? ", " : "", zt_memory_category_name(c), peaks[c]);
-    fprintf(f, "},\n  \"comm_bytes_per_step\": {\"reduce_scatter\": %.0f, \"all_gather\": %.0f, "
+    fprintf(f, "},\n  \"activations_predicted\": %zu,\n  \"comm_bytes_per_step\": {",
+            zt_engine_activation_prediction(e));
+    fprintf(f, "\"reduce_scatter\": %.0f, \"all_gather\": %.0f, "
                "\"other\": %.0f},\n",
             (double)(er.coll_bytes[0] - s->comm0[0]) * per,
             (double)(er.coll_bytes[1] - s->comm0[1]) * per,

@@ -22,6 +22,7 @@ typedef struct stats_context {
     size_t parameters;
     int threads, micro, gas, batch, seq;
     const char *offload;     /* "none", "optimizer:nvme", "optimizer:nvme+params:nvme", ... */
+    const char *recompute;   /* zerotrain.recompute as configured ("none", "full", ...) */
 } stats_context;
 
 int stats_init(train_stats *s, int64_t steps, int warmup);
