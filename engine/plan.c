@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define ZT_PLAN_HEADROOM (8.0 * 1048576.0)
+
 typedef struct plan_bytes {
     double base; /* the process before the engine allocates: code, libraries, MPI */
     double params, grads, optimizer, activations, comm, io;
@@ -55,7 +57,7 @@ static void predict(const zt_engine *e, placement pl, plan_bytes *b)
         maxs = (double)padded / N > maxs ? (double)padded / N : maxs;
     }
     memset(b, 0, sizeof *b);
-    b->base = resident_now();
+    b->base = e->plan_base;
     /* parameters: whole below stage 3; the shard plus what is gathered at once in stage 3
      * (the prefetch window and two units) */
     if (st < 3) {
@@ -115,7 +117,7 @@ static void describe(char *out, size_t n, const plan_bytes *b, placement pl)
 {
     const double M = 1048576.0;
     snprintf(out, n,
-             "optimizer state %s, gradient shards %s, parameters %s; RAM per rank: process "
+             "optimizer state %s, gradient shards %s, parameters %s; RAM per rank: process and headroom "
              "%.0f MiB, params %.0f MiB, grads %.0f MiB, optimizer %.0f MiB, activations %.0f "
              "MiB, comm %.0f MiB, I/O buffers %.0f MiB = %.0f MiB predicted peak; on NVMe: "
              "%.0f MiB",
@@ -377,6 +379,10 @@ int zt_plan_memory(zt_engine *e, char *report, size_t n)
         report[0] = '\0';
     if (c->memory_limit == 0)
         return 0;
+    /* the process as it is, measured once for every placement compared, and what grows
+     * after the plan without an allocation the engine counts (OpenBLAS and MPI buffers,
+     * allocator metadata, thread stacks) */
+    e->plan_base = resident_now() + ZT_PLAN_HEADROOM;
     /* What the config asked for is kept; the planner adds offload where it is free to, the
      * least I/O first: the optimizer state, then the gradient shards with it (stages 2-3,
      * written and read once per step), then the parameter shards (stage 3, read twice). */

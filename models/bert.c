@@ -454,14 +454,15 @@ static int size_acts(bert_model *m, int B, int T)
 }
 
 /* Bytes of activations a training batch of B x T takes under a plan: the arena plus the
- * logits of the labelled rows (masked-LM: 15% of the positions, counted as 20%). */
+ * logits of the labelled rows (masked-LM: 15% of the positions, up to 20% in a batch, and
+ * size_logits' room of a quarter more: a quarter of the rows). */
 static size_t bert_act_bytes(void *p, int B, int T, const unsigned char *unit_mode, int k)
 {
     bert_model t = *(bert_model *)p; /* counting sets t's pointers, not the model's */
     carver cv = {NULL, 0};
     t.slots = omp_get_max_threads();
     carve(&t, &cv, unit_mode ? unit_mode + 1 : t.mode, unit_mode ? k : t.seg_k, B, T);
-    return cv.off + (size_t)B * T / 5 * (size_t)t.c.vocab * sizeof(float);
+    return cv.off + (size_t)B * T / 4 * (size_t)t.c.vocab * sizeof(float);
 }
 
 int bert_create(const bert_config *c, const zt_layout *l, int dropout, uint64_t seed, void **out)
