@@ -182,9 +182,13 @@ def run_point(zt, p, tmp, offload_path):
     if p["offload"] not in OFFLOADS:
         raise SystemExit("point %s: offload must be one of %s" % (p["label"], ", ".join(OFFLOADS)))
     rc = p["recompute"] or "none"
-    if p["optimizer"] != "adamw" or rc not in ("none", "full", "selective"):
-        return {"skipped": "other optimizers and the automatic recomputation plan are not "
-                           "implemented yet"}
+    # recompute: none, full, selective, every-k:K or auto; "+offload" = cpu_checkpointing
+    rc, rc_off = (rc[:-len("+offload")], True) if rc.endswith("+offload") else (rc, False)
+    if p["optimizer"] != "adamw":
+        return {"skipped": "other optimizers are not implemented yet"}
+    if rc not in ("none", "full", "selective", "auto") and not rc.startswith("every-k:"):
+        raise SystemExit("point %s: recompute must be none, full, selective, every-k:K or auto"
+                         " (+offload)" % p["label"])
     opt, par = OFFLOADS[p["offload"]]
     if opt:
         cfg["zero_optimization"]["offload_optimizer"] = {"device": opt, "nvme_path": offload_path}
@@ -192,6 +196,9 @@ def run_point(zt, p, tmp, offload_path):
         cfg["zero_optimization"]["offload_param"] = {"device": par, "nvme_path": offload_path}
     if rc != "none":
         cfg.setdefault("zerotrain", {})["recompute"] = rc
+    if rc_off:  # the kept layer inputs to NVMe (the swap folder)
+        cfg["activation_checkpointing"] = {"cpu_checkpointing": True}
+        cfg["zero_optimization"].setdefault("offload_optimizer", {})["nvme_path"] = offload_path
     if p.get("memory_limit"):  # the planner places the state; the swap folder is where it may
         cfg.setdefault("zerotrain", {})["memory_limit"] = p["memory_limit"]
         cfg["zero_optimization"].setdefault("offload_optimizer", {})["nvme_path"] = offload_path
@@ -383,6 +390,31 @@ array C[7] = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", 
 plot for [i=2:%d] "%s" using i:xtic(1) title columnheader(i) lc rgb C[i-1]
 """ % (png, len(cats) + 1, d)
     out.append((png, script))
+    # 4: recomputation, activation peak against step time, both relative to keeping every
+    # activation (the plain point at (1, 1))
+    rc = [p for p in pts if "vs_no_recompute" in p.get("ratios", {}) and
+          "activations_vs_no_recompute" in p["ratios"]]
+    if rc:
+        d = os.path.join(tmp, "recompute.dat")
+        with open(d, "w") as f:
+            plain = [q for q in pts if q["recompute"] in (False, None, "none")]
+            f.write('1.0 1.0 "none" %.0f\n' % (
+                plain[0]["summary"]["memory_peak"]["activations"] / 2**20 if plain else 0))
+            for p in rc:
+                f.write('%.4f %.4f "%s" %.0f\n' % (
+                    p["ratios"]["vs_no_recompute"], p["ratios"]["activations_vs_no_recompute"],
+                    p["recompute"], p["summary"]["memory_peak"]["activations"] / 2**20))
+        png = os.path.join(RESULTS, name + "-recompute.png")
+        script = PLOT_COMMON + """set output "%s"
+set title "Activation recomputation: activation peak vs step time, relative to keeping every activation"
+set xlabel "step time / no recomputation"
+set ylabel "activation peak / no recomputation"
+set yrange [0:1.1]
+set key off
+plot "%s" using 1:2 with points pt 7 ps 2 lc rgb "#4e79a7", \\
+     "%s" using 1:2:(sprintf("%%s (%%s MiB)", stringcolumn(3), stringcolumn(4))) with labels offset char 1,0.8 left font ",9"
+""" % (png, d, d)
+        out.append((png, script))
     made = []
     for png, script in out:
         sp = png + ".gp"

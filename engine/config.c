@@ -1483,10 +1483,12 @@ static void resolve_zero(ctx *x, zt_train_settings *s)
                 "offload_optimizer.nvme_path; zerotrain keeps both in one folder: give the "
                 "same path");
     /* the folder of nvme offload; with zerotrain.memory_limit a folder given without a
-     * device is where the planner may put state */
+     * device is where the planner may put state, and with cpu_checkpointing where the
+     * checkpoints go */
     const char *path = s->offload_optimizer == ZT_OFFLOAD_NVME ? po
                        : s->offload_param == ZT_OFFLOAD_NVME ? pp
-                       : GIVEN(K_ZT_MEMLIMIT) ? (po ? po : pp) : NULL;
+                       : GIVEN(K_ZT_MEMLIMIT) || (GIVEN(K_AC_CPU) && NUM(K_AC_CPU) != 0)
+                           ? (po ? po : pp) : NULL;
     if (path && strlen(path) < sizeof s->nvme_path)
         snprintf(s->nvme_path, sizeof s->nvme_path, "%s", path);
     if (GIVEN(K_AIO_INTRA) && GIVEN(K_AIO_THREADS) && NUM(K_AIO_INTRA) != NUM(K_AIO_THREADS))
