@@ -410,6 +410,7 @@ set title "Activation recomputation: activation peak vs step time, relative to k
 set xlabel "step time / no recomputation"
 set ylabel "activation peak / no recomputation"
 set yrange [0:1.1]
+set offsets graph 0.03, graph 0.15, 0, 0
 set key off
 plot "%s" using 1:2 with points pt 7 ps 2 lc rgb "#4e79a7", \\
      "%s" using 1:2:(sprintf("%%s (%%s MiB)", stringcolumn(3), stringcolumn(4))) with labels offset char 1,0.8 left font ",9"
@@ -456,6 +457,30 @@ def write_csv(res, name):
 
 def fmt(v, spec="%.3f"):
     return "—" if v is None else spec % v
+
+
+def saving_formula(model, micro, seq, recompute):
+    """activation bytes a recomputation mode saves against keeping everything, from the
+    per-layer formula of docs/architecture.md section 12 (None: no formula for the mode)"""
+    if model not in PRESETS:
+        return None
+    L, h, a, _ = PRESETS[model]
+    tok, s = micro * seq, seq
+    none = 64 * h + 4 * a * s + 16 + (2 * h + a * s) / 8
+    sel, full = 44 * h + 16 + 2 * h / 8, 4 * h
+    rc = recompute or "none"
+    if rc == "selective":
+        per = (L - 1) * (none - sel)
+    elif rc == "full":
+        per = (L - 1) * none - L * full
+    elif rc == "full+offload":
+        per = (L - 1) * none - 3 * full
+    elif rc.startswith("every-k:") and not rc.endswith("+offload"):
+        k = min(int(rc[8:]), L)
+        per = L * none - -(-L // k) * full - k * none
+    else:
+        return None
+    return tok * per
 
 
 def report():
@@ -554,14 +579,33 @@ def report():
         rc_pts = [p for p in res["points"] if "vs_no_recompute" in p.get("ratios", {})]
         if rc_pts:
             lines += ["", "### Recomputation (against the same point keeping every activation)", "",
+                      "Activation peak: measured (the activations category's peak), and as the "
+                      "engine predicted it before the first step (the carving the planner "
+                      "uses). Saved vs none: the measured saving against the same point "
+                      "keeping everything, and the per-layer formula's (docs/architecture.md "
+                      "section 12; the auto plan has none).", "",
                       "| configuration | step s median | step time vs no recompute | activation "
-                      "peak MiB | activation peak vs no recompute |", "|---|---|---|---|---|"]
+                      "peak MiB | predicted MiB | activation peak vs no recompute | saved MiB "
+                      "measured | saved MiB formula | measured / formula |",
+                      "|---|---|---|---|---|---|---|---|---|"]
+            base_act = {}
+            for p in res["points"]:
+                s = p.get("summary") or {}
+                if "skipped" not in s and s and p["recompute"] in (False, None, "none"):
+                    base_act[(p["model"], p["micro"], p["seq"])] = s["memory_peak"]["activations"]
             for p in rc_pts:
                 s, r = p["summary"], p["ratios"]
-                lines.append("| %s | %.3f | **%.2fx** | %.0f | %s |" % (
-                    p["label"], s["step_median"], r["vs_no_recompute"],
-                    s.get("memory_peak", {}).get("activations", 0) / 2**20,
-                    fmt(r.get("activations_vs_no_recompute"), "**%.3fx**")))
+                act = s.get("memory_peak", {}).get("activations", 0)
+                b = base_act.get((p["model"], p["micro"], p["seq"]))
+                saved = b - act if b else None
+                form = saving_formula(p["model"], p["micro"], p["seq"], p["recompute"])
+                lines.append("| %s | %.3f | **%.2fx** | %.0f | %s | %s | %s | %s | %s |" % (
+                    p["label"], s["step_median"], r["vs_no_recompute"], act / 2**20,
+                    fmt(s.get("activations_predicted", 0) / 2**20 or None, "%.0f"),
+                    fmt(r.get("activations_vs_no_recompute"), "**%.3fx**"),
+                    fmt(saved / 2**20 if saved is not None else None, "%.0f"),
+                    fmt(form / 2**20 if form else None, "%.0f"),
+                    fmt(saved / form if saved is not None and form else None, "%.3f")))
         peers = [p for p in res["points"] if p.get("peer_result")]
         if peers:
             lines += ["", "### PyTorch peer, side by side", "",

@@ -48,28 +48,31 @@ void zt_act_close(zt_engine *e)
 
 int zt_act_begin(zt_engine *e, int train)
 {
-    int nu = e->layout.n_units, any = 0;
+    int nu = e->layout.n_units, any = 0, known = 1;
     size_t bytes = 0, b;
+    float *p;
     e->ctrain = train;
     if (!e->ops->checkpoint)
         return 0;
     for (int u = 0; u < nu; u++)
-        if (e->ops->checkpoint(e->model, u, &b)) {
+        if ((p = e->ops->checkpoint(e->model, u, &b))) {
             any = 1;
             bytes = b;
+            known &= slot_for(e, p) != NULL && e->cblob && e->cblob[u] >= 0;
         }
     if (!any) {
         if (e->cstore)
             zt_act_close(e);
         return 0;
     }
-    if (e->cstore && bytes == e->cbytes) { /* the same buffers: everything from before done */
+    if (e->cstore && bytes == e->cbytes && known) { /* the same buffers: what was under way
+                                                     * is done */
         ZT_TRY(zt_store_sync(e->cstore));
         for (int i = 0; i < e->n_cslot; i++)
             e->cslot[i] = (zt_cslot){e->cslot[i].p, -1, 0, 0};
         return 0;
     }
-    zt_act_close(e); /* re-carved for a larger batch: blobs of the new size */
+    zt_act_close(e); /* re-carved (a larger batch, more threads): blobs and buffers anew */
     ZT_TRY(zt_zero_open_store(e, e->nvme_path[0] ? ZT_OFFLOAD_NVME : ZT_OFFLOAD_CPU, "acts",
                               &e->cstore));
     if (!(e->cblob = malloc((size_t)nu * sizeof *e->cblob))) {
@@ -78,7 +81,7 @@ int zt_act_begin(zt_engine *e, int train)
     }
     e->cbytes = bytes;
     for (int u = 0; u < nu; u++) {
-        float *p = e->ops->checkpoint(e->model, u, &b);
+        p = e->ops->checkpoint(e->model, u, &b);
         e->cblob[u] = -1;
         if (!p)
             continue;

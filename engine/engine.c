@@ -223,9 +223,14 @@ static int recompute_setup(zt_engine *e)
     return zt_engine_set_recompute(e);
 }
 
-int zt_engine_recompute_info(const zt_engine *e, int u, zt_recompute_info *o)
+const char *zt_keep_name(int mode)
 {
     static const char *names[ZT_KEEP_MODES] = {"keep", "selective", "full", "full+offload"};
+    return mode >= 0 && mode < ZT_KEEP_MODES ? names[mode] : "?";
+}
+
+int zt_engine_recompute_info(const zt_engine *e, int u, zt_recompute_info *o)
+{
     if (!e || !o)
         return zt_fail(ZT_E_INVAL, "zt_engine_recompute_info: NULL argument");
     if (u < 0 || u >= e->layout.n_units)
@@ -233,7 +238,7 @@ int zt_engine_recompute_info(const zt_engine *e, int u, zt_recompute_info *o)
                                          "outside [0, %d)", u, e->layout.n_units));
     memset(o, 0, sizeof *o);
     o->name = e->layout.units[u].name;
-    o->mode = e->rk && e->rmode[u] != ZT_KEEP_ALL ? "segment" : names[e->rmode[u]];
+    o->mode = e->rk && e->rmode[u] != ZT_KEEP_ALL ? "segment" : zt_keep_name(e->rmode[u]);
     o->segment_k = e->rmode[u] != ZT_KEEP_ALL ? e->rk : 0;
     o->calls = e->rc_calls[u];
     o->bytes = e->rc_bytes[u];

@@ -155,6 +155,8 @@ struct zt_engine {
 /* Hands e->rmode / e->rk to the model; the backward steps and the predicted activation
  * bytes follow. */
 int zt_engine_set_recompute(zt_engine *e);
+/* "keep", "selective", "full", "full+offload" (ZT_KEEP_*) */
+const char *zt_keep_name(int mode);
 
 /* ---- plan.c: zerotrain.memory_limit ---------------------------------------------------
  * Sets cfg.offload_optimizer / offload_param so the predicted peak fits the limit (keeping

@@ -117,10 +117,10 @@ static void describe(char *out, size_t n, const plan_bytes *b, placement pl)
 {
     const double M = 1048576.0;
     snprintf(out, n,
-             "optimizer state %s, gradient shards %s, parameters %s; RAM per rank: process and headroom "
-             "%.0f MiB, params %.0f MiB, grads %.0f MiB, optimizer %.0f MiB, activations %.0f "
-             "MiB, comm %.0f MiB, I/O buffers %.0f MiB = %.0f MiB predicted peak; on NVMe: "
-             "%.0f MiB",
+             "optimizer state %s, gradient shards %s, parameters %s; RAM per rank: process "
+             "and headroom %.0f MiB, params %.0f MiB, grads %.0f MiB, optimizer %.0f MiB, "
+             "activations %.0f MiB, comm %.0f MiB, I/O buffers %.0f MiB = %.0f MiB predicted "
+             "peak; on NVMe: %.0f MiB",
              pl.opt == ZT_OFFLOAD_NVME ? "on NVMe" : "in RAM",
              b->grads_off > 0 ? "on NVMe" : "in RAM",
              pl.par == ZT_OFFLOAD_NVME ? "shards on NVMe" : "in RAM", b->base / M,
@@ -258,7 +258,6 @@ static int rc_knapsack(const rc_costs *c, int cs, double budget, unsigned char *
 /* The plan in words: runs of units with their mode. */
 static void rc_describe(const zt_engine *e, const unsigned char *mode, char *out, size_t n)
 {
-    static const char *names[ZT_KEEP_MODES] = {"keep", "selective", "full", "full+offload"};
     size_t len = 0;
     out[0] = '\0';
     for (int u = 0; u < e->layout.n_units;) {
@@ -268,7 +267,7 @@ static void rc_describe(const zt_engine *e, const unsigned char *mode, char *out
         if (len < n)
             len += (size_t)snprintf(out + len, n - len, "%s%s%s%s %s", len ? ", " : "",
                                     e->layout.units[u].name, v > u ? ".." : "",
-                                    v > u ? e->layout.units[v].name : "", names[mode[u]]);
+                                    v > u ? e->layout.units[v].name : "", zt_keep_name(mode[u]));
         u = v + 1;
     }
 }

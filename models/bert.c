@@ -267,7 +267,8 @@ typedef struct bert_model {
     int compact, n_lab;
     int32_t *lab_rows;       /* [n_lab] row indices into [B*T] */
     int64_t *lab_c;          /* [n_lab] their labels */
-    float *t3c, *dt3c;       /* [n_lab, C] their transformed hidden states and gradient */
+    float *t3c, *dt3c;       /* [n_lab, C] their transformed hidden states and gradient (in
+                              * lbuf) */
     /* backward scratch */
     float *dcur, *sc[5], *si[2], *att_scratch;
     int slots;                 /* attention scratch: one T x T pair per thread */
@@ -279,12 +280,18 @@ typedef struct bert_model {
 
 /* The logits (and their gradient when kept) live apart from the arena, sized for the rows
  * the decoder runs on: the labelled rows in training (about 15% of the batch), every row
- * when the caller keeps the logits. */
+ * when the caller keeps the logits. In training the labelled rows' transformed hidden
+ * states and their gradient (t3c, dt3c) live there too. */
+static size_t logits_floats(const bert_model *m, size_t rows, int keep)
+{
+    return rows * ((size_t)m->c.vocab * (keep ? 2 : 1) + (keep ? 0 : 2 * (size_t)m->c.hidden));
+}
+
 static int size_logits(bert_model *m, size_t rows, int keep)
 {
-    size_t need = rows * (size_t)m->c.vocab * (keep ? 2 : 1);
+    size_t need = logits_floats(m, rows, keep);
     if (need > m->lbuf_floats) {
-        size_t most = (size_t)m->B * m->T * (size_t)m->c.vocab * (keep ? 2 : 1);
+        size_t most = logits_floats(m, (size_t)m->B * m->T, keep);
         size_t want = need + need / 4 < most ? need + need / 4 : need; /* room to vary */
         zt_mem_free(m->lbuf, m->lbuf_floats * sizeof(float), ZT_MEM_ACTIVATIONS);
         m->lbuf_floats = 0;
@@ -295,6 +302,8 @@ static int size_logits(bert_model *m, size_t rows, int keep)
     }
     m->logits = m->lbuf;
     m->dlogits = keep ? m->lbuf + rows * (size_t)m->c.vocab : m->lbuf;
+    m->t3c = keep ? NULL : m->lbuf + rows * (size_t)m->c.vocab;
+    m->dt3c = keep ? NULL : m->t3c + rows * (size_t)m->c.hidden;
     return 0;
 }
 
@@ -424,7 +433,6 @@ static void carve(bert_model *m, carver *cv, const unsigned char *mode, int k, i
     m->tm = take(cv, bt); m->tr = take(cv, bt);
     m->row_loss = take(cv, bt * 2);
     m->lab_rows = take(cv, bt); m->lab_c = take(cv, bt * 2);
-    m->t3c = take(cv, bt * C); m->dt3c = take(cv, bt * C);
     m->dcur = take(cv, bt * C);
     for (int i = 0; i < 5; i++)
         m->sc[i] = take(cv, bt * C);
@@ -454,7 +462,7 @@ static int size_acts(bert_model *m, int B, int T)
 }
 
 /* Bytes of activations a training batch of B x T takes under a plan: the arena plus the
- * logits of the labelled rows (masked-LM: 15% of the positions, up to 20% in a batch, and
+ * buffers of the labelled rows (masked-LM: 15% of the positions, up to 20% in a batch, and
  * size_logits' room of a quarter more: a quarter of the rows). */
 static size_t bert_act_bytes(void *p, int B, int T, const unsigned char *unit_mode, int k)
 {
@@ -462,7 +470,7 @@ static size_t bert_act_bytes(void *p, int B, int T, const unsigned char *unit_mo
     carver cv = {NULL, 0};
     t.slots = omp_get_max_threads();
     carve(&t, &cv, unit_mode ? unit_mode + 1 : t.mode, unit_mode ? k : t.seg_k, B, T);
-    return cv.off + (size_t)B * T / 4 * (size_t)t.c.vocab * sizeof(float);
+    return cv.off + logits_floats(&t, (size_t)B * T / 4, 0) * sizeof(float);
 }
 
 int bert_create(const bert_config *c, const zt_layout *l, int dropout, uint64_t seed, void **out)

@@ -545,6 +545,83 @@ static void test_determinism(void **state)
     zt_engine_destroy(c);
 }
 
+/* Recomputation through the API: every mode gives the no-recomputation gradients bit for
+ * bit (dropout on), over batches of two sizes (the activations are carved again for the
+ * larger one, and the checkpoint store follows) with an evaluation between; misuse fails
+ * with a message. */
+static void test_recompute_api(void **state)
+{
+    static const struct { int mode, k, off; const char *want; } modes[] = {
+        {ZT_RECOMPUTE_FULL, 0, 0, "full"},         {ZT_RECOMPUTE_SELECTIVE, 0, 0, "selective"},
+        {ZT_RECOMPUTE_FULL, 0, 1, "full+offload"}, {ZT_RECOMPUTE_EVERY_K, 1, 1, "full+offload"},
+    };
+    small_batch s;
+    zt_fb_result r0, r1, ev;
+    size_t n;
+    zt_config c;
+    zt_engine *e;
+    zt_recompute_info ri;
+    (void)state;
+    zt_batch b = make_batch(&s, 100);
+    zt_engine *ref = preset(1, 1, 7);
+    zt_batch small = b;
+    small.B = 1;
+    assert_int_equal(zt_engine_forward_backward(ref, &small, 0, &r0), 0);
+    assert_int_equal(zt_engine_forward_backward(ref, &b, 0, &r0), 0);
+    float *g0 = all_grads(ref, &n);
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
+        tiny_config(&c);
+        c.threads = 1;
+        c.seed = 7;
+        c.recompute = modes[i].mode;
+        c.recompute_k = modes[i].k;
+        c.offload_checkpoints = modes[i].off;
+        c.recompute_profile = 1;
+        if (zt_engine_create(&c, MPI_COMM_NULL, &e) != 0)
+            fail_msg("mode %zu: %s", i, zt_last_error());
+        assert_int_equal(zt_engine_forward_backward(e, &small, 0, &r1), 0);
+        assert_int_equal(zt_engine_evaluate(e, &b, &ev), 0);
+        assert_int_equal(zt_engine_forward_backward(e, &b, 0, &r1), 0);
+        assert_true(r1.loss == r0.loss);
+        float *g1 = all_grads(e, &n);
+        if (memcmp(g0, g1, n * sizeof(float)) != 0)
+            fail_msg("mode %zu (%s): gradients differ from no recomputation", i, modes[i].want);
+        free(g1);
+        assert_int_equal(zt_engine_recompute_info(e, 1, &ri), 0);
+        assert_string_equal(ri.mode, modes[i].want);
+        assert_string_equal(ri.name, "layer.0");
+        assert_int_equal(ri.calls, 2); /* layer 0 of 2 is recomputed in both passes */
+        assert_true(ri.bytes > 0 && ri.seconds > 0);
+        assert_int_equal(zt_engine_recompute_info(e, 0, &ri), 0);
+        assert_string_equal(ri.mode, "keep");
+        assert_int_equal(zt_engine_recompute_info(e, 4, &ri), ZT_E_RANGE);
+        assert_non_null(strstr(zt_engine_last_error(e), "unit 4 is outside [0, 4)"));
+        assert_int_equal(zt_engine_recompute_info(e, 0, NULL), ZT_E_INVAL);
+        zt_engine_destroy(e);
+    }
+    free(g0);
+    zt_engine_destroy(ref);
+    /* misuse: a segment length below 1, "auto" without a limit, offload with nothing kept,
+     * number_checkpoints with another mode than full */
+    static const struct { int mode, k, off, nck; const char *needle; } bad[] = {
+        {ZT_RECOMPUTE_EVERY_K, 0, 0, 0, "every-k needs recompute_k >= 1"},
+        {ZT_RECOMPUTE_AUTO, 0, 0, 0, "recompute \"auto\" plans recomputation to fit"},
+        {ZT_RECOMPUTE_SELECTIVE, 0, 1, 0, "with recompute \"selective\" there are none"},
+        {ZT_RECOMPUTE_SELECTIVE, 0, 0, 2, "number_checkpoints 2"},
+        {7, 0, 0, 0, "recompute 7"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        tiny_config(&c);
+        c.recompute = bad[i].mode;
+        c.recompute_k = bad[i].k;
+        c.offload_checkpoints = bad[i].off;
+        c.number_checkpoints = bad[i].nck;
+        assert_int_equal(zt_engine_create(&c, MPI_COMM_NULL, &e), ZT_E_CONFIG);
+        if (!strstr(zt_last_error(), bad[i].needle))
+            fail_msg("case %zu: \"%s\" lacks \"%s\"", i, zt_last_error(), bad[i].needle);
+    }
+}
+
 /* Training (no logits kept) runs the MLM decoder on the labelled rows only; it must give the
  * loss and gradients of the full computation. Only the summation order differs (fewer rows
  * in the decoder's weight-gradient product), so the difference is fp32 rounding: 1e-5 of
@@ -869,6 +946,7 @@ int main(void)
         cmocka_unit_test(test_sharded),        cmocka_unit_test(test_checkpoint_errors),
         cmocka_unit_test(test_config_errors),  cmocka_unit_test(test_batch_errors),
         cmocka_unit_test(test_determinism),    cmocka_unit_test(test_compact_head),
+        cmocka_unit_test(test_recompute_api),
         cmocka_unit_test(test_save_roundtrip_and_clip),
         cmocka_unit_test(test_offload_step_paths),
         cmocka_unit_test(test_model_config),
