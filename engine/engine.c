@@ -671,8 +671,8 @@ int zt_engine_report_get(const zt_engine *e, zt_engine_report *o)
     o->offload_optimizer = e->cfg.offload_optimizer;
     o->offload_param = e->cfg.offload_param;
     o->offload_gradients = e->cfg.offload_gradients > 0;
-    zt_store *stores[3] = {e->ostore, e->pstore, e->gstore};
-    for (int i = 0; i < 3; i++) {
+    zt_store *stores[4] = {e->ostore, e->pstore, e->gstore, e->cstore};
+    for (int i = 0; i < 4; i++) {
         zt_store_stats ss;
         if (!stores[i])
             continue;

@@ -6,7 +6,8 @@
 #  - the measured activation peak of each mode against the per-layer formula of
 #    docs/architecture.md section 12, within 10%;
 #  - the "auto" planner across several limits: each plan's activations fit what it predicts,
-#    the peak RSS stays under the limit, less memory means no fewer recomputed FLOPs, and a
+#    the peak RSS stays under the limit, less memory means no fewer recomputed FLOPs, a plan
+#    at N=2 gives the bits of keeping everything there, and a
 #    limit below what recomputing every layer needs fails before training, saying so.
 # Usage: tests/test_recompute.sh [zerotrain]
 set -u
@@ -103,8 +104,8 @@ then ok; else bad "activation peaks against the formula"; fi
 # placement pinned (optimizer, gradients and parameters all on NVMe) so that only the
 # recomputation plan moves with the limit
 PMB=16
-plan_cfg() { # NAME LIMIT
-    echo "{\"train_batch_size\": $PMB, \"train_micro_batch_size_per_gpu\": $PMB, \"steps_per_print\": 1,
+plan_cfg() { # NAME LIMIT [NP]
+    echo "{\"train_batch_size\": $((PMB * ${3:-1})), \"train_micro_batch_size_per_gpu\": $PMB, \"steps_per_print\": 1,
            \"zero_optimization\": {\"stage\": 3, \"stage3_param_persistence_threshold\": 0,
              \"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": \"$T/nv\"},
              \"offload_param\": {\"device\": \"nvme\", \"nvme_path\": \"$T/nv\"}},
@@ -132,6 +133,12 @@ for frac in 0.2 0.4 0.6; do
          grep -h "plan\|error" "$T/p$i.log"; fi
     prev=${pct:-0}
 done
+# N=2: a plan under the middle limit against keeping everything at N=2
+plan_cfg q0 8GiB 2; plan_cfg q2 "$(awk -v p="$peak" -v a="$acts" 'BEGIN { printf "%d", p - 0.4 * a }')MiB" 2
+run q0 2; run q2 2
+pct=$(sed -n 's/^recompute plan.*recomputed FLOPs \([0-9.]*\)% .*/\1/p' "$T/q2.log")
+if [ -n "$pct" ] && awk -v c="$pct" 'BEGIN { exit !(c > 0) }' && same q0 q2; then ok
+else bad "auto at N=2: recomputed ${pct:-?}% or bits differ"; grep -h "plan\|error" "$T/q2.log"; fi
 lim=$(awk -v p="$peak" -v a="$acts" 'BEGIN { printf "%d", p - a }')
 plan_cfg ptiny "${lim}MiB"; run ptiny 1; st=$?
 if [ $st -ne 0 ] && grep -q "is too small for recompute \"auto\": with every layer recomputed" "$T/ptiny.log" &&
