@@ -92,6 +92,7 @@ test-parity: all
 test-long: all unit-tests
 	ZT_FAULT_OPS=100000 $(BUILD)/tests/test_offload
 	ZERO_LONG=1 bash tests/test_zero.sh $(BUILD)/zerotrain
+	RECOMPUTE_LONG=1 bash tests/test_recompute.sh $(BUILD)/zerotrain
 	PARITY_EXTRA=40 ZT=$(BUILD)/zerotrain bash tests/test_bert_random.sh
 	CRASH_POINTS=all bash tests/test_train.sh $(BUILD)/zerotrain
 	$(MAKE) fuzz FUZZ_SECONDS=600

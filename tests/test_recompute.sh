@@ -9,6 +9,7 @@
 #    the peak RSS stays under the limit, less memory means no fewer recomputed FLOPs, a plan
 #    at N=2 gives the bits of keeping everything there, and a
 #    limit below what recomputing every layer needs fails before training, saying so.
+# RECOMPUTE_LONG=1 adds stages 0-2 at N=2 and stage 3 at N=3.
 # Usage: tests/test_recompute.sh [zerotrain]
 set -u
 ZT=${1:-build/zerotrain}
@@ -32,7 +33,7 @@ cfg() { # NAME NP RECOMPUTE [activation_checkpointing members] [zerotrain member
     [ "${6-nvme}" = nvme ] && nv="\"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": \"$T/nv\"},"
     echo "{\"train_batch_size\": $((MB * $2)), \"train_micro_batch_size_per_gpu\": $MB,
            \"steps_per_print\": 1,
-           \"zero_optimization\": {\"stage\": 3, $nv \"stage3_param_persistence_threshold\": 0},
+           \"zero_optimization\": {\"stage\": ${STAGE:-3}, $nv \"stage3_param_persistence_threshold\": 0},
            $ac \"zerotrain\": {\"recompute\": \"$3\" $zx},
            \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 1e-3}}}" >"$T/$1.json"
 }
@@ -67,6 +68,26 @@ if grep -q "^recompute profile" "$T/n1ek2off.log" && [ "$rows" = 4 ]; then ok
 else bad "recompute profile: $rows rows"; grep -A8 "recompute profile" "$T/n1ek2off.log"; fi
 # the offloaded inputs went to NVMe and left nothing behind
 if [ -z "$(ls -A "$T/nv")" ]; then ok; else bad "files left in the swap folder: $(ls "$T/nv")"; fi
+
+# RECOMPUTE_LONG=1 (make test-long): stages 0-2 at N=2 and stage 3 at N=3 too
+if [ -n "${RECOMPUTE_LONG:-}" ]; then
+    for sn in "0 2" "1 2" "2 2" "3 3"; do
+        set -- $sn; st=$1; np=$2; nv=nvme; [ "$st" = 0 ] && nv=ram
+        for m in none full sel ek2 offload; do
+            case $m in
+                none) STAGE=$st cfg l$st$np$m $np none "" "" $nv ;;
+                full) STAGE=$st cfg l$st$np$m $np full "" "" $nv ;;
+                sel) STAGE=$st cfg l$st$np$m $np selective "" "" $nv ;;
+                ek2) STAGE=$st cfg l$st$np$m $np every-k:2 "" "" $nv ;;
+                offload) STAGE=$st cfg l$st$np$m $np every-k:3 '"cpu_checkpointing": true' "" $nv ;;
+            esac
+            run l$st$np$m $np
+            if [ $m != none ] && ! same l$st${np}none l$st$np$m; then
+                bad "stage $st N=$np recompute $m differs from none"; tail -3 "$T/l$st$np$m.log"
+            else ok; fi
+        done
+    done
+fi
 
 # ---- activation peak per mode against the formula ------------------------------------------
 cfg f2none 1 none; cfg f2full 1 full; cfg f2sel 1 selective

@@ -201,16 +201,14 @@ if [ -z "$(ls -A "$T/nv")" ]; then ok; else bad "files left in the swap folder: 
 # recomputation ("full": each layer's forward runs again right before its backward;
 # "selective": its attention core and GELU, from the kept matrix-product outputs; dropout
 # masks replayed from Philox): the same bits as keeping every activation, stages 0 and 3
-# at N=2 and stage 3 at N=1, with less activation memory (rank 0's peak), full least
+# at N=2 and stage 3 at N=1 (tests/test_recompute.sh has every mode, a deeper model and the
+# activation peaks against the formula)
 rcfg() { sed "s/\"optimizer\": {/\"zerotrain\": {\"recompute\": \"$3\"}, \"optimizer\": {/" "$T/$2.json" >"$T/$1.json"; }
 rcfg r0 s0 full; rcfg r3 s3 full; rcfg q3 s3 selective
 run n2r0 2 r0 5 && run n2r3 2 r3 5 && run n1r3 1 r3 3 && run n2q3 2 q3 5 && run n1q3 1 q3 3
-act() { sed -n 's/^memory (MiB) .* activations [0-9.]*\/\([0-9.]*\) .*/\1/p' "$T/$1.log" | tail -1; }
-a_none=$(act n2s3); a_full=$(act n2r3); a_sel=$(act n2q3)
 if same n2s0 n2r0 && same n2s0 n2r3 && same n1pnone n1r3 && same n2s0 n2q3 && same n1pnone n1q3 &&
-   grep -q '"recompute": "selective"' "$T/q3.json" && [ -n "$a_full" ] && [ -n "$a_sel" ] &&
-   awk -v f="$a_full" -v s="$a_sel" -v n="$a_none" 'BEGIN { exit !(f < s && s < n) }'; then ok
-else bad "recompute: bits or activation peaks (full $a_full, selective $a_sel, none $a_none MiB)"; tail -3 "$T/n2q3.log"; fi
+   grep -q '"recompute": "selective"' "$T/q3.json"; then ok
+else bad "recompute: bits differ"; tail -3 "$T/n2q3.log"; fi
 # the working buffers replace the moments in the memory report, which still adds up
 # (stage 3: 16P/N without offload, 4P/N with the moments and the gradient shards on NVMe)
 f_none=$(sed -n 's/^model state per rank (stage 3.*formula \([0-9]*\) .*/\1/p' "$T/n2s3.log")
