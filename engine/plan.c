@@ -345,8 +345,8 @@ static int plan_auto(zt_engine *e, placement *cand, int ncand, double limit, int
         rc_costs_free(&c);
         return zt_fail(ZT_E_CONFIG, "zerotrain.memory_limit %.0f MiB is too small for recompute "
                        "\"auto\": with every layer recomputed%s the activations of a %d x %d "
-                       "micro-batch still need %.0f MiB (one layer's working set is %.0f MiB) "
-                       "and the rest at least %.0f MiB. Raise the limit, use more ranks or a "
+                       "micro-batch still need %.1f MiB (one layer's working set is %.1f MiB) "
+                       "and the rest at least %.1f MiB. Raise the limit, use more ranks or a "
                        "smaller micro-batch", limit / 1048576.0,
                        e->nvme_path[0] ? " and its input on NVMe" : "", cf->plan_micro_batch,
                        cf->plan_seq_len, floor_b / 1048576.0, c.ws / 1048576.0,

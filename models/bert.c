@@ -377,11 +377,13 @@ static int seg_of(const bert_model *m, int k, int i)
     return i + (m->c.layers - 1 - i) % k;
 }
 
-/* Carves the activations of a B x T batch under plan (mode, k): count only (*count = the
- * arena's bytes) or for real (into m->arena). Layers that keep everything own every piece;
- * recomputed ones own what they keep and share the working sets: one, or one per segment
- * position when segments are recomputed (segment ends keep their output, the others'
- * outputs are in the working set too). Offloaded outputs share three slots. */
+/* Carves the activations of a B x T batch under plan (mode, k) from cv: counting (cv->base
+ * NULL: cv->off becomes the arena's bytes; m's pointers are clobbered, so count on a copy
+ * unless the real carving follows) or for real (into m->arena). Layers that keep
+ * everything own every piece; recomputed ones own what they keep and share the working
+ * sets: one, or one per segment position when segments are recomputed (segment ends keep
+ * their output, the others' outputs are in the working set too). Offloaded outputs share
+ * three slots. */
 static void carve(bert_model *m, carver *cv, const unsigned char *mode, int k, int B, int T)
 {
     dims d = {(size_t)B * T, (size_t)T, (size_t)m->c.hidden, (size_t)m->c.inter,

@@ -7,8 +7,9 @@
 #    docs/architecture.md section 12, within 10%;
 #  - the "auto" planner across several limits: each plan's activations fit what it predicts,
 #    the peak RSS stays under the limit, less memory means no fewer recomputed FLOPs, a plan
-#    at N=2 gives the bits of keeping everything there, and a
-#    limit below what recomputing every layer needs fails before training, saying so.
+#    at N=2 gives the bits of keeping everything there, a limit that only recomputing with
+#    the inputs on NVMe meets gets such a plan, and a limit below what recomputing every
+#    layer needs fails before training, saying so.
 # RECOMPUTE_LONG=1 adds stages 0-2 at N=2 and stage 3 at N=3.
 # Usage: tests/test_recompute.sh [zerotrain]
 set -u
@@ -165,6 +166,28 @@ plan_cfg ptiny "${lim}MiB"; run ptiny 1; st=$?
 if [ $st -ne 0 ] && grep -q "is too small for recompute \"auto\": with every layer recomputed" "$T/ptiny.log" &&
    grep -q "one layer's working set is" "$T/ptiny.log" && ! grep -q "^step 1" "$T/ptiny.log"; then ok
 else bad "auto below one layer's working set (${lim} MiB): status $st"; head -3 "$T/ptiny.log"; fi
+
+# the planner's offload choice: a 12-layer model with small I/O buffers, a limit between what
+# recomputing every layer with its input on NVMe needs and what it needs with the inputs in
+# RAM (2.25 MiB apart): the plan must offload inputs, and keep the bits
+model "$T/l12.json" 12
+oplan_cfg() { # NAME LIMIT
+    plan_cfg "$1" "$2"
+    sed -i 's/"zerotrain":/"aio": {"block_size": 65536, "queue_depth": 2}, "zerotrain":/' "$T/$1.json"
+}
+oplan_cfg okeep 8GiB; run okeep 1 l12
+oplan_cfg otiny 1MiB; run otiny 1 l12
+need=$(sed -n 's/.*still need \([0-9.]*\) MiB .*/\1/p' "$T/otiny.log")
+rest=$(sed -n 's/.*the rest at least \([0-9.]*\) MiB.*/\1/p' "$T/otiny.log")
+lim=$(awk -v n="$need" -v r="$rest" 'BEGIN { printf "%d", (n + r + 0.6) * 1048576 }')
+oplan_cfg ooff "$lim"; run ooff 1 l12
+pred=$(sed -n 's/^activations: predicted \([0-9.]*\) MiB, measured peak \([0-9.]*\) MiB.*/\1/p' "$T/ooff.log")
+meas=$(sed -n 's/^activations: predicted \([0-9.]*\) MiB, measured peak \([0-9.]*\) MiB.*/\2/p' "$T/ooff.log")
+if [ -n "$need" ] && [ -n "$rest" ] && grep -q "^recompute plan.*full+offload" "$T/ooff.log" &&
+   [ -n "$pred" ] && awk -v p="$pred" -v m="$meas" 'BEGIN { exit !(m <= p) }' &&
+   same okeep ooff; then ok
+else bad "auto between the offload and the full floors ($lim bytes): no offload, or bits differ"
+     grep -h "plan\|error\|activations:" "$T/otiny.log" "$T/ooff.log"; fi
 
 echo "recompute: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
