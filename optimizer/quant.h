@@ -1,0 +1,25 @@
+/* quant.h - block-wise dynamic 8-bit quantization (Dettmers et al. 2021, as bitsandbytes):
+ * a value is stored as the index of the nearest of 256 codes, scaled by its block's absolute
+ * maximum. Pure functions over memory. */
+#ifndef ZT_OPTIMIZER_QUANT_H
+#define ZT_OPTIMIZER_QUANT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define ZT_QBLOCK 256 /* elements per block: one fp32 absmax each */
+
+/* The dynamic map of bitsandbytes' create_dynamic_map (8 bits, 7 exponent bits): for each
+ * exponent i = 0..6 the midpoints of evenly spaced boundaries on [0.1, 1] (2^i + 1
+ * boundaries signed, 2^(i+1) + 1 unsigned) scaled by 10^(i-6), negated too when signed,
+ * plus 0 and 1.0; sorted ascending. Computed in double, rounded to float once. */
+void zt_qmap_dynamic(float map[256], int is_signed);
+
+/* The index of the code nearest x in a sorted map (binary search; a tie goes to the lower
+ * index; below the first code 0, above the last 255). x must not be NaN. */
+uint8_t zt_quantize_nearest(const float map[256], float x);
+
+/* The index of 0.0 in a map (the code of an all-zero block). */
+uint8_t zt_qmap_zero(const float map[256]);
+
+#endif
