@@ -1,0 +1,71 @@
+/* adafactor.h - Adafactor (Shazeer & Stern 2018) as Hugging Face's transformers implements
+ * it, on pieces of tensors: a ZeRO shard holds any flat range of a matrix, while the
+ * factored second moment needs row and column sums over the whole matrix and the update's
+ * RMS over the whole tensor. So a step has three phases per tensor, with sums the caller
+ * reduces over all pieces in between (the engine all-reduces them; this code never calls
+ * MPI):
+ *   1. zt_adafactor_sums: each piece adds its g^2 + eps1 into the row and column sums (2-D
+ *      tensors) and its p^2 into the parameter's sum of squares;
+ *   2. zt_adafactor_stats on every rank with the reduced sums: the row / column moments
+ *      (replicated state, small) and the step's lr; then zt_adafactor_precondition per
+ *      piece: u = g / sqrt(v_hat) (1-D tensors update their per-element moment here), and
+ *      the sum of u^2 of the piece;
+ *   3. zt_adafactor_apply per piece with the reduced sum of u^2: clipping, lr, the first
+ *      moment when beta1 is set, weight decay, p -= u.
+ * Sums are in double and added in piece order by the caller, so the result does not depend
+ * on the thread count and differs from one whole piece only in those additions' order. */
+#ifndef ZT_OPTIMIZER_ADAFACTOR_H
+#define ZT_OPTIMIZER_ADAFACTOR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct zt_adafactor_hparams {
+    float lr;              /* the external learning rate (relative_step = 0) */
+    float eps1, eps2;      /* 1e-30 (added to g^2), 1e-3 (least parameter scale) */
+    float clip_threshold;  /* 1.0 */
+    float decay_rate;      /* -0.8: beta2 of step t is 1 - t^decay_rate */
+    float beta1;           /* first moment's decay; < 0: none (the default) */
+    float weight_decay;
+    int relative_step, scale_parameter, warmup_init; /* 1, 1, 0 by default */
+    int64_t step;          /* 1 for the first update */
+} zt_adafactor_hparams;
+
+void zt_adafactor_defaults(zt_adafactor_hparams *hp);
+
+/* A tensor's shape for Adafactor: rows x cols (a matrix: factored) or cols = 0 (a vector,
+ * or any tensor of one dimension: a full second moment). numel = rows x max(cols, 1). */
+typedef struct zt_adafactor_shape {
+    size_t rows, cols;
+} zt_adafactor_shape;
+
+/* The reduced sums of phase 1 (row_sum[rows], col_sum[cols] for a matrix). */
+typedef struct zt_adafactor_sums {
+    double *row_sum, *col_sum;
+    double p_sumsq;
+} zt_adafactor_sums;
+
+/* Phase 1 for the piece of elements [off, off + n) of the tensor (flat, row-major): adds
+ * into s (zeroed by the caller before the first piece). */
+void zt_adafactor_sums_add(const zt_adafactor_shape *sh, size_t off, size_t n, const float *p,
+                           const float *g, float grad_scale, float eps1, zt_adafactor_sums *s);
+
+/* Phase 2a, identical on every rank: the factored moments row[rows], col[cols] updated with
+ * the reduced sums (means over the other dimension), and the step's learning rate. */
+float zt_adafactor_stats(const zt_adafactor_shape *sh, const zt_adafactor_hparams *hp,
+                         const zt_adafactor_sums *s, float *row, float *col);
+
+/* Phase 2b for a piece: u[n] = the preconditioned gradient (a matrix: g * rsqrt(row_i /
+ * mean(row)) * rsqrt(col_j); a vector: its moment v[n] (the piece's) updated, g / sqrt(v));
+ * returns the piece's sum of u^2. */
+double zt_adafactor_precondition(const zt_adafactor_shape *sh, const zt_adafactor_hparams *hp,
+                                 size_t off, size_t n, const float *g, float grad_scale,
+                                 const float *row, const float *col, float *v, float *u);
+
+/* Phase 3 for a piece: u /= max(1, rms(u) / clip_threshold) (rms from the reduced sum of
+ * u^2 over numel), u *= lr; with beta1 m = beta1 m + (1 - beta1) u and u = m; p -=
+ * weight_decay * lr * p when decay; p -= u. m may be NULL without beta1. */
+void zt_adafactor_apply(const zt_adafactor_hparams *hp, size_t numel, double u_sumsq, float lr,
+                        size_t n, const float *u, float *m, float *p, int decay);
+
+#endif
