@@ -34,7 +34,7 @@ HDRS     := $(wildcard include/*.h */*.h)
 UNIT_TESTS := $(notdir $(basename $(wildcard tests/test_*.c)))
 TEST_BINS  := $(UNIT_TESTS:%=$(BUILD)/tests/%)
 
-.PHONY: all bench-full bench-offload bench-recompute bench-grad bench-zero docs test test-long unit-tests test-unit test-cli test-parity asan asan-build fuzz fuzz-build bench install clean
+.PHONY: all bench-optim bench-full bench-offload bench-recompute bench-grad bench-zero docs test test-long unit-tests test-unit test-cli test-parity asan asan-build fuzz fuzz-build bench install clean
 all: $(BUILD)/zerotrain $(BUILD)/libzerotrain.a $(BUILD)/libzerotrain.so $(BUILD)/bench_grad
 
 $(BUILD)/obj/%.o: %.c $(HDRS)
@@ -124,6 +124,13 @@ $(BUILD)/bench_store: benchmarks/bench_store.c $(BUILD)/libzerotrain.a $(HDRS)
 
 $(BUILD)/bench_limits: benchmarks/limits.c
 	$(CC) $(CFLAGS_ALL) -o $@ benchmarks/limits.c $(LIBS)
+
+$(BUILD)/bench_optim: benchmarks/bench_optim.c $(BUILD)/libzerotrain.a $(HDRS)
+	$(CC) $(CFLAGS_ALL) -o $@ benchmarks/bench_optim.c $(BUILD)/libzerotrain.a $(LIBS)
+
+# the optimizer kernels against copy bandwidth, one shard (issue 8's ratios)
+bench-optim: $(BUILD)/bench_optim
+	$(BUILD)/bench_optim --threads 2 --mib 256
 
 # docs/config.md is generated from the config parser's key table (a unit test checks it).
 docs: $(BUILD)/zerotrain

@@ -11,6 +11,8 @@ void zt_adam8_maps_init(zt_adam8_maps *q)
     zt_qmap_dynamic(q->v, 0);
     q->m_zero = zt_qmap_zero(q->m);
     q->v_zero = zt_qmap_zero(q->v);
+    zt_qmap_index(q->m, q->m_idx);
+    zt_qmap_index(q->v, q->v_idx);
 }
 
 void zt_adam8bit_init(const zt_adam8_maps *q, uint8_t *cm, uint8_t *cv, float *am, float *av,
@@ -54,27 +56,40 @@ void zt_adam8bit_update(const zt_adam8_maps *q, float *p, const float *g, uint8_
 #pragma omp parallel for schedule(static)
     for (size_t b = 0; b < nb; b++) {
         size_t lo = b * ZT_QBLOCK, len = n - lo < ZT_QBLOCK ? n - lo : ZT_QBLOCK;
-        float m[ZT_QBLOCK], v[ZT_QBLOCK], am1 = 0.0f, av1 = 0.0f;
+        float m[ZT_QBLOCK], v[ZT_QBLOCK], gb[ZT_QBLOCK], am1 = 0.0f, av1 = 0.0f;
         float a_m = am[b], a_v = av[b];
-        for (size_t j = 0; j < len; j++) {
-            size_t i = lo + j;
-            float gi = g[i] * k.gs;
-            if (isfinite(gi)) {
-                m[j] = q->m[cm[i]] * a_m * k.b1 + k.one_b1 * gi;
-                v[j] = q->v[cv[i]] * a_v * k.b2 + k.one_b2 * gi * gi;
-            } else {
-                m[j] = v[j] = 0.0f; /* the element's state starts again */
-            }
-            am1 = fmaxf(am1, fabsf(m[j]));
-            av1 = fmaxf(av1, fabsf(v[j]));
+        const uint8_t *cmb = cm + lo, *cvb = cv + lo;
+        float *pb = p + lo;
+        for (size_t j = 0; j < len; j++) { /* dequantize (a table read each) */
+            m[j] = q->m[cmb[j]] * a_m;
+            v[j] = q->v[cvb[j]] * a_v;
+            gb[j] = g[lo + j] * k.gs;
         }
-        for (size_t j = 0; j < len; j++) {
-            size_t i = lo + j;
-            if (isfinite(g[i] * k.gs))
-                p[i] = (p[i] + k.step_size * (m[j] / (sqrtf(v[j]) + k.eps_c2))) * k.keep;
-            cm[i] = am1 > 0.0f ? zt_quantize_nearest(q->m, m[j] / am1) : q->m_zero;
-            cv[i] = av1 > 0.0f ? zt_quantize_nearest(q->v, v[j] / av1) : q->v_zero;
+        for (size_t j = 0; j < len; j++) { /* the moments, their block maxima */
+            int fin = isfinite(gb[j]);
+            float gj = fin ? gb[j] : 0.0f;
+            float mj = m[j] * k.b1 + k.one_b1 * gj, vj = v[j] * k.b2 + k.one_b2 * gj * gj;
+            m[j] = fin ? mj : 0.0f; /* a non-finite gradient: the element starts again */
+            v[j] = fin ? vj : 0.0f;
+            float am_j = fabsf(m[j]), av_j = fabsf(v[j]);
+            am1 = am_j > am1 ? am_j : am1;
+            av1 = av_j > av1 ? av_j : av1;
         }
+        for (size_t j = 0; j < len; j++) { /* the parameters (unchanged where g is not finite) */
+            float upd = (pb[j] + k.step_size * (m[j] / (sqrtf(v[j]) + k.eps_c2))) * k.keep;
+            pb[j] = isfinite(gb[j]) ? upd : pb[j];
+        }
+        uint8_t *cmw = cm + lo, *cvw = cv + lo;
+        if (am1 > 0.0f)
+            for (size_t j = 0; j < len; j++)
+                cmw[j] = zt_quantize_fast(q->m, q->m_idx, m[j] / am1);
+        else
+            memset(cmw, q->m_zero, len);
+        if (av1 > 0.0f)
+            for (size_t j = 0; j < len; j++)
+                cvw[j] = zt_quantize_fast(q->v, q->v_idx, v[j] / av1);
+        else
+            memset(cvw, q->v_zero, len);
         am[b] = am1;
         av[b] = av1;
     }

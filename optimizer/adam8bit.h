@@ -17,6 +17,7 @@
 typedef struct zt_adam8_maps {
     float m[256], v[256];
     uint8_t m_zero, v_zero; /* the codes of 0.0 */
+    uint16_t m_idx[65536], v_idx[65536]; /* zt_qmap_index of each */
 } zt_adam8_maps;
 
 void zt_adam8_maps_init(zt_adam8_maps *q);

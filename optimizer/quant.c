@@ -51,6 +51,23 @@ uint8_t zt_quantize_nearest(const float map[256], float x)
     return (uint8_t)(x - map[lo] <= map[hi] - x ? lo : hi);
 }
 
+void zt_qmap_index(const float map[256], uint16_t idx[65536])
+{
+    for (uint32_t b = 0; b < 65536; b++) {
+        /* the bucket's least and greatest values: positive floats grow with their bits,
+         * negative ones shrink */
+        union { uint32_t u; float f; } lo = {(b << 16) | (b & 0x8000 ? 0xFFFFu : 0u)},
+                                       hi = {(b << 16) | (b & 0x8000 ? 0u : 0xFFFFu)};
+        if (lo.f != lo.f || hi.f != hi.f) { /* NaN: never quantized */
+            idx[b] = ZT_QIDX_SCAN;
+            continue;
+        }
+        /* the nearest code is monotonic in x: equal at both ends means the whole bucket */
+        unsigned c = zt_quantize_nearest(map, lo.f), d = zt_quantize_nearest(map, hi.f);
+        idx[b] = (uint16_t)(c == d ? c : d == c + 1 ? c | ZT_QIDX_PAIR : c | ZT_QIDX_SCAN);
+    }
+}
+
 uint8_t zt_qmap_zero(const float map[256])
 {
     for (int i = 0; i < 256; i++)

@@ -22,4 +22,24 @@ uint8_t zt_quantize_nearest(const float map[256], float x);
 /* The index of 0.0 in a map (the code of an all-zero block). */
 uint8_t zt_qmap_zero(const float map[256]);
 
+/* A lookup that makes zt_quantize_nearest one table read and at most one comparison: for
+ * the floats whose top 16 bits are b, idx[b] is their code when all of them have the same
+ * one; else the code c of the least of them with ZT_QIDX_PAIR set when each of them is c
+ * or c + 1; else the code of the least with ZT_QIDX_SCAN set. */
+#define ZT_QIDX_PAIR 0x100
+#define ZT_QIDX_SCAN 0x200
+void zt_qmap_index(const float map[256], uint16_t idx[65536]);
+
+/* zt_quantize_nearest with the lookup: the same result for every x that is not NaN. */
+static inline uint8_t zt_quantize_fast(const float map[256], const uint16_t idx[65536], float x)
+{
+    union { float f; uint32_t u; } b = {x};
+    unsigned e = idx[b.u >> 16], c = e & 0xFF;
+    if (!(e & (ZT_QIDX_PAIR | ZT_QIDX_SCAN)))
+        return (uint8_t)c;
+    while ((e & ZT_QIDX_SCAN) && c < 255 && map[c + 1] <= x)
+        c++;
+    return (uint8_t)(c < 255 && map[c + 1] - x < x - map[c] ? c + 1 : c);
+}
+
 #endif

@@ -84,6 +84,14 @@ static void test_quantize_nearest(void **state)
         }
     }
     assert_true(ties > 0);
+    /* the lookup gives the binary search's code: every 61st float of [-1.5, 1.5] */
+    for (uint32_t sgn = 0; sgn < 2; sgn++)
+        for (uint32_t u = 0; u <= 0x3FC00000u; u += 61) {
+            union { uint32_t u; float f; } x = {u | (sgn << 31)};
+            if (zt_quantize_fast(q.m, q.m_idx, x.f) != zt_quantize_nearest(q.m, x.f) ||
+                zt_quantize_fast(q.v, q.v_idx, x.f) != zt_quantize_nearest(q.v, x.f))
+                fail_msg("lookup and search differ at %.9g", x.f);
+        }
     assert_int_equal(zt_quantize_nearest(q.m, -2.0f), 0);
     assert_int_equal(zt_quantize_nearest(q.m, 2.0f), 255);
     assert_int_equal(zt_quantize_nearest(q.v, -1e-9f), 0);
