@@ -217,6 +217,10 @@ static int recompute_setup(zt_engine *e)
     default: break; /* NONE; AUTO is decided by the planner */
     }
     e->rk = e->rk >= 2 ? e->rk : 0;
+    if (e->rk >= L && L > 0) /* one segment: its K working sets hold every layer */
+        zt_log(ZT_LOG_WARN, "recompute every-k:%d with %d layers keeps every layer's "
+               "activations (in %d working sets) and recomputes none: use \"none\", or K "
+               "below the layer count", e->rk, L, L);
     for (int u = 0; u < nu; u++)
         e->rmode[u] = e->ops->recompute_flops(e->model, 1, 1, u, ZT_KEEP_OUTPUT) > 0
                           ? (unsigned char)md : ZT_KEEP_ALL;

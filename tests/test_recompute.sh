@@ -10,7 +10,7 @@
 #    at N=2 gives the bits of keeping everything there, a limit that only recomputing with
 #    the inputs on NVMe meets gets such a plan, and a limit below what recomputing every
 #    layer needs fails before training, saying so.
-# RECOMPUTE_LONG=1 adds stages 0-2 at N=2 and stage 3 at N=3.
+# RECOMPUTE_LONG=1 adds stages 0-2 at N=2 and stage 3 at N=3, and an auto plan at N=3.
 # Usage: tests/test_recompute.sh [zerotrain]
 set -u
 ZT=${1:-build/zerotrain}
@@ -70,6 +70,17 @@ else bad "recompute profile: $rows rows"; grep -A8 "recompute profile" "$T/n1ek2
 # the offloaded inputs went to NVMe and left nothing behind
 if [ -z "$(ls -A "$T/nv")" ]; then ok; else bad "files left in the swap folder: $(ls "$T/nv")"; fi
 
+# the "auto" planner's configs: placement pinned (optimizer, gradients and parameters all
+# on NVMe) so that only the recomputation plan moves with the limit
+PMB=16
+plan_cfg() { # NAME LIMIT [NP]
+    echo "{\"train_batch_size\": $((PMB * ${3:-1})), \"train_micro_batch_size_per_gpu\": $PMB, \"steps_per_print\": 1,
+           \"zero_optimization\": {\"stage\": 3, \"stage3_param_persistence_threshold\": 0,
+             \"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": \"$T/nv\"},
+             \"offload_param\": {\"device\": \"nvme\", \"nvme_path\": \"$T/nv\"}},
+           \"zerotrain\": {\"recompute\": \"auto\", \"memory_limit\": \"$2\", \"offload_gradients\": true},
+           \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 1e-3}}}" >"$T/$1.json"
+}
 # RECOMPUTE_LONG=1 (make test-long): stages 0-2 at N=2 and stage 3 at N=3 too
 if [ -n "${RECOMPUTE_LONG:-}" ]; then
     for sn in "0 2" "1 2" "2 2" "3 3"; do
@@ -88,6 +99,15 @@ if [ -n "${RECOMPUTE_LONG:-}" ]; then
             else ok; fi
         done
     done
+    # the planner at N=3: a plan under a limit that makes it recompute, against keeping
+    # everything there
+    plan_cfg r0 8GiB 3; run r0 3
+    pk=$(sed -n 's/.*= \([0-9]*\) MiB predicted peak.*/\1/p' "$T/r0.log")
+    ac=$(sed -n 's/^recompute plan.*predicted activations \([0-9.]*\) MiB.*/\1/p' "$T/r0.log")
+    plan_cfg r2 "$(awk -v p="$pk" -v a="$ac" 'BEGIN { printf "%d", p - 0.4 * a }')MiB" 3; run r2 3
+    pct=$(sed -n 's/^recompute plan.*recomputed FLOPs \([0-9.]*\)% .*/\1/p' "$T/r2.log")
+    if [ -n "$pct" ] && awk -v c="$pct" 'BEGIN { exit !(c > 0) }' && same r0 r2; then ok
+    else bad "auto at N=3: recomputed ${pct:-?}% or bits differ"; grep -h "plan\|error" "$T/r2.log"; fi
 fi
 
 # ---- activation peak per mode against the formula ------------------------------------------
@@ -122,18 +142,7 @@ sys.exit(bad)
 EOF
 then ok; else bad "activation peaks against the formula"; fi
 
-# ---- the "auto" planner across limits -------------------------------------------------------
-# placement pinned (optimizer, gradients and parameters all on NVMe) so that only the
-# recomputation plan moves with the limit
-PMB=16
-plan_cfg() { # NAME LIMIT [NP]
-    echo "{\"train_batch_size\": $((PMB * ${3:-1})), \"train_micro_batch_size_per_gpu\": $PMB, \"steps_per_print\": 1,
-           \"zero_optimization\": {\"stage\": 3, \"stage3_param_persistence_threshold\": 0,
-             \"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": \"$T/nv\"},
-             \"offload_param\": {\"device\": \"nvme\", \"nvme_path\": \"$T/nv\"}},
-           \"zerotrain\": {\"recompute\": \"auto\", \"memory_limit\": \"$2\", \"offload_gradients\": true},
-           \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 1e-3}}}" >"$T/$1.json"
-}
+# ---- the "auto" planner across limits (plan_cfg above) ---------------------------------------
 plan_cfg pbig 8GiB; run pbig 1
 peak=$(sed -n 's/.*= \([0-9]*\) MiB predicted peak.*/\1/p' "$T/pbig.log")
 acts=$(sed -n 's/^recompute plan.*predicted activations \([0-9.]*\) MiB.*/\1/p' "$T/pbig.log")
