@@ -5,19 +5,12 @@
  * time. State bytes per parameter of each. Prints one JSON object.
  * Usage: bench_optim [--threads N] [--mib S] [--iters N] */
 #include "../optimizer/adam8bit.h"
+#include "sgemm_time.h"
 
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static double copy_bw(float *a, const float *b, size_t n, int iters)
 {

@@ -8,21 +8,21 @@
 #include <stdlib.h>
 #include <time.h>
 
-static double now(void)
+static inline double now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static int cmp(const void *a, const void *b)
+static inline int cmp(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
 }
 
 /* median seconds of iters calls */
-static double sgemm_seconds(int M, int K, int N, int iters)
+static inline double sgemm_seconds(int M, int K, int N, int iters)
 {
     float *a = malloc(sizeof(float) * (size_t)M * K), *b = malloc(sizeof(float) * (size_t)N * K),
           *c = malloc(sizeof(float) * (size_t)M * N);

@@ -371,9 +371,10 @@ static const key keys[] = {
         .def_doc = "none",
         .doc = "Bytes per rank to plan for (a number, or a string such as \"4GiB\", "
                "\"3.5 GB\"): the engine predicts each memory category and puts the optimizer "
-               "state, then (stage 3) the parameter shards on NVMe (nvme_path) until the "
-               "predicted peak fits; it prints the plan, or fails before training saying what "
-               "would fit."},
+               "state, then (stages 2-3) the gradient shards, then (stage 3) the parameter "
+               "shards on NVMe (nvme_path) until the predicted peak fits (with recompute "
+               "\"auto\" it plans the recomputation too); it prints the plan, or fails "
+               "before training saying what would fit."},
     [K_ZT_RECOMPUTE] = {"zerotrain.recompute", T_STR, C_APPLIED, A_NO, 0, 0, 0, 0,
         .def_doc = "none",
         .doc = "Activation recomputation: \"none\" keeps every activation for the backward "

@@ -26,6 +26,9 @@ typedef struct zt_use {
     int unit[2], n;
 } zt_use;
 
+/* uses of a pass at most: a forward per unit, then the backward steps (<= 3 per unit) */
+#define ZT_MAX_USES(nu) (4 * (size_t)(nu))
+
 /* Stage 3's gather schedule over the uses of a pass (see zero.c). */
 typedef struct zt_sched {
     int *refs;               /* per unit: acquired uses that need it */

@@ -405,7 +405,7 @@ int zt_zero_setup(zt_engine *e)
             !(e->sched.refs = calloc((size_t)nu, sizeof *e->sched.refs)) ||
             !(e->gpend_lo = pending(nu)) || !(e->gpend_hi = pending(nu)) ||
             !(e->persist = calloc((size_t)nu, 1)) ||
-            !(e->uses = calloc(4 * (size_t)nu, sizeof *e->uses)))
+            !(e->uses = calloc(ZT_MAX_USES(nu), sizeof *e->uses)))
             return zt_fail(ZT_E_NOMEM, "out of memory");
         if (e->cfg.offload_param)
             ZT_TRY(pstore_open(e));
@@ -1325,15 +1325,15 @@ double zt_zero_traffic_theory(zt_engine *e, double *plain)
         return 0.0;
     S.dry = 1;
     S.acquired = -1;
-    zt_use *saved = malloc(sizeof *saved * 4 * (size_t)nu);
+    zt_use *saved = malloc(sizeof *saved * ZT_MAX_USES(nu));
     int n_saved = e->n_uses;
     if (saved)
-        memcpy(saved, e->uses, sizeof *saved * 4 * (size_t)nu);
+        memcpy(saved, e->uses, sizeof *saved * ZT_MAX_USES(nu));
     build_uses(e, 1);
     for (int k = 0; k < e->n_uses; k++)
         sched_enter(e, &S, k);
     if (saved) {
-        memcpy(e->uses, saved, sizeof *saved * 4 * (size_t)nu);
+        memcpy(e->uses, saved, sizeof *saved * ZT_MAX_USES(nu));
         e->n_uses = n_saved;
     }
     free(saved);
