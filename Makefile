@@ -34,7 +34,7 @@ HDRS     := $(wildcard include/*.h */*.h)
 UNIT_TESTS := $(notdir $(basename $(wildcard tests/test_*.c)))
 TEST_BINS  := $(UNIT_TESTS:%=$(BUILD)/tests/%)
 
-.PHONY: all bench-optim bench-full bench-offload bench-recompute bench-grad bench-zero docs test test-long unit-tests test-unit test-cli test-parity asan asan-build fuzz fuzz-build bench install clean
+.PHONY: all bench-convergence bench-optim-train bench-optim bench-full bench-offload bench-recompute bench-grad bench-zero docs test test-long unit-tests test-unit test-cli test-parity asan asan-build fuzz fuzz-build bench install clean
 all: $(BUILD)/zerotrain $(BUILD)/libzerotrain.a $(BUILD)/libzerotrain.so $(BUILD)/bench_grad
 
 $(BUILD)/obj/%.o: %.c $(HDRS)
@@ -88,11 +88,13 @@ test-parity: all
 	ZT=$(BUILD)/zerotrain bash tests/test_bert_random.sh
 
 # The heavy checks: 40 more random parity configurations, a SIGKILL at every point of a
-# checkpoint save, 100,000 faulted I/O operations per backend, and 10 minutes of fuzzing.
+# checkpoint save, 100,000 faulted I/O operations per backend, every stage x world size for
+# the 8-bit and Adafactor optimizers, and 10 minutes of fuzzing.
 test-long: all unit-tests
 	ZT_FAULT_OPS=100000 $(BUILD)/tests/test_offload
 	ZERO_LONG=1 bash tests/test_zero.sh $(BUILD)/zerotrain
 	RECOMPUTE_LONG=1 bash tests/test_recompute.sh $(BUILD)/zerotrain
+	OPTIM_LONG=1 bash tests/test_optim.sh $(BUILD)/zerotrain
 	PARITY_EXTRA=40 ZT=$(BUILD)/zerotrain bash tests/test_bert_random.sh
 	CRASH_POINTS=all bash tests/test_train.sh $(BUILD)/zerotrain
 	$(MAKE) fuzz FUZZ_SECONDS=600
@@ -150,6 +152,14 @@ bench-recompute: all $(BUILD)/bench_limits $(BUILD)/bench_store
 # the offload goals: bert-large with everything on NVMe vs in RAM; 1.3B under a 4 GiB limit
 bench-offload: all $(BUILD)/bench_limits $(BUILD)/bench_store
 	/usr/bin/python3 benchmarks/run.py benchmarks/sweeps/offload.json
+
+# the optimizers within training: state bytes, update time, step time against AdamW
+bench-optim-train: all $(BUILD)/bench_limits $(BUILD)/bench_store
+	/usr/bin/python3 benchmarks/run.py benchmarks/sweeps/optim.json
+
+# the optimizers' loss curves on the default corpus (benchmarks/results/convergence*)
+bench-convergence: all
+	bash benchmarks/convergence.sh $(BUILD)/zerotrain
 
 bench-grad: $(BUILD)/bench_grad
 	$(BUILD)/bench_grad $(BENCH_ARGS)

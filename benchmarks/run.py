@@ -163,13 +163,16 @@ def expand(sweep):
             # a model is a preset or a Hugging Face config.json (its folder names it)
             name = (os.path.basename(os.path.dirname(p["model"])) if p["model"].endswith(".json")
                     else p["model"])
-            p["label"] = "%s N%d s%d b%d%s%s%s%s" % (
+            p["label"] = "%s N%d s%d b%d%s%s%s%s%s" % (
                 name, p["world"], p["stage"], p["micro"],
+                "" if p["optimizer"] == "adamw" else " " + p["optimizer"],
                 "" if p["offload"] == "none" else " offload:" + p["offload"],
                 " recompute:" + p["recompute"] if p["recompute"] not in (False, None, "none") else "",
                 " limit:" + p["memory_limit"] if p["memory_limit"] else "", g.get("tag", ""))
             yield p
 
+
+OPTIMIZERS = {"adamw": "AdamW", "adamw8bit": "AdamW8bit", "adafactor": "Adafactor"}
 
 OFFLOADS = {  # sweep value -> (offload_optimizer device, offload_param device)
     "none": (None, None), "cpu": ("cpu", None), "nvme": ("nvme", None),
@@ -184,8 +187,10 @@ def run_point(zt, p, tmp, offload_path):
     rc = p["recompute"] or "none"
     # recompute: none, full, selective, every-k:K or auto; "+offload" = cpu_checkpointing
     rc, rc_off = (rc[:-len("+offload")], True) if rc.endswith("+offload") else (rc, False)
-    if p["optimizer"] != "adamw":
-        return {"skipped": "other optimizers are not implemented yet"}
+    if p["optimizer"] not in OPTIMIZERS:
+        raise SystemExit("point %s: optimizer must be one of %s" % (p["label"], ", ".join(OPTIMIZERS)))
+    if p["optimizer"] != "adamw":  # the type's defaults (Adafactor: Hugging Face's)
+        cfg["optimizer"] = {"type": OPTIMIZERS[p["optimizer"]]}
     if rc not in ("none", "full", "selective", "auto") and not rc.startswith("every-k:"):
         raise SystemExit("point %s: recompute must be none, full, selective, every-k:K or auto"
                          " (+offload)" % p["label"])
@@ -245,11 +250,14 @@ def analyse(res):
             continue
         plain = pt["recompute"] in (False, None, "none")
         if pt["stage"] == 0 and pt["offload"] == "none" and plain:
-            base[(pt["model"], pt["world"], pt["micro"], pt["seq"])] = s["step_median"]
-        if pt["offload"] == "none" and plain:
+            base[(pt["model"], pt["world"], pt["micro"], pt["seq"], pt["optimizer"])] = s["step_median"]
+        if pt["offload"] == "none" and plain and pt["optimizer"] == "adamw":
             base[("nooff", pt["model"], pt["world"], pt["micro"], pt["seq"], pt["stage"])] = \
                 s["step_median"]
-        if plain:  # the same point keeping every activation
+        if pt["optimizer"] == "adamw":  # the same point with AdamW
+            base[("adamw", pt["model"], pt["world"], pt["micro"], pt["seq"], pt["stage"],
+                  pt["offload"], str(pt["recompute"]))] = s
+        if plain and pt["optimizer"] == "adamw":  # the same point keeping every activation
             base[("norc", pt["model"], pt["world"], pt["micro"], pt["seq"], pt["stage"],
                   pt["offload"])] = s
     for pt in res["points"]:
@@ -262,9 +270,19 @@ def analyse(res):
         if sg:  # per rank: the rank's share of the model FLOP/s against sgemm on its threads
             r["vs_sgemm"] = s["model_flops_per_s"] / pt["world"] / sg
         opt = [x for x in s.get("profile", []) if x["kind"] == "optimizer"]
-        if opt and opt[0]["seconds"] > 0 and L.get("copy_bytes_per_s"):
+        if opt and opt[0]["seconds"] > 0 and L.get("copy_bytes_per_s") and pt["optimizer"] == "adamw":
             r["optimizer_vs_copy"] = opt[0]["bytes"] / opt[0]["seconds"] / L["copy_bytes_per_s"]
-        b = base.get((pt["model"], pt["world"], pt["micro"], pt["seq"]))
+        b = base.get(("adamw", pt["model"], pt["world"], pt["micro"], pt["seq"], pt["stage"],
+                      pt["offload"], str(pt["recompute"])))
+        if b and pt["optimizer"] != "adamw":
+            r["vs_adamw"] = s["step_median"] / b["step_median"]
+            bo = [x for x in b.get("profile", []) if x["kind"] == "optimizer"]
+            if opt and bo and bo[0]["seconds"] > 0:  # the optimizer's own time, per step
+                r["optimizer_time_vs_adamw"] = opt[0]["seconds"] / bo[0]["seconds"]
+            if s.get("optimizer_state_bytes") and b.get("optimizer_state_bytes"):
+                r["state_vs_adamw"] = s["optimizer_state_bytes"] / b["optimizer_state_bytes"]
+            r["rss_vs_adamw"] = max(s["peak_rss_per_rank"]) / max(b["peak_rss_per_rank"])
+        b = base.get((pt["model"], pt["world"], pt["micro"], pt["seq"], pt["optimizer"]))
         if b:
             r["vs_stage0"] = s["step_median"] / b
         b = base.get(("nooff", pt["model"], pt["world"], pt["micro"], pt["seq"], pt["stage"]))
@@ -434,7 +452,8 @@ def write_csv(res, name):
             "peak_rss_max", "rs_bytes_per_step", "ag_bytes_per_step", "comm_wait_s_per_step",
             "nvme_read_bytes_per_step", "nvme_write_bytes_per_step", "io_wait_s_per_step",
             "vs_stage0", "vs_sgemm", "optimizer_vs_copy", "nvme_vs_fio", "vs_no_offload",
-            "vs_pytorch_tokens", "vs_pytorch_rss"]
+            "vs_pytorch_tokens", "vs_pytorch_rss", "optimizer_bytes_per_param", "vs_adamw",
+            "optimizer_time_vs_adamw", "state_vs_adamw", "rss_vs_adamw"]
     with open(os.path.join(RESULTS, name + ".csv"), "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(cols)
@@ -447,7 +466,7 @@ def write_csv(res, name):
             row.update({k: s.get(k) for k in ["step_median", "step_min", "step_max", "tokens_per_s",
                                               "model_flops_per_s", "comm_wait_s_per_step",
                                               "nvme_read_bytes_per_step", "nvme_write_bytes_per_step",
-                                              "io_wait_s_per_step"]})
+                                              "io_wait_s_per_step", "optimizer_bytes_per_param"]})
             row["peak_rss_max"] = max(s.get("peak_rss_per_rank", [0]))
             row["rs_bytes_per_step"] = s.get("comm_bytes_per_step", {}).get("reduce_scatter")
             row["ag_bytes_per_step"] = s.get("comm_bytes_per_step", {}).get("all_gather")
@@ -576,6 +595,23 @@ def report():
                     s["step_min"], s["step_max"], s["tokens_per_s"],
                     s.get("io_wait_s_per_step", 0.0), rss / 2**20,
                     rss / parse_size(p["memory_limit"])))
+        op_pts = [p for p in res["points"] if "vs_adamw" in p.get("ratios", {})]
+        if op_pts:
+            lines += ["", "### Optimizers (against the same point with AdamW)", "",
+                      "State: the optimizer state a rank holds over the parameter floats it "
+                      "updates. Optimizer s/step: the profile's optimizer row (the update "
+                      "kernels) per measured step.", "",
+                      "| configuration | state bytes/param | state vs AdamW | optimizer s/step | "
+                      "optimizer time vs AdamW | step time vs AdamW | peak RSS vs AdamW |",
+                      "|---|---|---|---|---|---|---|"]
+            for p in op_pts:
+                s, r = p["summary"], p["ratios"]
+                opt = [x for x in s.get("profile", []) if x["kind"] == "optimizer"]
+                lines.append("| %s | %s | %s | %s | **%s** | %s | %s |" % (
+                    p["label"], fmt(s.get("optimizer_bytes_per_param")), fmt(r.get("state_vs_adamw")),
+                    fmt(opt[0]["seconds"] / max(s["measured_steps"], 1) if opt else None),
+                    fmt(r.get("optimizer_time_vs_adamw"), "%.2fx"), fmt(r.get("vs_adamw"), "%.2fx"),
+                    fmt(r.get("rss_vs_adamw"), "%.2fx")))
         rc_pts = [p for p in res["points"] if "vs_no_recompute" in p.get("ratios", {})]
         if rc_pts:
             lines += ["", "### Recomputation (against the same point keeping every activation)", "",

@@ -1,12 +1,14 @@
 /* checkpoint.c - training checkpoints: ROOT/step-N/ with the model (HF layout), every rank's
- * shard of the AdamW moments (rank-R.safetensors), the training state and a manifest of
- * checksums written last; the folder is built under a hidden name and renamed into place.
- * A checkpoint loads at any world size and stage: the moments are re-sliced from the
- * layout the state records (world size, bucket) into this engine's. */
+ * shard of the optimizer state (rank-R.safetensors: the sections of ostate.h per unit), the
+ * training state and a manifest of checksums written last; the folder is built under a
+ * hidden name and renamed into place. A checkpoint loads at any world size and stage: the
+ * state is re-sliced from the layout the state records (world size, bucket) into this
+ * engine's, and it must be the same optimizer's. */
 #include "engine_impl.h"
 #include "load.h"
 #include "../format/fileio.h"
 #include "../format/hfweights.h"
+#include "../optimizer/quant.h"
 
 #include <cjson/cJSON.h>
 #include <dirent.h>
@@ -161,59 +163,97 @@ static int write_text(const char *dir, const char *name, const char *text)
     return 0;
 }
 
-/* with optimizer offload, piece k of tensor i is sub-group k of its unit, from the store */
-static int moment_piece(int i, int k, void *arg, const void **data, size_t *len)
+/* The rank file's tensors: every unit's sections (ostate.h) of this rank's part, unit by
+ * unit (so the sections of one offloaded sub-group are read once), then on rank 0
+ * Adafactor's replicated factored moments by parameter name. */
+typedef struct rank_file {
+    zt_engine *e;
+    int ns;              /* sections per unit */
+    const zt_tensor_view *v;
+} rank_file;
+
+/* piece k of tensor i: sub-group k of its unit's part (one piece without offload); the
+ * replicated tensors after the units' are whole */
+static int state_piece(int i, int k, void *arg, const void **data, size_t *len)
 {
-    zt_engine *e = arg;
-    int nu = e->layout.n_units;
-    const float *p;
-    size_t n;
-    ZT_TRY(zt_zero_moment_piece(e, i % nu, i >= nu, k, &p, &n));
-    *data = p;
-    *len = n * sizeof(float);
-    return 0;
+    rank_file *rf = arg;
+    if (i >= rf->e->layout.n_units * rf->ns) {
+        *data = rf->v[i].data;
+        return 0;
+    }
+    return zt_zero_state_piece(rf->e, i / rf->ns, rf->e->comm.rank, i % rf->ns, k, data, len);
 }
 
-/* This rank's shard of every unit's AdamW moments: "exp_avg.<unit>" and "exp_avg_sq.<unit>",
- * [padded / N] floats each, in shard order (its slice of every piece of the unit; stage 0
- * keeps whole units and writes the same slices, so the files look the same at every
- * stage). Offloaded moments stream from the store one sub-group at a time. */
+/* The optimizer as state.json records it: type, Adafactor's first moment, and the
+ * parameters whose state is compact (AdamW8bit's fp32 ones): a checkpoint loads only into
+ * an engine that lays its state out the same way. */
+static cJSON *optimizer_json(const zt_engine *e)
+{
+    cJSON *o = cJSON_CreateObject(), *c;
+    cJSON_AddStringToObject(o, "type", zt_ost_name(e->opt));
+    if (e->opt == ZT_OPT_ADAFACTOR)
+        cJSON_AddBoolToObject(o, "beta1", e->beta1);
+    if (e->opt == ZT_OPT_ADAMW8BIT && (c = cJSON_AddArrayToObject(o, "fp32_state")))
+        for (int i = 0; i < e->layout.n_params; i++)
+            if (e->pcompact[i])
+                cJSON_AddItemToArray(c, cJSON_CreateString(e->layout.params[i].name));
+    return o;
+}
+
 static int write_rank_file(zt_engine *e, const char *dir)
 {
     char path[4096], name[32], meta_v[3][32];
-    int nu = e->layout.n_units, N = e->comm.size, r = e->comm.rank, rc = 0;
+    int nu = e->layout.n_units, N = e->comm.size, r = e->comm.rank, rc = 0, nt = 0;
     int off = e->ostore != NULL;
-    zt_tensor_view *v = calloc((size_t)(2 * nu), sizeof *v);
-    char **names = calloc((size_t)(2 * nu), sizeof *names);
-    int *pieces = calloc((size_t)(2 * nu), sizeof *pieces);
-    float *copy = NULL;
-    size_t total = 0, at = 0;
-    for (int u = 0; u < nu; u++)
-        total += 2 * zt_zero_len(e, u, 1);
-    if (!v || !names || !pieces ||
-        (e->cfg.zero_stage == 0 && !(copy = malloc(total * sizeof(float))))) {
+    const zt_ost_sec *sd;
+    rank_file rf = {e, zt_ost_sections(e->opt, e->beta1, &sd), NULL};
+    int nrep = 0;
+    for (int i = 0; r == 0 && e->af_rc && i < e->layout.n_params; i++)
+        nrep += e->layout.params[i].ndim == 2 ? 2 : 0;
+    int cap = nu * rf.ns + nrep;
+    zt_tensor_view *v = calloc((size_t)cap, sizeof *v);
+    char **names = calloc((size_t)cap, sizeof *names);
+    int *pieces = calloc((size_t)cap, sizeof *pieces);
+    if (!v || !names || !pieces) {
         rc = zt_fail(ZT_E_NOMEM, "out of memory");
         goto out;
     }
-    if ((rc = zt_zero_moments_stream_begin(e)) < 0)
+    rf.v = v;
+    if ((rc = zt_zero_state_stream_begin(e)) < 0)
         goto out;
-    for (int i = 0; i < 2 * nu; i++) {
-        int u = i % nu;
-        size_t s = zt_zero_len(e, u, 1);
-        float *const *buf = i < nu ? e->M : e->V, *data = off ? NULL : buf[u];
-        pieces[i] = zt_zero_moment_pieces(e, u);
-        if (asprintf(&names[i], "%s.%s", i < nu ? "exp_avg" : "exp_avg_sq",
-                     e->layout.units[u].name) < 0) {
-            names[i] = NULL;
-            rc = zt_fail(ZT_E_NOMEM, "out of memory");
-            goto out;
+    for (int u = 0; u < nu; u++) {
+        const zt_spart *p = zt_ost_part(e, u, r);
+        for (int k = 0; k < rf.ns; k++, nt++) {
+            const void *data = NULL;
+            size_t bytes;
+            if (asprintf(&names[nt], "%s.%s", sd[k].name, e->layout.units[u].name) < 0) {
+                names[nt] = NULL;
+                rc = zt_fail(ZT_E_NOMEM, "out of memory");
+                goto out;
+            }
+            pieces[nt] = zt_zero_state_pieces(e, u);
+            if (!off && (rc = zt_zero_state_piece(e, u, r, k, 0, &data, &bytes)) < 0)
+                goto out;
+            v[nt] = (zt_tensor_view){names[nt], sd[k].dtype, 1,
+                                     {(int64_t)zt_ost_sec_elems(&sd[k], p->len, p->n_compact)},
+                                     data};
         }
-        if (copy) {
-            data = copy + at;
-            zt_zero_take_shard(e, u, r, buf[u], data);
-            at += s;
+    }
+    for (int i = 0; nrep && i < e->layout.n_params; i++) {
+        const zt_param_def *d = &e->layout.params[i];
+        if (d->ndim != 2)
+            continue;
+        for (int c = 0; c < 2; c++, nt++) {
+            if (asprintf(&names[nt], "%s.%s", c ? "exp_avg_sq_col" : "exp_avg_sq_row",
+                         d->name) < 0) {
+                names[nt] = NULL;
+                rc = zt_fail(ZT_E_NOMEM, "out of memory");
+                goto out;
+            }
+            pieces[nt] = 1;
+            v[nt] = (zt_tensor_view){names[nt], ZT_F32, 1, {d->shape[c]},
+                                     e->af_rc + e->af_off[i] + (c ? (size_t)d->shape[0] : 0)};
         }
-        v[i] = (zt_tensor_view){names[i], ZT_F32, 1, {(int64_t)s}, data};
     }
     snprintf(meta_v[0], sizeof meta_v[0], "%d", r);
     snprintf(meta_v[1], sizeof meta_v[1], "%d", N);
@@ -221,19 +261,19 @@ static int write_rank_file(zt_engine *e, const char *dir)
     snprintf(name, sizeof name, "rank-%05d.safetensors", r);
     snprintf(path, sizeof path, "%s/%s", dir, name);
     {
-        const char *meta[] = {"rank", meta_v[0], "world_size", meta_v[1], "step", meta_v[2]};
+        const char *meta[] = {"rank", meta_v[0], "world_size", meta_v[1], "step", meta_v[2],
+                              "optimizer", zt_ost_name(e->opt)};
         fault_point("before", name);
-        rc = zt_safetensors_write_pieces(path, v, 2 * nu, meta, 3, off ? pieces : NULL,
-                                         off ? moment_piece : NULL, e);
+        rc = zt_safetensors_write_pieces(path, v, nt, meta, 4, off ? pieces : NULL,
+                                         off ? state_piece : NULL, &rf);
         fault_point("after", name);
     }
 out:
-    for (int i = 0; names && i < 2 * nu; i++)
+    for (int i = 0; names && i < cap; i++)
         free(names[i]);
     free(names);
     free(v);
     free(pieces);
-    free(copy);
     return rc;
 }
 
@@ -330,15 +370,26 @@ static int commit_rank0(zt_engine *e, const char *root, const char *tmp, const c
                         const char *old, const zt_train_state *st, const char *train_config,
                         int keep)
 {
-    char text[512];
+    char *text = NULL, *opt = NULL;
     struct stat sb;
     int rc;
-    snprintf(text, sizeof text,
-             "{\n  \"format\": \"zerotrain-train-state\",\n  \"version\": 2,\n"
-             "  \"step\": %" PRId64 ",\n  \"samples\": %" PRIu64 ",\n  \"seed\": %" PRIu64
-             ",\n  \"world_size\": %d,\n  \"zero_stage\": %d,\n  \"bucket_size\": %zu\n}\n",
-             st->step, st->samples, st->seed, e->comm.size, e->cfg.zero_stage, e->bucket);
-    if ((rc = write_text(tmp, "state.json", text)) < 0 ||
+    cJSON *oj = optimizer_json(e);
+    if (!oj || !(opt = cJSON_PrintUnformatted(oj)) ||
+        asprintf(&text,
+                 "{\n  \"format\": \"zerotrain-train-state\",\n  \"version\": 3,\n"
+                 "  \"step\": %" PRId64 ",\n  \"samples\": %" PRIu64 ",\n  \"seed\": %" PRIu64
+                 ",\n  \"world_size\": %d,\n  \"zero_stage\": %d,\n  \"bucket_size\": %zu,\n"
+                 "  \"optimizer\": %s\n}\n",
+                 st->step, st->samples, st->seed, e->comm.size, e->cfg.zero_stage, e->bucket,
+                 opt) < 0)
+        text = NULL;
+    cJSON_Delete(oj);
+    free(opt);
+    if (!text)
+        return zt_fail(ZT_E_NOMEM, "out of memory");
+    rc = write_text(tmp, "state.json", text);
+    free(text);
+    if (rc < 0 ||
         (rc = write_text(tmp, "train_config.json", train_config ? train_config : "{}\n")) < 0 ||
         (rc = write_manifest(tmp, e)) < 0 || (rc = fsync_path(tmp)) < 0)
         return rc;
@@ -471,12 +522,59 @@ int zt_checkpoint_verify(const char *dir)
     return rc;
 }
 
-static int read_state(const char *dir, zt_train_state *st, int *world, size_t *bucket)
+/* The checkpoint's optimizer must be laid out as this engine's (a checkpoint without the
+ * record is AdamW's). */
+static int check_optimizer(const zt_engine *e, const char *path, const cJSON *o)
+{
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(o, "type");
+    const char *name = cJSON_IsString(t) ? t->valuestring : o ? NULL : "AdamW";
+    if (!name)
+        return zt_fail(ZT_E_FORMAT, "%s: \"optimizer\" has no \"type\"", path);
+    if (strcmp(name, zt_ost_name(e->opt)))
+        return zt_fail(ZT_E_CONFIG, "%s: the checkpoint holds %s state, and this run's "
+                       "optimizer is %s: resume with optimizer.type \"%s\" (or start from the "
+                       "checkpoint's weights alone, as a Hugging Face folder)", path, name,
+                       zt_ost_name(e->opt), name);
+    if (e->opt == ZT_OPT_ADAFACTOR) {
+        const cJSON *b1 = cJSON_GetObjectItemCaseSensitive(o, "beta1");
+        if (!cJSON_IsBool(b1) || cJSON_IsTrue(b1) != e->beta1)
+            return zt_fail(ZT_E_CONFIG, "%s: the checkpoint's Adafactor %s a first moment and "
+                           "this run's %s: set optimizer.params.beta1 %s", path,
+                           cJSON_IsTrue(b1) ? "has" : "has no", e->beta1 ? "has" : "has not",
+                           cJSON_IsTrue(b1) ? "as it was" : "to null");
+    }
+    if (e->opt == ZT_OPT_ADAMW8BIT) {
+        const cJSON *f = cJSON_GetObjectItemCaseSensitive(o, "fp32_state"), *x;
+        int n = 0, want = 0;
+        if (!cJSON_IsArray(f))
+            return zt_fail(ZT_E_FORMAT, "%s: \"optimizer\" has no \"fp32_state\" list", path);
+        for (int i = 0; i < e->layout.n_params; i++)
+            want += e->pcompact[i];
+        cJSON_ArrayForEach(x, f) {
+            int i = cJSON_IsString(x) ? zt_layout_find(&e->layout, x->valuestring) : -1;
+            if (i < 0 || !e->pcompact[i])
+                return zt_fail(ZT_E_CONFIG, "%s: the checkpoint kept fp32 AdamW8bit state for "
+                               "\"%s\", this run does not: set min_8bit_size and "
+                               "zerotrain.fp32_optimizer_state as when it was saved", path,
+                               cJSON_IsString(x) ? x->valuestring : "?");
+            n++;
+        }
+        if (n != want)
+            return zt_fail(ZT_E_CONFIG, "%s: this run keeps fp32 AdamW8bit state for %d "
+                           "tensors, the checkpoint for %d: set min_8bit_size and "
+                           "zerotrain.fp32_optimizer_state as when it was saved", path, want, n);
+    }
+    return 0;
+}
+
+static int read_state(const zt_engine *e, const char *dir, zt_train_state *st, int *world,
+                      size_t *bucket)
 {
     char path[4096], *text;
     cJSON *o, *s, *g, *sd, *w, *bk;
+    int rc;
     snprintf(path, sizeof path, "%s/state.json", dir);
-    ZT_TRY(zt_file_read_all(path, 1u << 20, &text, NULL));
+    ZT_TRY(zt_file_read_all(path, 16u << 20, &text, NULL));
     o = cJSON_Parse(text);
     free(text);
     s = cJSON_GetObjectItemCaseSensitive(o, "step");
@@ -491,6 +589,10 @@ static int read_state(const char *dir, zt_train_state *st, int *world, size_t *b
         return zt_fail(ZT_E_FORMAT, "%s: missing or bad step, samples, seed, world_size or "
                                     "bucket_size", path);
     }
+    if ((rc = check_optimizer(e, path, cJSON_GetObjectItemCaseSensitive(o, "optimizer"))) < 0) {
+        cJSON_Delete(o);
+        return rc;
+    }
     /* cJSON keeps numbers as doubles: exact below 2^53, far beyond any step count */
     st->step = (int64_t)s->valuedouble;
     st->samples = (uint64_t)g->valuedouble;
@@ -501,88 +603,199 @@ static int read_state(const char *dir, zt_train_state *st, int *world, size_t *b
     return 0;
 }
 
-/* The moments saved by world0 ranks with bucket0 (rank k: its shard of each unit as laid out
- * for world0), re-sliced into this engine's layout: whole units (stage 0) or this rank's
- * shard. Only the first numel floats of a unit carry data; the rest is padding and stays
- * zero. */
-typedef struct moment_src {
+/* The state saved by world0 ranks with bucket0 (rank k: its shard of each unit as laid out
+ * for world0), re-sliced into this engine's parts. Per-position and per-block sections map
+ * unit positions; compact ones go through the runs of the saved shards. Only the first
+ * numel floats of a unit carry data; the rest is padding and keeps its fresh state. */
+typedef struct state_src {
     const char *dir;
     int world0;
     size_t bucket0;
     zt_safetensors **f;            /* rank k's file */
-    const float **src;             /* per rank: the tensor being read */
-    const zt_engine *e;
-} moment_src;
+    const uint8_t **src;           /* per rank: the tensor being read */
+    zt_srun **runs;                /* per rank: the saved shard's runs of unit `ru` */
+    int *n_runs, ru;
+    size_t *n_compact;
+    zt_geom g0;                    /* unit ru's saved geometry */
+    zt_engine *e;
+} state_src;
 
-/* positions [c0, c1) of unit u's moment tensor `kind` ("exp_avg", "exp_avg_sq") into dst */
-static int reslice(moment_src *ms, int u, const char *kind, size_t c0, size_t c1, float *dst)
+/* saved rank and shard position of unit position x, and how many positions from x on
+ * follow contiguously */
+static void saved_pos(const zt_geom *g, size_t x, int *k, size_t *sp, size_t *run)
 {
-    const zt_engine *e = ms->e;
-    char path[4096], name[ZT_NAME_MAX + 16];
-    int world0 = ms->world0, shard = e->cfg.zero_stage >= 1;
-    size_t numel = e->layout.units[u].numel, padded0;
-    size_t piece0 = zt_zero_piece_for(numel, (size_t)world0, ms->bucket0, &padded0);
-    size_t s0 = padded0 / (size_t)world0;
-    zt_seg d = {0, e->padded[u], 0};
-    snprintf(name, sizeof name, "%s.%s", kind, e->layout.units[u].name);
-    for (int k = 0; k < world0; k++) {
-        zt_tensor_info t;
-        if (zt_safetensors_find(ms->f[k], name, &t) < 0 || t.dtype != ZT_F32 || t.numel != s0) {
-            snprintf(path, sizeof path, "%s/rank-%05d.safetensors", ms->dir, k);
-            return zt_fail(ZT_E_FORMAT, "%s: no F32 tensor \"%s\" of %zu floats", path, name,
-                           s0);
-        }
-        ms->src[k] = t.data;
+    size_t base = x / g->piece * g->piece;
+    size_t plen = g->padded - base < g->piece ? g->padded - base : g->piece;
+    size_t sl = plen / g->N, within = x - base, o = within % sl;
+    *k = (int)(within / sl);
+    *sp = base / g->N + o;
+    *run = sl - o;
+}
+
+static int src_unit(state_src *ss, int u)
+{
+    zt_engine *e = ss->e;
+    if (ss->ru == u)
+        return 0;
+    for (int k = 0; k < ss->world0; k++) {
+        free(ss->runs[k]);
+        ss->runs[k] = NULL;
     }
-    memset(dst, 0, (c1 - c0) * sizeof(float));
-    /* each run of this engine's segments within [c0, c1), cut where the saved slices
-     * change rank */
-    for (int j = 0; shard ? zt_zero_seg(e, u, e->comm.rank, j, &d) : j == 0; j++) {
+    ss->ru = -1;
+    ss->g0.N = (size_t)ss->world0;
+    ss->g0.piece = zt_zero_piece_for(e->layout.units[u].numel, ss->g0.N, ss->bucket0,
+                                     &ss->g0.padded);
+    for (int k = 0; k < ss->world0; k++)
+        ZT_TRY(zt_ost_runs(&e->layout, e->pcompact, u, &ss->g0, k, &ss->runs[k],
+                           &ss->n_runs[k], &ss->n_compact[k]));
+    ss->ru = u;
+    return 0;
+}
+
+/* the saved compact index of shard position sp of rank k (a compact parameter's) */
+static size_t saved_compact(const state_src *ss, int k, size_t sp)
+{
+    int lo = 0, hi = ss->n_runs[k] - 1;
+    while (lo < hi) { /* the last run starting at or before sp */
+        int mid = (lo + hi + 1) / 2;
+        if (ss->runs[k][mid].j0 <= sp)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    const zt_srun *x = &ss->runs[k][lo];
+    return x->f0 + (sp - x->j0);
+}
+
+/* section `sec` of part p's positions [c0, c1) (compact [f0, f0 + nc)) into its place in
+ * the block at base */
+static int reslice(state_src *ss, int u, const zt_spart *p, int sec, size_t c0, size_t c1,
+                   size_t f0, size_t nc, uint8_t *base)
+{
+    zt_engine *e = ss->e;
+    const zt_ost_sec *sd;
+    char path[4096], name[ZT_NAME_MAX + 16];
+    (void)zt_ost_sections(e->opt, e->beta1, &sd);
+    const zt_ost_sec *S = &sd[sec];
+    size_t es = zt_dtype_size(S->dtype), numel = e->layout.units[u].numel;
+    size_t q = S->kind == ZT_SEC_BLOCK ? ZT_QBLOCK : 1; /* positions per element */
+    uint8_t *dst = base + zt_ost_sec_offset(e->opt, e->beta1, sec, c1 - c0, nc);
+    snprintf(name, sizeof name, "%s.%s", S->name, e->layout.units[u].name);
+    ZT_TRY(src_unit(ss, u));
+    for (int k = 0; k < ss->world0; k++) {
+        zt_tensor_info t;
+        size_t want = zt_ost_sec_elems(S, ss->g0.padded / ss->g0.N, ss->n_compact[k]);
+        if (zt_safetensors_find(ss->f[k], name, &t) < 0 || t.dtype != S->dtype || t.numel != want) {
+            snprintf(path, sizeof path, "%s/rank-%05d.safetensors", ss->dir, k);
+            return zt_fail(ZT_E_FORMAT, "%s: no %s tensor \"%s\" of %zu elements", path,
+                           zt_dtype_name(S->dtype), name, want);
+        }
+        ss->src[k] = t.data;
+    }
+    if (S->kind == ZT_SEC_COMPACT) {
+        for (int j = 0; j < p->n_run; j++) {
+            const zt_srun *x = &p->run[j];
+            size_t lo = x->j0 > c0 ? x->j0 : c0, hi = x->j1 < c1 ? x->j1 : c1;
+            if (!x->compact || lo >= hi)
+                continue;
+            for (size_t at = lo; at < hi;) {
+                int k;
+                size_t sp, run;
+                saved_pos(&ss->g0, x->a + (at - x->j0), &k, &sp, &run);
+                run = run < hi - at ? run : hi - at;
+                memcpy(dst + (x->f0 + (at - x->j0) - f0) * es,
+                       ss->src[k] + saved_compact(ss, k, sp) * es, run * es);
+                at += run;
+            }
+        }
+        return 0;
+    }
+    /* each run of this part's segments within [c0, c1), cut where the saved slices change
+     * rank; per-block sections move whole blocks (every cut is on a multiple of 1024) */
+    zt_seg d;
+    for (int j = 0; zt_zero_seg(e, u, p->rank, j, &d); j++) {
         if (d.soff >= c1 || d.soff + d.len <= c0)
             continue;
         size_t lo = d.off + (d.soff < c0 ? c0 - d.soff : 0);
         size_t end = d.off + (d.soff + d.len > c1 ? c1 - d.soff : d.len);
         end = end < numel ? end : numel;
         for (size_t x = lo; x < end;) {
-            size_t base = x / piece0 * piece0;
-            size_t plen = padded0 - base < piece0 ? padded0 - base : piece0;
-            size_t sl = plen / (size_t)world0, within = x - base, o = within % sl;
-            size_t run = sl - o < end - x ? sl - o : end - x;
-            memcpy(dst + d.soff + (x - d.off) - c0,
-                   ms->src[within / sl] + base / (size_t)world0 + o, run * sizeof(float));
+            int k;
+            size_t sp, run;
+            saved_pos(&ss->g0, x, &k, &sp, &run);
+            run = run < end - x ? run : end - x;
+            memcpy(dst + (d.soff + (x - d.off) - c0) / q * es, ss->src[k] + sp / q * es,
+                   (run + q - 1) / q * es);
             x += run;
         }
     }
     return 0;
 }
 
-static int fill_moments(int u, size_t c0, size_t c1, float *m, float *v, void *arg)
+static int fill_state(int u, const zt_spart *p, size_t c0, size_t c1, size_t f0, size_t nc,
+                      uint8_t *base, void *arg)
 {
-    ZT_TRY(reslice(arg, u, "exp_avg", c0, c1, m));
-    return reslice(arg, u, "exp_avg_sq", c0, c1, v);
+    state_src *ss = arg;
+    const zt_ost_sec *sd;
+    int ns = zt_ost_sections(ss->e->opt, ss->e->beta1, &sd);
+    zt_ost_init(ss->e, base, c1 - c0, nc);
+    for (int sec = 0; sec < ns; sec++)
+        ZT_TRY(reslice(ss, u, p, sec, c0, c1, f0, nc, base));
+    return 0;
+}
+
+/* Adafactor's factored moments, from rank 0's file */
+static int read_replicated(zt_engine *e, const state_src *ss)
+{
+    for (int i = 0; e->af_rc && i < e->layout.n_params; i++) {
+        const zt_param_def *d = &e->layout.params[i];
+        if (d->ndim != 2)
+            continue;
+        for (int c = 0; c < 2; c++) {
+            char name[ZT_NAME_MAX + 32];
+            zt_tensor_info t;
+            snprintf(name, sizeof name, "%s.%s", c ? "exp_avg_sq_col" : "exp_avg_sq_row",
+                     d->name);
+            if (zt_safetensors_find(ss->f[0], name, &t) < 0 || t.dtype != ZT_F32 ||
+                t.numel != (size_t)d->shape[c])
+                return zt_fail(ZT_E_FORMAT, "%s/rank-00000.safetensors: no F32 tensor \"%s\" "
+                               "of %lld floats", ss->dir, name, (long long)d->shape[c]);
+            memcpy(e->af_rc + e->af_off[i] + (c ? (size_t)d->shape[0] : 0), t.data,
+                   t.numel * sizeof(float));
+        }
+    }
+    return 0;
 }
 
 static int read_optimizer(zt_engine *e, const char *dir, int world0, size_t bucket0)
 {
     char path[4096];
     int rc = 0;
-    moment_src ms = {dir, world0, bucket0, calloc((size_t)world0, sizeof *ms.f),
-                     calloc((size_t)world0, sizeof *ms.src), e};
-    if (!ms.f || !ms.src) {
-        free(ms.f);
-        free(ms.src);
-        return zt_fail(ZT_E_NOMEM, "out of memory");
-    }
+    size_t w = (size_t)world0;
+    state_src ss = {dir, world0, bucket0, calloc(w, sizeof *ss.f), calloc(w, sizeof *ss.src),
+                    calloc(w, sizeof *ss.runs), calloc(w, sizeof *ss.n_runs), -1,
+                    calloc(w, sizeof *ss.n_compact), {0, 0, 0}, e};
+    if (!ss.f || !ss.src || !ss.runs || !ss.n_runs || !ss.n_compact)
+        rc = zt_fail(ZT_E_NOMEM, "out of memory");
     for (int k = 0; k < world0 && rc == 0; k++) {
         snprintf(path, sizeof path, "%s/rank-%05d.safetensors", dir, k);
-        rc = zt_safetensors_open(path, &ms.f[k]);
+        rc = zt_safetensors_open(path, &ss.f[k]);
     }
     if (rc == 0)
-        rc = zt_zero_moments_fill(e, fill_moments, &ms);
-    for (int k = 0; k < world0; k++)
-        zt_safetensors_close(ms.f[k]);
-    free(ms.f);
-    free(ms.src);
+        rc = zt_zero_state_fill(e, fill_state, &ss);
+    if (rc == 0)
+        rc = read_replicated(e, &ss);
+    for (int k = 0; k < world0; k++) {
+        if (ss.f)
+            zt_safetensors_close(ss.f[k]);
+        if (ss.runs)
+            free(ss.runs[k]);
+    }
+    free(ss.f);
+    free(ss.src);
+    free(ss.runs);
+    free(ss.n_runs);
+    free(ss.n_compact);
     return rc;
 }
 
@@ -607,8 +820,8 @@ int zt_checkpoint_load(zt_engine *e, const char *dir, zt_train_state *st)
                                                      "from this engine's", path));
     int world0 = 1;
     size_t bucket0 = 0;
-    if ((rc = zt_engine_load_params(e, dir)) < 0 ||
-        (rc = read_state(dir, st, &world0, &bucket0)) < 0 ||
+    if ((rc = read_state(e, dir, st, &world0, &bucket0)) < 0 || /* (before anything changes) */
+        (rc = zt_engine_load_params(e, dir)) < 0 ||
         (rc = zt_engine_ensure_moments(e)) < 0 ||
         (rc = read_optimizer(e, dir, world0, bucket0)) < 0)
         return zt_engine_fail(e, rc);

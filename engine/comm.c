@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <limits.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -358,7 +359,7 @@ static int start(zt_comm *c, int op, const void *in, void *out, size_t n, int64_
     int kind = op == OP_RS ? ZT_COLL_REDUCE_SCATTER
                : op == OP_AG || op == OP_AG_INPLACE ? ZT_COLL_ALLGATHER : ZT_COLL_OTHER;
     int slot = -1, rc = MPI_SUCCESS, cnt = (int)(n / (size_t)c->size);
-    size_t bytes = op == OP_GATHER_D ? sizeof(double) * (size_t)c->size
+    size_t bytes = op == OP_GATHER_D ? sizeof(double) * (size_t)c->size * n
                    : op == OP_SUM_I64 ? sizeof(int64_t) : n * sizeof(float);
     *h = -1;
     if (c->open == ZT_COMM_MAXREQ)
@@ -382,7 +383,7 @@ static int start(zt_comm *c, int op, const void *in, void *out, size_t n, int64_
         rc = MPI_Iallgather(MPI_IN_PLACE, 0, MPI_FLOAT, out, cnt, MPI_FLOAT, c->comm, &q->req);
         break;
     case OP_GATHER_D:
-        rc = MPI_Iallgather(in, 1, MPI_DOUBLE, out, 1, MPI_DOUBLE, c->comm, &q->req);
+        rc = MPI_Iallgather(in, (int)n, MPI_DOUBLE, out, (int)n, MPI_DOUBLE, c->comm, &q->req);
         break;
     default:
         rc = MPI_Iallreduce(MPI_IN_PLACE, out, 1, MPI_INT64_T, MPI_SUM, c->comm, &q->req);
@@ -528,6 +529,19 @@ int zt_comm_sum_ordered(zt_comm *c, double x, double *sum)
     }
     free(buf);
     return rc;
+}
+
+int zt_comm_gather_d(zt_comm *c, const double *x, double *all, size_t n)
+{
+    int64_t h;
+    if (c->size == 1) {
+        memcpy(all, x, n * sizeof *x);
+        return 0;
+    }
+    if (n > (size_t)INT_MAX)
+        return zt_fail(ZT_E_INVAL, "gather of %zu doubles: more than an int count", n);
+    ZT_TRY(start(c, OP_GATHER_D, x, all, n, &h));
+    return zt_comm_wait(c, h);
 }
 
 int zt_comm_sum_i64(zt_comm *c, int64_t *x)

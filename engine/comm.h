@@ -84,5 +84,7 @@ int zt_comm_allgather(zt_comm *c, const float *shard, float *full, size_t n);
 /* Sum of one double per rank, added in rank order on every rank (deterministic). */
 int zt_comm_sum_ordered(zt_comm *c, double x, double *sum);
 int zt_comm_sum_i64(zt_comm *c, int64_t *x);
+/* all[r * n + j] = rank r's x[j] on every rank (n doubles each). */
+int zt_comm_gather_d(zt_comm *c, const double *x, double *all, size_t n);
 
 #endif

@@ -22,7 +22,7 @@
 
 /* ---- the key table -------------------------------------------------------------------- */
 
-enum { T_OBJ, T_BOOL, T_INT, T_NUM, T_STR, T_ENUM, T_BETAS, T_STRS, T_SEED, T_SIZE, T_ANY };
+enum { T_OBJ, T_BOOL, T_INT, T_NUM, T_STR, T_ENUM, T_BETAS, T_STRS, T_SEED, T_SIZE, T_EPS, T_ANY };
 enum {
     C_APPLIED,  /* used by the engine now */
     C_LATER,    /* validated now, used by the ZeRO / offload / recomputation work */
@@ -47,6 +47,15 @@ enum {
 #define S_DECAY SCHED_BIT(ZT_SCHED_WARMUP_DECAY_LR)
 #define S_COS SCHED_BIT(ZT_SCHED_WARMUP_COSINE_LR)
 
+/* optimizer.type values (the order of K_OPT_TYPE's list) and their bits for optimizer.params
+ * keys that only some take */
+enum { OT_ADAMW = 0, OT_ADAM, OT_ADAMW8BIT, OT_ADAFACTOR, OT_COUNT };
+#define OPT_BIT(t) (1u << (t))
+#define O_ADAM (OPT_BIT(OT_ADAMW) | OPT_BIT(OT_ADAM))
+#define O_ADAM_ALL (O_ADAM | OPT_BIT(OT_ADAMW8BIT))
+#define O_8BIT OPT_BIT(OT_ADAMW8BIT)
+#define O_AF OPT_BIT(OT_ADAFACTOR)
+
 #define BIG 9007199254740992.0   /* 2^53: integers above it are not exact in JSON numbers */
 #define IMAX 2147483647.0
 
@@ -62,13 +71,15 @@ typedef struct key {
     const char *quiet;     /* C_IGNORED: value (besides null/false/disabled) that needs no notice */
     const char *doc;       /* one line; for C_IGNORED / C_GATED rows, why it does not apply */
     unsigned sched;        /* scheduler.params: bits of the schedule types that take it */
+    unsigned opt;          /* optimizer.params: bits of the optimizer types that take it (0:
+                            * every type) */
 } key;
 
 /* Rows the resolver reads by name; the unnamed ones after K_NAMED do not apply here. */
 enum {
     K_TRAIN_BATCH, K_MICRO_BATCH, K_GAS, K_CLIP, K_STEPS_PER_PRINT, K_SEED_TOP,
     K_OPT, K_OPT_TYPE, K_OPT_PARAMS, K_LR, K_BETAS, K_EPS, K_WD, K_ADAM_W_MODE, K_TORCH_ADAM,
-    K_BIAS_CORR,
+    K_BIAS_CORR, K_MIN8, K_AF_CLIP, K_AF_DECAY, K_AF_BETA1, K_AF_SCALE, K_AF_REL, K_AF_WARMUP,
     K_SCHED, K_SCHED_TYPE, K_SCHED_PARAMS, K_WMIN_LR, K_WMAX_LR, K_WNUM, K_WTYPE, K_TOTAL,
     K_WMIN_RATIO, K_COS_MIN_RATIO, K_LAST_IT,
     K_ZERO, K_STAGE, K_OVERLAP, K_REDUCE_BUCKET, K_ALLGATHER_BUCKET, K_REDUCE_SCATTER,
@@ -81,7 +92,7 @@ enum {
     K_AIO, K_AIO_BLOCK, K_AIO_QDEPTH, K_AIO_INTRA, K_AIO_THREADS, K_AIO_SINGLE, K_AIO_OVERLAP,
     K_FP16, K_FP16_ON, K_BF16, K_BF16_ON, K_BFLOAT16, K_BFLOAT16_ON,
     K_ZT, K_ZT_NO_DECAY, K_ZT_THREADS, K_ZT_SEED, K_ZT_COLL_TIMEOUT, K_ZT_CHECK_COLL, K_ZT_PROGRESS,
-    K_ZT_MEMLIMIT, K_ZT_OFFGRAD, K_ZT_DIRECT, K_ZT_RECOMPUTE,
+    K_ZT_MEMLIMIT, K_ZT_OFFGRAD, K_ZT_DIRECT, K_ZT_RECOMPUTE, K_ZT_FP32_STATE,
     K_NAMED
 };
 
@@ -113,36 +124,74 @@ static const key keys[] = {
 
     [K_OPT] = {"optimizer", T_OBJ, C_APPLIED, A_NO, 0, 0, 0, 0,
         .def_doc = "AdamW with the defaults below",
-        .doc = "The optimizer. zerotrain implements AdamW (torch.optim.AdamW's update)."},
+        .doc = "The optimizer: AdamW (torch.optim.AdamW's update), AdamW8bit (bitsandbytes' "
+               "block-wise 8-bit AdamW) or Adafactor (transformers' Adafactor)."},
     [K_OPT_TYPE] = {"optimizer.type", T_ENUM, C_APPLIED, A_NO, F_NOCASE | F_REQUIRED, 0, 0, 0,
-        .values = "AdamW|Adam",
+        .values = "AdamW|Adam|AdamW8bit|Adafactor",
         .unsup = "OneBitAdam|ZeroOneAdam|OneBitLamb|Lamb|Lion|Muon|MuAdam|MuAdamW|MuSGD|"
-                 "Adagrad|SGD|Adafactor|FusedAdam|CPUAdam",
-        .unsup_why = "zerotrain implements AdamW only, use \"AdamW\"",
+                 "Adagrad|SGD|FusedAdam|CPUAdam|Adam8bit|PagedAdamW8bit|PagedAdamW|Lion8bit",
+        .unsup_why = "zerotrain implements AdamW, AdamW8bit and Adafactor",
         .def_doc = "required in the section",
-        .doc = "\"AdamW\", or \"Adam\" with adam_w_mode true (DeepSpeed's default), which is "
-               "the same AdamW. Case-insensitive, as in DeepSpeed."},
+        .doc = "\"AdamW\"; \"Adam\" with adam_w_mode true (DeepSpeed's default), which is the "
+               "same AdamW; \"AdamW8bit\": both moments one byte per element with one fp32 "
+               "absolute maximum per 256 (about 2.03 bytes of state per parameter instead of "
+               "8), tensors below min_8bit_size in fp32; \"Adafactor\": factored second "
+               "moments for matrices (rows + columns instead of rows x columns), Hugging "
+               "Face's parameters and defaults. Case-insensitive, as in DeepSpeed."},
     [K_OPT_PARAMS] = {"optimizer.params", T_OBJ, C_APPLIED, A_NO, 0, 0, 0, 0,
-        .def_doc = "the defaults below", .doc = "Optimizer parameters (torch.optim.AdamW names)."},
-    [K_LR] = {"optimizer.params.lr", T_NUM, C_APPLIED, A_DEFAULT, 0, 1e-4, 0, INFINITY,
+        .def_doc = "the defaults below",
+        .doc = "Optimizer parameters, named as torch.optim.AdamW, bitsandbytes' AdamW8bit and "
+               "transformers' Adafactor name them; each type takes its own (a key another "
+               "type takes is an error naming the ones this type does)."},
+    [K_LR] = {"optimizer.params.lr", T_NUM, C_APPLIED, A_DEFAULT, F_NULL, 1e-4, 0, INFINITY,
+        .def_doc = "1e-4 (Adafactor: none, relative steps)",
         .doc = "Learning rate: the constant lr without a scheduler, and the reference of "
-               "WarmupLR (warmup_max_lr) and WarmupCosineLR."},
+               "WarmupLR (warmup_max_lr) and WarmupCosineLR. Adafactor takes it only with "
+               "relative_step false (Hugging Face's rule)."},
     [K_BETAS] = {"optimizer.params.betas", T_BETAS, C_APPLIED, A_DEFAULT, F_HI_OPEN, 0, 0, 1,
+        .opt = O_ADAM_ALL,
         .def_doc = "[0.9, 0.999]", .doc = "Decay rates [beta1, beta2] of the two moments."},
-    [K_EPS] = {"optimizer.params.eps", T_NUM, C_APPLIED, A_DEFAULT, 0, 1e-8, 0, INFINITY,
-        .doc = "Added to the denominator sqrt(v) for numerical stability."},
+    [K_EPS] = {"optimizer.params.eps", T_EPS, C_APPLIED, A_DEFAULT, 0, 1e-8, 0, INFINITY,
+        .def_doc = "1e-8 (Adafactor: [1e-30, 1e-3])",
+        .doc = "AdamW, AdamW8bit: added to the denominator sqrt(v). Adafactor: [eps1, eps2], "
+               "eps1 added to the squared gradient, eps2 the least parameter scale."},
     [K_WD] = {"optimizer.params.weight_decay", T_NUM, C_APPLIED, A_DEFAULT, 0, 0.01, 0, INFINITY,
+        .def_doc = "0.01 (Adafactor: 0)",
         .doc = "Decoupled weight decay (p -= lr x weight_decay x p), not applied to the "
                "zerotrain.no_decay parameters."},
     [K_ADAM_W_MODE] = {"optimizer.params.adam_w_mode", T_BOOL, C_APPLIED, A_NO, 0, 1, 0, 0,
+        .opt = O_ADAM,
         .doc = "DeepSpeed's Adam switch: true = decoupled weight decay (AdamW). false (Adam "
                "with L2 regularisation) is not supported; with type AdamW it has no effect, "
                "as in DeepSpeed."},
     [K_TORCH_ADAM] = {"optimizer.params.torch_adam", T_BOOL, C_APPLIED, A_NO, 0, 0, 0, 0,
+        .opt = O_ADAM,
         .doc = "DeepSpeed's choice of implementation (torch or fused); either way the update "
                "is torch.optim.AdamW's."},
     [K_BIAS_CORR] = {"optimizer.params.bias_correction", T_BOOL, C_APPLIED, A_NO, 0, 1, 0, 0,
-        .doc = "Adam bias correction; only true is supported."},
+        .opt = O_ADAM_ALL, .doc = "Adam bias correction; only true is supported."},
+    [K_MIN8] = {"optimizer.params.min_8bit_size", T_INT, C_APPLIED, A_NO, 0, 4096, 0, BIG,
+        .opt = O_8BIT,
+        .doc = "Tensors with fewer elements keep fp32 moments (bitsandbytes' rule; the "
+               "parameter table decides, not the shard)."},
+    [K_AF_CLIP] = {"optimizer.params.clip_threshold", T_NUM, C_APPLIED, A_NO, 0, 1.0, 0,
+        INFINITY, .opt = O_AF,
+        .doc = "The update is divided by max(1, RMS(update) / clip_threshold); > 0."},
+    [K_AF_DECAY] = {"optimizer.params.decay_rate", T_NUM, C_APPLIED, A_NO, F_HI_OPEN, -0.8,
+        -INFINITY, 0, .opt = O_AF,
+        .doc = "The second moments' decay at step t is 1 - t^decay_rate."},
+    [K_AF_BETA1] = {"optimizer.params.beta1", T_NUM, C_APPLIED, A_NO, F_NULL | F_HI_OPEN, 0, 0, 1,
+        .opt = O_AF, .def_doc = "null (no first moment)",
+        .doc = "Decay of a first moment of the update (4 more bytes per parameter)."},
+    [K_AF_SCALE] = {"optimizer.params.scale_parameter", T_BOOL, C_APPLIED, A_NO, 0, 1, 0, 0,
+        .opt = O_AF, .doc = "The step size is multiplied by max(eps2, RMS(parameter))."},
+    [K_AF_REL] = {"optimizer.params.relative_step", T_BOOL, C_APPLIED, A_NO, 0, 1, 0, 0,
+        .opt = O_AF,
+        .doc = "The step size is min(1e-2, 1/sqrt(t)) (Adafactor's own schedule: no lr, no "
+               "scheduler); false: lr, which a scheduler may drive."},
+    [K_AF_WARMUP] = {"optimizer.params.warmup_init", T_BOOL, C_APPLIED, A_NO, 0, 0, 0, 0,
+        .opt = O_AF,
+        .doc = "With relative_step: the step size is min(1e-6 t, 1/sqrt(t))."},
 
     [K_SCHED] = {"scheduler", T_OBJ, C_APPLIED, A_NO, 0, 0, 0, 0,
         .def_doc = "none: constant lr",
@@ -233,8 +282,10 @@ static const key keys[] = {
         0, BIG, .doc = "Accepted; zerotrain keeps a unit gathered while consecutive uses (or "
                        "prefetched ones) need it, so there is no distance to set."},
     [K_SUB_GROUP] = {"zero_optimization.sub_group_size", T_INT, C_APPLIED, A_NO, 0, 1e9, 0, BIG,
-        .doc = "With offload_optimizer: floats of a shard whose moments are read, updated and "
-               "written back together (the working buffers hold one such sub-group)."},
+        .doc = "With offload_optimizer: floats of a shard whose optimizer state is read, "
+               "updated and written back together (the working buffers hold one such "
+               "sub-group); rounded down to a multiple of 1024 (whole 8-bit blocks). Adafactor "
+               "reads a tensor's state twice per step and keeps whole shards."},
     [K_ROUND_ROBIN] = {"zero_optimization.round_robin_gradients", T_BOOL, C_LATER, A_NO, 0, 0, 0,
         0, .doc = "Spread gradient copies to host memory across ranks (stages 1 and 2)."},
     [K_OFFOPT] = {"zero_optimization.offload_optimizer", T_OBJ, C_APPLIED, A_NO, F_NULL, 0, 0, 0,
@@ -402,15 +453,20 @@ static const key keys[] = {
                "in RAM; false keeps them in RAM (less I/O, more memory). Results are "
                "bit-identical either way."},
 
+    [K_ZT_FP32_STATE] = {"zerotrain.fp32_optimizer_state", T_STRS, C_APPLIED, A_NO, 0, 0, 0, 0,
+        .def_doc = "[]",
+        .doc = "AdamW8bit: parameter-name substrings whose moments stay fp32 whatever their "
+               "size; [\"word_embeddings\"] is bitsandbytes' stable-embedding advice."},
+
     /* DeepSpeed keys that do not apply here (rows after K_NAMED have no name) */
     [K_NAMED] = {"wall_clock_breakdown", T_ANY, C_IGNORED, .doc = "use `zerotrain train "
         "--profile` for time per kernel kind"},
     {"memory_breakdown", T_ANY, C_IGNORED, .doc = "use zerotrain's memory report "
         "(zt_memory_report, printed by the command) instead"},
     {"zero_allow_untested_optimizer", T_ANY, C_IGNORED,
-        .doc = "zerotrain has one optimizer (AdamW); there is no untested one to allow"},
+        .doc = "zerotrain's optimizers are its own; there is no untested one to allow"},
     {"zero_force_ds_cpu_optimizer", T_ANY, C_IGNORED, .quiet = "true",
-        .doc = "offload always uses zerotrain's own CPU AdamW"},
+        .doc = "offload always uses zerotrain's own CPU optimizers"},
     {"prescale_gradients", T_ANY, C_IGNORED,
         .doc = "gradients are reduced in fp32, where pre-scaling against fp16 overflow is not "
                "needed"},
@@ -713,7 +769,8 @@ typedef struct val {
     unsigned char is_auto; /* "auto" (allowed here) */
     unsigned char bad;     /* a problem was reported for it */
     double num;            /* T_BOOL (0/1), T_INT, T_NUM, T_ENUM (index into values) */
-    double pair[2];        /* T_BETAS */
+    double pair[2];        /* T_BETAS; T_EPS given as [a, b] */
+    unsigned char is_pair; /* T_EPS: an array was given */
     uint64_t u64;          /* T_SEED */
 } val;
 
@@ -785,6 +842,7 @@ static const char *expected(const key *r, char *buf, size_t size)
     case T_NUM: return "a number";
     case T_STR: return "a string";
     case T_BETAS: return "[beta1, beta2]";
+    case T_EPS: return "a number, or [eps1, eps2] for Adafactor";
     case T_STRS: return "an array of strings";
     case T_SEED: return "an integer (or a string of decimal digits)";
     case T_SIZE: return "a byte count (a whole number, or a string such as \"4GiB\")";
@@ -832,6 +890,8 @@ static void check_range(ctx *x, int k, const char *path, double v)
             problem(x, ZT_E_CONFIG, k, path, "must be <= %s, got %s", b, c);
     } else if (isinf(r->hi)) {
         problem(x, ZT_E_CONFIG, k, path, "must be >= %s, got %s", a, c);
+    } else if (isinf(r->lo)) {
+        problem(x, ZT_E_CONFIG, k, path, "must be %s %s, got %s", hi_open ? "<" : "<=", b, c);
     } else {
         problem(x, ZT_E_CONFIG, k, path, "must be in [%s, %s%c, got %s", a, b,
                 hi_open ? ')' : ']', c);
@@ -967,9 +1027,14 @@ static void unknown_key(ctx *x, const char *prefix, const char *name, const char
         size_t len = 0;
         int n = 0;
         list[0] = '\0';
+        /* (optimizer.params: the keys of the type, when it came first) */
+        unsigned only = x->v[K_OPT_TYPE].given && !x->v[K_OPT_TYPE].bad &&
+                        !strcmp(prefix, "optimizer.params")
+                            ? OPT_BIT((int)x->v[K_OPT_TYPE].num) : 0;
         for (int k = 0; k < NKEYS; k++)
             if (keys[k].cls != C_IGNORED && keys[k].cls != C_GATED &&
-                row_child_of(keys[k].path, prefix))
+                row_child_of(keys[k].path, prefix) &&
+                (!only || !keys[k].opt || (keys[k].opt & only)))
                 n++, len += (size_t)snprintf(list + len, len < sizeof list ? sizeof list - len : 0,
                                              "%s%s", len ? ", " : "", last_part(keys[k].path));
         if (n <= 10 && len < sizeof list)
@@ -1063,6 +1128,15 @@ static void check_value(ctx *x, int k, const cJSON *n, const char *path)
         check_enum(x, k, path, n);
         v->given = !v->bad;
         return;
+    case T_EPS:
+        if (cJSON_IsNumber(n)) {
+            check_range(x, k, path, n->valuedouble);
+            v->num = n->valuedouble;
+            v->given = !v->bad;
+            return;
+        }
+        v->is_pair = 1;
+        __attribute__((fallthrough)); /* [eps1, eps2] as a pair */
     case T_BETAS: {
         const cJSON *a = cJSON_IsArray(n) ? n->child : NULL;
         const cJSON *b = a ? a->next : NULL;
@@ -1095,8 +1169,10 @@ static void check_value(ctx *x, int k, const cJSON *n, const char *path)
                 problem(x, ZT_E_CONFIG, k, p, "expected a string, got %s",
                         describe(e, s, sizeof s));
             else if (!e->valuestring[0])
-                problem(x, ZT_E_CONFIG, k, p, "an empty pattern matches every parameter (to "
-                        "exempt all of them, set optimizer.params.weight_decay to 0)");
+                problem(x, ZT_E_CONFIG, k, p, "an empty pattern matches every parameter (%s)",
+                        k == K_ZT_NO_DECAY ? "to exempt all of them, set "
+                        "optimizer.params.weight_decay to 0" : "to keep all of them in fp32, "
+                        "use optimizer.type \"AdamW\"");
         }
         v->given = !v->bad;
         return;
@@ -1210,11 +1286,13 @@ static void walk(ctx *x, const cJSON *obj, const char *prefix)
 #define AUTO(k) (x->v[k].given && x->v[k].is_auto && !x->v[k].bad)
 #define BAD(k) (x->v[k].bad)
 #define NUM(k) (x->v[k].num)
+#define NUM_OR_DEF(k) (GIVEN(k) ? NUM(k) : keys[k].def)
 
 typedef struct resolved {
     zt_train_settings s;
     zt_sched_params sp;
     const cJSON *no_decay; /* the array, or NULL for the default */
+    const cJSON *fp32_state; /* zerotrain.fp32_optimizer_state, or NULL */
 } resolved;
 
 /* a * b * c, saturated at INT64_MAX (all positive) */
@@ -1312,9 +1390,87 @@ static double resolve_num(ctx *x, int k, double auto_value, const char *why)
     return keys[k].def;
 }
 
+/* optimizer.params keys the chosen type does not take: one problem each, naming the ones
+ * it does take */
+static void check_opt_params(ctx *x, int type)
+{
+    char tname[32], list[512];
+    list_item(keys[K_OPT_TYPE].values, type, tname, sizeof tname);
+    for (int k = 0; k < NKEYS; k++) {
+        if (!keys[k].opt || !x->v[k].node || (keys[k].opt & OPT_BIT(type)) || BAD(k))
+            continue;
+        size_t len = 0;
+        list[0] = '\0';
+        for (int j = 0; j < NKEYS; j++)
+            if (row_child_of(keys[j].path, "optimizer.params") &&
+                (!keys[j].opt || (keys[j].opt & OPT_BIT(type))))
+                len += (size_t)snprintf(list + len, len < sizeof list ? sizeof list - len : 0,
+                                        "%s%s", len ? ", " : "", last_part(keys[j].path));
+        problem(x, ZT_E_CONFIG, k, keys[k].path, "not a parameter of %s: remove it; %s takes %s",
+                tname, tname, list);
+    }
+}
+
 static void resolve_optimizer(ctx *x, zt_train_settings *s, double *lr)
 {
-    int adam = GIVEN(K_OPT_TYPE) && NUM(K_OPT_TYPE) == 1;
+    int type = GIVEN(K_OPT_TYPE) ? (int)NUM(K_OPT_TYPE) : OT_ADAMW;
+    int adam = type == OT_ADAM, af = type == OT_ADAFACTOR;
+    check_opt_params(x, type);
+    s->optimizer = type == OT_ADAMW8BIT ? ZT_OPT_ADAMW8BIT : af ? ZT_OPT_ADAFACTOR : ZT_OPT_ADAMW;
+    s->grad_clip = (float)resolve_num(x, K_CLIP, 1.0, "Hugging Face's max_grad_norm default");
+    s->min_8bit_size = (size_t)NUM_OR_DEF(K_MIN8);
+    /* Adafactor: transformers' defaults and rules */
+    s->adafactor_eps1 = 1e-30f;
+    s->adafactor_eps2 = 1e-3f;
+    s->clip_threshold = (float)NUM_OR_DEF(K_AF_CLIP);
+    s->decay_rate = (float)NUM_OR_DEF(K_AF_DECAY);
+    s->adafactor_beta1 = GIVEN(K_AF_BETA1) ? (float)NUM(K_AF_BETA1) : -1.0f;
+    s->scale_parameter = (int)NUM_OR_DEF(K_AF_SCALE);
+    s->relative_step = (int)NUM_OR_DEF(K_AF_REL);
+    s->warmup_init = (int)NUM_OR_DEF(K_AF_WARMUP);
+    if (af) { /* (betas and eps keep AdamW's defaults: Adafactor does not read them) */
+        s->beta1 = 0.9f;
+        s->beta2 = 0.999f;
+        s->eps = 1e-8f;
+        if (GIVEN(K_EPS) && !x->v[K_EPS].is_pair)
+            problem(x, ZT_E_CONFIG, K_EPS, keys[K_EPS].path, "Adafactor takes [eps1, eps2] "
+                    "(Hugging Face's default [1e-30, 1e-3]), not one number");
+        else if (GIVEN(K_EPS)) {
+            s->adafactor_eps1 = (float)x->v[K_EPS].pair[0];
+            s->adafactor_eps2 = (float)x->v[K_EPS].pair[1];
+        }
+        if (GIVEN(K_AF_CLIP) && !(NUM(K_AF_CLIP) > 0))
+            problem(x, ZT_E_CONFIG, K_AF_CLIP, keys[K_AF_CLIP].path, "must be > 0");
+        if (s->warmup_init && !s->relative_step)
+            problem(x, ZT_E_CONFIG, K_AF_WARMUP, keys[K_AF_WARMUP].path, "true needs "
+                    "relative_step true (Hugging Face's rule: warmup_init shapes the relative "
+                    "step size)");
+        s->weight_decay = GIVEN(K_WD) ? (float)NUM(K_WD) : 0.0f;
+        if (s->relative_step) {
+            if (GIVEN(K_LR))
+                problem(x, ZT_E_CONFIG, K_LR, keys[K_LR].path, "Adafactor with relative_step "
+                        "true computes its own step size (min(1e-2, 1/sqrt(step))), so a "
+                        "manual lr cannot be combined with it (as in Hugging Face): remove lr "
+                        "(or null), or set relative_step false");
+            if (AUTO(K_LR))
+                note(x, ZT_LOG_INFO, keys[K_LR].path, "\"auto\" -> none (Adafactor's relative "
+                     "step size)");
+            if (GIVEN(K_SCHED))
+                problem(x, ZT_E_CONFIG, K_SCHED, keys[K_SCHED].path, "Adafactor with "
+                        "relative_step true follows its own schedule, so there is no lr for a "
+                        "scheduler to drive: remove the section, or set "
+                        "optimizer.params.relative_step false and give lr");
+            *lr = 0.0;
+        } else if (!GIVEN(K_LR) && !BAD(K_LR)) {
+            problem(x, ZT_E_CONFIG, K_LR, keys[K_LR].path, "missing: Adafactor with "
+                    "relative_step false needs a learning rate");
+            *lr = 0.0;
+        } else {
+            *lr = GIVEN(K_LR) ? NUM(K_LR) : 0.0;
+        }
+        s->lr = (float)*lr;
+        return;
+    }
     *lr = resolve_num(x, K_LR, keys[K_LR].def, "zerotrain's default");
     s->lr = (float)*lr;
     if (GIVEN(K_BETAS)) {
@@ -1326,6 +1482,12 @@ static void resolve_optimizer(ctx *x, zt_train_settings *s, double *lr)
         if (AUTO(K_BETAS))
             note(x, ZT_LOG_INFO, keys[K_BETAS].path, "\"auto\" -> [0.9, 0.999] (zerotrain's "
                  "default)");
+    }
+    if (GIVEN(K_EPS) && x->v[K_EPS].is_pair) {
+        char tname[32];
+        list_item(keys[K_OPT_TYPE].values, type, tname, sizeof tname);
+        problem(x, ZT_E_CONFIG, K_EPS, keys[K_EPS].path, "[eps1, eps2] is Adafactor's; %s "
+                "takes one number", tname);
     }
     s->eps = (float)resolve_num(x, K_EPS, keys[K_EPS].def, "zerotrain's default");
     s->weight_decay = (float)resolve_num(x, K_WD, keys[K_WD].def, "zerotrain's default");
@@ -1341,7 +1503,6 @@ static void resolve_optimizer(ctx *x, zt_train_settings *s, double *lr)
     if (GIVEN(K_BIAS_CORR) && NUM(K_BIAS_CORR) == 0)
         problem(x, ZT_E_UNSUPPORTED, K_BIAS_CORR, keys[K_BIAS_CORR].path, "false is not "
                 "supported (zerotrain's AdamW always corrects the bias): remove it");
-    s->grad_clip = (float)resolve_num(x, K_CLIP, 1.0, "Hugging Face's max_grad_norm default");
 }
 
 static void resolve_scheduler(ctx *x, int64_t total_steps, double lr, zt_train_settings *s,
@@ -1455,8 +1616,6 @@ static zt_offload_device resolve_offload(ctx *x, int sect, int dev, int nvme, in
     }
     return d;
 }
-
-#define NUM_OR_DEF(k) (GIVEN(k) ? NUM(k) : keys[k].def)
 
 static void resolve_zero(ctx *x, zt_train_settings *s)
 {
@@ -1614,6 +1773,11 @@ static void resolve(ctx *x, int world, int64_t total_steps, resolved *r)
     s->offload_gradients = !GIVEN(K_ZT_OFFGRAD) ? 0 : NUM(K_ZT_OFFGRAD) != 0 ? 1 : -1;
     r->no_decay = GIVEN(K_ZT_NO_DECAY) ? x->v[K_ZT_NO_DECAY].node : NULL;
     s->n_no_decay = r->no_decay ? cJSON_GetArraySize(r->no_decay) : -1;
+    r->fp32_state = GIVEN(K_ZT_FP32_STATE) ? x->v[K_ZT_FP32_STATE].node : NULL;
+    s->n_fp32_state = r->fp32_state ? cJSON_GetArraySize(r->fp32_state) : 0;
+    if (s->n_fp32_state && s->optimizer != ZT_OPT_ADAMW8BIT)
+        note(x, ZT_LOG_WARN, keys[K_ZT_FP32_STATE].path, "has no effect: only AdamW8bit keeps "
+             "some state in 8 bits");
 }
 
 /* ---- the public API ------------------------------------------------------------------- */
@@ -1622,6 +1786,7 @@ struct zt_train_config {
     zt_train_settings s;
     zt_sched_params sp;
     char **no_decay;      /* n_no_decay strings, in the same allocation */
+    char **fp32_state;    /* n_fp32_state strings, likewise */
 };
 
 static void emit_notes(const char *notes)
@@ -1687,12 +1852,15 @@ int zt_train_config_parse(const char *json, const char *source, int world_size,
         goto out;
     }
 
-    /* valid: one allocation for the config and the no_decay patterns */
+    /* valid: one allocation for the config and the no_decay and fp32_state patterns */
     size_t size = sizeof(zt_train_config), n_nd = r.s.n_no_decay > 0 ? (size_t)r.s.n_no_decay : 0;
+    size_t n_fs = (size_t)r.s.n_fp32_state;
     const cJSON *e;
-    size += n_nd * sizeof(char *);
+    size += (n_nd + n_fs) * sizeof(char *);
     if (r.no_decay)
         cJSON_ArrayForEach(e, r.no_decay) size += strlen(e->valuestring) + 1;
+    if (r.fp32_state)
+        cJSON_ArrayForEach(e, r.fp32_state) size += strlen(e->valuestring) + 1;
     zt_train_config *c = calloc(1, size);
     if (!c) {
         rc = zt_fail(ZT_E_NOMEM, "%s: out of memory", src);
@@ -1701,12 +1869,20 @@ int zt_train_config_parse(const char *json, const char *source, int world_size,
     c->s = r.s;
     c->sp = r.sp;
     c->no_decay = (char **)(c + 1);
-    char *p = (char *)(c->no_decay + n_nd);
+    c->fp32_state = c->no_decay + n_nd;
+    char *p = (char *)(c->fp32_state + n_fs);
     int i = 0;
     if (r.no_decay)
         cJSON_ArrayForEach(e, r.no_decay) {
             size_t len = strlen(e->valuestring) + 1;
             c->no_decay[i++] = memcpy(p, e->valuestring, len);
+            p += len;
+        }
+    i = 0;
+    if (r.fp32_state)
+        cJSON_ArrayForEach(e, r.fp32_state) {
+            size_t len = strlen(e->valuestring) + 1;
+            c->fp32_state[i++] = memcpy(p, e->valuestring, len);
             p += len;
         }
     emit_notes(x->note);
@@ -1753,6 +1929,11 @@ const char *zt_train_config_no_decay(const zt_train_config *c, int i)
     return c && i >= 0 && i < c->s.n_no_decay ? c->no_decay[i] : NULL;
 }
 
+const char *zt_train_config_fp32_state(const zt_train_config *c, int i)
+{
+    return c && i >= 0 && i < c->s.n_fp32_state ? c->fp32_state[i] : NULL;
+}
+
 double zt_train_config_lr(const zt_train_config *c, int64_t step)
 {
     return c ? zt_sched_lr(&c->sp, step) : 0.0;
@@ -1785,6 +1966,7 @@ static const char *doc_type(const key *r)
     case T_STR: return (r->flags & F_NULL) ? "string or null" : "string";
     case T_ENUM: return "string";
     case T_BETAS: return "[number, number]";
+    case T_EPS: return "number or [number, number]";
     case T_STRS: return "array of strings";
     case T_SEED: return "integer or digit string";
     default: return "any";
@@ -1809,13 +1991,15 @@ static const char *doc_allowed(const key *r, char *buf, size_t size)
     if (r->type == T_ENUM) {
         snprintf(buf, size, "%s%s", quoted_list(r->values, list, sizeof list),
                  (r->flags & F_NOCASE) ? " (any case)" : "");
-    } else if (r->type == T_INT || r->type == T_NUM || r->type == T_BETAS) {
+    } else if (r->type == T_INT || r->type == T_NUM || r->type == T_BETAS || r->type == T_EPS) {
         fmt_num(r->lo, a, sizeof a);
         fmt_num(r->hi, b, sizeof b);
         if (r->lo == r->hi)
             snprintf(buf, size, "%s only", a);
         else if (isinf(r->hi) || r->hi >= IMAX)
             snprintf(buf, size, ">= %s", a);
+        else if (isinf(r->lo))
+            snprintf(buf, size, "%s %s", (r->flags & F_HI_OPEN) ? "<" : "<=", b);
         else if (r->type == T_INT)
             snprintf(buf, size, "%s to %s", a, b);
         else
@@ -1895,6 +2079,16 @@ static void build_reference(void)
         put("| `%s` | %s | %s | %s | %s | %s | %s", r->path, doc_type(r),
             doc_default(r, d1, sizeof d1), doc_allowed(r, d2, sizeof d2),
             doc_auto(r, d3, sizeof d3), r->cls == C_APPLIED ? "applied" : "validated", r->doc);
+        if (r->opt) {
+            put(" Taken by");
+            for (int t = 0, first = 1; t < OT_COUNT; t++)
+                if (r->opt & OPT_BIT(t)) {
+                    list_item(keys[K_OPT_TYPE].values, t, d1, sizeof d1);
+                    put("%s %s", first ? "" : ",", d1);
+                    first = 0;
+                }
+            put(".");
+        }
         if (r->sched) {
             put(" Used by");
             for (int t = ZT_SCHED_WARMUP_LR, first = 1; t <= ZT_SCHED_WARMUP_COSINE_LR; t++)

@@ -14,6 +14,7 @@
 #include "../memory/mem.h"
 #include "../models/bert.h"
 #include "../optimizer/adamw.h"
+#include "../optimizer/adam8bit.h"
 
 #include <cblas.h>
 #include <cjson/cJSON.h>
@@ -58,6 +59,14 @@ void zt_config_init(zt_config *c)
     c->offload_buffers = 4;
     c->sub_group_size = 1000000000;
     c->offload_param_buffers = 5;
+    c->min_8bit_size = ZT_MIN_8BIT_SIZE;
+    c->adafactor_eps1 = 1e-30f; /* transformers' Adafactor defaults */
+    c->adafactor_eps2 = 1e-3f;
+    c->clip_threshold = 1.0f;
+    c->decay_rate = -0.8f;
+    c->adafactor_beta1 = -1.0f;
+    c->relative_step = 1;
+    c->scale_parameter = 1;
 }
 
 static int check_config(const zt_config *c)
@@ -111,10 +120,25 @@ static int check_config(const zt_config *c)
     if (!!c->model_dir + !!c->model_preset + !!c->model_config != 1)
         return zt_fail(ZT_E_CONFIG, "config: give exactly one of model_dir, model_preset and "
                                     "model_config");
-    if (!(c->lr >= 0.0f) || !(c->beta1 >= 0.0f && c->beta1 < 1.0f) ||
-        !(c->beta2 >= 0.0f && c->beta2 < 1.0f) || !(c->eps > 0.0f) || !(c->weight_decay >= 0.0f))
-        return zt_fail(ZT_E_CONFIG, "config: optimizer needs lr >= 0, betas in [0, 1), eps > 0, "
-                                    "weight_decay >= 0");
+    if (!(c->lr >= 0.0f) || !(c->weight_decay >= 0.0f) ||
+        (c->optimizer != ZT_OPT_ADAFACTOR &&
+         (!(c->beta1 >= 0.0f && c->beta1 < 1.0f) || !(c->beta2 >= 0.0f && c->beta2 < 1.0f) ||
+          !(c->eps > 0.0f))))
+        return zt_fail(ZT_E_CONFIG, "config: optimizer needs lr >= 0, weight_decay >= 0 and "
+                                    "(AdamW, AdamW8bit) betas in [0, 1), eps > 0");
+    if (c->optimizer < ZT_OPT_ADAMW || c->optimizer > ZT_OPT_ADAFACTOR)
+        return zt_fail(ZT_E_CONFIG, "config: optimizer %d: one of ZT_OPT_ADAMW, "
+                       "ZT_OPT_ADAMW8BIT and ZT_OPT_ADAFACTOR", c->optimizer);
+    if (c->n_fp32_state < 0 || (c->n_fp32_state > 0 && !c->fp32_state))
+        return zt_fail(ZT_E_CONFIG, "config: fp32_state: n_fp32_state %d patterns need the "
+                       "array", c->n_fp32_state);
+    if (c->optimizer == ZT_OPT_ADAFACTOR &&
+        (!(c->adafactor_eps1 >= 0.0f) || !(c->adafactor_eps2 >= 0.0f) ||
+         !(c->clip_threshold > 0.0f) || !(c->decay_rate < 0.0f) ||
+         !(c->adafactor_beta1 < 1.0f) || (c->warmup_init && !c->relative_step)))
+        return zt_fail(ZT_E_CONFIG, "config: Adafactor needs eps >= 0, clip_threshold > 0, "
+                       "decay_rate < 0, beta1 < 1 (< 0: none) and relative_step with "
+                       "warmup_init");
     if (!(c->grad_clip >= 0.0f) || c->threads < 0 || c->vocab_size < 0)
         return zt_fail(ZT_E_CONFIG, "config: grad_clip, threads and vocab_size must be >= 0");
     return 0;
@@ -269,6 +293,7 @@ int zt_engine_create(const zt_config *cfg, MPI_Comm comm, zt_engine **out)
     e->cfg = *cfg;
     e->cfg.model_dir = e->cfg.model_preset = e->cfg.model_config = NULL; /* borrowed */
     e->cfg.no_decay = NULL;
+    e->cfg.fp32_state = cfg->fp32_state; /* read by zt_ost_setup below, then let go */
     if (cfg->nvme_path)
         snprintf(e->nvme_path, sizeof e->nvme_path, "%s", cfg->nvme_path);
     e->cfg.nvme_path = e->nvme_path;
@@ -304,8 +329,10 @@ int zt_engine_create(const zt_config *cfg, MPI_Comm comm, zt_engine **out)
     if ((rc = bert_create(&e->bc, &e->layout, cfg->dropout, cfg->seed, &e->model)) < 0)
         goto fail;
     if ((rc = recompute_setup(e)) < 0 ||
-        (rc = zt_plan_memory(e, e->plan, sizeof e->plan)) < 0 || (rc = zt_zero_setup(e)) < 0)
+        (rc = zt_plan_memory(e, e->plan, sizeof e->plan)) < 0 || (rc = zt_zero_setup(e)) < 0 ||
+        (rc = zt_ost_setup(e)) < 0)
         goto fail;
+    e->cfg.fp32_state = NULL;
     if (e->plan[0])
         zt_log(ZT_LOG_INFO, "%s", e->plan);
     if (e->rplan[0])
@@ -628,12 +655,21 @@ int zt_engine_step(zt_engine *e, float lr, zt_step_info *out)
     e->micro = 0;
     hp = (zt_adamw_hparams){lr, e->cfg.beta1, e->cfg.beta2, e->cfg.eps, e->cfg.weight_decay,
                             e->step, coef};
-    if ((rc = zt_zero_update(e, &hp)) < 0)
+    e->up_hp = hp;
+    if (e->opt == ZT_OPT_ADAFACTOR) {
+        const zt_config *c = &e->cfg;
+        e->up_af = (zt_adafactor_hparams){lr, c->adafactor_eps1, c->adafactor_eps2,
+                                          c->clip_threshold, c->decay_rate, c->adafactor_beta1,
+                                          c->weight_decay, c->relative_step, c->scale_parameter,
+                                          c->warmup_init, e->step};
+    }
+    if ((rc = zt_zero_update(e)) < 0)
         return zt_engine_fail(e, rc);
     if (out) {
         out->grad_norm = norm;
         out->clip_coef = coef;
         out->step = e->step;
+        out->lr = e->opt == ZT_OPT_ADAFACTOR ? (float)zt_adafactor_step_size(&e->up_af) : lr;
     }
     return 0;
 }
@@ -652,18 +688,22 @@ int zt_engine_report_get(const zt_engine *e, zt_engine_report *o)
     o->rank = e->comm.rank;
     o->zero_stage = e->cfg.zero_stage;
     o->params = P;
+    /* parameters and gradients (4 bytes per float each, whole or sharded by the stage),
+     * and the optimizer's state of what the rank updates (AdamW: 8 bytes per float) */
+    size_t ost = zt_ost_state_bytes(e), own = e->cfg.zero_stage == 0 ? P : P / N;
     switch (e->cfg.zero_stage) {
-    case 0: o->predicted_state_bytes = 16 * P; break;
-    case 1: o->predicted_state_bytes = 8 * P + 8 * P / N; break;
-    case 2: o->predicted_state_bytes = 4 * P + 12 * P / N; break;
-    default: o->predicted_state_bytes = 16 * P / N; break;
+    case 0: case 1: o->predicted_state_bytes = 8 * P + ost; break;
+    case 2: o->predicted_state_bytes = 4 * P + 4 * P / N + ost; break;
+    default: o->predicted_state_bytes = 8 * P / N + ost; break;
     }
-    if (e->cfg.offload_optimizer == ZT_OFFLOAD_NVME) /* the moments live in the swap file */
-        o->predicted_state_bytes -= 8 * P / N;
+    if (e->cfg.offload_optimizer == ZT_OFFLOAD_NVME) /* the state lives in the swap file */
+        o->predicted_state_bytes -= ost - (e->opt == ZT_OPT_ADAFACTOR ? e->af_floats * F : 0);
     if (e->cfg.offload_param == ZT_OFFLOAD_NVME && e->cfg.zero_stage >= 3)
         o->predicted_state_bytes -= 4 * P / N; /* so do the parameter shards */
     if (e->cfg.offload_optimizer == ZT_OFFLOAD_NVME && e->cfg.offload_gradients > 0)
         o->predicted_state_bytes -= 4 * P / N; /* and the gradient shards */
+    o->optimizer_state_bytes = ost;
+    o->optimizer_bytes_per_param = own ? (double)ost / (double)own : 0.0;
     o->buffer_bytes = zt_zero_buffer_floats(e) * F;
     o->traffic_schedule = zt_zero_traffic_theory((zt_engine *)e, &o->traffic_theory);
     o->gathered_peak = e->cfg.zero_stage >= 3 ? e->sched.live_peak * F : 0;

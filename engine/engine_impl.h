@@ -8,9 +8,12 @@
 #include "../common/err.h"
 #include "../models/bert.h"
 #include "../optimizer/adamw.h"
+#include "../optimizer/adafactor.h"
+#include "ostate.h"
 
 #define ZT_SHARD_ALIGN 1024 /* floats: 4 KiB, O_DIRECT-aligned, whole 8-bit Adam blocks */
 #define ZT_POOL_MAX 32      /* stage 3: most whole-unit parameter buffers */
+#define ZT_MAX_PARTS 1024   /* stage 0: most ranks (it keeps every rank's state shard) */
 
 /* One contiguous run of a rank's shard of a unit: floats [off, off + len) of the padded
  * unit buffer are floats [soff, soff + len) of the rank's shard buffer. A unit is cut into
@@ -63,7 +66,9 @@ typedef struct zt_cslot {
 
 typedef struct zt_ogroup {
     int unit, blob;
-    size_t c0, c1;           /* floats [c0, c1) of the unit's shard */
+    size_t c0, c1;           /* positions [c0, c1) of the unit's shard */
+    size_t f0, nc;           /* its compact positions [f0, f0 + nc) (ostate.h) */
+    size_t bytes;            /* its state's bytes (the blob) */
 } zt_ogroup;
 
 struct zt_engine {
@@ -78,7 +83,25 @@ struct zt_engine {
     size_t *piece;           /* per unit: floats per piece (a multiple of N * ZT_SHARD_ALIGN;
                               * the last piece may be shorter) */
     size_t bucket;           /* floats per collective at most (0 = whole units) */
-    float **P, **G, **M, **V; /* M, V: whole units (stage 0) or this rank's shards */
+    float **P, **G;
+    /* the optimizer state (ostate.c): per unit n_parts parts (stage 0: every rank's shard,
+     * which together are the whole unit; otherwise this rank's), each with its runs and,
+     * without offload, its bytes */
+    int opt, beta1;          /* ZT_OPT_*; Adafactor keeps a first moment */
+    unsigned char *pcompact; /* per parameter: compact state (ostate.h) */
+    zt_spart *parts;
+    int n_parts;
+    int state_ready;         /* the parts' state exists (RAM; offload: the store's blobs) */
+    struct zt_adam8_maps *maps;
+    float *af_rc;            /* Adafactor: the factored row and column moments, replicated */
+    size_t *af_off;          /* per parameter: its rows and columns in af_rc */
+    size_t af_floats;
+    size_t *af_soff;         /* per parameter: its sums within its unit's (ostate.c) */
+    size_t af_len, af_buf_n; /* doubles of one unit's sums at most; of af_buf */
+    double *af_buf;
+    float *af_lr;            /* the step sizes of the unit being updated */
+    float *af_cfac;          /* the column factors of the matrix being updated */
+    zt_adafactor_hparams up_af; /* the update in progress (Adafactor) */
     float **Gs;              /* N > 1 or stage 2: this rank's shard of the reduced gradient */
     int overlap;             /* stages 2-3: reduce a unit while the next one computes */
     /* stages 2-3: gradient buffers lent to one unit at a time during the backward pass */
@@ -111,8 +134,10 @@ struct zt_engine {
     struct zt_store *ostore;
     zt_ogroup *ogroup;       /* the sub-groups in step order */
     int n_ogroup;
-    float *owork[ZT_OFF_MAXBUF]; /* working buffers: 2 x the largest sub-group each */
+    uint8_t *owork[ZT_OFF_MAXBUF]; /* working buffers: the largest sub-group's state each */
+    size_t owork_bytes;
     int n_owork;
+    int ocached;              /* the sub-group owork[0] holds for a checkpoint, or -1 */
     /* parameter offload (stage 3): blob u = unit u's shard; slots cache shards in RAM */
     struct zt_store *pstore;
     zt_pslot pslot[ZT_OFF_MAXBUF];
@@ -216,24 +241,28 @@ int zt_zero_grads_end(zt_engine *e);
 int zt_zero_reduce(zt_engine *e, double *sumsq);
 /* Stages 2-3: every gradient shard becomes zero (a step after zero_grad with no backward). */
 int zt_zero_clear_shards(zt_engine *e);
-/* AdamW on what this rank owns, then the all-gathers the stage needs. */
-int zt_zero_update(zt_engine *e, const void *hparams);
+/* The optimizer (e->up_hp, e->up_af) on what this rank owns, then the all-gathers the stage
+ * needs. */
+int zt_zero_update(zt_engine *e);
 /* Applies the updates a stage 3 step with offload deferred to the next forward pass; call
  * before anything reads or replaces parameters or optimizer state outside a pass. */
 int zt_zero_flush(zt_engine *e);
-/* Checkpoints stream the moments. Saving: after zt_zero_moments_stream_begin, unit u's
- * moment (which: 0 = M, 1 = V) comes in zt_zero_moment_pieces(e, u) pieces (one without
- * offload, where e->M / e->V hold it; with offload its sub-groups); piece k is read into a
- * working buffer, valid until the next call. Loading: zt_zero_moments_fill asks fill for
- * shard positions [c0, c1) of unit u (whole units at stage 0) into m and v, all of a unit
- * without offload, sub-group by sub-group with it, each written back at once. */
-int zt_zero_moment_pieces(const zt_engine *e, int u);
-int zt_zero_moment_piece(zt_engine *e, int u, int which, int k, const float **data, size_t *n);
-int zt_zero_moments_stream_begin(zt_engine *e);
-typedef int (*zt_moment_fill_fn)(int u, size_t c0, size_t c1, float *m, float *v, void *arg);
-int zt_zero_moments_fill(zt_engine *e, zt_moment_fill_fn fill, void *arg);
-/* the optimizer offload's working buffers (floats; 0 without offload) */
-size_t zt_zero_offload_floats(const zt_engine *e);
+/* Checkpoints stream the optimizer state. Saving: after zt_zero_state_stream_begin, section
+ * `sec` (ostate.h) of unit u's part for rank r comes in zt_zero_state_pieces(e, u) pieces
+ * (one without offload; with offload its sub-groups): piece k is read into a working buffer,
+ * valid until the next call. Loading: zt_zero_state_fill asks fill for the state of part
+ * (u, r) positions [c0, c1) with compact [f0, f0 + nc) into the block at base (ostate.h's
+ * layout): every part this engine holds (stage 0: every rank's), whole without offload,
+ * sub-group by sub-group with it, each written back at once. */
+int zt_zero_state_pieces(const zt_engine *e, int u);
+int zt_zero_state_piece(zt_engine *e, int u, int r, int sec, int k, const void **data,
+                        size_t *bytes);
+int zt_zero_state_stream_begin(zt_engine *e);
+typedef int (*zt_state_fill_fn)(int u, const zt_spart *p, size_t c0, size_t c1, size_t f0,
+                                size_t nc, uint8_t *base, void *arg);
+int zt_zero_state_fill(zt_engine *e, zt_state_fill_fn fill, void *arg);
+/* the optimizer offload's working buffers (bytes; 0 without offload) */
+size_t zt_zero_offload_bytes(const zt_engine *e);
 /* parameter offload: how many shard buffers (buffer_count, capped by max_in_cpu) */
 int zt_zero_param_slots(const zt_config *c, size_t largest_shard);
 /* parameter offload's shard buffers (floats; 0 without it) */
@@ -249,7 +278,7 @@ size_t zt_zero_buffer_floats(const zt_engine *e);
  * engine's schedule moves per step (stage 3: replayed without MPI) */
 double zt_zero_traffic_theory(zt_engine *e, double *plain);
 
-/* Allocates the AdamW moments (zero) if they do not exist yet. */
+/* Creates the optimizer state (zero moments) if it does not exist yet. */
 int zt_engine_ensure_moments(zt_engine *e);
 /* Writes the parameters as a Hugging Face folder (weights + config.json). Collective: rank
  * 0 writes; stage 3 streams, one gathered unit at a time. Every rank returns the same

@@ -85,18 +85,20 @@ static void predict(const zt_engine *e, placement pl, plan_bytes *b)
         b->grads_off = 4 * P / N;
     else if (N > 1 || st >= 2)
         b->grads += 4 * P / N;
-    /* optimizer: two moments of what the rank owns, or the working buffers of offload */
-    double own = st == 0 ? P : P / N;
-    if (opt != ZT_OFFLOAD_NONE) { /* the working buffers; the moments in the RAM pool */
-        double g = (double)e->cfg.sub_group_size;
-        g = g > 0 && g < maxs ? g : maxs;
+    /* optimizer: the state of what the rank owns (AdamW: two moments; ostate.c), or the
+     * working buffers of offload; Adafactor's replicated factored moments stay in RAM */
+    double rep, own = zt_ost_predict_bytes(e, e->comm.size, st == 0, &rep);
+    if (opt != ZT_OFFLOAD_NONE) { /* the working buffers; the state in the RAM pool */
+        double g = (double)e->cfg.sub_group_size, per = own / (st == 0 ? P : P / N);
+        g = g > 0 && g < maxs && e->cfg.optimizer != ZT_OPT_ADAFACTOR ? g : maxs;
         int n = e->cfg.offload_buffers < 3 ? 3 : e->cfg.offload_buffers;
-        b->optimizer = 2 * F * g * n;
+        b->optimizer = per * g * n;
     }
     if (opt == ZT_OFFLOAD_NVME)
-        b->optimizer_off = 8 * own;
+        b->optimizer_off = own;
     else
-        b->optimizer += 8 * own;
+        b->optimizer += own;
+    b->optimizer += rep;
     /* activations of one micro-batch (when the batch shape is known) */
     if (e->cfg.plan_micro_batch > 0 && e->cfg.plan_seq_len > 0 && e->ops->act_bytes)
         b->activations = (double)e->ops->act_bytes(e->model, e->cfg.plan_micro_batch,

@@ -29,14 +29,8 @@ size_t zt_zero_len(const zt_engine *e, int u, int shard)
 
 int zt_zero_seg(const zt_engine *e, int u, int r, int k, zt_seg *s)
 {
-    size_t N = (size_t)e->comm.size, off0 = (size_t)k * e->piece[u], len;
-    if (k < 0 || off0 >= e->padded[u])
-        return 0;
-    len = e->padded[u] - off0 < e->piece[u] ? e->padded[u] - off0 : e->piece[u];
-    s->len = len / N;
-    s->off = off0 + (size_t)r * s->len;
-    s->soff = off0 / N;
-    return 1;
+    zt_geom g = {e->padded[u], e->piece[u], (size_t)e->comm.size};
+    return zt_geom_seg(&g, r, k, s);
 }
 
 void zt_zero_take_shard(const zt_engine *e, int u, int r, const float *whole, float *shard)
@@ -486,10 +480,8 @@ void zt_zero_teardown(zt_engine *e)
         free_units(e, e->G, ZT_MEM_GRADS, 0);
     }
     free_units(e, e->Gs, ZT_MEM_GRADS, 1);
-    free_units(e, e->M, ZT_MEM_OPTIMIZER, st >= 1);
-    free_units(e, e->V, ZT_MEM_OPTIMIZER, st >= 1);
-    e->M = e->V = NULL;
     offload_close(e);
+    zt_ost_teardown(e);
     free(e->rpend_lo);
     free(e->rpend_hi);
     free(e->rpend_tmp);
@@ -499,15 +491,20 @@ void zt_zero_teardown(zt_engine *e)
 }
 
 /* ---- optimizer offload ------------------------------------------------------------------
- * This rank's shard of each unit is cut into sub-groups of at most sub_group_size floats;
- * each sub-group's moments are one blob [M | V] of a store in a RAM pool or a swap file.
- * The step walks the sub-groups in order with n_owork working buffers: sub-group g is
- * updated in buffer g % n while the next n - 1 are read ahead and the previous ones are
- * written back. AdamW is elementwise, so the cut changes no result. */
+ * This rank's shard of each unit is cut into sub-groups of at most sub_group_size positions
+ * (a multiple of 1024, so the 8-bit blocks stay whole; Adafactor: whole shards, since its
+ * update reads a tensor's state twice); each sub-group's state (ostate.h's layout) is one
+ * blob of a store in a RAM pool or a swap file. The step walks the sub-groups in order with
+ * n_owork working buffers: sub-group g is updated in buffer g % n while the next n - 1 are
+ * read ahead and the previous ones are written back. The optimizers are elementwise within
+ * a sub-group's tensors, so the cut changes no result. */
 
 static size_t group_floats(const zt_engine *e)
 {
     size_t g = e->cfg.sub_group_size ? e->cfg.sub_group_size : (size_t)1 << 62;
+    if (e->cfg.optimizer == ZT_OPT_ADAFACTOR)
+        g = (size_t)1 << 62;
+    g = g < ZT_SHARD_ALIGN ? ZT_SHARD_ALIGN : g / ZT_SHARD_ALIGN * ZT_SHARD_ALIGN;
     return g < shard_max(e) ? g : shard_max(e);
 }
 
@@ -527,9 +524,23 @@ static int offload_nbuf(const zt_engine *e)
     return n > ZT_OFF_MAXBUF ? ZT_OFF_MAXBUF : n;
 }
 
-size_t zt_zero_offload_floats(const zt_engine *e)
+/* bytes of the largest sub-group's state (before setup: the layout's bound) */
+static size_t group_bytes_max(const zt_engine *e)
 {
-    return e->cfg.offload_optimizer ? (size_t)offload_nbuf(e) * 2 * group_floats(e) : 0;
+    size_t m = 0;
+    for (int k = 0; k < e->n_ogroup; k++)
+        m = e->ogroup[k].bytes > m ? e->ogroup[k].bytes : m;
+    if (!e->n_ogroup) {
+        size_t g = group_floats(e);
+        m = zt_ost_bytes(e->cfg.optimizer, e->cfg.optimizer == ZT_OPT_ADAFACTOR &&
+                         e->cfg.adafactor_beta1 >= 0.0f, g, e->cfg.optimizer ? g : 0);
+    }
+    return m;
+}
+
+size_t zt_zero_offload_bytes(const zt_engine *e)
+{
+    return e->cfg.offload_optimizer ? (size_t)offload_nbuf(e) * group_bytes_max(e) : 0;
 }
 
 static void offload_close(zt_engine *e)
@@ -537,11 +548,12 @@ static void offload_close(zt_engine *e)
     zt_store_close(e->ostore);
     e->ostore = NULL;
     for (int i = 0; i < e->n_owork; i++)
-        zt_mem_free(e->owork[i], 2 * group_floats(e) * sizeof(float), ZT_MEM_OPTIMIZER);
+        zt_mem_free(e->owork[i], e->owork_bytes, ZT_MEM_OPTIMIZER);
     e->n_owork = 0;
     free(e->ogroup);
     e->ogroup = NULL;
     e->n_ogroup = 0;
+    e->ocached = -1;
 }
 
 static int offload_open(zt_engine *e)
@@ -550,27 +562,38 @@ static int offload_open(zt_engine *e)
     ZT_TRY(zt_zero_open_store(e, e->cfg.offload_optimizer, "optimizer", &e->ostore));
     size_t gf = group_floats(e);
     int ng = count_groups(e), n = offload_nbuf(e);
+    e->ocached = -1;
     if (!(e->ogroup = calloc((size_t)ng, sizeof *e->ogroup)))
         return zt_fail(ZT_E_NOMEM, "out of memory");
-    for (int u = 0; u < nu; u++)
-        for (size_t c0 = 0; c0 < zt_zero_len(e, u, 1); c0 += gf) {
+    for (int u = 0; u < nu; u++) {
+        const zt_spart *p = zt_ost_part(e, u, e->comm.rank);
+        for (size_t c0 = 0; c0 < p->len; c0 += gf) {
             zt_ogroup *g = &e->ogroup[e->n_ogroup++];
             g->unit = u;
             g->c0 = c0;
-            g->c1 = c0 + gf < zt_zero_len(e, u, 1) ? c0 + gf : zt_zero_len(e, u, 1);
-            if ((g->blob = zt_store_add(e->ostore, 2 * (g->c1 - c0) * sizeof(float),
-                                        ZT_MEM_OPTIMIZER)) < 0)
+            g->c1 = c0 + gf < p->len ? c0 + gf : p->len;
+            g->f0 = zt_ost_compact_before(p, c0);
+            g->nc = zt_ost_compact_before(p, g->c1) - g->f0;
+            g->bytes = zt_ost_bytes(e->opt, e->beta1, g->c1 - c0, g->nc);
+            if ((g->blob = zt_store_add(e->ostore, g->bytes, ZT_MEM_OPTIMIZER)) < 0)
                 return g->blob;
         }
+    }
     ZT_TRY(zt_store_reserve(e->ostore));
+    e->owork_bytes = group_bytes_max(e);
     for (; e->n_owork < n; e->n_owork++)
-        if (!(e->owork[e->n_owork] = zt_mem_alloc(2 * gf * sizeof(float), ZT_ALIGN_PAGE,
+        if (!(e->owork[e->n_owork] = zt_mem_alloc(e->owork_bytes, ZT_ALIGN_PAGE,
                                                   ZT_MEM_OPTIMIZER)))
             return zt_fail(ZT_E_NOMEM, "optimizer offload: %zu bytes of working buffers: out "
-                           "of memory", 2 * gf * sizeof(float) * (size_t)n);
-    memset(e->owork[0], 0, 2 * gf * sizeof(float)); /* the moments start at 0 */
-    for (int k = 0; k < e->n_ogroup; k++)
-        ZT_TRY(zt_store_put(e->ostore, e->ogroup[k].blob, e->owork[0]));
+                           "of memory", e->owork_bytes * (size_t)n);
+    for (int k = 0; k < e->n_ogroup; k++) { /* the fresh state, written in one pass */
+        const zt_ogroup *g = &e->ogroup[k];
+        uint8_t *w = e->owork[k % n];
+        if (k >= n)
+            ZT_TRY(zt_store_wait(e->ostore, e->ogroup[k - n].blob));
+        zt_ost_init(e, w, g->c1 - g->c0, g->nc);
+        ZT_TRY(zt_store_put(e->ostore, g->blob, w));
+    }
     return zt_store_sync(e->ostore);
 }
 
@@ -586,43 +609,64 @@ static int unit_groups(const zt_engine *e, int u, int *first)
     return g - *first;
 }
 
-int zt_zero_moment_pieces(const zt_engine *e, int u)
+int zt_zero_state_pieces(const zt_engine *e, int u)
 {
     int first;
     return e->ostore ? unit_groups(e, u, &first) : 1;
 }
 
-int zt_zero_moment_piece(zt_engine *e, int u, int which, int k, const float **data, size_t *n)
+int zt_zero_state_piece(zt_engine *e, int u, int r, int sec, int k, const void **data,
+                        size_t *bytes)
 {
-    int first;
-    if (!e->ostore || k < 0 || k >= unit_groups(e, u, &first))
+    const zt_ost_sec *sd;
+    int ns = zt_ost_sections(e->opt, e->beta1, &sd), first;
+    if (sec < 0 || sec >= ns)
+        return zt_fail(ZT_E_INVAL, "optimizer state: no section %d", sec);
+    if (!e->ostore) {
+        const zt_spart *p = zt_ost_part(e, u, r);
+        if (k != 0 || !p->state)
+            return zt_fail(ZT_E_INVAL, "optimizer state: no piece %d of unit %d", k, u);
+        *data = p->state + zt_ost_sec_offset(e->opt, e->beta1, sec, p->len, p->n_compact);
+        *bytes = zt_ost_sec_elems(&sd[sec], p->len, p->n_compact) * zt_dtype_size(sd[sec].dtype);
+        return 0;
+    }
+    if (k < 0 || k >= unit_groups(e, u, &first))
         return zt_fail(ZT_E_INVAL, "optimizer offload: no piece %d of unit %d", k, u);
     const zt_ogroup *g = &e->ogroup[first + k];
-    *n = g->c1 - g->c0;
-    ZT_TRY(zt_store_get(e->ostore, g->blob, e->owork[0]));
-    *data = e->owork[0] + (which ? *n : 0);
+    size_t n = g->c1 - g->c0;
+    if (e->ocached != first + k) { /* the sections of one sub-group come one after another */
+        e->ocached = -1;
+        ZT_TRY(zt_store_get(e->ostore, g->blob, e->owork[0]));
+        e->ocached = first + k;
+    }
+    *data = e->owork[0] + zt_ost_sec_offset(e->opt, e->beta1, sec, n, g->nc);
+    *bytes = zt_ost_sec_elems(&sd[sec], n, g->nc) * zt_dtype_size(sd[sec].dtype);
     return 0;
 }
 
-int zt_zero_moments_stream_begin(zt_engine *e)
+int zt_zero_state_stream_begin(zt_engine *e)
 {
     /* the read-ahead into the working buffers lands first; the next update starts its own */
+    e->ocached = -1;
     return e->ostore ? zt_store_sync(e->ostore) : 0;
 }
 
-int zt_zero_moments_fill(zt_engine *e, zt_moment_fill_fn fill, void *arg)
+int zt_zero_state_fill(zt_engine *e, zt_state_fill_fn fill, void *arg)
 {
-    int shard = e->cfg.zero_stage >= 1;
+    e->ocached = -1;
     if (!e->ostore) {
         for (int u = 0; u < e->layout.n_units; u++)
-            ZT_TRY(fill(u, 0, zt_zero_len(e, u, shard), e->M[u], e->V[u], arg));
+            for (int k = 0; k < e->n_parts; k++) {
+                const zt_spart *p = &e->parts[u * e->n_parts + k];
+                ZT_TRY(fill(u, p, 0, p->len, 0, p->n_compact, p->state, arg));
+            }
         return 0;
     }
     ZT_TRY(zt_store_sync(e->ostore));
     for (int k = 0; k < e->n_ogroup; k++) { /* one working buffer: fill, write, wait */
         const zt_ogroup *g = &e->ogroup[k];
-        size_t n = g->c1 - g->c0;
-        ZT_TRY(fill(g->unit, g->c0, g->c1, e->owork[0], e->owork[0] + n, arg));
+        ZT_TRY(fill(g->unit, zt_ost_part(e, g->unit, e->comm.rank), g->c0, g->c1, g->f0, g->nc,
+                    e->owork[0], arg));
         ZT_TRY(zt_store_put(e->ostore, g->blob, e->owork[0]));
         ZT_TRY(zt_store_wait(e->ostore, g->blob));
     }
@@ -631,26 +675,38 @@ int zt_zero_moments_fill(zt_engine *e, zt_moment_fill_fn fill, void *arg)
 
 int zt_engine_ensure_moments(zt_engine *e)
 {
-    int shard = e->cfg.zero_stage >= 1;
+    int rc = zt_ost_alloc_replicated(e);
+    if (rc < 0)
+        return zt_engine_fail(e, rc);
     if (e->cfg.offload_optimizer != ZT_OFFLOAD_NONE) {
         if (e->ostore)
             return 0;
-        int rc = offload_open(e);
-        if (rc < 0) {
+        if ((rc = offload_open(e)) < 0) {
             offload_close(e);
             return zt_engine_fail(e, rc);
         }
+        e->state_ready = 1;
         return 0;
     }
-    if (e->M)
+    if (e->state_ready)
         return 0;
-    if (!(e->M = alloc_units(e, ZT_MEM_OPTIMIZER, shard)))
-        return zt_engine_fail(e, ZT_E_NOMEM);
-    if (!(e->V = alloc_units(e, ZT_MEM_OPTIMIZER, shard))) {
-        free_units(e, e->M, ZT_MEM_OPTIMIZER, shard);
-        e->M = NULL;
-        return zt_engine_fail(e, ZT_E_NOMEM);
+    for (int i = 0; i < e->layout.n_units * e->n_parts; i++) {
+        zt_spart *p = &e->parts[i];
+        size_t b = zt_ost_bytes(e->opt, e->beta1, p->len, p->n_compact);
+        if (!(p->state = zt_mem_alloc(ZT_OST_ALLOC(b), ZT_ALIGN_PAGE, ZT_MEM_OPTIMIZER))) {
+            for (int j = 0; j < i; j++) {
+                zt_spart *q = &e->parts[j];
+                zt_mem_free(q->state, ZT_OST_ALLOC(zt_ost_bytes(e->opt, e->beta1, q->len,
+                                                                q->n_compact)),
+                            ZT_MEM_OPTIMIZER);
+                q->state = NULL;
+            }
+            return zt_engine_fail(e, zt_fail(ZT_E_NOMEM, "optimizer state: %zu bytes: out of "
+                                             "memory", zt_ost_state_bytes(e)));
+        }
+        zt_ost_init(e, p->state, p->len, p->n_compact);
     }
+    e->state_ready = 1;
     return 0;
 }
 
@@ -1081,11 +1137,11 @@ int zt_zero_reduce(zt_engine *e, double *sumsq)
  * (units in order) and starts what comes next; update_end waits for the write-backs and the
  * all-gathers. Between them the state lives in e->up_*. */
 
-static void update_begin(zt_engine *e, const zt_adamw_hparams *hp)
+static void update_begin(zt_engine *e)
 {
     int nu = e->layout.n_units, nw = e->ostore ? e->n_owork : 0;
-    e->up_hp = *hp;
     e->up_g = 0;
+    e->ocached = -1;
     e->up_err = 0;
     for (int u = 0; e->pstore && u < nu && u < e->n_pslot - 1 && !e->up_err; u++)
         e->up_err = pshard_prefetch(e, u);
@@ -1097,13 +1153,12 @@ static void update_begin(zt_engine *e, const zt_adamw_hparams *hp)
 
 static int update_unit(zt_engine *e, int u)
 {
-    const zt_adamw_hparams *hp = &e->up_hp;
     int nu = e->layout.n_units, r = e->comm.rank, st = e->cfg.zero_stage;
     int nw = e->ostore ? e->n_owork : 0, ng = e->n_ogroup;
     float **gs = e->Gs ? e->Gs : e->G;
     ZT_TRY(e->up_err);
-    const zt_unit_def *ud = &e->layout.units[u];
-    size_t len = zt_zero_len(e, u, 1);
+    zt_spart *part = zt_ost_part(e, u, r);
+    size_t len = part->len;
     float *ps = NULL, *gu = e->gstore ? e->rs_tmp[u & 1] : gs[u];
     if (st >= 3)
         ZT_TRY(pshard_get(e, u, &ps));
@@ -1112,40 +1167,25 @@ static int update_unit(zt_engine *e, int u)
         if (u + 1 < nu)
             ZT_TRY(gbuf_read(e, u + 1, 0));
     }
+    /* parameters: stage 3's shard, else the whole unit; gradients: the reduced shard (one
+     * rank: the whole unit, which is its shard) */
+    zt_ost_io io = {st >= 3 ? ps : e->P[u], gu, st >= 3, 1};
     /* this unit's sub-groups [c0, c1) of the shard (one, [0, len), without offload) */
     for (size_t c0 = 0, c1 = len; c0 < len; c0 = c1) {
-        float *mu, *vu; /* the moments of shard position c0 */
+        zt_ost_view v;
         if (nw) {
             const zt_ogroup *og = &e->ogroup[e->up_g];
             c1 = og->c1;
             ZT_TRY(zt_store_get(e->ostore, og->blob, e->owork[e->up_g % nw]));
-            mu = e->owork[e->up_g % nw];
-            vu = mu + (c1 - c0);
+            zt_ost_view_of(e->opt, e->beta1, e->owork[e->up_g % nw], c0, c1 - c0, og->f0, og->nc,
+                           &v);
         } else {
-            mu = e->M[u];
-            vu = e->V[u];
+            zt_ost_view_of(e->opt, e->beta1, part->state, 0, len, 0, part->n_compact, &v);
         }
-        /* each parameter's intersection with each segment of this rank's shard */
-        zt_seg s;
-        for (int k = 0; zt_zero_seg(e, u, r, k, &s); k++)
-            for (int i = ud->first_param; i < ud->first_param + ud->n_params; i++) {
-                const zt_param_def *d = &e->layout.params[i];
-                size_t a = d->offset > s.off ? d->offset : s.off;
-                size_t b = d->offset + d->numel < s.off + s.len ? d->offset + d->numel
-                                                                 : s.off + s.len;
-                if (a >= b)
-                    continue;
-                size_t j = s.soff + (a - s.off), j0 = j > c0 ? j : c0;
-                size_t j1 = j + (b - a) < c1 ? j + (b - a) : c1;
-                if (j0 >= j1)
-                    continue;
-                float *p = st >= 3 ? ps + j0 : e->P[u] + a + (j0 - j);
-                zt_adamw_update(p, gu + j0, mu + (j0 - c0), vu + (j0 - c0), j1 - j0, hp,
-                                d->decay);
-                zt_comm_poll(&e->comm);
-                if (nw)
-                    ZT_TRY(zt_store_poll(e->ostore));
-            }
+        if (e->opt == ZT_OPT_ADAFACTOR) /* (one sub-group per unit: group_floats) */
+            ZT_TRY(zt_ost_adafactor_unit(e, u, &part, 1, &v, &io));
+        else
+            ZT_TRY(zt_ost_update_range(e, part, c0, c1, &v, &io));
         if (nw) { /* write back; the buffer of group g - 1 then reads group g + nw - 1 */
             ZT_TRY(zt_store_put(e->ostore, e->ogroup[e->up_g].blob, e->owork[e->up_g % nw]));
             if (e->up_g >= 1)
@@ -1213,33 +1253,45 @@ int zt_zero_flush(zt_engine *e)
     return e && e->lz_pending ? lazy_upto(e, e->layout.n_units - 1) : 0;
 }
 
-int zt_zero_update(zt_engine *e, const void *hparams)
+/* Stage 0: whole units, every rank's shard of the state (the parts), updated on every
+ * rank; the reduced shards are all-gathered back into the whole gradients first. */
+static int update_whole(zt_engine *e)
 {
-    const zt_adamw_hparams *hp = hparams;
-    int nu = e->layout.n_units, st = e->cfg.zero_stage;
-    if (st == 0) { /* whole units: the reduced shards are all-gathered back first */
-        for (int u = 0; e->comm.size > 1 && u < nu; u++)
-            ZT_TRY(start_ag(e, u, e->Gs[u], e->G[u], &e->rpend_lo[u], &e->rpend_hi[u]));
-        for (int u = 0; u < nu; u++) {
-            const zt_unit_def *ud = &e->layout.units[u];
-            ZT_TRY(zt_comm_wait_range(&e->comm, e->rpend_lo[u], e->rpend_hi[u]));
-            e->rpend_lo[u] = e->rpend_hi[u] = -1;
-            for (int i = ud->first_param; i < ud->first_param + ud->n_params; i++) {
-                const zt_param_def *d = &e->layout.params[i];
-                size_t o = d->offset;
-                zt_adamw_update(e->P[u] + o, e->G[u] + o, e->M[u] + o, e->V[u] + o, d->numel,
-                                hp, d->decay);
-                zt_comm_poll(&e->comm);
-            }
+    int nu = e->layout.n_units, np = e->n_parts;
+    for (int u = 0; e->comm.size > 1 && u < nu; u++)
+        ZT_TRY(start_ag(e, u, e->Gs[u], e->G[u], &e->rpend_lo[u], &e->rpend_hi[u]));
+    zt_spart *parts[ZT_MAX_PARTS];
+    zt_ost_view views[ZT_MAX_PARTS];
+    for (int u = 0; u < nu; u++) {
+        zt_ost_io io = {e->P[u], e->G[u], 0, 0};
+        ZT_TRY(zt_comm_wait_range(&e->comm, e->rpend_lo[u], e->rpend_hi[u]));
+        e->rpend_lo[u] = e->rpend_hi[u] = -1;
+        for (int k = 0; k < np; k++) {
+            zt_spart *p = &e->parts[u * np + k];
+            parts[k] = p;
+            zt_ost_view_of(e->opt, e->beta1, p->state, 0, p->len, 0, p->n_compact, &views[k]);
+            if (e->opt != ZT_OPT_ADAFACTOR)
+                ZT_TRY(zt_ost_update_range(e, p, 0, p->len, &views[k], &io));
         }
-        return 0;
+        if (e->opt == ZT_OPT_ADAFACTOR)
+            ZT_TRY(zt_ost_adafactor_unit(e, u, parts, np, views, &io));
     }
-    update_begin(e, hp);
+    return 0;
+}
+
+int zt_zero_update(zt_engine *e)
+{
+    int nu = e->layout.n_units, st = e->cfg.zero_stage;
+    if (st == 0)
+        return update_whole(e);
+    update_begin(e);
     /* Stage 3 with offload and no persistent unit: each unit's update waits for its first
-     * use in the next forward pass (acquire), so its offloaded moments and shard stream in
+     * use in the next forward pass (acquire), so its offloaded state and shard stream in
      * and out while the units before it compute. Same arithmetic, same order: the result is
-     * bit-identical; zt_zero_flush applies what is left wherever the state is read. */
-    if (st >= 3 && (e->ostore || e->pstore) && !e->any_persist) {
+     * bit-identical; zt_zero_flush applies what is left wherever the state is read.
+     * (Adafactor's update of a unit has collectives of its own: not deferred.) */
+    if (st >= 3 && (e->ostore || e->pstore) && !e->any_persist &&
+        e->opt != ZT_OPT_ADAFACTOR) {
         e->lz_pending = 1;
         e->lz_next = 0;
         return 0;
@@ -1283,7 +1335,7 @@ int zt_zero_fill_params(zt_engine *e, int (*fill)(int u, float *buf, void *arg),
 
 size_t zt_zero_buffer_floats(const zt_engine *e)
 {
-    size_t n = zt_zero_offload_floats(e) + zt_zero_param_offload_floats(e);
+    size_t n = zt_zero_offload_bytes(e) / sizeof(float) + zt_zero_param_offload_floats(e);
     size_t N = (size_t)e->comm.size;
     if (e->cfg.zero_stage >= 2)
         n += e->padded[0] + 2 * max_padded(e, 1) + (e->gacc[0] ? 2 * shard_max(e) : 0);

@@ -218,6 +218,13 @@ typedef enum zt_recompute {
     ZT_RECOMPUTE_AUTO
 } zt_recompute;
 
+/* Optimizers (zt_config.optimizer, optimizer.type). */
+typedef enum zt_optimizer {
+    ZT_OPT_ADAMW = 0,     /* torch.optim.AdamW: fp32 moments, 8 bytes per parameter */
+    ZT_OPT_ADAMW8BIT,     /* bitsandbytes' AdamW8bit: block-wise 8-bit moments, ~2 bytes */
+    ZT_OPT_ADAFACTOR,     /* transformers' Adafactor: factored second moments */
+} zt_optimizer;
+
 typedef struct zt_train_settings {
     /* batch: train_batch_size = micro_batch_size * grad_accum_steps * world_size */
     int train_batch_size, micro_batch_size, grad_accum_steps;
@@ -265,6 +272,14 @@ typedef struct zt_train_settings {
     /* activation_checkpointing: cpu_checkpointing, number_checkpoints (0 = not given),
      * profile */
     int offload_checkpoints, number_checkpoints, recompute_profile;
+    /* optimizer.type (ZT_OPT_*; "Adam" is ZT_OPT_ADAMW), AdamW8bit's min_8bit_size and the
+     * zerotrain.fp32_optimizer_state patterns (zt_train_config_fp32_state), Adafactor's
+     * parameters with Hugging Face's names (lr above is 0 with relative_step) */
+    int optimizer;
+    size_t min_8bit_size;
+    int n_fp32_state;
+    float adafactor_eps1, adafactor_eps2, clip_threshold, decay_rate, adafactor_beta1;
+    int relative_step, scale_parameter, warmup_init;
 } zt_train_settings;
 
 typedef struct zt_train_config zt_train_config;
@@ -279,6 +294,8 @@ ZT_API const zt_train_settings *zt_train_config_settings(const zt_train_config *
 /* zerotrain.no_decay pattern i (0 <= i < n_no_decay); a pattern matches a parameter name
  * that contains it as a substring. */
 ZT_API const char *zt_train_config_no_decay(const zt_train_config *c, int i);
+/* zerotrain.fp32_optimizer_state pattern i (0 <= i < n_fp32_state), matched the same way. */
+ZT_API const char *zt_train_config_fp32_state(const zt_train_config *c, int i);
 /* Learning rate of optimizer step `step` (0 = the first update), as DeepSpeed's scheduler
  * gives it; the optimizer lr when there is no scheduler. */
 ZT_API double zt_train_config_lr(const zt_train_config *c, int64_t step);
@@ -392,6 +409,29 @@ typedef struct zt_config {
      * given (plan_micro_batch x plan_seq_len). The plan is logged (ZT_LOG_INFO). */
     size_t memory_limit;
     int plan_micro_batch, plan_seq_len;
+    /* The optimizer (ZT_OPT_*). AdamW and AdamW8bit use lr, beta1, beta2, eps and
+     * weight_decay above; Adafactor uses lr (unless relative_step) and weight_decay (its
+     * Hugging Face default is 0; zt_config_init sets AdamW's 0.01).
+     * AdamW8bit (bitsandbytes' block-wise algorithm): each tensor's two moments are one byte
+     * per element with one fp32 absolute maximum per 256 elements; tensors of fewer than
+     * min_8bit_size elements (4096), and those whose name contains one of the fp32_state
+     * substrings (borrowed for the call; {"word_embeddings"} is bitsandbytes' stable-embedding
+     * advice), keep fp32 moments.
+     * Adafactor (transformers' Adafactor.step, with its defaults from zt_config_init): eps
+     * (adafactor_eps1 1e-30 added to g^2, adafactor_eps2 1e-3 the least parameter scale),
+     * clip_threshold 1, decay_rate -0.8, adafactor_beta1 < 0 = no first moment,
+     * relative_step 1 (the step size is min(1e-2, 1/sqrt(t)), or 1e-6 t with warmup_init,
+     * and the lr argument of zt_engine_step is not used), scale_parameter 1 (times the
+     * parameter's RMS, at least eps2). Matrices keep factored row and column moments
+     * (replicated on every rank, small), vectors a full one. Every optimizer is
+     * sharded by ZeRO, offloadable and checkpointed like AdamW, and gives the same bits at
+     * every stage for one world size. */
+    int optimizer;
+    size_t min_8bit_size;
+    const char *const *fp32_state;
+    int n_fp32_state;
+    float adafactor_eps1, adafactor_eps2, clip_threshold, decay_rate, adafactor_beta1;
+    int relative_step, scale_parameter, warmup_init;
 } zt_config;
 
 /* A collective that does not complete cannot be returned from: after logging, the engine
@@ -477,8 +517,11 @@ typedef struct zt_step_info {
     double grad_norm;        /* global L2 norm before clipping */
     float clip_coef;         /* factor applied to gradients (1 = none) */
     int64_t step;            /* optimizer steps taken so far, this one included */
+    float lr;                /* the step size applied: the lr argument, or Adafactor's relative
+                              * step (before its parameter scaling) */
 } zt_step_info;
-/* Clip by global norm (cfg.grad_clip), AdamW update with this learning rate. */
+/* Clip by global norm (cfg.grad_clip), then the optimizer update (cfg.optimizer) with this
+ * learning rate (Adafactor with relative_step: its own step size). */
 ZT_API int zt_engine_step(zt_engine *e, float lr, zt_step_info *out);
 
 /* Per-rank model state against DESIGN's formula, and the collectives issued so far. */
@@ -486,8 +529,10 @@ enum { ZT_COLL_KIND_REDUCE_SCATTER = 0, ZT_COLL_KIND_ALLGATHER, ZT_COLL_KIND_OTH
 typedef struct zt_engine_report {
     int world_size, rank, zero_stage;
     size_t params;                 /* P: floats over all units, padding included */
-    size_t predicted_state_bytes;  /* stage 0: 16P, 1: 8P + 8P/N, 2: 4P + 12P/N, 3: 16P/N;
-                                    * 8P/N less with the optimizer state on NVMe */
+    size_t predicted_state_bytes;  /* stage 0: 16P, 1: 8P + 8P/N, 2: 4P + 12P/N, 3: 16P/N
+                                    * for AdamW (the 8 bytes of its moments per owned
+                                    * parameter are the optimizer's own figure for the
+                                    * others); the optimizer state less when it is on NVMe */
     size_t buffer_bytes;           /* engine buffers beyond the formula (gradient shards of
                                     * stages 0-1, stage 2's whole-unit scratch) */
     size_t measured_state_bytes;   /* params + grads + optimizer allocated now (the AdamW
@@ -511,6 +556,12 @@ typedef struct zt_engine_report {
     double io_wait_seconds;
     int offload_optimizer, offload_param; /* ZT_OFFLOAD_* in effect (memory_limit may set them) */
     int offload_gradients;         /* the gradient shards live with the optimizer state */
+    /* the optimizer state this rank holds (RAM or NVMe; Adafactor's replicated factored
+     * moments included), and those bytes over the parameter floats it updates (P at stage
+     * 0, P / N otherwise): AdamW 8, AdamW8bit about 2.03, Adafactor well below 1 without
+     * beta1 */
+    size_t optimizer_state_bytes;
+    double optimizer_bytes_per_param;
 } zt_engine_report;
 ZT_API int zt_engine_report_get(const zt_engine *e, zt_engine_report *out);
 

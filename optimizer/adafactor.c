@@ -35,22 +35,41 @@ void zt_adafactor_sums_add(const zt_adafactor_shape *sh, size_t off, size_t n, c
                            const float *g, float grad_scale, float eps1, zt_adafactor_sums *s)
 {
     double psq = 0.0;
-    for (size_t k = 0; k < n; k++) {
-        float gk = g[k] * grad_scale, x = gk * gk + eps1;
-        psq += (double)p[k] * p[k];
-        if (sh->cols) {
-            size_t e = off + k;
-            s->row_sum[e / sh->cols] += x;
-            s->col_sum[e % sh->cols] += x;
+    if (!sh->cols) {
+        for (size_t k = 0; k < n; k++)
+            psq += (double)p[k] * p[k];
+        s->p_sumsq += psq;
+        return;
+    }
+    /* row by row: each sum adds its terms in element order */
+    size_t i = off / sh->cols, j = off % sh->cols;
+    for (size_t k = 0; k < n; i++, j = 0) {
+        size_t end = k + (sh->cols - j < n - k ? sh->cols - j : n - k);
+        double rs = s->row_sum[i];
+        double *cs = s->col_sum + j;
+        for (; k < end; k++, cs++) {
+            float gk = g[k] * grad_scale, x = gk * gk + eps1;
+            psq += (double)p[k] * p[k];
+            rs += x;
+            *cs += x;
         }
+        s->row_sum[i] = rs;
     }
     s->p_sumsq += psq;
+}
+
+double zt_adafactor_step_size(const zt_adafactor_hparams *hp)
+{
+    double t = (double)hp->step;
+    if (!hp->relative_step)
+        return hp->lr;
+    double lo = hp->warmup_init ? 1e-6 * t : 1e-2, inv = 1.0 / sqrt(t);
+    return lo < inv ? lo : inv;
 }
 
 float zt_adafactor_stats(const zt_adafactor_shape *sh, const zt_adafactor_hparams *hp,
                          const zt_adafactor_sums *s, float *row, float *col)
 {
-    double t = (double)hp->step;
     float b2t, one_b2t;
     beta2_of(hp, &b2t, &one_b2t);
     if (sh->cols) {
@@ -59,11 +78,7 @@ float zt_adafactor_stats(const zt_adafactor_shape *sh, const zt_adafactor_hparam
         for (size_t j = 0; j < sh->cols; j++) /* over the rows */
             col[j] = col[j] * b2t + one_b2t * (float)(s->col_sum[j] / (double)sh->rows);
     }
-    double rel = hp->lr;
-    if (hp->relative_step) {
-        double lo = hp->warmup_init ? 1e-6 * t : 1e-2, inv = 1.0 / sqrt(t);
-        rel = lo < inv ? lo : inv;
-    }
+    double rel = zt_adafactor_step_size(hp);
     double scale = 1.0;
     if (hp->scale_parameter) {
         double rms = (double)(float)sqrt(s->p_sumsq / (double)numel_of(sh));
@@ -72,22 +87,62 @@ float zt_adafactor_stats(const zt_adafactor_shape *sh, const zt_adafactor_hparam
     return (float)(scale * rel);
 }
 
+/* the mean of the row moments (a matrix's preconditioner divides by it) */
+static float row_mean(const zt_adafactor_shape *sh, const float *row)
+{
+    double rsum = 0.0;
+    for (size_t i = 0; i < sh->rows; i++)
+        rsum += row[i];
+    return (float)(rsum / (double)sh->rows);
+}
+
+/* A matrix's preconditioner over the elements [off, off + n): for each row its factor
+ * 1/sqrt(row_i / mean(row)) and the stretch of columns, with the column factors
+ * 1/sqrt(col_j) from cfac (when given: computed once for all columns) or computed here. The
+ * element's u is r * c * gk, gk = g * grad_scale. */
+typedef struct factors {
+    const zt_adafactor_shape *sh;
+    const float *row, *col;
+    float rmean;
+    float *cfac;
+} factors;
+
+static void factors_init(factors *f, const zt_adafactor_shape *sh, const float *row,
+                         const float *col, float *cfac)
+{
+    f->sh = sh;
+    f->row = row;
+    f->col = col;
+    f->rmean = row_mean(sh, row);
+    f->cfac = cfac;
+    for (size_t j = 0; cfac && j < sh->cols; j++)
+        cfac[j] = 1.0f / sqrtf(col[j]);
+}
+
+static inline float col_factor(const factors *f, size_t j)
+{
+    return f->cfac ? f->cfac[j] : 1.0f / sqrtf(f->col[j]);
+}
+
 double zt_adafactor_precondition(const zt_adafactor_shape *sh, const zt_adafactor_hparams *hp,
                                  size_t off, size_t n, const float *g, float grad_scale,
-                                 const float *row, const float *col, float *v, float *u)
+                                 const float *row, const float *col, float *v, float *u,
+                                 float *cfac)
 {
     double usq = 0.0;
     if (sh->cols) {
-        double rsum = 0.0;
-        for (size_t i = 0; i < sh->rows; i++)
-            rsum += row[i];
-        float rmean = (float)(rsum / (double)sh->rows);
-        for (size_t k = 0; k < n; k++) {
-            size_t e = off + k;
-            float r = 1.0f / sqrtf(row[e / sh->cols] / rmean);
-            float c = 1.0f / sqrtf(col[e % sh->cols]);
-            u[k] = r * c * (g[k] * grad_scale);
-            usq += (double)u[k] * u[k];
+        factors f;
+        factors_init(&f, sh, row, col, cfac);
+        size_t i = off / sh->cols, j = off % sh->cols;
+        for (size_t k = 0; k < n; i++, j = 0) {
+            size_t end = k + (sh->cols - j < n - k ? sh->cols - j : n - k);
+            float r = 1.0f / sqrtf(row[i] / f.rmean);
+            for (; k < end; k++, j++) {
+                float uk = r * col_factor(&f, j) * (g[k] * grad_scale);
+                if (u)
+                    u[k] = uk;
+                usq += (double)uk * uk;
+            }
         }
         return usq;
     }
@@ -96,28 +151,67 @@ double zt_adafactor_precondition(const zt_adafactor_shape *sh, const zt_adafacto
     for (size_t k = 0; k < n; k++) {
         float gk = g[k] * grad_scale;
         v[k] = v[k] * b2t + one_b2t * (gk * gk + hp->eps1);
-        u[k] = 1.0f / sqrtf(v[k]) * gk;
-        usq += (double)u[k] * u[k];
+        float uk = 1.0f / sqrtf(v[k]) * gk;
+        if (u)
+            u[k] = uk;
+        usq += (double)uk * uk;
     }
     return usq;
+}
+
+/* phase 3 on one element: x = u / denom * lr, through the first moment, decay, p -= x */
+static inline void apply_one(const zt_adafactor_hparams *hp, float denom, float lr, float wd,
+                             float uk, float *m, float *p)
+{
+    float x = uk / denom * lr;
+    if (hp->beta1 >= 0.0f) {
+        *m = *m * hp->beta1 + (1.0f - hp->beta1) * x;
+        x = *m;
+    }
+    if (wd != 0.0f)
+        *p = *p + wd * *p;
+    *p = *p - x;
+}
+
+static float clip_denom(const zt_adafactor_hparams *hp, size_t numel, double u_sumsq)
+{
+    float rms = (float)sqrt(u_sumsq / (double)numel), denom = rms / hp->clip_threshold;
+    return denom > 1.0f ? denom : 1.0f;
 }
 
 void zt_adafactor_apply(const zt_adafactor_hparams *hp, size_t numel, double u_sumsq, float lr,
                         size_t n, const float *u, float *m, float *p, int decay)
 {
     double t0 = ZT_PROF_T0();
-    float rms = (float)sqrt(u_sumsq / (double)numel), denom = rms / hp->clip_threshold;
-    denom = denom > 1.0f ? denom : 1.0f;
-    float wd = decay ? -hp->weight_decay * lr : 0.0f;
-    for (size_t k = 0; k < n; k++) {
-        float x = u[k] / denom * lr;
-        if (hp->beta1 >= 0.0f) {
-            m[k] = m[k] * hp->beta1 + (1.0f - hp->beta1) * x;
-            x = m[k];
-        }
-        if (wd != 0.0f)
-            p[k] = p[k] + wd * p[k];
-        p[k] = p[k] - x;
-    }
+    float denom = clip_denom(hp, numel, u_sumsq), wd = decay ? -hp->weight_decay * lr : 0.0f;
+    for (size_t k = 0; k < n; k++)
+        apply_one(hp, denom, lr, wd, u[k], m ? m + k : NULL, p + k);
     ZT_PROF(ZT_PROF_OPTIMIZER, t0, 8.0 * (double)n, 16.0 * (double)n);
+}
+
+void zt_adafactor_apply_grad(const zt_adafactor_shape *sh, const zt_adafactor_hparams *hp,
+                             size_t off, size_t n, const float *g, float grad_scale,
+                             const float *row, const float *col, const float *v,
+                             double u_sumsq, float lr, float *m, float *p, int decay, float *cfac)
+{
+    double t0 = ZT_PROF_T0();
+    size_t numel = numel_of(sh);
+    float denom = clip_denom(hp, numel, u_sumsq), wd = decay ? -hp->weight_decay * lr : 0.0f;
+    if (!sh->cols) {
+        for (size_t k = 0; k < n; k++)
+            apply_one(hp, denom, lr, wd, 1.0f / sqrtf(v[k]) * (g[k] * grad_scale),
+                      m ? m + k : NULL, p + k);
+    } else {
+        factors f;
+        factors_init(&f, sh, row, col, cfac);
+        size_t i = off / sh->cols, j = off % sh->cols;
+        for (size_t k = 0; k < n; i++, j = 0) {
+            size_t end = k + (sh->cols - j < n - k ? sh->cols - j : n - k);
+            float r = 1.0f / sqrtf(row[i] / f.rmean);
+            for (; k < end; k++, j++)
+                apply_one(hp, denom, lr, wd, r * col_factor(&f, j) * (g[k] * grad_scale),
+                          m ? m + k : NULL, p + k);
+        }
+    }
+    ZT_PROF(ZT_PROF_OPTIMIZER, t0, 12.0 * (double)n, 16.0 * (double)n);
 }

@@ -50,6 +50,10 @@ typedef struct zt_adafactor_sums {
 void zt_adafactor_sums_add(const zt_adafactor_shape *sh, size_t off, size_t n, const float *p,
                            const float *g, float grad_scale, float eps1, zt_adafactor_sums *s);
 
+/* The step size before parameter scaling: lr, or with relative_step min(1e-2, 1/sqrt(t))
+ * (warmup_init: min(1e-6 t, 1/sqrt(t))). */
+double zt_adafactor_step_size(const zt_adafactor_hparams *hp);
+
 /* Phase 2a, identical on every rank: the factored moments row[rows], col[cols] updated with
  * the reduced sums (means over the other dimension), and the step's learning rate. */
 float zt_adafactor_stats(const zt_adafactor_shape *sh, const zt_adafactor_hparams *hp,
@@ -57,15 +61,27 @@ float zt_adafactor_stats(const zt_adafactor_shape *sh, const zt_adafactor_hparam
 
 /* Phase 2b for a piece: u[n] = the preconditioned gradient (a matrix: g * rsqrt(row_i /
  * mean(row)) * rsqrt(col_j); a vector: its moment v[n] (the piece's) updated, g / sqrt(v));
- * returns the piece's sum of u^2. */
+ * returns the piece's sum of u^2. u may be NULL (only the sum, and a vector's moment).
+ * cfac: NULL, or cols floats of scratch for the column factors (computed once per call
+ * instead of once per element; the same values). */
 double zt_adafactor_precondition(const zt_adafactor_shape *sh, const zt_adafactor_hparams *hp,
                                  size_t off, size_t n, const float *g, float grad_scale,
-                                 const float *row, const float *col, float *v, float *u);
+                                 const float *row, const float *col, float *v, float *u,
+                                 float *cfac);
 
 /* Phase 3 for a piece: u /= max(1, rms(u) / clip_threshold) (rms from the reduced sum of
  * u^2 over numel), u *= lr; with beta1 m = beta1 m + (1 - beta1) u and u = m; p -=
  * weight_decay * lr * p when decay; p -= u. m may be NULL without beta1. */
 void zt_adafactor_apply(const zt_adafactor_hparams *hp, size_t numel, double u_sumsq, float lr,
                         size_t n, const float *u, float *m, float *p, int decay);
+
+/* Phase 3 from the gradient instead of u: u recomputed exactly as zt_adafactor_precondition
+ * computed it (a vector's v already updated by it), then zt_adafactor_apply's arithmetic.
+ * The engine uses it so that u needs no buffer of its own. */
+void zt_adafactor_apply_grad(const zt_adafactor_shape *sh, const zt_adafactor_hparams *hp,
+                             size_t off, size_t n, const float *g, float grad_scale,
+                             const float *row, const float *col, const float *v,
+                             double u_sumsq, float lr, float *m, float *p, int decay,
+                             float *cfac);
 
 #endif

@@ -28,6 +28,7 @@ suite train bash tests/test_train.sh build/zerotrain
 suite prepare bash tests/test_prepare.sh build/zerotrain
 suite zero bash tests/test_zero.sh build/zerotrain
 suite recompute bash tests/test_recompute.sh build/zerotrain
+suite optim bash tests/test_optim.sh build/zerotrain
 suite parity env ZT=build/zerotrain bash tests/test_bert_random.sh
 if $MAKE -s -j2 asan-build; then
     for t in build/asan/tests/test_*; do

@@ -89,7 +89,7 @@ static void tens_step(tens *t, const zt_adafactor_hparams *hp, const float *g)
     for (int k = 0; k < t->pieces; k++) {
         size_t a = t->cut[k], b = t->cut[k + 1];
         usq += zt_adafactor_precondition(&t->sh, hp, a, b - a, g + a, 1.0f, t->row, t->col,
-                                         t->v + a, t->u + a);
+                                         t->v + a, t->u + a, NULL);
     }
     for (int k = 0; k < t->pieces; k++) {
         size_t a = t->cut[k], b = t->cut[k + 1];

@@ -393,6 +393,55 @@ static void test_recompute_settings(void **state)
     }
 }
 
+/* optimizer.type AdamW8bit and Adafactor: their parameters and defaults */
+static void test_optimizer_settings(void **state)
+{
+    (void)state;
+    zt_train_config *c = parse_ok("{\"train_micro_batch_size_per_gpu\": 1, \"optimizer\": "
+                                  "{\"type\": \"AdamW8bit\", \"params\": {\"lr\": 0.002, "
+                                  "\"min_8bit_size\": 100, \"betas\": [0.8, 0.99]}}, "
+                                  "\"zerotrain\": {\"fp32_optimizer_state\": "
+                                  "[\"word_embeddings\", \"position\"]}}", "o", 1, 0);
+    const zt_train_settings *s = zt_train_config_settings(c);
+    assert_int_equal(s->optimizer, ZT_OPT_ADAMW8BIT);
+    assert_true(s->lr == 0.002f && s->beta1 == 0.8f && s->beta2 == 0.99f);
+    assert_int_equal(s->min_8bit_size, 100);
+    assert_int_equal(s->n_fp32_state, 2);
+    assert_string_equal(zt_train_config_fp32_state(c, 1), "position");
+    assert_null(zt_train_config_fp32_state(c, 2));
+    zt_train_config_destroy(c);
+    /* Hugging Face's Adafactor defaults */
+    c = parse_ok("{\"train_micro_batch_size_per_gpu\": 1, \"optimizer\": {\"type\": "
+                 "\"Adafactor\", \"params\": {\"lr\": null}}}", "o", 1, 0);
+    s = zt_train_config_settings(c);
+    assert_int_equal(s->optimizer, ZT_OPT_ADAFACTOR);
+    assert_true(s->adafactor_eps1 == 1e-30f && s->adafactor_eps2 == 1e-3f);
+    assert_true(s->clip_threshold == 1.0f && s->decay_rate == -0.8f && s->adafactor_beta1 < 0);
+    assert_true(s->relative_step && s->scale_parameter && !s->warmup_init);
+    assert_true(s->weight_decay == 0.0f && s->lr == 0.0f);
+    zt_train_config_destroy(c);
+    /* the T5 fine-tuning recipe: a fixed lr a scheduler drives */
+    c = parse_ok("{\"train_micro_batch_size_per_gpu\": 1, \"optimizer\": {\"type\": "
+                 "\"Adafactor\", \"params\": {\"lr\": 0.001, \"relative_step\": false, "
+                 "\"scale_parameter\": false, \"eps\": [1e-29, 0.002], \"beta1\": 0.9, "
+                 "\"decay_rate\": -0.5, \"clip_threshold\": 2, \"weight_decay\": 0.1}}, "
+                 "\"scheduler\": {\"type\": \"WarmupLR\", \"params\": {\"warmup_num_steps\": 10}}}",
+                 "o", 1, 0);
+    s = zt_train_config_settings(c);
+    assert_true(s->lr == 0.001f && !s->relative_step && !s->scale_parameter);
+    assert_true(s->adafactor_eps1 == 1e-29f && s->adafactor_eps2 == 0.002f);
+    assert_true(s->adafactor_beta1 == 0.9f && s->decay_rate == -0.5f && s->clip_threshold == 2.0f);
+    assert_true(s->weight_decay == 0.1f);
+    assert_true(zt_train_config_lr(c, 20) == 0.001);
+    zt_train_config_destroy(c);
+    /* a pattern list without AdamW8bit does nothing, and says so */
+    log_reset();
+    c = parse_ok("{\"train_micro_batch_size_per_gpu\": 1, \"zerotrain\": "
+                 "{\"fp32_optimizer_state\": [\"x\"]}}", "o", 1, 0);
+    assert_non_null(strstr(logbuf, "zerotrain.fp32_optimizer_state: has no effect"));
+    zt_train_config_destroy(c);
+}
+
 static void test_good_configs(void **state)
 {
     (void)state;
@@ -568,7 +617,49 @@ static const bad_case bad[] = {
      {"src: optimizer.params.adam_w_mode: false selects Adam with L2 regularisation, which is "
       "not supported"}},
     {"other optimizer", "{" MB "\"optimizer\": {\"type\": \"Lamb\"}}", 1, 0, ZT_E_UNSUPPORTED, 1,
-     {"src: optimizer.type: \"Lamb\" is not supported: zerotrain implements AdamW only"}},
+     {"src: optimizer.type: \"Lamb\" is not supported: zerotrain implements AdamW, AdamW8bit "
+      "and Adafactor"}},
+    {"Adafactor with an lr and relative steps",
+     "{" MB "\"optimizer\": {\"type\": \"Adafactor\", \"params\": {\"lr\": 0.001}}}", 1, 0,
+     ZT_E_CONFIG, 1, {"src: optimizer.params.lr: Adafactor with relative_step true computes its "
+                      "own step size"}},
+    {"Adafactor without relative steps needs lr",
+     "{" MB "\"optimizer\": {\"type\": \"Adafactor\", \"params\": {\"relative_step\": false}}}",
+     1, 0, ZT_E_CONFIG, 1, {"src: optimizer.params.lr: missing: Adafactor with relative_step "
+                            "false needs a learning rate"}},
+    {"Adafactor: AdamW's parameters and one eps",
+     "{" MB "\"optimizer\": {\"type\": \"adafactor\", \"params\": {\"betas\": [0.9, 0.99],"
+     " \"eps\": 1e-8, \"warmup_init\": true, \"relative_step\": false, \"lr\": 1e-3}}}", 1, 0,
+     ZT_E_CONFIG, 3,
+     {"src: optimizer.params.betas: not a parameter of Adafactor: remove it; Adafactor takes lr, "
+      "eps, weight_decay, clip_threshold, decay_rate, beta1, scale_parameter, relative_step, "
+      "warmup_init", "src: optimizer.params.eps: Adafactor takes [eps1, eps2]",
+      "src: optimizer.params.warmup_init: true needs relative_step true"}},
+    {"Adafactor's relative steps and a scheduler",
+     "{" MB "\"optimizer\": {\"type\": \"Adafactor\"}, \"scheduler\": {\"type\": \"WarmupLR\"}}",
+     1, 0, ZT_E_CONFIG, 1, {"src: scheduler: Adafactor with relative_step true follows its own "
+                            "schedule"}},
+    {"Adafactor: decay_rate, beta1, clip_threshold out of range",
+     "{" MB "\"optimizer\": {\"type\": \"Adafactor\", \"params\": {\"decay_rate\": 0,"
+     " \"beta1\": 1, \"clip_threshold\": 0}}}", 1, 0, ZT_E_CONFIG, 3,
+     {"src: optimizer.params.decay_rate: must be < 0, got 0",
+      "src: optimizer.params.beta1: must be in [0, 1), got 1",
+      "src: optimizer.params.clip_threshold: must be > 0"}},
+    {"AdamW with Adafactor's parameters",
+     "{" MB "\"optimizer\": {\"type\": \"AdamW\", \"params\": {\"eps\": [1e-30, 1e-3],"
+     " \"min_8bit_size\": 10, \"clip_threshold\": 1}}}", 1, 0, ZT_E_CONFIG, 3,
+     {"src: optimizer.params.min_8bit_size: not a parameter of AdamW: remove it; AdamW takes lr, "
+      "betas, eps, weight_decay, adam_w_mode, torch_adam, bias_correction",
+      "src: optimizer.params.clip_threshold: not a parameter of AdamW",
+      "src: optimizer.params.eps: [eps1, eps2] is Adafactor's; AdamW takes one number"}},
+    {"AdamW8bit: bad min_8bit_size and an empty fp32 pattern",
+     "{" MB "\"optimizer\": {\"type\": \"AdamW8bit\", \"params\": {\"min_8bit_size\": -1}},"
+     " \"zerotrain\": {\"fp32_optimizer_state\": [\"\"]}}", 1, 0, ZT_E_CONFIG, 2,
+     {"src: optimizer.params.min_8bit_size: must be >= 0, got -1",
+      "src: zerotrain.fp32_optimizer_state[0]: an empty pattern matches every parameter (to "
+      "keep all of them in fp32"}},
+    {"bitsandbytes' paged optimizer", "{" MB "\"optimizer\": {\"type\": \"PagedAdamW8bit\"}}",
+     1, 0, ZT_E_UNSUPPORTED, 1, {"src: optimizer.type: \"PagedAdamW8bit\" is not supported"}},
     {"amp enabled", "{" MB "\"amp\": {\"enabled\": true, \"opt_level\": \"O1\"}}", 1, 0,
      ZT_E_UNSUPPORTED, 1, {"src: amp: Apex AMP (NVIDIA GPU mixed precision) is not supported"}},
     {"deprecated cpu_offload", "{" MB "\"zero_optimization\": {\"cpu_offload\": true}}", 1, 0,
@@ -977,6 +1068,7 @@ static void test_reference_is_docs_config_md(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_optimizer_settings),
         cmocka_unit_test(test_good_configs),
         cmocka_unit_test(test_aio_and_gradients),
         cmocka_unit_test(test_recompute_settings),

@@ -29,8 +29,28 @@ int cmd_check_config(int argc, char **argv)
     printf("%s: valid for %ld rank(s)\n", argv[0], world);
     printf("  batch: train_batch_size %d = micro %d x accumulation %d x %ld ranks\n",
            s->train_batch_size, s->micro_batch_size, s->grad_accum_steps, world);
-    printf("  optimizer: AdamW lr %g betas (%g, %g) eps %g weight_decay %g, clipping %g\n",
-           s->lr, s->beta1, s->beta2, s->eps, s->weight_decay, s->grad_clip);
+    if (s->optimizer == ZT_OPT_ADAFACTOR) {
+        char lr[32], b1[32];
+        if (s->relative_step)
+            snprintf(lr, sizeof lr, "relative steps%s", s->warmup_init ? " (warmup_init)" : "");
+        else
+            snprintf(lr, sizeof lr, "%g", s->lr);
+        snprintf(b1, sizeof b1, s->adafactor_beta1 >= 0 ? "%g" : "none", s->adafactor_beta1);
+        printf("  optimizer: Adafactor lr %s eps (%g, %g) clip_threshold %g decay_rate %g beta1 "
+               "%s scale_parameter %s weight_decay %g, clipping %g\n", lr, s->adafactor_eps1,
+               s->adafactor_eps2, s->clip_threshold, s->decay_rate, b1,
+               s->scale_parameter ? "true" : "false", s->weight_decay, s->grad_clip);
+    } else {
+        printf("  optimizer: %s lr %g betas (%g, %g) eps %g weight_decay %g, clipping %g",
+               s->optimizer == ZT_OPT_ADAMW8BIT ? "AdamW8bit" : "AdamW", s->lr, s->beta1,
+               s->beta2, s->eps, s->weight_decay, s->grad_clip);
+        if (s->optimizer == ZT_OPT_ADAMW8BIT) {
+            printf(", fp32 state below %zu elements", s->min_8bit_size);
+            for (int i = 0; i < s->n_fp32_state; i++)
+                printf("%s\"%s\"", i ? ", " : " and for ", zt_train_config_fp32_state(c, i));
+        }
+        printf("\n");
+    }
     printf("  scheduler: %s; lr at steps 0, 1, 10, 100: %g %g %g %g\n",
            sched[s->scheduler], zt_train_config_lr(c, 0), zt_train_config_lr(c, 1),
            zt_train_config_lr(c, 10), zt_train_config_lr(c, 100));

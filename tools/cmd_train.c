@@ -16,7 +16,7 @@
 typedef struct train_args {
     const char *config, *model, *data, *seq, *steps, *ckpt_dir, *ckpt_every, *keep, *save,
         *seed, *metrics, *eval_data, *eval_every, *eval_samples, *threads, *timeout,
-        *summary, *warmup;
+        *summary, *warmup, *resume_from;
     int resume, check_coll, profile;
 } train_args;
 
@@ -160,6 +160,7 @@ int cmd_train(int argc, char **argv)
         {"--eval-every", &a.eval_every}, {"--eval-samples", &a.eval_samples},
         {"--threads", &a.threads},       {"--collective-timeout", &a.timeout},
         {"--summary", &a.summary},       {"--warmup", &a.warmup},
+        {"--resume-from", &a.resume_from},
     };
     long steps = 100, seq = 128, ckpt_every = 0, keep = 0, eval_every = 0, eval_samples = 256,
          threads = -1, seed = -1, warmup = 1;
@@ -178,7 +179,7 @@ int cmd_train(int argc, char **argv)
     zt_train_state st = {0, 0, 42};
     batch_buf *bufs = NULL;
     FILE *metrics = NULL;
-    const char **no_decay = NULL;
+    const char **no_decay = NULL, **fp32_state = NULL;
     uint64_t synth_seed = 0;
 
     /* --resume is a flag; the rest take values */
@@ -209,6 +210,9 @@ int cmd_train(int argc, char **argv)
         return 2;
     if ((a.ckpt_every || a.resume || a.keep) && !a.ckpt_dir)
         return die("--checkpoint-every, --keep and --resume need --checkpoint-dir"), 2;
+    if (a.resume && a.resume_from)
+        return die("--resume (the newest checkpoint in --checkpoint-dir) and --resume-from DIR "
+                   "(that one) exclude each other"), 2;
     if (!!a.eval_data != !!a.eval_every)
         return die("--eval-data and --eval-every go together"), 2;
     if (strcmp(a.data, "synthetic") == 0 || strncmp(a.data, "synthetic:", 10) == 0) {
@@ -279,6 +283,16 @@ int cmd_train(int argc, char **argv)
                             "threads; give mpirun --bind-to none (or --map-by slot:PE=%d)\n",
                     CPU_COUNT(&cs), CPU_COUNT(&cs) == 1 ? "" : "s", want, want);
     }
+    cfg.optimizer = ts->optimizer;
+    cfg.min_8bit_size = ts->min_8bit_size;
+    cfg.adafactor_eps1 = ts->adafactor_eps1;
+    cfg.adafactor_eps2 = ts->adafactor_eps2;
+    cfg.clip_threshold = ts->clip_threshold;
+    cfg.decay_rate = ts->decay_rate;
+    cfg.adafactor_beta1 = ts->adafactor_beta1;
+    cfg.relative_step = ts->relative_step;
+    cfg.scale_parameter = ts->scale_parameter;
+    cfg.warmup_init = ts->warmup_init;
     cfg.lr = ts->lr;
     cfg.beta1 = ts->beta1;
     cfg.beta2 = ts->beta2;
@@ -341,6 +355,16 @@ int cmd_train(int argc, char **argv)
         cfg.no_decay = no_decay;
         cfg.n_no_decay = ts->n_no_decay;
     }
+    if (ts->n_fp32_state > 0) {
+        if (!(fp32_state = calloc((size_t)ts->n_fp32_state, sizeof *fp32_state))) {
+            die("out of memory");
+            goto done;
+        }
+        for (int i = 0; i < ts->n_fp32_state; i++)
+            fp32_state[i] = zt_train_config_fp32_state(tc, i);
+        cfg.fp32_state = fp32_state;
+        cfg.n_fp32_state = ts->n_fp32_state;
+    }
     if (zt_engine_create(&cfg, MPI_COMM_WORLD, &e) < 0) {
         die("%s", zt_last_error());
         goto done;
@@ -355,6 +379,15 @@ int cmd_train(int argc, char **argv)
         (eval_data && zt_mlm_source_create(eval_data, mi.vocab_size, (int)seq, 0.15f, 1234, &eval_src) < 0)) {
         die("%s", zt_last_error());
         goto done;
+    }
+    if (a.resume_from) { /* that checkpoint, which must verify */
+        if (zt_checkpoint_load(e, a.resume_from, &st) < 0) {
+            die("%s", zt_engine_last_error(e));
+            goto done;
+        }
+        if (rank == 0)
+            fprintf(stderr, "zerotrain: resumed from %s at step %" PRId64 "\n", a.resume_from,
+                    st.step);
     }
     if (a.resume) {
         /* rank 0 looks first (and moves corrupt checkpoints aside), then the others */
@@ -470,6 +503,7 @@ int cmd_train(int argc, char **argv)
             die("step %" PRId64 ": %s", st.step + 1, zt_engine_last_error(e));
             goto done;
         }
+        lr = si.lr; /* (Adafactor's relative step size) */
         if (world > 1) { /* loss sums added in rank order: the same on every rank and run */
             double *all = malloc(sizeof(double) * (size_t)world);
             if (!all || MPI_Allgather(&loss_sum, 1, MPI_DOUBLE, all, 1, MPI_DOUBLE,
@@ -520,7 +554,9 @@ int cmd_train(int argc, char **argv)
     }
     if (tty && rank == 0)
         fputc('\n', stderr);
-    if (a.ckpt_dir && st.step > first_step &&
+    /* (resumed from elsewhere with no step to take: saved again, laid out for this world
+     * size and stage) */
+    if (a.ckpt_dir && (st.step > first_step || a.resume_from) &&
         zt_checkpoint_save(e, a.ckpt_dir, &st, cfg_text, (int)keep) < 0) {
         die("%s", zt_engine_last_error(e));
         goto done;
@@ -548,7 +584,9 @@ int cmd_train(int argc, char **argv)
                      dev[erx.offload_gradients ? erx.offload_optimizer % 3 : 0],
                      dev[erx.offload_param % 3]);
         stats_context sx = {a.model, mi.num_parameters, cfg.threads, micro, gas,
-                            ts->train_batch_size, (int)seq, off, rc_name};
+                            ts->train_batch_size, (int)seq, off, rc_name,
+                            ts->optimizer == ZT_OPT_ADAMW8BIT  ? "adamw8bit"
+                            : ts->optimizer == ZT_OPT_ADAFACTOR ? "adafactor" : "adamw"};
         if (stats_write_summary(a.summary, &stats, &sx, e, rank, world) < 0) {
             die("%s: cannot write the summary", a.summary);
             goto done;
@@ -567,13 +605,15 @@ int cmd_train(int argc, char **argv)
         if (rank == 0)
             fprintf(stderr,
                     "model state per rank (stage %d, %d ranks): measured %zu bytes; formula %zu "
-                    "+ buffers %zu = %zu\n"
+                    "+ buffers %zu = %zu; optimizer state %zu bytes, %.3f per parameter "
+                    "updated\n"
                     "collectives per step: reduce-scatter %.0f bytes, all-gather %.0f bytes "
                     "(%.2f x the %zu parameter bytes; schedule %.2f x, textbook %.0f x); "
                     "waited %.3f s of %.3f s in flight (%s progress)\n",
                     er.zero_stage, er.world_size, er.measured_state_bytes,
                     er.predicted_state_bytes, er.buffer_bytes,
-                    er.predicted_state_bytes + er.buffer_bytes,
+                    er.predicted_state_bytes + er.buffer_bytes, er.optimizer_state_bytes,
+                    er.optimizer_bytes_per_param,
                     (double)er.coll_bytes[0] / (double)steps_run,
                     (double)er.coll_bytes[1] / (double)steps_run,
                     (double)(er.coll_bytes[0] + er.coll_bytes[1]) / (double)steps_run /
@@ -599,6 +639,7 @@ done:
         batch_release(&bufs[k]);
     free(bufs);
     free(no_decay);
+    free(fp32_state);
     zt_mlm_source_destroy(src);
     zt_mlm_source_destroy(eval_src);
     zt_engine_destroy(e);

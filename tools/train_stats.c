@@ -160,11 +160,13 @@ int stats_write_summary(const char *path, const train_stats *s, const stats_cont
     put_str(f, x->model);
     fprintf(f, ",\n  \"parameters\": %zu,\n  \"world_size\": %d,\n  \"zero_stage\": %d,\n"
                "  \"threads\": %d,\n  \"micro_batch\": %d,\n  \"grad_accum\": %d,\n"
-               "  \"train_batch\": %d,\n  \"seq_len\": %d,\n  \"optimizer\": \"adamw\",\n"
+               "  \"train_batch\": %d,\n  \"seq_len\": %d,\n  \"optimizer\": \"%s\",\n"
+               "  \"optimizer_state_bytes\": %zu,\n  \"optimizer_bytes_per_param\": %.6f,\n"
                "  \"offload\": \"%s\",\n  \"recompute\": \"%s\",\n  \"comm_progress\": \"%s\",\n"
                "  \"warmup_steps\": %d,\n  \"measured_steps\": %d,\n  \"step_seconds\": [",
             x->parameters, world, er.zero_stage, x->threads, x->micro, x->gas, x->batch, x->seq,
-            x->offload ? x->offload : "none", x->recompute ? x->recompute : "none", er.progress == ZT_PROGRESS_THREAD ? "thread" : "poll",
+            x->optimizer ? x->optimizer : "adamw", er.optimizer_state_bytes,
+            er.optimizer_bytes_per_param, x->offload ? x->offload : "none", x->recompute ? x->recompute : "none", er.progress == ZT_PROGRESS_THREAD ? "thread" : "poll",
             s->warmup, s->n);
     for (int i = 0; i < s->n; i++)
         fprintf(f, "%s%.6f", i ? ", " : "", s->seconds[i]);

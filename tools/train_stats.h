@@ -23,6 +23,7 @@ typedef struct stats_context {
     int threads, micro, gas, batch, seq;
     const char *offload;     /* "none", "optimizer:nvme", "optimizer:nvme+params:nvme", ... */
     const char *recompute;   /* zerotrain.recompute as configured ("none", "full", ...) */
+    const char *optimizer;   /* "adamw", "adamw8bit", "adafactor" */
 } stats_context;
 
 int stats_init(train_stats *s, int64_t steps, int warmup);

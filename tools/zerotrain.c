@@ -23,6 +23,8 @@ static void usage(FILE *f)
             "  train    --model DIR|PRESET|CONFIG_JSON --data DIR|synthetic[:SEED] [--config DS_JSON]\n"
             "           [--seq-len T] [--steps N] [--seed S] [--threads N]\n"
             "           [--checkpoint-dir D] [--checkpoint-every K] [--keep K] [--resume]\n"
+            "           [--resume-from D/step-N]   (with --steps N: saved again into\n"
+            "           --checkpoint-dir for this world size and stage)\n"
             "           [--save-model DIR] [--metrics FILE]\n"
             "           [--collective-timeout SECONDS] [--check-collectives]\n"
             "           [--profile] [--summary FILE] [--warmup K]   per-kernel profile table,\n"

@@ -1,0 +1,485 @@
+/* ostate.c - the optimizer state of the engine's units (ostate.h): the compact parameters,
+ * the runs of each shard, the layout of a stretch of state, the elementwise updates (AdamW,
+ * AdamW8bit) and Adafactor's three phases with their reductions in rank order. It does not
+ * decide where the state lives or when a unit is updated (zero.c). */
+#include "engine_impl.h"
+#include "../memory/mem.h"
+#include "../offload/store.h"
+#include "../optimizer/adafactor.h"
+#include "../optimizer/adam8bit.h"
+#include "../optimizer/adamw.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- geometry and runs ------------------------------------------------------------------ */
+
+int zt_geom_seg(const zt_geom *g, int r, int k, zt_seg *s)
+{
+    size_t off0 = (size_t)k * g->piece, len;
+    if (k < 0 || off0 >= g->padded)
+        return 0;
+    len = g->padded - off0 < g->piece ? g->padded - off0 : g->piece;
+    s->len = len / g->N;
+    s->off = off0 + (size_t)r * s->len;
+    s->soff = off0 / g->N;
+    return 1;
+}
+
+int zt_ost_runs(const zt_layout *L, const unsigned char *compact, int u, const zt_geom *g,
+                int r, zt_srun **out, int *n, size_t *n_compact)
+{
+    const zt_unit_def *ud = &L->units[u];
+    zt_seg s;
+    int cap = 0, cnt = 0;
+    size_t fc = 0;
+    zt_srun *run = NULL;
+    *out = NULL;
+    *n = 0;
+    *n_compact = 0;
+    for (int k = 0; zt_geom_seg(g, r, k, &s); k++)
+        for (int i = ud->first_param; i < ud->first_param + ud->n_params; i++) {
+            const zt_param_def *d = &L->params[i];
+            size_t a = d->offset > s.off ? d->offset : s.off;
+            size_t b = d->offset + d->numel < s.off + s.len ? d->offset + d->numel
+                                                             : s.off + s.len;
+            if (a >= b)
+                continue;
+            if (cnt == cap) {
+                zt_srun *nr = realloc(run, sizeof *run * (size_t)(cap = cap ? 2 * cap : 16));
+                if (!nr) {
+                    free(run);
+                    return zt_fail(ZT_E_NOMEM, "out of memory");
+                }
+                run = nr;
+            }
+            zt_srun *x = &run[cnt++];
+            x->j0 = s.soff + (a - s.off);
+            x->j1 = x->j0 + (b - a);
+            x->a = a;
+            x->param = i;
+            x->compact = compact && compact[i];
+            x->f0 = x->compact ? fc : 0;
+            fc += x->compact ? b - a : 0;
+        }
+    *out = run;
+    *n = cnt;
+    *n_compact = fc;
+    return 0;
+}
+
+size_t zt_ost_compact_before(const zt_spart *p, size_t c)
+{
+    for (int k = 0; k < p->n_run; k++) {
+        const zt_srun *x = &p->run[k];
+        if (x->compact && x->j1 > c)
+            return x->f0 + (x->j0 < c ? c - x->j0 : 0);
+    }
+    return p->n_compact;
+}
+
+/* ---- layout and sections ------------------------------------------------------------------ */
+
+static const zt_ost_sec secs_adamw[] = {
+    {"exp_avg", ZT_SEC_POS, ZT_F32}, {"exp_avg_sq", ZT_SEC_POS, ZT_F32}};
+static const zt_ost_sec secs_8bit[] = {
+    {"state1", ZT_SEC_POS, ZT_U8},           {"state2", ZT_SEC_POS, ZT_U8},
+    {"absmax1", ZT_SEC_BLOCK, ZT_F32},       {"absmax2", ZT_SEC_BLOCK, ZT_F32},
+    {"state1_fp32", ZT_SEC_COMPACT, ZT_F32}, {"state2_fp32", ZT_SEC_COMPACT, ZT_F32}};
+static const zt_ost_sec secs_af[] = {
+    {"exp_avg", ZT_SEC_POS, ZT_F32}, {"exp_avg_sq", ZT_SEC_COMPACT, ZT_F32}};
+
+int zt_ost_sections(int opt, int beta1, const zt_ost_sec **out)
+{
+    switch (opt) {
+    case ZT_OPT_ADAMW8BIT: *out = secs_8bit; return 6;
+    case ZT_OPT_ADAFACTOR: *out = beta1 ? secs_af : secs_af + 1; return beta1 ? 2 : 1;
+    default: *out = secs_adamw; return 2;
+    }
+}
+
+size_t zt_ost_sec_elems(const zt_ost_sec *s, size_t n, size_t nc)
+{
+    return s->kind == ZT_SEC_POS ? n
+           : s->kind == ZT_SEC_BLOCK ? (n + ZT_QBLOCK - 1) / ZT_QBLOCK : nc;
+}
+
+size_t zt_ost_sec_offset(int opt, int beta1, int sec, size_t n, size_t nc)
+{
+    const zt_ost_sec *s;
+    int ns = zt_ost_sections(opt, beta1, &s);
+    size_t off = 0;
+    for (int k = 0; k < sec && k < ns; k++)
+        off += zt_ost_sec_elems(&s[k], n, nc) * zt_dtype_size(s[k].dtype);
+    return off;
+}
+
+size_t zt_ost_bytes(int opt, int beta1, size_t n, size_t nc)
+{
+    const zt_ost_sec *s;
+    int ns = zt_ost_sections(opt, beta1, &s);
+    return zt_ost_sec_offset(opt, beta1, ns, n, nc);
+}
+
+void zt_ost_view_of(int opt, int beta1, uint8_t *base, size_t c0, size_t n, size_t f0,
+                    size_t nc, zt_ost_view *v)
+{
+    memset(v, 0, sizeof *v);
+    v->c0 = c0;
+    v->f0 = f0;
+    switch (opt) {
+    case ZT_OPT_ADAMW8BIT:
+        v->cm = base;
+        v->cv = base + n;
+        v->am = (float *)(void *)(base + zt_ost_sec_offset(opt, beta1, 2, n, nc));
+        v->av = (float *)(void *)(base + zt_ost_sec_offset(opt, beta1, 3, n, nc));
+        v->fm = (float *)(void *)(base + zt_ost_sec_offset(opt, beta1, 4, n, nc));
+        v->fv = (float *)(void *)(base + zt_ost_sec_offset(opt, beta1, 5, n, nc));
+        break;
+    case ZT_OPT_ADAFACTOR:
+        v->m = beta1 ? (float *)(void *)base : NULL;
+        v->fv = (float *)(void *)(base + (beta1 ? n * sizeof(float) : 0));
+        break;
+    default:
+        v->m = (float *)(void *)base;
+        v->v = v->m + n;
+        break;
+    }
+}
+
+const char *zt_ost_name(int opt)
+{
+    return opt == ZT_OPT_ADAMW8BIT ? "AdamW8bit" : opt == ZT_OPT_ADAFACTOR ? "Adafactor" : "AdamW";
+}
+
+/* ---- the engine's state ------------------------------------------------------------------- */
+
+/* Adafactor's shape of parameter d: a matrix (factored, Hugging Face: two or more
+ * dimensions) or a vector */
+static zt_adafactor_shape af_shape(const zt_param_def *d)
+{
+    zt_adafactor_shape sh = {d->numel, 0};
+    if (d->ndim == 2)
+        sh = (zt_adafactor_shape){(size_t)d->shape[0], (size_t)d->shape[1]};
+    return sh;
+}
+
+static int param_compact(const zt_engine *e, int i)
+{
+    const zt_param_def *d = &e->layout.params[i];
+    if (e->cfg.optimizer == ZT_OPT_ADAFACTOR)
+        return d->ndim < 2;
+    if (e->cfg.optimizer != ZT_OPT_ADAMW8BIT)
+        return 0;
+    if (d->numel < e->cfg.min_8bit_size)
+        return 1;
+    for (int k = 0; k < e->cfg.n_fp32_state; k++)
+        if (e->cfg.fp32_state && e->cfg.fp32_state[k] && strstr(d->name, e->cfg.fp32_state[k]))
+            return 1;
+    return 0;
+}
+
+int zt_ost_setup(zt_engine *e)
+{
+    int nu = e->layout.n_units, np = e->layout.n_params, N = e->comm.size;
+    e->opt = e->cfg.optimizer;
+    e->beta1 = e->opt == ZT_OPT_ADAFACTOR && e->cfg.adafactor_beta1 >= 0.0f;
+    e->n_parts = e->cfg.zero_stage == 0 ? N : 1;
+    if (e->n_parts > ZT_MAX_PARTS)
+        return zt_fail(ZT_E_UNSUPPORTED, "ZeRO stage 0 over %d ranks: at most %d (use stage 1 "
+                       "or more, which shards the optimizer state)", N, ZT_MAX_PARTS);
+    if (!(e->pcompact = calloc((size_t)np, 1)) ||
+        !(e->parts = calloc((size_t)nu * (size_t)e->n_parts, sizeof *e->parts)))
+        return zt_fail(ZT_E_NOMEM, "out of memory");
+    for (int i = 0; i < np; i++)
+        e->pcompact[i] = (unsigned char)param_compact(e, i);
+    for (int u = 0; u < nu; u++) {
+        zt_geom g = {e->padded[u], e->piece[u], (size_t)N};
+        for (int k = 0; k < e->n_parts; k++) {
+            zt_spart *p = &e->parts[u * e->n_parts + k];
+            p->rank = e->n_parts > 1 ? k : e->comm.rank;
+            p->len = e->padded[u] / (size_t)N;
+            ZT_TRY(zt_ost_runs(&e->layout, e->pcompact, u, &g, p->rank, &p->run, &p->n_run,
+                               &p->n_compact));
+        }
+    }
+    if (e->opt == ZT_OPT_ADAMW8BIT) {
+        if (!(e->maps = zt_mem_alloc(sizeof *e->maps, 64, ZT_MEM_OTHER))) /* (tables) */
+            return zt_fail(ZT_E_NOMEM, "out of memory");
+        zt_adam8_maps_init(e->maps);
+    }
+    if (e->opt == ZT_OPT_ADAFACTOR) {
+        size_t most = 0, mostp = 0, cols = 1;
+        if (!(e->af_off = calloc((size_t)np, sizeof *e->af_off)) ||
+            !(e->af_soff = calloc((size_t)np, sizeof *e->af_soff)))
+            return zt_fail(ZT_E_NOMEM, "out of memory");
+        e->af_floats = 0;
+        for (int u = 0; u < nu; u++) {
+            const zt_unit_def *ud = &e->layout.units[u];
+            size_t len = 0;
+            for (int i = ud->first_param; i < ud->first_param + ud->n_params; i++) {
+                const zt_param_def *d = &e->layout.params[i];
+                zt_adafactor_shape sh = af_shape(d);
+                if (d->ndim > 2)
+                    return zt_fail(ZT_E_UNSUPPORTED, "Adafactor: parameter \"%s\" has %d "
+                                   "dimensions; factored moments are implemented for "
+                                   "matrices", d->name, d->ndim);
+                cols = sh.cols > cols ? sh.cols : cols;
+                e->af_off[i] = e->af_floats;
+                e->af_floats += sh.cols ? sh.rows + sh.cols : 0;
+                e->af_soff[i] = len; /* [row sums][column sums][p^2] */
+                len += (sh.cols ? sh.rows + sh.cols : 0) + 1;
+            }
+            most = len > most ? len : most;
+            mostp = (size_t)ud->n_params > mostp ? (size_t)ud->n_params : mostp;
+        }
+        /* scratch: a part's sums, the total, and every rank's sums */
+        e->af_len = most + mostp;
+        e->af_buf_n = e->af_len * (size_t)(2 + N);
+        if (!(e->af_buf = malloc(e->af_buf_n * sizeof *e->af_buf)) ||
+            !(e->af_lr = malloc(mostp * sizeof *e->af_lr)) ||
+            !(e->af_cfac = malloc(cols * sizeof *e->af_cfac)))
+            return zt_fail(ZT_E_NOMEM, "out of memory");
+    }
+    return 0;
+}
+
+void zt_ost_teardown(zt_engine *e)
+{
+    int nu = e->layout.n_units;
+    for (int i = 0; e->parts && i < nu * e->n_parts; i++) {
+        zt_spart *p = &e->parts[i];
+        if (p->state)
+            zt_mem_free(p->state, ZT_OST_ALLOC(zt_ost_bytes(e->opt, e->beta1, p->len,
+                                                            p->n_compact)), ZT_MEM_OPTIMIZER);
+        free(p->run);
+    }
+    free(e->parts);
+    e->parts = NULL;
+    free(e->pcompact);
+    e->pcompact = NULL;
+    if (e->maps)
+        zt_mem_free(e->maps, sizeof *e->maps, ZT_MEM_OTHER);
+    e->maps = NULL;
+    if (e->af_rc)
+        zt_mem_free(e->af_rc, e->af_floats * sizeof(float), ZT_MEM_OPTIMIZER);
+    e->af_rc = NULL;
+    free(e->af_off);
+    free(e->af_soff);
+    free(e->af_buf);
+    free(e->af_lr);
+    free(e->af_cfac);
+    e->af_cfac = NULL;
+    e->af_off = e->af_soff = NULL;
+    e->af_buf = NULL;
+    e->af_lr = NULL;
+}
+
+zt_spart *zt_ost_part(const zt_engine *e, int u, int r)
+{
+    return &e->parts[u * e->n_parts + (e->n_parts > 1 ? r : 0)];
+}
+
+void zt_ost_init(const zt_engine *e, uint8_t *base, size_t n, size_t nc)
+{
+    memset(base, 0, zt_ost_bytes(e->opt, e->beta1, n, nc));
+    if (e->opt == ZT_OPT_ADAMW8BIT) { /* the codes of zero */
+        memset(base, e->maps->m_zero, n);
+        memset(base + n, e->maps->v_zero, n);
+    }
+}
+
+int zt_ost_alloc_replicated(zt_engine *e)
+{
+    if (e->opt != ZT_OPT_ADAFACTOR || e->af_rc || !e->af_floats)
+        return 0;
+    if (!(e->af_rc = zt_mem_alloc(e->af_floats * sizeof(float), 64, ZT_MEM_OPTIMIZER)))
+        return zt_fail(ZT_E_NOMEM, "Adafactor: %zu bytes of factored moments: out of memory",
+                       e->af_floats * sizeof(float));
+    memset(e->af_rc, 0, e->af_floats * sizeof(float));
+    return 0;
+}
+
+/* ---- the updates -------------------------------------------------------------------------- */
+
+static int poll(zt_engine *e)
+{
+    zt_comm_poll(&e->comm);
+    return e->ostore ? zt_store_poll(e->ostore) : 0;
+}
+
+/* parameter and gradient pointers of shard position j of run x */
+static float *p_at(const zt_ost_io *io, const zt_srun *x, size_t j)
+{
+    return io->p + (io->p_shard ? j : x->a + (j - x->j0));
+}
+
+static const float *g_at(const zt_ost_io *io, const zt_srun *x, size_t j)
+{
+    return io->g + (io->g_shard ? j : x->a + (j - x->j0));
+}
+
+int zt_ost_update_range(zt_engine *e, const zt_spart *p, size_t c0, size_t c1,
+                        const zt_ost_view *v, const zt_ost_io *io)
+{
+    const zt_adamw_hparams *hp = &e->up_hp;
+    for (int k = 0; k < p->n_run; k++) {
+        const zt_srun *x = &p->run[k];
+        size_t lo = x->j0 > c0 ? x->j0 : c0, hi = x->j1 < c1 ? x->j1 : c1;
+        if (lo >= hi)
+            continue;
+        int decay = e->layout.params[x->param].decay;
+        float *pp = p_at(io, x, lo);
+        const float *gg = g_at(io, x, lo);
+        size_t o = lo - v->c0, n = hi - lo;
+        if (e->opt == ZT_OPT_ADAMW) {
+            zt_adamw_update(pp, gg, v->m + o, v->v + o, n, hp, decay);
+        } else if (x->compact) {
+            size_t f = x->f0 + (lo - x->j0) - v->f0;
+            zt_adam32_update(pp, gg, v->fm + f, v->fv + f, n, hp, decay);
+        } else { /* lo is on a block of the tensor (ostate.h) */
+            zt_adam8bit_update(e->maps, pp, gg, v->cm + o, v->cv + o, v->am + o / ZT_QBLOCK,
+                               v->av + o / ZT_QBLOCK, n, hp, decay);
+        }
+        ZT_TRY(poll(e));
+    }
+    return 0;
+}
+
+/* Sums of every part into total (af_len doubles laid out by af_soff, then one per
+ * parameter), each part's partial sums added in rank order: with sharded parts every rank
+ * contributes its own (gathered); at stage 0 this rank computes them all. phase 1: g^2 rows
+ * and columns, p^2; phase 2: u^2 (updating the vectors' moments). */
+static int af_phase(zt_engine *e, int u, zt_spart *const *parts, int n_parts,
+                    const zt_ost_view *views, const zt_ost_io *io, int phase, double *total)
+{
+    const zt_unit_def *ud = &e->layout.units[u];
+    const zt_adafactor_hparams *hp = &e->up_af;
+    float gs = e->up_hp.grad_scale;
+    size_t L = e->af_len, r0, r1; /* the stretch of sums this phase reduces */
+    double *acc = e->af_buf, *all = e->af_buf + 2 * L;
+    int i0 = ud->first_param, il = i0 + ud->n_params - 1;
+    if (phase == 1) {
+        r0 = 0;
+        r1 = e->af_soff[il] + 1 + (af_shape(&e->layout.params[il]).cols
+                                       ? af_shape(&e->layout.params[il]).rows +
+                                             af_shape(&e->layout.params[il]).cols : 0);
+    } else {
+        r0 = L - (size_t)ud->n_params;
+        r1 = L;
+    }
+    memset(total, 0, L * sizeof *total);
+    for (int k = 0; k < n_parts; k++) {
+        const zt_spart *p = parts[k];
+        memset(acc, 0, L * sizeof *acc);
+        for (int q = 0; q < p->n_run; q++) {
+            const zt_srun *x = &p->run[q];
+            const zt_param_def *d = &e->layout.params[x->param];
+            zt_adafactor_shape sh = af_shape(d);
+            size_t off = x->a - d->offset, n = x->j1 - x->j0, s0 = e->af_soff[x->param];
+            if (phase == 1) {
+                zt_adafactor_sums s = {acc + s0, acc + s0 + sh.rows,
+                                       acc[s0 + (sh.cols ? sh.rows + sh.cols : 0)]};
+                zt_adafactor_sums_add(&sh, off, n, p_at(io, x, x->j0), g_at(io, x, x->j0), gs,
+                                      hp->eps1, &s);
+                acc[s0 + (sh.cols ? sh.rows + sh.cols : 0)] = s.p_sumsq;
+            } else {
+                const float *rc = sh.cols ? e->af_rc + e->af_off[x->param] : NULL;
+                float *vv = sh.cols ? NULL : views[k].fv + (x->f0 - views[k].f0);
+                acc[L - (size_t)ud->n_params + (size_t)(x->param - i0)] +=
+                    zt_adafactor_precondition(&sh, hp, off, n, g_at(io, x, x->j0), gs, rc,
+                                              rc ? rc + sh.rows : NULL, vv, NULL, e->af_cfac);
+            }
+            ZT_TRY(poll(e));
+        }
+        if (n_parts > 1 || e->comm.size == 1) {
+            for (size_t j = r0; j < r1; j++)
+                total[j] += acc[j];
+        } else {
+            size_t n = r1 - r0;
+            ZT_TRY(zt_comm_gather_d(&e->comm, acc + r0, all, n));
+            for (int r = 0; r < e->comm.size; r++)
+                for (size_t j = 0; j < n; j++)
+                    total[r0 + j] += all[(size_t)r * n + j];
+        }
+    }
+    return 0;
+}
+
+int zt_ost_adafactor_unit(zt_engine *e, int u, zt_spart *const *parts, int n_parts,
+                          const zt_ost_view *views, const zt_ost_io *io)
+{
+    const zt_unit_def *ud = &e->layout.units[u];
+    const zt_adafactor_hparams *hp = &e->up_af;
+    float gs = e->up_hp.grad_scale;
+    size_t L = e->af_len;
+    double *total = e->af_buf + L;
+    int i0 = ud->first_param;
+    /* phase 1 and the factored moments, the step size of each tensor */
+    ZT_TRY(af_phase(e, u, parts, n_parts, views, io, 1, total));
+    for (int i = i0; i < i0 + ud->n_params; i++) {
+        const zt_param_def *d = &e->layout.params[i];
+        zt_adafactor_shape sh = af_shape(d);
+        size_t s0 = e->af_soff[i];
+        zt_adafactor_sums s = {total + s0, total + s0 + sh.rows,
+                               total[s0 + (sh.cols ? sh.rows + sh.cols : 0)]};
+        float *row = sh.cols ? e->af_rc + e->af_off[i] : NULL;
+        e->af_lr[i - i0] = zt_adafactor_stats(&sh, hp, &s, row, row ? row + sh.rows : NULL);
+    }
+    /* phase 2: the RMS of each tensor's preconditioned update */
+    ZT_TRY(af_phase(e, u, parts, n_parts, views, io, 2, total));
+    /* phase 3 */
+    for (int k = 0; k < n_parts; k++) {
+        const zt_spart *p = parts[k];
+        for (int q = 0; q < p->n_run; q++) {
+            const zt_srun *x = &p->run[q];
+            const zt_param_def *d = &e->layout.params[x->param];
+            zt_adafactor_shape sh = af_shape(d);
+            const float *rc = sh.cols ? e->af_rc + e->af_off[x->param] : NULL;
+            const float *vv = sh.cols ? NULL : views[k].fv + (x->f0 - views[k].f0);
+            float *m = e->beta1 ? views[k].m + (x->j0 - views[k].c0) : NULL;
+            zt_adafactor_apply_grad(&sh, hp, x->a - d->offset, x->j1 - x->j0, g_at(io, x, x->j0),
+                                    gs, rc, rc ? rc + sh.rows : NULL, vv,
+                                    total[L - (size_t)ud->n_params + (size_t)(x->param - i0)],
+                                    e->af_lr[x->param - i0], m, p_at(io, x, x->j0), d->decay,
+                                    e->af_cfac);
+            ZT_TRY(poll(e));
+        }
+    }
+    return 0;
+}
+
+/* ---- bytes -------------------------------------------------------------------------------- */
+
+size_t zt_ost_state_bytes(const zt_engine *e)
+{
+    size_t b = e->opt == ZT_OPT_ADAFACTOR ? e->af_floats * sizeof(float) : 0;
+    for (int i = 0; e->parts && i < e->layout.n_units * e->n_parts; i++)
+        b += zt_ost_bytes(e->opt, e->beta1, e->parts[i].len, e->parts[i].n_compact);
+    return b;
+}
+
+double zt_ost_predict_bytes(const zt_engine *e, int N, int whole, double *replicated)
+{
+    double own = 0.0, compact = 0.0, rc = 0.0, f = whole ? 1.0 : 1.0 / N;
+    int opt = e->cfg.optimizer, beta1 = opt == ZT_OPT_ADAFACTOR && e->cfg.adafactor_beta1 >= 0;
+    for (int u = 0; u < e->layout.n_units; u++) {
+        size_t padded;
+        (void)zt_zero_piece_for(e->layout.units[u].numel, (size_t)N, e->cfg.bucket_size,
+                                &padded);
+        own += (double)padded * f;
+    }
+    for (int i = 0; i < e->layout.n_params; i++) {
+        const zt_param_def *d = &e->layout.params[i];
+        if (param_compact(e, i))
+            compact += (double)d->numel * f;
+        else if (opt == ZT_OPT_ADAFACTOR)
+            rc += (double)(af_shape(d).rows + af_shape(d).cols);
+    }
+    *replicated = 4.0 * rc;
+    switch (opt) {
+    case ZT_OPT_ADAMW8BIT: return own * (2.0 + 8.0 / ZT_QBLOCK) + 8.0 * compact;
+    case ZT_OPT_ADAFACTOR: return (beta1 ? 4.0 * own : 0.0) + 4.0 * compact;
+    default: return 8.0 * own;
+    }
+}

@@ -1,0 +1,139 @@
+/* ostate.h - the optimizer state of a unit's shard, for each optimizer (AdamW, AdamW8bit,
+ * Adafactor): which parameters keep a compact fp32 state, the runs of a shard that belong to
+ * one parameter, the byte layout of the state of a stretch of positions, and the update of
+ * such a stretch. Where the state lives (RAM, the offload store) and the order of units is
+ * zero.c's; the checkpoint sections are checkpoint.c's. Included by engine_impl.h only.
+ *
+ * Positions: the state of rank r's shard of unit u has one entry per shard position j
+ * (floats [0, padded / N) of zt_zero_seg's shard order). A run is a stretch [j0, j1) of it
+ * inside one parameter (unit positions [a, a + j1 - j0)); the runs of a shard come in
+ * position order. Parameters start on 256-float boundaries in their unit and shards are
+ * cut at multiples of 1024 floats, so every run starts on a 256-element block of its
+ * tensor: an 8-bit block never straddles a tensor or a shard.
+ *
+ * Layout of the state of positions [c0, c0 + n), nc of them compact (n a multiple of 256):
+ *   AdamW       m[n] v[n]                                           (floats)
+ *   AdamW8bit   cm[n] cv[n] (bytes), am[n/256] av[n/256] fm[nc] fv[nc] (floats): codes and
+ *               block maxima of every position, fp32 moments of the compact positions (the
+ *               tensors below min_8bit_size or named by fp32_state; their codes are unused)
+ *   Adafactor   m[n] (floats, only with beta1), v[nc]: the compact positions are the
+ *               vectors' (their full second moment); matrices keep factored row / column
+ *               moments replicated on every rank (zt_engine.af_rc), outside this layout. */
+#ifndef ZT_ENGINE_OSTATE_H
+#define ZT_ENGINE_OSTATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "zerotrain.h"
+
+struct zt_engine;
+struct zt_layout;
+
+/* where a rank's slice of a unit lies: the unit padded to a multiple of N x 1024 floats,
+ * cut into pieces of `piece` floats (the last may be shorter), each split into N slices */
+typedef struct zt_geom {
+    size_t padded, piece, N;
+} zt_geom;
+
+/* Segment k of rank r's shard (zt_seg of engine_impl.h); 0 past the last. */
+struct zt_seg;
+int zt_geom_seg(const zt_geom *g, int r, int k, struct zt_seg *s);
+
+typedef struct zt_srun {
+    size_t j0, j1;   /* shard positions */
+    size_t a;        /* the unit position of j0 */
+    size_t f0;       /* compact: the compact index of j0 */
+    int param;
+    int compact;
+} zt_srun;
+
+/* One rank's shard of a unit's state: its runs, its compact count, and without offload its
+ * bytes (the layout of positions [0, len)). */
+typedef struct zt_spart {
+    int rank;
+    zt_srun *run;
+    int n_run;
+    size_t len, n_compact;
+    uint8_t *state;
+} zt_spart;
+
+/* The runs of rank r's shard of unit u under geometry g (compact[i]: parameter i keeps a
+ * compact state). *out is malloc'ed. */
+int zt_ost_runs(const struct zt_layout *L, const unsigned char *compact, int u, const zt_geom *g,
+                int r, zt_srun **out, int *n, size_t *n_compact);
+/* The compact index of shard position c (compact positions before it). */
+size_t zt_ost_compact_before(const zt_spart *p, size_t c);
+
+/* Bytes to allocate for a state of b bytes (a part may have none). */
+#define ZT_OST_ALLOC(b) ((b) ? (b) : (size_t)64)
+/* Bytes of the state of n positions with nc compact. */
+size_t zt_ost_bytes(int opt, int beta1, size_t n, size_t nc);
+
+/* Pointers into the state block base of positions [c0, c0 + n), compact [f0, f0 + nc). */
+typedef struct zt_ost_view {
+    size_t c0, f0;
+    float *m, *v;          /* AdamW; Adafactor's m (beta1) */
+    uint8_t *cm, *cv;      /* AdamW8bit codes */
+    float *am, *av;        /* AdamW8bit block maxima */
+    float *fm, *fv;        /* compact: AdamW8bit's fp32 moments; Adafactor's fv */
+} zt_ost_view;
+void zt_ost_view_of(int opt, int beta1, uint8_t *base, size_t c0, size_t n, size_t f0,
+                    size_t nc, zt_ost_view *v);
+
+/* Checkpoint sections: tensor "<name>.<unit>" of a rank file holds one section of its
+ * shard of the unit. kind: per position, per 256-position block, per compact position. */
+enum { ZT_SEC_POS = 0, ZT_SEC_BLOCK, ZT_SEC_COMPACT };
+typedef struct zt_ost_sec {
+    const char *name;
+    int kind;
+    zt_dtype dtype;
+} zt_ost_sec;
+/* The sections of an optimizer (returns the count, at most 6). */
+int zt_ost_sections(int opt, int beta1, const zt_ost_sec **out);
+/* Elements of a section for n positions with nc compact, and its byte offset in the block. */
+size_t zt_ost_sec_elems(const zt_ost_sec *s, size_t n, size_t nc);
+size_t zt_ost_sec_offset(int opt, int beta1, int sec, size_t n, size_t nc);
+
+/* The optimizer's name as optimizer.type spells it. */
+const char *zt_ost_name(int opt);
+
+/* ---- the engine's optimizer state (ostate.c) --------------------------------------------
+ * Setup after zt_zero_setup: which parameters are compact, the parts this rank holds (every
+ * rank's shard at stage 0, which keeps whole units; its own otherwise) and their runs, the
+ * 8-bit maps, Adafactor's shapes. No state memory yet. */
+int zt_ost_setup(struct zt_engine *e);
+void zt_ost_teardown(struct zt_engine *e);
+/* The part of unit u for rank r (stage 0: any rank; otherwise this rank's). */
+zt_spart *zt_ost_part(const struct zt_engine *e, int u, int r);
+/* Fresh state (zero moments) of positions [c0, c0 + n) with nc compact at base. */
+void zt_ost_init(const struct zt_engine *e, uint8_t *base, size_t n, size_t nc);
+/* Adafactor's replicated factored moments: allocated zero (once). */
+int zt_ost_alloc_replicated(struct zt_engine *e);
+
+/* Where the parameters and gradients of unit u are during its update: p (and g) indexed by
+ * shard position (stage 3's shard; the reduced gradient shard) or by unit position (a whole
+ * unit buffer). */
+typedef struct zt_ost_io {
+    float *p;
+    const float *g;
+    int p_shard, g_shard;
+} zt_ost_io;
+
+/* The elementwise optimizers (AdamW, AdamW8bit): part p's positions [c0, c1) with state
+ * view v. */
+int zt_ost_update_range(struct zt_engine *e, const zt_spart *p, size_t c0, size_t c1,
+                        const zt_ost_view *v, const zt_ost_io *io);
+/* Adafactor on every part this rank holds of unit u (views[k]: part k's whole state):
+ * partial sums per part, added in rank order across ranks (collective when the parts are
+ * sharded), the replicated moments and step sizes, the preconditioned update's RMS the same
+ * way, then the update. */
+int zt_ost_adafactor_unit(struct zt_engine *e, int u, zt_spart *const *parts, int n_parts,
+                          const zt_ost_view *views, const zt_ost_io *io);
+
+/* Bytes of optimizer state the engine holds (parts, replicated moments), and its prediction
+ * before setup for world size N: the state of a rank's shards (whole: every rank's, stage 0)
+ * returned, Adafactor's replicated factored moments in *replicated. */
+size_t zt_ost_state_bytes(const struct zt_engine *e);
+double zt_ost_predict_bytes(const struct zt_engine *e, int N, int whole, double *replicated);
+
+#endif
