@@ -5,6 +5,7 @@
  * 1 / sqrt(t)) with relative steps and parameter scaling; optional first moment; decay
  * p -= wd lr p; p -= u. */
 #include "adafactor.h"
+#include "adamw.h"
 #include "../common/prof.h"
 
 #include <math.h>
@@ -31,31 +32,46 @@ static void beta2_of(const zt_adafactor_hparams *hp, float *b2t, float *one_b2t)
     *one_b2t = (float)(1.0 - b2);
 }
 
+/* Sums whose order of additions is fixed by the data, never by the thread count: the
+ * squares of p and of the update in partial sums of SUM_CHUNK consecutive elements added in
+ * order (zt_sumsq's rule), the row sums row by row, the column sums column by column over
+ * the rows in order. */
+#define SUM_CHUNK 4096
+#define SUM_GROUP 64 /* partial sums computed at once (in parallel) */
+
 void zt_adafactor_sums_add(const zt_adafactor_shape *sh, size_t off, size_t n, const float *p,
                            const float *g, float grad_scale, float eps1, zt_adafactor_sums *s)
 {
-    double psq = 0.0;
-    if (!sh->cols) {
-        for (size_t k = 0; k < n; k++)
-            psq += (double)p[k] * p[k];
-        s->p_sumsq += psq;
+    s->p_sumsq += zt_sumsq(p, n);
+    if (!sh->cols || !n)
         return;
-    }
-    /* row by row: each sum adds its terms in element order */
-    size_t i = off / sh->cols, j = off % sh->cols;
-    for (size_t k = 0; k < n; i++, j = 0) {
-        size_t end = k + (sh->cols - j < n - k ? sh->cols - j : n - k);
+    size_t cols = sh->cols, r0 = off / cols, r1 = (off + n - 1) / cols + 1;
+    /* rows: each sums its own stretch of the piece */
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (size_t i = r0; i < r1; i++) {
+        size_t a = i * cols > off ? i * cols - off : 0;
+        size_t b = (i + 1) * cols < off + n ? (i + 1) * cols - off : n;
         double rs = s->row_sum[i];
-        double *cs = s->col_sum + j;
-        for (; k < end; k++, cs++) {
-            float gk = g[k] * grad_scale, x = gk * gk + eps1;
-            psq += (double)p[k] * p[k];
-            rs += x;
-            *cs += x;
+        for (size_t k = a; k < b; k++) {
+            float gk = g[k] * grad_scale;
+            rs += gk * gk + eps1;
         }
         s->row_sum[i] = rs;
     }
-    s->p_sumsq += psq;
+    /* columns: blocks of 256, each over the rows in order */
+    size_t nb = (cols + 255) / 256;
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (size_t cb = 0; cb < nb; cb++) {
+        size_t c0 = cb * 256, c1 = c0 + 256 < cols ? c0 + 256 : cols;
+        for (size_t i = r0; i < r1; i++) { /* elements [lo, hi) of the tensor */
+            size_t lo = i * cols + c0 > off ? i * cols + c0 : off;
+            size_t hi = i * cols + c1 < off + n ? i * cols + c1 : off + n;
+            for (size_t e = lo; e < hi; e++) {
+                float gk = g[e - off] * grad_scale;
+                s->col_sum[e - i * cols] += gk * gk + eps1;
+            }
+        }
+    }
 }
 
 double zt_adafactor_step_size(const zt_adafactor_hparams *hp)
@@ -124,37 +140,61 @@ static inline float col_factor(const factors *f, size_t j)
     return f->cfac ? f->cfac[j] : 1.0f / sqrtf(f->col[j]);
 }
 
+/* u of the elements [off, off + n) of a matrix into out */
+static void factored_u(const factors *f, size_t off, size_t n, const float *g, float grad_scale,
+                       float *out)
+{
+    size_t cols = f->sh->cols, i = off / cols, j = off % cols;
+    float r = 1.0f / sqrtf(f->row[i] / f->rmean);
+    for (size_t k = 0; k < n; k++, j++) {
+        if (j == cols) { /* the next row */
+            j = 0;
+            r = 1.0f / sqrtf(f->row[++i] / f->rmean);
+        }
+        out[k] = r * col_factor(f, j) * (g[k] * grad_scale);
+    }
+}
+
+#define UCHUNK 256 /* elements of u computed at a time */
+
 double zt_adafactor_precondition(const zt_adafactor_shape *sh, const zt_adafactor_hparams *hp,
                                  size_t off, size_t n, const float *g, float grad_scale,
                                  const float *row, const float *col, float *v, float *u,
                                  float *cfac)
 {
     double usq = 0.0;
-    if (sh->cols) {
-        factors f;
-        factors_init(&f, sh, row, col, cfac);
-        size_t i = off / sh->cols, j = off % sh->cols;
-        for (size_t k = 0; k < n; i++, j = 0) {
-            size_t end = k + (sh->cols - j < n - k ? sh->cols - j : n - k);
-            float r = 1.0f / sqrtf(row[i] / f.rmean);
-            for (; k < end; k++, j++) {
-                float uk = r * col_factor(&f, j) * (g[k] * grad_scale);
-                if (u)
-                    u[k] = uk;
-                usq += (double)uk * uk;
-            }
-        }
-        return usq;
-    }
+    factors f;
     float b2t, one_b2t;
+    if (sh->cols)
+        factors_init(&f, sh, row, col, cfac);
     beta2_of(hp, &b2t, &one_b2t);
-    for (size_t k = 0; k < n; k++) {
-        float gk = g[k] * grad_scale;
-        v[k] = v[k] * b2t + one_b2t * (gk * gk + hp->eps1);
-        float uk = 1.0f / sqrtf(v[k]) * gk;
-        if (u)
-            u[k] = uk;
-        usq += (double)uk * uk;
+    for (size_t g0 = 0; g0 < n; g0 += (size_t)SUM_CHUNK * SUM_GROUP) {
+        double part[SUM_GROUP];
+        size_t nc = (n - g0 + SUM_CHUNK - 1) / SUM_CHUNK;
+        nc = nc < SUM_GROUP ? nc : SUM_GROUP;
+#pragma omp parallel for schedule(static) if (nc > 1)
+        for (size_t c = 0; c < nc; c++) {
+            size_t a = g0 + c * SUM_CHUNK, b = a + SUM_CHUNK < n ? a + SUM_CHUNK : n;
+            double sq = 0.0;
+            for (size_t k0 = a; k0 < b; k0 += UCHUNK) {
+                size_t m = b - k0 < UCHUNK ? b - k0 : UCHUNK;
+                float tmp[UCHUNK], *uk = u ? u + k0 : tmp;
+                if (sh->cols) {
+                    factored_u(&f, off + k0, m, g + k0, grad_scale, uk);
+                } else {
+                    for (size_t k = 0; k < m; k++) {
+                        float gk = g[k0 + k] * grad_scale;
+                        v[k0 + k] = v[k0 + k] * b2t + one_b2t * (gk * gk + hp->eps1);
+                        uk[k] = 1.0f / sqrtf(v[k0 + k]) * gk;
+                    }
+                }
+                for (size_t k = 0; k < m; k++)
+                    sq += (double)uk[k] * uk[k];
+            }
+            part[c] = sq;
+        }
+        for (size_t c = 0; c < nc; c++)
+            usq += part[c];
     }
     return usq;
 }
@@ -197,21 +237,20 @@ void zt_adafactor_apply_grad(const zt_adafactor_shape *sh, const zt_adafactor_hp
     double t0 = ZT_PROF_T0();
     size_t numel = numel_of(sh);
     float denom = clip_denom(hp, numel, u_sumsq), wd = decay ? -hp->weight_decay * lr : 0.0f;
-    if (!sh->cols) {
-        for (size_t k = 0; k < n; k++)
-            apply_one(hp, denom, lr, wd, 1.0f / sqrtf(v[k]) * (g[k] * grad_scale),
-                      m ? m + k : NULL, p + k);
-    } else {
-        factors f;
+    factors f;
+    if (sh->cols)
         factors_init(&f, sh, row, col, cfac);
-        size_t i = off / sh->cols, j = off % sh->cols;
-        for (size_t k = 0; k < n; i++, j = 0) {
-            size_t end = k + (sh->cols - j < n - k ? sh->cols - j : n - k);
-            float r = 1.0f / sqrtf(row[i] / f.rmean);
-            for (; k < end; k++, j++)
-                apply_one(hp, denom, lr, wd, r * col_factor(&f, j) * (g[k] * grad_scale),
-                          m ? m + k : NULL, p + k);
-        }
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (size_t k0 = 0; k0 < n; k0 += UCHUNK) {
+        float u[UCHUNK];
+        size_t c = n - k0 < UCHUNK ? n - k0 : UCHUNK;
+        if (sh->cols)
+            factored_u(&f, off + k0, c, g + k0, grad_scale, u);
+        else
+            for (size_t k = 0; k < c; k++)
+                u[k] = 1.0f / sqrtf(v[k0 + k]) * (g[k0 + k] * grad_scale);
+        for (size_t k = 0; k < c; k++)
+            apply_one(hp, denom, lr, wd, u[k], m ? m + k0 + k : NULL, p + k0 + k);
     }
     ZT_PROF(ZT_PROF_OPTIMIZER, t0, 12.0 * (double)n, 16.0 * (double)n);
 }

@@ -20,6 +20,7 @@
 #include "../optimizer/adafactor.h"
 
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -228,11 +229,59 @@ static void test_defaults_and_lr(void **state)
     assert_true(zt_adafactor_stats(&sh, &hp, &s, row, col) == 0.25f);
 }
 
+/* one step over a 300 x 700 matrix cut at an odd offset and a vector: the sums (in fixed
+ * chunks, rows and columns) and the update give the same bits with 1 and 2 threads */
+static void step_with_threads(int threads, double *sums, float *p, float *v)
+{
+    enum { R = 300, C = 700, N = R * C, OFF = 1234 };
+    static float g[N], row[R], col[C];
+    static double rs[R], cs[C];
+    zt_adafactor_shape sh = {R, C}, vs = {N, 0};
+    zt_adafactor_hparams hp;
+    zt_adafactor_defaults(&hp);
+    hp.beta1 = -1.0f;
+    omp_set_num_threads(threads);
+    for (size_t k = 0; k < N; k++) {
+        p[k] = sinf((float)k * 0.37f) * 0.1f;
+        g[k] = cosf((float)k * 1.1f) * 0.01f;
+        v[k] = 0.0f;
+    }
+    memset(rs, 0, sizeof rs);
+    memset(cs, 0, sizeof cs);
+    memset(row, 0, sizeof row);
+    memset(col, 0, sizeof col);
+    zt_adafactor_sums s = {rs, cs, 0.0};
+    zt_adafactor_sums_add(&sh, OFF, N - OFF, p + OFF, g + OFF, 0.9f, hp.eps1, &s);
+    zt_adafactor_sums_add(&sh, 0, OFF, p, g, 0.9f, hp.eps1, &s);
+    float lr = zt_adafactor_stats(&sh, &hp, &s, row, col);
+    double usq = zt_adafactor_precondition(&sh, &hp, 0, N, g, 0.9f, row, col, NULL, NULL, NULL);
+    double vsq = zt_adafactor_precondition(&vs, &hp, 0, N, g, 0.9f, NULL, NULL, v, NULL, NULL);
+    zt_adafactor_apply_grad(&sh, &hp, 0, N, g, 0.9f, row, col, NULL, usq, lr, NULL, p, 1, NULL);
+    sums[0] = s.p_sumsq;
+    sums[1] = usq;
+    sums[2] = vsq;
+    sums[3] = rs[17] + cs[650];
+}
+
+static void test_threads(void **state)
+{
+    static float p1[210000], p2[210000], v1[210000], v2[210000];
+    double s1[4], s2[4];
+    (void)state;
+    step_with_threads(1, s1, p1, v1);
+    step_with_threads(2, s2, p2, v2);
+    omp_set_num_threads(0 + omp_get_num_procs());
+    assert_memory_equal(s1, s2, sizeof s1);
+    assert_memory_equal(p1, p2, sizeof p1);
+    assert_memory_equal(v1, v2, sizeof v1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_against_reference),
         cmocka_unit_test(test_defaults_and_lr),
+        cmocka_unit_test(test_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

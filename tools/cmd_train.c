@@ -147,6 +147,16 @@ static void print_recompute(const zt_engine *e, const zt_model_info *mi, int pro
     }
 }
 
+/* the config's n name patterns as the array zt_config borrows (NULL: out of memory) */
+static const char **patterns(const zt_train_config *tc, int n,
+                             const char *(*get)(const zt_train_config *, int))
+{
+    const char **v = calloc((size_t)n + 1, sizeof *v);
+    for (int i = 0; v && i < n; i++)
+        v[i] = get(tc, i);
+    return v;
+}
+
 int cmd_train(int argc, char **argv)
 {
     train_args a = {0};
@@ -345,26 +355,17 @@ int cmd_train(int argc, char **argv)
         }
         cfg.collective_timeout = tmo;
     }
-    if (ts->n_no_decay >= 0) {
-        if (!(no_decay = calloc((size_t)ts->n_no_decay + 1, sizeof *no_decay))) {
-            die("out of memory");
-            goto done;
-        }
-        for (int i = 0; i < ts->n_no_decay; i++)
-            no_decay[i] = zt_train_config_no_decay(tc, i);
-        cfg.no_decay = no_decay;
-        cfg.n_no_decay = ts->n_no_decay;
+    if ((ts->n_no_decay >= 0 &&
+         !(no_decay = patterns(tc, ts->n_no_decay, zt_train_config_no_decay))) ||
+        (ts->n_fp32_state > 0 &&
+         !(fp32_state = patterns(tc, ts->n_fp32_state, zt_train_config_fp32_state)))) {
+        die("out of memory");
+        goto done;
     }
-    if (ts->n_fp32_state > 0) {
-        if (!(fp32_state = calloc((size_t)ts->n_fp32_state, sizeof *fp32_state))) {
-            die("out of memory");
-            goto done;
-        }
-        for (int i = 0; i < ts->n_fp32_state; i++)
-            fp32_state[i] = zt_train_config_fp32_state(tc, i);
-        cfg.fp32_state = fp32_state;
-        cfg.n_fp32_state = ts->n_fp32_state;
-    }
+    cfg.no_decay = no_decay;
+    cfg.n_no_decay = ts->n_no_decay;
+    cfg.fp32_state = fp32_state;
+    cfg.n_fp32_state = ts->n_fp32_state;
     if (zt_engine_create(&cfg, MPI_COMM_WORLD, &e) < 0) {
         die("%s", zt_last_error());
         goto done;
