@@ -2,7 +2,8 @@
  * copy bandwidth: fp32 AdamW (zt_adamw_update: reads p, g, m, v and writes p, m, v: 28
  * bytes per parameter) as a fraction of copy bandwidth, and block-wise 8-bit AdamW
  * (zt_adam8bit_update: 16 bytes per parameter plus the absmax) as a ratio of fp32 AdamW's
- * time. State bytes per parameter of each. Prints one JSON object.
+ * time, with the kernel the run-time dispatch picked (scalar, avx2, avx512). State bytes per
+ * parameter of each. Prints one JSON object.
  * Usage: bench_optim [--threads N] [--mib S] [--iters N] */
 #include "../optimizer/adam8bit.h"
 #include "sgemm_time.h"
@@ -75,12 +76,14 @@ int main(int argc, char **argv)
         t32 = t1 - t0 < t32 ? t1 - t0 : t32;
         t8 = t2 - t1 < t8 ? t2 - t1 : t8;
     }
-    printf("{\"threads\": %d, \"parameters\": %zu, \"copy_bytes_per_s\": %.4g, "
+    printf("{\"threads\": %d, \"parameters\": %zu, \"adam8bit_path\": \"%s\", "
+           "\"copy_bytes_per_s\": %.4g, "
            "\"adamw_seconds\": %.6f, \"adamw_bytes_per_s\": %.4g, \"adamw_vs_copy\": %.3f, "
            "\"adam8bit_seconds\": %.6f, \"adam8bit_vs_adamw\": %.3f, "
            "\"state_bytes_per_param_fp32\": 8, \"state_bytes_per_param_8bit\": %.4f}\n",
-           omp_get_max_threads(), n, bw, t32, 28.0 * (double)n / t32,
-           28.0 * (double)n / t32 / bw, t8, t8 / t32, 2.0 + 8.0 / ZT_QBLOCK);
+           omp_get_max_threads(), n, zt_adam8bit_path_name(zt_adam8bit_path(&q)), bw, t32,
+           28.0 * (double)n / t32, 28.0 * (double)n / t32 / bw, t8, t8 / t32,
+           2.0 + 8.0 / ZT_QBLOCK);
     free(p), free(g), free(m), free(v), free(am), free(av), free(cm), free(cv);
     return 0;
 }

@@ -18,6 +18,11 @@ typedef struct zt_adam8_maps {
     float m[256], v[256];
     uint8_t m_zero, v_zero; /* the codes of 0.0 */
     uint16_t m_idx[65536], v_idx[65536]; /* zt_qmap_index of each */
+    /* for the SIMD kernels: the maps' zone tables (quant.h), 1 when both were built (else
+     * only the scalar kernel runs), and byte k of each code's float, [k][code] */
+    zt_qzones m_zones, v_zones;
+    int zones_ok;
+    uint8_t m_bytes[4][256], v_bytes[4][256];
 } zt_adam8_maps;
 
 void zt_adam8_maps_init(zt_adam8_maps *q);
@@ -38,6 +43,31 @@ void zt_adam8bit_init(const zt_adam8_maps *q, uint8_t *cm, uint8_t *cv, float *a
 void zt_adam8bit_update(const zt_adam8_maps *q, float *p, const float *g, uint8_t *cm,
                         uint8_t *cv, float *am, float *av, size_t n, const zt_adamw_hparams *hp,
                         int decay);
+
+/* The kernels behind zt_adam8bit_update, for tests and benchmarks: each gives the same
+ * bytes (parameters, codes, absmax) for every input. AUTO is the best the CPU runs (AVX-512
+ * needs F, BW, VL, DQ and VBMI), chosen at run time: the library builds without -march. */
+enum { ZT_ADAM8_AUTO = -1, ZT_ADAM8_SCALAR = 0, ZT_ADAM8_AVX2 = 1, ZT_ADAM8_AVX512 = 2 };
+
+/* The kernel AUTO picks for these maps; whether `path` runs here (1) or not (0); its name. */
+int zt_adam8bit_path(const zt_adam8_maps *q);
+int zt_adam8bit_path_available(const zt_adam8_maps *q, int path);
+const char *zt_adam8bit_path_name(int path);
+
+/* zt_adam8bit_update on the given kernel; -ENOTSUP (nothing done) when it cannot run here. */
+int zt_adam8bit_update_path(int path, const zt_adam8_maps *q, float *p, const float *g,
+                            uint8_t *cm, uint8_t *cv, float *am, float *av, size_t n,
+                            const zt_adamw_hparams *hp, int decay);
+
+/* Nearest codes of n values (x, codes: [n]) on the signed map (is_signed = 1: the first
+ * moment's) or the unsigned one, by the given kernel's quantizer: zt_quantize_fast's code
+ * for every x. -ENOTSUP when the kernel cannot run here. */
+int zt_adam8_quantize_path(int path, const zt_adam8_maps *q, int is_signed, const float *x,
+                           uint8_t *codes, size_t n);
+
+/* zt_adam32_update on the given kernel (the same bytes on each); -ENOTSUP as above. */
+int zt_adam32_update_path(int path, float *p, const float *g, float *m, float *v, size_t n,
+                          const zt_adamw_hparams *hp, int decay);
 
 /* The same update with fp32 moments (bitsandbytes' 32-bit Adam: the state of tensors below
  * min_8bit_size). */

@@ -1,6 +1,8 @@
 /* quant.c - the dynamic quantization map and nearest-code quantization (quant.h). */
 #include "quant.h"
 
+#include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 static int cmp_double(const void *a, const void *b)
@@ -73,5 +75,151 @@ uint8_t zt_qmap_zero(const float map[256])
     for (int i = 0; i < 256; i++)
         if (map[i] == 0.0f)
             return (uint8_t)i;
+    return 0;
+}
+
+/* ---- the SIMD quantizer's zone tables (quant.h) ---------------------------------------- */
+
+static float bits_float(uint32_t u)
+{
+    union { uint32_t u; float f; } c = {u};
+    return c.f;
+}
+
+/* A code boundary: the least a in [0, 1] (as bits) with code(a) >= code (neg = 0), or with
+ * code(-a) <= code (neg = 1); 0x3F800001 when there is none. The code is monotonic in x. */
+typedef struct qside {
+    const float *map;
+    const uint16_t *idx;
+    int neg;
+} qside;
+
+static int side_reached(const qside *s, uint32_t a, unsigned code)
+{
+    float x = bits_float(a);
+    unsigned c = zt_quantize_fast(s->map, s->idx, s->neg ? -x : x);
+    return s->neg ? c <= code : c >= code;
+}
+
+static uint32_t least_reaching(const qside *s, unsigned code)
+{
+    uint32_t lo = 0, hi = 0x3F800001u; /* !reached(lo) <= ... <= reached(hi) */
+    if (side_reached(s, 0, code))
+        return 0;
+    while (hi - lo > 1) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (side_reached(s, mid, code))
+            hi = mid;
+        else
+            lo = mid;
+    }
+    return hi;
+}
+
+/* P exactly as the SIMD code computes it: a product, a sum (volatile: never contracted into
+ * a fused multiply-add), a truncation. NaN gives INT32_MIN there (cvttps2dq). */
+static int32_t zone_p(uint32_t a, float za, float zc)
+{
+    volatile float t = bits_float(a) * za;
+    volatile float s = t + zc;
+    return s == s && s < 2147483648.0f && s >= -2147483648.0f ? (int32_t)s : INT32_MIN;
+}
+
+/* left to zt_quantize_fast by the SIMD code: P % 4096 is 0 or 1 (P = 4096 position + 1, the
+ * position within 1/4096 of an integer) */
+static int near_boundary(int32_t p)
+{
+    return (p & 4094) == 0;
+}
+
+int zt_qmap_zones(const float map[256], const uint16_t idx[65536], int is_signed, zt_qzones *z)
+{
+    unsigned zero = is_signed ? 127 : 0, base[9], n[9];
+    uint32_t zlw[10], zhi[10]; /* zone s (1..8) starts at zlw for one sign, zhi for the other */
+    qside pos = {map, idx, 0}, neg = {map, idx, 1};
+    base[0] = zero;
+    n[0] = 1;
+    for (int d = 0; d < 7; d++) {
+        n[1 + d] = is_signed ? 1u << d : 2u << d;
+        base[1 + d] = base[d] + n[d];
+    }
+    base[8] = base[7] + n[7];
+    n[8] = 1;
+    if (base[8] != 255 || zt_quantize_fast(map, idx, 0.0f) != zero ||
+        zt_quantize_fast(map, idx, -0.0f) != zero)
+        return -1;
+    for (int s = 1; s <= 8; s++) {
+        uint32_t p = least_reaching(&pos, base[s]), q = p;
+        if (is_signed && s < 8)
+            q = least_reaching(&neg, 254 - base[s]);
+        zlw[s] = p < q ? p : q;
+        zhi[s] = p < q ? q : p;
+        if (zlw[s] == 0 || zhi[s] > 0x3F800000u || (s > 1 && zlw[s] <= zhi[s - 1]) ||
+            zhi[s] - zlw[s] > 4096)
+            return -1;
+    }
+    zlw[9] = zhi[9] = 0x3F800001u; /* past 1 */
+    /* a negative x at or past the positive side's 1.0 zone: the most negative code (the SIMD
+     * code caps 254 - 255 at 0) */
+    if (is_signed && zt_quantize_fast(map, idx, -bits_float(zhi[8])) != 0)
+        return -1;
+    for (int s = 0; s < 16; s++) { /* unused zones: code 0 */
+        z->a[s] = 0.0f;
+        z->c[s] = 2049.0f;
+        z->top[s] = 0;
+    }
+    /* zone 0: from zero code + 1/2 up to zero code + 1 at the first boundary (so that where
+     * the boundary differs by sign, P is at an integer and the element is left over) */
+    z->a[0] = (float)(2048.0 / bits_float(zlw[1]));
+    z->c[0] = (float)(4096.0 * (zero + 0.5) + 1.0);
+    z->top[0] = (int32_t)zero;
+    double scale = 1e-6; /* decade d: n midpoints evenly spaced on [0.1, 1] * 10^(d-6) */
+    for (int s = 1; s <= 7; s++, scale *= 10.0) {
+        z->a[s] = (float)(4096.0 * n[s] / (0.9 * scale));
+        z->c[s] = (float)(4096.0 * (base[s] - n[s] / 9.0) + 1.0);
+        z->top[s] = (int32_t)(base[s] + n[s] - 1);
+    }
+    z->c[8] = (float)(4096.0 * 255.5 + 1.0);
+    z->top[8] = 255;
+    for (int s = 0; s <= 8; s++) {
+        unsigned top = (unsigned)z->top[s];
+        if (s > 0 && zone_p(zhi[s], z->a[s], z->c[s]) < 4096 * (int32_t)base[s])
+            return -1; /* the zone's least |x| (both signs) at its first code */
+        for (unsigned k = base[s] + 1; k <= top; k++) /* its code boundaries, both sides */
+            for (int sg = 0; sg <= is_signed; sg++) {
+                uint32_t t = sg ? least_reaching(&neg, 254 - k) : least_reaching(&pos, k);
+                if (t == 0 || t > 0x3F800000u || zone_p(t, z->a[s], z->c[s]) < 4096 * (int32_t)k ||
+                    zone_p(t - 1, z->a[s], z->c[s]) > 4096 * (int32_t)k + 1)
+                    return -1;
+            }
+        /* the next zone's start: at most its least |x| by either sign; where the two differ,
+         * every |x| between is left over (this zone's P at an integer) */
+        for (uint32_t a = zlw[s + 1]; a < zhi[s + 1]; a++)
+            if (!near_boundary(zone_p(a, z->a[s], z->c[s])))
+                return -1;
+    }
+    for (uint32_t b = 0; b < 16; b++) { /* the pairs of binades: exponents 96 + 2b, 97 + 2b */
+        uint32_t lo = b ? (96 + 2 * b) << 23 : 0;
+        uint32_t hi = b == 15 ? 0x3F800000u : ((98 + 2 * b) << 23) - 1;
+        int inside = 0, zone = 0;
+        z->zhi[b] = INFINITY;
+        for (int s = 1; s <= 8; s++) {
+            if (zhi[s] <= lo)
+                zone = s;
+            else if (zlw[s] <= hi) {
+                inside++;
+                z->zhi[b] = bits_float(zhi[s]);
+            }
+        }
+        if (inside > 1)
+            return -1;
+        z->zlo[b] = zone;
+        for (int up = 0; up < 2; up++) {
+            int s = zone + (up && inside);
+            z->a2[b + 16 * up] = z->a[s];
+            z->c2[b + 16 * up] = z->c[s];
+            z->top2[b + 16 * up] = z->top[s];
+        }
+    }
     return 0;
 }
