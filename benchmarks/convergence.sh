@@ -52,7 +52,7 @@ EOF
     echo "== $o"
     "$ZT" train --model bert-mini --data "$OUT/train" --config "$OUT/$o.json" --seq-len 128 \
         --steps "$STEPS" --threads "$THREADS" --eval-data "$OUT/heldout" --eval-every "$EVAL" \
-        --eval-samples 512 --metrics "$OUT/$o.jsonl" 2>&1 | tee "$OUT/$o.log" | grep -E "^step|optimizer state|error"
+        --eval-samples 512 --metrics "$OUT/$o.jsonl" 2>&1 | tee "$OUT/$o.log" | grep -E "^step|^optimizer state|error"
     /usr/bin/python3 - "$OUT/$o.jsonl" "$RES/convergence-$o.csv" <<'EOF'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]

@@ -606,8 +606,8 @@ int cmd_train(int argc, char **argv)
         if (rank == 0)
             fprintf(stderr,
                     "model state per rank (stage %d, %d ranks): measured %zu bytes; formula %zu "
-                    "+ buffers %zu = %zu; optimizer state %zu bytes, %.3f per parameter "
-                    "updated\n"
+                    "+ buffers %zu = %zu\n"
+                    "optimizer state per rank: %zu bytes, %.3f per parameter updated\n"
                     "collectives per step: reduce-scatter %.0f bytes, all-gather %.0f bytes "
                     "(%.2f x the %zu parameter bytes; schedule %.2f x, textbook %.0f x); "
                     "waited %.3f s of %.3f s in flight (%s progress)\n",
