@@ -53,23 +53,22 @@ if [ "$LONG" = 1 ]; then
 fi
 
 # ---- offload: the same bits -----------------------------------------------------------------
+offload() { # NAME NP STAGE OPT_JSON ZERO_EXTRA BASE WHAT: the weights of BASE
+    cfg "$1" "$3" "$4" "$5"; run "$1" "$2" "$1" 4
+    if same "$6" "$1"; then ok; else bad "$7 differs from stage 0 at N=$2"; fi
+}
 cfg a8s0n3 0 "$A8"; run a8s0n3 3 a8s0n3 4
-cfg a8off 3 "$A8" ", \"sub_group_size\": 3000, \"offload_optimizer\": {\"device\": \"nvme\", $NV}, \"offload_param\": {\"device\": \"nvme\", $NV}"
-run a8off 3 a8off 4
-if same a8s0n3 a8off; then ok; else bad "AdamW8bit: stage 3 with optimizer and parameter offload on NVMe differs from stage 0 at N=3"; fi
-cfg a8cpu 2 "$A8" ", \"offload_optimizer\": {\"device\": \"cpu\"}"
-run a8cpu 2 a8cpu 4
-if same a82s0 a8cpu; then ok; else bad "AdamW8bit: stage 2 with the state in the RAM pool differs from stage 0 at N=2"; fi
-cfg afoff 3 "$AF" ", \"offload_optimizer\": {\"device\": \"nvme\", $NV}"
-run afoff 3 afoff 4
-if same af3s0 afoff; then ok; else bad "Adafactor: stage 3 with the state on NVMe differs from stage 0 at N=3"; fi
+offload a8off 3 3 "$A8" ", \"sub_group_size\": 3000, \"offload_optimizer\": {\"device\": \"nvme\", $NV}, \"offload_param\": {\"device\": \"nvme\", $NV}" \
+    a8s0n3 "AdamW8bit: stage 3 with optimizer and parameter offload on NVMe"
+offload a8cpu 2 2 "$A8" ", \"offload_optimizer\": {\"device\": \"cpu\"}" a82s0 \
+    "AdamW8bit: stage 2 with the state in the RAM pool"
+offload afoff 3 3 "$AF" ", \"offload_optimizer\": {\"device\": \"nvme\", $NV}" af3s0 \
+    "Adafactor: stage 3 with the state on NVMe"
 if [ "$LONG" = 1 ]; then
-    cfg a8off2 2 "$A8" ", \"sub_group_size\": 1024, \"offload_optimizer\": {\"device\": \"nvme\", $NV}"
-    run a8off2 2 a8off2 4
-    if same a82s0 a8off2; then ok; else bad "AdamW8bit: stage 2 with 1024-position sub-groups on NVMe differs at N=2"; fi
-    cfg afoffp 3 "$AF" ", \"offload_optimizer\": {\"device\": \"cpu\"}, \"offload_param\": {\"device\": \"cpu\"}"
-    run afoffp 3 afoffp 4
-    if same af3s0 afoffp; then ok; else bad "Adafactor: stage 3 with state and parameters in the RAM pool differs at N=3"; fi
+    offload a8off2 2 2 "$A8" ", \"sub_group_size\": 1024, \"offload_optimizer\": {\"device\": \"nvme\", $NV}" \
+        a82s0 "AdamW8bit: stage 2 with 1024-position sub-groups on NVMe"
+    offload afoffp 3 3 "$AF" ", \"offload_optimizer\": {\"device\": \"cpu\"}, \"offload_param\": {\"device\": \"cpu\"}" \
+        af3s0 "Adafactor: stage 3 with state and parameters in the RAM pool"
 fi
 
 # ---- Adafactor at N=3 against N=1 ------------------------------------------------------------

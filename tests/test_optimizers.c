@@ -103,14 +103,17 @@ static void assert_params_equal(zt_engine *e, const ref *r, int n, int step)
     }
 }
 
-static zt_engine *tiny(zt_config *c)
+static zt_engine *tiny(zt_config *c, int *vocab)
 {
     zt_engine *e = NULL;
+    zt_model_info mi;
     c->model_dir = fixture();
     c->dropout = 0;
     c->grad_clip = 0.5f; /* (the gradients' norm is larger: the clip coefficient is used) */
     if (zt_engine_create(c, MPI_COMM_NULL, &e) != 0)
         fail_msg("create: %s", zt_last_error());
+    zt_engine_model_info(e, &mi);
+    *vocab = mi.vocab_size;
     return e;
 }
 
@@ -138,10 +141,8 @@ static void adam8_case(size_t min8, const char *const *fp32, int n_fp32)
     c.min_8bit_size = min8;
     c.fp32_state = fp32;
     c.n_fp32_state = n_fp32;
-    zt_engine *e = tiny(&c);
-    zt_model_info mi;
-    zt_engine_model_info(e, &mi);
-    int n, n8 = 0, n32 = 0;
+    int vocab, n, n8 = 0, n32 = 0;
+    zt_engine *e = tiny(&c, &vocab);
     ref *r = refs_create(e, &n);
     zt_adam8_maps *q = malloc(sizeof *q);
     zt_adam8_maps_init(q);
@@ -155,7 +156,7 @@ static void adam8_case(size_t min8, const char *const *fp32, int n_fp32)
     }
     assert_true(n8 > 0 && n32 > 0); /* both kinds are exercised */
     for (int step = 1; step <= 4; step++) {
-        zt_step_info si = engine_step(e, r, n, mi.vocab_size, step, c.lr);
+        zt_step_info si = engine_step(e, r, n, vocab, step, c.lr);
         zt_adamw_hparams hp = {c.lr, c.beta1, c.beta2, c.eps, c.weight_decay, step,
                                si.clip_coef};
         assert_true(si.lr == c.lr);
@@ -191,13 +192,11 @@ static void adafactor_case(float beta1, int relative, float wd, float lr)
     c.adafactor_beta1 = beta1;
     c.relative_step = relative;
     c.weight_decay = wd;
-    zt_engine *e = tiny(&c);
-    zt_model_info mi;
-    zt_engine_model_info(e, &mi);
-    int n, nmat = 0;
+    int vocab, n, nmat = 0;
+    zt_engine *e = tiny(&c, &vocab);
     ref *r = refs_create(e, &n);
     for (int step = 1; step <= 4; step++) {
-        zt_step_info si = engine_step(e, r, n, mi.vocab_size, step, lr);
+        zt_step_info si = engine_step(e, r, n, vocab, step, lr);
         zt_adafactor_hparams hp;
         zt_adafactor_defaults(&hp);
         hp.lr = lr;
