@@ -88,10 +88,12 @@ test-parity: all
 	ZT=$(BUILD)/zerotrain bash tests/test_bert_random.sh
 
 # The heavy checks: 40 more random parity configurations, a SIGKILL at every point of a
-# checkpoint save, 100,000 faulted I/O operations per backend, every stage x world size for
-# the 8-bit and Adafactor optimizers, and 10 minutes of fuzzing.
+# checkpoint save, 100,000 faulted I/O operations per backend, every float through each 8-bit
+# quantizer, every stage x world size for the 8-bit and Adafactor optimizers, and 10 minutes
+# of fuzzing.
 test-long: all unit-tests
 	ZT_FAULT_OPS=100000 $(BUILD)/tests/test_offload
+	ZT_QUANT_EXHAUSTIVE=1 $(BUILD)/tests/test_adam8bit
 	ZERO_LONG=1 bash tests/test_zero.sh $(BUILD)/zerotrain
 	RECOMPUTE_LONG=1 bash tests/test_recompute.sh $(BUILD)/zerotrain
 	OPTIM_LONG=1 bash tests/test_optim.sh $(BUILD)/zerotrain
