@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # convergence.sh - the optimizers on the default corpus: bert-mini masked-LM training for
 # STEPS steps (default 3000) with AdamW, AdamW8bit (the same hyperparameters and schedule),
-# Adafactor with Hugging Face's defaults (relative steps, its own schedule) and Adafactor with
+# Adafactor with Hugging Face's defaults (relative steps, its own schedule), Adafactor with
 # the T5 fine-tuning recipe (lr 1e-3, no relative step, no parameter scaling, AdamW's
-# schedule). The Python documentation corpus is split by folder: tutorial/ and faq/ are held
+# schedule), and AdamW / AdamW8bit again with a RoBERTa-style recipe (-warm). The Python documentation corpus is split by folder: tutorial/ and faq/ are held
 # out (their own SentencePiece-encoded shards, fixed masks) and evaluated every EVAL steps.
 # Writes benchmarks/results/convergence-<optimizer>.csv (step, loss, lr, grad_norm, the mean
 # loss of the last 50 steps, eval_loss), convergence.png, and convergence.txt with the final losses: the mean training
@@ -16,7 +16,7 @@ EVAL=${EVAL:-250}
 THREADS=${THREADS:-2}
 SRC=/usr/share/doc/python3.11/html/_sources
 OUT=${OUT:-out/convergence}
-RES=benchmarks/results
+RES=${RES:-benchmarks/results}
 mkdir -p "$OUT" "$RES"
 
 if [ ! -f "$OUT/train/manifest.json" ]; then
@@ -29,19 +29,29 @@ if [ ! -f "$OUT/train/manifest.json" ]; then
         --out "$OUT/heldout"
 fi
 
-# optimizer sections; the rest of the config is examples/bert-mini.json's
-base_sched='"scheduler": {"type": "WarmupDecayLR", "params": {"warmup_min_lr": 0, "warmup_max_lr": 1e-3, "warmup_num_steps": 30, "warmup_type": "linear", "total_num_steps": "auto"}},'
+# optimizer and scheduler sections; the rest of the config is examples/bert-mini.json's.
+# "-warm" is a RoBERTa-style recipe (lr 5e-4, betas (0.9, 0.98), eps 1e-6, 300 warmup steps)
+# under which AdamW leaves the early plateau that examples/bert-mini.json's lr 1e-3 after 30
+# warmup steps keeps it on for these 3000 steps.
+sched() { # PEAK_LR WARMUP
+    echo "\"scheduler\": {\"type\": \"WarmupDecayLR\", \"params\": {\"warmup_min_lr\": 0, \"warmup_max_lr\": $1, \"warmup_num_steps\": $2, \"warmup_type\": \"linear\", \"total_num_steps\": \"auto\"}},"
+}
 declare -A OPT SCHED
 OPT[adamw]='{"type": "AdamW", "params": {"lr": 1e-3, "betas": [0.9, 0.999], "eps": 1e-8, "weight_decay": 0.01}}'
-SCHED[adamw]=$base_sched
+SCHED[adamw]=$(sched 1e-3 30)
 OPT[adamw8bit]='{"type": "AdamW8bit", "params": {"lr": 1e-3, "betas": [0.9, 0.999], "eps": 1e-8, "weight_decay": 0.01}}'
-SCHED[adamw8bit]=$base_sched
+SCHED[adamw8bit]=$(sched 1e-3 30)
 OPT[adafactor]='{"type": "Adafactor"}'
 SCHED[adafactor]=''
 OPT[adafactor-t5]='{"type": "Adafactor", "params": {"lr": 1e-3, "relative_step": false, "scale_parameter": false, "weight_decay": 0.01}}'
-SCHED[adafactor-t5]=$base_sched
+SCHED[adafactor-t5]=$(sched 1e-3 30)
+OPT[adamw-warm]='{"type": "AdamW", "params": {"lr": 5e-4, "betas": [0.9, 0.98], "eps": 1e-6, "weight_decay": 0.01}}'
+SCHED[adamw-warm]=$(sched 5e-4 300)
+OPT[adamw8bit-warm]='{"type": "AdamW8bit", "params": {"lr": 5e-4, "betas": [0.9, 0.98], "eps": 1e-6, "weight_decay": 0.01}}'
+SCHED[adamw8bit-warm]=$(sched 5e-4 300)
+RUNS="adamw adamw8bit adafactor adafactor-t5 adamw-warm adamw8bit-warm"
 
-for o in adamw adamw8bit adafactor adafactor-t5; do
+for o in $RUNS; do
     [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $o "* ]] && continue
     cat >"$OUT/$o.json" <<EOF
 {"train_micro_batch_size_per_gpu": 16, "gradient_accumulation_steps": 1,
@@ -69,43 +79,55 @@ done
 /usr/bin/python3 - "$RES" "$STEPS" <<'EOF' | tee "$RES/convergence.txt"
 import csv, os, sys
 res, steps = sys.argv[1], int(sys.argv[2])
-names = ["adamw", "adamw8bit", "adafactor", "adafactor-t5"]
-data = {}
-for n in names:
+# each run against the AdamW run of the same recipe
+names = [("adamw", "adamw"), ("adamw8bit", "adamw"), ("adafactor", "adamw"),
+         ("adafactor-t5", "adamw"), ("adamw-warm", "adamw-warm"),
+         ("adamw8bit-warm", "adamw-warm")]
+final = {}
+for n, _ in names:
     p = os.path.join(res, "convergence-%s.csv" % n)
-    if os.path.exists(p):
-        data[n] = list(csv.DictReader(open(p)))
-print("bert-mini, default corpus minus tutorial/ and faq/ (held out), seq 128, micro-batch 16, %d steps" % steps)
-print("%-14s %18s %10s %16s %10s" % ("optimizer", "train (last 200)", "vs AdamW", "held-out (last)", "vs AdamW"))
-ref = None
-for n, rows in data.items():
+    if not os.path.exists(p):
+        continue
+    rows = list(csv.DictReader(open(p)))
     tail = [float(r["loss"]) for r in rows[-200:]]
-    tr = sum(tail) / len(tail)
     ev = [float(r["eval_loss"]) for r in rows if r["eval_loss"]]
-    last = ev[-1] if ev else float("nan")
-    if n == "adamw":
-        ref = (tr, last)
-    rt = "%+.2f%%" % (100 * (tr / ref[0] - 1)) if ref else "-"
-    re = "%+.2f%%" % (100 * (last / ref[1] - 1)) if ref else "-"
-    print("%-14s %18.4f %10s %16.4f %10s" % (n, tr, rt, last, re))
+    final[n] = (sum(tail) / len(tail), ev[-1] if ev else float("nan"), len(rows))
+print("bert-mini, default corpus minus tutorial/ and faq/ (held out), seq 128, micro-batch 16, %d steps" % steps)
+print("%-15s %6s %17s %10s %16s %10s" % ("run", "steps", "train (last 200)", "vs AdamW", "held-out (last)", "vs AdamW"))
+for n, ref in names:
+    if n not in final:
+        continue
+    tr, ev, k = final[n]
+    rt = re = "-"
+    if ref in final and ref != n:
+        rt = "%+.2f%%" % (100 * (tr / final[ref][0] - 1))
+        re = "%+.2f%%" % (100 * (ev / final[ref][1] - 1))
+    print("%-15s %6d %17.4f %10s %16.4f %10s" % (n, k, tr, rt, ev, re))
+print("(vs AdamW: against the AdamW run of the same recipe; adafactor and adafactor-t5 against adamw)")
 EOF
 
 if command -v gnuplot >/dev/null; then
+    declare -A COLOR=([adamw]="#1f77b4" [adamw8bit]="#ff7f0e" [adafactor]="#2ca02c"
+                      [adafactor-t5]="#d62728" [adamw-warm]="#9467bd" [adamw8bit-warm]="#8c564b")
+    declare -A DASH=([adamw]=1 [adamw8bit]=2 [adafactor]=1 [adafactor-t5]=1 [adamw-warm]=1
+                     [adamw8bit-warm]=2)
     plots=""
-    for o in adamw adamw8bit adafactor adafactor-t5; do
+    for o in $RUNS; do
         f="$RES/convergence-$o.csv"
         [ -f "$f" ] || continue
-        plots="$plots${plots:+, }'$f' using 1:5 with lines lw 1.5 title '$o (train, mean of 50 steps)', '< grep -v \",\$\" $f' using 1:6 with linespoints pt 7 ps 0.8 dt 2 title '$o (held-out)'"
+        style="lc rgb '${COLOR[$o]}' dt ${DASH[$o]}"
+        plots="$plots${plots:+, }'$f' using 1:5 with lines lw 1.5 $style title '$o (train, mean of 50 steps)'"
+        plots="$plots, '< grep -v \",\$\" $f' using 1:6 with linespoints pt 7 ps 0.8 $style notitle"
     done
     gnuplot <<EOF
 set terminal pngcairo size 1000,600
 set output '$RES/convergence.png'
 set datafile separator ','
 set key autotitle columnhead
-set title 'bert-mini masked-LM loss, default corpus (held-out: tutorial/, faq/)'
+set title 'bert-mini masked-LM loss, default corpus (lines: training, mean of 50 steps; points: held-out tutorial/, faq/)'
 set xlabel 'optimizer step'
 set ylabel 'loss'
-set yrange [*:10]
+set yrange [5.5:8]
 set grid
 plot $plots
 EOF
