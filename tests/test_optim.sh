@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # test_optim.sh - AdamW8bit and Adafactor over several ranks (mpirun), on the bert-tiny preset
 # (vocabulary 30522: the MLM bias ends in a partial 8-bit block; dropout on):
-#   - ZeRO stages 0-3 give bit-identical weights at equal N (N = 2 and 3), also with the
-#     optimizer state and the parameters offloaded (RAM pool, NVMe swap files, small
-#     sub-groups);
+#   - ZeRO stages 0-3 give bit-identical weights at equal N (N = 2 and 3), also with units
+#     cut into several pieces (buckets) and with the optimizer state and the parameters
+#     offloaded (RAM pool, NVMe swap files, small sub-groups);
 #   - Adafactor at N = 3 equals N = 1 with 3-fold accumulation within fp32 rounding (its row,
 #     column and RMS sums are partial per shard and added across ranks);
 #   - a checkpoint resumed at the same N and stage continues bit-identically, and the
@@ -51,6 +51,15 @@ if [ "$LONG" = 1 ]; then
     stages '{"type": "Adafactor"}' afd 3  # Hugging Face's defaults: no first moment
     stages '{"type": "AdamW8bit", "params": {"lr": 2e-3, "min_8bit_size": 100}}' a8m 3
 fi
+
+# ---- buckets: units cut into several pieces (a parameter's run in several segments) ------
+BK=', "reduce_bucket_size": 30000, "allgather_bucket_size": 30000'
+for o in a8 af; do
+    [ $o = a8 ] && oj=$A8 || oj=$AF
+    cfg "${o}b0" 0 "$oj" "$BK"; run "${o}b0" 3 "${o}b0" 3
+    cfg "${o}b3" 3 "$oj" "$BK"; run "${o}b3" 3 "${o}b3" 3 --checkpoint-dir "$T/${o}bA"
+    if same "${o}b0" "${o}b3"; then ok; else bad "$o: bucketed stage 3 differs from stage 0 at N=3"; fi
+done
 
 # ---- offload: the same bits -----------------------------------------------------------------
 offload() { # NAME NP STAGE OPT_JSON ZERO_EXTRA BASE WHAT: the weights of BASE
@@ -137,6 +146,16 @@ roundtrip() { # NAME OPT_JSON
 roundtrip a8rt "$A8"
 roundtrip afrt "$AF"
 if [ "$LONG" = 1 ]; then
+    # a bucketed checkpoint through N=2 unbucketed and back: the same bytes
+    for o in a8 af; do
+        [ $o = a8 ] && oj=$A8 || oj=$AF
+        cfg "${o}bu" 1 "$oj"
+        run "${o}bu" 2 "${o}bu" 3 --resume-from "$T/${o}bA/step-3" --checkpoint-dir "$T/${o}bB"
+        run "${o}bd" 3 "${o}b3" 3 --resume-from "$T/${o}bB/step-3" --checkpoint-dir "$T/${o}bD"
+        ok_all=1
+        for k in 0 1 2; do cmp -s "$T/${o}bA/step-3/rank-0000$k.safetensors" "$T/${o}bD/step-3/rank-0000$k.safetensors" || ok_all=0; done
+        if [ $ok_all = 1 ]; then ok; else bad "$o: a bucketed checkpoint changed on its way through N=2"; fi
+    done
     roundtrip a8rtm '{"type": "AdamW8bit", "params": {"lr": 2e-3, "min_8bit_size": 100}}'
     cfg a8rto 3 "$A8" ", \"sub_group_size\": 3000, \"offload_optimizer\": {\"device\": \"nvme\", $NV}"
     run a8rto 3 a8rto 3 --resume-from "$T/a8rtA/step-3" --checkpoint-dir "$T/a8rtO"
