@@ -802,7 +802,7 @@ static int read_optimizer(zt_engine *e, const char *dir, int world0, size_t buck
 int zt_checkpoint_load(zt_engine *e, const char *dir, zt_train_state *st)
 {
     char path[4096];
-    bert_config bc;
+    zt_model_cfg mc;
     int rc;
     if (!e || !dir || !st)
         return zt_fail(ZT_E_INVAL, "zt_checkpoint_load: NULL argument");
@@ -811,11 +811,9 @@ int zt_checkpoint_load(zt_engine *e, const char *dir, zt_train_state *st)
     if ((rc = zt_checkpoint_verify(dir)) < 0)
         return zt_engine_fail(e, rc);
     snprintf(path, sizeof path, "%s/config.json", dir);
-    if ((rc = bert_config_load(path, &bc)) < 0)
+    if ((rc = zt_model_config_load(path, &mc)) < 0)
         return zt_engine_fail(e, rc);
-    if (bc.vocab != e->bc.vocab || bc.hidden != e->bc.hidden || bc.layers != e->bc.layers ||
-        bc.heads != e->bc.heads || bc.inter != e->bc.inter || bc.max_pos != e->bc.max_pos ||
-        bc.type_vocab != e->bc.type_vocab)
+    if (!zt_model_same_shapes(&mc, &e->mc))
         return zt_engine_fail(e, zt_fail(ZT_E_SHAPE, "%s: the checkpoint's model shape differs "
                                                      "from this engine's", path));
     int world0 = 1;

@@ -12,7 +12,7 @@
 #include "../format/fileio.h"
 #include "../format/hfweights.h"
 #include "../memory/mem.h"
-#include "../models/bert.h"
+#include "../models/zoo.h"
 #include "../optimizer/adamw.h"
 #include "../optimizer/adam8bit.h"
 
@@ -300,13 +300,13 @@ int zt_engine_create(const zt_config *cfg, MPI_Comm comm, zt_engine **out)
     e->comm.comm = MPI_COMM_NULL;
     if (cfg->model_dir) {
         snprintf(path, sizeof path, "%s/config.json", cfg->model_dir);
-        rc = bert_config_load(path, &e->bc);
+        rc = zt_model_config_load(path, &e->mc);
     } else if (cfg->model_config) {
-        rc = bert_config_load(cfg->model_config, &e->bc);
+        rc = zt_model_config_load(cfg->model_config, &e->mc);
     } else {
-        rc = bert_config_preset(cfg->model_preset, cfg->vocab_size, &e->bc);
+        rc = zt_model_config_preset(cfg->model_preset, cfg->vocab_size, &e->mc);
     }
-    if (rc < 0 || (rc = bert_layout(&e->bc, &e->layout)) < 0)
+    if (rc < 0 || (rc = zt_model_layout(&e->mc, &e->layout)) < 0)
         goto fail;
     if ((rc = zt_comm_open(&e->comm, comm)) < 0 ||
         (rc = zt_comm_watch(&e->comm, cfg->collective_timeout, cfg->check_collectives,
@@ -325,8 +325,8 @@ int zt_engine_create(const zt_config *cfg, MPI_Comm comm, zt_engine **out)
         rc = zt_fail(ZT_E_NOMEM, "out of memory");
         goto fail;
     }
-    e->ops = &bert_ops;
-    if ((rc = bert_create(&e->bc, &e->layout, cfg->dropout, cfg->seed, &e->model)) < 0)
+    if ((rc = zt_model_create(&e->mc, &e->layout, cfg->dropout, cfg->seed, &e->ops,
+                              &e->model)) < 0)
         goto fail;
     if ((rc = recompute_setup(e)) < 0 ||
         (rc = zt_plan_memory(e, e->plan, sizeof e->plan)) < 0 || (rc = zt_zero_setup(e)) < 0 ||
@@ -360,10 +360,11 @@ int zt_engine_create(const zt_config *cfg, MPI_Comm comm, zt_engine **out)
     }
     {
         zt_model_info mi;
+        char desc[160];
         zt_engine_model_info(e, &mi);
-        zt_log(ZT_LOG_INFO, "model: BERT L%d H%d A%d I%d V%d, %d units, %zu parameters",
-               mi.num_layers, mi.hidden_size, mi.num_heads, mi.intermediate_size, mi.vocab_size,
-               mi.num_units, mi.num_parameters);
+        zt_model_describe(&e->mc, desc, sizeof desc);
+        zt_log(ZT_LOG_INFO, "model: %s, %d units, %zu parameters", desc, mi.num_units,
+               mi.num_parameters);
     }
     *out = e;
     return 0;
@@ -400,14 +401,7 @@ int zt_engine_model_info(const zt_engine *e, zt_model_info *o)
     if (!e || !o)
         return zt_fail(ZT_E_INVAL, "zt_engine_model_info: NULL argument");
     memset(o, 0, sizeof *o);
-    snprintf(o->model_type, sizeof o->model_type, "bert");
-    o->vocab_size = e->bc.vocab;
-    o->hidden_size = e->bc.hidden;
-    o->num_layers = e->bc.layers;
-    o->num_heads = e->bc.heads;
-    o->intermediate_size = e->bc.inter;
-    o->max_positions = e->bc.max_pos;
-    o->type_vocab_size = e->bc.type_vocab;
+    zt_model_info_fill(&e->mc, o);
     o->num_tensors = e->layout.n_params;
     o->num_units = e->layout.n_units;
     for (int i = 0; i < e->layout.n_params; i++)
@@ -790,7 +784,7 @@ int zt_engine_save_weights(zt_engine *e, const char *dir, size_t max_shard_bytes
         rc = zt_hf_write_weights_cb(dir, v, n, max_shard_bytes, st3 ? fetch_param : NULL, &a);
         if (rc >= 0) {
             snprintf(path, sizeof path, "%s/config.json", dir);
-            rc = bert_config_save(&e->bc, path);
+            rc = zt_model_config_save(&e->mc, path);
         }
     }
     /* every rank gathers every unit, whatever rank 0's writer did, to stay in step */

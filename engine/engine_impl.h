@@ -6,7 +6,7 @@
 #include "zerotrain.h"
 #include "comm.h"
 #include "../common/err.h"
-#include "../models/bert.h"
+#include "../models/zoo.h"
 #include "../optimizer/adamw.h"
 #include "../optimizer/adafactor.h"
 #include "ostate.h"
@@ -75,7 +75,7 @@ struct zt_engine {
     zt_config cfg;
     char err[ZT_ERRMSG_MAX];
     zt_comm comm;
-    bert_config bc;
+    zt_model_cfg mc;
     zt_layout layout;
     const zt_model_ops *ops;
     void *model;

@@ -21,7 +21,7 @@ void zt_param_init(const zt_layout *l, int i, float *const *P, uint64_t seed)
     if (d->init == ZT_INIT_NORMAL) {
         zt_rng_normal(seed, (uint64_t)i, zt_rng_stream(d->unit, ZT_RNG_INIT), p, d->numel);
         for (size_t j = 0; j < d->numel; j++)
-            p[j] *= l->init_std;
+            p[j] *= d->std > 0.0f ? d->std : l->init_std;
     } else {
         for (size_t j = 0; j < d->numel; j++)
             p[j] = d->init == ZT_INIT_ONES ? 1.0f : 0.0f;

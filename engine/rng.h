@@ -14,6 +14,12 @@ enum {
     ZT_RNG_DROP_ATTOUT = 4, /* dropout after the attention output projection */
     ZT_RNG_DROP_FFOUT = 5,  /* dropout after the feed-forward output projection */
     ZT_RNG_DATA = 6,        /* synthetic data and masking */
+    /* T5 (7 and 8 are data/span.c's) */
+    ZT_RNG_DROP_DEC_EMB = 16, /* dropout on the decoder's input embeddings */
+    ZT_RNG_DROP_ATT2 = 17,    /* dropout on cross-attention probabilities */
+    ZT_RNG_DROP_CROSSOUT = 18, /* dropout after the cross-attention output projection */
+    ZT_RNG_DROP_FFMID = 19,   /* dropout on the feed-forward's hidden activations */
+    ZT_RNG_DROP_FINAL = 20,   /* dropout after a stack's final norm */
 };
 
 static inline uint32_t zt_rng_stream(int unit, int purpose)

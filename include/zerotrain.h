@@ -452,12 +452,16 @@ ZT_API void zt_engine_destroy(zt_engine *e);
 ZT_API const char *zt_engine_last_error(const zt_engine *e);
 
 typedef struct zt_model_info {
-    char model_type[16];     /* "bert" */
+    char model_type[16];     /* "bert" or "t5" */
+    /* T5: hidden_size = d_model, num_layers = encoder blocks, intermediate_size = d_ff,
+     * max_positions = 0 (relative positions), type_vocab_size = 0 */
     int vocab_size, hidden_size, num_layers, num_heads, intermediate_size;
     int max_positions, type_vocab_size;
     size_t num_parameters;   /* trainable scalars (tied counted once) */
     int num_tensors;         /* parameter tensors (tied counted once) */
     int num_units;
+    int num_decoder_layers;  /* T5; 0 for BERT */
+    int head_dim;            /* d_kv (T5), hidden / heads (BERT) */
 } zt_model_info;
 ZT_API int zt_engine_model_info(const zt_engine *e, zt_model_info *out);
 
@@ -485,6 +489,11 @@ typedef struct zt_batch {
      * several micro-batches (or ranks), so the gradient is that of the step's mean loss.
      * 0 = this batch's own count. */
     int64_t label_count;
+    /* Encoder-decoder models (T5): labels are [B, T_dec] (the targets; the decoder's input is
+     * them shifted right) and decoder_attention_mask [B, T_dec] may mask decoder keys (NULL:
+     * causal only). T_dec 0: labels are [B, T] (BERT). */
+    int T_dec;
+    const int64_t *decoder_attention_mask;
 } zt_batch;
 
 typedef struct zt_fb_result {

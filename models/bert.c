@@ -177,6 +177,7 @@ int bert_layout(const bert_config *c, zt_layout *l)
     int C = c->hidden, F = c->inter, w;
     memset(l, 0, sizeof *l);
     l->init_std = c->init_range;
+    snprintf(l->arch, sizeof l->arch, "BertForMaskedLM");
     if (zt_layout_add_unit(l, "embeddings") < 0 ||
         (w = add(l, "bert.embeddings.word_embeddings.weight", c->vocab, C, ZT_INIT_NORMAL, 1)) < 0 ||
         add(l, "bert.embeddings.position_embeddings.weight", c->max_pos, C, ZT_INIT_NORMAL, 1) < 0 ||
@@ -519,6 +520,11 @@ static int bert_prepare(void *p, const zt_batch *b, int keep_logits, int64_t *n_
     int64_t n = 0;
     if (b->B < 1 || b->T < 1 || !b->input_ids || !b->labels)
         return zt_fail(ZT_E_INVAL, "batch: need B >= 1, T >= 1, input_ids and labels");
+    if (b->T_dec && b->T_dec != b->T)
+        return zt_fail(ZT_E_SHAPE, "batch: labels are [%d, %d], input_ids [%d, %d]: BERT's "
+                       "labels have the input's shape", b->B, b->T_dec, b->B, b->T);
+    if (b->decoder_attention_mask)
+        return zt_fail(ZT_E_INVAL, "batch: BERT takes no decoder_attention_mask");
     if (b->T > c->max_pos)
         return zt_fail(ZT_E_RANGE,
                        "batch: sequence length %d exceeds max_position_embeddings %d", b->T,

@@ -1,4 +1,4 @@
-/* layers.c - the math of BERT's building blocks, forward and backward, in fp32.
+/* layers.c - the math of BERT's and T5's building blocks, forward and backward, in fp32.
  * Matrix products go to cblas_sgemm with transposes and leading dimensions instead of
  * copies; everything else is OpenMP loops whose results do not depend on the thread count
  * (no cross-thread float reductions). Masks and dropout come from Philox (engine/rng.h). */
@@ -513,4 +513,360 @@ double crossentropy_forward_backward(float *dlogits, double *row_loss, int64_t *
     *count = n;
     ZT_PROF(ZT_PROF_LOSS, t0, 6.0 * M * (double)V, (dlogits ? 8.0 : 4.0) * M * (double)V);
     return total;
+}
+
+/* ---- T5: RMS norm ---------------------------------------------------------------------- */
+
+void rmsnorm_forward(float *out, float *rstd, const float *inp, const float *w, int M, int C,
+                     float eps)
+{
+    /* out, inp: [M,C]; rstd: [M]; w: [C] */
+    double t0 = ZT_PROF_T0();
+#pragma omp parallel for schedule(static)
+    for (int m = 0; m < M; m++) {
+        const float *x = inp + (size_t)m * C;
+        float *y = out + (size_t)m * C;
+        float var = (float)(vm_sum(x, x, (size_t)C) / C);
+        float rs = 1.0f / sqrtf(var + eps);
+        for (int c = 0; c < C; c++)
+            y[c] = w[c] * (x[c] * rs);
+        rstd[m] = rs;
+    }
+    ZT_PROF(ZT_PROF_LAYERNORM, t0, 5.0 * M * C, 4.0 * (2.0 * M * C + M));
+}
+
+void rmsnorm_backward(float *dinp, float *dw, const float *dout, const float *inp,
+                      const float *rstd, const float *w, int M, int C)
+{
+    /* dinp, dout, inp: [M,C]; dw, w: [C]; rstd: [M]. y = w * x * rs, rs = (mean x^2 + eps)^-1/2:
+     * dx = rs * (g - xh * mean(g * xh)), g = dy * w, xh = x * rs */
+    double t0 = ZT_PROF_T0();
+#pragma omp parallel for schedule(static)
+    for (int m = 0; m < M; m++) {
+        const float *x = inp + (size_t)m * C, *dy = dout + (size_t)m * C;
+        float *dx = dinp + (size_t)m * C;
+        float rs = rstd[m];
+        double s = 0.0;
+        for (int c = 0; c < C; c++)
+            s += (double)(dy[c] * w[c]) * (double)(x[c] * rs);
+        float mg = (float)(s / C);
+        for (int c = 0; c < C; c++)
+            dx[c] += rs * (dy[c] * w[c] - (x[c] * rs) * mg);
+    }
+#pragma omp parallel for schedule(static)
+    for (int c0 = 0; c0 < C; c0 += 64) {
+        int c1 = c0 + 64 < C ? c0 + 64 : C;
+        double aw[64] = {0};
+        for (int m = 0; m < M; m++) {
+            const float *x = inp + (size_t)m * C, *dy = dout + (size_t)m * C;
+            for (int c = c0; c < c1; c++)
+                aw[c - c0] += (double)dy[c] * (x[c] * rstd[m]);
+        }
+        for (int c = c0; c < c1; c++)
+            dw[c] += (float)aw[c - c0];
+    }
+    ZT_PROF(ZT_PROF_LAYERNORM, t0, 10.0 * M * C, 4.0 * (5.0 * M * C));
+}
+
+/* ---- T5: relative position bias ------------------------------------------------------- */
+
+int t5_bucket(int n, int bidirectional, int NB, int max_distance)
+{
+    int b = 0;
+    if (bidirectional) {
+        NB /= 2;
+        b = n > 0 ? NB : 0;
+        n = n < 0 ? -n : n;
+    } else {
+        n = n < 0 ? -n : 0;
+    }
+    int exact = NB / 2;
+    if (n < exact)
+        return b + n;
+    /* in float32, as Hugging Face's _relative_position_bucket; int truncates */
+    float r = logf((float)n / (float)exact) / (float)log((double)max_distance / exact) *
+              (float)(NB - exact);
+    int big = exact + (int)r;
+    return b + (big < NB - 1 ? big : NB - 1);
+}
+
+void posbias_forward(float *bias, const float *table, int bidirectional, int NB, int maxd,
+                     int Tq, int Tk, int H)
+{
+    /* bias: [H,Tq,Tk]; table: [NB,H] */
+    double t0 = ZT_PROF_T0();
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < Tq; i++)
+        for (int j = 0; j < Tk; j++) {
+            const float *row = table + (size_t)t5_bucket(j - i, bidirectional, NB, maxd) * H;
+            for (int h = 0; h < H; h++)
+                bias[((size_t)h * Tq + i) * Tk + j] = row[h];
+        }
+    ZT_PROF(ZT_PROF_EMBEDDING, t0, 0, 8.0 * H * Tq * Tk);
+}
+
+void posbias_backward(float *dtable, const float *dbias, int bidirectional, int NB, int maxd,
+                      int Tq, int Tk, int H)
+{
+    /* dtable: [NB,H] (NB <= 4096); dbias: [H,Tq,Tk]. Heads in parallel, (i, j) in order. */
+    double t0 = ZT_PROF_T0();
+#pragma omp parallel for schedule(static)
+    for (int h = 0; h < H; h++) {
+        double acc[4096];
+        memset(acc, 0, sizeof(double) * (size_t)NB);
+        for (int i = 0; i < Tq; i++) {
+            const float *d = dbias + ((size_t)h * Tq + i) * Tk;
+            for (int j = 0; j < Tk; j++)
+                acc[t5_bucket(j - i, bidirectional, NB, maxd)] += d[j];
+        }
+        for (int k = 0; k < NB; k++)
+            dtable[(size_t)k * H + h] += (float)acc[k];
+    }
+    ZT_PROF(ZT_PROF_EMBEDDING, t0, (double)H * Tq * Tk, 4.0 * H * Tq * Tk);
+}
+
+/* ---- general multi-head attention ------------------------------------------------------ */
+
+/* row i's additive term: -FLT_MAX on masked keys (and, causal, keys after i), else the bias */
+static const float *score_terms(float *bm, const float *bias, const int64_t *km, int causal,
+                                int i, int Tk)
+{
+    if (!bias && !km && !causal)
+        return NULL;
+    for (int j = 0; j < Tk; j++) {
+        int masked = (km && km[j] == 0) || (causal && j > i);
+        bm[j] = masked ? -FLT_MAX : bias ? bias[(size_t)i * Tk + j] : 0.0f;
+    }
+    return bm;
+}
+
+void mha_forward(float *ctx, float *att, const float *q, const float *k, const float *v,
+                 const float *bias, const int64_t *kmask, int causal, float div,
+                 const zt_dropout *drop, float *scratch, int slots, int B, int Tq, int Tk, int H,
+                 int D)
+{
+    /* ctx, q: [B,Tq,H*D]; k, v: [B,Tk,H*D]; att: [B,H,Tq,Tk]; bias: [H,Tq,Tk]; kmask: [B,Tk];
+     * scratch: slots x [2,Tq,Tk] */
+    int C = H * D, prof = zt_prof_on, use_drop = drop && drop->p > 0.0f;
+    size_t tt = (size_t)Tq * Tk;
+    double part[PART_N] = {0}, w0 = ZT_PROF_T0();
+#pragma omp parallel num_threads(scratch_threads(slots))
+    {
+        float *pd = scratch + (size_t)omp_get_thread_num() * 2 * tt, *bm = pd + tt;
+        double my[PART_N] = {0}, t = 0.0;
+#pragma omp for schedule(static)
+        for (int bh = 0; bh < B * H; bh++) {
+            int b = bh / H, h = bh % H;
+            const float *qb = q + (size_t)b * Tq * C + (size_t)h * D;
+            const float *kb = k + (size_t)b * Tk * C + (size_t)h * D;
+            const float *vb = v + (size_t)b * Tk * C + (size_t)h * D;
+            const int64_t *km = kmask ? kmask + (size_t)b * Tk : NULL;
+            const float *bh_bias = bias ? bias + (size_t)h * tt : NULL;
+            float *a = att + (size_t)bh * tt;
+            if (prof)
+                t = zt_prof_now();
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, Tq, Tk, D, 1.0f, qb, C, kb, C,
+                        0.0f, a, Tk);
+            lap(prof, &my[PART_GEMM], &t);
+            for (int i = 0; i < Tq; i++)
+                vm_softmax_row(a + (size_t)i * Tk,
+                               score_terms(bm, bh_bias, km, causal, i, Tk), div, (size_t)Tk);
+            lap(prof, &my[PART_SOFTMAX], &t);
+            const float *p = a;
+            if (use_drop) {
+                dropout_row(pd, a, NULL, drop, drop->first_sample + (uint64_t)b,
+                            (uint64_t)h * tt, tt, NULL);
+                p = pd;
+                lap(prof, &my[PART_DROP], &t);
+            }
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, Tq, D, Tk, 1.0f, p, Tk, vb, C,
+                        0.0f, ctx + (size_t)b * Tq * C + (size_t)h * D, C);
+            lap(prof, &my[PART_GEMM], &t);
+        }
+        merge_parts(prof, part, my);
+    }
+    double pairs = (double)B * H;
+    attention_profile(w0, part, pairs * 4.0 * (double)tt * D,
+                      pairs * 4.0 * (2.0 * Tq * D + 2.0 * Tk * D + 2.0 * (double)tt),
+                      pairs * 8.0 * (double)tt, use_drop ? pairs * (double)tt : 0.0);
+}
+
+/* one (sample, head) pair of mha_backward; dbias: the head's [Tq,Tk] or NULL */
+static void mha_pair_backward(float *dq, float *dk, float *dv, float *dbias, const float *dctx,
+                              const float *a, const float *q, const float *k, const float *v,
+                              float div, const zt_dropout *drop, float *dp, float *pd, int b,
+                              int h, int Tq, int Tk, int C, int D, double *my)
+{
+    size_t tt = (size_t)Tq * Tk, oq = (size_t)b * Tq * C + (size_t)h * D,
+           ok = (size_t)b * Tk * C + (size_t)h * D;
+    int prof = zt_prof_on, use_drop = drop && drop->p > 0.0f;
+    double t = prof ? zt_prof_now() : 0.0;
+    const float *p = a;
+    if (use_drop) {
+        dropout_row(pd, a, NULL, drop, drop->first_sample + (uint64_t)b, (uint64_t)h * tt, tt,
+                    NULL);
+        p = pd;
+        lap(prof, &my[PART_DROP], &t);
+    }
+    /* dv = p^T dctx; dp = dctx v^T */
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Tk, D, Tq, 1.0f, p, Tk, dctx + oq, C,
+                0.0f, dv + ok, C);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, Tq, Tk, D, 1.0f, dctx + oq, C, v + ok, C,
+                0.0f, dp, Tk);
+    lap(prof, &my[PART_GEMM], &t);
+    if (use_drop) {
+        dropout_row(dp, dp, NULL, drop, drop->first_sample + (uint64_t)b, (uint64_t)h * tt, tt,
+                    NULL);
+        lap(prof, &my[PART_DROP], &t);
+    }
+    for (int i = 0; i < Tq; i++)
+        vm_softmax_grad_row(dp + (size_t)i * Tk, a + (size_t)i * Tk, div, (size_t)Tk);
+    if (dbias) /* the additive term's gradient is the scores' before the division */
+        for (size_t i = 0; i < tt; i++)
+            dbias[i] += dp[i] * div;
+    lap(prof, &my[PART_SOFTMAX], &t);
+    /* dq = ds k; dk = ds^T q */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, Tq, D, Tk, 1.0f, dp, Tk, k + ok, C,
+                0.0f, dq + oq, C);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Tk, D, Tq, 1.0f, dp, Tk, q + oq, C,
+                0.0f, dk + ok, C);
+    lap(prof, &my[PART_GEMM], &t);
+}
+
+void mha_backward(float *dq, float *dk, float *dv, float *dbias, const float *dctx,
+                  const float *att, const float *q, const float *k, const float *v, float div,
+                  const zt_dropout *drop, float *scratch, int slots, int B, int Tq, int Tk, int H,
+                  int D)
+{
+    /* dq, dctx, q: [B,Tq,H*D]; dk, dv, k, v: [B,Tk,H*D]; att: [B,H,Tq,Tk]; dbias: [H,Tq,Tk];
+     * scratch: slots x [2,Tq,Tk] */
+    int C = H * D, prof = zt_prof_on;
+    size_t tt = (size_t)Tq * Tk;
+    double part[PART_N] = {0}, w0 = ZT_PROF_T0();
+#pragma omp parallel num_threads(scratch_threads(slots))
+    {
+        float *dp = scratch + (size_t)omp_get_thread_num() * 2 * tt, *pd = dp + tt;
+        double my[PART_N] = {0};
+        if (dbias) { /* heads in parallel, each head's samples in order: a fixed sum */
+#pragma omp for schedule(static)
+            for (int h = 0; h < H; h++)
+                for (int b = 0; b < B; b++)
+                    mha_pair_backward(dq, dk, dv, dbias + (size_t)h * tt, dctx,
+                                      att + ((size_t)b * H + h) * tt, q, k, v, div, drop, dp, pd,
+                                      b, h, Tq, Tk, C, D, my);
+        } else {
+#pragma omp for schedule(static)
+            for (int bh = 0; bh < B * H; bh++)
+                mha_pair_backward(dq, dk, dv, NULL, dctx, att + (size_t)bh * tt, q, k, v, div,
+                                  drop, dp, pd, bh / H, bh % H, Tq, Tk, C, D, my);
+        }
+        merge_parts(prof, part, my);
+    }
+    double pairs = (double)B * H;
+    int use_drop = drop && drop->p > 0.0f;
+    attention_profile(w0, part, pairs * 8.0 * (double)tt * D,
+                      pairs * 4.0 * (4.0 * Tq * D + 4.0 * Tk * D + 4.0 * (double)tt),
+                      pairs * 12.0 * (double)tt, use_drop ? 2.0 * pairs * (double)tt : 0.0);
+}
+
+/* ---- T5's feed-forward pieces ---------------------------------------------------------- */
+
+static inline float gelu_tanh(float x)
+{
+    /* Hugging Face's NewGELUActivation, operation by operation in float32 */
+    float inner = 0.7978845608028654f * (x + 0.044715f * (x * x * x));
+    return 0.5f * x * (1.0f + tanhf(inner));
+}
+
+static inline float gelu_tanh_grad(float x)
+{
+    float inner = 0.7978845608028654f * (x + 0.044715f * (x * x * x)), th = tanhf(inner);
+    return 0.5f * (1.0f + th) +
+           0.5f * x * (1.0f - th * th) * 0.7978845608028654f * (1.0f + 0.134145f * x * x);
+}
+
+void act_forward(int act, float *out, const float *inp, size_t n)
+{
+    double t0 = ZT_PROF_T0();
+    if (act == ZT_ACT_GELU) {
+        gelu_forward(out, inp, n);
+        return;
+    }
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++)
+        out[i] = act == ZT_ACT_RELU ? (inp[i] > 0.0f ? inp[i] : 0.0f) : gelu_tanh(inp[i]);
+    ZT_PROF(ZT_PROF_GELU, t0, (act == ZT_ACT_RELU ? 1.0 : 20.0) * (double)n, 8.0 * (double)n);
+}
+
+void act_backward(int act, float *dinp, const float *inp, const float *dout, size_t n)
+{
+    double t0 = ZT_PROF_T0();
+    if (act == ZT_ACT_GELU) {
+        gelu_backward(dinp, inp, dout, n);
+        return;
+    }
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++)
+        dinp[i] += act == ZT_ACT_RELU ? (inp[i] > 0.0f ? dout[i] : 0.0f)
+                                      : gelu_tanh_grad(inp[i]) * dout[i];
+    ZT_PROF(ZT_PROF_GELU, t0, (act == ZT_ACT_RELU ? 1.0 : 25.0) * (double)n, 12.0 * (double)n);
+}
+
+void mul_forward(float *out, const float *a, const float *b, size_t n)
+{
+    double t0 = ZT_PROF_T0();
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++)
+        out[i] = a[i] * b[i];
+    ZT_PROF(ZT_PROF_ELEMENTWISE, t0, (double)n, 12.0 * (double)n);
+}
+
+void mul_backward(float *da, float *db, const float *dout, const float *a, const float *b,
+                  size_t n)
+{
+    double t0 = ZT_PROF_T0();
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        if (da)
+            da[i] += dout[i] * b[i];
+        if (db)
+            db[i] += dout[i] * a[i];
+    }
+    ZT_PROF(ZT_PROF_ELEMENTWISE, t0, 2.0 * (double)n, 20.0 * (double)n);
+}
+
+void lookup_forward(float *out, const int64_t *ids, const float *word, int M, int C)
+{
+    /* out: [M,C]; ids: [M]; word: [V,C] */
+    double t0 = ZT_PROF_T0();
+#pragma omp parallel for schedule(static)
+    for (int m = 0; m < M; m++)
+        memcpy(out + (size_t)m * C, word + (size_t)ids[m] * C, sizeof(float) * (size_t)C);
+    ZT_PROF(ZT_PROF_EMBEDDING, t0, 0, 8.0 * M * C);
+}
+
+void lookup_backward(float *dword, const float *dout, const int64_t *ids, int M, int C)
+{
+    /* channels split across threads, rows in order (ids repeat): deterministic */
+    double t0 = ZT_PROF_T0();
+#pragma omp parallel for schedule(static)
+    for (int c0 = 0; c0 < C; c0 += 16) {
+        int c1 = c0 + 16 < C ? c0 + 16 : C;
+        for (int m = 0; m < M; m++) {
+            const float *g = dout + (size_t)m * C;
+            float *dw = dword + (size_t)ids[m] * C;
+            for (int c = c0; c < c1; c++)
+                dw[c] += g[c];
+        }
+    }
+    ZT_PROF(ZT_PROF_EMBEDDING, t0, (double)M * C, 12.0 * M * C);
+}
+
+void scale_inplace(float *x, float s, size_t n)
+{
+    double t0 = ZT_PROF_T0();
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++)
+        x[i] *= s;
+    ZT_PROF(ZT_PROF_ELEMENTWISE, t0, (double)n, 8.0 * (double)n);
 }

@@ -78,4 +78,56 @@ double crossentropy_forward_backward(float *dlogits, double *row_loss, int64_t *
                                      const float *logits, const int64_t *labels, int M, int V,
                                      float grad_scale);
 
+/* ---- T5's pieces ------------------------------------------------------------------------ */
+
+/* T5LayerNorm: out[M,C] = w * x * rstd, rstd[M] = 1 / sqrt(mean(x^2) + eps) (no mean, no
+ * bias). */
+void rmsnorm_forward(float *out, float *rstd, const float *inp, const float *w, int M, int C,
+                     float eps);
+void rmsnorm_backward(float *dinp, float *dw, const float *dout, const float *inp,
+                      const float *rstd, const float *w, int M, int C);
+
+/* T5's bucket of relative position n = key - query: bidirectional (encoder) or causal
+ * (decoder), NB buckets, logarithmic beyond NB/2 (or NB/4) up to max_distance. */
+int t5_bucket(int n, int bidirectional, int NB, int max_distance);
+/* bias[H,Tq,Tk] = table[bucket(j - i), h]; table: [NB, H]. */
+void posbias_forward(float *bias, const float *table, int bidirectional, int NB, int maxd,
+                     int Tq, int Tk, int H);
+/* dtable[NB,H] += the sums of dbias[H,Tq,Tk] over each bucket's (i, j) */
+void posbias_backward(float *dtable, const float *dbias, int bidirectional, int NB, int maxd,
+                      int Tq, int Tk, int H);
+
+/* Multi-head attention, general: q [B,Tq,H*D], k, v [B,Tk,H*D], ctx [B,Tq,H*D], att
+ * [B,H,Tq,Tk] the probabilities (before dropout). scores = q k^T / div + bm, bm = bias[h,i,j]
+ * (bias [H,Tq,Tk], NULL = 0), or -FLT_MAX where key j is masked (kmask[B,Tk] == 0) or, when
+ * causal, j > i. T5: div = 1. drop: dropout on the probabilities (regenerated in backward).
+ * scratch: slots x (2*Tq*Tk) floats; (sample, head) pairs in parallel (with dbias, heads in
+ * parallel and samples in order: dbias summed in a fixed order). */
+void mha_forward(float *ctx, float *att, const float *q, const float *k, const float *v,
+                 const float *bias, const int64_t *kmask, int causal, float div,
+                 const zt_dropout *drop, float *scratch, int slots, int B, int Tq, int Tk, int H,
+                 int D);
+/* dq, dk, dv are overwritten; dbias[H,Tq,Tk] += the scores' gradient summed over samples
+ * (NULL: not wanted). */
+void mha_backward(float *dq, float *dk, float *dv, float *dbias, const float *dctx,
+                  const float *att, const float *q, const float *k, const float *v, float div,
+                  const zt_dropout *drop, float *scratch, int slots, int B, int Tq, int Tk, int H,
+                  int D);
+
+/* activations of T5's feed-forward: ZT_ACT_RELU, ZT_ACT_GELU (erf), ZT_ACT_GELU_TANH
+ * (0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))). out may equal inp. */
+enum { ZT_ACT_RELU = 0, ZT_ACT_GELU, ZT_ACT_GELU_TANH };
+void act_forward(int act, float *out, const float *inp, size_t n);
+/* dinp[n] += act'(inp) * dout */
+void act_backward(int act, float *dinp, const float *inp, const float *dout, size_t n);
+/* out[n] = a * b; backward: da += dout * b, db += dout * a (either may be NULL) */
+void mul_forward(float *out, const float *a, const float *b, size_t n);
+void mul_backward(float *da, float *db, const float *dout, const float *a, const float *b,
+                  size_t n);
+/* out[M,C] = word[ids[m]]; backward: dword[ids[m]] += dout[m] (rows in order) */
+void lookup_forward(float *out, const int64_t *ids, const float *word, int M, int C);
+void lookup_backward(float *dword, const float *dout, const int64_t *ids, int M, int C);
+/* x[n] *= s */
+void scale_inplace(float *x, float s, size_t n);
+
 #endif

@@ -23,6 +23,7 @@ typedef struct zt_param_def {
     int64_t shape[4];
     int init;                  /* ZT_INIT_* (normal uses the model's init std) */
     int decay;                 /* 1 = weight decay applies by default */
+    float std;                 /* ZT_INIT_NORMAL's standard deviation; 0 = the layout's */
 } zt_param_def;
 
 typedef struct zt_unit_def {
@@ -37,6 +38,7 @@ typedef struct zt_layout {
     zt_unit_def *units;
     int n_units;
     float init_std;
+    char arch[48];             /* Hugging Face architecture, e.g. "BertForMaskedLM" */
 } zt_layout;
 
 /* Appends a parameter to unit `unit` (the last unit added). Returns its index or < 0. */

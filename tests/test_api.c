@@ -379,7 +379,12 @@ static void test_config_errors(void **state)
         {"{\"vocab_size\": 100, \"hidden_size\": 8, \"num_hidden_layers\": 1, "
          "\"num_attention_heads\": 2, \"intermediate_size\": 8, \"max_position_embeddings\": 8, "
          "\"type_vocab_size\": 2}", "missing required field \"hidden_act\"", ZT_E_CONFIG},
-        {"{\"model_type\": \"t5\"}", "\"model_type\" is \"t5\"", ZT_E_UNSUPPORTED},
+        {"{\"model_type\": \"gpt2\"}", "\"model_type\" is \"gpt2\"", ZT_E_UNSUPPORTED},
+        {"{\"model_type\": \"t5\", \"vocab_size\": 100}", "missing required field \"d_model\"",
+         ZT_E_CONFIG},
+        {"{\"model_type\": \"t5\", \"vocab_size\": 100, \"d_model\": 8, \"d_kv\": 4, "
+         "\"d_ff\": 8, \"num_layers\": 1, \"num_heads\": 2, \"feed_forward_proj\": \"swish\"}",
+         "feed_forward_proj \"swish\" is not supported", ZT_E_UNSUPPORTED},
         {"[1, 2", "not a JSON object", ZT_E_FORMAT},
     };
     char dir[512], path[600];
@@ -418,7 +423,7 @@ static zt_batch make_batch(small_batch *s, uint64_t first)
         s->tt[i] = (i % 8) >= 4;
         s->labels[i] = i % 3 == 0 ? (i * 11) % 512 : -100;
     }
-    return (zt_batch){2, 8, s->ids, s->mask, s->tt, s->labels, first, 0};
+    return (zt_batch){2, 8, s->ids, s->mask, s->tt, s->labels, first, 0, 0, NULL};
 }
 
 static void test_batch_errors(void **state)
@@ -447,7 +452,7 @@ static void test_batch_errors(void **state)
     b.B = 0;
     assert_int_equal(zt_engine_forward_backward(e, &b, 0, &r), ZT_E_INVAL);
     int64_t *big = calloc(65, sizeof *big);
-    zt_batch lb = {1, 65, big, NULL, NULL, big, 0, 0};
+    zt_batch lb = {1, 65, big, NULL, NULL, big, 0, 0, 0, NULL};
     assert_int_equal(zt_engine_forward_backward(e, &lb, 0, &r), ZT_E_RANGE);
     assert_non_null(strstr(zt_engine_last_error(e), "exceeds max_position_embeddings 64"));
     free(big);

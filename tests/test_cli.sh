@@ -56,6 +56,20 @@ if "$ZT" inspect "$T/good.safetensors" >"$T/inspect" && grep -q "^grad.cls.predi
    && grep -q "^logits *F32 *\[2, 16, 512\]" "$T/inspect" && grep -q "^44 tensors" "$T/inspect"; then ok
 else bad "inspect of grad output"; cat "$T/inspect"; fi
 if "$ZT" version | grep -q "^zerotrain 0.1.0$"; then ok; else bad "version"; fi
+# T5: the fixture's loss, logits, gradients and AdamW step within its tolerances (compare.py)
+T5=${ZT_FIXTURES:-tests/fixtures}/t5-tiny
+if "$ZT" grad --model "$T5" --batch "$T5/batch.safetensors" --step "$T5/step.json" --out "$T/t5.safetensors" \
+       >"$T/stdout" 2>"$T/stderr" && "$PY" tests/ref/compare.py --require-adamw --require-logits \
+       "$T5/expected.safetensors" "$T/t5.safetensors" >"$T/cmp" 2>&1; then ok
+else bad "grad on the T5 fixture"; cat "$T/stderr" "$T/cmp"; fi
+mkbatch "$T/t5tt.safetensors" 'tensors = {"input_ids": ("I64", [1, 2], [5, 6]), "labels": ("I64", [1, 3], [7, 8, 1]), "token_type_ids": ("I64", [1, 2], [0, 0])}'
+expect_error "t5 token_type_ids" 1 "T5 takes no token_type_ids" -- "$ZT" grad --model "$T5" --batch "$T/t5tt.safetensors" --out "$T/out.st"
+mkbatch "$T/t5dm.safetensors" 'tensors = {"input_ids": ("I64", [1, 2], [5, 6]), "labels": ("I64", [1, 3], [7, 8, 1]), "decoder_attention_mask": ("I64", [1, 2], [1, 1])}'
+expect_error "t5 decoder mask shape" 1 "tensor \"decoder_attention_mask\" has shape [1, 2], labels has [1, 3]" -- "$ZT" grad --model "$T5" --batch "$T/t5dm.safetensors" --out "$T/out.st"
+mkbatch "$T/t5lab.safetensors" 'tensors = {"input_ids": ("I64", [1, 2], [5, 6]), "labels": ("I64", [1, 3], [7, 512, 1])}'
+expect_error "t5 label range" 1 "labels[0][1] = 512 is neither -100 nor in [0, 512)" -- "$ZT" grad --model "$T5" --batch "$T/t5lab.safetensors" --out "$T/out.st"
+expect_error "bert labels length" 1 "BERT's labels have the input's shape" -- "$ZT" grad --model "$FIX" --batch "$T/t5lab.safetensors" --out "$T/out.st"
+
 echo '{"train_micro_batch_size_per_gpu": 2, "steps_per_print": 1}' >"$T/ds.json"
 if "$ZT" train --model "$FIX" --data synthetic --config "$T/ds.json" --steps 3 --seq-len 16 \
       --save-model "$T/trained" >"$T/train.out" 2>"$T/train.err" \

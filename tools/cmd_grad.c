@@ -1,5 +1,5 @@
 /* cmd_grad.c - `zerotrain grad`: one forward+backward (and optionally one AdamW step) of a
- * Hugging Face BERT folder on a batch file, written as one safetensors file. */
+ * Hugging Face BERT or T5 folder on a batch file, written as one safetensors file. */
 #include "cli.h"
 
 #include <cjson/cJSON.h>
@@ -11,8 +11,8 @@
 #include <unistd.h>
 
 typedef struct batch_file {
-    int64_t *ids, *mask, *tt, *labels;
-    int B, T;
+    int64_t *ids, *mask, *tt, *labels, *dmask;
+    int B, T, Tl; /* Tl: the labels' length (T5's targets; BERT: T) */
 } batch_file;
 
 static void batch_free(batch_file *b)
@@ -21,10 +21,12 @@ static void batch_free(batch_file *b)
     free(b->mask);
     free(b->tt);
     free(b->labels);
+    free(b->dmask);
 }
 
+/* a [B, *T] I64 tensor (*T 0: taken from this tensor) */
 static int batch_tensor(zt_safetensors *f, const char *path, const char *name, int required,
-                        batch_file *b, int64_t **out)
+                        batch_file *b, int *T, const char *like, int64_t **out)
 {
     zt_tensor_info t;
     *out = NULL;
@@ -36,19 +38,24 @@ static int batch_tensor(zt_safetensors *f, const char *path, const char *name, i
     if (t.ndim != 2 || t.shape[0] < 1 || t.shape[1] < 1 || t.shape[0] > INT32_MAX ||
         t.shape[1] > INT32_MAX)
         return die("%s: tensor \"%s\" must have shape [batch, seq] with both >= 1", path, name);
-    if (b->B == 0) {
+    if (b->B == 0)
         b->B = (int)t.shape[0];
-        b->T = (int)t.shape[1];
-    } else if (t.shape[0] != b->B || t.shape[1] != b->T) {
+    if (t.shape[0] != b->B) /* every tensor has input_ids' batch */
         return die("%s: tensor \"%s\" has shape [%lld, %lld], input_ids has [%d, %d]", path,
                    name, (long long)t.shape[0], (long long)t.shape[1], b->B, b->T);
-    }
+    if (*T == 0)
+        *T = (int)t.shape[1];
+    if (t.shape[1] != *T)
+        return die("%s: tensor \"%s\" has shape [%lld, %lld], %s has [%d, %d]", path, name,
+                   (long long)t.shape[0], (long long)t.shape[1], like, b->B, *T);
     if (!(*out = malloc(t.nbytes)))
         return die("out of memory reading %s", path);
     memcpy(*out, t.data, t.nbytes);
     return 0;
 }
 
+/* BERT: input_ids, labels, attention_mask, token_type_ids, all [B, T]; T5: input_ids,
+ * attention_mask [B, T], labels and decoder_attention_mask [B, T_dec] */
 static int read_batch(const char *path, batch_file *b)
 {
     zt_safetensors *f;
@@ -56,10 +63,11 @@ static int read_batch(const char *path, batch_file *b)
     memset(b, 0, sizeof *b);
     if (zt_safetensors_open(path, &f) < 0)
         return die("%s", zt_last_error());
-    rc = batch_tensor(f, path, "input_ids", 1, b, &b->ids) ||
-         batch_tensor(f, path, "labels", 1, b, &b->labels) ||
-         batch_tensor(f, path, "attention_mask", 0, b, &b->mask) ||
-         batch_tensor(f, path, "token_type_ids", 0, b, &b->tt);
+    rc = batch_tensor(f, path, "input_ids", 1, b, &b->T, "input_ids", &b->ids) ||
+         batch_tensor(f, path, "labels", 1, b, &b->Tl, "labels", &b->labels) ||
+         batch_tensor(f, path, "attention_mask", 0, b, &b->T, "input_ids", &b->mask) ||
+         batch_tensor(f, path, "token_type_ids", 0, b, &b->T, "input_ids", &b->tt) ||
+         batch_tensor(f, path, "decoder_attention_mask", 0, b, &b->Tl, "labels", &b->dmask);
     zt_safetensors_close(f);
     if (rc)
         batch_free(b);
@@ -145,7 +153,7 @@ int cmd_grad(int argc, char **argv)
         die("%s", zt_last_error());
         goto done;
     }
-    zt_batch b = {bf.B, bf.T, bf.ids, bf.mask, bf.tt, bf.labels, 0, 0};
+    zt_batch b = {bf.B, bf.T, bf.ids, bf.mask, bf.tt, bf.labels, 0, 0, bf.Tl, bf.dmask};
     if (zt_engine_forward_backward(e, &b, 1, &res) < 0) {
         die("%s: %s", batch, zt_engine_last_error(e));
         goto done;

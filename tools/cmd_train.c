@@ -71,7 +71,7 @@ static int evaluate(zt_engine *e, zt_mlm_source *src, int B, int T, uint64_t n_s
         zt_fb_result r;
         if (zt_mlm_source_fill(src, first, rows, bb->ids, bb->mask, bb->tt, bb->labels) < 0)
             return die("evaluation data: %s", zt_last_error());
-        zt_batch b = {rows, T, bb->ids, bb->mask, bb->tt, bb->labels, first, 0};
+        zt_batch b = {rows, T, bb->ids, bb->mask, bb->tt, bb->labels, first, 0, 0, NULL};
         if (zt_engine_evaluate(e, &b, &r) < 0)
             return die("evaluation: %s", zt_engine_last_error(e));
         sum += r.loss_sum;
@@ -492,7 +492,7 @@ int cmd_train(int argc, char **argv)
         for (int k = 0; k < gas; k++) {
             zt_fb_result r;
             zt_batch b = {micro, (int)seq, bufs[k].ids, bufs[k].mask, bufs[k].tt,
-                          bufs[k].labels, base + (uint64_t)k * (uint64_t)micro, labels};
+                          bufs[k].labels, base + (uint64_t)k * (uint64_t)micro, labels, 0, NULL};
             if (zt_engine_forward_backward(e, &b, 0, &r) < 0) {
                 die("step %" PRId64 ": %s", st.step + 1, zt_engine_last_error(e));
                 goto done;

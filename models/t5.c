@@ -1,0 +1,1166 @@
+/* t5.c - T5ForConditionalGeneration on per-unit flat buffers: config (HF config.json),
+ * parameter layout, and unit-by-unit forward/backward built from layers.c, Hugging Face's math
+ * operation by operation (RMS norms, unscaled attention scores, relative position biases
+ * computed in each stack's first block and shared by the others, cross-attention on the
+ * encoder's output, tied head scaled by d_model^-0.5). Owns only activations.
+ * Not here: generation, key/value caches, recomputation in segments (every-k). */
+
+#include "t5.h"
+#include "../common/err.h"
+#include "../common/prof.h"
+#include "../engine/rng.h"
+#include "../format/fileio.h"
+#include "../memory/mem.h"
+#include "layers.h"
+
+#include <cjson/cJSON.h>
+#include <float.h>
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- config ------------------------------------------------------------------------- */
+
+static int get_int(const cJSON *o, const char *path, const char *key, int def, int lo,
+                   int *out)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!v || cJSON_IsNull(v)) {
+        if (def < -1)
+            return zt_fail(ZT_E_CONFIG, "%s: missing required field \"%s\"", path, key);
+        *out = def;
+        return 0;
+    }
+    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < lo ||
+        v->valuedouble > 1e9)
+        return zt_fail(ZT_E_CONFIG, "%s: field \"%s\" must be an integer >= %d", path, key, lo);
+    *out = (int)v->valuedouble;
+    return 0;
+}
+
+static int get_float(const cJSON *o, const char *path, const char *key, double def, double lo,
+                     double hi, float *out)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!v || cJSON_IsNull(v)) {
+        *out = (float)def;
+        return 0;
+    }
+    if (!cJSON_IsNumber(v) || !(v->valuedouble >= lo && v->valuedouble <= hi))
+        return zt_fail(ZT_E_CONFIG, "%s: field \"%s\" must be a number in [%g, %g]", path, key,
+                       lo, hi);
+    *out = (float)v->valuedouble;
+    return 0;
+}
+
+/* feed_forward_proj as transformers reads it: "[gated-]act" */
+static int parse_proj(const char *s, t5_config *c)
+{
+    const char *act = s;
+    c->gated = strncmp(s, "gated-", 6) == 0;
+    if (c->gated)
+        act = s + 6;
+    if (strcmp(act, "relu") == 0)
+        c->act = ZT_ACT_RELU;
+    else if (strcmp(act, "gelu") == 0) /* transformers: "gated-gelu" means gelu_new (tanh) */
+        c->act = c->gated ? ZT_ACT_GELU_TANH : ZT_ACT_GELU;
+    else if (strcmp(act, "gelu_new") == 0)
+        c->act = ZT_ACT_GELU_TANH;
+    else
+        return -1;
+    return 0;
+}
+
+static int validate(const t5_config *c, const char *where)
+{
+    if (c->buckets < 2 || c->buckets > 4096)
+        return zt_fail(ZT_E_CONFIG, "%s: relative_attention_num_buckets %d must be in [2, 4096]",
+                       where, c->buckets);
+    if (c->max_dist < 2)
+        return zt_fail(ZT_E_CONFIG, "%s: relative_attention_max_distance %d must be >= 2",
+                       where, c->max_dist);
+    if (c->dropout >= 1.0f)
+        return zt_fail(ZT_E_CONFIG, "%s: dropout_rate must be < 1", where);
+    if (c->dec_start < 0 || c->dec_start >= c->vocab || c->pad < 0 || c->pad >= c->vocab)
+        return zt_fail(ZT_E_CONFIG, "%s: decoder_start_token_id %d and pad_token_id %d must be "
+                       "in [0, vocab_size %d)", where, c->dec_start, c->pad, c->vocab);
+    return 0;
+}
+
+int t5_config_load(const char *path, t5_config *c)
+{
+    char *text;
+    cJSON *o;
+    const cJSON *v;
+    int rc = zt_file_read_all(path, 1u << 20, &text, NULL);
+    if (rc < 0)
+        return zt_fail_wrap(rc, "reading the model config");
+    o = cJSON_Parse(text);
+    free(text);
+    if (!o || !cJSON_IsObject(o)) {
+        cJSON_Delete(o);
+        return zt_fail(ZT_E_FORMAT, "%s: not a JSON object", path);
+    }
+    memset(c, 0, sizeof *c);
+    if ((rc = get_int(o, path, "vocab_size", -2, 1, &c->vocab)) < 0 ||
+        (rc = get_int(o, path, "d_model", -2, 1, &c->d_model)) < 0 ||
+        (rc = get_int(o, path, "d_kv", -2, 1, &c->d_kv)) < 0 ||
+        (rc = get_int(o, path, "d_ff", -2, 1, &c->d_ff)) < 0 ||
+        (rc = get_int(o, path, "num_layers", -2, 1, &c->layers)) < 0 ||
+        (rc = get_int(o, path, "num_decoder_layers", c->layers, 1, &c->dec_layers)) < 0 ||
+        (rc = get_int(o, path, "num_heads", -2, 1, &c->heads)) < 0 ||
+        (rc = get_int(o, path, "relative_attention_num_buckets", 32, 2, &c->buckets)) < 0 ||
+        (rc = get_int(o, path, "relative_attention_max_distance", 128, 2, &c->max_dist)) < 0 ||
+        (rc = get_int(o, path, "decoder_start_token_id", 0, 0, &c->dec_start)) < 0 ||
+        (rc = get_int(o, path, "pad_token_id", 0, 0, &c->pad)) < 0 ||
+        (rc = get_int(o, path, "eos_token_id", 1, 0, &c->eos)) < 0 ||
+        (rc = get_float(o, path, "layer_norm_epsilon", 1e-6, 0.0, 1.0, &c->eps)) < 0 ||
+        (rc = get_float(o, path, "dropout_rate", 0.1, 0.0, 1.0, &c->dropout)) < 0 ||
+        (rc = get_float(o, path, "initializer_factor", 1.0, 0.0, 1e3, &c->init_factor)) < 0)
+        goto out;
+    v = cJSON_GetObjectItemCaseSensitive(o, "model_type");
+    if (v && (!cJSON_IsString(v) || strcmp(v->valuestring, "t5") != 0)) {
+        rc = zt_fail(ZT_E_UNSUPPORTED, "%s: \"model_type\" must be \"t5\"", path);
+        goto out;
+    }
+    v = cJSON_GetObjectItemCaseSensitive(o, "feed_forward_proj");
+    if (v && !cJSON_IsString(v)) {
+        rc = zt_fail(ZT_E_CONFIG, "%s: \"feed_forward_proj\" must be a string", path);
+        goto out;
+    }
+    if (parse_proj(v ? v->valuestring : "relu", c) < 0) {
+        rc = zt_fail(ZT_E_UNSUPPORTED, "%s: feed_forward_proj \"%s\" is not supported (relu, "
+                     "gelu, gated-relu, gated-gelu)", path, v->valuestring);
+        goto out;
+    }
+    v = cJSON_GetObjectItemCaseSensitive(o, "tie_word_embeddings");
+    if (v && !cJSON_IsBool(v)) {
+        rc = zt_fail(ZT_E_CONFIG, "%s: \"tie_word_embeddings\" must be true or false", path);
+        goto out;
+    }
+    c->tie = v ? cJSON_IsTrue(v) : 1;
+    v = cJSON_GetObjectItemCaseSensitive(o, "is_encoder_decoder");
+    if (v && cJSON_IsFalse(v)) {
+        rc = zt_fail(ZT_E_UNSUPPORTED, "%s: only encoder-decoder T5 is supported "
+                     "(is_encoder_decoder is false)", path);
+        goto out;
+    }
+    rc = validate(c, path);
+out:
+    cJSON_Delete(o);
+    return rc;
+}
+
+int t5_config_preset(const char *name, int vocab, t5_config *c)
+{
+    static const struct {
+        const char *name;
+        int d, kv, ff, L, A, gated;
+    } presets[] = {
+        {"t5-small", 512, 64, 2048, 6, 8, 0},        {"t5-base", 768, 64, 3072, 12, 12, 0},
+        {"t5-v1_1-small", 512, 64, 1024, 8, 6, 1},   {"t5-v1_1-base", 768, 64, 2048, 12, 12, 1},
+    };
+    for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++) {
+        if (strcmp(name, presets[i].name) != 0)
+            continue;
+        *c = (t5_config){.vocab = vocab > 0 ? vocab : 32128, .d_model = presets[i].d,
+                         .d_kv = presets[i].kv, .d_ff = presets[i].ff, .layers = presets[i].L,
+                         .dec_layers = presets[i].L, .heads = presets[i].A, .buckets = 32,
+                         .max_dist = 128,
+                         .act = presets[i].gated ? ZT_ACT_GELU_TANH : ZT_ACT_RELU,
+                         .gated = presets[i].gated, .tie = !presets[i].gated, .eps = 1e-6f,
+                         .dropout = 0.1f, .init_factor = 1.0f, .dec_start = 0, .pad = 0,
+                         .eos = 1};
+        return 0;
+    }
+    return 1;
+}
+
+int t5_config_save(const t5_config *c, const char *path)
+{
+    char text[2048];
+    const char *act = c->act == ZT_ACT_RELU ? "relu" : "gelu";
+    int n = snprintf(
+        text, sizeof text,
+        "{\n  \"architectures\": [\"T5ForConditionalGeneration\"],\n  \"model_type\": \"t5\",\n"
+        "  \"vocab_size\": %d,\n  \"d_model\": %d,\n  \"d_kv\": %d,\n  \"d_ff\": %d,\n"
+        "  \"num_layers\": %d,\n  \"num_decoder_layers\": %d,\n  \"num_heads\": %d,\n"
+        "  \"relative_attention_num_buckets\": %d,\n  \"relative_attention_max_distance\": %d,\n"
+        "  \"feed_forward_proj\": \"%s%s\",\n  \"tie_word_embeddings\": %s,\n"
+        "  \"layer_norm_epsilon\": %.9g,\n  \"dropout_rate\": %.9g,\n"
+        "  \"initializer_factor\": %.9g,\n  \"decoder_start_token_id\": %d,\n"
+        "  \"pad_token_id\": %d,\n  \"eos_token_id\": %d,\n  \"is_encoder_decoder\": true,\n"
+        "  \"torch_dtype\": \"float32\"\n}\n",
+        c->vocab, c->d_model, c->d_kv, c->d_ff, c->layers, c->dec_layers, c->heads, c->buckets,
+        c->max_dist, c->gated ? "gated-" : "", act, c->tie ? "true" : "false", c->eps,
+        c->dropout, c->init_factor, c->dec_start, c->pad, c->eos);
+    const void *parts[1] = {text};
+    size_t lens[1] = {(size_t)n};
+    return zt_file_write_atomic(path, parts, lens, 1);
+}
+
+/* ---- layout ------------------------------------------------------------------------- */
+
+/* a block's parameters, in this order (absent ones are -1 in the block's index table) */
+enum { B_Q, B_K, B_V, B_O, B_REL, B_LN0, B_CQ, B_CK, B_CV, B_CO, B_LN1, B_WI, B_WI1, B_WO,
+       B_LNF, B_N };
+
+static int add(zt_layout *l, const char *name, int64_t d0, int64_t d1, int init, int decay,
+               double std)
+{
+    int64_t shape[2] = {d0, d1};
+    int i = zt_layout_add_param(l, name, d1 ? 2 : 1, shape, init, decay);
+    if (i >= 0)
+        l->params[i].std = (float)std;
+    return i;
+}
+
+static int add_block(zt_layout *l, const t5_config *c, int dec, int i)
+{
+    char n[ZT_NAME_MAX], pre[64];
+    double f = c->init_factor, C = c->d_model, I = (double)c->heads * c->d_kv;
+    int ff = dec ? 2 : 1;
+    snprintf(pre, sizeof pre, "%s.block.%d", dec ? "decoder" : "encoder", i);
+    if (zt_layout_add_unit(l, pre) < 0)
+        return -1;
+    /* HF T5PreTrainedModel._init_weights */
+    static const char *qkvo[4] = {"q", "k", "v", "o"};
+    for (int s = 0; s < (dec ? 2 : 1); s++) {
+        const char *att = s ? "EncDecAttention" : "SelfAttention";
+        for (int j = 0; j < 4; j++) {
+            double std = j == 0 ? f * pow(C * c->d_kv, -0.5) : j == 3 ? f * pow(I, -0.5)
+                                                                      : f * pow(C, -0.5);
+            snprintf(n, sizeof n, "%s.layer.%d.%s.%s.weight", pre, s, att, qkvo[j]);
+            if (add(l, n, j == 3 ? c->d_model : (int64_t)I, j == 3 ? (int64_t)I : c->d_model,
+                    ZT_INIT_NORMAL, 1, std) < 0)
+                return -1;
+        }
+        if (i == 0 && s == 0) {
+            snprintf(n, sizeof n, "%s.layer.0.SelfAttention.relative_attention_bias.weight",
+                     pre);
+            if (add(l, n, c->buckets, c->heads, ZT_INIT_NORMAL, 1, f * pow(C, -0.5)) < 0)
+                return -1;
+        }
+        snprintf(n, sizeof n, "%s.layer.%d.layer_norm.weight", pre, s);
+        if (add(l, n, c->d_model, 0, ZT_INIT_ONES, 0, 0) < 0)
+            return -1;
+    }
+    for (int j = 0; j < (c->gated ? 2 : 1); j++) {
+        snprintf(n, sizeof n, "%s.layer.%d.DenseReluDense.wi%s.weight", pre, ff,
+                 c->gated ? (j ? "_1" : "_0") : "");
+        if (add(l, n, c->d_ff, c->d_model, ZT_INIT_NORMAL, 1, f * pow(C, -0.5)) < 0)
+            return -1;
+    }
+    snprintf(n, sizeof n, "%s.layer.%d.DenseReluDense.wo.weight", pre, ff);
+    if (add(l, n, c->d_model, c->d_ff, ZT_INIT_NORMAL, 1, f * pow((double)c->d_ff, -0.5)) < 0)
+        return -1;
+    snprintf(n, sizeof n, "%s.layer.%d.layer_norm.weight", pre, ff);
+    return add(l, n, c->d_model, 0, ZT_INIT_ONES, 0, 0) < 0 ? -1 : 0;
+}
+
+int t5_layout(const t5_config *c, zt_layout *l)
+{
+    int w;
+    memset(l, 0, sizeof *l);
+    l->init_std = c->init_factor;
+    snprintf(l->arch, sizeof l->arch, "T5ForConditionalGeneration");
+    if (zt_layout_add_unit(l, "shared") < 0 ||
+        (w = add(l, "shared.weight", c->vocab, c->d_model, ZT_INIT_NORMAL, 1,
+                 c->init_factor * 1.0)) < 0)
+        goto fail;
+    if (c->tie)
+        snprintf(l->params[w].alias, ZT_NAME_MAX, "lm_head.weight");
+    for (int i = 0; i < c->layers; i++)
+        if (add_block(l, c, 0, i) < 0)
+            goto fail;
+    if (zt_layout_add_unit(l, "encoder.final_layer_norm") < 0 ||
+        add(l, "encoder.final_layer_norm.weight", c->d_model, 0, ZT_INIT_ONES, 0, 0) < 0)
+        goto fail;
+    for (int i = 0; i < c->dec_layers; i++)
+        if (add_block(l, c, 1, i) < 0)
+            goto fail;
+    if (zt_layout_add_unit(l, "decoder.final_layer_norm+lm_head") < 0 ||
+        add(l, "decoder.final_layer_norm.weight", c->d_model, 0, ZT_INIT_ONES, 0, 0) < 0)
+        goto fail;
+    if (!c->tie && add(l, "lm_head.weight", c->vocab, c->d_model, ZT_INIT_NORMAL, 1,
+                       c->init_factor * pow((double)c->d_model, -0.5)) < 0)
+        goto fail;
+    return 0;
+fail:
+    zt_layout_free(l);
+    return ZT_E_NOMEM;
+}
+
+/* ---- the model ------------------------------------------------------------------------ */
+
+typedef struct blk_acts {
+    /* kept (selective keeps these too) */
+    float *n1, *r1, *q, *k, *v, *x1;            /* self-attention: norm, projections, residual */
+    float *n2, *r2, *cq, *ck, *cv, *x2;         /* cross-attention (decoder) */
+    float *n3, *r3, *h0, *h1;                   /* feed-forward: norm, wi (wi_0), wi_1 */
+    /* recomputed by selective */
+    float *att, *ctx, *catt, *cctx, *a0, *g;    /* probabilities, contexts, act(h0), FF hidden */
+    float *y;                                   /* the output */
+} blk_acts;
+
+typedef struct t5_model {
+    t5_config c;
+    const zt_layout *l;
+    int dropout, train;
+    uint64_t seed;
+    int Le, Ld, I;                 /* blocks, inner attention width H * d_kv */
+    int bidx[2][2][B_N];           /* [decoder][later block][role]: index within the unit
+                                    * (-1: absent) */
+    unsigned char *mode;           /* per unit: ZT_KEEP_* (blocks only) */
+    int last_rc[2];                /* the last recomputed block of each stack (-1: none) */
+    /* current batch */
+    int B, Te, Td, keep_logits;
+    const int64_t *ids, *mask, *dmask, *labels;
+    uint64_t first_sample;
+    /* activations, carved for (cap_b, cap_te, cap_td) */
+    int cap_b, cap_te, cap_td;
+    char *arena;
+    size_t arena_bytes;
+    int64_t *dec_ids;              /* [B,Td] labels shifted right */
+    float *e_enc, *e_dec;          /* input embeddings (after dropout) */
+    float *pb[2], *dpb[2];         /* position biases [H,T,T] of each stack and gradients */
+    blk_acts *la;                  /* [Le + Ld] */
+    blk_acts ws[2];                /* working sets of recomputed blocks, per stack */
+    float *slot[3];                /* ZT_KEEP_OFFLOAD outputs */
+    signed char *slot_of;          /* per block */
+    float *r_ef, *enc_out;         /* encoder final norm */
+    float *r_df, *dec_out;         /* decoder final norm (after dropout) */
+    double *row_loss;
+    int compact, n_lab;
+    int32_t *lab_rows;
+    int64_t *lab_c;
+    float *dcur, *d_edec, *d_enc, *s[2], *sI[4], *sF[4], *att_scratch;
+    int slots;
+    float *lbuf, *logits, *dlogits, *t3c, *dt3c;
+    size_t lbuf_floats;
+    void (*poll)(void *);
+    void *poll_arg;
+} t5_model;
+
+#define POLL(m) ((m)->poll ? (m)->poll((m)->poll_arg) : (void)0)
+
+/* unit numbering */
+static int u_encf(const t5_model *m) { return m->Le + 1; }
+static int u_head(const t5_model *m) { return m->Le + m->Ld + 2; }
+static int is_block(const t5_model *m, int u)
+{
+    return (u >= 1 && u <= m->Le) || (u >= m->Le + 2 && u <= m->Le + m->Ld + 1);
+}
+static int is_dec(const t5_model *m, int u) { return u > m->Le + 1; }
+/* block index into la[]: encoder blocks 0..Le-1, decoder blocks Le..Le+Ld-1 */
+static int blk(const t5_model *m, int u) { return is_dec(m, u) ? u - 2 : u - 1; }
+static int first_of_stack(const t5_model *m, int u) { return u == 1 || u == m->Le + 2; }
+
+static float *param(const t5_model *m, float *const *P, int u, int j)
+{
+    const zt_param_def *d = &m->l->params[m->l->units[u].first_param + j];
+    return P[u] + d->offset;
+}
+
+/* block parameter by role (NULL when the block has none) */
+static float *bp(const t5_model *m, float *const *P, int u, int role)
+{
+    int j = m->bidx[is_dec(m, u)][!first_of_stack(m, u)][role];
+    return j < 0 ? NULL : param(m, P, u, j);
+}
+
+static zt_dropout drop_for(const t5_model *m, int u, int purpose)
+{
+    zt_dropout d = {m->dropout && m->train ? m->c.dropout : 0.0f, m->seed, m->first_sample,
+                    zt_rng_stream(u, purpose)};
+    return d;
+}
+
+/* ---- carving ---------------------------------------------------------------------------- */
+
+typedef struct carver {
+    char *base;
+    size_t off;
+} carver;
+
+static void *take(carver *cv, size_t words)
+{
+    void *p = cv->base ? cv->base + cv->off : NULL;
+    cv->off += (words * 4 + 63) / 64 * 64;
+    return p;
+}
+
+enum { P_KEPT = 1, P_RECOMP = 2, P_OUT = 4, P_ALL = 7 };
+
+typedef struct dims {
+    size_t B, Te, Td, C, I, F, H;
+    int gated;
+} dims;
+
+static void carve_block(carver *cv, blk_acts *a, unsigned pieces, const dims *d, int dec)
+{
+    size_t T = dec ? d->Td : d->Te, M = d->B * T, Me = d->B * d->Te, C = d->C, I = d->I,
+           F = d->F;
+    if (pieces & P_KEPT) {
+        a->n1 = take(cv, M * C); a->r1 = take(cv, M);
+        a->q = take(cv, M * I); a->k = take(cv, M * I); a->v = take(cv, M * I);
+        a->x1 = take(cv, M * C);
+        if (dec) {
+            a->n2 = take(cv, M * C); a->r2 = take(cv, M);
+            a->cq = take(cv, M * I); a->ck = take(cv, Me * I); a->cv = take(cv, Me * I);
+            a->x2 = take(cv, M * C);
+        }
+        a->n3 = take(cv, M * C); a->r3 = take(cv, M);
+        a->h0 = take(cv, M * F);
+        a->h1 = d->gated ? take(cv, M * F) : NULL;
+    }
+    if (pieces & P_RECOMP) {
+        a->att = take(cv, d->B * d->H * T * T);
+        a->ctx = take(cv, M * I);
+        if (dec) {
+            a->catt = take(cv, d->B * d->H * T * d->Te);
+            a->cctx = take(cv, M * I);
+        }
+        a->a0 = d->gated ? take(cv, M * F) : NULL;
+        a->g = take(cv, M * F);
+    }
+    if (pieces & P_OUT)
+        a->y = take(cv, M * C);
+}
+
+static size_t block_bytes(unsigned pieces, const dims *d, int dec)
+{
+    carver cv = {NULL, 0};
+    blk_acts a;
+    carve_block(&cv, &a, pieces, d, dec);
+    return cv.off;
+}
+
+static size_t logits_floats(const t5_model *m, size_t rows, int keep)
+{
+    return rows * ((size_t)m->c.vocab * (keep ? 2 : 1) + (keep ? 0 : 2 * (size_t)m->c.d_model));
+}
+
+static int size_logits(t5_model *m, size_t rows, int keep)
+{
+    size_t need = logits_floats(m, rows, keep);
+    if (need > m->lbuf_floats) {
+        zt_mem_free(m->lbuf, m->lbuf_floats * sizeof(float), ZT_MEM_ACTIVATIONS);
+        m->lbuf_floats = 0;
+        if (!(m->lbuf = zt_mem_alloc((need ? need : 1) * sizeof(float), ZT_ALIGN_PAGE,
+                                     ZT_MEM_ACTIVATIONS)))
+            return ZT_E_NOMEM;
+        m->lbuf_floats = need ? need : 1;
+    }
+    m->logits = m->lbuf;
+    m->dlogits = keep ? m->lbuf + rows * (size_t)m->c.vocab : m->lbuf;
+    m->t3c = keep ? NULL : m->lbuf + rows * (size_t)m->c.vocab;
+    m->dt3c = keep ? NULL : m->t3c + rows * (size_t)m->c.d_model;
+    return 0;
+}
+
+/* Every activation of a B x (Te, Td) batch under mode (counting when cv->base is NULL: m's
+ * pointers are clobbered, count on a copy). Blocks that keep everything own their pieces;
+ * recomputed ones own what they keep and share their stack's working set. */
+static void carve(t5_model *m, carver *cv, const unsigned char *mode, int B, int Te, int Td)
+{
+    dims d = {(size_t)B, (size_t)Te, (size_t)Td, (size_t)m->c.d_model, (size_t)m->I,
+              (size_t)m->c.d_ff, (size_t)m->c.heads, m->c.gated};
+    size_t Me = (size_t)B * Te, Md = (size_t)B * Td, Mx = Me > Md ? Me : Md, C = d.C;
+    size_t Tx = (size_t)(Te > Td ? Te : Td), H = d.H;
+    int nu = u_head(m) + 1, noff = 0;
+    unsigned wsp[2] = {0, 0};
+    blk_acts scratch;
+    for (int u = 0; u < nu; u++) {
+        if (!is_block(m, u) || mode[u] == ZT_KEEP_ALL)
+            continue;
+        wsp[is_dec(m, u)] |= mode[u] == ZT_KEEP_SELECTIVE ? P_RECOMP : P_ALL;
+        noff += mode[u] == ZT_KEEP_OFFLOAD;
+    }
+    m->dec_ids = take(cv, Md * 2);
+    m->e_enc = take(cv, Me * C);
+    m->e_dec = take(cv, Md * C);
+    m->pb[0] = take(cv, H * Te * Te); m->dpb[0] = take(cv, H * Te * Te);
+    m->pb[1] = take(cv, H * Td * Td); m->dpb[1] = take(cv, H * Td * Td);
+    for (int s = 0; s < 2; s++)
+        if (wsp[s]) /* selective-only stacks share only what they recompute */
+            carve_block(cv, cv->base ? &m->ws[s] : &scratch, wsp[s], &d, s);
+    for (int s = 0; s < (noff ? 3 : 0); s++) {
+        float *x = take(cv, Mx * C);
+        if (cv->base)
+            m->slot[s] = x;
+    }
+    for (int u = 0, o = 0; u < nu; u++) {
+        if (!is_block(m, u))
+            continue;
+        int dec = is_dec(m, u), md = mode[u];
+        blk_acts *a = cv->base ? &m->la[blk(m, u)] : &scratch;
+        if (cv->base) {
+            m->slot_of[blk(m, u)] = -1;
+            if (md != ZT_KEEP_ALL)
+                *a = m->ws[dec];
+        }
+        if (md == ZT_KEEP_ALL)
+            carve_block(cv, a, P_ALL, &d, dec);
+        else if (md == ZT_KEEP_SELECTIVE)
+            carve_block(cv, a, P_KEPT | P_OUT, &d, dec);
+        else if (md == ZT_KEEP_OUTPUT)
+            carve_block(cv, a, P_OUT, &d, dec);
+        else if (cv->base) { /* offloaded output */
+            m->slot_of[blk(m, u)] = (signed char)(o % 3);
+            a->y = m->slot[o % 3];
+        }
+        o += md == ZT_KEEP_OFFLOAD;
+    }
+    m->r_ef = take(cv, Me); m->enc_out = take(cv, Me * C);
+    m->r_df = take(cv, Md); m->dec_out = take(cv, Md * C);
+    m->row_loss = take(cv, Md * 2);
+    m->lab_rows = take(cv, Md); m->lab_c = take(cv, Md * 2);
+    m->dcur = take(cv, Mx * C); m->d_edec = take(cv, Md * C); m->d_enc = take(cv, Me * C);
+    for (int i = 0; i < 2; i++)
+        m->s[i] = take(cv, Mx * C);
+    for (int i = 0; i < 4; i++)
+        m->sI[i] = take(cv, Mx * d.I);
+    for (int i = 0; i < 4; i++)
+        m->sF[i] = take(cv, Mx * d.F);
+    m->att_scratch = take(cv, 2 * Tx * Tx * (size_t)m->slots);
+}
+
+static void free_acts(t5_model *m)
+{
+    zt_mem_free(m->lbuf, m->lbuf_floats * sizeof(float), ZT_MEM_ACTIVATIONS);
+    m->lbuf = NULL;
+    m->lbuf_floats = 0;
+    zt_mem_free(m->arena, m->arena_bytes, ZT_MEM_ACTIVATIONS);
+    m->arena = NULL;
+    m->arena_bytes = 0;
+    m->cap_b = m->cap_te = m->cap_td = 0;
+}
+
+/* Pieces are carved for the capacity (B, Te, Td) with the batch's own strides: a batch of
+ * another shape carves again. */
+static int size_acts(t5_model *m, int B, int Te, int Td)
+{
+    if (m->arena && B == m->cap_b && Te == m->cap_te && Td == m->cap_td &&
+        m->slots >= omp_get_max_threads())
+        return 0;
+    free_acts(m);
+    m->slots = omp_get_max_threads();
+    carver cv = {NULL, 0};
+    carve(m, &cv, m->mode, B, Te, Td);
+    if (!(m->arena = zt_mem_alloc(cv.off, ZT_ALIGN_PAGE, ZT_MEM_ACTIVATIONS)))
+        return ZT_E_NOMEM;
+    m->arena_bytes = cv.off;
+    cv = (carver){m->arena, 0};
+    carve(m, &cv, m->mode, B, Te, Td);
+    m->cap_b = B;
+    m->cap_te = Te;
+    m->cap_td = Td;
+    return 0;
+}
+
+/* The planner's estimate for B x T: encoder and decoder both of length T (span corruption's
+ * targets are shorter: an upper bound) and the logits of every decoder row. */
+static size_t t5_act_bytes(void *p, int B, int T, const unsigned char *unit_mode, int k)
+{
+    t5_model t = *(t5_model *)p;
+    carver cv = {NULL, 0};
+    (void)k;
+    t.slots = omp_get_max_threads();
+    carve(&t, &cv, unit_mode ? unit_mode : t.mode, B, T, T);
+    return cv.off + logits_floats(&t, (size_t)B * T, 0) * sizeof(float);
+}
+
+/* ---- create / prepare -------------------------------------------------------------------- */
+
+int t5_create(const t5_config *c, const zt_layout *l, int dropout, uint64_t seed, void **out)
+{
+    size_t nb = (size_t)c->layers + (size_t)c->dec_layers, nu = nb + 3;
+    t5_model *m = calloc(1, sizeof *m);
+    if (!m || !(m->la = calloc(nb, sizeof *m->la)) || !(m->mode = calloc(nu, 1)) ||
+        !(m->slot_of = calloc(nb, 1))) {
+        if (m) {
+            free(m->la);
+            free(m->mode);
+        }
+        free(m);
+        return zt_fail(ZT_E_NOMEM, "out of memory creating the model");
+    }
+    m->c = *c;
+    m->l = l;
+    m->dropout = dropout;
+    m->train = 1;
+    m->seed = seed;
+    m->Le = c->layers;
+    m->Ld = c->dec_layers;
+    m->I = c->heads * c->d_kv;
+    m->last_rc[0] = m->last_rc[1] = -1;
+    /* each block parameter's index within its unit: encoder / decoder, first / later block
+     * (the layout's order: q k v o [relative bias] norm [cross q k v o, norm] wi [wi_1] wo
+     * norm) */
+    for (int dec = 0; dec < 2; dec++)
+        for (int later = 0; later < 2; later++) {
+            int *ix = m->bidx[dec][later], j = 0;
+            for (int r = 0; r < B_N; r++)
+                ix[r] = -1;
+            ix[B_Q] = j++; ix[B_K] = j++; ix[B_V] = j++; ix[B_O] = j++;
+            if (!later)
+                ix[B_REL] = j++;
+            ix[B_LN0] = j++;
+            if (dec) {
+                ix[B_CQ] = j++; ix[B_CK] = j++; ix[B_CV] = j++; ix[B_CO] = j++;
+                ix[B_LN1] = j++;
+            }
+            ix[B_WI] = j++;
+            if (c->gated)
+                ix[B_WI1] = j++;
+            ix[B_WO] = j++; ix[B_LNF] = j++;
+        }
+    *out = m;
+    return 0;
+}
+
+static void t5_destroy(void *p)
+{
+    t5_model *m = p;
+    if (!m)
+        return;
+    free_acts(m);
+    free(m->la);
+    free(m->mode);
+    free(m->slot_of);
+    free(m);
+}
+
+static int t5_prepare(void *p, const zt_batch *b, int keep_logits, int64_t *n_labels)
+{
+    t5_model *m = p;
+    const t5_config *c = &m->c;
+    int Td = b->T_dec > 0 ? b->T_dec : b->T;
+    int64_t n = 0;
+    if (b->B < 1 || b->T < 1 || !b->input_ids || !b->labels)
+        return zt_fail(ZT_E_INVAL, "batch: need B >= 1, T >= 1, input_ids and labels");
+    if (b->token_type_ids)
+        return zt_fail(ZT_E_INVAL, "batch: T5 takes no token_type_ids");
+    for (int i = 0; i < b->B * b->T; i++) {
+        int r = i / b->T, t = i % b->T;
+        if (b->input_ids[i] < 0 || b->input_ids[i] >= c->vocab)
+            return zt_fail(ZT_E_RANGE, "batch: input_ids[%d][%d] = %lld is outside [0, %d)", r,
+                           t, (long long)b->input_ids[i], c->vocab);
+        if (b->attention_mask && b->attention_mask[i] != 0 && b->attention_mask[i] != 1)
+            return zt_fail(ZT_E_RANGE, "batch: attention_mask[%d][%d] = %lld is not 0 or 1", r,
+                           t, (long long)b->attention_mask[i]);
+    }
+    for (int i = 0; i < b->B * Td; i++) {
+        int r = i / Td, t = i % Td;
+        if (b->labels[i] != -100 && (b->labels[i] < 0 || b->labels[i] >= c->vocab))
+            return zt_fail(ZT_E_RANGE,
+                           "batch: labels[%d][%d] = %lld is neither -100 nor in [0, %d)", r, t,
+                           (long long)b->labels[i], c->vocab);
+        if (b->decoder_attention_mask && b->decoder_attention_mask[i] != 0 &&
+            b->decoder_attention_mask[i] != 1)
+            return zt_fail(ZT_E_RANGE, "batch: decoder_attention_mask[%d][%d] = %lld is not 0 "
+                           "or 1", r, t, (long long)b->decoder_attention_mask[i]);
+        n += b->labels[i] != -100;
+    }
+    ZT_TRY(size_acts(m, b->B, b->T, Td));
+    m->B = b->B;
+    m->Te = b->T;
+    m->Td = Td;
+    m->keep_logits = keep_logits;
+    m->ids = b->input_ids;
+    m->mask = b->attention_mask;
+    m->dmask = b->decoder_attention_mask;
+    m->labels = b->labels;
+    m->first_sample = b->first_sample;
+    for (int r = 0; r < b->B; r++) /* decoder input: labels shifted right, -100 -> pad */
+        for (int t = 0; t < Td; t++) {
+            int64_t v = t == 0 ? c->dec_start : b->labels[(size_t)r * Td + t - 1];
+            m->dec_ids[(size_t)r * Td + t] = v == -100 ? c->pad : v;
+        }
+    m->compact = !keep_logits;
+    m->n_lab = 0;
+    if (m->compact)
+        for (int i = 0; i < b->B * Td; i++)
+            if (b->labels[i] != -100) {
+                m->lab_rows[m->n_lab] = i;
+                m->lab_c[m->n_lab++] = b->labels[i];
+            }
+    ZT_TRY(size_logits(m, m->compact ? (size_t)m->n_lab : (size_t)b->B * Td, keep_logits));
+    *n_labels = n;
+    return 0;
+}
+
+/* ---- forward ----------------------------------------------------------------------------- */
+
+static const float *block_input(const t5_model *m, int u)
+{
+    if (u == 1)
+        return m->e_enc;
+    if (u == m->Le + 2)
+        return m->e_dec;
+    return m->la[blk(m, u) - 1].y;
+}
+
+/* the attention core of block u: self (and cross) probabilities and contexts */
+static void block_attention(t5_model *m, int u, blk_acts *a)
+{
+    int dec = is_dec(m, u), T = dec ? m->Td : m->Te, H = m->c.heads, D = m->c.d_kv;
+    zt_dropout da = drop_for(m, u, ZT_RNG_DROP_ATT);
+    mha_forward(a->ctx, a->att, a->q, a->k, a->v, m->pb[dec], dec ? m->dmask : m->mask, dec,
+                1.0f, &da, m->att_scratch, m->slots, m->B, T, T, H, D);
+    POLL(m);
+}
+
+static void cross_attention(t5_model *m, int u, blk_acts *a)
+{
+    zt_dropout dc = drop_for(m, u, ZT_RNG_DROP_ATT2);
+    mha_forward(a->cctx, a->catt, a->cq, a->ck, a->cv, NULL, m->mask, 0, 1.0f, &dc,
+                m->att_scratch, m->slots, m->B, m->Td, m->Te, m->c.heads, m->c.d_kv);
+    POLL(m);
+}
+
+/* the feed-forward's hidden activations from h0 (and h1): g = drop(act(h0) [* h1]) */
+static void ff_hidden(t5_model *m, int u, blk_acts *a, int M)
+{
+    size_t nf = (size_t)M * m->c.d_ff;
+    zt_dropout dm = drop_for(m, u, ZT_RNG_DROP_FFMID);
+    if (m->c.gated) {
+        act_forward(m->c.act, a->a0, a->h0, nf);
+        mul_forward(a->g, a->a0, a->h1, nf);
+    } else {
+        act_forward(m->c.act, a->g, a->h0, nf);
+    }
+    dropout_apply(a->g, &dm, m->B, nf / (size_t)m->B);
+    POLL(m);
+}
+
+static void block_forward(t5_model *m, int u, float *const *P)
+{
+    const t5_config *c = &m->c;
+    int dec = is_dec(m, u), T = dec ? m->Td : m->Te, M = m->B * T, Me = m->B * m->Te;
+    int C = c->d_model, I = m->I, F = c->d_ff;
+    blk_acts *a = &m->la[blk(m, u)];
+    const float *x = block_input(m, u);
+    zt_dropout d1 = drop_for(m, u, ZT_RNG_DROP_ATTOUT), d2 = drop_for(m, u, ZT_RNG_DROP_FFOUT);
+    if (first_of_stack(m, u)) {
+        posbias_forward(m->pb[dec], bp(m, P, u, B_REL), !dec, c->buckets, c->max_dist, T, T,
+                        c->heads);
+        POLL(m);
+    }
+    rmsnorm_forward(a->n1, a->r1, x, bp(m, P, u, B_LN0), M, C, c->eps);
+    linear_forward(a->q, a->n1, bp(m, P, u, B_Q), NULL, M, C, I);
+    POLL(m);
+    linear_forward(a->k, a->n1, bp(m, P, u, B_K), NULL, M, C, I);
+    POLL(m);
+    linear_forward(a->v, a->n1, bp(m, P, u, B_V), NULL, M, C, I);
+    POLL(m);
+    block_attention(m, u, a);
+    linear_forward(a->x1, a->ctx, bp(m, P, u, B_O), NULL, M, I, C);
+    POLL(m);
+    dropout_residual(a->x1, x, NULL, &d1, m->B, (size_t)T * C);
+    const float *xf = a->x1;
+    if (dec) {
+        zt_dropout dc = drop_for(m, u, ZT_RNG_DROP_CROSSOUT);
+        rmsnorm_forward(a->n2, a->r2, a->x1, bp(m, P, u, B_LN1), M, C, c->eps);
+        linear_forward(a->cq, a->n2, bp(m, P, u, B_CQ), NULL, M, C, I);
+        POLL(m);
+        linear_forward(a->ck, m->enc_out, bp(m, P, u, B_CK), NULL, Me, C, I);
+        POLL(m);
+        linear_forward(a->cv, m->enc_out, bp(m, P, u, B_CV), NULL, Me, C, I);
+        POLL(m);
+        cross_attention(m, u, a);
+        linear_forward(a->x2, a->cctx, bp(m, P, u, B_CO), NULL, M, I, C);
+        POLL(m);
+        dropout_residual(a->x2, a->x1, NULL, &dc, m->B, (size_t)T * C);
+        xf = a->x2;
+    }
+    rmsnorm_forward(a->n3, a->r3, xf, bp(m, P, u, B_LNF), M, C, c->eps);
+    linear_forward(a->h0, a->n3, bp(m, P, u, B_WI), NULL, M, C, F);
+    POLL(m);
+    if (c->gated) {
+        linear_forward(a->h1, a->n3, bp(m, P, u, B_WI1), NULL, M, C, F);
+        POLL(m);
+    }
+    ff_hidden(m, u, a, M);
+    linear_forward(a->y, a->g, bp(m, P, u, B_WO), NULL, M, F, C);
+    POLL(m);
+    dropout_residual(a->y, xf, NULL, &d2, m->B, (size_t)T * C);
+}
+
+static void t5_forward_unit(void *p, int u, float *const *P)
+{
+    t5_model *m = p;
+    const t5_config *c = &m->c;
+    int C = c->d_model, Me = m->B * m->Te, Md = m->B * m->Td;
+    if (u == 0) {
+        zt_dropout de = drop_for(m, 0, ZT_RNG_DROP_EMB), dd = drop_for(m, 0, ZT_RNG_DROP_DEC_EMB);
+        lookup_forward(m->e_enc, m->ids, param(m, P, 0, 0), Me, C);
+        dropout_apply(m->e_enc, &de, m->B, (size_t)m->Te * C);
+        lookup_forward(m->e_dec, m->dec_ids, param(m, P, 0, 0), Md, C);
+        dropout_apply(m->e_dec, &dd, m->B, (size_t)m->Td * C);
+        POLL(m);
+    } else if (is_block(m, u)) {
+        block_forward(m, u, P);
+    } else if (u == u_encf(m)) {
+        zt_dropout df = drop_for(m, u, ZT_RNG_DROP_FINAL);
+        rmsnorm_forward(m->enc_out, m->r_ef, m->la[m->Le - 1].y, param(m, P, u, 0), Me, C,
+                        c->eps);
+        dropout_apply(m->enc_out, &df, m->B, (size_t)m->Te * C);
+        POLL(m);
+    } else {
+        zt_dropout df = drop_for(m, u, ZT_RNG_DROP_FINAL);
+        const float *w = c->tie ? param(m, P, 0, 0) : param(m, P, u, 1);
+        rmsnorm_forward(m->dec_out, m->r_df, m->la[m->Le + m->Ld - 1].y, param(m, P, u, 0), Md,
+                        C, c->eps);
+        dropout_apply(m->dec_out, &df, m->B, (size_t)m->Td * C);
+        POLL(m);
+        const float *rows = m->dec_out;
+        int nr = Md;
+        if (m->compact) {
+            for (int i = 0; i < m->n_lab; i++)
+                memcpy(m->t3c + (size_t)i * C, m->dec_out + (size_t)m->lab_rows[i] * C,
+                       sizeof(float) * (size_t)C);
+            rows = m->t3c;
+            nr = m->n_lab;
+        }
+        if (nr > 0) {
+            if (c->tie) { /* the scaled copy is what the head multiplies */
+                float *sc = m->compact ? m->t3c : m->s[0];
+                if (!m->compact)
+                    memcpy(sc, rows, sizeof(float) * (size_t)nr * C);
+                scale_inplace(sc, (float)pow((double)C, -0.5), (size_t)nr * C);
+                rows = sc;
+            }
+            linear_forward(m->logits, rows, w, NULL, nr, C, c->vocab);
+            POLL(m);
+        }
+    }
+}
+
+static void t5_recompute_unit(void *p, int u, float *const *P)
+{
+    t5_model *m = p;
+    if (m->mode[u] != ZT_KEEP_SELECTIVE) {
+        t5_forward_unit(p, u, P);
+        return;
+    }
+    blk_acts *a = &m->la[blk(m, u)];
+    block_attention(m, u, a);
+    if (is_dec(m, u))
+        cross_attention(m, u, a);
+    ff_hidden(m, u, a, m->B * (is_dec(m, u) ? m->Td : m->Te));
+}
+
+static double t5_loss(void *p, float grad_scale)
+{
+    t5_model *m = p;
+    int64_t count;
+    if (m->compact)
+        return m->n_lab ? crossentropy_forward_backward(m->dlogits, m->row_loss, &count,
+                                                        m->logits, m->lab_c, m->n_lab,
+                                                        m->c.vocab, grad_scale)
+                        : 0.0;
+    return crossentropy_forward_backward(m->dlogits, m->row_loss, &count, m->logits, m->labels,
+                                         m->B * m->Td, m->c.vocab, grad_scale);
+}
+
+/* ---- backward ----------------------------------------------------------------------------- */
+
+static void zero(float *x, size_t n) { memset(x, 0, n * sizeof(float)); }
+
+/* the feed-forward sub-layer: dcur = d(its output) in, d(its input) out */
+static void ff_backward(t5_model *m, int u, blk_acts *a, const float *xf, float *const *P,
+                        float *const *G, int M)
+{
+    const t5_config *c = &m->c;
+    int C = c->d_model, F = c->d_ff, T = M / m->B;
+    size_t n = (size_t)M * C, nf = (size_t)M * F;
+    zt_dropout d2 = drop_for(m, u, ZT_RNG_DROP_FFOUT), dm = drop_for(m, u, ZT_RNG_DROP_FFMID);
+    float **s = m->s, **sf = m->sF;
+    memcpy(s[0], m->dcur, n * sizeof(float));
+    dropout_backward(s[0], NULL, &d2, m->B, (size_t)T * C);
+    zero(sf[0], nf);
+    linear_backward(sf[0], bp(m, G, u, B_WO), NULL, s[0], a->g, bp(m, P, u, B_WO), M, F, C);
+    POLL(m);
+    dropout_backward(sf[0], NULL, &dm, m->B, (size_t)T * F);
+    zero(sf[1], nf);
+    if (c->gated) { /* g = act(h0) * h1 */
+        zero(sf[2], nf);
+        zero(sf[3], nf);
+        mul_backward(sf[2], sf[3], sf[0], a->a0, a->h1, nf);
+        act_backward(c->act, sf[1], a->h0, sf[2], nf);
+    } else {
+        act_backward(c->act, sf[1], a->h0, sf[0], nf);
+    }
+    POLL(m);
+    zero(s[1], n);
+    linear_backward(s[1], bp(m, G, u, B_WI), NULL, sf[1], a->n3, bp(m, P, u, B_WI), M, C, F);
+    POLL(m);
+    if (c->gated) {
+        linear_backward(s[1], bp(m, G, u, B_WI1), NULL, sf[3], a->n3, bp(m, P, u, B_WI1), M, C,
+                        F);
+        POLL(m);
+    }
+    rmsnorm_backward(m->dcur, bp(m, G, u, B_LNF), s[1], xf, a->r3, bp(m, P, u, B_LNF), M, C);
+    POLL(m);
+}
+
+static void block_backward(t5_model *m, int u, float *const *P, float *const *G)
+{
+    const t5_config *c = &m->c;
+    int dec = is_dec(m, u), T = dec ? m->Td : m->Te, M = m->B * T, Me = m->B * m->Te;
+    int C = c->d_model, I = m->I, H = c->heads, D = c->d_kv;
+    size_t n = (size_t)M * C, ni = (size_t)M * I;
+    blk_acts *a = &m->la[blk(m, u)];
+    const float *x = block_input(m, u);
+    float **s = m->s, **sI = m->sI;
+    ff_backward(m, u, a, dec ? a->x2 : a->x1, P, G, M);
+    if (dec) { /* x2 = x1 + drop(o_c(cross(rms(x1), enc_out))) */
+        zt_dropout dc = drop_for(m, u, ZT_RNG_DROP_CROSSOUT), d2 = drop_for(m, u, ZT_RNG_DROP_ATT2);
+        memcpy(s[0], m->dcur, n * sizeof(float));
+        dropout_backward(s[0], NULL, &dc, m->B, (size_t)T * C);
+        zero(sI[0], ni);
+        linear_backward(sI[0], bp(m, G, u, B_CO), NULL, s[0], a->cctx, bp(m, P, u, B_CO), M, I,
+                        C);
+        POLL(m);
+        mha_backward(sI[1], sI[2], sI[3], NULL, sI[0], a->catt, a->cq, a->ck, a->cv, 1.0f, &d2,
+                     m->att_scratch, m->slots, m->B, T, m->Te, H, D);
+        POLL(m);
+        zero(s[0], n);
+        linear_backward(s[0], bp(m, G, u, B_CQ), NULL, sI[1], a->n2, bp(m, P, u, B_CQ), M, C, I);
+        POLL(m);
+        linear_backward(m->d_enc, bp(m, G, u, B_CK), NULL, sI[2], m->enc_out, bp(m, P, u, B_CK),
+                        Me, C, I);
+        POLL(m);
+        linear_backward(m->d_enc, bp(m, G, u, B_CV), NULL, sI[3], m->enc_out, bp(m, P, u, B_CV),
+                        Me, C, I);
+        POLL(m);
+        rmsnorm_backward(m->dcur, bp(m, G, u, B_LN1), s[0], a->x1, a->r2, bp(m, P, u, B_LN1), M,
+                         C);
+        POLL(m);
+    }
+    /* x1 = x + drop(o(self(rms(x)))) */
+    zt_dropout d1 = drop_for(m, u, ZT_RNG_DROP_ATTOUT), da = drop_for(m, u, ZT_RNG_DROP_ATT);
+    memcpy(s[0], m->dcur, n * sizeof(float));
+    dropout_backward(s[0], NULL, &d1, m->B, (size_t)T * C);
+    zero(sI[0], ni);
+    linear_backward(sI[0], bp(m, G, u, B_O), NULL, s[0], a->ctx, bp(m, P, u, B_O), M, I, C);
+    POLL(m);
+    mha_backward(sI[1], sI[2], sI[3], m->dpb[dec], sI[0], a->att, a->q, a->k, a->v, 1.0f, &da,
+                 m->att_scratch, m->slots, m->B, T, T, H, D);
+    POLL(m);
+    zero(s[0], n);
+    linear_backward(s[0], bp(m, G, u, B_Q), NULL, sI[1], a->n1, bp(m, P, u, B_Q), M, C, I);
+    POLL(m);
+    linear_backward(s[0], bp(m, G, u, B_K), NULL, sI[2], a->n1, bp(m, P, u, B_K), M, C, I);
+    POLL(m);
+    linear_backward(s[0], bp(m, G, u, B_V), NULL, sI[3], a->n1, bp(m, P, u, B_V), M, C, I);
+    POLL(m);
+    rmsnorm_backward(m->dcur, bp(m, G, u, B_LN0), s[0], x, a->r1, bp(m, P, u, B_LN0), M, C);
+    POLL(m);
+    if (first_of_stack(m, u)) {
+        posbias_backward(bp(m, G, u, B_REL), m->dpb[dec], !dec, c->buckets, c->max_dist, T, T,
+                         H);
+        POLL(m);
+    }
+}
+
+static void t5_backward_unit(void *p, int u, float *const *P, float *const *G)
+{
+    t5_model *m = p;
+    const t5_config *c = &m->c;
+    int C = c->d_model, Me = m->B * m->Te, Md = m->B * m->Td, H = c->heads;
+    if (u == u_head(m)) { /* the first step of the backward pass */
+        zt_dropout df = drop_for(m, u, ZT_RNG_DROP_FINAL);
+        float *w = c->tie ? param(m, P, 0, 0) : param(m, P, u, 1);
+        float *dw = c->tie ? param(m, G, 0, 0) : param(m, G, u, 1);
+        float sc = (float)pow((double)C, -0.5);
+        zero(m->dpb[0], (size_t)H * m->Te * m->Te);
+        zero(m->dpb[1], (size_t)H * m->Td * m->Td);
+        zero(m->d_enc, (size_t)Me * C);
+        zero(m->s[1], (size_t)Md * C);
+        if (!m->compact) {
+            /* the forward's scaled copy of dec_out is in s[0] when tied */
+            linear_backward(m->s[1], dw, NULL, m->dlogits, c->tie ? m->s[0] : m->dec_out, w, Md,
+                            C, c->vocab);
+            POLL(m);
+        } else if (m->n_lab > 0) {
+            zero(m->dt3c, (size_t)m->n_lab * C);
+            linear_backward(m->dt3c, dw, NULL, m->dlogits, m->t3c, w, m->n_lab, C, c->vocab);
+            POLL(m);
+            for (int i = 0; i < m->n_lab; i++)
+                memcpy(m->s[1] + (size_t)m->lab_rows[i] * C, m->dt3c + (size_t)i * C,
+                       sizeof(float) * (size_t)C);
+        }
+        if (c->tie)
+            scale_inplace(m->s[1], sc, (size_t)Md * C);
+        dropout_backward(m->s[1], NULL, &df, m->B, (size_t)m->Td * C);
+        zero(m->dcur, (size_t)Md * C);
+        rmsnorm_backward(m->dcur, param(m, G, u, 0), m->s[1], m->la[m->Le + m->Ld - 1].y,
+                         m->r_df, param(m, P, u, 0), Md, C);
+        POLL(m);
+    } else if (is_block(m, u)) {
+        block_backward(m, u, P, G);
+    } else if (u == u_encf(m)) {
+        zt_dropout df = drop_for(m, u, ZT_RNG_DROP_FINAL);
+        /* dcur holds the decoder input's gradient: kept for unit 0 */
+        memcpy(m->d_edec, m->dcur, sizeof(float) * (size_t)Md * C);
+        dropout_backward(m->d_enc, NULL, &df, m->B, (size_t)m->Te * C);
+        zero(m->dcur, (size_t)Me * C);
+        rmsnorm_backward(m->dcur, param(m, G, u, 0), m->d_enc, m->la[m->Le - 1].y, m->r_ef,
+                         param(m, P, u, 0), Me, C);
+        POLL(m);
+    } else {
+        zt_dropout de = drop_for(m, 0, ZT_RNG_DROP_EMB), dd = drop_for(m, 0, ZT_RNG_DROP_DEC_EMB);
+        dropout_backward(m->dcur, NULL, &de, m->B, (size_t)m->Te * C);
+        lookup_backward(param(m, G, 0, 0), m->dcur, m->ids, Me, C);
+        dropout_backward(m->d_edec, NULL, &dd, m->B, (size_t)m->Td * C);
+        lookup_backward(param(m, G, 0, 0), m->d_edec, m->dec_ids, Md, C);
+        POLL(m);
+    }
+}
+
+/* ---- plan, profile, misc ------------------------------------------------------------------ */
+
+static int t5_set_recompute(void *p, const unsigned char *unit_mode, int k)
+{
+    t5_model *m = p;
+    int nu = u_head(m) + 1;
+    if (k >= 2)
+        return zt_fail(ZT_E_UNSUPPORTED, "recomputation in segments (every-k, "
+                       "number_checkpoints) is not available for T5 yet: use full or "
+                       "selective");
+    for (int u = 0; u < nu; u++)
+        if (unit_mode[u] >= ZT_KEEP_MODES)
+            return zt_fail(ZT_E_INVAL, "recomputation: unit %d: no mode %d", u, unit_mode[u]);
+    if (memcmp(m->mode, unit_mode, (size_t)nu) != 0)
+        free_acts(m);
+    for (int u = 0; u < nu; u++)
+        m->mode[u] = is_block(m, u) ? unit_mode[u] : ZT_KEEP_ALL;
+    m->last_rc[0] = m->last_rc[1] = -1;
+    for (int u = 0; u < nu; u++)
+        if (is_block(m, u) && m->mode[u] != ZT_KEEP_ALL)
+            m->last_rc[is_dec(m, u)] = u;
+    return 0;
+}
+
+/* Head, decoder blocks in reverse, encoder norm, encoder blocks in reverse, embeddings; a
+ * recomputed block right before its backward, except each stack's last recomputed block (its
+ * stack's working set still holds its forward). */
+static int t5_backward_steps(const void *p, zt_step *st)
+{
+    const t5_model *m = p;
+    int n = 0;
+    st[n++] = (zt_step){ZT_STEP_BACKWARD, u_head(m)};
+    for (int u = u_head(m) - 1; u >= 1; u--) {
+        if (is_block(m, u) && m->mode[u] != ZT_KEEP_ALL && u != m->last_rc[is_dec(m, u)])
+            st[n++] = (zt_step){ZT_STEP_RECOMPUTE, u};
+        st[n++] = (zt_step){ZT_STEP_BACKWARD, u};
+    }
+    st[n++] = (zt_step){ZT_STEP_BACKWARD, 0};
+    return n;
+}
+
+static float *t5_checkpoint(void *p, int u, size_t *bytes)
+{
+    t5_model *m = p;
+    if (!is_block(m, u) || !m->arena || m->slot_of[blk(m, u)] < 0)
+        return NULL;
+    *bytes = (size_t)m->cap_b * (size_t)(is_dec(m, u) ? m->cap_td : m->cap_te) *
+             (size_t)m->c.d_model * sizeof(float);
+    return m->la[blk(m, u)].y;
+}
+
+/* forward matrix-product FLOPs of block u (all) or its attention cores (selective) */
+static double block_flops(const t5_model *m, double B, double Te, double Td, int u, int mode)
+{
+    double C = m->c.d_model, I = m->I, F = m->c.d_ff * (m->c.gated ? 1.5 : 1.0);
+    int dec = is_dec(m, u);
+    double T = dec ? Td : Te, M = B * T, core = 2.0 * 2.0 * M * T * I;
+    if (dec)
+        core += 2.0 * 2.0 * M * Te * I;
+    if (mode == ZT_KEEP_SELECTIVE)
+        return core;
+    double lin = 2.0 * M * (4.0 * C * I + 2.0 * C * F);
+    if (dec)
+        lin += 2.0 * M * 2.0 * C * I + 2.0 * B * Te * 2.0 * C * I;
+    return lin + core;
+}
+
+static double t5_recompute_flops(const void *p, int B, int T, int u, int mode)
+{
+    const t5_model *m = p;
+    if (!is_block(m, u) || mode == ZT_KEEP_ALL)
+        return 0.0;
+    return block_flops(m, B, T, T, u, mode);
+}
+
+static size_t t5_recompute_bytes(const void *p, int u)
+{
+    const t5_model *m = p;
+    dims d = {(size_t)m->B, (size_t)m->Te, (size_t)m->Td, (size_t)m->c.d_model, (size_t)m->I,
+              (size_t)m->c.d_ff, (size_t)m->c.heads, m->c.gated};
+    if (!is_block(m, u) || m->mode[u] == ZT_KEEP_ALL)
+        return 0;
+    return block_bytes(m->mode[u] == ZT_KEEP_SELECTIVE ? P_RECOMP : P_ALL, &d, is_dec(m, u));
+}
+
+static double t5_flops(const void *p)
+{
+    const t5_model *m = p;
+    double fwd = 0.0, rows = m->compact ? (double)m->n_lab : (double)m->B * m->Td;
+    for (int u = 0; u <= u_head(m); u++)
+        if (is_block(m, u))
+            fwd += block_flops(m, m->B, m->Te, m->Td, u, ZT_KEEP_ALL);
+    fwd += 2.0 * rows * m->c.d_model * m->c.vocab;
+    return 3.0 * fwd;
+}
+
+static const float *t5_logits(const void *p, int64_t shape[3])
+{
+    const t5_model *m = p;
+    if (!m->keep_logits)
+        return NULL;
+    shape[0] = m->B;
+    shape[1] = m->Td;
+    shape[2] = m->c.vocab;
+    return m->logits;
+}
+
+static void t5_set_train(void *p, int train) { ((t5_model *)p)->train = train; }
+
+static void t5_set_poll(void *p, void (*fn)(void *), void *arg)
+{
+    ((t5_model *)p)->poll = fn;
+    ((t5_model *)p)->poll_arg = arg;
+}
+
+/* the tied head multiplies by the shared embedding of unit 0 */
+static int t5_tied_unit(const void *p, int u)
+{
+    const t5_model *m = p;
+    return u == u_head(m) && m->c.tie ? 0 : -1;
+}
+
+const zt_model_ops t5_ops = {
+    .set_train = t5_set_train,
+    .set_poll = t5_set_poll,
+    .flops = t5_flops,
+    .act_bytes = t5_act_bytes,
+    .set_recompute = t5_set_recompute,
+    .recompute_flops = t5_recompute_flops,
+    .backward_steps = t5_backward_steps,
+    .recompute_unit = t5_recompute_unit,
+    .recompute_bytes = t5_recompute_bytes,
+    .checkpoint = t5_checkpoint,
+    .tied_unit = t5_tied_unit,
+    .prepare = t5_prepare,
+    .forward_unit = t5_forward_unit,
+    .loss = t5_loss,
+    .backward_unit = t5_backward_unit,
+    .logits = t5_logits,
+    .destroy = t5_destroy,
+};

@@ -1,0 +1,31 @@
+/* zoo.h - the built-in models behind one interface: which family a config.json or preset
+ * names, and that family's layout, model and config file. The engine calls only these. */
+#ifndef ZT_MODELS_ZOO_H
+#define ZT_MODELS_ZOO_H
+
+#include "bert.h"
+#include "t5.h"
+
+enum { ZT_MODEL_BERT = 1, ZT_MODEL_T5 = 2 };
+
+typedef struct zt_model_cfg {
+    int type;                  /* ZT_MODEL_* */
+    bert_config bert;
+    t5_config t5;
+} zt_model_cfg;
+
+/* config.json by its "model_type" ("bert", "t5"; absent: bert). */
+int zt_model_config_load(const char *path, zt_model_cfg *c);
+/* bert-tiny ... bert-large, t5-small, t5-base, t5-v1_1-small, t5-v1_1-base. */
+int zt_model_config_preset(const char *name, int vocab, zt_model_cfg *c);
+int zt_model_config_save(const zt_model_cfg *c, const char *path);
+int zt_model_layout(const zt_model_cfg *c, zt_layout *l);
+int zt_model_create(const zt_model_cfg *c, const zt_layout *l, int dropout, uint64_t seed,
+                    const zt_model_ops **ops, void **model);
+/* 1 when both describe the same parameter shapes (a checkpoint fits the model) */
+int zt_model_same_shapes(const zt_model_cfg *a, const zt_model_cfg *b);
+void zt_model_info_fill(const zt_model_cfg *c, zt_model_info *o);
+/* "BERT L4 H256 A4 I1024 V30522" / "T5 L6/6 d512 A8 kv64 ff2048 relu tied V32128" */
+void zt_model_describe(const zt_model_cfg *c, char *buf, size_t n);
+
+#endif
