@@ -87,7 +87,7 @@ test-cli: all
 test-parity: all
 	ZT=$(BUILD)/zerotrain bash tests/test_bert_random.sh
 
-# The heavy checks: 40 more random parity configurations, a SIGKILL at every point of a
+# The heavy checks: 40 more random parity configurations (BERT and T5), T5 at N=3, a SIGKILL at every point of a
 # checkpoint save, 100,000 faulted I/O operations per backend, every float through each 8-bit
 # quantizer, every stage x world size for the 8-bit and Adafactor optimizers, and 10 minutes
 # of fuzzing.
@@ -98,6 +98,8 @@ test-long: all unit-tests
 	RECOMPUTE_LONG=1 bash tests/test_recompute.sh $(BUILD)/zerotrain
 	OPTIM_LONG=1 bash tests/test_optim.sh $(BUILD)/zerotrain
 	PARITY_EXTRA=40 ZT=$(BUILD)/zerotrain bash tests/test_bert_random.sh
+	T5_LONG=1 bash tests/test_t5.sh $(BUILD)/zerotrain
+	PARITY_EXTRA=40 ZT=$(BUILD)/zerotrain bash tests/test_t5_random.sh
 	CRASH_POINTS=all bash tests/test_train.sh $(BUILD)/zerotrain
 	$(MAKE) fuzz FUZZ_SECONDS=600
 

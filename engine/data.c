@@ -1,9 +1,11 @@
-/* data.c - masked-LM samples from a prepared corpus or from synthetic ids: which sequence a
- * global sample index reads (a seeded per-epoch permutation, O(1) memory) and how it is
- * masked (Philox per position). Knows nothing of ranks or micro-batches by design. */
+/* data.c - masked-LM and span-corruption (T5) samples from a prepared corpus or from synthetic
+ * ids: which sequence a global sample index reads (a seeded per-epoch permutation, O(1)
+ * memory) and how it is masked (Philox per position, data/span.c's spans). Knows nothing of
+ * ranks or micro-batches by design. */
 #include "zerotrain.h"
 #include "rng.h"
 #include "../common/err.h"
+#include "../data/span.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -147,6 +149,144 @@ int zt_mlm_source_fill(const zt_mlm_source *s, uint64_t first, int B, int64_t *i
             else if (r[1] % 10 == 8)
                 row[t] = (int64_t)(r[2] % (uint32_t)s->vocab);
         }
+    }
+    return 0;
+}
+
+/* ---- span corruption ------------------------------------------------------------------- */
+
+struct zt_span_source {
+    const zt_token_data *data; /* NULL: synthetic */
+    zt_tokenizer_info tok;
+    int vocab, T, Td, L;       /* model vocabulary, inputs, targets, raw tokens per sample */
+    float density, mean;
+    int32_t sentinel_top;
+    uint64_t seed, n_seq;
+    int32_t *row;              /* scratch: [L] raw tokens, then [L] mask bytes, [T], [Td] */
+    uint8_t *mask;
+    int64_t *in, *tgt;
+};
+
+int zt_span_source_create(const zt_token_data *data, int vocab_size, int seq_len,
+                          float noise_density, float mean_span, uint64_t seed,
+                          zt_span_source **out)
+{
+    zt_span_source *s;
+    int n_noise, n_spans, rc;
+    if (!out || seq_len < 4 || vocab_size <= SYNTH_SPECIALS + ZT_SPAN_EXTRA_IDS)
+        return zt_fail(ZT_E_INVAL, "span-corruption data: need seq_len >= 4 and vocab_size > "
+                                   "%d", SYNTH_SPECIALS + ZT_SPAN_EXTRA_IDS);
+    if (!(s = calloc(1, sizeof *s)))
+        return zt_fail(ZT_E_NOMEM, "out of memory");
+    s->data = data;
+    s->vocab = vocab_size;
+    s->T = seq_len;
+    s->density = noise_density;
+    s->mean = mean_span;
+    s->seed = seed;
+    /* the longest raw length whose inputs (kept tokens, a sentinel per span, EOS) fit T, by
+     * the float32 counts the mask uses (T5's helper counts in double: the same lengths
+     * except where the two round an exact .5 differently) */
+    s->L = 0;
+    for (int L = 2;; L++) {
+        if ((rc = zt_span_counts(L, noise_density, mean_span, &n_noise, &n_spans)) < 0)
+            goto fail;
+        if (L - n_noise + n_spans + 1 > seq_len)
+            break;
+        s->L = L;
+    }
+    if (s->L < 2 || (rc = zt_span_counts(s->L, noise_density, mean_span, &n_noise,
+                                         &n_spans)) < 0) {
+        rc = zt_fail(ZT_E_RANGE, "span-corruption data: seq_len %d holds no sample", seq_len);
+        goto fail;
+    }
+    s->Td = n_noise + n_spans + 1;
+    if (data) {
+        zt_token_data_info di;
+        zt_token_data_info_get(data, &di);
+        s->tok = di.tok;
+        if (di.tok.vocab_size + ZT_SPAN_EXTRA_IDS > vocab_size) {
+            rc = zt_fail(ZT_E_CONFIG, "span corruption needs %d sentinel ids above the data's "
+                         "vocabulary (%d): the model's vocab_size %d is smaller than %d",
+                         ZT_SPAN_EXTRA_IDS, di.tok.vocab_size, vocab_size,
+                         di.tok.vocab_size + ZT_SPAN_EXTRA_IDS);
+            goto fail;
+        }
+        s->sentinel_top = di.tok.vocab_size + ZT_SPAN_EXTRA_IDS - 1;
+        s->n_seq = di.n_tokens / (uint64_t)s->L;
+        if (s->n_seq == 0) {
+            rc = zt_fail(ZT_E_RANGE, "the corpus has %llu tokens, fewer than one sample of %d",
+                         (unsigned long long)di.n_tokens, s->L);
+            goto fail;
+        }
+    } else {
+        s->tok = (zt_tokenizer_info){.type = "synthetic", .vocab_size = vocab_size -
+                                     ZT_SPAN_EXTRA_IDS, .pad_id = 0, .unk_id = 1, .cls_id = 2,
+                                     .sep_id = 3, .mask_id = 4};
+        s->sentinel_top = vocab_size - 1;
+        s->n_seq = 1ull << 62;
+    }
+    s->row = malloc(sizeof(int32_t) * (size_t)s->L + (size_t)s->L +
+                    sizeof(int64_t) * (size_t)(s->T + s->Td) + 16);
+    if (!s->row) {
+        rc = zt_fail(ZT_E_NOMEM, "out of memory");
+        goto fail;
+    }
+    s->in = (int64_t *)(void *)(((uintptr_t)(s->row + s->L) + 7) & ~(uintptr_t)7);
+    s->tgt = s->in + s->T;
+    s->mask = (uint8_t *)(s->tgt + s->Td);
+    *out = s;
+    return 0;
+fail:
+    zt_span_source_destroy(s);
+    return rc;
+}
+
+void zt_span_source_destroy(zt_span_source *s)
+{
+    if (!s)
+        return;
+    free(s->row);
+    free(s);
+}
+
+uint64_t zt_span_source_samples(const zt_span_source *s) { return s ? s->n_seq : 0; }
+int zt_span_source_target_len(const zt_span_source *s) { return s ? s->Td : 0; }
+int zt_span_source_raw_len(const zt_span_source *s) { return s ? s->L : 0; }
+
+int zt_span_source_fill(const zt_span_source *s, uint64_t first, int B, int64_t *input_ids,
+                        int64_t *attention_mask, int64_t *labels)
+{
+    if (!s || B < 1 || !input_ids || !labels)
+        return zt_fail(ZT_E_INVAL, "zt_span_source_fill: bad arguments");
+    for (int b = 0; b < B; b++) {
+        uint64_t g = first + (uint64_t)b;
+        int n_in, n_tgt, rc;
+        if (s->data) {
+            uint64_t seq = permute(g % s->n_seq, s->n_seq, s->seed, g / s->n_seq);
+            if ((rc = zt_token_data_read(s->data, seq * (uint64_t)s->L, (size_t)s->L, s->row)) < 0)
+                return rc;
+        } else {
+            uint32_t u[64];
+            uint32_t span = (uint32_t)(s->tok.vocab_size - SYNTH_SPECIALS);
+            for (int t = 0; t < s->L; t += 64) {
+                int k = s->L - t < 64 ? s->L - t : 64;
+                zt_rng_u32(s->seed, g, zt_rng_stream(1, ZT_RNG_DATA), (uint64_t)t, u, (uint64_t)k);
+                for (int j = 0; j < k; j++)
+                    s->row[t + j] = SYNTH_SPECIALS + (int32_t)(u[j] % span);
+            }
+        }
+        if ((rc = zt_span_mask(s->seed, g, s->L, s->density, s->mean, s->mask)) < 0 ||
+            (rc = zt_span_corrupt(s->row, s->mask, s->L, s->sentinel_top, s->tok.sep_id, s->in,
+                                  s->T, &n_in, s->tgt, s->Td, &n_tgt)) < 0)
+            return rc;
+        for (int t = 0; t < s->T; t++) {
+            input_ids[(size_t)b * s->T + t] = t < n_in ? s->in[t] : s->tok.pad_id;
+            if (attention_mask)
+                attention_mask[(size_t)b * s->T + t] = t < n_in;
+        }
+        for (int t = 0; t < s->Td; t++)
+            labels[(size_t)b * s->Td + t] = t < n_tgt ? s->tgt[t] : -100;
     }
     return 0;
 }

@@ -190,6 +190,34 @@ ZT_API int zt_mlm_source_fill(const zt_mlm_source *s, uint64_t first, int B, int
                               int64_t *attention_mask, int64_t *token_type_ids,
                               int64_t *labels);
 
+/* ---- span-corruption batches (T5) ------------------------------------------------------
+ * T5's pre-training objective (Raffel et al. 2020): sample g reads raw sequence
+ * perm_e(g mod n) of the corpus (as the masked-LM source), of the raw length whose corrupted
+ * inputs fill seq_len (T5's random_spans_helper: 568 raw tokens for 512); noise spans
+ * (density 0.15, mean length 3, T5's random_spans_noise_mask, decided by Philox from (seed, g))
+ * become sentinels in the inputs and the targets are the spans behind their sentinels, both
+ * ending with EOS. Sentinels count down from the top of the vocabulary: the data's tokenizer
+ * vocabulary V_tok followed by ZT_SPAN_EXTRA_IDS extra ids, <extra_id_0> = V_tok + 99, so the
+ * model's vocab_size must be at least V_tok + 100. EOS is the tokenizer's sep id, padding its
+ * pad id (T5's decoder_start and pad: 0). */
+#define ZT_SPAN_EXTRA_IDS 100
+typedef struct zt_span_source zt_span_source;
+/* data NULL: synthetic tokens uniformly random in [5, vocab_size - 100) (specials as the
+ * masked-LM source's: pad 0, [SEP] 3 as EOS). */
+ZT_API int zt_span_source_create(const zt_token_data *data, int vocab_size, int seq_len,
+                                 float noise_density, float mean_span, uint64_t seed,
+                                 zt_span_source **out);
+ZT_API void zt_span_source_destroy(zt_span_source *s);
+ZT_API uint64_t zt_span_source_samples(const zt_span_source *s);
+/* the targets' length (labels per row) and the raw tokens each sample reads */
+ZT_API int zt_span_source_target_len(const zt_span_source *s);
+ZT_API int zt_span_source_raw_len(const zt_span_source *s);
+/* Rows for global samples [first, first + B): input_ids and attention_mask [B, seq_len]
+ * (padding, mask 0, only where a sample's inputs come out shorter), labels [B, target_len]
+ * (-100 after the targets). Not thread-safe (a source has one scratch row). */
+ZT_API int zt_span_source_fill(const zt_span_source *s, uint64_t first, int B,
+                               int64_t *input_ids, int64_t *attention_mask, int64_t *labels);
+
 /* ---- training configuration (DeepSpeed JSON) ------------------------------------------
  * The keys of a DeepSpeed config that apply here, plus a "zerotrain" section of our own;
  * docs/config.md (generated from the parser's key table) lists them all. Unknown keys,

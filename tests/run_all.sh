@@ -30,6 +30,8 @@ suite zero bash tests/test_zero.sh build/zerotrain
 suite recompute bash tests/test_recompute.sh build/zerotrain
 suite optim bash tests/test_optim.sh build/zerotrain
 suite parity env ZT=build/zerotrain bash tests/test_bert_random.sh
+suite t5 bash tests/test_t5.sh build/zerotrain
+suite t5-parity env ZT=build/zerotrain bash tests/test_t5_random.sh
 if $MAKE -s -j2 asan-build; then
     for t in build/asan/tests/test_*; do
         suite "asan:$(basename "$t")" env ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 "$t"

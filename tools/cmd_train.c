@@ -40,16 +40,60 @@ static char *read_text(const char *path)
     return buf;
 }
 
-/* One micro-batch's buffers. */
+/* One micro-batch's buffers: [B, T] inputs, [B, Tl] labels. */
 typedef struct batch_buf { int64_t *ids, *mask, *tt, *labels; } batch_buf;
 
-static int batch_alloc(batch_buf *b, size_t n)
+static int batch_alloc(batch_buf *b, size_t n, size_t n_labels)
 {
     b->ids = malloc(n * sizeof(int64_t));
     b->mask = malloc(n * sizeof(int64_t));
     b->tt = malloc(n * sizeof(int64_t));
-    b->labels = malloc(n * sizeof(int64_t));
+    b->labels = malloc(n_labels * sizeof(int64_t));
     return b->ids && b->mask && b->tt && b->labels ? 0 : -1;
+}
+
+/* Where samples come from: masked LM (BERT) or span corruption (T5). */
+typedef struct source {
+    zt_mlm_source *mlm;
+    zt_span_source *span;
+    int T, Tl;                 /* inputs, labels per row */
+} source;
+
+static int source_create(const zt_token_data *data, const zt_model_info *mi, int T,
+                         uint64_t seed, source *s)
+{
+    memset(s, 0, sizeof *s);
+    s->T = T;
+    if (strcmp(mi->model_type, "t5") == 0) {
+        if (zt_span_source_create(data, mi->vocab_size, T, 0.15f, 3.0f, seed, &s->span) < 0)
+            return -1;
+        s->Tl = zt_span_source_target_len(s->span);
+        return 0;
+    }
+    s->Tl = T;
+    return zt_mlm_source_create(data, mi->vocab_size, T, 0.15f, seed, &s->mlm) < 0 ? -1 : 0;
+}
+
+static void source_destroy(source *s)
+{
+    zt_mlm_source_destroy(s->mlm);
+    zt_span_source_destroy(s->span);
+}
+
+static uint64_t source_samples(const source *s)
+{
+    return s->span ? zt_span_source_samples(s->span) : zt_mlm_source_samples(s->mlm);
+}
+
+/* rows for samples [first, first + B) into bb, described by *b */
+static int source_fill(const source *s, uint64_t first, int B, batch_buf *bb, zt_batch *b)
+{
+    int rc = s->span ? zt_span_source_fill(s->span, first, B, bb->ids, bb->mask, bb->labels)
+                     : zt_mlm_source_fill(s->mlm, first, B, bb->ids, bb->mask, bb->tt,
+                                          bb->labels);
+    *b = (zt_batch){B, s->T, bb->ids, bb->mask, s->span ? NULL : bb->tt, bb->labels, first, 0,
+                    s->span ? s->Tl : 0, NULL};
+    return rc;
 }
 
 static void batch_release(batch_buf *b)
@@ -60,18 +104,18 @@ static void batch_release(batch_buf *b)
     free(b->labels);
 }
 
-/* Mean MLM loss over the first n_samples sequences of src with fixed masks. */
-static int evaluate(zt_engine *e, zt_mlm_source *src, int B, int T, uint64_t n_samples,
-                    batch_buf *bb, double *loss)
+/* Mean loss over the first n_samples sequences of src with fixed masks. */
+static int evaluate(zt_engine *e, const source *src, int B, uint64_t n_samples, batch_buf *bb,
+                    double *loss)
 {
     double sum = 0.0;
     int64_t count = 0;
     for (uint64_t first = 0; first < n_samples; first += (uint64_t)B) {
         int rows = (int)(n_samples - first < (uint64_t)B ? n_samples - first : (uint64_t)B);
         zt_fb_result r;
-        if (zt_mlm_source_fill(src, first, rows, bb->ids, bb->mask, bb->tt, bb->labels) < 0)
+        zt_batch b;
+        if (source_fill(src, first, rows, bb, &b) < 0)
             return die("evaluation data: %s", zt_last_error());
-        zt_batch b = {rows, T, bb->ids, bb->mask, bb->tt, bb->labels, first, 0, 0, NULL};
         if (zt_engine_evaluate(e, &b, &r) < 0)
             return die("evaluation: %s", zt_engine_last_error(e));
         sum += r.loss_sum;
@@ -181,13 +225,14 @@ int cmd_train(int argc, char **argv)
     zt_train_config *tc = NULL;
     const zt_train_settings *ts = NULL;
     zt_token_data *data = NULL, *eval_data = NULL;
-    zt_mlm_source *src = NULL, *eval_src = NULL;
+    source src = {0}, eval_src = {0};
     zt_engine *e = NULL;
     zt_config cfg;
     zt_model_info mi;
     char rc_name[32] = "none";
     zt_train_state st = {0, 0, 42};
     batch_buf *bufs = NULL;
+    zt_batch *batches = NULL;
     FILE *metrics = NULL;
     const char **no_decay = NULL, **fp32_state = NULL;
     uint64_t synth_seed = 0;
@@ -280,7 +325,10 @@ int cmd_train(int argc, char **argv)
     if (data) {
         zt_token_data_info di;
         zt_token_data_info_get(data, &di);
-        cfg.vocab_size = di.tok.vocab_size;
+        /* a T5 preset: the tokenizer's vocabulary and span corruption's sentinels */
+        cfg.vocab_size = di.tok.vocab_size +
+                         (cfg.model_preset && strncmp(cfg.model_preset, "t5-", 3) == 0
+                              ? ZT_SPAN_EXTRA_IDS : 0);
     }
     cfg.seed = st.seed;
     cfg.threads = threads >= 0 ? (int)threads : ts->threads;
@@ -371,13 +419,12 @@ int cmd_train(int argc, char **argv)
         goto done;
     }
     zt_engine_model_info(e, &mi);
-    if (seq > mi.max_positions) {
+    if (mi.max_positions > 0 && seq > mi.max_positions) {
         die("--seq-len %ld exceeds the model's max_position_embeddings %d", seq, mi.max_positions);
         goto done;
     }
-    if (zt_mlm_source_create(data, mi.vocab_size, (int)seq, 0.15f,
-                             data ? st.seed : st.seed ^ synth_seed, &src) < 0 ||
-        (eval_data && zt_mlm_source_create(eval_data, mi.vocab_size, (int)seq, 0.15f, 1234, &eval_src) < 0)) {
+    if (source_create(data, &mi, (int)seq, data ? st.seed : st.seed ^ synth_seed, &src) < 0 ||
+        (eval_data && source_create(eval_data, &mi, (int)seq, 1234, &eval_src) < 0)) {
         die("%s", zt_last_error());
         goto done;
     }
@@ -424,13 +471,14 @@ int cmd_train(int argc, char **argv)
     }
 
     int gas = ts->grad_accum_steps, micro = ts->micro_batch_size;
-    size_t cells = (size_t)micro * (size_t)seq;
-    if (!(bufs = calloc((size_t)gas, sizeof *bufs))) {
+    size_t cells = (size_t)micro * (size_t)seq, lcells = (size_t)micro * (size_t)src.Tl;
+    if (!(bufs = calloc((size_t)gas, sizeof *bufs)) ||
+        !(batches = calloc((size_t)gas, sizeof *batches))) {
         die("out of memory");
         goto done;
     }
     for (int k = 0; k < gas; k++)
-        if (batch_alloc(&bufs[k], cells) < 0) {
+        if (batch_alloc(&bufs[k], cells, lcells) < 0) {
             die("out of memory");
             goto done;
         }
@@ -447,9 +495,10 @@ int cmd_train(int argc, char **argv)
                 er.buffer_bytes / 1048576.0);
     }
     if (rank == 0)
-        fprintf(stderr, "zerotrain %s: BERT L%d H%d A%d V%d, %zu parameters; steps %" PRId64
+        fprintf(stderr, "zerotrain %s: %s L%d H%d A%d V%d, %zu parameters; steps %" PRId64
                         "..%ld, batch %d = %d x %d x %d ranks, seq %ld, %s\n",
-                zt_version(), mi.num_layers, mi.hidden_size, mi.num_heads, mi.vocab_size,
+                zt_version(), strcmp(mi.model_type, "t5") == 0 ? "T5" : "BERT", mi.num_layers,
+                mi.hidden_size, mi.num_heads, mi.vocab_size,
                 mi.num_parameters, st.step + 1, steps, ts->train_batch_size, micro, gas, world,
                 seq, data_dir ? data_dir : "synthetic data");
 
@@ -476,13 +525,14 @@ int cmd_train(int argc, char **argv)
         int64_t labels = 0;
         zt_step_info si;
         uint64_t base = st.samples + (uint64_t)rank * (uint64_t)micro * (uint64_t)gas;
+        zt_batch *mb = batches;
         for (int k = 0; k < gas; k++) {
-            if (zt_mlm_source_fill(src, base + (uint64_t)k * (uint64_t)micro, micro, bufs[k].ids,
-                                   bufs[k].mask, bufs[k].tt, bufs[k].labels) < 0) {
+            if (source_fill(&src, base + (uint64_t)k * (uint64_t)micro, micro, &bufs[k],
+                            &mb[k]) < 0) {
                 die("data: %s", zt_last_error());
                 goto done;
             }
-            for (size_t i = 0; i < cells; i++)
+            for (size_t i = 0; i < lcells; i++)
                 labels += bufs[k].labels[i] != -100;
         }
         if (world > 1) /* the step's mean is over the labelled tokens of every rank */
@@ -491,8 +541,8 @@ int cmd_train(int argc, char **argv)
         double step_flops = 0.0;
         for (int k = 0; k < gas; k++) {
             zt_fb_result r;
-            zt_batch b = {micro, (int)seq, bufs[k].ids, bufs[k].mask, bufs[k].tt,
-                          bufs[k].labels, base + (uint64_t)k * (uint64_t)micro, labels, 0, NULL};
+            zt_batch b = mb[k];
+            b.label_count = labels;
             if (zt_engine_forward_backward(e, &b, 0, &r) < 0) {
                 die("step %" PRId64 ": %s", st.step + 1, zt_engine_last_error(e));
                 goto done;
@@ -523,9 +573,9 @@ int cmd_train(int argc, char **argv)
         loss = labels ? loss_sum / (double)labels : 0.0;
         uint64_t step_tokens = (uint64_t)ts->train_batch_size * (uint64_t)seq;
         tokens_total += step_tokens;
-        if (eval_src && st.step % eval_every == 0 && rank == 0) {
-            uint64_t ns = zt_mlm_source_samples(eval_src);
-            if (evaluate(e, eval_src, micro, (int)seq, ns < (uint64_t)eval_samples ? ns : (uint64_t)eval_samples,
+        if ((eval_src.mlm || eval_src.span) && st.step % eval_every == 0 && rank == 0) {
+            uint64_t ns = source_samples(&eval_src);
+            if (evaluate(e, &eval_src, micro, ns < (uint64_t)eval_samples ? ns : (uint64_t)eval_samples,
                          &bufs[0], &ev))
                 goto done;
             evp = &ev;
@@ -641,8 +691,9 @@ done:
     free(bufs);
     free(no_decay);
     free(fp32_state);
-    zt_mlm_source_destroy(src);
-    zt_mlm_source_destroy(eval_src);
+    source_destroy(&src);
+    source_destroy(&eval_src);
+    free(batches);
     zt_engine_destroy(e);
     zt_token_data_close(data);
     zt_token_data_close(eval_data);
