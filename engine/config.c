@@ -1416,6 +1416,7 @@ static void resolve_optimizer(ctx *x, zt_train_settings *s, double *lr)
     int type = GIVEN(K_OPT_TYPE) ? (int)NUM(K_OPT_TYPE) : OT_ADAMW;
     int adam = type == OT_ADAM, af = type == OT_ADAFACTOR;
     check_opt_params(x, type);
+    s->optimizer_given = x->v[K_OPT].given;
     s->optimizer = type == OT_ADAMW8BIT ? ZT_OPT_ADAMW8BIT : af ? ZT_OPT_ADAFACTOR : ZT_OPT_ADAMW;
     s->grad_clip = (float)resolve_num(x, K_CLIP, 1.0, "Hugging Face's max_grad_norm default");
     s->min_8bit_size = (size_t)NUM_OR_DEF(K_MIN8);

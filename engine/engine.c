@@ -419,7 +419,7 @@ int zt_engine_param_get(const zt_engine *e, int i, zt_param_info *o)
     d = &e->layout.params[i];
     memset(o, 0, sizeof *o);
     o->name = d->name;
-    o->alias = e->alias_seen[i] ? d->alias : NULL;
+    o->alias = e->alias_seen[i] && d->alias[0] ? d->alias : NULL;
     o->ndim = d->ndim;
     memcpy(o->shape, d->shape, sizeof o->shape);
     o->numel = d->numel;

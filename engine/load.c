@@ -47,8 +47,15 @@ static int map_name(const zt_layout *l, const char *name, int *alias)
         snprintf(buf + n - 6, sizeof buf - (n - 6), ".weight");
     else if (ends_with(buf, ".beta"))
         snprintf(buf + n - 5, sizeof buf - (n - 5), ".bias");
-    if ((i = zt_layout_find(l, buf)) < 0 && strncmp(buf, "bert.", 5) != 0 &&
-        strncmp(buf, "cls.", 4) != 0) {
+    /* T5's tied copies of the shared embedding (transformers may store them) */
+    if ((strcmp(buf, "encoder.embed_tokens.weight") == 0 ||
+         strcmp(buf, "decoder.embed_tokens.weight") == 0) &&
+        (i = zt_layout_find(l, "shared.weight")) >= 0) {
+        *alias = 1;
+        return i;
+    }
+    if ((i = zt_layout_find(l, buf)) < 0 && strncmp(l->params[0].name, "bert.", 5) == 0 &&
+        strncmp(buf, "bert.", 5) != 0 && strncmp(buf, "cls.", 4) != 0) {
         char pre[ZT_NAME_MAX + 24];
         snprintf(pre, sizeof pre, "bert.%s", buf);
         i = zt_layout_find(l, pre);
@@ -208,8 +215,8 @@ int zt_load_hf_weights(const char *dir, const zt_layout *l, float *const *P,
         zt_log(ZT_LOG_WARN, "%s: %d MLM-head parameters not in the checkpoint were initialised "
                             "randomly", dir, head_init);
     if (rc == 0 && s.unused && report)
-        zt_log(ZT_LOG_WARN, "%s: %d tensors not used by BertForMaskedLM (first: \"%s\")", dir,
-               s.unused, s.first_unused);
+        zt_log(ZT_LOG_WARN, "%s: %d tensors not used by %s (first: \"%s\")", dir, s.unused,
+               l->arch, s.first_unused);
     free(s.have);
     return rc;
 }

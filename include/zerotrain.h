@@ -308,6 +308,8 @@ typedef struct zt_train_settings {
     int n_fp32_state;
     float adafactor_eps1, adafactor_eps2, clip_threshold, decay_rate, adafactor_beta1;
     int relative_step, scale_parameter, warmup_init;
+    int optimizer_given;           /* the config had an "optimizer" section (zerotrain train
+                                    * gives T5 Adafactor when it has none) */
 } zt_train_settings;
 
 typedef struct zt_train_config zt_train_config;

@@ -3,7 +3,7 @@
  * operation by operation (RMS norms, unscaled attention scores, relative position biases
  * computed in each stack's first block and shared by the others, cross-attention on the
  * encoder's output, tied head scaled by d_model^-0.5). Owns only activations.
- * Not here: generation, key/value caches, recomputation in segments (every-k). */
+ * Not here: generation, key/value caches. */
 
 #include "t5.h"
 #include "../common/err.h"
@@ -314,6 +314,7 @@ typedef struct t5_model {
     int bidx[2][2][B_N];           /* [decoder][later block][role]: index within the unit
                                     * (-1: absent) */
     unsigned char *mode;           /* per unit: ZT_KEEP_* (blocks only) */
+    int seg_k;                     /* >= 2: recomputed in segments of seg_k blocks per stack */
     int last_rc[2];                /* the last recomputed block of each stack (-1: none) */
     /* current batch */
     int B, Te, Td, keep_logits;
@@ -327,7 +328,8 @@ typedef struct t5_model {
     float *e_enc, *e_dec;          /* input embeddings (after dropout) */
     float *pb[2], *dpb[2];         /* position biases [H,T,T] of each stack and gradients */
     blk_acts *la;                  /* [Le + Ld] */
-    blk_acts ws[2];                /* working sets of recomputed blocks, per stack */
+    blk_acts *ws[2];               /* working sets of recomputed blocks, per stack: one, or
+                                    * one per segment position */
     float *slot[3];                /* ZT_KEEP_OFFLOAD outputs */
     signed char *slot_of;          /* per block */
     float *r_ef, *enc_out;         /* encoder final norm */
@@ -357,6 +359,20 @@ static int is_dec(const t5_model *m, int u) { return u > m->Le + 1; }
 /* block index into la[]: encoder blocks 0..Le-1, decoder blocks Le..Le+Ld-1 */
 static int blk(const t5_model *m, int u) { return is_dec(m, u) ? u - 2 : u - 1; }
 static int first_of_stack(const t5_model *m, int u) { return u == 1 || u == m->Le + 2; }
+/* a block's position in its stack, the stack's length and first unit */
+static int pos_in_stack(const t5_model *m, int u) { return is_dec(m, u) ? u - m->Le - 2 : u - 1; }
+static int stack_len(const t5_model *m, int dec) { return dec ? m->Ld : m->Le; }
+static int stack_unit(const t5_model *m, int dec, int i) { return dec ? m->Le + 2 + i : 1 + i; }
+/* segments of k blocks counted from each stack's end: the segment of position i ends at
+ * seg_of(i); segment ends keep their output */
+static int seg_k_of(const t5_model *m, int dec)
+{
+    int L = stack_len(m, dec);
+    return m->seg_k < L ? m->seg_k : L;
+}
+static int seg_end(int L, int k, int i) { return (L - 1 - i) % k == 0; }
+static int seg_of(int L, int k, int i) { return i + (L - 1 - i) % k; }
+static int seg_start(int k, int e) { return e - k + 1 > 0 ? e - k + 1 : 0; }
 
 static float *param(const t5_model *m, float *const *P, int u, int j)
 {
@@ -470,7 +486,7 @@ static void carve(t5_model *m, carver *cv, const unsigned char *mode, int B, int
               (size_t)m->c.d_ff, (size_t)m->c.heads, m->c.gated};
     size_t Me = (size_t)B * Te, Md = (size_t)B * Td, Mx = Me > Md ? Me : Md, C = d.C;
     size_t Tx = (size_t)(Te > Td ? Te : Td), H = d.H;
-    int nu = u_head(m) + 1, noff = 0;
+    int nu = u_head(m) + 1, noff = 0, seg = m->seg_k >= 2;
     unsigned wsp[2] = {0, 0};
     blk_acts scratch;
     for (int u = 0; u < nu; u++) {
@@ -484,9 +500,9 @@ static void carve(t5_model *m, carver *cv, const unsigned char *mode, int B, int
     m->e_dec = take(cv, Md * C);
     m->pb[0] = take(cv, H * Te * Te); m->dpb[0] = take(cv, H * Te * Te);
     m->pb[1] = take(cv, H * Td * Td); m->dpb[1] = take(cv, H * Td * Td);
-    for (int s = 0; s < 2; s++)
-        if (wsp[s]) /* selective-only stacks share only what they recompute */
-            carve_block(cv, cv->base ? &m->ws[s] : &scratch, wsp[s], &d, s);
+    for (int s = 0; s < 2; s++) /* selective-only stacks share only what they recompute */
+        for (int p = 0; wsp[s] && p < (seg ? seg_k_of(m, s) : 1); p++)
+            carve_block(cv, cv->base ? &m->ws[s][p] : &scratch, wsp[s], &d, s);
     for (int s = 0; s < (noff ? 3 : 0); s++) {
         float *x = take(cv, Mx * C);
         if (cv->base)
@@ -495,24 +511,26 @@ static void carve(t5_model *m, carver *cv, const unsigned char *mode, int B, int
     for (int u = 0, o = 0; u < nu; u++) {
         if (!is_block(m, u))
             continue;
-        int dec = is_dec(m, u), md = mode[u];
+        int dec = is_dec(m, u), md = mode[u], i = pos_in_stack(m, u), L = stack_len(m, dec);
+        int k = seg ? seg_k_of(m, dec) : 1, end = !seg || seg_end(L, k, i);
+        int p = seg ? i - seg_start(k, seg_of(L, k, i)) : 0;
         blk_acts *a = cv->base ? &m->la[blk(m, u)] : &scratch;
         if (cv->base) {
             m->slot_of[blk(m, u)] = -1;
             if (md != ZT_KEEP_ALL)
-                *a = m->ws[dec];
+                *a = m->ws[dec][p]; /* shared, but what the block keeps */
         }
         if (md == ZT_KEEP_ALL)
             carve_block(cv, a, P_ALL, &d, dec);
         else if (md == ZT_KEEP_SELECTIVE)
             carve_block(cv, a, P_KEPT | P_OUT, &d, dec);
-        else if (md == ZT_KEEP_OUTPUT)
+        else if (md == ZT_KEEP_OUTPUT && end)
             carve_block(cv, a, P_OUT, &d, dec);
-        else if (cv->base) { /* offloaded output */
+        else if (md == ZT_KEEP_OFFLOAD && end && cv->base) { /* offloaded output */
             m->slot_of[blk(m, u)] = (signed char)(o % 3);
             a->y = m->slot[o % 3];
         }
-        o += md == ZT_KEEP_OFFLOAD;
+        o += md == ZT_KEEP_OFFLOAD && end;
     }
     m->r_ef = take(cv, Me); m->enc_out = take(cv, Me * C);
     m->r_df = take(cv, Md); m->dec_out = take(cv, Md * C);
@@ -567,8 +585,9 @@ static size_t t5_act_bytes(void *p, int B, int T, const unsigned char *unit_mode
 {
     t5_model t = *(t5_model *)p;
     carver cv = {NULL, 0};
-    (void)k;
     t.slots = omp_get_max_threads();
+    if (unit_mode)
+        t.seg_k = k >= 2 ? k : 0;
     carve(&t, &cv, unit_mode ? unit_mode : t.mode, B, T, T);
     return cv.off + logits_floats(&t, (size_t)B * T, 0) * sizeof(float);
 }
@@ -580,10 +599,14 @@ int t5_create(const t5_config *c, const zt_layout *l, int dropout, uint64_t seed
     size_t nb = (size_t)c->layers + (size_t)c->dec_layers, nu = nb + 3;
     t5_model *m = calloc(1, sizeof *m);
     if (!m || !(m->la = calloc(nb, sizeof *m->la)) || !(m->mode = calloc(nu, 1)) ||
-        !(m->slot_of = calloc(nb, 1))) {
+        !(m->slot_of = calloc(nb, 1)) ||
+        !(m->ws[0] = calloc((size_t)c->layers, sizeof(blk_acts))) ||
+        !(m->ws[1] = calloc((size_t)c->dec_layers, sizeof(blk_acts)))) {
         if (m) {
             free(m->la);
             free(m->mode);
+            free(m->slot_of);
+            free(m->ws[0]);
         }
         free(m);
         return zt_fail(ZT_E_NOMEM, "out of memory creating the model");
@@ -631,6 +654,8 @@ static void t5_destroy(void *p)
     free(m->la);
     free(m->mode);
     free(m->slot_of);
+    free(m->ws[0]);
+    free(m->ws[1]);
     free(m);
 }
 
@@ -1029,17 +1054,20 @@ static int t5_set_recompute(void *p, const unsigned char *unit_mode, int k)
 {
     t5_model *m = p;
     int nu = u_head(m) + 1;
-    if (k >= 2)
-        return zt_fail(ZT_E_UNSUPPORTED, "recomputation in segments (every-k, "
-                       "number_checkpoints) is not available for T5 yet: use full or "
-                       "selective");
-    for (int u = 0; u < nu; u++)
+    k = k >= 2 ? k : 0;
+    for (int u = 0; u < nu; u++) {
         if (unit_mode[u] >= ZT_KEEP_MODES)
             return zt_fail(ZT_E_INVAL, "recomputation: unit %d: no mode %d", u, unit_mode[u]);
-    if (memcmp(m->mode, unit_mode, (size_t)nu) != 0)
+        if (k && is_block(m, u) && unit_mode[u] != ZT_KEEP_OUTPUT &&
+            unit_mode[u] != ZT_KEEP_OFFLOAD)
+            return zt_fail(ZT_E_INVAL, "recomputation in segments of %d: block %s must be "
+                           "recomputed whole (it keeps more)", k, m->l->units[u].name);
+    }
+    if (memcmp(m->mode, unit_mode, (size_t)nu) != 0 || m->seg_k != k)
         free_acts(m);
     for (int u = 0; u < nu; u++)
         m->mode[u] = is_block(m, u) ? unit_mode[u] : ZT_KEEP_ALL;
+    m->seg_k = k;
     m->last_rc[0] = m->last_rc[1] = -1;
     for (int u = 0; u < nu; u++)
         if (is_block(m, u) && m->mode[u] != ZT_KEEP_ALL)
@@ -1047,18 +1075,28 @@ static int t5_set_recompute(void *p, const unsigned char *unit_mode, int k)
     return 0;
 }
 
-/* Head, decoder blocks in reverse, encoder norm, encoder blocks in reverse, embeddings; a
- * recomputed block right before its backward, except each stack's last recomputed block (its
- * stack's working set still holds its forward). */
+/* Head, decoder blocks in reverse, encoder norm, encoder blocks in reverse, embeddings. A
+ * recomputed block is recomputed right before its backward, a segment (its blocks in forward
+ * order) before its last block's backward -- except each stack's last recomputed block
+ * (segment): its stack's working sets still hold its forward. */
 static int t5_backward_steps(const void *p, zt_step *st)
 {
     const t5_model *m = p;
     int n = 0;
     st[n++] = (zt_step){ZT_STEP_BACKWARD, u_head(m)};
-    for (int u = u_head(m) - 1; u >= 1; u--) {
-        if (is_block(m, u) && m->mode[u] != ZT_KEEP_ALL && u != m->last_rc[is_dec(m, u)])
-            st[n++] = (zt_step){ZT_STEP_RECOMPUTE, u};
-        st[n++] = (zt_step){ZT_STEP_BACKWARD, u};
+    for (int dec = 1; dec >= 0; dec--) {
+        int L = stack_len(m, dec), k = m->seg_k >= 2 ? seg_k_of(m, dec) : 0;
+        for (int i = L - 1; i >= 0; i--) {
+            int u = stack_unit(m, dec, i);
+            if (k && seg_end(L, k, i) && i != L - 1)
+                for (int j = seg_start(k, i); j <= i; j++)
+                    st[n++] = (zt_step){ZT_STEP_RECOMPUTE, stack_unit(m, dec, j)};
+            else if (!k && m->mode[u] != ZT_KEEP_ALL && u != m->last_rc[dec])
+                st[n++] = (zt_step){ZT_STEP_RECOMPUTE, u};
+            st[n++] = (zt_step){ZT_STEP_BACKWARD, u};
+        }
+        if (dec)
+            st[n++] = (zt_step){ZT_STEP_BACKWARD, u_encf(m)};
     }
     st[n++] = (zt_step){ZT_STEP_BACKWARD, 0};
     return n;

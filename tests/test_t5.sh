@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # test_t5.sh - T5 (span corruption on synthetic data, dropout 0.1) through the engine's paths:
 #  - ZeRO stages 0-3 bit-identical at N=2 (both a relu/tied and a gated-gelu/untied model);
-#  - recomputation (full, selective, full with the inputs offloaded to NVMe and to RAM) the same
-#    bits as keeping everything, at N=1 and with stage 3 at N=2;
+#  - recomputation (full, selective, segments of every-k:2 and number_checkpoints, full and
+#    segments with the inputs offloaded to NVMe and to RAM) the same bits as keeping
+#    everything, at N=1 and with stage 3 at N=2;
 #  - the optimizer state on NVMe and in RAM (stage 2) and the parameters on NVMe (stage 3) the
 #    same bits as in memory; AdamW8bit and Adafactor across stages;
 #  - resuming from a checkpoint continues bit-identically; the loss falls.
 # T5_LONG=1 adds N=3 for every stage and both models, and every recomputation mode at N=3.
+# The exported folders load back (zerotrain grad) with their config.json.
 # Usage: tests/test_t5.sh [zerotrain]
 set -u
 ZT=${1:-build/zerotrain}
@@ -63,20 +65,35 @@ last=$(grep "^step 4/" "$T/relun2s0.log" | awk '{print $4}')
 if awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a) }'; then ok
 else bad "T5 loss did not fall: $first -> $last"; fi
 
+# the exported folder is a Hugging Face T5 folder that loads back
+FIXB=${ZT_FIXTURES:-tests/fixtures}/t5-tiny/batch.safetensors
+if grep -q '"model_type": "t5"' "$T/gatedn2s0/config.json" && grep -q '"feed_forward_proj": "gated-gelu"' "$T/gatedn2s0/config.json" \
+   && "$ZT" grad --model "$T/gatedn2s0" --batch "$FIXB" --out "$T/g.st" >"$T/g.log" 2>&1; then ok
+else bad "T5: the exported folder does not load back"; cat "$T/g.log"; fi
+
 # ---- recomputation and offload: the bits of keeping everything --------------------------------
-modes="full sel offnv offram"
-for np in 1 2; do
+modes="full sel offnv offram ek2 nck ek2off"
+RNPS="1 2"; [ -n "${T5_LONG:-}" ] && RNPS="1 2 3"
+for np in $RNPS; do
     st=$([ $np = 1 ] && echo 0 || echo 3)
     cfg r${np}none $np $st none; run r${np}none $np gated
     cfg r${np}full $np $st full; cfg r${np}sel $np $st selective
     cfg r${np}offnv $np $st full "$NOFF" "" '"cpu_checkpointing": true'
     cfg r${np}offram $np $st full "" "" '"cpu_checkpointing": true'
+    cfg r${np}ek2 $np $st every-k:2; cfg r${np}nck $np $st full "" "" '"number_checkpoints": 2'
+    cfg r${np}ek2off $np $st every-k:2 "$NOFF" "" '"cpu_checkpointing": true, "profile": true'
     for m in $modes; do
         run r$np$m $np gated
         check_same r$np$m r${np}none "T5 N=$np stage $st: recompute $m differs from none"
     done
 done
 if [ -z "$(ls -A "$T/nv")" ]; then ok; else bad "files left in the swap folder: $(ls "$T/nv")"; fi
+# the segments profile: every-k:2 counts segments from each stack's end and the last one is
+# still in memory: the 2 encoder blocks are one segment (none recomputed), the 3 decoder blocks
+# are [0] and [1, 2] (decoder.block.0 recomputed, once per step)
+rows=$(grep -c "^ *\(en\|de\)coder\.block\.[0-9]* *segment " "$T/r1ek2off.log")
+if grep -q "^ *decoder\.block\.0 *segment *4 " "$T/r1ek2off.log" && [ "$rows" = 1 ]; then ok
+else bad "T5 recompute profile: $rows rows"; grep -A10 "recompute profile" "$T/r1ek2off.log"; fi
 # optimizer state on NVMe / in RAM (stage 2), parameters on NVMe (stage 3), N=2
 cfg o2nv 2 2 none "$NOFF"; run o2nv 2 relu
 check_same o2nv relun2s0 "T5: optimizer offload to NVMe differs (stage 2)"

@@ -4,6 +4,8 @@
 #include "cli.h"
 #include "train_stats.h"
 
+#include <cjson/cJSON.h>
+
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -50,6 +52,24 @@ static int batch_alloc(batch_buf *b, size_t n, size_t n_labels)
     b->tt = malloc(n * sizeof(int64_t));
     b->labels = malloc(n_labels * sizeof(int64_t));
     return b->ids && b->mask && b->tt && b->labels ? 0 : -1;
+}
+
+/* --model names a T5: a t5-* preset, or a config.json (alone or in a folder) of model_type t5 */
+static int model_is_t5(const char *model)
+{
+    char path[4096], *text;
+    struct stat sb;
+    int t5 = 0;
+    if (stat(model, &sb) != 0)
+        return strncmp(model, "t5-", 3) == 0;
+    snprintf(path, sizeof path, S_ISDIR(sb.st_mode) ? "%s/config.json" : "%s", model);
+    if ((text = read_text(path))) {
+        cJSON *o = cJSON_Parse(text), *v = o ? cJSON_GetObjectItemCaseSensitive(o, "model_type") : NULL;
+        t5 = cJSON_IsString(v) && strcmp(v->valuestring, "t5") == 0;
+        cJSON_Delete(o);
+        free(text);
+    }
+    return t5;
 }
 
 /* Where samples come from: masked LM (BERT) or span corruption (T5). */
@@ -342,6 +362,7 @@ int cmd_train(int argc, char **argv)
                     CPU_COUNT(&cs), CPU_COUNT(&cs) == 1 ? "" : "s", want, want);
     }
     cfg.optimizer = ts->optimizer;
+    int t5_adafactor = !ts->optimizer_given && model_is_t5(a.model);
     cfg.min_8bit_size = ts->min_8bit_size;
     cfg.adafactor_eps1 = ts->adafactor_eps1;
     cfg.adafactor_eps2 = ts->adafactor_eps2;
@@ -356,6 +377,23 @@ int cmd_train(int argc, char **argv)
     cfg.beta2 = ts->beta2;
     cfg.eps = ts->eps;
     cfg.weight_decay = ts->weight_decay;
+    if (t5_adafactor) { /* T5's own optimizer, transformers' defaults; with a scheduler, its
+                         * T5 recipe: Adafactor at the scheduler's lr, no relative steps */
+        cfg.optimizer = ZT_OPT_ADAFACTOR;
+        cfg.adafactor_eps1 = 1e-30f;
+        cfg.adafactor_eps2 = 1e-3f;
+        cfg.clip_threshold = 1.0f;
+        cfg.decay_rate = -0.8f;
+        cfg.adafactor_beta1 = -1.0f;
+        cfg.relative_step = cfg.scale_parameter = ts->scheduler == ZT_SCHED_CONSTANT;
+        cfg.warmup_init = 0;
+        cfg.weight_decay = 0.0f;
+        if (rank == 0)
+            fprintf(stderr, "zerotrain: notice: no optimizer section: T5 trains with Adafactor "
+                            "(%s)\n", cfg.relative_step ? "relative steps, transformers' "
+                            "defaults" : "the scheduler's lr, relative_step and "
+                            "scale_parameter false");
+    }
     cfg.grad_clip = ts->grad_clip;
     cfg.zero_stage = ts->zero_stage;
     cfg.collective_timeout = ts->collective_timeout;
