@@ -20,6 +20,11 @@ PRESETS = {  # layers, hidden, heads, intermediate, as zerotrain's presets (voca
     "bert-medium": (8, 512, 8, 2048), "bert-base": (12, 768, 12, 3072), "bert-large": (24, 1024, 16, 4096),
 }
 VOCAB = 30522
+T5_PRESETS = {  # layers per stack, d_model, heads, d_ff, as zerotrain's T5 presets (vocab 32128)
+    "t5-small": (6, 512, 8, 2048), "t5-base": (12, 768, 12, 3072),
+    "t5-v1_1-small": (8, 512, 6, 1024), "t5-v1_1-base": (12, 768, 12, 2048),
+}
+T5_VOCAB = 32128
 MPI = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none"]
 ENV_KEYS = ["OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS",
             "GOTO_NUM_THREADS", "OPENBLAS_VERBOSE"]
@@ -64,6 +69,8 @@ def machine_facts(zt):
 
 def model_dims(model):
     """layers, hidden, heads, intermediate, vocab of a preset or a config.json (from ROOT)"""
+    if model in T5_PRESETS:
+        return T5_PRESETS[model] + (T5_VOCAB,)
     if not model.endswith(".json"):
         return PRESETS[model] + (VOCAB,)
     c = json.load(open(os.path.join(ROOT, model)))

@@ -282,3 +282,26 @@ int zt_span_corrupt(const int32_t *tokens, const uint8_t *mask, int length, int3
     *n_tgt = tgt_len;
     return 0;
 }
+
+int zt_span_raw_length(int seq_len, float noise_density, float mean_span, int *raw_length,
+                       int *targets_length)
+{
+    int best = 0, n_noise, n_spans, rc;
+    if (!raw_length)
+        return zt_fail(ZT_E_INVAL, "zt_span_raw_length: raw_length is NULL");
+    for (int L = 2; L <= seq_len * 4 + 8; L++) { /* inputs grow with L: stop at the first miss */
+        if ((rc = zt_span_counts(L, noise_density, mean_span, &n_noise, &n_spans)) < 0)
+            return rc;
+        if (L - n_noise + n_spans + 1 > seq_len)
+            break;
+        best = L;
+    }
+    if (best < 2)
+        return zt_fail(ZT_E_RANGE, "span corruption: inputs of %d tokens hold no sample", seq_len);
+    if ((rc = zt_span_counts(best, noise_density, mean_span, &n_noise, &n_spans)) < 0)
+        return rc;
+    *raw_length = best;
+    if (targets_length)
+        *targets_length = n_noise + n_spans + 1;
+    return 0;
+}

@@ -40,6 +40,14 @@ int zt_span_counts(int length, float noise_density, float mean_span, int *n_nois
 int zt_span_lengths(int inputs_length, double noise_density, double mean_span,
                     int *tokens_length, int *targets_length);
 
+/* The raw length zerotrain's span-corruption source reads for inputs of seq_len: the longest
+ * L >= 2 whose corrupted inputs (EOS included) fit seq_len by zt_span_counts' float32
+ * counts, and the targets' length at L (*targets_length, may be NULL). T5's
+ * zt_span_lengths counts in double: the same except at its .5 cases. Errors as
+ * zt_span_counts; ZT_E_RANGE when no L >= 2 fits. */
+int zt_span_raw_length(int seq_len, float noise_density, float mean_span, int *raw_length,
+                       int *targets_length);
+
 /* mask[length]: 1 = noise, 0 = kept. T5's random_spans_noise_mask: the counts of
  * zt_span_counts, noise and non-noise span lengths each a uniformly random composition into
  * n_spans positive parts, interleaved non-noise, noise, non-noise, ..., so a mask of

@@ -172,7 +172,7 @@ int zt_span_source_create(const zt_token_data *data, int vocab_size, int seq_len
                           zt_span_source **out)
 {
     zt_span_source *s;
-    int n_noise, n_spans, rc;
+    int rc;
     if (!out || seq_len < 4 || vocab_size <= SYNTH_SPECIALS + ZT_SPAN_EXTRA_IDS)
         return zt_fail(ZT_E_INVAL, "span-corruption data: need seq_len >= 4 and vocab_size > "
                                    "%d", SYNTH_SPECIALS + ZT_SPAN_EXTRA_IDS);
@@ -184,23 +184,9 @@ int zt_span_source_create(const zt_token_data *data, int vocab_size, int seq_len
     s->density = noise_density;
     s->mean = mean_span;
     s->seed = seed;
-    /* the longest raw length whose inputs (kept tokens, a sentinel per span, EOS) fit T, by
-     * the float32 counts the mask uses (T5's helper counts in double: the same lengths
-     * except where the two round an exact .5 differently) */
-    s->L = 0;
-    for (int L = 2;; L++) {
-        if ((rc = zt_span_counts(L, noise_density, mean_span, &n_noise, &n_spans)) < 0)
-            goto fail;
-        if (L - n_noise + n_spans + 1 > seq_len)
-            break;
-        s->L = L;
-    }
-    if (s->L < 2 || (rc = zt_span_counts(s->L, noise_density, mean_span, &n_noise,
-                                         &n_spans)) < 0) {
-        rc = zt_fail(ZT_E_RANGE, "span-corruption data: seq_len %d holds no sample", seq_len);
+    /* the longest raw length whose inputs (kept tokens, a sentinel per span, EOS) fit T */
+    if ((rc = zt_span_raw_length(seq_len, noise_density, mean_span, &s->L, &s->Td)) < 0)
         goto fail;
-    }
-    s->Td = n_noise + n_spans + 1;
     if (data) {
         zt_token_data_info di;
         zt_token_data_info_get(data, &di);

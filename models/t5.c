@@ -8,6 +8,7 @@
 #include "t5.h"
 #include "../common/err.h"
 #include "../common/prof.h"
+#include "../data/span.h"
 #include "../engine/rng.h"
 #include "../format/fileio.h"
 #include "../memory/mem.h"
@@ -579,17 +580,21 @@ static int size_acts(t5_model *m, int B, int Te, int Td)
     return 0;
 }
 
-/* The planner's estimate for B x T: encoder and decoder both of length T (span corruption's
- * targets are shorter: an upper bound) and the logits of every decoder row. */
+/* The planner's estimate for B x T: inputs of T, targets as long as span corruption makes them
+ * for T (zerotrain train's objective; T when that cannot be computed), the logits of every
+ * decoder row. */
 static size_t t5_act_bytes(void *p, int B, int T, const unsigned char *unit_mode, int k)
 {
     t5_model t = *(t5_model *)p;
     carver cv = {NULL, 0};
+    int raw, Td = T;
+    if (zt_span_raw_length(T, 0.15f, 3.0f, &raw, &Td) < 0)
+        Td = T;
     t.slots = omp_get_max_threads();
     if (unit_mode)
         t.seg_k = k >= 2 ? k : 0;
-    carve(&t, &cv, unit_mode ? unit_mode : t.mode, B, T, T);
-    return cv.off + logits_floats(&t, (size_t)B * T, 0) * sizeof(float);
+    carve(&t, &cv, unit_mode ? unit_mode : t.mode, B, T, Td);
+    return cv.off + logits_floats(&t, (size_t)B * Td, 0) * sizeof(float);
 }
 
 /* ---- create / prepare -------------------------------------------------------------------- */
