@@ -76,12 +76,15 @@ static int parse_proj(const char *s, t5_config *c)
 
 static int validate(const t5_config *c, const char *where)
 {
-    if (c->buckets < 2 || c->buckets > 4096)
-        return zt_fail(ZT_E_CONFIG, "%s: relative_attention_num_buckets %d must be in [2, 4096]",
+    /* the log buckets start at NB/4 (encoder) and NB/2 (decoder) and need max_distance
+     * beyond them (transformers computes invalid buckets there too) */
+    if (c->buckets < 4 || c->buckets > 4096)
+        return zt_fail(ZT_E_CONFIG, "%s: relative_attention_num_buckets %d must be in [4, 4096]",
                        where, c->buckets);
-    if (c->max_dist < 2)
-        return zt_fail(ZT_E_CONFIG, "%s: relative_attention_max_distance %d must be >= 2",
-                       where, c->max_dist);
+    if (c->max_dist <= c->buckets / 2)
+        return zt_fail(ZT_E_CONFIG, "%s: relative_attention_max_distance %d must exceed half "
+                       "of relative_attention_num_buckets (%d): the decoder's logarithmic "
+                       "buckets start there", where, c->max_dist, c->buckets / 2);
     if (c->dropout >= 1.0f)
         return zt_fail(ZT_E_CONFIG, "%s: dropout_rate must be < 1", where);
     if (c->dec_start < 0 || c->dec_start >= c->vocab || c->pad < 0 || c->pad >= c->vocab)

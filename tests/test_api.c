@@ -385,6 +385,10 @@ static void test_config_errors(void **state)
         {"{\"model_type\": \"t5\", \"vocab_size\": 100, \"d_model\": 8, \"d_kv\": 4, "
          "\"d_ff\": 8, \"num_layers\": 1, \"num_heads\": 2, \"feed_forward_proj\": \"swish\"}",
          "feed_forward_proj \"swish\" is not supported", ZT_E_UNSUPPORTED},
+        {"{\"model_type\": \"t5\", \"vocab_size\": 100, \"d_model\": 8, \"d_kv\": 4, "
+         "\"d_ff\": 8, \"num_layers\": 1, \"num_heads\": 2, \"relative_attention_num_buckets\": 32, "
+         "\"relative_attention_max_distance\": 16}", "must exceed half of relative_attention_num_buckets",
+         ZT_E_CONFIG},
         {"[1, 2", "not a JSON object", ZT_E_FORMAT},
     };
     char dir[512], path[600];
