@@ -4,7 +4,9 @@
 
 #include "bert.h"
 #include "../common/prof.h"
+#include "hfconfig.h"
 #include "layers.h"
+#include "lmrows.h"
 #include "../common/err.h"
 #include "../format/fileio.h"
 #include "../engine/rng.h"
@@ -19,38 +21,6 @@
 #include <string.h>
 
 /* ---- config ------------------------------------------------------------------------- */
-
-/* Integer field: required (def < 0) or defaulted; must be >= 1. */
-static int get_int(const cJSON *o, const char *path, const char *key, int def, int *out)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    if (!v || cJSON_IsNull(v)) {
-        if (def < 0)
-            return zt_fail(ZT_E_CONFIG, "%s: missing required field \"%s\"", path, key);
-        *out = def;
-        return 0;
-    }
-    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < 1 ||
-        v->valuedouble > 1e9)
-        return zt_fail(ZT_E_CONFIG, "%s: field \"%s\" must be a positive integer", path, key);
-    *out = (int)v->valuedouble;
-    return 0;
-}
-
-static int get_float(const cJSON *o, const char *path, const char *key, double def, double lo,
-                     double hi, float *out)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    if (!v || cJSON_IsNull(v)) {
-        *out = (float)def;
-        return 0;
-    }
-    if (!cJSON_IsNumber(v) || !(v->valuedouble >= lo && v->valuedouble <= hi))
-        return zt_fail(ZT_E_CONFIG, "%s: field \"%s\" must be a number in [%g, %g]", path, key,
-                       lo, hi);
-    *out = (float)v->valuedouble;
-    return 0;
-}
 
 static int check_string(const cJSON *o, const char *path, const char *key, const char *want)
 {
@@ -78,33 +48,26 @@ static int validate(const bert_config *c, const char *where)
 
 int bert_config_load(const char *path, bert_config *c)
 {
-    char *text;
     cJSON *o;
-    int rc = zt_file_read_all(path, 1u << 20, &text, NULL);
+    int rc = zt_hfc_open(path, &o);
     if (rc < 0)
-        return zt_fail_wrap(rc, "reading the model config");
-    o = cJSON_Parse(text);
-    free(text);
-    if (!o || !cJSON_IsObject(o)) {
-        cJSON_Delete(o);
-        return zt_fail(ZT_E_FORMAT, "%s: not a JSON object", path);
-    }
+        return rc;
     memset(c, 0, sizeof *c);
     if ((rc = check_string(o, path, "model_type", "bert")) < 0 ||
         (rc = check_string(o, path, "hidden_act", "gelu")) < 0 ||
         (rc = check_string(o, path, "position_embedding_type", "absolute")) < 0 ||
-        (rc = get_int(o, path, "vocab_size", -1, &c->vocab)) < 0 ||
-        (rc = get_int(o, path, "hidden_size", -1, &c->hidden)) < 0 ||
-        (rc = get_int(o, path, "num_hidden_layers", -1, &c->layers)) < 0 ||
-        (rc = get_int(o, path, "num_attention_heads", -1, &c->heads)) < 0 ||
-        (rc = get_int(o, path, "intermediate_size", -1, &c->inter)) < 0 ||
-        (rc = get_int(o, path, "max_position_embeddings", -1, &c->max_pos)) < 0 ||
-        (rc = get_int(o, path, "type_vocab_size", -1, &c->type_vocab)) < 0 ||
-        (rc = get_float(o, path, "layer_norm_eps", 1e-12, 0.0, 1.0, &c->eps)) < 0 ||
-        (rc = get_float(o, path, "hidden_dropout_prob", 0.1, 0.0, 1.0, &c->hidden_drop)) < 0 ||
-        (rc = get_float(o, path, "attention_probs_dropout_prob", 0.1, 0.0, 1.0, &c->attn_drop)) <
+        (rc = zt_hfc_int(o, path, "vocab_size", 1, 0, 1, &c->vocab)) < 0 ||
+        (rc = zt_hfc_int(o, path, "hidden_size", 1, 0, 1, &c->hidden)) < 0 ||
+        (rc = zt_hfc_int(o, path, "num_hidden_layers", 1, 0, 1, &c->layers)) < 0 ||
+        (rc = zt_hfc_int(o, path, "num_attention_heads", 1, 0, 1, &c->heads)) < 0 ||
+        (rc = zt_hfc_int(o, path, "intermediate_size", 1, 0, 1, &c->inter)) < 0 ||
+        (rc = zt_hfc_int(o, path, "max_position_embeddings", 1, 0, 1, &c->max_pos)) < 0 ||
+        (rc = zt_hfc_int(o, path, "type_vocab_size", 1, 0, 1, &c->type_vocab)) < 0 ||
+        (rc = zt_hfc_float(o, path, "layer_norm_eps", 1e-12, 0.0, 1.0, &c->eps)) < 0 ||
+        (rc = zt_hfc_float(o, path, "hidden_dropout_prob", 0.1, 0.0, 1.0, &c->hidden_drop)) < 0 ||
+        (rc = zt_hfc_float(o, path, "attention_probs_dropout_prob", 0.1, 0.0, 1.0, &c->attn_drop)) <
             0 ||
-        (rc = get_float(o, path, "initializer_range", 0.02, 0.0, 10.0, &c->init_range)) < 0)
+        (rc = zt_hfc_float(o, path, "initializer_range", 0.02, 0.0, 10.0, &c->init_range)) < 0)
         goto out;
     if (!cJSON_GetObjectItemCaseSensitive(o, "hidden_act"))
         rc = zt_fail(ZT_E_CONFIG, "%s: missing required field \"hidden_act\"", path);
@@ -262,57 +225,24 @@ typedef struct bert_model {
     layer_acts *ws;            /* working sets of recomputed layers: [max(1, seg_k)] */
     float *slot[3];            /* ZT_KEEP_OFFLOAD outputs, by their ordinal mod 3 */
     signed char *slot_of;      /* per layer: its output's slot, or -1 */
-    float *t1, *t2, *t3, *tm, *tr, *logits, *dlogits;
+    float *t1, *t2, *t3, *tm, *tr;
     double *row_loss;
     /* training (no logits kept): the decoder runs on the labelled rows only */
     int compact, n_lab;
     int32_t *lab_rows;       /* [n_lab] row indices into [B*T] */
     int64_t *lab_c;          /* [n_lab] their labels */
-    float *t3c, *dt3c;       /* [n_lab, C] their transformed hidden states and gradient (in
-                              * lbuf) */
     /* backward scratch */
     float *dcur, *sc[5], *si[2], *att_scratch;
     int slots;                 /* attention scratch: one T x T pair per thread */
-    float *lbuf;               /* logits (and dlogits when kept), see size_logits */
-    size_t lbuf_floats;
+    zt_lm_rows lm;             /* the decoder's rows: logits, and the labelled rows' transformed
+                                * hidden states (lm.x) and their gradient */
     void (*poll)(void *);      /* called between kernels: lets communication advance */
     void *poll_arg;
 } bert_model;
 
-/* The logits (and their gradient when kept) live apart from the arena, sized for the rows
- * the decoder runs on: the labelled rows in training (about 15% of the batch), every row
- * when the caller keeps the logits. In training the labelled rows' transformed hidden
- * states and their gradient (t3c, dt3c) live there too. */
-static size_t logits_floats(const bert_model *m, size_t rows, int keep)
-{
-    return rows * ((size_t)m->c.vocab * (keep ? 2 : 1) + (keep ? 0 : 2 * (size_t)m->c.hidden));
-}
-
-static int size_logits(bert_model *m, size_t rows, int keep)
-{
-    size_t need = logits_floats(m, rows, keep);
-    if (need > m->lbuf_floats) {
-        size_t most = logits_floats(m, (size_t)m->B * m->T, keep);
-        size_t want = need + need / 4 < most ? need + need / 4 : need; /* room to vary */
-        zt_mem_free(m->lbuf, m->lbuf_floats * sizeof(float), ZT_MEM_ACTIVATIONS);
-        m->lbuf_floats = 0;
-        if (!(m->lbuf = zt_mem_alloc((want ? want : 1) * sizeof(float), ZT_ALIGN_PAGE,
-                                     ZT_MEM_ACTIVATIONS)))
-            return ZT_E_NOMEM;
-        m->lbuf_floats = want ? want : 1;
-    }
-    m->logits = m->lbuf;
-    m->dlogits = keep ? m->lbuf + rows * (size_t)m->c.vocab : m->lbuf;
-    m->t3c = keep ? NULL : m->lbuf + rows * (size_t)m->c.vocab;
-    m->dt3c = keep ? NULL : m->t3c + rows * (size_t)m->c.hidden;
-    return 0;
-}
-
 static void free_acts(bert_model *m)
 {
-    zt_mem_free(m->lbuf, m->lbuf_floats * sizeof(float), ZT_MEM_ACTIVATIONS);
-    m->lbuf = NULL;
-    m->lbuf_floats = 0;
+    zt_lm_rows_free(&m->lm);
     zt_mem_free(m->arena, m->arena_bytes, ZT_MEM_ACTIVATIONS);
     m->arena = NULL;
     m->arena_bytes = 0;
@@ -321,17 +251,6 @@ static void free_acts(bert_model *m)
 
 /* ---- carving: every activation is a 64-byte aligned piece of one arena ---------------- */
 
-typedef struct carver {
-    char *base;                /* NULL: count only */
-    size_t off;
-} carver;
-
-static void *take(carver *cv, size_t words)
-{
-    void *p = cv->base ? cv->base + cv->off : NULL;
-    cv->off += (words * 4 + 63) / 64 * 64;
-    return p;
-}
 
 /* a layer's pieces: what selective recomputation keeps, what it recomputes, the output */
 enum { P_KEPT = 1, P_RECOMP = 2, P_OUT = 4, P_ALL = 7 };
@@ -340,31 +259,31 @@ typedef struct dims {
     size_t bt, T, C, F, H;
 } dims;
 
-static void carve_layer(carver *cv, layer_acts *a, unsigned pieces, const dims *d)
+static void carve_layer(zt_carver *cv, layer_acts *a, unsigned pieces, const dims *d)
 {
     size_t bt = d->bt, C = d->C, F = d->F, mask = bt * C / 32 + bt; /* B rows of bits */
     if (pieces & P_KEPT) {
-        a->q = take(cv, bt * C); a->k = take(cv, bt * C); a->v = take(cv, bt * C);
-        a->a_pre = take(cv, bt * C); a->a = take(cv, bt * C);
-        a->k1 = take(cv, mask); a->k2 = take(cv, mask);
-        a->h = take(cv, bt * F); a->y_pre = take(cv, bt * C);
-        a->m1 = take(cv, bt); a->r1 = take(cv, bt); a->m2 = take(cv, bt); a->r2 = take(cv, bt);
+        a->q = zt_take(cv, bt * C); a->k = zt_take(cv, bt * C); a->v = zt_take(cv, bt * C);
+        a->a_pre = zt_take(cv, bt * C); a->a = zt_take(cv, bt * C);
+        a->k1 = zt_take(cv, mask); a->k2 = zt_take(cv, mask);
+        a->h = zt_take(cv, bt * F); a->y_pre = zt_take(cv, bt * C);
+        a->m1 = zt_take(cv, bt); a->r1 = zt_take(cv, bt); a->m2 = zt_take(cv, bt); a->r2 = zt_take(cv, bt);
     }
     if (pieces & P_RECOMP) {
-        a->ctx = take(cv, bt * C);
-        a->att = take(cv, bt * d->H * d->T);
-        a->keep = take(cv, bt / d->T * d->H * ((d->T * d->T + 31) / 32)); /* 4-byte words */
-        a->g = take(cv, bt * F);
+        a->ctx = zt_take(cv, bt * C);
+        a->att = zt_take(cv, bt * d->H * d->T);
+        a->keep = zt_take(cv, bt / d->T * d->H * ((d->T * d->T + 31) / 32)); /* 4-byte words */
+        a->g = zt_take(cv, bt * F);
     }
     if (pieces & P_OUT)
-        a->y = take(cv, bt * C);
+        a->y = zt_take(cv, bt * C);
 }
 
 /* the pieces of the working set unit u's recomputation writes (FULL: all, SELECTIVE:
  * the recomputed ones), in bytes */
 static size_t layer_bytes(unsigned pieces, const dims *d)
 {
-    carver cv = {NULL, 0};
+    zt_carver cv = {NULL, 0};
     layer_acts a;
     carve_layer(&cv, &a, pieces, d);
     return cv.off;
@@ -385,7 +304,7 @@ static int seg_of(const bert_model *m, int k, int i)
  * sets: one, or one per segment position when segments are recomputed (segment ends keep
  * their output, the others' outputs are in the working set too). Offloaded outputs share
  * three slots. */
-static void carve(bert_model *m, carver *cv, const unsigned char *mode, int k, int B, int T)
+static void carve(bert_model *m, zt_carver *cv, const unsigned char *mode, int k, int B, int T)
 {
     dims d = {(size_t)B * T, (size_t)T, (size_t)m->c.hidden, (size_t)m->c.inter,
               (size_t)m->c.heads};
@@ -399,15 +318,15 @@ static void carve(bert_model *m, carver *cv, const unsigned char *mode, int k, i
         if (mode[i] == ZT_KEEP_OUTPUT || mode[i] == ZT_KEEP_OFFLOAD)
             ws_pieces = P_ALL;
     }
-    m->e_pre = take(cv, bt * C); m->em = take(cv, bt); m->er = take(cv, bt);
-    m->e = take(cv, bt * C);
-    m->ke = take(cv, bt * C / 32 + bt);
+    m->e_pre = zt_take(cv, bt * C); m->em = zt_take(cv, bt); m->er = zt_take(cv, bt);
+    m->e = zt_take(cv, bt * C);
+    m->ke = zt_take(cv, bt * C / 32 + bt);
     /* working sets */
     nws = nws == 0 ? 0 : seg ? k : 1;
     for (int p = 0; p < nws; p++)
         carve_layer(cv, ws ? &ws[p] : &scratch_la, ws_pieces, &d);
     for (int s = 0; s < (noff ? 3 : 0); s++) {
-        float *x = take(cv, bt * C);
+        float *x = zt_take(cv, bt * C);
         if (cv->base)
             m->slot[s] = x;
     }
@@ -432,15 +351,15 @@ static void carve(bert_model *m, carver *cv, const unsigned char *mode, int k, i
         }
         o += md == ZT_KEEP_OFFLOAD && end;
     }
-    m->t1 = take(cv, bt * C); m->t2 = take(cv, bt * C); m->t3 = take(cv, bt * C);
-    m->tm = take(cv, bt); m->tr = take(cv, bt);
-    m->row_loss = take(cv, bt * 2);
-    m->lab_rows = take(cv, bt); m->lab_c = take(cv, bt * 2);
-    m->dcur = take(cv, bt * C);
+    m->t1 = zt_take(cv, bt * C); m->t2 = zt_take(cv, bt * C); m->t3 = zt_take(cv, bt * C);
+    m->tm = zt_take(cv, bt); m->tr = zt_take(cv, bt);
+    m->row_loss = zt_take(cv, bt * 2);
+    m->lab_rows = zt_take(cv, bt); m->lab_c = zt_take(cv, bt * 2);
+    m->dcur = zt_take(cv, bt * C);
     for (int i = 0; i < 5; i++)
-        m->sc[i] = take(cv, bt * C);
-    m->si[0] = take(cv, bt * F); m->si[1] = take(cv, bt * F);
-    m->att_scratch = take(cv, 2 * (size_t)T * T * (size_t)m->slots);
+        m->sc[i] = zt_take(cv, bt * C);
+    m->si[0] = zt_take(cv, bt * F); m->si[1] = zt_take(cv, bt * F);
+    m->att_scratch = zt_take(cv, 2 * (size_t)T * T * (size_t)m->slots);
 }
 
 /* Carves every activation from one allocation (64-byte aligned pieces). */
@@ -452,12 +371,12 @@ static int size_acts(bert_model *m, int B, int T)
                    * prefixes */
     free_acts(m);
     m->slots = omp_get_max_threads(); /* attention: one scratch slot per thread */
-    carver cv = {NULL, 0};
+    zt_carver cv = {NULL, 0};
     carve(m, &cv, m->mode, m->seg_k, B, T);
     if (!(m->arena = zt_mem_alloc(cv.off, ZT_ALIGN_PAGE, ZT_MEM_ACTIVATIONS)))
         return ZT_E_NOMEM;
     m->arena_bytes = cv.off;
-    cv = (carver){(char *)m->arena, 0};
+    cv = (zt_carver){(char *)m->arena, 0};
     carve(m, &cv, m->mode, m->seg_k, B, T);
     m->cap_bt = bt;
     m->cap_t = (size_t)T;
@@ -470,10 +389,11 @@ static int size_acts(bert_model *m, int B, int T)
 static size_t bert_act_bytes(void *p, int B, int T, const unsigned char *unit_mode, int k)
 {
     bert_model t = *(bert_model *)p; /* counting sets t's pointers, not the model's */
-    carver cv = {NULL, 0};
+    zt_carver cv = {NULL, 0};
     t.slots = omp_get_max_threads();
     carve(&t, &cv, unit_mode ? unit_mode + 1 : t.mode, unit_mode ? k : t.seg_k, B, T);
-    return cv.off + logits_floats(&t, (size_t)B * T / 4, 0) * sizeof(float);
+    return cv.off + zt_lm_rows_floats((size_t)B * T / 4, t.c.vocab, t.c.hidden, 0) *
+                        sizeof(float);
 }
 
 int bert_create(const bert_config *c, const zt_layout *l, int dropout, uint64_t seed, void **out)
@@ -564,7 +484,8 @@ static int bert_prepare(void *p, const zt_batch *b, int keep_logits, int64_t *n_
                 m->lab_rows[m->n_lab] = i;
                 m->lab_c[m->n_lab++] = b->labels[i];
             }
-    ZT_TRY(size_logits(m, m->compact ? (size_t)m->n_lab : (size_t)b->B * b->T, keep_logits));
+    ZT_TRY(zt_lm_rows_size(&m->lm, m->compact ? (size_t)m->n_lab : (size_t)b->B * b->T,
+                           (size_t)b->B * b->T, c->vocab, c->hidden, keep_logits));
     *n_labels = n;
     return 0;
 }
@@ -722,14 +643,14 @@ static void bert_forward_unit(void *p, int u, float *const *P)
         POLL(m);
         /* decoder tied to the word embeddings of unit 0 */
         if (!m->compact) {
-            linear_forward(m->logits, m->t3, param(m, P, 0, E_WORD), param(m, P, u, H_BIAS), M,
+            linear_forward(m->lm.logits, m->t3, param(m, P, 0, E_WORD), param(m, P, u, H_BIAS), M,
                            C, c->vocab);
             POLL(m);
         } else if (m->n_lab > 0) {
             for (int i = 0; i < m->n_lab; i++)
-                memcpy(m->t3c + (size_t)i * C, m->t3 + (size_t)m->lab_rows[i] * C,
+                memcpy(m->lm.x + (size_t)i * C, m->t3 + (size_t)m->lab_rows[i] * C,
                        sizeof(float) * (size_t)C);
-            linear_forward(m->logits, m->t3c, param(m, P, 0, E_WORD), param(m, P, u, H_BIAS),
+            linear_forward(m->lm.logits, m->lm.x, param(m, P, 0, E_WORD), param(m, P, u, H_BIAS),
                            m->n_lab, C, c->vocab);
             POLL(m);
         }
@@ -760,11 +681,11 @@ static double bert_loss(void *p, float grad_scale)
     bert_model *m = p;
     int64_t count;
     if (m->compact)
-        return m->n_lab ? crossentropy_forward_backward(m->dlogits, m->row_loss, &count,
-                                                        m->logits, m->lab_c, m->n_lab,
+        return m->n_lab ? crossentropy_forward_backward(m->lm.dlogits, m->row_loss, &count,
+                                                        m->lm.logits, m->lab_c, m->n_lab,
                                                         m->c.vocab, grad_scale)
                         : 0.0;
-    return crossentropy_forward_backward(m->dlogits, m->row_loss, &count, m->logits, m->labels,
+    return crossentropy_forward_backward(m->lm.dlogits, m->row_loss, &count, m->lm.logits, m->labels,
                                          m->B * m->T, m->c.vocab, grad_scale);
 }
 
@@ -793,16 +714,16 @@ static void bert_backward_unit(void *p, int u, float *const *P, float *const *G)
         const float *y = m->la[c->layers - 1].y;
         zero(s[0], n);
         if (!m->compact) {
-            linear_backward(s[0], param(m, G, 0, E_WORD), param(m, G, u, H_BIAS), m->dlogits,
+            linear_backward(s[0], param(m, G, 0, E_WORD), param(m, G, u, H_BIAS), m->lm.dlogits,
                             m->t3, param(m, P, 0, E_WORD), M, C, c->vocab);
             POLL(m);
         } else if (m->n_lab > 0) {
-            zero(m->dt3c, (size_t)m->n_lab * C);
-            linear_backward(m->dt3c, param(m, G, 0, E_WORD), param(m, G, u, H_BIAS), m->dlogits,
-                            m->t3c, param(m, P, 0, E_WORD), m->n_lab, C, c->vocab);
+            zero(m->lm.dx, (size_t)m->n_lab * C);
+            linear_backward(m->lm.dx, param(m, G, 0, E_WORD), param(m, G, u, H_BIAS), m->lm.dlogits,
+                            m->lm.x, param(m, P, 0, E_WORD), m->n_lab, C, c->vocab);
             POLL(m);
             for (int i = 0; i < m->n_lab; i++) /* rows are distinct: a plain copy */
-                memcpy(s[0] + (size_t)m->lab_rows[i] * C, m->dt3c + (size_t)i * C,
+                memcpy(s[0] + (size_t)m->lab_rows[i] * C, m->lm.dx + (size_t)i * C,
                        sizeof(float) * (size_t)C);
         }
         zero(s[1], n);
@@ -898,7 +819,7 @@ static const float *bert_logits(const void *p, int64_t shape[3])
     shape[0] = m->B;
     shape[1] = m->T;
     shape[2] = m->c.vocab;
-    return m->logits;
+    return m->lm.logits;
 }
 
 static void bert_set_train(void *p, int train) { ((bert_model *)p)->train = train; }

@@ -49,6 +49,20 @@ void zt_layout_free(zt_layout *l);
 /* Index of a parameter by name or alias, or -1. */
 int zt_layout_find(const zt_layout *l, const char *name);
 
+/* Activations are carved from one arena: each piece 64-byte aligned. base NULL counts only
+ * (off becomes the arena's bytes). */
+typedef struct zt_carver {
+    char *base;
+    size_t off;
+} zt_carver;
+
+static inline void *zt_take(zt_carver *cv, size_t words)
+{
+    void *p = cv->base ? cv->base + cv->off : NULL;
+    cv->off += (words * 4 + 63) / 64 * 64;
+    return p;
+}
+
 /* What a unit keeps from its forward pass for its backward (its recomputation mode). */
 enum {
     ZT_KEEP_ALL = 0,           /* everything (no recomputation) */

@@ -12,7 +12,9 @@
 #include "../engine/rng.h"
 #include "../format/fileio.h"
 #include "../memory/mem.h"
+#include "hfconfig.h"
 #include "layers.h"
+#include "lmrows.h"
 
 #include <cjson/cJSON.h>
 #include <float.h>
@@ -23,38 +25,6 @@
 #include <string.h>
 
 /* ---- config ------------------------------------------------------------------------- */
-
-static int get_int(const cJSON *o, const char *path, const char *key, int def, int lo,
-                   int *out)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    if (!v || cJSON_IsNull(v)) {
-        if (def < -1)
-            return zt_fail(ZT_E_CONFIG, "%s: missing required field \"%s\"", path, key);
-        *out = def;
-        return 0;
-    }
-    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < lo ||
-        v->valuedouble > 1e9)
-        return zt_fail(ZT_E_CONFIG, "%s: field \"%s\" must be an integer >= %d", path, key, lo);
-    *out = (int)v->valuedouble;
-    return 0;
-}
-
-static int get_float(const cJSON *o, const char *path, const char *key, double def, double lo,
-                     double hi, float *out)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    if (!v || cJSON_IsNull(v)) {
-        *out = (float)def;
-        return 0;
-    }
-    if (!cJSON_IsNumber(v) || !(v->valuedouble >= lo && v->valuedouble <= hi))
-        return zt_fail(ZT_E_CONFIG, "%s: field \"%s\" must be a number in [%g, %g]", path, key,
-                       lo, hi);
-    *out = (float)v->valuedouble;
-    return 0;
-}
 
 /* feed_forward_proj as transformers reads it: "[gated-]act" */
 static int parse_proj(const char *s, t5_config *c)
@@ -95,34 +65,27 @@ static int validate(const t5_config *c, const char *where)
 
 int t5_config_load(const char *path, t5_config *c)
 {
-    char *text;
     cJSON *o;
     const cJSON *v;
-    int rc = zt_file_read_all(path, 1u << 20, &text, NULL);
+    int rc = zt_hfc_open(path, &o);
     if (rc < 0)
-        return zt_fail_wrap(rc, "reading the model config");
-    o = cJSON_Parse(text);
-    free(text);
-    if (!o || !cJSON_IsObject(o)) {
-        cJSON_Delete(o);
-        return zt_fail(ZT_E_FORMAT, "%s: not a JSON object", path);
-    }
+        return rc;
     memset(c, 0, sizeof *c);
-    if ((rc = get_int(o, path, "vocab_size", -2, 1, &c->vocab)) < 0 ||
-        (rc = get_int(o, path, "d_model", -2, 1, &c->d_model)) < 0 ||
-        (rc = get_int(o, path, "d_kv", -2, 1, &c->d_kv)) < 0 ||
-        (rc = get_int(o, path, "d_ff", -2, 1, &c->d_ff)) < 0 ||
-        (rc = get_int(o, path, "num_layers", -2, 1, &c->layers)) < 0 ||
-        (rc = get_int(o, path, "num_decoder_layers", c->layers, 1, &c->dec_layers)) < 0 ||
-        (rc = get_int(o, path, "num_heads", -2, 1, &c->heads)) < 0 ||
-        (rc = get_int(o, path, "relative_attention_num_buckets", 32, 2, &c->buckets)) < 0 ||
-        (rc = get_int(o, path, "relative_attention_max_distance", 128, 2, &c->max_dist)) < 0 ||
-        (rc = get_int(o, path, "decoder_start_token_id", 0, 0, &c->dec_start)) < 0 ||
-        (rc = get_int(o, path, "pad_token_id", 0, 0, &c->pad)) < 0 ||
-        (rc = get_int(o, path, "eos_token_id", 1, 0, &c->eos)) < 0 ||
-        (rc = get_float(o, path, "layer_norm_epsilon", 1e-6, 0.0, 1.0, &c->eps)) < 0 ||
-        (rc = get_float(o, path, "dropout_rate", 0.1, 0.0, 1.0, &c->dropout)) < 0 ||
-        (rc = get_float(o, path, "initializer_factor", 1.0, 0.0, 1e3, &c->init_factor)) < 0)
+    if ((rc = zt_hfc_int(o, path, "vocab_size", 1, 0, 1, &c->vocab)) < 0 ||
+        (rc = zt_hfc_int(o, path, "d_model", 1, 0, 1, &c->d_model)) < 0 ||
+        (rc = zt_hfc_int(o, path, "d_kv", 1, 0, 1, &c->d_kv)) < 0 ||
+        (rc = zt_hfc_int(o, path, "d_ff", 1, 0, 1, &c->d_ff)) < 0 ||
+        (rc = zt_hfc_int(o, path, "num_layers", 1, 0, 1, &c->layers)) < 0 ||
+        (rc = zt_hfc_int(o, path, "num_decoder_layers", 0, c->layers, 1, &c->dec_layers)) < 0 ||
+        (rc = zt_hfc_int(o, path, "num_heads", 1, 0, 1, &c->heads)) < 0 ||
+        (rc = zt_hfc_int(o, path, "relative_attention_num_buckets", 0, 32, 2, &c->buckets)) < 0 ||
+        (rc = zt_hfc_int(o, path, "relative_attention_max_distance", 0, 128, 2, &c->max_dist)) < 0 ||
+        (rc = zt_hfc_int(o, path, "decoder_start_token_id", 0, 0, 0, &c->dec_start)) < 0 ||
+        (rc = zt_hfc_int(o, path, "pad_token_id", 0, 0, 0, &c->pad)) < 0 ||
+        (rc = zt_hfc_int(o, path, "eos_token_id", 0, 1, 0, &c->eos)) < 0 ||
+        (rc = zt_hfc_float(o, path, "layer_norm_epsilon", 1e-6, 0.0, 1.0, &c->eps)) < 0 ||
+        (rc = zt_hfc_float(o, path, "dropout_rate", 0.1, 0.0, 1.0, &c->dropout)) < 0 ||
+        (rc = zt_hfc_float(o, path, "initializer_factor", 1.0, 0.0, 1e3, &c->init_factor)) < 0)
         goto out;
     v = cJSON_GetObjectItemCaseSensitive(o, "model_type");
     if (v && (!cJSON_IsString(v) || strcmp(v->valuestring, "t5") != 0)) {
@@ -344,8 +307,7 @@ typedef struct t5_model {
     int64_t *lab_c;
     float *dcur, *d_edec, *d_enc, *s[2], *sI[4], *sF[4], *att_scratch;
     int slots;
-    float *lbuf, *logits, *dlogits, *t3c, *dt3c;
-    size_t lbuf_floats;
+    zt_lm_rows lm;                 /* the head's rows: logits, the labelled rows (lm.x) */
     void (*poll)(void *);
     void *poll_arg;
 } t5_model;
@@ -400,17 +362,6 @@ static zt_dropout drop_for(const t5_model *m, int u, int purpose)
 
 /* ---- carving ---------------------------------------------------------------------------- */
 
-typedef struct carver {
-    char *base;
-    size_t off;
-} carver;
-
-static void *take(carver *cv, size_t words)
-{
-    void *p = cv->base ? cv->base + cv->off : NULL;
-    cv->off += (words * 4 + 63) / 64 * 64;
-    return p;
-}
 
 enum { P_KEPT = 1, P_RECOMP = 2, P_OUT = 4, P_ALL = 7 };
 
@@ -419,72 +370,49 @@ typedef struct dims {
     int gated;
 } dims;
 
-static void carve_block(carver *cv, blk_acts *a, unsigned pieces, const dims *d, int dec)
+static void carve_block(zt_carver *cv, blk_acts *a, unsigned pieces, const dims *d, int dec)
 {
     size_t T = dec ? d->Td : d->Te, M = d->B * T, Me = d->B * d->Te, C = d->C, I = d->I,
            F = d->F;
     if (pieces & P_KEPT) {
-        a->n1 = take(cv, M * C); a->r1 = take(cv, M);
-        a->q = take(cv, M * I); a->k = take(cv, M * I); a->v = take(cv, M * I);
-        a->x1 = take(cv, M * C);
+        a->n1 = zt_take(cv, M * C); a->r1 = zt_take(cv, M);
+        a->q = zt_take(cv, M * I); a->k = zt_take(cv, M * I); a->v = zt_take(cv, M * I);
+        a->x1 = zt_take(cv, M * C);
         if (dec) {
-            a->n2 = take(cv, M * C); a->r2 = take(cv, M);
-            a->cq = take(cv, M * I); a->ck = take(cv, Me * I); a->cv = take(cv, Me * I);
-            a->x2 = take(cv, M * C);
+            a->n2 = zt_take(cv, M * C); a->r2 = zt_take(cv, M);
+            a->cq = zt_take(cv, M * I); a->ck = zt_take(cv, Me * I); a->cv = zt_take(cv, Me * I);
+            a->x2 = zt_take(cv, M * C);
         }
-        a->n3 = take(cv, M * C); a->r3 = take(cv, M);
-        a->h0 = take(cv, M * F);
-        a->h1 = d->gated ? take(cv, M * F) : NULL;
+        a->n3 = zt_take(cv, M * C); a->r3 = zt_take(cv, M);
+        a->h0 = zt_take(cv, M * F);
+        a->h1 = d->gated ? zt_take(cv, M * F) : NULL;
     }
     if (pieces & P_RECOMP) {
-        a->att = take(cv, d->B * d->H * T * T);
-        a->ctx = take(cv, M * I);
+        a->att = zt_take(cv, d->B * d->H * T * T);
+        a->ctx = zt_take(cv, M * I);
         if (dec) {
-            a->catt = take(cv, d->B * d->H * T * d->Te);
-            a->cctx = take(cv, M * I);
+            a->catt = zt_take(cv, d->B * d->H * T * d->Te);
+            a->cctx = zt_take(cv, M * I);
         }
-        a->a0 = d->gated ? take(cv, M * F) : NULL;
-        a->g = take(cv, M * F);
+        a->a0 = d->gated ? zt_take(cv, M * F) : NULL;
+        a->g = zt_take(cv, M * F);
     }
     if (pieces & P_OUT)
-        a->y = take(cv, M * C);
+        a->y = zt_take(cv, M * C);
 }
 
 static size_t block_bytes(unsigned pieces, const dims *d, int dec)
 {
-    carver cv = {NULL, 0};
+    zt_carver cv = {NULL, 0};
     blk_acts a;
     carve_block(&cv, &a, pieces, d, dec);
     return cv.off;
 }
 
-static size_t logits_floats(const t5_model *m, size_t rows, int keep)
-{
-    return rows * ((size_t)m->c.vocab * (keep ? 2 : 1) + (keep ? 0 : 2 * (size_t)m->c.d_model));
-}
-
-static int size_logits(t5_model *m, size_t rows, int keep)
-{
-    size_t need = logits_floats(m, rows, keep);
-    if (need > m->lbuf_floats) {
-        zt_mem_free(m->lbuf, m->lbuf_floats * sizeof(float), ZT_MEM_ACTIVATIONS);
-        m->lbuf_floats = 0;
-        if (!(m->lbuf = zt_mem_alloc((need ? need : 1) * sizeof(float), ZT_ALIGN_PAGE,
-                                     ZT_MEM_ACTIVATIONS)))
-            return ZT_E_NOMEM;
-        m->lbuf_floats = need ? need : 1;
-    }
-    m->logits = m->lbuf;
-    m->dlogits = keep ? m->lbuf + rows * (size_t)m->c.vocab : m->lbuf;
-    m->t3c = keep ? NULL : m->lbuf + rows * (size_t)m->c.vocab;
-    m->dt3c = keep ? NULL : m->t3c + rows * (size_t)m->c.d_model;
-    return 0;
-}
-
 /* Every activation of a B x (Te, Td) batch under mode (counting when cv->base is NULL: m's
  * pointers are clobbered, count on a copy). Blocks that keep everything own their pieces;
  * recomputed ones own what they keep and share their stack's working set. */
-static void carve(t5_model *m, carver *cv, const unsigned char *mode, int B, int Te, int Td)
+static void carve(t5_model *m, zt_carver *cv, const unsigned char *mode, int B, int Te, int Td)
 {
     dims d = {(size_t)B, (size_t)Te, (size_t)Td, (size_t)m->c.d_model, (size_t)m->I,
               (size_t)m->c.d_ff, (size_t)m->c.heads, m->c.gated};
@@ -499,16 +427,16 @@ static void carve(t5_model *m, carver *cv, const unsigned char *mode, int B, int
         wsp[is_dec(m, u)] |= mode[u] == ZT_KEEP_SELECTIVE ? P_RECOMP : P_ALL;
         noff += mode[u] == ZT_KEEP_OFFLOAD;
     }
-    m->dec_ids = take(cv, Md * 2);
-    m->e_enc = take(cv, Me * C);
-    m->e_dec = take(cv, Md * C);
-    m->pb[0] = take(cv, H * Te * Te); m->dpb[0] = take(cv, H * Te * Te);
-    m->pb[1] = take(cv, H * Td * Td); m->dpb[1] = take(cv, H * Td * Td);
+    m->dec_ids = zt_take(cv, Md * 2);
+    m->e_enc = zt_take(cv, Me * C);
+    m->e_dec = zt_take(cv, Md * C);
+    m->pb[0] = zt_take(cv, H * Te * Te); m->dpb[0] = zt_take(cv, H * Te * Te);
+    m->pb[1] = zt_take(cv, H * Td * Td); m->dpb[1] = zt_take(cv, H * Td * Td);
     for (int s = 0; s < 2; s++) /* selective-only stacks share only what they recompute */
         for (int p = 0; wsp[s] && p < (seg ? seg_k_of(m, s) : 1); p++)
             carve_block(cv, cv->base ? &m->ws[s][p] : &scratch, wsp[s], &d, s);
     for (int s = 0; s < (noff ? 3 : 0); s++) {
-        float *x = take(cv, Mx * C);
+        float *x = zt_take(cv, Mx * C);
         if (cv->base)
             m->slot[s] = x;
     }
@@ -536,25 +464,23 @@ static void carve(t5_model *m, carver *cv, const unsigned char *mode, int B, int
         }
         o += md == ZT_KEEP_OFFLOAD && end;
     }
-    m->r_ef = take(cv, Me); m->enc_out = take(cv, Me * C);
-    m->r_df = take(cv, Md); m->dec_out = take(cv, Md * C);
-    m->row_loss = take(cv, Md * 2);
-    m->lab_rows = take(cv, Md); m->lab_c = take(cv, Md * 2);
-    m->dcur = take(cv, Mx * C); m->d_edec = take(cv, Md * C); m->d_enc = take(cv, Me * C);
+    m->r_ef = zt_take(cv, Me); m->enc_out = zt_take(cv, Me * C);
+    m->r_df = zt_take(cv, Md); m->dec_out = zt_take(cv, Md * C);
+    m->row_loss = zt_take(cv, Md * 2);
+    m->lab_rows = zt_take(cv, Md); m->lab_c = zt_take(cv, Md * 2);
+    m->dcur = zt_take(cv, Mx * C); m->d_edec = zt_take(cv, Md * C); m->d_enc = zt_take(cv, Me * C);
     for (int i = 0; i < 2; i++)
-        m->s[i] = take(cv, Mx * C);
+        m->s[i] = zt_take(cv, Mx * C);
     for (int i = 0; i < 4; i++)
-        m->sI[i] = take(cv, Mx * d.I);
+        m->sI[i] = zt_take(cv, Mx * d.I);
     for (int i = 0; i < 4; i++)
-        m->sF[i] = take(cv, Mx * d.F);
-    m->att_scratch = take(cv, 2 * Tx * Tx * (size_t)m->slots);
+        m->sF[i] = zt_take(cv, Mx * d.F);
+    m->att_scratch = zt_take(cv, 2 * Tx * Tx * (size_t)m->slots);
 }
 
 static void free_acts(t5_model *m)
 {
-    zt_mem_free(m->lbuf, m->lbuf_floats * sizeof(float), ZT_MEM_ACTIVATIONS);
-    m->lbuf = NULL;
-    m->lbuf_floats = 0;
+    zt_lm_rows_free(&m->lm);
     zt_mem_free(m->arena, m->arena_bytes, ZT_MEM_ACTIVATIONS);
     m->arena = NULL;
     m->arena_bytes = 0;
@@ -570,12 +496,12 @@ static int size_acts(t5_model *m, int B, int Te, int Td)
         return 0;
     free_acts(m);
     m->slots = omp_get_max_threads();
-    carver cv = {NULL, 0};
+    zt_carver cv = {NULL, 0};
     carve(m, &cv, m->mode, B, Te, Td);
     if (!(m->arena = zt_mem_alloc(cv.off, ZT_ALIGN_PAGE, ZT_MEM_ACTIVATIONS)))
         return ZT_E_NOMEM;
     m->arena_bytes = cv.off;
-    cv = (carver){m->arena, 0};
+    cv = (zt_carver){m->arena, 0};
     carve(m, &cv, m->mode, B, Te, Td);
     m->cap_b = B;
     m->cap_te = Te;
@@ -589,7 +515,7 @@ static int size_acts(t5_model *m, int B, int Te, int Td)
 static size_t t5_act_bytes(void *p, int B, int T, const unsigned char *unit_mode, int k)
 {
     t5_model t = *(t5_model *)p;
-    carver cv = {NULL, 0};
+    zt_carver cv = {NULL, 0};
     int raw, Td = T;
     if (zt_span_raw_length(T, 0.15f, 3.0f, &raw, &Td) < 0)
         Td = T;
@@ -597,7 +523,8 @@ static size_t t5_act_bytes(void *p, int B, int T, const unsigned char *unit_mode
     if (unit_mode)
         t.seg_k = k >= 2 ? k : 0;
     carve(&t, &cv, unit_mode ? unit_mode : t.mode, B, T, Td);
-    return cv.off + logits_floats(&t, (size_t)B * Td, 0) * sizeof(float);
+    return cv.off + zt_lm_rows_floats((size_t)B * Td, t.c.vocab, t.c.d_model, 0) *
+                        sizeof(float);
 }
 
 /* ---- create / prepare -------------------------------------------------------------------- */
@@ -721,7 +648,8 @@ static int t5_prepare(void *p, const zt_batch *b, int keep_logits, int64_t *n_la
                 m->lab_rows[m->n_lab] = i;
                 m->lab_c[m->n_lab++] = b->labels[i];
             }
-    ZT_TRY(size_logits(m, m->compact ? (size_t)m->n_lab : (size_t)b->B * Td, keep_logits));
+    ZT_TRY(zt_lm_rows_size(&m->lm, m->compact ? (size_t)m->n_lab : (size_t)b->B * Td,
+                           (size_t)b->B * Td, c->vocab, c->d_model, keep_logits));
     *n_labels = n;
     return 0;
 }
@@ -854,20 +782,20 @@ static void t5_forward_unit(void *p, int u, float *const *P)
         int nr = Md;
         if (m->compact) {
             for (int i = 0; i < m->n_lab; i++)
-                memcpy(m->t3c + (size_t)i * C, m->dec_out + (size_t)m->lab_rows[i] * C,
+                memcpy(m->lm.x + (size_t)i * C, m->dec_out + (size_t)m->lab_rows[i] * C,
                        sizeof(float) * (size_t)C);
-            rows = m->t3c;
+            rows = m->lm.x;
             nr = m->n_lab;
         }
         if (nr > 0) {
             if (c->tie) { /* the scaled copy is what the head multiplies */
-                float *sc = m->compact ? m->t3c : m->s[0];
+                float *sc = m->compact ? m->lm.x : m->s[0];
                 if (!m->compact)
                     memcpy(sc, rows, sizeof(float) * (size_t)nr * C);
                 scale_inplace(sc, (float)pow((double)C, -0.5), (size_t)nr * C);
                 rows = sc;
             }
-            linear_forward(m->logits, rows, w, NULL, nr, C, c->vocab);
+            linear_forward(m->lm.logits, rows, w, NULL, nr, C, c->vocab);
             POLL(m);
         }
     }
@@ -892,11 +820,11 @@ static double t5_loss(void *p, float grad_scale)
     t5_model *m = p;
     int64_t count;
     if (m->compact)
-        return m->n_lab ? crossentropy_forward_backward(m->dlogits, m->row_loss, &count,
-                                                        m->logits, m->lab_c, m->n_lab,
+        return m->n_lab ? crossentropy_forward_backward(m->lm.dlogits, m->row_loss, &count,
+                                                        m->lm.logits, m->lab_c, m->n_lab,
                                                         m->c.vocab, grad_scale)
                         : 0.0;
-    return crossentropy_forward_backward(m->dlogits, m->row_loss, &count, m->logits, m->labels,
+    return crossentropy_forward_backward(m->lm.dlogits, m->row_loss, &count, m->lm.logits, m->labels,
                                          m->B * m->Td, m->c.vocab, grad_scale);
 }
 
@@ -1017,15 +945,15 @@ static void t5_backward_unit(void *p, int u, float *const *P, float *const *G)
         zero(m->s[1], (size_t)Md * C);
         if (!m->compact) {
             /* the forward's scaled copy of dec_out is in s[0] when tied */
-            linear_backward(m->s[1], dw, NULL, m->dlogits, c->tie ? m->s[0] : m->dec_out, w, Md,
+            linear_backward(m->s[1], dw, NULL, m->lm.dlogits, c->tie ? m->s[0] : m->dec_out, w, Md,
                             C, c->vocab);
             POLL(m);
         } else if (m->n_lab > 0) {
-            zero(m->dt3c, (size_t)m->n_lab * C);
-            linear_backward(m->dt3c, dw, NULL, m->dlogits, m->t3c, w, m->n_lab, C, c->vocab);
+            zero(m->lm.dx, (size_t)m->n_lab * C);
+            linear_backward(m->lm.dx, dw, NULL, m->lm.dlogits, m->lm.x, w, m->n_lab, C, c->vocab);
             POLL(m);
             for (int i = 0; i < m->n_lab; i++)
-                memcpy(m->s[1] + (size_t)m->lab_rows[i] * C, m->dt3c + (size_t)i * C,
+                memcpy(m->s[1] + (size_t)m->lab_rows[i] * C, m->lm.dx + (size_t)i * C,
                        sizeof(float) * (size_t)C);
         }
         if (c->tie)
@@ -1173,7 +1101,7 @@ static const float *t5_logits(const void *p, int64_t shape[3])
     shape[0] = m->B;
     shape[1] = m->Td;
     shape[2] = m->c.vocab;
-    return m->logits;
+    return m->lm.logits;
 }
 
 static void t5_set_train(void *p, int train) { ((t5_model *)p)->train = train; }

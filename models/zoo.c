@@ -1,9 +1,9 @@
 /* zoo.c - dispatch from a config or preset to the model family that implements it. Knows the
  * families' names and shapes; nothing of their math. */
 #include "zoo.h"
+#include "hfconfig.h"
 #include "layers.h"
 #include "../common/err.h"
-#include "../format/fileio.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -12,14 +12,12 @@
 
 int zt_model_config_load(const char *path, zt_model_cfg *c)
 {
-    char *text, type[32] = "bert";
+    char type[32] = "bert";
     cJSON *o, *v;
-    int rc = zt_file_read_all(path, 1u << 20, &text, NULL);
+    int rc = zt_hfc_open(path, &o);
     if (rc < 0)
-        return zt_fail_wrap(rc, "reading the model config");
-    o = cJSON_Parse(text);
-    free(text);
-    v = o ? cJSON_GetObjectItemCaseSensitive(o, "model_type") : NULL;
+        return rc;
+    v = cJSON_GetObjectItemCaseSensitive(o, "model_type");
     if (cJSON_IsString(v))
         snprintf(type, sizeof type, "%s", v->valuestring);
     cJSON_Delete(o);
