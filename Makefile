@@ -34,7 +34,7 @@ HDRS     := $(wildcard include/*.h */*.h)
 UNIT_TESTS := $(notdir $(basename $(wildcard tests/test_*.c)))
 TEST_BINS  := $(UNIT_TESTS:%=$(BUILD)/tests/%)
 
-.PHONY: all bench-convergence bench-optim-train bench-t5 bench-optim bench-full bench-offload bench-recompute bench-grad bench-zero docs test test-long unit-tests test-unit test-cli test-parity asan asan-build fuzz fuzz-build bench install clean
+.PHONY: all bench-convergence bench-optim-train bench-t5 bench-t5-pydoc bench-optim bench-full bench-offload bench-recompute bench-grad bench-zero docs test test-long unit-tests test-unit test-cli test-parity asan asan-build fuzz fuzz-build bench install clean
 all: $(BUILD)/zerotrain $(BUILD)/libzerotrain.a $(BUILD)/libzerotrain.so $(BUILD)/bench_grad
 
 $(BUILD)/obj/%.o: %.c $(HDRS)
@@ -160,6 +160,10 @@ bench-offload: all $(BUILD)/bench_limits $(BUILD)/bench_store
 # the optimizers within training: state bytes, update time, step time against AdamW
 bench-optim-train: all $(BUILD)/bench_limits $(BUILD)/bench_store
 	/usr/bin/python3 benchmarks/run.py benchmarks/sweeps/optim.json
+
+# t5-small on the default corpus: the loss curve and tokens/s (benchmarks/results/t5-small-pydoc*)
+bench-t5-pydoc: all
+	bash benchmarks/t5_pydoc.sh $(BUILD)/zerotrain
 
 # T5 within training (benchmarks/sweeps/t5.json)
 bench-t5: all $(BUILD)/bench_limits $(BUILD)/bench_store

@@ -454,8 +454,9 @@ int zt_ost_adafactor_unit(zt_engine *e, int u, zt_spart *const *parts, int n_par
 size_t zt_ost_state_bytes(const zt_engine *e)
 {
     size_t b = e->opt == ZT_OPT_ADAFACTOR ? e->af_floats * sizeof(float) : 0;
-    for (int i = 0; e->parts && i < e->layout.n_units * e->n_parts; i++)
-        b += zt_ost_bytes(e->opt, e->beta1, e->parts[i].len, e->parts[i].n_compact);
+    for (int i = 0; e->parts && i < e->layout.n_units * e->n_parts; i++) /* as allocated */
+        b += ZT_OST_ALLOC(zt_ost_bytes(e->opt, e->beta1, e->parts[i].len,
+                                       e->parts[i].n_compact));
     return b;
 }
 

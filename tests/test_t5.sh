@@ -127,6 +127,14 @@ for o in a8 af; do
     check_same ${o}s3 ${o}s0 "T5 $o: stage 3 with recomputation differs from stage 0 (N=2)"
 done
 
+# the model-state report: measured = formula + buffers (T5's shared unit holds no Adafactor
+# state of its own: its part is the minimal allocation, counted)
+for r in afs0 afs3 a8s0 relun2s1; do
+    line=$(grep -m1 "^model state per rank (" "$T/$r.log")
+    m=$(echo "$line" | sed -n 's/.*measured \([0-9]*\) bytes.*= \([0-9]*\)$/\1 \2/p')
+    if [ -n "$m" ] && [ "${m% *}" = "${m#* }" ]; then ok; else bad "T5 $r: $line"; fi
+done
+
 # ---- resume ----------------------------------------------------------------------------------
 for n in res6 res3 res3b; do cfg $n 2 1 selective; done
 run res6 2 relu 6 --checkpoint-dir "$T/ck6"
