@@ -792,9 +792,15 @@ void act_forward(int act, float *out, const float *inp, size_t n)
         gelu_forward(out, inp, n);
         return;
     }
+    if (act == ZT_ACT_RELU) { /* (one loop per activation: each vectorizes) */
 #pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++)
-        out[i] = act == ZT_ACT_RELU ? (inp[i] > 0.0f ? inp[i] : 0.0f) : gelu_tanh(inp[i]);
+        for (size_t i = 0; i < n; i++)
+            out[i] = inp[i] > 0.0f ? inp[i] : 0.0f;
+    } else {
+#pragma omp parallel for schedule(static)
+        for (size_t i = 0; i < n; i++)
+            out[i] = gelu_tanh(inp[i]);
+    }
     ZT_PROF(ZT_PROF_GELU, t0, (act == ZT_ACT_RELU ? 1.0 : 20.0) * (double)n, 8.0 * (double)n);
 }
 
@@ -805,10 +811,15 @@ void act_backward(int act, float *dinp, const float *inp, const float *dout, siz
         gelu_backward(dinp, inp, dout, n);
         return;
     }
+    if (act == ZT_ACT_RELU) {
 #pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++)
-        dinp[i] += act == ZT_ACT_RELU ? (inp[i] > 0.0f ? dout[i] : 0.0f)
-                                      : gelu_tanh_grad(inp[i]) * dout[i];
+        for (size_t i = 0; i < n; i++)
+            dinp[i] += inp[i] > 0.0f ? dout[i] : 0.0f;
+    } else {
+#pragma omp parallel for schedule(static)
+        for (size_t i = 0; i < n; i++)
+            dinp[i] += gelu_tanh_grad(inp[i]) * dout[i];
+    }
     ZT_PROF(ZT_PROF_GELU, t0, (act == ZT_ACT_RELU ? 1.0 : 25.0) * (double)n, 12.0 * (double)n);
 }
 
