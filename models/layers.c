@@ -813,8 +813,10 @@ void act_backward(int act, float *dinp, const float *inp, const float *dout, siz
     }
     if (act == ZT_ACT_RELU) {
 #pragma omp parallel for schedule(static)
-        for (size_t i = 0; i < n; i++)
-            dinp[i] += inp[i] > 0.0f ? dout[i] : 0.0f;
+        for (size_t i = 0; i < n; i++) { /* (both loads unconditional: it vectorizes) */
+            float d = dout[i];
+            dinp[i] += inp[i] > 0.0f ? d : 0.0f;
+        }
     } else {
 #pragma omp parallel for schedule(static)
         for (size_t i = 0; i < n; i++)

@@ -34,8 +34,9 @@ static void beta2_of(const zt_adafactor_hparams *hp, float *b2t, float *one_b2t)
 
 /* Sums whose order of additions is fixed by the data, never by the thread count: the
  * squares of p and of the update in partial sums of SUM_CHUNK consecutive elements added in
- * order (zt_sumsq's rule), the row sums row by row, the column sums column by column over
- * the rows in order. */
+ * order (zt_sumsq's rule; within a chunk eight interleaved partial sums added pairwise), the
+ * row sums row by row (the same eight-lane rule over each piece's stretch of a row), the
+ * column sums column by column over the rows in order. */
 #define SUM_CHUNK 4096
 #define SUM_GROUP 64 /* partial sums computed at once (in parallel) */
 
@@ -51,12 +52,19 @@ void zt_adafactor_sums_add(const zt_adafactor_shape *sh, size_t off, size_t n, c
     for (size_t i = r0; i < r1; i++) {
         size_t a = i * cols > off ? i * cols - off : 0;
         size_t b = (i + 1) * cols < off + n ? (i + 1) * cols - off : n;
-        double rs = s->row_sum[i];
-        for (size_t k = a; k < b; k++) {
+        double acc[8] = {0}; /* eight interleaved partial sums (lane k: elements k mod 8) */
+        size_t k = a;
+        for (; k + 8 <= b; k += 8)
+            for (int q = 0; q < 8; q++) {
+                float gk = g[k + q] * grad_scale;
+                acc[q] += gk * gk + eps1;
+            }
+        for (; k < b; k++) {
             float gk = g[k] * grad_scale;
-            rs += gk * gk + eps1;
+            acc[(k - a) & 7] += gk * gk + eps1;
         }
-        s->row_sum[i] = rs;
+        s->row_sum[i] += ((acc[0] + acc[1]) + (acc[2] + acc[3])) +
+                         ((acc[4] + acc[5]) + (acc[6] + acc[7]));
     }
     /* columns: blocks of 256, each over the rows in order */
     size_t nb = (cols + 255) / 256;
@@ -135,23 +143,27 @@ static void factors_init(factors *f, const zt_adafactor_shape *sh, const float *
         cfac[j] = 1.0f / sqrtf(col[j]);
 }
 
-static inline float col_factor(const factors *f, size_t j)
-{
-    return f->cfac ? f->cfac[j] : 1.0f / sqrtf(f->col[j]);
-}
-
-/* u of the elements [off, off + n) of a matrix into out */
+/* u of the elements [off, off + n) of a matrix into out, row stretch by row stretch (the
+ * inner loops vectorize; each element's arithmetic is the same either way) */
 static void factored_u(const factors *f, size_t off, size_t n, const float *g, float grad_scale,
                        float *out)
 {
     size_t cols = f->sh->cols, i = off / cols, j = off % cols;
-    float r = 1.0f / sqrtf(f->row[i] / f->rmean);
-    for (size_t k = 0; k < n; k++, j++) {
-        if (j == cols) { /* the next row */
-            j = 0;
-            r = 1.0f / sqrtf(f->row[++i] / f->rmean);
+    for (size_t k = 0; k < n; i++, j = 0) {
+        float r = 1.0f / sqrtf(f->row[i] / f->rmean);
+        size_t m = cols - j < n - k ? cols - j : n - k;
+        const float *gk = g + k;
+        float *o = out + k;
+        if (f->cfac) {
+            const float *cf = f->cfac + j;
+            for (size_t q = 0; q < m; q++)
+                o[q] = r * cf[q] * (gk[q] * grad_scale);
+        } else {
+            const float *cl = f->col + j;
+            for (size_t q = 0; q < m; q++)
+                o[q] = r * (1.0f / sqrtf(cl[q])) * (gk[q] * grad_scale);
         }
-        out[k] = r * col_factor(f, j) * (g[k] * grad_scale);
+        k += m;
     }
 }
 
@@ -188,8 +200,15 @@ double zt_adafactor_precondition(const zt_adafactor_shape *sh, const zt_adafacto
                         uk[k] = 1.0f / sqrtf(v[k0 + k]) * gk;
                     }
                 }
-                for (size_t k = 0; k < m; k++)
-                    sq += (double)uk[k] * uk[k];
+                double acc[8] = {0}; /* eight interleaved partial sums */
+                size_t k = 0;
+                for (; k + 8 <= m; k += 8)
+                    for (int q = 0; q < 8; q++)
+                        acc[q] += (double)uk[k + q] * uk[k + q];
+                for (; k < m; k++)
+                    acc[k & 7] += (double)uk[k] * uk[k];
+                sq += ((acc[0] + acc[1]) + (acc[2] + acc[3])) +
+                      ((acc[4] + acc[5]) + (acc[6] + acc[7]));
             }
             part[c] = sq;
         }
@@ -219,13 +238,26 @@ static float clip_denom(const zt_adafactor_hparams *hp, size_t numel, double u_s
     return denom > 1.0f ? denom : 1.0f;
 }
 
+/* phase 3 on n elements; without a first moment and decay (Adafactor's defaults) a loop that
+ * vectorizes, the same operations */
+static void apply_n(const zt_adafactor_hparams *hp, float denom, float lr, float wd,
+                    const float *u, float *m, float *p, size_t n)
+{
+    if (hp->beta1 < 0.0f && wd == 0.0f) {
+        for (size_t k = 0; k < n; k++)
+            p[k] = p[k] - u[k] / denom * lr;
+        return;
+    }
+    for (size_t k = 0; k < n; k++)
+        apply_one(hp, denom, lr, wd, u[k], m ? m + k : NULL, p + k);
+}
+
 void zt_adafactor_apply(const zt_adafactor_hparams *hp, size_t numel, double u_sumsq, float lr,
                         size_t n, const float *u, float *m, float *p, int decay)
 {
     double t0 = ZT_PROF_T0();
     float denom = clip_denom(hp, numel, u_sumsq), wd = decay ? -hp->weight_decay * lr : 0.0f;
-    for (size_t k = 0; k < n; k++)
-        apply_one(hp, denom, lr, wd, u[k], m ? m + k : NULL, p + k);
+    apply_n(hp, denom, lr, wd, u, m, p, n);
     ZT_PROF(ZT_PROF_OPTIMIZER, t0, 8.0 * (double)n, 16.0 * (double)n);
 }
 
@@ -249,8 +281,7 @@ void zt_adafactor_apply_grad(const zt_adafactor_shape *sh, const zt_adafactor_hp
         else
             for (size_t k = 0; k < c; k++)
                 u[k] = 1.0f / sqrtf(v[k0 + k]) * (g[k0 + k] * grad_scale);
-        for (size_t k = 0; k < c; k++)
-            apply_one(hp, denom, lr, wd, u[k], m ? m + k0 + k : NULL, p + k0 + k);
+        apply_n(hp, denom, lr, wd, u, m ? m + k0 : NULL, p + k0, c);
     }
     ZT_PROF(ZT_PROF_OPTIMIZER, t0, 12.0 * (double)n, 16.0 * (double)n);
 }

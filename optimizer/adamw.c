@@ -32,22 +32,43 @@ void zt_adamw_update(float *p, const float *g, float *m, float *v, size_t n,
     ZT_PROF(ZT_PROF_OPTIMIZER, t0, 14.0 * (double)n, 28.0 * (double)n);
 }
 
+/* one chunk's sum of squares: eight interleaved double accumulators (lane k takes the
+ * elements k mod 8), added pairwise; the same order in both versions, so the same bits */
+#define SUMSQ_BODY                                                                             \
+    double a[8] = {0};                                                                         \
+    size_t i = 0;                                                                              \
+    for (; i + 8 <= n; i += 8)                                                                 \
+        for (int k = 0; k < 8; k++)                                                            \
+            a[k] += (double)x[i + k] * x[i + k];                                               \
+    for (; i < n; i++)                                                                         \
+        a[i & 7] += (double)x[i] * x[i];                                                       \
+    return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+
+__attribute__((target("avx2"))) static double chunk_sumsq_avx2(const float *x, size_t n)
+{
+    SUMSQ_BODY
+}
+
+static double chunk_sumsq(const float *x, size_t n)
+{
+    SUMSQ_BODY
+}
+#undef SUMSQ_BODY
+
 double zt_sumsq(const float *x, size_t n)
 {
     enum { CHUNK = 4096 };
     size_t nc = (n + CHUNK - 1) / CHUNK;
     double total = 0.0;
+    int avx2 = __builtin_cpu_supports("avx2");
     /* chunk partials are computed in parallel and added in chunk order */
-    for (size_t c0 = 0; c0 < nc; c0 += 256) {
-        double part[256];
-        size_t c1 = c0 + 256 < nc ? c0 + 256 : nc;
+    for (size_t c0 = 0; c0 < nc; c0 += 1024) {
+        double part[1024];
+        size_t c1 = c0 + 1024 < nc ? c0 + 1024 : nc;
 #pragma omp parallel for schedule(static)
         for (size_t c = c0; c < c1; c++) {
-            size_t lo = c * CHUNK, hi = lo + CHUNK < n ? lo + CHUNK : n;
-            double s = 0.0;
-            for (size_t i = lo; i < hi; i++)
-                s += (double)x[i] * x[i];
-            part[c - c0] = s;
+            size_t lo = c * CHUNK, k = lo + CHUNK < n ? CHUNK : n - lo;
+            part[c - c0] = avx2 ? chunk_sumsq_avx2(x + lo, k) : chunk_sumsq(x + lo, k);
         }
         for (size_t c = c0; c < c1; c++)
             total += part[c - c0];
