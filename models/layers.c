@@ -771,20 +771,6 @@ void mha_backward(float *dq, float *dk, float *dv, float *dbias, const float *dc
 
 /* ---- T5's feed-forward pieces ---------------------------------------------------------- */
 
-static inline float gelu_tanh(float x)
-{
-    /* Hugging Face's NewGELUActivation, operation by operation in float32 */
-    float inner = 0.7978845608028654f * (x + 0.044715f * (x * x * x));
-    return 0.5f * x * (1.0f + tanhf(inner));
-}
-
-static inline float gelu_tanh_grad(float x)
-{
-    float inner = 0.7978845608028654f * (x + 0.044715f * (x * x * x)), th = tanhf(inner);
-    return 0.5f * (1.0f + th) +
-           0.5f * x * (1.0f - th * th) * 0.7978845608028654f * (1.0f + 0.134145f * x * x);
-}
-
 void act_forward(int act, float *out, const float *inp, size_t n)
 {
     double t0 = ZT_PROF_T0();
@@ -797,9 +783,12 @@ void act_forward(int act, float *out, const float *inp, size_t n)
         for (size_t i = 0; i < n; i++)
             out[i] = inp[i] > 0.0f ? inp[i] : 0.0f;
     } else {
+        long chunks = (long)((n + GELU_CHUNK - 1) / GELU_CHUNK);
 #pragma omp parallel for schedule(static)
-        for (size_t i = 0; i < n; i++)
-            out[i] = gelu_tanh(inp[i]);
+        for (long c = 0; c < chunks; c++) {
+            size_t i = (size_t)c * GELU_CHUNK, k = n - i < GELU_CHUNK ? n - i : GELU_CHUNK;
+            vm_gelu_tanh(out + i, inp + i, k);
+        }
     }
     ZT_PROF(ZT_PROF_GELU, t0, (act == ZT_ACT_RELU ? 1.0 : 20.0) * (double)n, 8.0 * (double)n);
 }
@@ -818,9 +807,12 @@ void act_backward(int act, float *dinp, const float *inp, const float *dout, siz
             dinp[i] += inp[i] > 0.0f ? d : 0.0f;
         }
     } else {
+        long chunks = (long)((n + GELU_CHUNK - 1) / GELU_CHUNK);
 #pragma omp parallel for schedule(static)
-        for (size_t i = 0; i < n; i++)
-            dinp[i] += gelu_tanh_grad(inp[i]) * dout[i];
+        for (long c = 0; c < chunks; c++) {
+            size_t i = (size_t)c * GELU_CHUNK, k = n - i < GELU_CHUNK ? n - i : GELU_CHUNK;
+            vm_gelu_tanh_grad_acc(dinp + i, inp + i, dout + i, k);
+        }
     }
     ZT_PROF(ZT_PROF_GELU, t0, (act == ZT_ACT_RELU ? 1.0 : 25.0) * (double)n, 12.0 * (double)n);
 }

@@ -1,5 +1,5 @@
 /* vmath.c - see vmath.h. The scalar and the eight-wide paths compute the same expressions;
- * only erff/expf differ (libm's vs libmvec's, both within a few ulp). */
+ * only erff/expf/tanhf differ (libm's vs libmvec's, both within a few ulp). */
 #include "vmath.h"
 
 #include <math.h>
@@ -7,6 +7,8 @@
 #include <string.h>
 
 static const float INV_SQRT2 = 0.70710678118654752f, INV_SQRT_2PI = 0.3989422804014327f;
+/* gelu_new (tanh): sqrt(2/pi), 0.044715 and its triple */
+static const float GT_K = 0.7978845608028654f, GT_C = 0.044715f, GT_C3 = 0.134145f;
 
 int vm_wide(void)
 {
@@ -33,6 +35,24 @@ static void gelu_grad_1(float *dinp, const float *x, const float *dout, size_t n
         float cdf = 0.5f * (1.0f + erff(v * INV_SQRT2));
         float pdf = INV_SQRT_2PI * expf(-0.5f * v * v);
         dinp[i] += dout[i] * (cdf + v * pdf);
+    }
+}
+
+/* Hugging Face's NewGELUActivation operation by operation: 0.5 x (1 + tanh(k (x + c x^3))) */
+static void gelu_tanh_1(float *out, const float *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float v = x[i], inner = GT_K * (v + GT_C * (v * v * v));
+        out[i] = 0.5f * v * (1.0f + tanhf(inner));
+    }
+}
+
+static void gelu_tanh_grad_1(float *dinp, const float *x, const float *dout, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float v = x[i], inner = GT_K * (v + GT_C * (v * v * v)), th = tanhf(inner);
+        float d = 0.5f * (1.0f + th) + 0.5f * v * (1.0f - th * th) * GT_K * (1.0f + GT_C3 * v * v);
+        dinp[i] += d * dout[i];
     }
 }
 
@@ -127,6 +147,7 @@ static void ln_grad_sums_1(const float *dy, const float *w, const float *x, floa
 
 __m256 _ZGVdN8v_erff(__m256 x);
 __m256 _ZGVdN8v_expf(__m256 x);
+__m256 _ZGVdN8v_tanhf(__m256 x);
 
 /* the low and high four floats as doubles */
 static inline __m256d lo_pd(__m256 v) { return _mm256_cvtps_pd(_mm256_castps256_ps128(v)); }
@@ -158,6 +179,65 @@ static inline __m256 gelu_grad_8(__m256 x)
     __m256 a = _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(-0.5f), x), x);
     __m256 pdf = _mm256_mul_ps(_mm256_set1_ps(INV_SQRT_2PI), _ZGVdN8v_expf(a));
     return _mm256_add_ps(cdf, _mm256_mul_ps(x, pdf));
+}
+
+/* the scalar expressions, eight at a time */
+static inline __m256 gt_inner(__m256 v)
+{
+    __m256 cube = _mm256_mul_ps(_mm256_mul_ps(v, v), v);
+    return _mm256_mul_ps(_mm256_set1_ps(GT_K),
+                         _mm256_add_ps(v, _mm256_mul_ps(_mm256_set1_ps(GT_C), cube)));
+}
+
+static inline __m256 gelu_tanh_8(__m256 v)
+{
+    __m256 th = _ZGVdN8v_tanhf(gt_inner(v));
+    return _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), v),
+                         _mm256_add_ps(_mm256_set1_ps(1.0f), th));
+}
+
+static inline __m256 gelu_tanh_grad_8(__m256 v)
+{
+    __m256 th = _ZGVdN8v_tanhf(gt_inner(v)), one = _mm256_set1_ps(1.0f),
+           half = _mm256_set1_ps(0.5f);
+    __m256 a = _mm256_mul_ps(half, _mm256_add_ps(one, th));
+    __m256 b = _mm256_mul_ps(_mm256_mul_ps(half, v), _mm256_sub_ps(one, _mm256_mul_ps(th, th)));
+    b = _mm256_mul_ps(b, _mm256_set1_ps(GT_K));
+    __m256 c = _mm256_add_ps(one, _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(GT_C3), v), v));
+    return _mm256_add_ps(a, _mm256_mul_ps(b, c));
+}
+
+/* f over n floats, eight at a time (a partial last group padded) */
+#define MAP_8N(f, out, x, n)                                                                 \
+    do {                                                                                     \
+        size_t i_ = 0;                                                                       \
+        for (; i_ + 8 <= (n); i_ += 8)                                                       \
+            _mm256_storeu_ps((out) + i_, f(_mm256_loadu_ps((x) + i_)));                      \
+        if (i_ < (n)) {                                                                      \
+            float t_[8] = {0};                                                               \
+            memcpy(t_, (x) + i_, ((n) - i_) * sizeof(float));                                \
+            _mm256_storeu_ps(t_, f(_mm256_loadu_ps(t_)));                                    \
+            memcpy((out) + i_, t_, ((n) - i_) * sizeof(float));                              \
+        }                                                                                    \
+    } while (0)
+
+static void gelu_tanh_8n(float *out, const float *x, size_t n) { MAP_8N(gelu_tanh_8, out, x, n); }
+
+static void gelu_tanh_grad_8n(float *dinp, const float *x, const float *dout, size_t n)
+{
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 g = _mm256_mul_ps(gelu_tanh_grad_8(_mm256_loadu_ps(x + i)),
+                                 _mm256_loadu_ps(dout + i));
+        _mm256_storeu_ps(dinp + i, _mm256_add_ps(_mm256_loadu_ps(dinp + i), g));
+    }
+    if (i < n) {
+        float t[8] = {0};
+        memcpy(t, x + i, (n - i) * sizeof(float));
+        _mm256_storeu_ps(t, gelu_tanh_grad_8(_mm256_loadu_ps(t)));
+        for (size_t j = 0; i + j < n; j++)
+            dinp[i + j] += t[j] * dout[i + j];
+    }
 }
 
 static void gelu_8n(float *out, const float *x, size_t n)
@@ -371,6 +451,22 @@ void vm_gelu(float *out, const float *x, size_t n)
         gelu_8n(out, x, n);
     else
         gelu_1(out, x, n);
+}
+
+void vm_gelu_tanh(float *out, const float *x, size_t n)
+{
+    if (vm_wide())
+        gelu_tanh_8n(out, x, n);
+    else
+        gelu_tanh_1(out, x, n);
+}
+
+void vm_gelu_tanh_grad_acc(float *dinp, const float *x, const float *dout, size_t n)
+{
+    if (vm_wide())
+        gelu_tanh_grad_8n(dinp, x, dout, n);
+    else
+        gelu_tanh_grad_1(dinp, x, dout, n);
 }
 
 void vm_gelu_grad_acc(float *dinp, const float *x, const float *dout, size_t n)

@@ -1,5 +1,5 @@
 /* vmath.h - the transcendental loops of the kernels (GELU's erf, softmax's exp), eight floats
- * at a time through glibc's libmvec (_ZGVdN8v_erff / _ZGVdN8v_expf, AVX2, within 4 ulp)
+ * at a time through glibc's libmvec (_ZGVdN8v_erff / _expf / _tanhf, AVX2, within 4 ulp)
  * where the CPU has AVX2, else the scalar libm functions. Every element of an array goes
  * through the same function (a partial last group of eight is padded), so a result depends
  * only on the value and the machine, never on the position, the length or the threads. */
@@ -13,6 +13,10 @@
 void vm_gelu(float *out, const float *x, size_t n);
 /* dinp[i] += dout[i] * (Phi(x) + x * phi(x)) (the exact GELU's derivative). */
 void vm_gelu_grad_acc(float *dinp, const float *x, const float *dout, size_t n);
+/* out[i] = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (transformers' gelu_new, T5 v1.1),
+ * out may equal x; and dinp[i] += its derivative * dout[i]. Single-threaded. */
+void vm_gelu_tanh(float *out, const float *x, size_t n);
+void vm_gelu_tanh_grad_acc(float *dinp, const float *x, const float *dout, size_t n);
 /* y[i] = exp(x[i] - sub) (y may equal x; NULL: not stored); returns the sum of the y[i], accumulated in double
  * in a fixed order. */
 double vm_exp_sum(float *y, const float *x, float sub, size_t n);
