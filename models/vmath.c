@@ -240,18 +240,7 @@ static void gelu_tanh_grad_8n(float *dinp, const float *x, const float *dout, si
     }
 }
 
-static void gelu_8n(float *out, const float *x, size_t n)
-{
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(out + i, gelu_8(_mm256_loadu_ps(x + i)));
-    if (i < n) {
-        float t[8] = {0};
-        memcpy(t, x + i, (n - i) * sizeof(float));
-        _mm256_storeu_ps(t, gelu_8(_mm256_loadu_ps(t)));
-        memcpy(out + i, t, (n - i) * sizeof(float));
-    }
-}
+static void gelu_8n(float *out, const float *x, size_t n) { MAP_8N(gelu_8, out, x, n); }
 
 static void gelu_grad_8n(float *dinp, const float *x, const float *dout, size_t n)
 {
