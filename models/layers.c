@@ -183,19 +183,6 @@ static void apply_keep(float *y, const float *x, const uint32_t *bits, size_t n,
     vm_apply_keep(y, x, bits, n, 1.0f / (1.0f - p));
 }
 
-/* attention backward: pair (b, h)'s dropout mask from x into y, from the forward's record
- * when there is one, else regenerated from the counters (the same decisions) */
-static void pair_mask(float *y, const float *x, const zt_dropout *drop, const uint32_t *keep,
-                      int b, int h, int T, size_t wpp, int H)
-{
-    size_t n = (size_t)T * T;
-    if (keep)
-        apply_keep(y, x, keep + ((size_t)b * H + h) * wpp, n, drop->p);
-    else
-        dropout_row(y, x, NULL, drop, drop->first_sample + (uint64_t)b, (uint64_t)h * n, n,
-                    NULL);
-}
-
 /* Rows are cut into pieces of DROP_PIECE elements (a multiple of the 256 the generator is
  * asked for at a time and of 32 mask bits) so that small batches use every thread too. */
 enum { DROP_PIECE = 16384 };
@@ -317,60 +304,199 @@ static int scratch_threads(int slots)
     return n < slots ? n : slots > 0 ? slots : 1;
 }
 
-void attention_forward(float *ctx, float *att, uint32_t *keep, const float *q, const float *k,
-                       const float *v, const int64_t *mask, const zt_dropout *drop,
-                       float *scratch, int slots, int B, int T, int C, int H)
+/* the (sample, head) pair's dropout mask on x into y: from the forward's record when there
+ * is one (keep: the pair's words), else regenerated from the counters (the same decisions) */
+static void pair_mask(float *y, const float *x, const zt_dropout *drop, const uint32_t *keep,
+                      int b, int h, size_t tt)
 {
-    size_t wpp = ((size_t)T * T + 31) / 32; /* keep-mask words per (sample, head) */
-    /* ctx, q, k, v: [B,T,C]; att: [B,H,T,T]; mask: [B,T]; scratch: slots x [T,T] */
-    int hs = C / H, prof = zt_prof_on;
-    float div = (float)sqrt((double)hs);
-    int use_drop = drop && drop->p > 0.0f;
+    if (keep)
+        apply_keep(y, x, keep, tt, drop->p);
+    else
+        dropout_row(y, x, NULL, drop, drop->first_sample + (uint64_t)b, (uint64_t)h * tt, tt,
+                    NULL);
+}
+
+/* the additive term of row i's scores: -FLT_MAX on masked keys (and, causal, keys after i),
+ * else the bias (0 without); NULL when there is none */
+static const float *score_terms(float *bm, const float *bias, const int64_t *km, int causal,
+                                int i, int Tk)
+{
+    if (!bias && !km && !causal)
+        return NULL;
+    for (int j = 0; j < Tk; j++) {
+        int masked = (km && km[j] == 0) || (causal && j > i);
+        bm[j] = masked ? -FLT_MAX : bias ? bias[(size_t)i * Tk + j] : 0.0f;
+    }
+    return bm;
+}
+
+/* mha_forward, also recording the dropout keep-mask (keep: B*H pairs of ceil(Tq*Tk/32)
+ * words; NULL: not recorded) */
+static void mha_forward_keep(float *ctx, float *att, uint32_t *keep, const float *q,
+                             const float *k, const float *v, const float *bias,
+                             const int64_t *kmask, int causal, float div,
+                             const zt_dropout *drop, float *scratch, int slots, int B, int Tq,
+                             int Tk, int H, int D)
+{
+    /* ctx, q: [B,Tq,H*D]; k, v: [B,Tk,H*D]; att: [B,H,Tq,Tk]; bias: [H,Tq,Tk]; kmask: [B,Tk];
+     * scratch: slots x (Tq*Tk + Tk) */
+    int C = H * D, prof = zt_prof_on, use_drop = drop && drop->p > 0.0f;
+    size_t tt = (size_t)Tq * Tk, wpp = (tt + 31) / 32;
     double part[PART_N] = {0}, w0 = ZT_PROF_T0();
 #pragma omp parallel num_threads(scratch_threads(slots))
     {
-        float *scr = scratch + (size_t)omp_get_thread_num() * ((size_t)T * T + T);
-        float *madd = mask ? scr + (size_t)T * T : NULL; /* the mask as 0 / -FLT_MAX */
-        int madd_b = -1;
+        float *pd = scratch + (size_t)omp_get_thread_num() * (tt + (size_t)Tk), *bm = pd + tt;
         double my[PART_N] = {0}, t = 0.0;
 #pragma omp for schedule(static)
         for (int bh = 0; bh < B * H; bh++) {
             int b = bh / H, h = bh % H;
-            size_t off = (size_t)b * T * C + (size_t)h * hs;
-            float *a = att + (size_t)bh * T * T;
+            const float *qb = q + (size_t)b * Tq * C + (size_t)h * D;
+            const float *kb = k + (size_t)b * Tk * C + (size_t)h * D;
+            const float *vb = v + (size_t)b * Tk * C + (size_t)h * D;
+            const int64_t *km = kmask ? kmask + (size_t)b * Tk : NULL;
+            const float *bh_bias = bias ? bias + (size_t)h * tt : NULL, *terms = NULL;
+            float *a = att + (size_t)bh * tt;
             if (prof)
                 t = zt_prof_now();
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, 1.0f, q + off, C,
-                        k + off, C, 0.0f, a, T);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, Tq, Tk, D, 1.0f, qb, C, kb, C,
+                        0.0f, a, Tk);
             lap(prof, &my[PART_GEMM], &t);
-            if (madd && madd_b != b) {
-                for (int j = 0; j < T; j++)
-                    madd[j] = mask[(size_t)b * T + j] == 0 ? -FLT_MAX : 0.0f;
-                madd_b = b;
-            }
-            for (int i = 0; i < T; i++)
-                vm_softmax_row(a + (size_t)i * T, madd, div, (size_t)T);
+            if (!bh_bias && !causal) /* the same term for every row */
+                terms = score_terms(bm, NULL, km, 0, 0, Tk);
+            for (int i = 0; i < Tq; i++)
+                vm_softmax_row(a + (size_t)i * Tk,
+                               bh_bias || causal ? score_terms(bm, bh_bias, km, causal, i, Tk)
+                                                 : terms,
+                               div, (size_t)Tk);
+            lap(prof, &my[PART_SOFTMAX], &t);
             const float *p = a;
-            if (use_drop) {
-                lap(prof, &my[PART_SOFTMAX], &t);
-                /* the mask words of a pair start at its element 0 (a multiple of 32 apart) */
-                dropout_row(scr, a, NULL, drop, drop->first_sample + (uint64_t)b,
-                            (uint64_t)h * T * T, (size_t)T * T,
-                            keep ? keep + (size_t)bh * wpp : NULL);
-                p = scr;
+            if (use_drop) { /* the mask words of a pair start at its element 0 */
+                dropout_row(pd, a, NULL, drop, drop->first_sample + (uint64_t)b,
+                            (uint64_t)h * tt, tt, keep ? keep + (size_t)bh * wpp : NULL);
+                p = pd;
                 lap(prof, &my[PART_DROP], &t);
-            } else {
-                lap(prof, &my[PART_SOFTMAX], &t);
             }
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, p, T, v + off,
-                        C, 0.0f, ctx + off, C);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, Tq, D, Tk, 1.0f, p, Tk, vb, C,
+                        0.0f, ctx + (size_t)b * Tq * C + (size_t)h * D, C);
             lap(prof, &my[PART_GEMM], &t);
         }
         merge_parts(prof, part, my);
     }
-    double pairs = (double)B * H, tt = (double)T * T;
-    attention_profile(w0, part, pairs * 4.0 * tt * hs, pairs * 4.0 * (4.0 * T * hs + 2.0 * tt),
-                      pairs * 8.0 * tt, use_drop ? pairs * tt : 0.0);
+    double pairs = (double)B * H;
+    attention_profile(w0, part, pairs * 4.0 * (double)tt * D,
+                      pairs * 4.0 * (2.0 * Tq * D + 2.0 * Tk * D + 2.0 * (double)tt),
+                      pairs * 8.0 * (double)tt, use_drop ? pairs * (double)tt : 0.0);
+}
+
+void mha_forward(float *ctx, float *att, const float *q, const float *k, const float *v,
+                 const float *bias, const int64_t *kmask, int causal, float div,
+                 const zt_dropout *drop, float *scratch, int slots, int B, int Tq, int Tk, int H,
+                 int D)
+{
+    mha_forward_keep(ctx, att, NULL, q, k, v, bias, kmask, causal, div, drop, scratch, slots, B,
+                     Tq, Tk, H, D);
+}
+
+/* one (sample, head) pair of the backward; dbias: the head's [Tq,Tk] or NULL; keep: the
+ * pair's recorded mask or NULL */
+static void mha_pair_backward(float *dq, float *dk, float *dv, float *dbias, const float *dctx,
+                              const float *a, const uint32_t *keep, const float *q,
+                              const float *k, const float *v, float div, const zt_dropout *drop,
+                              float *dp, float *pd, int b, int h, int Tq, int Tk, int C, int D,
+                              double *my)
+{
+    size_t tt = (size_t)Tq * Tk, oq = (size_t)b * Tq * C + (size_t)h * D,
+           ok = (size_t)b * Tk * C + (size_t)h * D;
+    int prof = zt_prof_on, use_drop = drop && drop->p > 0.0f;
+    double t = prof ? zt_prof_now() : 0.0;
+    const float *p = a;
+    if (use_drop) {
+        pair_mask(pd, a, drop, keep, b, h, tt);
+        p = pd;
+        lap(prof, &my[PART_DROP], &t);
+    }
+    /* dv = p^T dctx; dp = dctx v^T */
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Tk, D, Tq, 1.0f, p, Tk, dctx + oq, C,
+                0.0f, dv + ok, C);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, Tq, Tk, D, 1.0f, dctx + oq, C, v + ok, C,
+                0.0f, dp, Tk);
+    lap(prof, &my[PART_GEMM], &t);
+    if (use_drop) { /* the gradient through the same keep-mask and scale */
+        pair_mask(dp, dp, drop, keep, b, h, tt);
+        lap(prof, &my[PART_DROP], &t);
+    }
+    /* the softmax's backward, then the division of the scores */
+    for (int i = 0; i < Tq; i++)
+        vm_softmax_grad_row(dp + (size_t)i * Tk, a + (size_t)i * Tk, div, (size_t)Tk);
+    if (dbias) /* the additive term's gradient is the scores' before the division */
+        for (size_t i = 0; i < tt; i++)
+            dbias[i] += dp[i] * div;
+    lap(prof, &my[PART_SOFTMAX], &t);
+    /* dq = ds k; dk = ds^T q */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, Tq, D, Tk, 1.0f, dp, Tk, k + ok, C,
+                0.0f, dq + oq, C);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Tk, D, Tq, 1.0f, dp, Tk, q + oq, C,
+                0.0f, dk + ok, C);
+    lap(prof, &my[PART_GEMM], &t);
+}
+
+static void mha_backward_keep(float *dq, float *dk, float *dv, float *dbias, const float *dctx,
+                              const float *att, const uint32_t *keep, const float *q,
+                              const float *k, const float *v, float div, const zt_dropout *drop,
+                              float *scratch, int slots, int B, int Tq, int Tk, int H, int D)
+{
+    /* dq, dctx, q: [B,Tq,H*D]; dk, dv, k, v: [B,Tk,H*D]; att: [B,H,Tq,Tk]; dbias: [H,Tq,Tk];
+     * scratch: slots x [2,Tq,Tk] */
+    int C = H * D, prof = zt_prof_on;
+    size_t tt = (size_t)Tq * Tk, wpp = (tt + 31) / 32;
+    double part[PART_N] = {0}, w0 = ZT_PROF_T0();
+#pragma omp parallel num_threads(scratch_threads(slots))
+    {
+        float *dp = scratch + (size_t)omp_get_thread_num() * 2 * tt, *pd = dp + tt;
+        double my[PART_N] = {0};
+        if (dbias) { /* heads in parallel, each head's samples in order: a fixed sum */
+#pragma omp for schedule(static)
+            for (int h = 0; h < H; h++)
+                for (int b = 0; b < B; b++) {
+                    size_t bh = (size_t)b * H + h;
+                    mha_pair_backward(dq, dk, dv, dbias + (size_t)h * tt, dctx, att + bh * tt,
+                                      keep ? keep + bh * wpp : NULL, q, k, v, div, drop, dp, pd,
+                                      b, h, Tq, Tk, C, D, my);
+                }
+        } else {
+#pragma omp for schedule(static)
+            for (int bh = 0; bh < B * H; bh++)
+                mha_pair_backward(dq, dk, dv, NULL, dctx, att + (size_t)bh * tt,
+                                  keep ? keep + (size_t)bh * wpp : NULL, q, k, v, div, drop, dp,
+                                  pd, bh / H, bh % H, Tq, Tk, C, D, my);
+        }
+        merge_parts(prof, part, my);
+    }
+    double pairs = (double)B * H;
+    int use_drop = drop && drop->p > 0.0f;
+    attention_profile(w0, part, pairs * 8.0 * (double)tt * D,
+                      pairs * 4.0 * (4.0 * Tq * D + 4.0 * Tk * D + 4.0 * (double)tt),
+                      pairs * 12.0 * (double)tt, use_drop ? 2.0 * pairs * (double)tt : 0.0);
+}
+
+void mha_backward(float *dq, float *dk, float *dv, float *dbias, const float *dctx,
+                  const float *att, const float *q, const float *k, const float *v, float div,
+                  const zt_dropout *drop, float *scratch, int slots, int B, int Tq, int Tk, int H,
+                  int D)
+{
+    mha_backward_keep(dq, dk, dv, dbias, dctx, att, NULL, q, k, v, div, drop, scratch, slots, B,
+                      Tq, Tk, H, D);
+}
+
+/* BERT's self-attention: the general kernel with scores / sqrt(hs), the key mask, no bias,
+ * and the dropout mask recorded in keep (or regenerated when keep is NULL) */
+void attention_forward(float *ctx, float *att, uint32_t *keep, const float *q, const float *k,
+                       const float *v, const int64_t *mask, const zt_dropout *drop,
+                       float *scratch, int slots, int B, int T, int C, int H)
+{
+    int hs = C / H;
+    mha_forward_keep(ctx, att, keep, q, k, v, NULL, mask, 0, (float)sqrt((double)hs), drop,
+                     scratch, slots, B, T, T, H, hs);
 }
 
 void attention_backward(float *dq, float *dk, float *dv, const float *dctx, const float *att,
@@ -378,55 +504,9 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dctx, cons
                         const zt_dropout *drop, float *scratch, int slots, int B, int T, int C,
                         int H)
 {
-    size_t wpp = ((size_t)T * T + 31) / 32;
-    /* dq, dk, dv, dctx, q, k, v: [B,T,C]; att: [B,H,T,T]; scratch: slots x [2,T,T] */
-    int hs = C / H, prof = zt_prof_on;
-    float div = (float)sqrt((double)hs);
-    int use_drop = drop && drop->p > 0.0f;
-    double part[PART_N] = {0}, w0 = ZT_PROF_T0();
-#pragma omp parallel num_threads(scratch_threads(slots))
-    {
-        float *dp = scratch + (size_t)omp_get_thread_num() * 2 * T * T, *pd = dp + (size_t)T * T;
-        double my[PART_N] = {0}, t = 0.0;
-#pragma omp for schedule(static)
-        for (int bh = 0; bh < B * H; bh++) {
-            int b = bh / H, h = bh % H;
-            size_t off = (size_t)b * T * C + (size_t)h * hs;
-            const float *a = att + (size_t)bh * T * T;
-            const float *p = a;
-            if (prof)
-                t = zt_prof_now();
-            if (use_drop) {
-                pair_mask(pd, a, drop, keep, b, h, T, wpp, H);
-                p = pd;
-                lap(prof, &my[PART_DROP], &t);
-            }
-            /* dv = p^T dctx ; dp = dctx v^T */
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, 1.0f, p, T,
-                        dctx + off, C, 0.0f, dv + off, C);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, 1.0f, dctx + off, C,
-                        v + off, C, 0.0f, dp, T);
-            lap(prof, &my[PART_GEMM], &t);
-            if (use_drop) { /* gradient through the same keep-mask and scale */
-                pair_mask(dp, dp, drop, keep, b, h, T, wpp, H);
-                lap(prof, &my[PART_DROP], &t);
-            }
-            /* softmax backward, then the 1/sqrt(hs) of the scores */
-            for (int i = 0; i < T; i++)
-                vm_softmax_grad_row(dp + (size_t)i * T, a + (size_t)i * T, div, (size_t)T);
-            lap(prof, &my[PART_SOFTMAX], &t);
-            /* dq = ds k ; dk = ds^T q */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, dp, T, k + off,
-                        C, 0.0f, dq + off, C);
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, 1.0f, dp, T, q + off,
-                        C, 0.0f, dk + off, C);
-            lap(prof, &my[PART_GEMM], &t);
-        }
-        merge_parts(prof, part, my);
-    }
-    double pairs = (double)B * H, tt = (double)T * T;
-    attention_profile(w0, part, pairs * 8.0 * tt * hs, pairs * 4.0 * (8.0 * T * hs + 4.0 * tt),
-                      pairs * 12.0 * tt, use_drop ? 2.0 * pairs * tt : 0.0);
+    int hs = C / H;
+    mha_backward_keep(dq, dk, dv, NULL, dctx, att, keep, q, k, v, (float)sqrt((double)hs), drop,
+                      scratch, slots, B, T, T, H, hs);
 }
 
 /* ---- embeddings --------------------------------------------------------------------- */
@@ -623,150 +703,6 @@ void posbias_backward(float *dtable, const float *dbias, int bidirectional, int 
             dtable[(size_t)k * H + h] += (float)acc[k];
     }
     ZT_PROF(ZT_PROF_EMBEDDING, t0, (double)H * Tq * Tk, 4.0 * H * Tq * Tk);
-}
-
-/* ---- general multi-head attention ------------------------------------------------------ */
-
-/* row i's additive term: -FLT_MAX on masked keys (and, causal, keys after i), else the bias */
-static const float *score_terms(float *bm, const float *bias, const int64_t *km, int causal,
-                                int i, int Tk)
-{
-    if (!bias && !km && !causal)
-        return NULL;
-    for (int j = 0; j < Tk; j++) {
-        int masked = (km && km[j] == 0) || (causal && j > i);
-        bm[j] = masked ? -FLT_MAX : bias ? bias[(size_t)i * Tk + j] : 0.0f;
-    }
-    return bm;
-}
-
-void mha_forward(float *ctx, float *att, const float *q, const float *k, const float *v,
-                 const float *bias, const int64_t *kmask, int causal, float div,
-                 const zt_dropout *drop, float *scratch, int slots, int B, int Tq, int Tk, int H,
-                 int D)
-{
-    /* ctx, q: [B,Tq,H*D]; k, v: [B,Tk,H*D]; att: [B,H,Tq,Tk]; bias: [H,Tq,Tk]; kmask: [B,Tk];
-     * scratch: slots x [2,Tq,Tk] */
-    int C = H * D, prof = zt_prof_on, use_drop = drop && drop->p > 0.0f;
-    size_t tt = (size_t)Tq * Tk;
-    double part[PART_N] = {0}, w0 = ZT_PROF_T0();
-#pragma omp parallel num_threads(scratch_threads(slots))
-    {
-        float *pd = scratch + (size_t)omp_get_thread_num() * 2 * tt, *bm = pd + tt;
-        double my[PART_N] = {0}, t = 0.0;
-#pragma omp for schedule(static)
-        for (int bh = 0; bh < B * H; bh++) {
-            int b = bh / H, h = bh % H;
-            const float *qb = q + (size_t)b * Tq * C + (size_t)h * D;
-            const float *kb = k + (size_t)b * Tk * C + (size_t)h * D;
-            const float *vb = v + (size_t)b * Tk * C + (size_t)h * D;
-            const int64_t *km = kmask ? kmask + (size_t)b * Tk : NULL;
-            const float *bh_bias = bias ? bias + (size_t)h * tt : NULL;
-            float *a = att + (size_t)bh * tt;
-            if (prof)
-                t = zt_prof_now();
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, Tq, Tk, D, 1.0f, qb, C, kb, C,
-                        0.0f, a, Tk);
-            lap(prof, &my[PART_GEMM], &t);
-            for (int i = 0; i < Tq; i++)
-                vm_softmax_row(a + (size_t)i * Tk,
-                               score_terms(bm, bh_bias, km, causal, i, Tk), div, (size_t)Tk);
-            lap(prof, &my[PART_SOFTMAX], &t);
-            const float *p = a;
-            if (use_drop) {
-                dropout_row(pd, a, NULL, drop, drop->first_sample + (uint64_t)b,
-                            (uint64_t)h * tt, tt, NULL);
-                p = pd;
-                lap(prof, &my[PART_DROP], &t);
-            }
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, Tq, D, Tk, 1.0f, p, Tk, vb, C,
-                        0.0f, ctx + (size_t)b * Tq * C + (size_t)h * D, C);
-            lap(prof, &my[PART_GEMM], &t);
-        }
-        merge_parts(prof, part, my);
-    }
-    double pairs = (double)B * H;
-    attention_profile(w0, part, pairs * 4.0 * (double)tt * D,
-                      pairs * 4.0 * (2.0 * Tq * D + 2.0 * Tk * D + 2.0 * (double)tt),
-                      pairs * 8.0 * (double)tt, use_drop ? pairs * (double)tt : 0.0);
-}
-
-/* one (sample, head) pair of mha_backward; dbias: the head's [Tq,Tk] or NULL */
-static void mha_pair_backward(float *dq, float *dk, float *dv, float *dbias, const float *dctx,
-                              const float *a, const float *q, const float *k, const float *v,
-                              float div, const zt_dropout *drop, float *dp, float *pd, int b,
-                              int h, int Tq, int Tk, int C, int D, double *my)
-{
-    size_t tt = (size_t)Tq * Tk, oq = (size_t)b * Tq * C + (size_t)h * D,
-           ok = (size_t)b * Tk * C + (size_t)h * D;
-    int prof = zt_prof_on, use_drop = drop && drop->p > 0.0f;
-    double t = prof ? zt_prof_now() : 0.0;
-    const float *p = a;
-    if (use_drop) {
-        dropout_row(pd, a, NULL, drop, drop->first_sample + (uint64_t)b, (uint64_t)h * tt, tt,
-                    NULL);
-        p = pd;
-        lap(prof, &my[PART_DROP], &t);
-    }
-    /* dv = p^T dctx; dp = dctx v^T */
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Tk, D, Tq, 1.0f, p, Tk, dctx + oq, C,
-                0.0f, dv + ok, C);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, Tq, Tk, D, 1.0f, dctx + oq, C, v + ok, C,
-                0.0f, dp, Tk);
-    lap(prof, &my[PART_GEMM], &t);
-    if (use_drop) {
-        dropout_row(dp, dp, NULL, drop, drop->first_sample + (uint64_t)b, (uint64_t)h * tt, tt,
-                    NULL);
-        lap(prof, &my[PART_DROP], &t);
-    }
-    for (int i = 0; i < Tq; i++)
-        vm_softmax_grad_row(dp + (size_t)i * Tk, a + (size_t)i * Tk, div, (size_t)Tk);
-    if (dbias) /* the additive term's gradient is the scores' before the division */
-        for (size_t i = 0; i < tt; i++)
-            dbias[i] += dp[i] * div;
-    lap(prof, &my[PART_SOFTMAX], &t);
-    /* dq = ds k; dk = ds^T q */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, Tq, D, Tk, 1.0f, dp, Tk, k + ok, C,
-                0.0f, dq + oq, C);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Tk, D, Tq, 1.0f, dp, Tk, q + oq, C,
-                0.0f, dk + ok, C);
-    lap(prof, &my[PART_GEMM], &t);
-}
-
-void mha_backward(float *dq, float *dk, float *dv, float *dbias, const float *dctx,
-                  const float *att, const float *q, const float *k, const float *v, float div,
-                  const zt_dropout *drop, float *scratch, int slots, int B, int Tq, int Tk, int H,
-                  int D)
-{
-    /* dq, dctx, q: [B,Tq,H*D]; dk, dv, k, v: [B,Tk,H*D]; att: [B,H,Tq,Tk]; dbias: [H,Tq,Tk];
-     * scratch: slots x [2,Tq,Tk] */
-    int C = H * D, prof = zt_prof_on;
-    size_t tt = (size_t)Tq * Tk;
-    double part[PART_N] = {0}, w0 = ZT_PROF_T0();
-#pragma omp parallel num_threads(scratch_threads(slots))
-    {
-        float *dp = scratch + (size_t)omp_get_thread_num() * 2 * tt, *pd = dp + tt;
-        double my[PART_N] = {0};
-        if (dbias) { /* heads in parallel, each head's samples in order: a fixed sum */
-#pragma omp for schedule(static)
-            for (int h = 0; h < H; h++)
-                for (int b = 0; b < B; b++)
-                    mha_pair_backward(dq, dk, dv, dbias + (size_t)h * tt, dctx,
-                                      att + ((size_t)b * H + h) * tt, q, k, v, div, drop, dp, pd,
-                                      b, h, Tq, Tk, C, D, my);
-        } else {
-#pragma omp for schedule(static)
-            for (int bh = 0; bh < B * H; bh++)
-                mha_pair_backward(dq, dk, dv, NULL, dctx, att + (size_t)bh * tt, q, k, v, div,
-                                  drop, dp, pd, bh / H, bh % H, Tq, Tk, C, D, my);
-        }
-        merge_parts(prof, part, my);
-    }
-    double pairs = (double)B * H;
-    int use_drop = drop && drop->p > 0.0f;
-    attention_profile(w0, part, pairs * 8.0 * (double)tt * D,
-                      pairs * 4.0 * (4.0 * Tq * D + 4.0 * Tk * D + 4.0 * (double)tt),
-                      pairs * 12.0 * (double)tt, use_drop ? 2.0 * pairs * (double)tt : 0.0);
 }
 
 /* ---- T5's feed-forward pieces ---------------------------------------------------------- */

@@ -29,9 +29,10 @@ void gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);
 /* Multi-head softmax attention over q, k, v [B,T,C] (C = H*hs, head h = channels
  * [h*hs, (h+1)*hs)). att[B,H,T,T] keeps the softmax probabilities (before dropout).
  * scores = q k^T / sqrt(hs) + (1 - mask[b,j]) * (-FLT_MAX); mask[B,T] may be NULL.
- * drop: dropout on the probabilities (NULL = none). The (sample, head) pairs run in
- * parallel, one per OpenMP thread, at most `slots` threads: scratch holds slots x (T*T + T)
- * floats (backward: slots x 2*T*T). */
+ * drop: dropout on the probabilities (NULL = none). mha_forward with Tq = Tk = T, div =
+ * sqrt(hs), no bias, not causal; keep records the dropout mask (B*H*ceil(T*T/32) words, may be
+ * NULL). The (sample, head) pairs run in parallel, one per OpenMP thread, at most `slots`
+ * threads: scratch holds slots x (T*T + T) floats (backward: slots x 2*T*T). */
 typedef struct zt_dropout {
     float p;                 /* drop probability, 0 <= p < 1 */
     uint64_t seed;
@@ -101,8 +102,9 @@ void posbias_backward(float *dtable, const float *dbias, int bidirectional, int 
  * [B,H,Tq,Tk] the probabilities (before dropout). scores = q k^T / div + bm, bm = bias[h,i,j]
  * (bias [H,Tq,Tk], NULL = 0), or -FLT_MAX where key j is masked (kmask[B,Tk] == 0) or, when
  * causal, j > i. T5: div = 1. drop: dropout on the probabilities (regenerated in backward).
- * scratch: slots x (2*Tq*Tk) floats; (sample, head) pairs in parallel (with dbias, heads in
- * parallel and samples in order: dbias summed in a fixed order). */
+ * scratch: slots x (Tq*Tk + Tk) floats (backward: slots x 2*Tq*Tk); (sample, head) pairs in
+ * parallel (with dbias, heads in parallel and samples in order: dbias summed in a fixed
+ * order). */
 void mha_forward(float *ctx, float *att, const float *q, const float *k, const float *v,
                  const float *bias, const int64_t *kmask, int causal, float div,
                  const zt_dropout *drop, float *scratch, int slots, int B, int Tq, int Tk, int H,
