@@ -47,13 +47,6 @@ static int map_name(const zt_layout *l, const char *name, int *alias)
         snprintf(buf + n - 6, sizeof buf - (n - 6), ".weight");
     else if (ends_with(buf, ".beta"))
         snprintf(buf + n - 5, sizeof buf - (n - 5), ".bias");
-    /* T5's tied copies of the shared embedding (transformers may store them) */
-    if ((strcmp(buf, "encoder.embed_tokens.weight") == 0 ||
-         strcmp(buf, "decoder.embed_tokens.weight") == 0) &&
-        (i = zt_layout_find(l, "shared.weight")) >= 0) {
-        *alias = 1;
-        return i;
-    }
     if ((i = zt_layout_find(l, buf)) < 0 && strncmp(l->params[0].name, "bert.", 5) == 0 &&
         strncmp(buf, "bert.", 5) != 0 && strncmp(buf, "cls.", 4) != 0) {
         char pre[ZT_NAME_MAX + 24];

@@ -58,7 +58,20 @@ void zt_layout_free(zt_layout *l)
         return;
     free(l->params);
     free(l->units);
+    free(l->aliases);
     memset(l, 0, sizeof *l);
+}
+
+int zt_layout_add_alias(zt_layout *l, int param, const char *name)
+{
+    zt_alias *a = realloc(l->aliases, sizeof *a * (size_t)(l->n_aliases + 1));
+    if (!a)
+        return zt_fail(ZT_E_NOMEM, "out of memory building the parameter table");
+    l->aliases = a;
+    a += l->n_aliases++;
+    snprintf(a->name, sizeof a->name, "%s", name);
+    a->param = param;
+    return 0;
 }
 
 int zt_layout_find(const zt_layout *l, const char *name)
@@ -67,5 +80,8 @@ int zt_layout_find(const zt_layout *l, const char *name)
         if (strcmp(l->params[i].name, name) == 0 ||
             (l->params[i].alias[0] && strcmp(l->params[i].alias, name) == 0))
             return i;
+    for (int i = 0; i < l->n_aliases; i++)
+        if (strcmp(l->aliases[i].name, name) == 0)
+            return l->aliases[i].param;
     return -1;
 }

@@ -32,9 +32,18 @@ typedef struct zt_unit_def {
     int first_param, n_params; /* range in the parameter table */
 } zt_unit_def;
 
+/* another name a checkpoint may store a tied parameter under (matched on load, never
+ * written; the param's own alias is the one reported and exported) */
+typedef struct zt_alias {
+    char name[ZT_NAME_MAX];
+    int param;
+} zt_alias;
+
 typedef struct zt_layout {
     zt_param_def *params;
     int n_params;
+    zt_alias *aliases;
+    int n_aliases;
     zt_unit_def *units;
     int n_units;
     float init_std;
@@ -46,7 +55,9 @@ int zt_layout_add_unit(zt_layout *l, const char *name);
 int zt_layout_add_param(zt_layout *l, const char *name, int ndim, const int64_t *shape, int init,
                         int decay);
 void zt_layout_free(zt_layout *l);
-/* Index of a parameter by name or alias, or -1. */
+/* Adds a further tied name of parameter `param`. 0 or ZT_E_NOMEM. */
+int zt_layout_add_alias(zt_layout *l, int param, const char *name);
+/* Index of a parameter by name or alias (or a further tied name), or -1. */
 int zt_layout_find(const zt_layout *l, const char *name);
 
 /* Activations are carved from one arena: each piece 64-byte aligned. base NULL counts only

@@ -239,6 +239,10 @@ int t5_layout(const t5_config *c, zt_layout *l)
         goto fail;
     if (c->tie)
         snprintf(l->params[w].alias, ZT_NAME_MAX, "lm_head.weight");
+    /* the stacks' copies transformers may store too */
+    if (zt_layout_add_alias(l, w, "encoder.embed_tokens.weight") < 0 ||
+        zt_layout_add_alias(l, w, "decoder.embed_tokens.weight") < 0)
+        goto fail;
     for (int i = 0; i < c->layers; i++)
         if (add_block(l, c, 0, i) < 0)
             goto fail;

@@ -71,6 +71,26 @@ if grep -q '"model_type": "t5"' "$T/gatedn2s0/config.json" && grep -q '"feed_for
    && "$ZT" grad --model "$T/gatedn2s0" --batch "$FIXB" --out "$T/g.st" >"$T/g.log" 2>&1; then ok
 else bad "T5: the exported folder does not load back"; cat "$T/g.log"; fi
 
+# a folder that also stores transformers' tied copies of shared.weight (encoder/decoder
+# embed_tokens, lm_head) loads them as copies (none left unused): the fixture's values within
+# its tolerances
+FIX=${ZT_FIXTURES:-tests/fixtures}/t5-tiny
+mkdir -p "$T/tiedcopies"; cp "$FIX/config.json" "$T/tiedcopies/"
+/usr/bin/python3 - "$FIX/model.safetensors" "$T/tiedcopies/model.safetensors" <<'PY'
+import sys
+sys.path.insert(0, "tests/ref")
+from compare import load_st, save_st
+t = load_st(sys.argv[1])
+for n in ("encoder.embed_tokens.weight", "decoder.embed_tokens.weight", "lm_head.weight"):
+    t[n] = t["shared.weight"]
+save_st(sys.argv[2], t)
+PY
+if "$ZT" grad --model "$T/tiedcopies" --batch "$FIX/batch.safetensors" --step "$FIX/step.json" \
+       --out "$T/tc.st" >"$T/tc.log" 2>&1 && /usr/bin/python3 tests/ref/compare.py \
+       --require-adamw --require-logits "$FIX/expected.safetensors" "$T/tc.st" >>"$T/tc.log" 2>&1 \
+   && ! grep -q "not used by" "$T/tc.log"; then ok
+else bad "T5: a folder with tied copies"; cat "$T/tc.log"; fi
+
 # ---- recomputation and offload: the bits of keeping everything --------------------------------
 modes="full sel offnv offram ek2 nck ek2off"
 RNPS="1 2"; [ -n "${T5_LONG:-}" ] && RNPS="1 2 3"
