@@ -102,6 +102,19 @@ static int is_special(const zt_tokenizer_info *t, int64_t id)
            id == t->unk_id;
 }
 
+/* synthetic ids of sample g: out[j] = element first + j of its stream, uniform in
+ * [SYNTH_SPECIALS, vocab) */
+static void synth_ids(uint64_t seed, uint64_t g, int vocab, uint64_t first, int32_t *out, int n)
+{
+    uint32_t u[64];
+    for (int t = 0; t < n; t += 64) {
+        int k = n - t < 64 ? n - t : 64;
+        zt_rng_u32(seed, g, zt_rng_stream(1, ZT_RNG_DATA), first + (uint64_t)t, u, (uint64_t)k);
+        for (int j = 0; j < k; j++)
+            out[t + j] = SYNTH_SPECIALS + (int32_t)(u[j] % (uint32_t)(vocab - SYNTH_SPECIALS));
+    }
+}
+
 int zt_mlm_source_fill(const zt_mlm_source *s, uint64_t first, int B, int64_t *ids,
                        int64_t *attention_mask, int64_t *token_type_ids, int64_t *labels)
 {
@@ -120,17 +133,11 @@ int zt_mlm_source_fill(const zt_mlm_source *s, uint64_t first, int B, int64_t *i
                                         s->row);
             if (rc < 0)
                 return rc;
-            for (int t = 1; t < T - 1; t++)
-                row[t] = s->row[t - 1];
-        } else {
-            uint32_t u[64];
-            for (int t = 1; t < T - 1; t += 64) {
-                int k = T - 1 - t < 64 ? T - 1 - t : 64;
-                zt_rng_u32(s->seed, g, zt_rng_stream(1, ZT_RNG_DATA), (uint64_t)t, u, (uint64_t)k);
-                for (int j = 0; j < k; j++)
-                    row[t + j] = SYNTH_SPECIALS + (int64_t)(u[j] % (uint32_t)(s->vocab - SYNTH_SPECIALS));
-            }
+        } else { /* (elements 1 .. T-2 of the stream: the positions they fill) */
+            synth_ids(s->seed, g, s->vocab, 1, s->row, T - 2);
         }
+        for (int t = 1; t < T - 1; t++)
+            row[t] = s->row[t - 1];
         for (int t = 0; t < T; t++) {
             uint32_t r[4];
             lab[t] = -100;
@@ -158,11 +165,12 @@ int zt_mlm_source_fill(const zt_mlm_source *s, uint64_t first, int B, int64_t *i
 struct zt_span_source {
     const zt_token_data *data; /* NULL: synthetic */
     zt_tokenizer_info tok;
-    int vocab, T, Td, L;       /* model vocabulary, inputs, targets, raw tokens per sample */
+    int T, Td, L;              /* inputs, targets, raw tokens per sample */
     float density, mean;
     int32_t sentinel_top;
     uint64_t seed, n_seq;
-    int32_t *row;              /* scratch: [L] raw tokens, then [L] mask bytes, [T], [Td] */
+    /* scratch: the raw tokens [L], their noise mask [L], the inputs [T] and targets [Td] */
+    int32_t *row;
     uint8_t *mask;
     int64_t *in, *tgt;
 };
@@ -179,7 +187,6 @@ int zt_span_source_create(const zt_token_data *data, int vocab_size, int seq_len
     if (!(s = calloc(1, sizeof *s)))
         return zt_fail(ZT_E_NOMEM, "out of memory");
     s->data = data;
-    s->vocab = vocab_size;
     s->T = seq_len;
     s->density = noise_density;
     s->mean = mean_span;
@@ -212,15 +219,12 @@ int zt_span_source_create(const zt_token_data *data, int vocab_size, int seq_len
         s->sentinel_top = vocab_size - 1;
         s->n_seq = 1ull << 62;
     }
-    s->row = malloc(sizeof(int32_t) * (size_t)s->L + (size_t)s->L +
-                    sizeof(int64_t) * (size_t)(s->T + s->Td) + 16);
-    if (!s->row) {
+    if (!(s->row = malloc(sizeof *s->row * (size_t)s->L)) || !(s->mask = malloc((size_t)s->L)) ||
+        !(s->in = malloc(sizeof *s->in * (size_t)s->T)) ||
+        !(s->tgt = malloc(sizeof *s->tgt * (size_t)s->Td))) {
         rc = zt_fail(ZT_E_NOMEM, "out of memory");
         goto fail;
     }
-    s->in = (int64_t *)(void *)(((uintptr_t)(s->row + s->L) + 7) & ~(uintptr_t)7);
-    s->tgt = s->in + s->T;
-    s->mask = (uint8_t *)(s->tgt + s->Td);
     *out = s;
     return 0;
 fail:
@@ -233,6 +237,9 @@ void zt_span_source_destroy(zt_span_source *s)
     if (!s)
         return;
     free(s->row);
+    free(s->mask);
+    free(s->in);
+    free(s->tgt);
     free(s);
 }
 
@@ -253,14 +260,7 @@ int zt_span_source_fill(const zt_span_source *s, uint64_t first, int B, int64_t 
             if ((rc = zt_token_data_read(s->data, seq * (uint64_t)s->L, (size_t)s->L, s->row)) < 0)
                 return rc;
         } else {
-            uint32_t u[64];
-            uint32_t span = (uint32_t)(s->tok.vocab_size - SYNTH_SPECIALS);
-            for (int t = 0; t < s->L; t += 64) {
-                int k = s->L - t < 64 ? s->L - t : 64;
-                zt_rng_u32(s->seed, g, zt_rng_stream(1, ZT_RNG_DATA), (uint64_t)t, u, (uint64_t)k);
-                for (int j = 0; j < k; j++)
-                    s->row[t + j] = SYNTH_SPECIALS + (int32_t)(u[j] % span);
-            }
+            synth_ids(s->seed, g, s->tok.vocab_size, 0, s->row, s->L);
         }
         if ((rc = zt_span_mask(s->seed, g, s->L, s->density, s->mean, s->mask)) < 0 ||
             (rc = zt_span_corrupt(s->row, s->mask, s->L, s->sentinel_top, s->tok.sep_id, s->in,
