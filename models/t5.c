@@ -491,11 +491,11 @@ static void free_acts(t5_model *m)
     m->cap_b = m->cap_te = m->cap_td = 0;
 }
 
-/* Pieces are carved for the capacity (B, Te, Td) with the batch's own strides: a batch of
- * another shape carves again. */
+/* Pieces are carved for the capacity (B, Te, Td); every piece is a product of the batch's
+ * dimensions laid out densely, so a batch no larger in any of them uses prefixes. */
 static int size_acts(t5_model *m, int B, int Te, int Td)
 {
-    if (m->arena && B == m->cap_b && Te == m->cap_te && Td == m->cap_td &&
+    if (m->arena && B <= m->cap_b && Te <= m->cap_te && Td <= m->cap_td &&
         m->slots >= omp_get_max_threads())
         return 0;
     free_acts(m);

@@ -342,13 +342,12 @@ int cmd_train(int argc, char **argv)
         else
             cfg.model_preset = a.model;
     }
+    int is_t5 = model_is_t5(a.model);
     if (data) {
         zt_token_data_info di;
         zt_token_data_info_get(data, &di);
         /* a T5 preset: the tokenizer's vocabulary and span corruption's sentinels */
-        cfg.vocab_size = di.tok.vocab_size +
-                         (cfg.model_preset && strncmp(cfg.model_preset, "t5-", 3) == 0
-                              ? ZT_SPAN_EXTRA_IDS : 0);
+        cfg.vocab_size = di.tok.vocab_size + (cfg.model_preset && is_t5 ? ZT_SPAN_EXTRA_IDS : 0);
     }
     cfg.seed = st.seed;
     cfg.threads = threads >= 0 ? (int)threads : ts->threads;
@@ -362,7 +361,6 @@ int cmd_train(int argc, char **argv)
                     CPU_COUNT(&cs), CPU_COUNT(&cs) == 1 ? "" : "s", want, want);
     }
     cfg.optimizer = ts->optimizer;
-    int t5_adafactor = !ts->optimizer_given && model_is_t5(a.model);
     cfg.min_8bit_size = ts->min_8bit_size;
     cfg.adafactor_eps1 = ts->adafactor_eps1;
     cfg.adafactor_eps2 = ts->adafactor_eps2;
@@ -377,8 +375,9 @@ int cmd_train(int argc, char **argv)
     cfg.beta2 = ts->beta2;
     cfg.eps = ts->eps;
     cfg.weight_decay = ts->weight_decay;
-    if (t5_adafactor) { /* T5's own optimizer, transformers' defaults; with a scheduler, its
-                         * T5 recipe: Adafactor at the scheduler's lr, no relative steps */
+    /* T5's own optimizer, transformers' defaults; with a scheduler its T5 recipe: Adafactor
+     * at the scheduler's lr, no relative steps */
+    if (is_t5 && !ts->optimizer_given) {
         cfg.optimizer = ZT_OPT_ADAFACTOR;
         cfg.adafactor_eps1 = 1e-30f;
         cfg.adafactor_eps2 = 1e-3f;
@@ -563,10 +562,9 @@ int cmd_train(int argc, char **argv)
         int64_t labels = 0;
         zt_step_info si;
         uint64_t base = st.samples + (uint64_t)rank * (uint64_t)micro * (uint64_t)gas;
-        zt_batch *mb = batches;
         for (int k = 0; k < gas; k++) {
             if (source_fill(&src, base + (uint64_t)k * (uint64_t)micro, micro, &bufs[k],
-                            &mb[k]) < 0) {
+                            &batches[k]) < 0) {
                 die("data: %s", zt_last_error());
                 goto done;
             }
@@ -579,7 +577,7 @@ int cmd_train(int argc, char **argv)
         double step_flops = 0.0;
         for (int k = 0; k < gas; k++) {
             zt_fb_result r;
-            zt_batch b = mb[k];
+            zt_batch b = batches[k];
             b.label_count = labels;
             if (zt_engine_forward_backward(e, &b, 0, &r) < 0) {
                 die("step %" PRId64 ": %s", st.step + 1, zt_engine_last_error(e));
