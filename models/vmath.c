@@ -223,39 +223,34 @@ static inline __m256 gelu_tanh_grad_8(__m256 v)
 
 static void gelu_tanh_8n(float *out, const float *x, size_t n) { MAP_8N(gelu_tanh_8, out, x, n); }
 
+/* dinp[i] += f'(x[i]) * dout[i], eight at a time (a partial last group padded) */
+#define ACC_8N(f, dinp, x, dout, n)                                                          \
+    do {                                                                                     \
+        size_t i_ = 0;                                                                       \
+        for (; i_ + 8 <= (n); i_ += 8) {                                                     \
+            __m256 g_ = _mm256_mul_ps(f(_mm256_loadu_ps((x) + i_)),                          \
+                                      _mm256_loadu_ps((dout) + i_));                         \
+            _mm256_storeu_ps((dinp) + i_, _mm256_add_ps(_mm256_loadu_ps((dinp) + i_), g_)); \
+        }                                                                                    \
+        if (i_ < (n)) {                                                                      \
+            float t_[8] = {0};                                                               \
+            memcpy(t_, (x) + i_, ((n) - i_) * sizeof(float));                                \
+            _mm256_storeu_ps(t_, f(_mm256_loadu_ps(t_)));                                    \
+            for (size_t j_ = 0; i_ + j_ < (n); j_++)                                         \
+                (dinp)[i_ + j_] += t_[j_] * (dout)[i_ + j_];                                 \
+        }                                                                                    \
+    } while (0)
+
 static void gelu_tanh_grad_8n(float *dinp, const float *x, const float *dout, size_t n)
 {
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m256 g = _mm256_mul_ps(gelu_tanh_grad_8(_mm256_loadu_ps(x + i)),
-                                 _mm256_loadu_ps(dout + i));
-        _mm256_storeu_ps(dinp + i, _mm256_add_ps(_mm256_loadu_ps(dinp + i), g));
-    }
-    if (i < n) {
-        float t[8] = {0};
-        memcpy(t, x + i, (n - i) * sizeof(float));
-        _mm256_storeu_ps(t, gelu_tanh_grad_8(_mm256_loadu_ps(t)));
-        for (size_t j = 0; i + j < n; j++)
-            dinp[i + j] += t[j] * dout[i + j];
-    }
+    ACC_8N(gelu_tanh_grad_8, dinp, x, dout, n);
 }
 
 static void gelu_8n(float *out, const float *x, size_t n) { MAP_8N(gelu_8, out, x, n); }
 
 static void gelu_grad_8n(float *dinp, const float *x, const float *dout, size_t n)
 {
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m256 g = _mm256_mul_ps(_mm256_loadu_ps(dout + i), gelu_grad_8(_mm256_loadu_ps(x + i)));
-        _mm256_storeu_ps(dinp + i, _mm256_add_ps(_mm256_loadu_ps(dinp + i), g));
-    }
-    if (i < n) {
-        float t[8] = {0};
-        memcpy(t, x + i, (n - i) * sizeof(float));
-        _mm256_storeu_ps(t, gelu_grad_8(_mm256_loadu_ps(t)));
-        for (size_t j = 0; i + j < n; j++)
-            dinp[i + j] += dout[i + j] * t[j];
-    }
+    ACC_8N(gelu_grad_8, dinp, x, dout, n);
 }
 
 /* lane sums in double, lanes added in order at the end */
