@@ -34,7 +34,7 @@ HDRS     := $(wildcard include/*.h */*.h)
 UNIT_TESTS := $(notdir $(basename $(wildcard tests/test_*.c)))
 TEST_BINS  := $(UNIT_TESTS:%=$(BUILD)/tests/%)
 
-.PHONY: all bench-convergence bench-optim-train bench-t5 bench-t5-pydoc bench-optim bench-full bench-offload bench-recompute bench-grad bench-zero docs test test-long unit-tests test-unit test-cli test-parity asan asan-build fuzz fuzz-build bench install clean
+.PHONY: all example bench-convergence bench-optim-train bench-t5 bench-t5-pydoc bench-optim bench-full bench-offload bench-recompute bench-grad bench-zero docs test test-long unit-tests test-unit test-cli test-parity asan asan-build fuzz fuzz-build bench install clean
 all: $(BUILD)/zerotrain $(BUILD)/libzerotrain.a $(BUILD)/libzerotrain.so $(BUILD)/bench_grad
 
 $(BUILD)/obj/%.o: %.c $(HDRS)
@@ -45,9 +45,13 @@ $(BUILD)/libzerotrain.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
+# The soname follows the header's ZT_ABI_VERSION; the version script exports zt_* only.
+ZT_ABI     := $(shell sed -n 's/^\#define ZT_ABI_VERSION \([0-9]*\).*/\1/p' include/zerotrain.h)
+ZT_VERSION := $(shell sed -n 's/^\#define ZT_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\).*/\2/p' include/zerotrain.h | paste -sd.)
 $(BUILD)/libzerotrain.so: $(LIB_OBJ) zerotrain.map
-	$(CC) -shared -Wl,-soname,libzerotrain.so.0 -Wl,--version-script=zerotrain.map \
+	$(CC) -shared -Wl,-soname,libzerotrain.so.$(ZT_ABI) -Wl,--version-script=zerotrain.map \
 	    -o $@ $(LIB_OBJ) $(LIBS)
+	ln -sf libzerotrain.so $(BUILD)/libzerotrain.so.$(ZT_ABI)
 
 # The command: tools/*.c (C11) and tools/*.cc (the C++ shim around SentencePiece).
 TOOL_C   := $(wildcard tools/*.c)
@@ -179,13 +183,25 @@ bench-grad: $(BUILD)/bench_grad
 bench-zero: all
 	bash benchmarks/bench_zero.sh $(BENCH_ZERO_ARGS)
 
+# make install PREFIX=DIR: the header, libzerotrain.so (soname libzerotrain.so.ABI) and .a,
+# lib/pkgconfig/zerotrain.pc and the zerotrain command
 install: all
-	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin
+	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
 	install -m 644 include/zerotrain.h $(DESTDIR)$(PREFIX)/include/
 	install -m 644 $(BUILD)/libzerotrain.a $(DESTDIR)$(PREFIX)/lib/
-	install -m 755 $(BUILD)/libzerotrain.so $(DESTDIR)$(PREFIX)/lib/libzerotrain.so.0
-	ln -sf libzerotrain.so.0 $(DESTDIR)$(PREFIX)/lib/libzerotrain.so
+	install -m 755 $(BUILD)/libzerotrain.so $(DESTDIR)$(PREFIX)/lib/libzerotrain.so.$(ZT_ABI)
+	ln -sf libzerotrain.so.$(ZT_ABI) $(DESTDIR)$(PREFIX)/lib/libzerotrain.so
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(ZT_VERSION)|' zerotrain.pc.in \
+	    >$(DESTDIR)$(PREFIX)/lib/pkgconfig/zerotrain.pc
 	install -m 755 $(BUILD)/zerotrain $(DESTDIR)$(PREFIX)/bin/
+
+# the example trainer of a model of its own (examples/charmlp), against the build tree; CI
+# builds it against the installed library instead (tests/test_units.sh)
+example: $(BUILD)/charmlp
+$(BUILD)/charmlp: examples/charmlp/charmlp.c $(BUILD)/libzerotrain.so include/zerotrain.h
+	$(CC) -std=c11 $(OPT) $(WARN) -Iinclude -I/usr/include/x86_64-linux-gnu/openblas-openmp \
+	    $(MPI_CFLAGS) -o $@ $< -L$(BUILD) -Wl,-rpath,$(abspath $(BUILD)) -lzerotrain \
+	    -L$(OPENBLAS_DIR) -lopenblas -lm $(MPI_LIBS)
 
 clean:
 	rm -rf build

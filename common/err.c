@@ -11,7 +11,14 @@ static zt_log_fn log_fn;
 static void *log_user;
 static int log_max = ZT_LOG_INFO;
 
-const char *zt_version(void) { return "0.1.0"; }
+#define ZT_STR2(x) #x
+#define ZT_STR(x) ZT_STR2(x)
+const char *zt_version(void)
+{
+    return ZT_STR(ZT_VERSION_MAJOR) "." ZT_STR(ZT_VERSION_MINOR) "." ZT_STR(ZT_VERSION_PATCH);
+}
+
+int zt_abi_version(void) { return ZT_ABI_VERSION; }
 
 const char *zt_strerror(int err)
 {

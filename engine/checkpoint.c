@@ -421,6 +421,9 @@ int zt_checkpoint_save(zt_engine *e, const char *root, const zt_train_state *st,
     int rc = 0, r;
     if (!e || !root || !st)
         return zt_fail(ZT_E_INVAL, "zt_checkpoint_save: NULL argument");
+    ZT_TRY(zt_engine_commit(e));
+    if ((rc = zt_units_pass_close(e, "zt_checkpoint_save")) < 0)
+        return zt_engine_fail(e, rc);
     ZT_TRY(zt_engine_ensure_moments(e));
     ZT_TRY(zt_zero_flush(e)); /* the checkpoint holds the step's result */
     r = e->comm.rank;
@@ -806,14 +809,19 @@ int zt_checkpoint_load(zt_engine *e, const char *dir, zt_train_state *st)
     int rc;
     if (!e || !dir || !st)
         return zt_fail(ZT_E_INVAL, "zt_checkpoint_load: NULL argument");
-    if ((rc = zt_zero_flush(e)) < 0)
+    if ((rc = zt_engine_commit(e)) < 0)
+        return rc;
+    if ((rc = zt_units_pass_close(e, "zt_checkpoint_load")) < 0 || (rc = zt_zero_flush(e)) < 0)
         return zt_engine_fail(e, rc);
     if ((rc = zt_checkpoint_verify(dir)) < 0)
         return zt_engine_fail(e, rc);
     snprintf(path, sizeof path, "%s/config.json", dir);
-    if ((rc = zt_model_config_load(path, &mc)) < 0)
+    if (e->custom) {
+        if ((rc = zt_units_config_check(e, path)) < 0)
+            return zt_engine_fail(e, rc);
+    } else if ((rc = zt_model_config_load(path, &mc)) < 0) {
         return zt_engine_fail(e, rc);
-    if (!zt_model_same_shapes(&mc, &e->mc))
+    } else if (!zt_model_same_shapes(&mc, &e->mc))
         return zt_engine_fail(e, zt_fail(ZT_E_SHAPE, "%s: the checkpoint's model shape differs "
                                                      "from this engine's", path));
     int world0 = 1;

@@ -1,7 +1,10 @@
-/* engine.c - the engine's public face: creates the model and the ZeRO buffers (zero.c),
- * runs the forward and backward passes unit by unit, clips and steps, reports, reads and
- * writes parameters. What each ZeRO stage does around a unit lives in zero.c. */
+/* engine.c - the engine's public face: creates the engine, registers a built-in model's units
+ * through the unit API (units.c) and commits the ZeRO buffers (zero.c), runs the built-in
+ * models' forward and backward passes unit by unit through that same API, clips and steps,
+ * reports, reads and writes parameters. What each ZeRO stage does around a unit lives in
+ * zero.c. */
 
+#define ZT_EXPERIMENTAL
 #include "zerotrain.h"
 #include "engine_impl.h"
 #include "../offload/store.h"
@@ -117,9 +120,15 @@ static int check_config(const zt_config *c)
         return zt_fail(ZT_E_CONFIG, "config: aio_block_size must be a multiple of 4096 up to "
                        "1 GiB, aio_queue_depth 1 to 4096, offload_buffers >= 0, aio_threads "
                        "0 to 16, direct_io -1 to 1");
-    if (!!c->model_dir + !!c->model_preset + !!c->model_config != 1)
+    if (!!c->model_dir + !!c->model_preset + !!c->model_config > 1)
         return zt_fail(ZT_E_CONFIG, "config: give exactly one of model_dir, model_preset and "
-                                    "model_config");
+                                    "model_config (or none: a model of your own, registered "
+                                    "with zt_engine_add_unit)");
+    if (!c->model_dir && !c->model_preset && !c->model_config &&
+        (c->recompute != ZT_RECOMPUTE_NONE || c->offload_checkpoints))
+        return zt_fail(ZT_E_CONFIG, "config: recompute and offload_checkpoints apply to the "
+                       "built-in models; a model of your own recomputes its units itself "
+                       "(ZT_FOR_RECOMPUTE)");
     if (!(c->lr >= 0.0f) || !(c->weight_decay >= 0.0f) ||
         (c->optimizer != ZT_OPT_ADAFACTOR &&
          (!(c->beta1 >= 0.0f && c->beta1 < 1.0f) || !(c->beta2 >= 0.0f && c->beta2 < 1.0f) ||
@@ -173,8 +182,13 @@ static int init_unit(int u, float *buf, void *p)
     init_arg *a = p;
     const zt_unit_def *ud = &a->e->layout.units[u];
     a->one[u] = buf;
-    for (int i = ud->first_param; i < ud->first_param + ud->n_params; i++)
-        zt_param_init(&a->e->layout, i, a->one, a->seed);
+    for (int i = ud->first_param; i < ud->first_param + ud->n_params; i++) {
+        const zt_param_def *d = &a->e->layout.params[i];
+        if (a->e->init_vals && a->e->init_vals[i]) /* ZT_INIT_VALUES */
+            memcpy(buf + d->offset, a->e->init_vals[i], d->numel * sizeof(float));
+        else
+            zt_param_init(&a->e->layout, i, a->one, a->seed);
+    }
     a->one[u] = NULL;
     return 0;
 }
@@ -224,6 +238,8 @@ static int recompute_setup(zt_engine *e)
         !(e->rc_bytes = calloc((size_t)nu, sizeof *e->rc_bytes)) ||
         !(e->rc_sec = calloc((size_t)nu, sizeof *e->rc_sec)))
         return zt_fail(ZT_E_NOMEM, "out of memory");
+    if (!e->ops) /* a model of your own: nothing to plan */
+        return 0;
     for (int u = 0; u < nu; u++)
         L += e->ops->recompute_flops(e->model, 1, 1, u, ZT_KEEP_OUTPUT) > 0;
     e->rk = 0;
@@ -278,9 +294,160 @@ size_t zt_engine_activation_prediction(const zt_engine *e) { return e ? e->act_p
 
 const char *zt_engine_recompute_plan(const zt_engine *e) { return e ? e->rplan : ""; }
 
+/* The config's name patterns (borrowed by the call), copied: a model of your own commits
+ * later. */
+static int copy_patterns(zt_engine *e, const zt_config *cfg)
+{
+    int nd = cfg->n_no_decay > 0 ? cfg->n_no_decay : 0, nf = cfg->n_fp32_state;
+    if (nd + nf == 0)
+        return 0;
+    if (!(e->patterns = calloc((size_t)(nd + nf), sizeof *e->patterns)))
+        return zt_fail(ZT_E_NOMEM, "out of memory");
+    e->n_patterns = nd + nf;
+    for (int k = 0; k < nd + nf; k++) {
+        const char *src = k < nd ? cfg->no_decay[k] : cfg->fp32_state[k - nd];
+        if (src && !(e->patterns[k] = strdup(src)))
+            return zt_fail(ZT_E_NOMEM, "out of memory");
+    }
+    e->cfg.no_decay = nd ? (const char *const *)e->patterns : NULL;
+    e->cfg.fp32_state = nf ? (const char *const *)e->patterns + nd : NULL;
+    return 0;
+}
+
+/* A built-in model registers its layout through the unit API, as any trainer does. */
+static int register_layout(zt_engine *e, const zt_layout *l)
+{
+    for (int u = 0; u < l->n_units; u++) {
+        const zt_unit_def *ud = &l->units[u];
+        int id;
+        ZT_TRY(zt_engine_add_unit(e, ud->name, ud->n_params, &id));
+        for (int i = ud->first_param; i < ud->first_param + ud->n_params; i++) {
+            const zt_param_def *d = &l->params[i];
+            zt_param_spec p = {d->name, d->ndim, d->shape, d->init,
+                               d->std > 0.0f ? d->std : l->init_std, NULL, !d->decay,
+                               d->alias[0] ? d->alias : NULL};
+            ZT_TRY(zt_engine_add_param(e, id, &p, NULL));
+        }
+    }
+    for (int k = 0; k < l->n_aliases; k++)
+        ZT_TRY(zt_engine_add_param_alias(e, l->aliases[k].param, l->aliases[k].name));
+    e->layout.init_std = l->init_std;
+    snprintf(e->layout.arch, sizeof e->layout.arch, "%s", l->arch);
+    return 0;
+}
+
+/* A built-in model's orders of acquires: each unit with the unit it is tied to (held
+ * together), forward in order, backward as its steps. */
+static int declare_orders(zt_engine *e)
+{
+    int nu = e->layout.n_units, n = 0, rc = 0;
+    int cap = 2 * (nu > e->n_bsteps ? nu : e->n_bsteps);
+    int *units = malloc(sizeof *units * (size_t)cap), *purp = malloc(sizeof *purp * (size_t)cap);
+    unsigned char *hold = malloc((size_t)cap);
+    if (!units || !purp || !hold)
+        rc = zt_fail(ZT_E_NOMEM, "out of memory");
+    for (int pass = 0; rc == 0 && pass < 2; pass++) {
+        n = 0;
+        for (int k = 0; k < (pass ? e->n_bsteps : nu); k++) {
+            int u = pass ? e->bsteps[k].unit : k, t = e->ops->tied_unit(e->model, u);
+            int p = !pass ? ZT_FOR_FORWARD
+                    : e->bsteps[k].op == ZT_STEP_RECOMPUTE ? ZT_FOR_RECOMPUTE : ZT_FOR_BACKWARD;
+            units[n] = u, purp[n] = p, hold[n++] = t >= 0;
+            if (t >= 0)
+                units[n] = t, purp[n] = p, hold[n++] = 0;
+        }
+        rc = zt_engine_set_order(e, pass ? ZT_FOR_BACKWARD : ZT_FOR_FORWARD, units, purp, hold,
+                                 n);
+    }
+    free(units);
+    free(purp);
+    free(hold);
+    return rc;
+}
+
+/* Registration is over: the stage's buffers, the optimizer state, the parameters
+ * (model_dir: loaded from that folder; otherwise initialised from the seed). */
+static int commit(zt_engine *e, const char *model_dir)
+{
+    const zt_config *cfg = &e->cfg;
+    int nu = e->layout.n_units;
+    if (e->committed)
+        return e->committed > 0 ? 0 : zt_fail(ZT_E_INVAL, "the engine failed to commit "
+                                              "earlier: destroy it");
+    e->committed = -1; /* until it succeeds */
+    if (nu == 0)
+        return zt_fail(ZT_E_INVAL, "zt_engine_commit: no units registered (zt_engine_add_unit)");
+    if (e->layout.units[nu - 1].n_params != e->unit_nparams[nu - 1])
+        return zt_fail(ZT_E_INVAL, "zt_engine_commit: unit %d \"%s\" was declared with %d "
+                       "parameters and has %d", nu - 1, e->layout.units[nu - 1].name,
+                       e->unit_nparams[nu - 1], e->layout.units[nu - 1].n_params);
+    if (!(e->alias_seen = calloc((size_t)e->layout.n_params, 1)) ||
+        !(e->held = calloc((size_t)nu, sizeof *e->held)) || !(e->gstate = calloc((size_t)nu, 1)) ||
+        !(e->drvP = calloc((size_t)nu, sizeof *e->drvP)) ||
+        !(e->drvG = calloc((size_t)nu, sizeof *e->drvG)))
+        return zt_fail(ZT_E_NOMEM, "out of memory");
+    if (!e->custom)
+        ZT_TRY(zt_model_create(&e->mc, &e->layout, cfg->dropout, cfg->seed, &e->ops, &e->model));
+    ZT_TRY(recompute_setup(e));
+    ZT_TRY(zt_plan_memory(e, e->plan, sizeof e->plan));
+    ZT_TRY(zt_zero_setup(e));
+    ZT_TRY(zt_ost_setup(e));
+    if (e->plan[0])
+        zt_log(ZT_LOG_INFO, "%s", e->plan);
+    if (e->rplan[0])
+        zt_log(ZT_LOG_INFO, "%s", e->rplan);
+    /* offloaded moments: the swap file and its space now, not at the first step */
+    if (cfg->offload_optimizer != ZT_OFFLOAD_NONE)
+        ZT_TRY(zt_engine_ensure_moments(e));
+    if (e->ops)
+        e->ops->set_poll(e->model, poll_engine, e);
+    ZT_TRY(model_dir ? zt_engine_load_params(e, model_dir) : init_params(e, cfg->seed));
+    for (int i = 0; i < e->layout.n_params; i++) { /* the weight-decay rule, decided once */
+        zt_param_def *d = &e->layout.params[i];
+        if (cfg->decay_all)
+            d->decay = 1;
+        else if (cfg->n_no_decay >= 0) {
+            d->decay = 1;
+            for (int k = 0; k < cfg->n_no_decay; k++)
+                if (cfg->no_decay[k] && strstr(d->name, cfg->no_decay[k]))
+                    d->decay = 0;
+        }
+    }
+    for (int i = 0; e->init_vals && i < e->layout.n_params; i++) {
+        free(e->init_vals[i]);
+        e->init_vals[i] = NULL;
+    }
+    if (e->ops)
+        ZT_TRY(declare_orders(e));
+    {
+        zt_model_info mi;
+        char desc[160];
+        zt_engine_model_info(e, &mi);
+        if (e->custom)
+            snprintf(desc, sizeof desc, "registered by the trainer");
+        else
+            zt_model_describe(&e->mc, desc, sizeof desc);
+        zt_log(ZT_LOG_INFO, "model: %s, %d units, %zu parameters", desc, mi.num_units,
+               mi.num_parameters);
+    }
+    e->committed = 1;
+    return 0;
+}
+
+int zt_engine_commit(zt_engine *e)
+{
+    if (!e)
+        return zt_fail(ZT_E_INVAL, "zt_engine_commit: NULL engine");
+    if (e->committed > 0)
+        return 0;
+    int rc = commit(e, NULL);
+    return rc < 0 ? zt_engine_fail(e, rc) : 0;
+}
+
 int zt_engine_create(const zt_config *cfg, MPI_Comm comm, zt_engine **out)
 {
     zt_engine *e;
+    zt_layout l = {0};
     char path[4096];
     int rc;
     zt_clear_error();
@@ -292,21 +459,24 @@ int zt_engine_create(const zt_config *cfg, MPI_Comm comm, zt_engine **out)
         return zt_fail(ZT_E_NOMEM, "out of memory");
     e->cfg = *cfg;
     e->cfg.model_dir = e->cfg.model_preset = e->cfg.model_config = NULL; /* borrowed */
-    e->cfg.no_decay = NULL;
-    e->cfg.fp32_state = cfg->fp32_state; /* read by zt_ost_setup below, then let go */
+    e->cfg.no_decay = e->cfg.fp32_state = NULL;
     if (cfg->nvme_path)
         snprintf(e->nvme_path, sizeof e->nvme_path, "%s", cfg->nvme_path);
     e->cfg.nvme_path = e->nvme_path;
     e->comm.comm = MPI_COMM_NULL;
+    e->custom = !cfg->model_dir && !cfg->model_config && !cfg->model_preset;
     if (cfg->model_dir) {
         snprintf(path, sizeof path, "%s/config.json", cfg->model_dir);
         rc = zt_model_config_load(path, &e->mc);
     } else if (cfg->model_config) {
         rc = zt_model_config_load(cfg->model_config, &e->mc);
-    } else {
+    } else if (cfg->model_preset) {
         rc = zt_model_config_preset(cfg->model_preset, cfg->vocab_size, &e->mc);
+    } else {
+        rc = 0;
     }
-    if (rc < 0 || (rc = zt_model_layout(&e->mc, &e->layout)) < 0)
+    if (rc < 0 || (!e->custom && (rc = zt_model_layout(&e->mc, &l)) < 0) ||
+        (rc = copy_patterns(e, cfg)) < 0)
         goto fail;
     if ((rc = zt_comm_open(&e->comm, comm)) < 0 ||
         (rc = zt_comm_watch(&e->comm, cfg->collective_timeout, cfg->check_collectives,
@@ -320,56 +490,19 @@ int zt_engine_create(const zt_config *cfg, MPI_Comm comm, zt_engine **out)
         openblas_set_num_threads(cfg->threads);
         omp_set_num_threads(cfg->threads);
     }
-    e->alias_seen = calloc((size_t)e->layout.n_params, 1);
-    if (!e->alias_seen) {
-        rc = zt_fail(ZT_E_NOMEM, "out of memory");
-        goto fail;
+    if (e->custom) { /* the trainer registers the units next */
+        snprintf(e->layout.arch, sizeof e->layout.arch, "ZerotrainModel");
+        *out = e;
+        return 0;
     }
-    if ((rc = zt_model_create(&e->mc, &e->layout, cfg->dropout, cfg->seed, &e->ops,
-                              &e->model)) < 0)
+    if ((rc = register_layout(e, &l)) < 0 || (rc = commit(e, cfg->model_dir)) < 0)
         goto fail;
-    if ((rc = recompute_setup(e)) < 0 ||
-        (rc = zt_plan_memory(e, e->plan, sizeof e->plan)) < 0 || (rc = zt_zero_setup(e)) < 0 ||
-        (rc = zt_ost_setup(e)) < 0)
-        goto fail;
-    e->cfg.fp32_state = NULL;
-    if (e->plan[0])
-        zt_log(ZT_LOG_INFO, "%s", e->plan);
-    if (e->rplan[0])
-        zt_log(ZT_LOG_INFO, "%s", e->rplan);
-    /* offloaded moments: the swap file and its space now, not at the first step */
-    if (e->cfg.offload_optimizer != ZT_OFFLOAD_NONE && (rc = zt_engine_ensure_moments(e)) < 0)
-        goto fail;
-    e->ops->set_poll(e->model, poll_engine, e);
-    if (cfg->model_dir)
-        rc = zt_engine_load_params(e, cfg->model_dir);
-    else
-        rc = init_params(e, cfg->seed);
-    if (rc < 0)
-        goto fail;
-    for (int i = 0; i < e->layout.n_params; i++) { /* the weight-decay rule, decided once */
-        zt_param_def *d = &e->layout.params[i];
-        if (cfg->decay_all)
-            d->decay = 1;
-        else if (cfg->n_no_decay >= 0) {
-            d->decay = 1;
-            for (int k = 0; k < cfg->n_no_decay; k++)
-                if (cfg->no_decay[k] && strstr(d->name, cfg->no_decay[k]))
-                    d->decay = 0;
-        }
-    }
-    {
-        zt_model_info mi;
-        char desc[160];
-        zt_engine_model_info(e, &mi);
-        zt_model_describe(&e->mc, desc, sizeof desc);
-        zt_log(ZT_LOG_INFO, "model: %s, %d units, %zu parameters", desc, mi.num_units,
-               mi.num_parameters);
-    }
+    zt_layout_free(&l);
     *out = e;
     return 0;
 fail:
     snprintf(path, sizeof path, "%s", zt_last_error());
+    zt_layout_free(&l);
     zt_engine_destroy(e);
     zt_fail(rc, "%s", path);
     return rc;
@@ -389,8 +522,12 @@ void zt_engine_destroy(zt_engine *e)
     free(e->rc_bytes);
     free(e->rc_sec);
     zt_comm_close(&e->comm);
+    zt_units_free(e);
     zt_layout_free(&e->layout);
     free(e->alias_seen);
+    for (int k = 0; k < e->n_patterns; k++)
+        free(e->patterns[k]);
+    free(e->patterns);
     free(e);
 }
 
@@ -401,7 +538,10 @@ int zt_engine_model_info(const zt_engine *e, zt_model_info *o)
     if (!e || !o)
         return zt_fail(ZT_E_INVAL, "zt_engine_model_info: NULL argument");
     memset(o, 0, sizeof *o);
-    zt_model_info_fill(&e->mc, o);
+    if (e->custom)
+        snprintf(o->model_type, sizeof o->model_type, "zerotrain");
+    else
+        zt_model_info_fill(&e->mc, o);
     o->num_tensors = e->layout.n_params;
     o->num_units = e->layout.n_units;
     for (int i = 0; i < e->layout.n_params; i++)
@@ -419,12 +559,13 @@ int zt_engine_param_get(const zt_engine *e, int i, zt_param_info *o)
     d = &e->layout.params[i];
     memset(o, 0, sizeof *o);
     o->name = d->name;
-    o->alias = e->alias_seen[i] && d->alias[0] ? d->alias : NULL;
+    o->alias = e->alias_seen && e->alias_seen[i] && d->alias[0] ? d->alias : NULL;
     o->ndim = d->ndim;
     memcpy(o->shape, d->shape, sizeof o->shape);
     o->numel = d->numel;
     o->unit = d->unit;
     o->decay = d->decay;
+    o->offset = d->offset;
     return 0;
 }
 
@@ -436,6 +577,9 @@ static int locate(const zt_engine *e, float *const *bufs, const char *name, size
     int i;
     if (!e || !name)
         return zt_fail(ZT_E_INVAL, "NULL engine or name");
+    if (e->committed <= 0)
+        return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "\"%s\": the engine has no buffers yet "
+                                         "(zt_engine_commit)", name));
     if ((i = zt_layout_find(&e->layout, name)) < 0)
         return zt_engine_fail(e, zt_fail(ZT_E_NOTFOUND, "no parameter named \"%s\"", name));
     const zt_param_def *d = &e->layout.params[i];
@@ -478,6 +622,10 @@ int zt_engine_zero_grad(zt_engine *e)
 {
     if (!e)
         return zt_fail(ZT_E_INVAL, "zt_engine_zero_grad: NULL engine");
+    int rc;
+    if ((rc = zt_engine_commit(e)) < 0 ||
+        (rc = zt_units_pass_close(e, "zt_engine_zero_grad")) < 0)
+        return zt_engine_fail(e, rc);
     e->micro = 0;
     ZT_TRY(zt_zero_pass_grads_begin(e)); /* reductions still reading G finish first */
     if (e->cfg.zero_stage >= 2) {
@@ -494,14 +642,35 @@ int zt_engine_zero_grad(zt_engine *e)
     return 0;
 }
 
-/* Forward over every unit (uses 0..n-1 of the pass; stage 3 gathers ahead). */
-static int run_forward(zt_engine *e)
+/* A built-in model's unit u (and the unit it is tied to) for `purpose`, through the unit
+ * API; the pointers go into the model's views drvP / drvG. */
+static int acquire_pair(zt_engine *e, int u, int purpose)
+{
+    int t = e->ops->tied_unit(e->model, u);
+    for (int i = 0; i < (t >= 0 ? 2 : 1); i++) {
+        int w = i ? t : u;
+        ZT_TRY(zt_engine_unit_acquire(e, w, purpose, &e->drvP[w],
+                                      purpose == ZT_FOR_BACKWARD ? &e->drvG[w] : NULL));
+    }
+    return 0;
+}
+
+static int release_pair(zt_engine *e, int u)
+{
+    int t = e->ops->tied_unit(e->model, u);
+    ZT_TRY(zt_engine_unit_release(e, u));
+    return t >= 0 ? zt_engine_unit_release(e, t) : 0;
+}
+
+/* Forward over every unit (stage 3 gathers ahead); eval: no backward pass follows. */
+static int run_forward(zt_engine *e, int eval)
 {
     for (int u = 0; u < e->layout.n_units; u++) {
-        ZT_TRY(zt_zero_enter(e, u));
+        ZT_TRY(acquire_pair(e, u, ZT_FOR_FORWARD | (eval ? ZT_FOR_EVAL : 0)));
         ZT_TRY(zt_act_before(e, 0, u));
-        e->ops->forward_unit(e->model, u, e->P);
+        e->ops->forward_unit(e->model, u, e->drvP);
         ZT_TRY(zt_act_after(e, 0, u, -1));
+        ZT_TRY(release_pair(e, u));
     }
     return 0;
 }
@@ -510,7 +679,7 @@ static int run_forward(zt_engine *e)
 static void recompute(zt_engine *e, int u)
 {
     double t0 = e->cfg.recompute_profile ? zt_prof_now() : 0.0;
-    e->ops->recompute_unit(e->model, u, e->P);
+    e->ops->recompute_unit(e->model, u, e->drvP);
     if (e->cfg.recompute_profile) {
         e->rc_sec[u] += zt_prof_now() - t0;
         e->rc_calls[u]++;
@@ -518,30 +687,24 @@ static void recompute(zt_engine *e, int u)
     }
 }
 
-/* The model's backward steps (uses n.. of the pass): a unit's recomputation, then its
- * backward; stages 2-3 reduce each unit's gradients as soon as its backward is done, while
- * the next steps run. */
+/* The model's backward steps: a unit's recomputation, then its backward; each unit's
+ * gradients are made ready as soon as its backward is done (stages 2-3 reduce them while
+ * the next steps run). */
 static int run_backward(zt_engine *e)
 {
-    int nu = e->layout.n_units;
-    ZT_TRY(zt_zero_flush(e)); /* (the forward pass applied any deferred update) */
-    ZT_TRY(zt_zero_pass_grads_begin(e));
     for (int k = 0; k < e->n_bsteps; k++) {
         int u = e->bsteps[k].unit, op = e->bsteps[k].op;
-        ZT_TRY(zt_zero_enter(e, nu + k));
+        ZT_TRY(acquire_pair(e, u, op == ZT_STEP_RECOMPUTE ? ZT_FOR_RECOMPUTE : ZT_FOR_BACKWARD));
         ZT_TRY(zt_act_before(e, op, u));
         if (op == ZT_STEP_RECOMPUTE) {
             recompute(e, u);
         } else {
-            ZT_TRY(zt_zero_grads_lend(e, u));
-            e->ops->backward_unit(e->model, u, e->P, e->G);
-            ZT_TRY(zt_zero_grads_reduce(e, u));
+            e->ops->backward_unit(e->model, u, e->drvP, e->drvG);
+            ZT_TRY(zt_engine_unit_grads_ready(e, u));
         }
         ZT_TRY(zt_act_after(e, op, u, k));
+        ZT_TRY(release_pair(e, u));
     }
-    zt_zero_pass_end(e);
-    ZT_TRY(zt_zero_grads_end(e));
-    e->gs_stale = 0; /* every shard was overwritten by its first reduction */
     return 0;
 }
 
@@ -554,19 +717,20 @@ int zt_engine_forward_backward(zt_engine *e, const zt_batch *b, int keep_logits,
     if (!e || !b)
         return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "zt_engine_forward_backward: NULL argument"));
     zt_clear_error();
+    if (!e->ops)
+        return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "zt_engine_forward_backward: the engine "
+                                         "has no built-in model: run your units' passes with "
+                                         "zt_engine_unit_acquire"));
     e->have_logits = 0;
-    e->last_micro = e->micro + 1 >= (e->cfg.grad_accum_steps > 1 ? e->cfg.grad_accum_steps : 1);
-    e->micro++;
     if ((rc = e->ops->prepare(e->model, b, keep_logits, &n)) < 0 ||
-        (rc = zt_act_begin(e, 1)) < 0 || (rc = zt_zero_pass_begin(e, 1)) < 0 ||
-        (rc = run_forward(e)) < 0)
-        return zt_engine_fail(e, rc);
+        (rc = zt_act_begin(e, 1)) < 0 || (rc = run_forward(e, 0)) < 0)
+        return zt_engine_fail(e, zt_units_abort(e, rc));
     {
         int64_t denom = b->label_count > 0 ? b->label_count : n;
         sum = e->ops->loss(e->model, denom > 0 ? (float)(1.0 / (double)denom) : 0.0f);
     }
     if ((rc = run_backward(e)) < 0)
-        return zt_engine_fail(e, rc);
+        return zt_engine_fail(e, zt_units_abort(e, rc));
     e->have_logits = keep_logits;
     if (out) {
         out->loss_sum = sum;
@@ -584,15 +748,17 @@ int zt_engine_evaluate(zt_engine *e, const zt_batch *b, zt_fb_result *out)
     double sum;
     if (!e || !b)
         return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "zt_engine_evaluate: NULL argument"));
+    if (!e->ops)
+        return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "zt_engine_evaluate: the engine has no "
+                                         "built-in model"));
     e->have_logits = 0;
     if ((rc = e->ops->prepare(e->model, b, 0, &n)) < 0 || (rc = zt_act_begin(e, 0)) < 0)
         return zt_engine_fail(e, rc);
     e->ops->set_train(e->model, 0);
-    if ((rc = zt_zero_pass_begin(e, 0)) == 0 && (rc = run_forward(e)) == 0)
-        zt_zero_pass_end(e);
+    rc = run_forward(e, 1);
     e->ops->set_train(e->model, 1);
     if (rc < 0)
-        return zt_engine_fail(e, rc);
+        return zt_engine_fail(e, zt_units_abort(e, rc));
     sum = e->ops->loss(e->model, 0.0f);
     if (out) {
         out->loss_sum = sum;
@@ -607,7 +773,7 @@ int zt_engine_logits(const zt_engine *e, const float **logits, int64_t shape[3])
 {
     if (!e || !logits || !shape)
         return zt_fail(ZT_E_INVAL, "zt_engine_logits: NULL argument");
-    if (!e->have_logits || !(*logits = e->ops->logits(e->model, shape)))
+    if (!e->have_logits || !e->ops || !(*logits = e->ops->logits(e->model, shape)))
         return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "no logits: call zt_engine_forward_backward with "
                                            "keep_logits first"));
     return 0;
@@ -629,6 +795,14 @@ int zt_engine_step(zt_engine *e, float lr, zt_step_info *out)
         return zt_fail(ZT_E_INVAL, "zt_engine_step: NULL engine");
     if (!(lr >= 0.0f))
         return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "zt_engine_step: learning rate %g is not >= 0", lr));
+    if ((rc = zt_engine_commit(e)) < 0)
+        return rc;
+    if (e->pass == ZT_PASS_FORWARD)
+        return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "zt_engine_step: the forward pass "
+                                         "(acquired for training) has no backward pass: the "
+                                         "gradients are not ready"));
+    if ((rc = zt_units_pass_close(e, "zt_engine_step")) < 0)
+        return zt_engine_fail(e, rc);
     ZT_TRY(zt_engine_ensure_moments(e));
     /* a deferred update no forward pass applied (a step without one) goes first, on the
      * gradients it was computed from; then the shards zero_grad left are zeroed */
@@ -675,6 +849,9 @@ int zt_engine_report_get(const zt_engine *e, zt_engine_report *o)
     if (!e || !o)
         return zt_fail(ZT_E_INVAL, "zt_engine_report_get: NULL argument");
     memset(o, 0, sizeof *o);
+    if (e->committed <= 0)
+        return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "zt_engine_report_get: the engine has no "
+                                         "buffers yet (zt_engine_commit)"));
     N = (size_t)e->comm.size;
     for (int u = 0; u < e->layout.n_units; u++)
         P += e->padded[u];
@@ -784,7 +961,7 @@ int zt_engine_save_weights(zt_engine *e, const char *dir, size_t max_shard_bytes
         rc = zt_hf_write_weights_cb(dir, v, n, max_shard_bytes, st3 ? fetch_param : NULL, &a);
         if (rc >= 0) {
             snprintf(path, sizeof path, "%s/config.json", dir);
-            rc = zt_model_config_save(&e->mc, path);
+            rc = e->custom ? zt_units_config_save(e, path) : zt_model_config_save(&e->mc, path);
         }
     }
     /* every rank gathers every unit, whatever rank 0's writer did, to stay in step */
@@ -816,6 +993,10 @@ int zt_engine_save_model_ex(zt_engine *e, const char *dir, size_t max_shard_byte
     int rc;
     if (!e || !dir)
         return zt_fail(ZT_E_INVAL, "zt_engine_save_model: NULL argument");
+    if ((rc = zt_engine_commit(e)) < 0)
+        return rc;
+    if ((rc = zt_units_pass_close(e, "zt_engine_save_model")) < 0)
+        return zt_engine_fail(e, rc);
     rc = zt_engine_save_weights(e, dir, max_shard_bytes);
     return rc < 0 ? zt_engine_fail(e, rc) : 0;
 }

@@ -23,14 +23,23 @@ typedef struct zt_seg {
     size_t off, len, soff;
 } zt_seg;
 
-/* A use: the units one forward or backward step of a unit reads (the unit and the unit it
- * is tied to). Stage 3 walks the uses of a pass in order, gathering ahead. */
+/* A use: one acquire of one unit (zt_engine_unit_acquire), as a pass's order has it; hold:
+ * the trainer still holds it at the next acquire (tied units used together). Stage 3 walks
+ * the uses of a pass in order, gathering ahead. */
 typedef struct zt_use {
-    int unit[2], n;
+    int unit, hold;
+    int purpose;             /* ZT_FOR_* */
 } zt_use;
 
-/* uses of a pass at most: a forward per unit, then the backward steps (<= 3 per unit) */
-#define ZT_MAX_USES(nu) (4 * (size_t)(nu))
+/* the pass in progress (units.c) */
+enum { ZT_PASS_NONE = 0, ZT_PASS_FORWARD, ZT_PASS_EVAL, ZT_PASS_BACKWARD };
+
+/* a pass's order of acquires (units.c): recorded from the first pass of its kind, or
+ * declared (zt_engine_set_order) */
+typedef struct zt_order {
+    zt_use *use;
+    int n, cap, known;
+} zt_order;
 
 /* Stage 3's gather schedule over the uses of a pass (see zero.c). */
 typedef struct zt_sched {
@@ -121,8 +130,28 @@ struct zt_engine {
     zt_sched sched;
     int64_t *gpend_lo, *gpend_hi; /* per unit: its open all-gathers */
     unsigned char *persist;  /* kept gathered (smaller than persist_threshold) */
-    zt_use *uses;            /* the uses of the current pass */
-    int n_uses;
+    /* the unit API (units.c): the schedule of the pass in progress (a training forward
+     * pass: the forward order, then the backward's), each use's state (USE_*), the uses
+     * the trainer released since the last acquire */
+    zt_use *uses;
+    int n_uses, uses_cap;
+    unsigned char *use_state;
+    int *rel;
+    int n_rel;
+    zt_order ord[2];         /* forward, backward */
+    int pass;                /* ZT_PASS_* in progress */
+    int pass_pos, pass_base; /* acquires so far in it; its first use's index in uses */
+    int recording;           /* the pass records its kind's order */
+    int *held;               /* per unit: acquires not released */
+    unsigned char *gstate;   /* per unit: G_* in the backward pass in progress */
+    int n_ready;             /* units whose gradients are ready in it */
+    int custom;              /* no built-in model: the trainer registered the units */
+    int committed;           /* registration is over: the buffers exist */
+    int *unit_nparams;       /* per unit: the parameters it was declared with */
+    float **init_vals;       /* per parameter: ZT_INIT_VALUES' copy until commit, or NULL */
+    float **drvP, **drvG;    /* the built-in models' view of the units they acquired */
+    char **patterns;         /* copies of cfg.no_decay, then cfg.fp32_state */
+    int n_patterns;
     unsigned char *alias_seen; /* per parameter: the checkpoint stored the tied alias */
     int64_t step;
     int have_logits;
@@ -221,13 +250,32 @@ int zt_zero_seg(const zt_engine *e, int u, int r, int k, zt_seg *s);
 /* Copies rank r's shard of unit u out of a whole-unit buffer, or back into one. */
 void zt_zero_take_shard(const zt_engine *e, int u, int r, const float *whole, float *shard);
 void zt_zero_put_shard(const zt_engine *e, int u, int r, const float *shard, float *whole);
-/* Stage 3: a pass walks uses 0..n-1 (forward: every unit in order; backward: in reverse).
- * zt_zero_enter(k) makes use k's units present (gathering ahead within the prefetch
- * budget) and lets go of use k - 1's; zt_zero_pass_end lets go of the last use. Below
- * stage 3 these do nothing. */
-int zt_zero_pass_begin(zt_engine *e, int backward);
-int zt_zero_enter(zt_engine *e, int k);
-void zt_zero_pass_end(zt_engine *e);
+/* Stage 3: a pass walks the uses e->uses[0..n_uses) (units.c sets them). zt_zero_pass_begin
+ * lets go of anything gathered; zt_zero_enter(k) makes use k's unit present (gathering ahead
+ * within the prefetch budget) after letting go of the uses rel[0..nrel) (a unit the next
+ * uses need again stays gathered); zt_zero_leave(k) lets go of use k (acquired ahead, or
+ * released at the end of a pass); zt_zero_acquired: the last use acquired (-1: none).
+ * Below stage 3 these do nothing. */
+void zt_zero_pass_begin(zt_engine *e);
+int zt_zero_enter(zt_engine *e, int k, const int *rel, int nrel);
+void zt_zero_leave(zt_engine *e, int k);
+int zt_zero_acquired(const zt_engine *e);
+
+/* ---- units.c: the unit API's bookkeeping ------------------------------------------------ */
+/* The schedule of a training micro-batch (forward order, then backward order) as a new
+ * array in *out: its length, 0 while an order is unknown, < 0 on error. */
+int zt_units_train_schedule(const zt_engine *e, zt_use **out);
+/* Ends the pass in progress (a step, zero_grad, save or load): checks nothing is held. */
+int zt_units_pass_close(zt_engine *e, const char *what);
+/* After an error inside a pass: every acquire let go of, the pass ended without checks
+ * (stages 2-3: lent gradient buffers taken back). Returns rc. */
+int zt_units_abort(zt_engine *e, int rc);
+/* the unit API's state, freed */
+void zt_units_free(zt_engine *e);
+/* checkpoints of a trainer's own model: config.json lists the units and parameters;
+ * a checkpoint fits when its list is this engine's */
+int zt_units_config_save(const zt_engine *e, const char *path);
+int zt_units_config_check(const zt_engine *e, const char *path);
 /* Backward pass. zt_zero_pass_grads_begin first (stages 0-1: settles reductions that
  * started early). Stages 2-3: lends unit u a gradient buffer before its backward, starts its
  * reduce-scatter after; zt_zero_grads_end reduces unit 0 and waits for every reduction.

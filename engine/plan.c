@@ -100,7 +100,7 @@ static void predict(const zt_engine *e, placement pl, plan_bytes *b)
         b->optimizer += own;
     b->optimizer += rep;
     /* activations of one micro-batch (when the batch shape is known) */
-    if (e->cfg.plan_micro_batch > 0 && e->cfg.plan_seq_len > 0 && e->ops->act_bytes)
+    if (e->cfg.plan_micro_batch > 0 && e->cfg.plan_seq_len > 0 && e->ops && e->ops->act_bytes)
         b->activations = (double)e->ops->act_bytes(e->model, e->cfg.plan_micro_batch,
                                                     e->cfg.plan_seq_len, NULL, 0);
     /* communication: the stage 2 late-micro-batch shard and the reduce buffers */

@@ -398,8 +398,7 @@ int zt_zero_setup(zt_engine *e)
             (!e->cfg.offload_param && !(e->Ps = alloc_units(e, ZT_MEM_PARAMS, 1))) ||
             !(e->sched.refs = calloc((size_t)nu, sizeof *e->sched.refs)) ||
             !(e->gpend_lo = pending(nu)) || !(e->gpend_hi = pending(nu)) ||
-            !(e->persist = calloc((size_t)nu, 1)) ||
-            !(e->uses = calloc(ZT_MAX_USES(nu), sizeof *e->uses)))
+            !(e->persist = calloc((size_t)nu, 1)))
             return zt_fail(ZT_E_NOMEM, "out of memory");
         if (e->cfg.offload_param)
             ZT_TRY(pstore_open(e));
@@ -463,7 +462,6 @@ void zt_zero_teardown(zt_engine *e)
         free(e->gpend_lo);
         free(e->gpend_hi);
         free(e->persist);
-        free(e->uses);
     } else {
         free_units(e, e->P, ZT_MEM_PARAMS, 0);
     }
@@ -747,70 +745,67 @@ static void pool_put(zt_engine *e, int u)
 }
 
 /* The schedule's state: e->sched for the real pass; a private copy with dry = 1 replays
- * the same decisions without buffers or MPI to predict the traffic. */
+ * the same decisions without buffers or MPI to predict the traffic. A use is one acquire
+ * of one unit (units.c). */
 static size_t use_need(const zt_engine *e, const zt_sched *S, int k)
 {
-    size_t n = 0;
-    for (int i = 0; i < e->uses[k].n; i++) {
-        int u = e->uses[k].unit[i];
-        if (!e->persist[u] && S->refs[u] == 0)
-            n += e->padded[u];
-    }
-    return n;
+    int u = e->uses[k].unit;
+    return !e->persist[u] && S->refs[u] == 0 ? e->padded[u] : 0;
 }
 
 static int acquire(zt_engine *e, zt_sched *S, int k)
 {
-    for (int i = 0; i < e->uses[k].n; i++) {
-        int u = e->uses[k].unit[i];
-        if (e->persist[u] || S->refs[u]++ > 0)
-            continue;
-        S->live += e->padded[u];
-        S->live_peak = S->live > S->live_peak ? S->live : S->live_peak;
-        S->moved += (double)e->padded[u];
-        if (S->dry)
-            continue;
-        ZT_TRY(lazy_upto(e, u)); /* the previous step's update of u, deferred to here */
-        if (!(e->P[u] = pool_get(e, u)))
-            return ZT_E_NOMEM;
-        if (e->pstore) { /* this rank's slices into the gather buffer, then in place */
-            ZT_TRY(zt_zero_shard_to_whole(e, u, e->P[u]));
-            ZT_TRY(start_ag(e, u, NULL, e->P[u], &e->gpend_lo[u], &e->gpend_hi[u]));
-        } else {
-            ZT_TRY(start_ag(e, u, e->Ps[u], e->P[u], &e->gpend_lo[u], &e->gpend_hi[u]));
-        }
-    }
+    int u = e->uses[k].unit;
     S->acquired = k;
-    return 0;
+    if (e->persist[u] || S->refs[u]++ > 0)
+        return 0;
+    S->live += e->padded[u];
+    S->live_peak = S->live > S->live_peak ? S->live : S->live_peak;
+    S->moved += (double)e->padded[u];
+    if (S->dry)
+        return 0;
+    ZT_TRY(lazy_upto(e, u)); /* the previous step's update of u, deferred to here */
+    if (!(e->P[u] = pool_get(e, u)))
+        return ZT_E_NOMEM;
+    if (e->pstore) { /* this rank's slices into the gather buffer, then in place */
+        ZT_TRY(zt_zero_shard_to_whole(e, u, e->P[u]));
+        return start_ag(e, u, NULL, e->P[u], &e->gpend_lo[u], &e->gpend_hi[u]);
+    }
+    return start_ag(e, u, e->Ps[u], e->P[u], &e->gpend_lo[u], &e->gpend_hi[u]);
 }
 
 static void release(zt_engine *e, zt_sched *S, int k)
 {
-    for (int i = 0; i < e->uses[k].n; i++) {
-        int u = e->uses[k].unit[i];
-        if (e->persist[u] || --S->refs[u] > 0)
-            continue;
-        S->live -= e->padded[u];
-        if (S->dry)
-            continue;
-        pool_put(e, u);
-        e->P[u] = NULL;
-    }
+    int u = e->uses[k].unit;
+    if (e->persist[u] || --S->refs[u] > 0)
+        return;
+    S->live -= e->padded[u];
+    if (S->dry)
+        return;
+    /* (a gather still in flight, e.g. prefetched for a use an error skipped, ends first) */
+    if (e->gpend_lo[u] >= 0 && zt_comm_wait_range(&e->comm, e->gpend_lo[u], e->gpend_hi[u]) < 0)
+        zt_log(ZT_LOG_WARN, "stage 3: the gather of unit %d failed: %s", u, zt_last_error());
+    e->gpend_lo[u] = e->gpend_hi[u] = -1;
+    pool_put(e, u);
+    e->P[u] = NULL;
 }
 
-/* Use k: acquire it (and everything before it), let go of use k - 1, then prefetch: acquire
- * the next uses while the floats fetched ahead fit the prefetch budget and the floats
- * gathered at once fit max_live. */
-static int sched_enter(zt_engine *e, zt_sched *S, int k)
+/* Use k: acquire it (and everything before it) and the uses after it whose units are
+ * gathered already, let go of the uses in rel (released by the trainer since the last
+ * acquire: a unit the next use needs again stays), then prefetch: acquire the next uses
+ * while the floats fetched ahead fit the prefetch budget and the floats gathered at once
+ * fit max_live. */
+static int sched_enter(zt_engine *e, zt_sched *S, int k, const int *rel, int nrel)
 {
     size_t ahead = 0, budget = e->cfg.prefetch_size, cap = e->cfg.max_live;
     while (S->acquired < k)
         ZT_TRY(acquire(e, S, S->acquired + 1));
-    if (k > 0)
-        release(e, S, k - 1);
+    while (S->acquired + 1 < e->n_uses && use_need(e, S, S->acquired + 1) == 0)
+        ZT_TRY(acquire(e, S, S->acquired + 1));
+    for (int i = 0; i < nrel; i++)
+        release(e, S, rel[i]);
     for (int j = k + 1; j <= S->acquired; j++)
-        for (int i = 0; i < e->uses[j].n; i++)
-            ahead += e->persist[e->uses[j].unit[i]] ? 0 : e->padded[e->uses[j].unit[i]];
+        ahead += e->persist[e->uses[j].unit] ? 0 : e->padded[e->uses[j].unit];
     while (S->acquired + 1 < e->n_uses) {
         size_t need = use_need(e, S, S->acquired + 1);
         if (need > 0 && (ahead + need > budget || (cap && S->live + need > cap)))
@@ -820,18 +815,18 @@ static int sched_enter(zt_engine *e, zt_sched *S, int k)
     }
     /* parameter offload: the shards of the uses after the acquired ones, read ahead */
     for (int j = S->acquired + 1, n = 0; !S->dry && e->pstore && j < e->n_uses &&
-                                         n < e->n_pslot - 1; j++)
-        for (int i = 0; i < e->uses[j].n && n < e->n_pslot - 1; i++, n++)
-            if (!e->persist[e->uses[j].unit[i]] && S->refs[e->uses[j].unit[i]] == 0)
-                ZT_TRY(pshard_prefetch(e, e->uses[j].unit[i]));
+                                         n < e->n_pslot - 1; j++, n++)
+        if (!e->persist[e->uses[j].unit] && S->refs[e->uses[j].unit] == 0)
+            ZT_TRY(pshard_prefetch(e, e->uses[j].unit));
     return 0;
 }
 
-/* Lets go of everything a pass left gathered (after an error). */
-static void drop_all(zt_engine *e)
+void zt_zero_pass_begin(zt_engine *e)
 {
+    if (e->cfg.zero_stage < 3)
+        return;
     zt_comm_wait_all(&e->comm);
-    for (int u = 0; u < e->layout.n_units; u++) {
+    for (int u = 0; u < e->layout.n_units; u++) { /* anything left gathered (an error) */
         e->gpend_lo[u] = e->gpend_hi[u] = -1;
         if (e->persist[u] || e->sched.refs[u] == 0)
             continue;
@@ -841,54 +836,30 @@ static void drop_all(zt_engine *e)
     }
     e->sched.live = 0;
     e->sched.acquired = -1;
-    e->n_uses = 0;
 }
 
-static void build_uses(zt_engine *e, int backward)
-{
-    int nu = e->layout.n_units;
-    e->n_uses = 0;
-    for (int u = 0; u < nu; u++) {
-        int t = e->ops->tied_unit(e->model, u);
-        e->uses[e->n_uses++] = (zt_use){{u, t}, t >= 0 ? 2 : 1};
-    }
-    for (int k = 0; backward && k < e->n_bsteps; k++) /* recompute or backward: same units */
-        e->uses[e->n_uses++] = e->uses[e->bsteps[k].unit];
-}
-
-int zt_zero_pass_begin(zt_engine *e, int backward)
+int zt_zero_enter(zt_engine *e, int k, const int *rel, int nrel)
 {
     if (e->cfg.zero_stage < 3)
         return 0;
-    if (e->sched.acquired >= 0 || e->sched.live)
-        drop_all(e);
-    build_uses(e, backward);
-    e->sched.acquired = -1;
-    return 0;
-}
-
-int zt_zero_enter(zt_engine *e, int k)
-{
-    if (e->cfg.zero_stage < 3)
-        return 0;
-    ZT_TRY(sched_enter(e, &e->sched, k));
-    for (int i = 0; i < e->uses[k].n; i++) {
-        int u = e->uses[k].unit[i];
-        if (e->persist[u])
-            continue;
+    ZT_TRY(sched_enter(e, &e->sched, k, rel, nrel));
+    int u = e->uses[k].unit;
+    if (!e->persist[u]) {
         ZT_TRY(zt_comm_wait_range(&e->comm, e->gpend_lo[u], e->gpend_hi[u]));
         e->gpend_lo[u] = e->gpend_hi[u] = -1;
     }
     return 0;
 }
 
-void zt_zero_pass_end(zt_engine *e)
+void zt_zero_leave(zt_engine *e, int k)
 {
-    if (e->cfg.zero_stage < 3 || e->n_uses == 0)
-        return;
-    release(e, &e->sched, e->n_uses - 1);
-    e->n_uses = 0;
-    e->sched.acquired = -1;
+    if (e->cfg.zero_stage >= 3)
+        release(e, &e->sched, k);
+}
+
+int zt_zero_acquired(const zt_engine *e)
+{
+    return e->cfg.zero_stage >= 3 ? e->sched.acquired : -1;
 }
 
 /* ---- gradient offload ------------------------------------------------------------------
@@ -1046,11 +1017,27 @@ int zt_zero_pass_grads_begin(zt_engine *e)
     return 0;
 }
 
+/* the scratch buffer unit u holds, or -1 */
+static int slot_of(const zt_engine *e, int u)
+{
+    return e->scratch_unit[0] == u ? 0 : e->scratch_unit[1] == u ? 1 : -1;
+}
+
 int zt_zero_grads_lend(zt_engine *e, int u)
 {
     int i = u & 1;
     if (e->cfg.zero_stage < 2 || u == 0)
         return 0;
+    /* buffer u & 1, unless a unit whose gradients are still open (lent and not reduced:
+     * G set) holds it; the reduction of a unit that holds the other one finishes first */
+    if (e->scratch_unit[i] >= 0 && e->G[e->scratch_unit[i]])
+        i ^= 1;
+    if (e->scratch_unit[i] >= 0 && e->G[e->scratch_unit[i]])
+        return zt_fail(ZT_E_INVAL, "stage %d lends gradient buffers to two units at a time "
+                       "(besides unit 0): units %d and %d still have theirs; make one's "
+                       "gradients ready (zt_engine_unit_grads_ready) before acquiring unit %d "
+                       "for backward", e->cfg.zero_stage, e->scratch_unit[0],
+                       e->scratch_unit[1], u);
     if (e->scratch_unit[i] >= 0)
         ZT_TRY(finish_reduce(e, e->scratch_unit[i]));
     e->G[u] = e->scratch[i];
@@ -1082,11 +1069,11 @@ int zt_zero_grads_reduce(zt_engine *e, int u)
     if (e->cfg.zero_stage < 2 || u == 0)
         return 0;
     if (u == e->skip_unit) {
-        e->scratch_unit[u & 1] = -1;
+        e->scratch_unit[slot_of(e, u)] = -1;
         e->G[u] = NULL;
         return 0;
     }
-    ZT_TRY(reduce_into_shard(e, u, u & 1));
+    ZT_TRY(reduce_into_shard(e, u, slot_of(e, u)));
     e->G[u] = NULL; /* the scratch buffer stays lent until the reduction completes */
     return e->overlap ? 0 : finish_reduce(e, u);
 }
@@ -1373,22 +1360,37 @@ double zt_zero_traffic_theory(zt_engine *e, double *plain)
     *plain = 3.0;
     for (int u = 0; u < nu; u++)
         pers += e->persist[u] ? (double)e->padded[u] : 0.0;
-    if (!(S.refs = calloc((size_t)nu, sizeof *S.refs)))
-        return 0.0;
+    zt_use *saved = e->uses;
+    int n_saved = e->n_uses, *until = NULL, *rel = NULL;
+    zt_use *train = NULL;
+    int n = zt_units_train_schedule(e, &train);
+    if (n <= 0 || !(S.refs = calloc((size_t)nu, sizeof *S.refs)) ||
+        !(until = malloc(sizeof *until * (size_t)n)) || !(rel = malloc(sizeof *rel * (size_t)n))) {
+        free(train);
+        free(S.refs);
+        free(until);
+        return 0.0; /* no order known yet */
+    }
     S.dry = 1;
     S.acquired = -1;
-    zt_use *saved = malloc(sizeof *saved * ZT_MAX_USES(nu));
-    int n_saved = e->n_uses;
-    if (saved)
-        memcpy(saved, e->uses, sizeof *saved * ZT_MAX_USES(nu));
-    build_uses(e, 1);
-    for (int k = 0; k < e->n_uses; k++)
-        sched_enter(e, &S, k);
-    if (saved) {
-        memcpy(e->uses, saved, sizeof *saved * ZT_MAX_USES(nu));
-        e->n_uses = n_saved;
+    e->uses = train;
+    e->n_uses = n;
+    /* use j is released before acquire until[j]: the next one, or with the uses held
+     * together with it (hold) after the last of them */
+    for (int j = n - 1; j >= 0; j--)
+        until[j] = train[j].hold && j + 1 < n ? until[j + 1] : j + 1;
+    for (int k = 0; k < n; k++) {
+        int nrel = 0;
+        for (int j = 0; j < k; j++)
+            if (until[j] == k)
+                rel[nrel++] = j;
+        sched_enter(e, &S, k, rel, nrel);
     }
-    free(saved);
+    e->uses = saved;
+    e->n_uses = n_saved;
+    free(train);
+    free(until);
+    free(rel);
     free(S.refs);
     return (P + S.moved + pers) / P;
 }

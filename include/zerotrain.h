@@ -20,9 +20,11 @@ extern "C" {
 #endif
 
 #define ZT_VERSION_MAJOR 0
-#define ZT_VERSION_MINOR 1
+#define ZT_VERSION_MINOR 2
 #define ZT_VERSION_PATCH 0
-#define ZT_ABI_VERSION 1
+/* The library's soname is libzerotrain.so.ZT_ABI_VERSION; it changes whenever a public
+ * struct or signature does. */
+#define ZT_ABI_VERSION 2
 
 /* ---- errors -------------------------------------------------------------------------
  * Every fallible function returns 0 (or a count) on success and a negative value on
@@ -45,8 +47,10 @@ ZT_API const char *zt_strerror(int err);
 /* Detailed message of the last failing call on this thread (file, tensor, offset, ...).
  * Functions that take an engine also keep it in zt_engine_last_error(). */
 ZT_API const char *zt_last_error(void);
-/* "MAJOR.MINOR.PATCH" */
+/* "MAJOR.MINOR.PATCH" of the library linked (the header's: ZT_VERSION_*) */
 ZT_API const char *zt_version(void);
+/* ZT_ABI_VERSION of the library linked: a client built against another header must not run */
+ZT_API int zt_abi_version(void);
 
 /* ---- logging ------------------------------------------------------------------------
  * The library never prints; it hands messages to this callback (default: none). */
@@ -504,6 +508,7 @@ typedef struct zt_param_info {
     size_t numel;
     int unit;
     int decay;               /* weight decay applies */
+    size_t offset;           /* floats from the start of its unit's buffer */
 } zt_param_info;
 ZT_API int zt_engine_param_count(const zt_engine *e);
 ZT_API int zt_engine_param_get(const zt_engine *e, int i, zt_param_info *out);
@@ -562,6 +567,106 @@ typedef struct zt_step_info {
 /* Clip by global norm (cfg.grad_clip), then the optimizer update (cfg.optimizer) with this
  * learning rate (Adafactor with relative_step: its own step size). */
 ZT_API int zt_engine_step(zt_engine *e, float lr, zt_step_info *out);
+
+/* ---- models of your own: units and parameters ----------------------------------------
+ * An outside trainer brings its model and its forward/backward; the engine owns what ZeRO
+ * shards: each unit's flat parameter buffer (every parameter on a 256-float boundary), its
+ * gradients, the optimizer state, their offload, the gradient reduction and checkpoints.
+ * The built-in BERT and T5 register their units and run their passes through these same
+ * functions.
+ *
+ * Create the engine with none of model_dir, model_preset, model_config set, register every
+ * unit and its parameters in the order the forward pass uses them, then drive each pass:
+ *
+ *   forward:  for each unit: zt_engine_unit_acquire(e, u, ZT_FOR_FORWARD, &p, NULL);
+ *             compute with p; zt_engine_unit_release(e, u);
+ *   backward: for each unit in reverse: zt_engine_unit_acquire(e, u, ZT_FOR_BACKWARD, &p, &g);
+ *             add the unit's gradients into g (+=); zt_engine_unit_grads_ready(e, u);
+ *             zt_engine_unit_release(e, u);
+ *   zt_engine_step(e, lr, &info); zt_engine_zero_grad(e);
+ *
+ * A pass is a run of acquires of one kind: forward (ZT_FOR_FORWARD), or backward
+ * (ZT_FOR_BACKWARD, and ZT_FOR_RECOMPUTE for a unit's parameters alone within it). The
+ * first forward and the first backward pass record their order of acquires (or
+ * zt_engine_set_order declares them); stage 3 gathers and prefetches along it, and every
+ * later pass must repeat it: a different unit at some position is an error naming both.
+ * While an order is being recorded with more than one rank, each acquire first checks
+ * that every rank acquires the same unit (a small collective), so ranks that disagree get
+ * an error, not a hang. A unit may be held by several acquires at once (tied weights:
+ * acquire both units); a unit released and acquired again by the next acquire is not
+ * gathered twice.
+ *
+ * Thread-safety: an engine is used by one thread at a time; acquires, releases and
+ * grads_ready of all ranks are collective in stage 3 (same order on every rank). */
+
+/* zt_param_spec.init */
+enum { ZT_INIT_NORMAL = 0, ZT_INIT_ZEROS = 1, ZT_INIT_ONES = 2, ZT_INIT_VALUES = 3 };
+
+typedef struct zt_param_spec {
+    const char *name;        /* unique among all parameters (copied; at most 111 bytes) */
+    int ndim;                /* 1 to 4 */
+    const int64_t *shape;    /* [ndim], each >= 1 */
+    int init;                /* ZT_INIT_*: normal(0, std) from the engine's seed, zeros, ones,
+                              * or values */
+    float std;               /* ZT_INIT_NORMAL's standard deviation (> 0) */
+    const float *values;     /* ZT_INIT_VALUES: numel floats, row-major; copied by the call */
+    int no_decay;            /* weight decay does not apply (biases, norms) */
+    const char *alias;       /* another name checkpoints may store it under, or NULL */
+} zt_param_spec;
+
+/* Appends a unit that will hold n_params parameters (added next with zt_engine_add_param);
+ * *unit receives its index (units are numbered 0, 1, ... in the order added). */
+ZT_API int zt_engine_add_unit(zt_engine *e, const char *name, int n_params, int *unit);
+/* Appends a parameter to `unit` (the last unit added); *index (may be NULL) receives its
+ * index for zt_engine_param_get. Registration ends at the first acquire, step, save or
+ * load (or zt_engine_commit): later calls fail with ZT_E_INVAL. */
+ZT_API int zt_engine_add_param(zt_engine *e, int unit, const zt_param_spec *p, int *index);
+/* A further name a checkpoint may store parameter `index` under (tied copies); matched on
+ * load, never written. */
+ZT_API int zt_engine_add_param_alias(zt_engine *e, int index, const char *name);
+/* Ends registration: allocates the buffers and shards of the stage and initialises the
+ * parameters (collective). Called by the first call that needs them; calling it yourself
+ * reports configuration errors early. */
+ZT_API int zt_engine_commit(zt_engine *e);
+/* units registered; name of unit u (owned by the engine) */
+ZT_API int zt_engine_unit_count(const zt_engine *e);
+ZT_API const char *zt_engine_unit_name(const zt_engine *e, int unit);
+
+enum {
+    ZT_FOR_FORWARD = 1,      /* parameters for a forward pass */
+    ZT_FOR_BACKWARD = 2,     /* parameters and gradients for a backward pass */
+    ZT_FOR_RECOMPUTE = 4,    /* parameters within a backward pass (recomputation) */
+    ZT_FOR_EVAL = 8,         /* with ZT_FOR_FORWARD: no backward pass follows (stage 3 does
+                              * not prefetch the backward's units) */
+};
+/* Makes unit u's whole parameters available: *params (may be NULL) receives the unit's
+ * buffer (the offset of each parameter: zt_param_info.offset), valid until the matching
+ * release. ZT_FOR_BACKWARD also lends the unit's gradient buffer in *grads (the same
+ * layout; add into it), valid until zt_engine_unit_grads_ready; with the other purposes
+ * *grads (may be NULL) is set to NULL. Stage 3 gathers (waiting only for what the prefetch
+ * has not brought yet). Errors: an unregistered unit, a purpose that is not one of the
+ * above, a unit whose gradients were already made ready in this backward pass, a change of
+ * the recorded order. */
+ZT_API int zt_engine_unit_acquire(zt_engine *e, int unit, int purpose, float **params,
+                                  float **grads);
+/* Ends one acquire of unit u (the oldest one still held); the parameter pointer it gave
+ * is no longer valid. Releasing a unit that is not held is an error. */
+ZT_API int zt_engine_unit_release(zt_engine *e, int unit);
+/* Unit u's gradients of this backward pass are complete: stages 2-3 start its
+ * reduce-scatter now (overlapping what the trainer computes next), stages 0-1 in the last
+ * micro-batch of a step (grad_accum_steps). The gradient pointer is no longer valid. Every
+ * unit must be made ready once in each backward pass; zt_engine_step before that is an
+ * error naming the first unit that is not. */
+ZT_API int zt_engine_unit_grads_ready(zt_engine *e, int unit);
+
+#ifdef ZT_EXPERIMENTAL
+/* Declares a pass's order of acquires instead of recording it: kind ZT_FOR_FORWARD or
+ * ZT_FOR_BACKWARD; units[k] and purposes[k] (ZT_FOR_*) the k-th acquire; hold[k] != 0 when
+ * acquire k is still held when acquire k + 1 happens (tied units used together; may be
+ * NULL). Before that pass's first acquire; every rank must declare the same (checked). */
+ZT_API int zt_engine_set_order(zt_engine *e, int kind, const int *units, const int *purposes,
+                               const unsigned char *hold, int n);
+#endif
 
 /* Per-rank model state against DESIGN's formula, and the collectives issued so far. */
 enum { ZT_COLL_KIND_REDUCE_SCATTER = 0, ZT_COLL_KIND_ALLGATHER, ZT_COLL_KIND_OTHER };

@@ -11,8 +11,6 @@
 #define ZT_PARAM_ALIGN 256     /* every parameter starts on a 256-float boundary */
 #define ZT_NAME_MAX 112
 
-enum { ZT_INIT_NORMAL = 0, ZT_INIT_ZEROS, ZT_INIT_ONES };
-
 typedef struct zt_param_def {
     char name[ZT_NAME_MAX];    /* Hugging Face name */
     char alias[ZT_NAME_MAX];   /* tied duplicate stored by some checkpoints, or "" */
@@ -21,7 +19,7 @@ typedef struct zt_param_def {
     size_t numel;
     int ndim;
     int64_t shape[4];
-    int init;                  /* ZT_INIT_* (normal uses the model's init std) */
+    int init;                  /* ZT_INIT_* (zerotrain.h; normal: std, or the layout's) */
     int decay;                 /* 1 = weight decay applies by default */
     float std;                 /* ZT_INIT_NORMAL's standard deviation; 0 = the layout's */
 } zt_param_def;

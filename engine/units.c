@@ -1,0 +1,712 @@
+/* units.c - the model-agnostic unit API (zerotrain.h): registering units and parameters,
+ * acquiring and releasing them for a trainer's forward and backward passes, recording and
+ * checking the order of acquires, and the config.json of a trainer's own model. What a
+ * stage does with a unit (gathers, reductions) lives in zero.c; this file decides when. */
+#define ZT_EXPERIMENTAL
+#include "zerotrain.h"
+#include "engine_impl.h"
+#include "../common/err.h"
+#include "../format/fileio.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+enum { PASS_NONE = ZT_PASS_NONE, PASS_FORWARD = ZT_PASS_FORWARD, PASS_EVAL = ZT_PASS_EVAL,
+       PASS_BACKWARD = ZT_PASS_BACKWARD };
+enum { USE_AHEAD = 0, USE_HELD, USE_RELEASED, USE_DONE }; /* RELEASED: in e->rel */
+enum { G_CLOSED = 0, G_OPEN, G_READY };
+enum { REC_NONE = 0, REC_ORDER, REC_UNSCHEDULED }; /* recording the order / no order yet */
+
+static const char *const kind_name[2] = {"forward", "backward"};
+
+static const char *purpose_name(int p)
+{
+    return p == ZT_FOR_FORWARD ? "forward" : p == ZT_FOR_BACKWARD ? "backward"
+           : p == ZT_FOR_RECOMPUTE ? "recompute" : "?";
+}
+
+static const char *uname(const zt_engine *e, int u)
+{
+    return u >= 0 && u < e->layout.n_units ? e->layout.units[u].name : "?";
+}
+
+/* ---- registration ------------------------------------------------------------------------ */
+
+static int registering(zt_engine *e, const char *fn)
+{
+    if (!e)
+        return zt_fail(ZT_E_INVAL, "%s: NULL engine", fn);
+    if (e->committed)
+        return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "%s: the model is fixed once the engine "
+                                         "has run (its first acquire, step, save or commit): "
+                                         "register every unit and parameter before", fn));
+    return 0;
+}
+
+int zt_engine_add_unit(zt_engine *e, const char *name, int n_params, int *unit)
+{
+    ZT_TRY(registering(e, "zt_engine_add_unit"));
+    if (!name || !*name || strlen(name) >= sizeof e->layout.units[0].name || n_params < 1 ||
+        !unit)
+        return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "zt_engine_add_unit: needs a name of 1 to "
+                                         "%zu bytes, n_params >= 1 and unit (got \"%s\", %d)",
+                                         sizeof e->layout.units[0].name - 1,
+                                         name ? name : "(null)", n_params));
+    int nu = e->layout.n_units;
+    if (nu > 0) {
+        const zt_unit_def *last = &e->layout.units[nu - 1];
+        if (last->n_params != e->unit_nparams[nu - 1])
+            return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "zt_engine_add_unit \"%s\": unit %d "
+                                             "\"%s\" was declared with %d parameters and has "
+                                             "%d", name, nu - 1, last->name,
+                                             e->unit_nparams[nu - 1], last->n_params));
+    }
+    for (int u = 0; u < nu; u++)
+        if (strcmp(e->layout.units[u].name, name) == 0)
+            return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "zt_engine_add_unit: unit \"%s\" is "
+                                             "registered already (unit %d)", name, u));
+    int *np = realloc(e->unit_nparams, sizeof *np * (size_t)(nu + 1));
+    if (!np)
+        return zt_engine_fail(e, zt_fail(ZT_E_NOMEM, "out of memory"));
+    e->unit_nparams = np;
+    int rc = zt_layout_add_unit(&e->layout, name);
+    if (rc < 0)
+        return zt_engine_fail(e, rc);
+    np[rc] = n_params;
+    *unit = rc;
+    return 0;
+}
+
+int zt_engine_add_param(zt_engine *e, int unit, const zt_param_spec *p, int *index)
+{
+    const char *fn = "zt_engine_add_param";
+    ZT_TRY(registering(e, fn));
+    int nu = e->layout.n_units;
+    if (!p || !p->name || !*p->name || strlen(p->name) >= ZT_NAME_MAX)
+        return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "%s: needs a spec with a name of 1 to %d "
+                                         "bytes", fn, ZT_NAME_MAX - 1));
+    if (nu == 0 || unit != nu - 1)
+        return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "%s \"%s\": parameters are added to the "
+                                         "last unit added (%d), not unit %d", fn, p->name,
+                                         nu - 1, unit));
+    if (e->layout.units[unit].n_params >= e->unit_nparams[unit])
+        return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "%s \"%s\": unit %d \"%s\" was declared "
+                                         "with %d parameters, all added", fn, p->name, unit,
+                                         uname(e, unit), e->unit_nparams[unit]));
+    if (p->ndim < 1 || p->ndim > 4 || !p->shape)
+        return zt_engine_fail(e, zt_fail(ZT_E_SHAPE, "%s \"%s\": ndim %d: 1 to 4 dimensions "
+                                         "with a shape", fn, p->name, p->ndim));
+    size_t numel = 1;
+    for (int k = 0; k < p->ndim; k++) {
+        if (p->shape[k] < 1 || (size_t)p->shape[k] > ((size_t)1 << 40) / numel)
+            return zt_engine_fail(e, zt_fail(ZT_E_SHAPE, "%s \"%s\": dimension %d is %lld: "
+                                             "each must be >= 1 (and the tensor below 2^40 "
+                                             "elements)", fn, p->name, k,
+                                             (long long)p->shape[k]));
+        numel *= (size_t)p->shape[k];
+    }
+    if (p->init < ZT_INIT_NORMAL || p->init > ZT_INIT_VALUES ||
+        (p->init == ZT_INIT_NORMAL && !(p->std > 0.0f && isfinite(p->std))) ||
+        (p->init == ZT_INIT_VALUES && !p->values))
+        return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "%s \"%s\": init %d: ZT_INIT_NORMAL with "
+                                         "std > 0, ZT_INIT_ZEROS, ZT_INIT_ONES or "
+                                         "ZT_INIT_VALUES with values", fn, p->name, p->init));
+    if (zt_layout_find(&e->layout, p->name) >= 0 ||
+        (p->alias && zt_layout_find(&e->layout, p->alias) >= 0))
+        return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "%s: the name \"%s\" is registered "
+                                         "already", fn, zt_layout_find(&e->layout, p->name) >= 0
+                                         ? p->name : p->alias));
+    if (p->alias && strlen(p->alias) >= ZT_NAME_MAX)
+        return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "%s \"%s\": alias longer than %d bytes",
+                                         fn, p->name, ZT_NAME_MAX - 1));
+    int np = e->layout.n_params;
+    float **iv = realloc(e->init_vals, sizeof *iv * (size_t)(np + 1));
+    if (!iv)
+        return zt_engine_fail(e, zt_fail(ZT_E_NOMEM, "out of memory"));
+    e->init_vals = iv;
+    iv[np] = NULL;
+    if (p->init == ZT_INIT_VALUES) {
+        if (!(iv[np] = malloc(numel * sizeof(float))))
+            return zt_engine_fail(e, zt_fail(ZT_E_NOMEM, "%s \"%s\": %zu initial values: out "
+                                             "of memory", fn, p->name, numel));
+        memcpy(iv[np], p->values, numel * sizeof(float));
+    }
+    int i = zt_layout_add_param(&e->layout, p->name, p->ndim, p->shape,
+                                p->init == ZT_INIT_VALUES ? ZT_INIT_ZEROS : p->init,
+                                !p->no_decay);
+    if (i < 0) {
+        free(iv[np]);
+        iv[np] = NULL;
+        return zt_engine_fail(e, i);
+    }
+    zt_param_def *d = &e->layout.params[i];
+    d->std = p->init == ZT_INIT_NORMAL ? p->std : 0.0f;
+    if (p->alias)
+        snprintf(d->alias, sizeof d->alias, "%s", p->alias);
+    if (index)
+        *index = i;
+    return 0;
+}
+
+int zt_engine_add_param_alias(zt_engine *e, int index, const char *name)
+{
+    ZT_TRY(registering(e, "zt_engine_add_param_alias"));
+    if (index < 0 || index >= e->layout.n_params || !name || !*name ||
+        strlen(name) >= ZT_NAME_MAX)
+        return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "zt_engine_add_param_alias: parameter %d "
+                                         "of %d, name of 1 to %d bytes", index,
+                                         e->layout.n_params, ZT_NAME_MAX - 1));
+    if (zt_layout_find(&e->layout, name) >= 0)
+        return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "zt_engine_add_param_alias: the name "
+                                         "\"%s\" is registered already", name));
+    int rc = zt_layout_add_alias(&e->layout, index, name);
+    return rc < 0 ? zt_engine_fail(e, rc) : 0;
+}
+
+int zt_engine_unit_count(const zt_engine *e) { return e ? e->layout.n_units : ZT_E_INVAL; }
+
+const char *zt_engine_unit_name(const zt_engine *e, int unit)
+{
+    return e && unit >= 0 && unit < e->layout.n_units ? e->layout.units[unit].name : NULL;
+}
+
+void zt_units_free(zt_engine *e)
+{
+    for (int i = 0; e->init_vals && i < e->layout.n_params; i++)
+        free(e->init_vals[i]);
+    free(e->init_vals);
+    free(e->unit_nparams);
+    free(e->uses);
+    free(e->use_state);
+    free(e->rel);
+    free(e->ord[0].use);
+    free(e->ord[1].use);
+    free(e->held);
+    free(e->gstate);
+    free(e->drvP);
+    free(e->drvG);
+}
+
+/* ---- orders and the schedule -------------------------------------------------------------- */
+
+static int grow_uses(zt_use **a, int *cap, int need)
+{
+    if (need <= *cap)
+        return 0;
+    int c = *cap ? *cap : 64;
+    while (c < need)
+        c *= 2;
+    zt_use *n = realloc(*a, sizeof *n * (size_t)c);
+    if (!n)
+        return zt_fail(ZT_E_NOMEM, "out of memory");
+    *a = n;
+    *cap = c;
+    return 0;
+}
+
+/* room for `need` uses in the schedule */
+static int sched_room(zt_engine *e, int need)
+{
+    int cap = e->uses_cap;
+    ZT_TRY(grow_uses(&e->uses, &e->uses_cap, need));
+    if (e->uses_cap != cap || !e->use_state) {
+        unsigned char *st = realloc(e->use_state, (size_t)e->uses_cap);
+        int *rel = realloc(e->rel, sizeof *rel * (size_t)e->uses_cap);
+        if (st)
+            e->use_state = st;
+        if (rel)
+            e->rel = rel;
+        if (!st || !rel)
+            return zt_fail(ZT_E_NOMEM, "out of memory");
+    }
+    return 0;
+}
+
+static int sched_append(zt_engine *e, const zt_use *w, int n)
+{
+    ZT_TRY(sched_room(e, e->n_uses + n));
+    memcpy(e->uses + e->n_uses, w, sizeof *w * (size_t)n);
+    memset(e->use_state + e->n_uses, USE_AHEAD, (size_t)n);
+    e->n_uses += n;
+    return 0;
+}
+
+int zt_units_train_schedule(const zt_engine *e, zt_use **out)
+{
+    const zt_order *f = &e->ord[0], *b = &e->ord[1];
+    *out = NULL;
+    if (!f->known || !b->known)
+        return 0;
+    if (!(*out = malloc(sizeof **out * (size_t)(f->n + b->n))))
+        return zt_fail(ZT_E_NOMEM, "out of memory");
+    memcpy(*out, f->use, sizeof **out * (size_t)f->n);
+    memcpy(*out + f->n, b->use, sizeof **out * (size_t)b->n);
+    return f->n + b->n;
+}
+
+/* every rank acquires the same (collective): checked while no order tells stage 3 what
+ * comes, so ranks that disagree fail here instead of in mismatched gathers */
+static int check_ranks(zt_engine *e, int kind, int pos, int u, int purpose)
+{
+    int N = e->comm.size;
+    if (N < 2)
+        return 0;
+    double mine[3] = {kind, u, purpose}, *all = malloc(sizeof *all * 3 * (size_t)N);
+    if (!all)
+        return zt_fail(ZT_E_NOMEM, "out of memory");
+    int rc = zt_comm_gather_d(&e->comm, mine, all, 3);
+    for (int r = 0; rc == 0 && r < N; r++)
+        if (all[3 * r] != mine[0] || all[3 * r + 1] != mine[1] || all[3 * r + 2] != mine[2]) {
+            int ru = (int)all[3 * r + 1];
+            rc = zt_fail(ZT_E_INVAL, "the ranks acquire different units: acquire %d of the %s "
+                         "pass is unit %d \"%s\" for %s on rank %d and unit %d \"%s\" for %s "
+                         "on rank %d (every rank must acquire the same units in the same "
+                         "order)", pos, kind_name[kind], u, uname(e, u), purpose_name(purpose),
+                         e->comm.rank, ru, uname(e, ru), purpose_name((int)all[3 * r + 2]), r);
+        }
+    free(all);
+    return rc;
+}
+
+/* Ends the pass in progress: what the trainer released and what stage 3 fetched ahead is let
+ * go of; a pass whose kind was recording has its order. */
+static int end_pass(zt_engine *e)
+{
+    if (e->pass == PASS_NONE)
+        return 0;
+    for (int i = 0; i < e->n_rel; i++) {
+        zt_zero_leave(e, e->rel[i]);
+        e->use_state[e->rel[i]] = USE_DONE;
+    }
+    e->n_rel = 0;
+    for (int j = 0, last = zt_zero_acquired(e); j <= last && j < e->n_uses; j++)
+        if (e->use_state[j] == USE_AHEAD) {
+            zt_zero_leave(e, j);
+            e->use_state[j] = USE_DONE;
+        }
+    if (e->recording == REC_ORDER)
+        e->ord[e->pass == PASS_BACKWARD].known = 1;
+    e->recording = REC_NONE;
+    e->pass = PASS_NONE;
+    e->n_uses = 0;
+    zt_zero_pass_begin(e);
+    return 0;
+}
+
+static int held_unit(const zt_engine *e)
+{
+    for (int u = 0; u < e->layout.n_units; u++)
+        if (e->held[u] > 0)
+            return u;
+    return -1;
+}
+
+int zt_units_pass_close(zt_engine *e, const char *what)
+{
+    if (!e->committed)
+        return 0;
+    int u = held_unit(e);
+    if (u >= 0)
+        return zt_fail(ZT_E_INVAL, "%s: unit %d \"%s\" is still acquired: release it first",
+                       what, u, uname(e, u));
+    if (e->pass == PASS_BACKWARD && e->n_ready < e->layout.n_units) {
+        for (u = 0; e->gstate[u] == G_READY; u++)
+            ;
+        return zt_fail(ZT_E_INVAL, "%s before the backward pass is complete: unit %d \"%s\"'s "
+                       "gradients are not ready (zt_engine_unit_grads_ready)", what, u,
+                       uname(e, u));
+    }
+    return end_pass(e);
+}
+
+int zt_units_abort(zt_engine *e, int rc)
+{
+    if (e->committed <= 0)
+        return rc;
+    char msg[ZT_ERRMSG_MAX];
+    snprintf(msg, sizeof msg, "%s", zt_last_error());
+    zt_comm_wait_all(&e->comm);
+    for (int u = 0; u < e->layout.n_units; u++) {
+        e->held[u] = 0;
+        if (e->cfg.zero_stage >= 2 && u > 0 && e->G[u]) { /* lent, never reduced */
+            e->G[u] = NULL;
+            for (int i = 0; i < 2; i++)
+                if (e->scratch_unit[i] == u)
+                    e->scratch_unit[i] = -1;
+        }
+    }
+    e->n_rel = 0;
+    e->recording = REC_NONE; /* (an order half recorded stays unknown) */
+    e->pass = PASS_NONE;
+    e->n_uses = 0;
+    zt_zero_pass_begin(e);
+    zt_fail(rc, "%s", msg);
+    return rc;
+}
+
+/* the backward pass ends when every unit's gradients are ready and no unit is held */
+static int maybe_end_backward(zt_engine *e)
+{
+    if (e->pass == PASS_BACKWARD && e->n_ready == e->layout.n_units && held_unit(e) < 0)
+        return end_pass(e);
+    return 0;
+}
+
+static int forward_begin(zt_engine *e, int eval)
+{
+    ZT_TRY(zt_units_pass_close(e, "a new forward pass"));
+    const zt_order *f = &e->ord[0], *b = &e->ord[1];
+    e->n_uses = 0;
+    e->recording = REC_NONE;
+    if (f->known) {
+        ZT_TRY(sched_append(e, f->use, f->n));
+        if (!eval && b->known) /* stage 3 prefetches into the backward pass */
+            ZT_TRY(sched_append(e, b->use, b->n));
+    } else {
+        e->recording = eval ? REC_UNSCHEDULED : REC_ORDER;
+        if (!eval)
+            e->ord[0].n = 0;
+    }
+    e->pass = eval ? PASS_EVAL : PASS_FORWARD;
+    e->pass_base = e->pass_pos = 0;
+    return 0;
+}
+
+static int backward_begin(zt_engine *e)
+{
+    int accum = e->cfg.grad_accum_steps > 1 ? e->cfg.grad_accum_steps : 1;
+    if (e->recording == REC_ORDER) /* the first forward pass ends: its order */
+        e->ord[0].known = 1;
+    e->recording = REC_NONE;
+    e->last_micro = e->micro + 1 >= accum;
+    e->micro++;
+    ZT_TRY(zt_zero_flush(e)); /* (the forward pass applied any deferred update) */
+    ZT_TRY(zt_zero_pass_grads_begin(e));
+    memset(e->gstate, G_CLOSED, (size_t)e->layout.n_units);
+    e->n_ready = 0;
+    e->pass = PASS_BACKWARD;
+    e->pass_base = e->ord[0].n;
+    e->pass_pos = 0;
+    if (!e->ord[1].known) {
+        e->recording = REC_ORDER;
+        e->ord[1].n = 0;
+        e->n_uses = e->pass_base; /* (the forward order alone was scheduled) */
+    }
+    return 0;
+}
+
+/* ---- acquire, release, gradients ---------------------------------------------------------- */
+
+int zt_engine_unit_acquire(zt_engine *e, int u, int purpose, float **params, float **grads)
+{
+    const char *fn = "zt_engine_unit_acquire";
+    if (params)
+        *params = NULL;
+    if (grads)
+        *grads = NULL;
+    if (!e)
+        return zt_fail(ZT_E_INVAL, "%s: NULL engine", fn);
+    zt_clear_error();
+    ZT_TRY(zt_engine_commit(e));
+    int base = purpose & ~ZT_FOR_EVAL, kind = base != ZT_FOR_FORWARD;
+    if (u < 0 || u >= e->layout.n_units)
+        return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "%s: unit %d is not registered (units 0 "
+                                         "to %d)", fn, u, e->layout.n_units - 1));
+    if ((base != ZT_FOR_FORWARD && base != ZT_FOR_BACKWARD && base != ZT_FOR_RECOMPUTE) ||
+        (kind && (purpose & ZT_FOR_EVAL)))
+        return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "%s: unit %d: purpose %d is not one of "
+                                         "ZT_FOR_FORWARD (| ZT_FOR_EVAL), ZT_FOR_BACKWARD, "
+                                         "ZT_FOR_RECOMPUTE", fn, u, purpose));
+    if (base == ZT_FOR_BACKWARD && !grads)
+        return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "%s: unit %d for backward: grads must not "
+                                         "be NULL", fn, u));
+    int rc = 0;
+    if (!kind) {
+        const zt_order *f = &e->ord[0];
+        if (e->pass == PASS_NONE || e->pass == PASS_BACKWARD ||
+            (f->known && e->recording == REC_NONE && e->pass_pos >= f->n))
+            rc = forward_begin(e, (purpose & ZT_FOR_EVAL) != 0);
+    } else if (e->pass == PASS_FORWARD) {
+        rc = backward_begin(e);
+    } else if (e->pass != PASS_BACKWARD || (e->ord[1].known && !e->recording &&
+                                            e->pass_pos >= e->ord[1].n)) {
+        rc = zt_fail(ZT_E_INVAL, "%s: unit %d \"%s\" for %s: a backward pass follows a forward "
+                     "pass acquired for training (ZT_FOR_FORWARD without ZT_FOR_EVAL)%s", fn, u,
+                     uname(e, u), purpose_name(base),
+                     e->pass == PASS_BACKWARD ? "; this backward pass is complete" : "");
+    }
+    if (rc < 0)
+        return zt_engine_fail(e, rc);
+    zt_order *o = &e->ord[kind];
+    int pos = e->pass_pos, k = e->pass_base + pos;
+    zt_use w = {u, 0, base};
+    if (e->recording) {
+        if ((rc = check_ranks(e, kind, pos, u, base)) < 0 ||
+            (e->recording == REC_ORDER && (rc = grow_uses(&o->use, &o->cap, pos + 1)) < 0) ||
+            (rc = sched_append(e, &w, 1)) < 0)
+            return zt_engine_fail(e, rc);
+        if (e->recording == REC_ORDER) {
+            o->use[pos] = w;
+            o->n = pos + 1;
+            if (pos > 0) /* the previous acquire is held together with this one */
+                o->use[pos - 1].hold = e->use_state[k - 1] == USE_HELD;
+        }
+    } else if (pos >= o->n || o->use[pos].unit != u || o->use[pos].purpose != base) {
+        int ou = pos < o->n ? o->use[pos].unit : -1;
+        if (pos >= o->n)
+            rc = zt_fail(ZT_E_INVAL, "%s: the unit order changed: the %s pass's order has %d "
+                         "acquires and this is one more (unit %d \"%s\" for %s)", fn,
+                         kind_name[kind], o->n, u, uname(e, u), purpose_name(base));
+        else
+            rc = zt_fail(ZT_E_INVAL, "%s: the unit order changed: acquire %d of the %s pass is "
+                         "unit %d \"%s\" for %s, where the order (recorded in the first %s "
+                         "pass, or declared) has unit %d \"%s\" for %s", fn, pos,
+                         kind_name[kind], u, uname(e, u), purpose_name(base), kind_name[kind],
+                         ou, uname(e, ou), purpose_name(o->use[pos].purpose));
+        return zt_engine_fail(e, rc);
+    }
+    if (base == ZT_FOR_BACKWARD && e->gstate[u] == G_READY)
+        return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "%s: unit %d \"%s\": its gradients were "
+                                         "made ready already in this backward pass", fn, u,
+                                         uname(e, u)));
+    if ((rc = zt_zero_enter(e, k, e->rel, e->n_rel)) < 0)
+        return zt_engine_fail(e, rc);
+    for (int i = 0; i < e->n_rel; i++)
+        e->use_state[e->rel[i]] = USE_DONE;
+    e->n_rel = 0;
+    if (base == ZT_FOR_BACKWARD && e->gstate[u] == G_CLOSED) {
+        if ((rc = zt_zero_grads_lend(e, u)) < 0)
+            return zt_engine_fail(e, rc);
+        e->gstate[u] = G_OPEN;
+    }
+    e->use_state[k] = USE_HELD;
+    e->held[u]++;
+    e->pass_pos++;
+    if (params)
+        *params = e->P[u];
+    if (grads && base == ZT_FOR_BACKWARD)
+        *grads = e->G[u];
+    return 0;
+}
+
+int zt_engine_unit_release(zt_engine *e, int u)
+{
+    if (!e)
+        return zt_fail(ZT_E_INVAL, "zt_engine_unit_release: NULL engine");
+    if (u < 0 || u >= e->layout.n_units || !e->committed || e->held[u] == 0)
+        return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "zt_engine_unit_release: unit %d%s%s%s is "
+                                         "not acquired (released twice?)", u,
+                                         u >= 0 && u < e->layout.n_units ? " \"" : "",
+                                         u >= 0 && u < e->layout.n_units ? uname(e, u) : "",
+                                         u >= 0 && u < e->layout.n_units ? "\"" : ""));
+    int j = 0;
+    while (j < e->n_uses && !(e->uses[j].unit == u && e->use_state[j] == USE_HELD))
+        j++;
+    e->held[u]--;
+    if (j < e->n_uses) { /* (always) let go of at the next acquire, or at the pass's end */
+        e->use_state[j] = USE_RELEASED;
+        e->rel[e->n_rel++] = j;
+    }
+    int rc = maybe_end_backward(e);
+    if (rc == 0 && e->pass == PASS_EVAL && e->recording == REC_NONE &&
+        e->pass_pos >= e->ord[0].n && held_unit(e) < 0)
+        rc = end_pass(e); /* an evaluation pass is over: nothing stays gathered */
+    return rc < 0 ? zt_engine_fail(e, rc) : 0;
+}
+
+int zt_engine_unit_grads_ready(zt_engine *e, int u)
+{
+    const char *fn = "zt_engine_unit_grads_ready";
+    int rc;
+    if (!e)
+        return zt_fail(ZT_E_INVAL, "%s: NULL engine", fn);
+    if (u < 0 || u >= e->layout.n_units)
+        return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "%s: unit %d is not registered (units 0 "
+                                         "to %d)", fn, u, e->layout.n_units - 1));
+    if (e->pass != PASS_BACKWARD || e->gstate[u] != G_OPEN)
+        return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "%s: unit %d \"%s\" %s", fn, u, uname(e, u),
+                                         e->pass == PASS_BACKWARD && e->gstate[u] == G_READY
+                                             ? "was made ready already in this backward pass"
+                                             : "was not acquired for backward in this pass"));
+    e->gstate[u] = G_READY;
+    e->n_ready++;
+    if (u != 0 && (rc = zt_zero_grads_reduce(e, u)) < 0) /* (unit 0: with the last) */
+        return zt_engine_fail(e, rc);
+    if (e->n_ready == e->layout.n_units) {
+        if ((rc = zt_zero_grads_end(e)) < 0)
+            return zt_engine_fail(e, rc);
+        e->gs_stale = 0; /* every shard was overwritten by its first reduction */
+    }
+    rc = maybe_end_backward(e);
+    return rc < 0 ? zt_engine_fail(e, rc) : 0;
+}
+
+int zt_engine_set_order(zt_engine *e, int kind, const int *units, const int *purposes,
+                        const unsigned char *hold, int n)
+{
+    const char *fn = "zt_engine_set_order";
+    if (!e)
+        return zt_fail(ZT_E_INVAL, "%s: NULL engine", fn);
+    if ((kind != ZT_FOR_FORWARD && kind != ZT_FOR_BACKWARD) || n < 1 || !units || !purposes)
+        return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "%s: kind ZT_FOR_FORWARD or "
+                                         "ZT_FOR_BACKWARD and n >= 1 units and purposes", fn));
+    int ki = kind == ZT_FOR_BACKWARD;
+    if (e->pass != PASS_NONE && (e->pass == PASS_BACKWARD) == ki)
+        return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "%s: a %s pass is in progress", fn,
+                                         kind_name[ki]));
+    for (int k = 0; k < n; k++)
+        if (units[k] < 0 || units[k] >= e->layout.n_units ||
+            (ki ? purposes[k] != ZT_FOR_BACKWARD && purposes[k] != ZT_FOR_RECOMPUTE
+                : purposes[k] != ZT_FOR_FORWARD))
+            return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "%s: entry %d: unit %d (of %d) for %s "
+                                             "does not belong in a %s pass", fn, k, units[k],
+                                             e->layout.n_units, purpose_name(purposes[k]),
+                                             kind_name[ki]));
+    zt_order *o = &e->ord[ki];
+    int rc = grow_uses(&o->use, &o->cap, n);
+    if (rc < 0)
+        return zt_engine_fail(e, rc);
+    XXH64_state_t *h = XXH64_createState();
+    if (!h)
+        return zt_engine_fail(e, zt_fail(ZT_E_NOMEM, "out of memory"));
+    XXH64_reset(h, (unsigned)ki);
+    for (int k = 0; k < n; k++) {
+        o->use[k] = (zt_use){units[k], hold && hold[k] && k + 1 < n, purposes[k]};
+        XXH64_update(h, &o->use[k], sizeof o->use[k]);
+    }
+    uint64_t x = XXH64_digest(h);
+    XXH64_freeState(h);
+    o->n = n;
+    o->known = 1;
+    if (e->comm.size > 1) { /* every rank declared the same order */
+        double mine[3] = {(double)(x >> 32), (double)(x & 0xFFFFFFFFu), n};
+        double *all = malloc(sizeof *all * 3 * (size_t)e->comm.size);
+        if (!all)
+            return zt_engine_fail(e, zt_fail(ZT_E_NOMEM, "out of memory"));
+        rc = zt_comm_gather_d(&e->comm, mine, all, 3);
+        for (int r = 0; rc == 0 && r < e->comm.size; r++)
+            if (memcmp(all + 3 * r, mine, sizeof mine) != 0)
+                rc = zt_fail(ZT_E_INVAL, "%s: rank %d declared a different %s order than rank "
+                             "%d (%d and %d acquires)", fn, r, kind_name[ki], e->comm.rank,
+                             (int)all[3 * r + 2], n);
+        free(all);
+        if (rc < 0) {
+            o->known = 0;
+            return zt_engine_fail(e, rc);
+        }
+    }
+    return 0;
+}
+
+/* ---- config.json of a trainer's own model --------------------------------------------------- */
+
+#define UNITS_KEY "zerotrain_units"
+
+int zt_units_config_save(const zt_engine *e, const char *path)
+{
+    cJSON *o = cJSON_CreateObject(), *us = NULL;
+    char *txt = NULL;
+    int rc = ZT_E_NOMEM;
+    if (!o || !cJSON_AddStringToObject(o, "model_type", "zerotrain") ||
+        !(us = cJSON_AddArrayToObject(o, UNITS_KEY)))
+        goto done;
+    for (int u = 0; u < e->layout.n_units; u++) {
+        const zt_unit_def *ud = &e->layout.units[u];
+        cJSON *uo = cJSON_CreateObject(), *ps;
+        if (!uo || !cJSON_AddItemToArray(us, uo) || !cJSON_AddStringToObject(uo, "name", ud->name) ||
+            !(ps = cJSON_AddArrayToObject(uo, "params")))
+            goto done;
+        for (int i = ud->first_param; i < ud->first_param + ud->n_params; i++) {
+            const zt_param_def *d = &e->layout.params[i];
+            cJSON *po = cJSON_CreateObject(), *sh;
+            if (!po || !cJSON_AddItemToArray(ps, po) ||
+                !cJSON_AddStringToObject(po, "name", d->name) ||
+                !(sh = cJSON_AddArrayToObject(po, "shape")))
+                goto done;
+            for (int k = 0; k < d->ndim; k++)
+                if (!cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)d->shape[k])))
+                    goto done;
+        }
+    }
+    if (!(txt = cJSON_Print(o)))
+        goto done;
+    {
+        size_t len = strlen(txt);
+        txt[len] = '\n'; /* (cJSON_Print leaves room for the terminator only: write len) */
+        const void *parts[1] = {txt};
+        rc = zt_file_write_atomic(path, parts, &len, 1);
+        txt[len] = 0;
+    }
+done:
+    if (rc == ZT_E_NOMEM)
+        rc = zt_fail(ZT_E_NOMEM, "%s: out of memory", path);
+    free(txt);
+    cJSON_Delete(o);
+    return rc;
+}
+
+int zt_units_config_check(const zt_engine *e, const char *path)
+{
+    char *txt = NULL;
+    size_t len = 0;
+    int rc = zt_file_read_all(path, 64u << 20, &txt, &len);
+    if (rc < 0)
+        return rc;
+    cJSON *o = cJSON_ParseWithLength(txt, len);
+    const cJSON *us = cJSON_GetObjectItemCaseSensitive(o, UNITS_KEY), *uo;
+    free(txt);
+    if (!o || !cJSON_IsArray(us)) {
+        cJSON_Delete(o);
+        return zt_fail(ZT_E_FORMAT, "%s: not the config of a model registered through the "
+                       "unit API (no \"%s\" list)", path, UNITS_KEY);
+    }
+    int u = 0;
+    rc = 0;
+    cJSON_ArrayForEach(uo, us) {
+        const cJSON *nm = cJSON_GetObjectItemCaseSensitive(uo, "name");
+        const cJSON *ps = cJSON_GetObjectItemCaseSensitive(uo, "params"), *po;
+        if (u >= e->layout.n_units) {
+            u++;
+            continue;
+        }
+        const zt_unit_def *ud = &e->layout.units[u];
+        if (!cJSON_IsString(nm) || strcmp(nm->valuestring, ud->name) != 0 ||
+            !cJSON_IsArray(ps) || cJSON_GetArraySize(ps) != ud->n_params) {
+            rc = zt_fail(ZT_E_SHAPE, "%s: unit %d is \"%s\" with %d parameters there and \"%s\" "
+                         "with %d here", path, u, cJSON_IsString(nm) ? nm->valuestring : "?",
+                         cJSON_IsArray(ps) ? cJSON_GetArraySize(ps) : -1, ud->name,
+                         ud->n_params);
+            break;
+        }
+        int i = ud->first_param;
+        cJSON_ArrayForEach(po, ps) {
+            const zt_param_def *d = &e->layout.params[i++];
+            const cJSON *pn = cJSON_GetObjectItemCaseSensitive(po, "name");
+            const cJSON *sh = cJSON_GetObjectItemCaseSensitive(po, "shape");
+            int same = cJSON_IsString(pn) && strcmp(pn->valuestring, d->name) == 0 &&
+                       cJSON_IsArray(sh) && cJSON_GetArraySize(sh) == d->ndim;
+            for (int k = 0; same && k < d->ndim; k++) {
+                const cJSON *x = cJSON_GetArrayItem(sh, k);
+                same = cJSON_IsNumber(x) && x->valuedouble == (double)d->shape[k];
+            }
+            if (!same) {
+                rc = zt_fail(ZT_E_SHAPE, "%s: parameter %d of unit \"%s\" differs from this "
+                             "engine's \"%s\" (name or shape)", path, i - 1 - ud->first_param,
+                             ud->name, d->name);
+                break;
+            }
+        }
+        if (rc < 0)
+            break;
+        u++;
+    }
+    if (rc == 0 && u != e->layout.n_units)
+        rc = zt_fail(ZT_E_SHAPE, "%s: the checkpoint's model has %d units, this engine's %d",
+                     path, u, e->layout.n_units);
+    cJSON_Delete(o);
+    return rc;
+}
