@@ -167,6 +167,10 @@ int zt_engine_add_param_alias(zt_engine *e, int index, const char *name)
     return rc < 0 ? zt_engine_fail(e, rc) : 0;
 }
 
+int zt_engine_rank(const zt_engine *e) { return e ? e->comm.rank : ZT_E_INVAL; }
+
+int zt_engine_world_size(const zt_engine *e) { return e ? e->comm.size : ZT_E_INVAL; }
+
 int zt_engine_unit_count(const zt_engine *e) { return e ? e->layout.n_units : ZT_E_INVAL; }
 
 const char *zt_engine_unit_name(const zt_engine *e, int unit)
@@ -427,9 +431,11 @@ int zt_engine_unit_acquire(zt_engine *e, int u, int purpose, float **params, flo
     int rc = 0;
     if (!kind) {
         const zt_order *f = &e->ord[0];
+        int eval = (purpose & ZT_FOR_EVAL) != 0;
         if (e->pass == PASS_NONE || e->pass == PASS_BACKWARD ||
+            (e->pass == PASS_EVAL) != eval ||
             (f->known && e->recording == REC_NONE && e->pass_pos >= f->n))
-            rc = forward_begin(e, (purpose & ZT_FOR_EVAL) != 0);
+            rc = forward_begin(e, eval);
     } else if (e->pass == PASS_FORWARD) {
         rc = backward_begin(e);
     } else if (e->pass != PASS_BACKWARD || (e->ord[1].known && !e->recording &&

@@ -478,6 +478,14 @@ ZT_API void zt_hang_handler_set(zt_hang_fn fn, void *user);
 
 /* Fills defaults: AdamW lr 1e-4, betas (0.9, 0.999), eps 1e-8, wd 0.01, seed 42. */
 ZT_API void zt_config_init(zt_config *cfg);
+/* For language bindings, which need not mirror this struct: its size, and a field set by its
+ * name from text ("zero_stage" "3", "lr" "1e-3", "optimizer" "adamw8bit", "offload_optimizer"
+ * "nvme", "nvme_path" DIR, ...; strings are borrowed like the struct's own). Unknown names
+ * and values that do not parse are ZT_E_CONFIG. zt_config_key(i) names the settable fields
+ * (NULL past the last). */
+ZT_API size_t zt_config_size(void);
+ZT_API int zt_config_set(zt_config *cfg, const char *name, const char *value);
+ZT_API const char *zt_config_key(int i);
 
 /* The library duplicates comm and never calls MPI_Init/Finalize. comm may be
  * MPI_COMM_NULL: one rank, no MPI calls at all. */
@@ -628,6 +636,9 @@ ZT_API int zt_engine_add_param_alias(zt_engine *e, int index, const char *name);
  * parameters (collective). Called by the first call that needs them; calling it yourself
  * reports configuration errors early. */
 ZT_API int zt_engine_commit(zt_engine *e);
+/* this rank's index and the number of ranks (the engine's communicator) */
+ZT_API int zt_engine_rank(const zt_engine *e);
+ZT_API int zt_engine_world_size(const zt_engine *e);
 /* units registered; name of unit u (owned by the engine) */
 ZT_API int zt_engine_unit_count(const zt_engine *e);
 ZT_API const char *zt_engine_unit_name(const zt_engine *e, int unit);

@@ -1,0 +1,333 @@
+"""zerotrain from Python: a ctypes binding of libzerotrain's unit API (no compiled extension).
+
+Two levels:
+
+* ``Engine``: the C API as it is (units, parameters, acquire/release/grads_ready, step,
+  checkpoints, reports) with the unit buffers as numpy views.
+* ``Optimizer``: zerotrain as the optimizer of a trainer that computes its own gradients
+  (numpy, PyTorch): it hands its flat float32 parameter and gradient arrays over, and
+  zerotrain's sharded AdamW / 8-bit AdamW / Adafactor, with the optimizer state offloaded if
+  asked, updates the arrays in place.
+
+MPI: when mpi4py has initialised MPI, the engine runs on its COMM_WORLD (or the communicator
+given); otherwise the binding initialises MPI itself (and finalises it at exit). Run several
+ranks with ``mpirun -np N python3 script.py``; each rank's gradients are *summed* over the
+ranks, so each rank passes its share of the global batch's mean gradient.
+
+The library is found through $ZEROTRAIN_LIB, then next to this file's checkout
+(build/libzerotrain.so), then the system's loader path (libzerotrain.so.ABI). Importing the
+module may start the interpreter again once (see _ensure_jemalloc): import it first.
+"""
+import atexit
+import ctypes
+import os
+import sys
+
+import numpy as np
+
+ABI_VERSION = 2
+FOR_FORWARD, FOR_BACKWARD, FOR_RECOMPUTE, FOR_EVAL = 1, 2, 4, 8
+INIT_NORMAL, INIT_ZEROS, INIT_ONES, INIT_VALUES = 0, 1, 2, 3
+
+
+class Error(RuntimeError):
+    """A zerotrain call failed: the message is the library's (what, where)."""
+
+
+class _ParamSpec(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("ndim", ctypes.c_int),
+                ("shape", ctypes.POINTER(ctypes.c_int64)), ("init", ctypes.c_int),
+                ("std", ctypes.c_float), ("values", ctypes.POINTER(ctypes.c_float)),
+                ("no_decay", ctypes.c_int), ("alias", ctypes.c_char_p)]
+
+
+class _ParamInfo(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("alias", ctypes.c_char_p), ("ndim", ctypes.c_int),
+                ("shape", ctypes.c_int64 * 4), ("numel", ctypes.c_size_t),
+                ("unit", ctypes.c_int), ("decay", ctypes.c_int), ("offset", ctypes.c_size_t)]
+
+
+class _StepInfo(ctypes.Structure):
+    _fields_ = [("grad_norm", ctypes.c_double), ("clip_coef", ctypes.c_float),
+                ("step", ctypes.c_int64), ("lr", ctypes.c_float)]
+
+
+_lib = None
+_mpi = None
+
+
+def _load():
+    global _lib, _mpi
+    if _lib is not None:
+        return _lib
+    _ensure_jemalloc()
+    # Open MPI's components resolve libmpi's symbols globally: load it so first
+    for name in ("libmpi.so.40", "libmpi.so"):
+        try:
+            _mpi = ctypes.CDLL(name, mode=ctypes.RTLD_GLOBAL)
+            break
+        except OSError:
+            pass
+    here = os.path.dirname(os.path.abspath(__file__))
+    tries = [os.environ.get("ZEROTRAIN_LIB"),
+             os.path.join(here, "..", "build", "libzerotrain.so"),
+             "libzerotrain.so.%d" % ABI_VERSION]
+    err = None
+    for path in tries:
+        if not path or (path.startswith("/") and not os.path.exists(path)):
+            continue
+        try:
+            _lib = ctypes.CDLL(path, mode=ctypes.RTLD_LOCAL)  # (its jemalloc stays private)
+            break
+        except OSError as e:
+            err = e
+    if _lib is None:
+        raise Error("libzerotrain not found (set ZEROTRAIN_LIB): %s" % err)
+    L = _lib
+    L.zt_abi_version.restype = ctypes.c_int
+    if L.zt_abi_version() != ABI_VERSION:
+        raise Error("libzerotrain has ABI %d, this binding %d" % (L.zt_abi_version(),
+                                                                  ABI_VERSION))
+    vp, ip, cp = ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p
+    sigs = {
+        "zt_version": (cp, []), "zt_last_error": (cp, []), "zt_engine_last_error": (cp, [vp]),
+        "zt_config_size": (ctypes.c_size_t, []), "zt_config_init": (None, [vp]),
+        "zt_config_set": (ip, [vp, cp, cp]), "zt_config_key": (cp, [ip]),
+        "zt_engine_create": (ip, [vp, vp, ctypes.POINTER(vp)]),
+        "zt_engine_destroy": (None, [vp]),
+        "zt_engine_add_unit": (ip, [vp, cp, ip, ctypes.POINTER(ip)]),
+        "zt_engine_add_param": (ip, [vp, ip, ctypes.POINTER(_ParamSpec), ctypes.POINTER(ip)]),
+        "zt_engine_commit": (ip, [vp]), "zt_engine_unit_count": (ip, [vp]),
+        "zt_engine_rank": (ip, [vp]), "zt_engine_world_size": (ip, [vp]),
+        "zt_engine_param_count": (ip, [vp]),
+        "zt_engine_param_get": (ip, [vp, ip, ctypes.POINTER(_ParamInfo)]),
+        "zt_engine_unit_acquire": (ip, [vp, ip, ip, ctypes.POINTER(ctypes.POINTER(ctypes.c_float)),
+                                        ctypes.POINTER(ctypes.POINTER(ctypes.c_float))]),
+        "zt_engine_unit_release": (ip, [vp, ip]), "zt_engine_unit_grads_ready": (ip, [vp, ip]),
+        "zt_engine_step": (ip, [vp, ctypes.c_float, ctypes.POINTER(_StepInfo)]),
+        "zt_engine_zero_grad": (ip, [vp]), "zt_engine_save_model": (ip, [vp, cp]),
+    }
+    for name, (res, args) in sigs.items():
+        f = getattr(L, name)
+        f.restype, f.argtypes = res, args
+    return L
+
+
+_JEMALLOC = "libjemalloc.so.2"
+
+
+def _ensure_jemalloc():
+    """libzerotrain allocates through jemalloc (Debian's), which keeps its thread state in
+    static TLS: loaded into a running interpreter it either fails ("cannot allocate memory in
+    static TLS block") or, loaded beside PyTorch, breaks its frees. So jemalloc must be in the
+    process from the start: unless it is, the interpreter is started again, once, with
+    LD_PRELOAD=libjemalloc.so.2 (jemalloc is then every library's malloc). Not possible once
+    MPI runs in this process (mpi4py imported first): then the error says how to start it."""
+    try:
+        with open("/proc/self/maps") as f:
+            if "libjemalloc" in f.read():
+                return
+    except OSError:
+        return
+    if os.environ.get("ZEROTRAIN_REEXEC"):
+        raise Error("libzerotrain: %s is preloaded but not mapped" % _JEMALLOC)
+    if "mpi4py.MPI" in sys.modules:
+        raise Error("libzerotrain needs %s loaded at start-up: import zerotrain before mpi4py, "
+                    "or start Python with LD_PRELOAD=%s (mpirun -x LD_PRELOAD=%s ...)" %
+                    (_JEMALLOC, _JEMALLOC, _JEMALLOC))
+    pre = os.environ.get("LD_PRELOAD", "")
+    env = dict(os.environ, ZEROTRAIN_REEXEC="1",
+               LD_PRELOAD=_JEMALLOC + (" " + pre if pre else ""))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(sys.executable, getattr(sys, "orig_argv", [sys.executable] + sys.argv), env)
+
+
+def _comm_handle(comm):
+    """The C MPI_Comm for comm (an mpi4py communicator, or None: COMM_WORLD)."""
+    if "mpi4py.MPI" in sys.modules or comm is not None:
+        from mpi4py import MPI
+        if MPI.Is_initialized():
+            return ctypes.c_void_p(MPI._handleof(comm if comm is not None else MPI.COMM_WORLD))
+    if _mpi is None:
+        raise Error("libmpi not found")
+    flag = ctypes.c_int(0)
+    _mpi.MPI_Initialized(ctypes.byref(flag))
+    if not flag.value:
+        if _mpi.MPI_Init(None, None) != 0:
+            raise Error("MPI_Init failed")
+
+        def fin():
+            done = ctypes.c_int(0)
+            _mpi.MPI_Finalized(ctypes.byref(done))
+            if not done.value:
+                _mpi.MPI_Finalize()
+        atexit.register(fin)
+    return ctypes.c_void_p(ctypes.addressof(ctypes.c_char.in_dll(_mpi, "ompi_mpi_comm_world")))
+
+
+def version():
+    return _load().zt_version().decode()
+
+
+_load()  # at import: a restart for TLS (above) happens before the script has done anything
+
+
+class Engine:
+    """One zerotrain engine with a model of the caller's own. config: zt_config fields by name
+    (zero_stage=3, optimizer="adamw8bit", offload_optimizer="cpu", lr=1e-3, ...)."""
+
+    def __init__(self, comm=None, **config):
+        L = _load()
+        self._L = L
+        self._h = None
+        self._keep = []  # the borrowed strings, alive until create copied them
+        self._comm = _comm_handle(comm)
+        cfg = ctypes.create_string_buffer(L.zt_config_size())
+        L.zt_config_init(cfg)
+        for k, v in config.items():
+            if isinstance(v, bool):
+                v = int(v)
+            s = str(v).encode()
+            self._keep.append(s)
+            if L.zt_config_set(cfg, k.encode(), s) != 0:
+                raise Error(L.zt_last_error().decode())
+        h = ctypes.c_void_p()
+        if L.zt_engine_create(cfg, self._comm, ctypes.byref(h)) != 0:
+            raise Error(L.zt_last_error().decode())
+        self._h = h
+        self.rank = L.zt_engine_rank(h)
+        self.size = L.zt_engine_world_size(h)
+        self._units = []  # per unit: its floats
+        self._params = {}  # name -> (unit, offset, shape)
+
+    def _check(self, rc):
+        if rc < 0:
+            raise Error(self._L.zt_engine_last_error(self._h).decode())
+        return rc
+
+    def close(self):
+        if self._h is not None:
+            self._L.zt_engine_destroy(self._h)
+            self._h = None
+
+    def __del__(self):
+        self.close()
+
+    def add_unit(self, name, params):
+        """Registers a unit and its parameters: params is a list of (name, array) (initial
+        values, copied) or (name, shape, dict(init=INIT_*, std=..., no_decay=...)). Returns the
+        unit's index."""
+        u = ctypes.c_int()
+        self._check(self._L.zt_engine_add_unit(self._h, name.encode(), len(params),
+                                               ctypes.byref(u)))
+        for p in params:
+            pname, second = p[0], p[1]
+            opt = p[2] if len(p) > 2 else {}
+            if isinstance(second, np.ndarray):
+                arr = np.ascontiguousarray(second, dtype=np.float32)
+                shape, init = arr.shape, INIT_VALUES
+            else:
+                arr, shape, init = None, tuple(second), opt.get("init", INIT_ZEROS)
+            sh = (ctypes.c_int64 * len(shape))(*shape)
+            spec = _ParamSpec(pname.encode(), len(shape), sh, init, opt.get("std", 0.0),
+                              arr.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
+                              if arr is not None else None,
+                              int(opt.get("no_decay", False)), None)
+            self._check(self._L.zt_engine_add_param(self._h, u.value, ctypes.byref(spec), None))
+        return u.value
+
+    def commit(self):
+        """Ends registration: allocates the stage's buffers (collective)."""
+        self._check(self._L.zt_engine_commit(self._h))
+        info = _ParamInfo()
+        self._units = [0] * self._L.zt_engine_unit_count(self._h)
+        for i in range(self._L.zt_engine_param_count(self._h)):
+            self._check(self._L.zt_engine_param_get(self._h, i, ctypes.byref(info)))
+            shape = tuple(info.shape[k] for k in range(info.ndim))
+            self._params[info.name.decode()] = (info.unit, info.offset, shape)
+            self._units[info.unit] = max(self._units[info.unit], info.offset + info.numel)
+
+    def _view(self, ptr, unit):
+        return np.ctypeslib.as_array(ptr, shape=(self._units[unit],)) if ptr else None
+
+    def acquire(self, unit, purpose):
+        """(params, grads) of the unit as 1-D float32 views (grads None unless FOR_BACKWARD),
+        valid until release (grads: until grads_ready)."""
+        if not self._units:
+            self.commit()
+        p = ctypes.POINTER(ctypes.c_float)()
+        g = ctypes.POINTER(ctypes.c_float)()
+        self._check(self._L.zt_engine_unit_acquire(self._h, unit, purpose, ctypes.byref(p),
+                                                   ctypes.byref(g)))
+        return self._view(p, unit), self._view(g, unit) if purpose == FOR_BACKWARD else None
+
+    def param(self, buf, name):
+        """The view of parameter `name` within its unit's buffer buf (from acquire)."""
+        unit, off, shape = self._params[name]
+        n = int(np.prod(shape))
+        return buf[off:off + n].reshape(shape)
+
+    def release(self, unit):
+        self._check(self._L.zt_engine_unit_release(self._h, unit))
+
+    def grads_ready(self, unit):
+        self._check(self._L.zt_engine_unit_grads_ready(self._h, unit))
+
+    def step(self, lr):
+        """Clip, update, gather: returns dict(grad_norm, clip_coef, step, lr)."""
+        si = _StepInfo()
+        self._check(self._L.zt_engine_step(self._h, lr, ctypes.byref(si)))
+        return {"grad_norm": si.grad_norm, "clip_coef": si.clip_coef, "step": si.step,
+                "lr": si.lr}
+
+    def zero_grad(self):
+        self._check(self._L.zt_engine_zero_grad(self._h))
+
+    def save_model(self, path):
+        self._check(self._L.zt_engine_save_model(self._h, path.encode()))
+
+
+class Optimizer:
+    """zerotrain's optimizer over the caller's float32 arrays (each a unit of its own): after
+    step(grads) the arrays hold the updated parameters. names: per array (default p0, p1, ...);
+    no_decay: names (or indices) without weight decay; lr ... weight_decay as torch.optim.AdamW;
+    further keyword arguments are zt_config fields (zero_stage, optimizer, offload_optimizer,
+    nvme_path, grad_clip, ...)."""
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01,
+                 names=None, no_decay=(), comm=None, **config):
+        self.params = params
+        self.lr = lr
+        names = names or ["p%d" % i for i in range(len(params))]
+        self.engine = Engine(comm=comm, lr=lr, beta1=betas[0], beta2=betas[1], eps=eps,
+                             weight_decay=weight_decay, **config)
+        for i, (n, a) in enumerate(zip(names, params)):
+            if a.dtype != np.float32 or not a.flags.c_contiguous:
+                raise Error("parameter %s: a C-contiguous float32 array is needed" % n)
+            nd = n in no_decay or i in no_decay
+            self.engine.add_unit(n, [(n, a, {"no_decay": nd})])
+        self.engine.commit()
+        self._names = names
+
+    def step(self, grads, lr=None):
+        """One update from this rank's share of the gradients (a list like params)."""
+        e, n = self.engine, len(self.params)
+        for u in range(n):  # a backward pass follows a forward pass
+            e.acquire(u, FOR_FORWARD)
+            e.release(u)
+        for u in reversed(range(n)):
+            _, g = e.acquire(u, FOR_BACKWARD)
+            e.param(g, self._names[u])[...] += np.asarray(grads[u], dtype=np.float32)
+            e.grads_ready(u)
+            e.release(u)
+        info = e.step(self.lr if lr is None else lr)
+        e.zero_grad()
+        for u in range(n):  # the updated parameters into the caller's arrays
+            p, _ = e.acquire(u, FOR_FORWARD | FOR_EVAL)
+            self.params[u][...] = e.param(p, self._names[u])
+            e.release(u)
+        return info
+
+    def close(self):
+        self.engine.close()
