@@ -34,7 +34,7 @@ HDRS     := $(wildcard include/*.h */*.h)
 UNIT_TESTS := $(notdir $(basename $(wildcard tests/test_*.c)))
 TEST_BINS  := $(UNIT_TESTS:%=$(BUILD)/tests/%)
 
-.PHONY: all example bench-convergence bench-optim-train bench-t5 bench-t5-pydoc bench-optim bench-full bench-offload bench-recompute bench-grad bench-zero docs test test-long unit-tests test-unit test-cli test-parity asan asan-build fuzz fuzz-build bench install clean
+.PHONY: all example test-units bench-convergence bench-optim-train bench-t5 bench-t5-pydoc bench-optim bench-full bench-offload bench-recompute bench-grad bench-zero docs test test-long unit-tests test-unit test-cli test-parity asan asan-build fuzz fuzz-build bench install clean
 all: $(BUILD)/zerotrain $(BUILD)/libzerotrain.a $(BUILD)/libzerotrain.so $(BUILD)/bench_grad
 
 $(BUILD)/obj/%.o: %.c $(HDRS)
@@ -80,10 +80,14 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libzerotrain.a $(HDRS)
 test:
 	bash tests/run_all.sh
 
-unit-tests: $(TEST_BINS)
+unit-tests: $(TEST_BINS) $(BUILD)/tests/mpi_units
 
 test-unit: $(TEST_BINS)
 	@set -e; for t in $(TEST_BINS); do echo "== $$t"; $$t; done
+
+# the library as other trainers use it: install, pkg-config, the example trainers, the binding
+test-units: all unit-tests
+	bash tests/test_units.sh
 
 test-cli: all
 	bash tests/test_cli.sh $(BUILD)/zerotrain
@@ -104,6 +108,7 @@ test-long: all unit-tests
 	PARITY_EXTRA=40 ZT=$(BUILD)/zerotrain bash tests/test_bert_random.sh
 	T5_LONG=1 bash tests/test_t5.sh $(BUILD)/zerotrain
 	PARITY_EXTRA=40 ZT=$(BUILD)/zerotrain bash tests/test_t5_random.sh
+	UNITS_LONG=1 bash tests/test_units.sh
 	CRASH_POINTS=all bash tests/test_train.sh $(BUILD)/zerotrain
 	$(MAKE) fuzz FUZZ_SECONDS=600
 

@@ -57,6 +57,10 @@ int zt_engine_add_unit(zt_engine *e, const char *name, int n_params, int *unit)
                                          sizeof e->layout.units[0].name - 1,
                                          name ? name : "(null)", n_params));
     int nu = e->layout.n_units;
+    for (int u = 0; u < nu; u++)
+        if (strcmp(e->layout.units[u].name, name) == 0)
+            return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "zt_engine_add_unit: unit \"%s\" is "
+                                             "registered already (unit %d)", name, u));
     if (nu > 0) {
         const zt_unit_def *last = &e->layout.units[nu - 1];
         if (last->n_params != e->unit_nparams[nu - 1])
@@ -65,10 +69,6 @@ int zt_engine_add_unit(zt_engine *e, const char *name, int n_params, int *unit)
                                              "%d", name, nu - 1, last->name,
                                              e->unit_nparams[nu - 1], last->n_params));
     }
-    for (int u = 0; u < nu; u++)
-        if (strcmp(e->layout.units[u].name, name) == 0)
-            return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "zt_engine_add_unit: unit \"%s\" is "
-                                             "registered already (unit %d)", name, u));
     int *np = realloc(e->unit_nparams, sizeof *np * (size_t)(nu + 1));
     if (!np)
         return zt_engine_fail(e, zt_fail(ZT_E_NOMEM, "out of memory"));

@@ -7,6 +7,11 @@
 
 #include <stddef.h>
 #include <stdint.h>
+/* the C API of MPI only (MPI_Comm): Open MPI's deprecated C++ bindings stay out of C++
+ * clients (they do not compile cleanly with -Wextra) unless mpi.h came first */
+#if defined(__cplusplus) && !defined(OMPI_SKIP_MPICXX)
+#define OMPI_SKIP_MPICXX 1
+#endif
 #include <mpi.h>
 
 #ifdef __cplusplus

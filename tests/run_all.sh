@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # run_all.sh - the whole test suite (what `make test` and CI run): unit tests, command-line
-# tests, parity with the PyTorch reference on random configs, the unit tests again under
-# ASan+UBSan, and a short fuzzing run. Runs every suite, then prints one summary line.
+# tests, parity with the PyTorch reference on random configs, the library as other trainers
+# link it (install, pkg-config, the example trainers, the Python binding), the unit tests
+# again under ASan+UBSan, and a short fuzzing run. Runs every suite, then prints one summary line.
 set -u
 cd "$(dirname "$0")/.."
 MAKE=${MAKE:-make}
@@ -32,6 +33,7 @@ suite optim bash tests/test_optim.sh build/zerotrain
 suite parity env ZT=build/zerotrain bash tests/test_bert_random.sh
 suite t5 bash tests/test_t5.sh build/zerotrain
 suite t5-parity env ZT=build/zerotrain bash tests/test_t5_random.sh
+suite units bash tests/test_units.sh
 if $MAKE -s -j2 asan-build; then
     for t in build/asan/tests/test_*; do
         suite "asan:$(basename "$t")" env ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 "$t"

@@ -1,0 +1,371 @@
+/* test_units.c - the unit API with a model of the test's own (one rank): registration and its
+ * errors, initial values and the flat layout, a pass's order recorded and checked, misuse
+ * caught with the message it prints (unregistered unit, release twice, step before the
+ * gradients are ready, registering after the first step, a changed order), stage 2's
+ * gradient buffers, checkpoints of a registered model (resume bit-identical; another shape
+ * refused), and one AdamW step against the formula. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define ZT_EXPERIMENTAL
+#include "zerotrain.h"
+
+static char tmpdir[256];
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/zt_units_XXXXXX");
+    assert_non_null(mkdtemp(tmpdir));
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    char cmd[512];
+    (void)state;
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+#define EXPECT_ERR(call, needle)                                                              \
+    do {                                                                                      \
+        int rc_ = (call);                                                                     \
+        if (rc_ >= 0 || !strstr(zt_last_error(), needle))                                     \
+            fail_msg("%s: rc %d, message \"%s\" lacks \"%s\"", #call, rc_, zt_last_error(),  \
+                     needle);                                                                 \
+    } while (0)
+
+/* a model of three units: a [4, 3] matrix and a [4] vector each, initial values 0.1 i + u */
+enum { NU = 3 };
+static zt_engine *model(int stage, int optimizer)
+{
+    zt_config c;
+    zt_engine *e = NULL;
+    zt_config_init(&c);
+    c.zero_stage = stage;
+    c.optimizer = optimizer;
+    c.threads = 1;
+    c.lr = 1e-2f;
+    if (zt_engine_create(&c, MPI_COMM_NULL, &e) != 0)
+        fail_msg("%s", zt_last_error());
+    for (int u = 0; u < NU; u++) {
+        char name[32], pw[48], pb[48];
+        float w[12], b[4];
+        int id;
+        snprintf(name, sizeof name, "block.%d", u);
+        snprintf(pw, sizeof pw, "block.%d.weight", u);
+        snprintf(pb, sizeof pb, "block.%d.bias", u);
+        for (int i = 0; i < 12; i++)
+            w[i] = 0.1f * (float)i + (float)u;
+        for (int i = 0; i < 4; i++)
+            b[i] = -0.5f * (float)i;
+        int64_t sw[2] = {4, 3}, sb[1] = {4};
+        zt_param_spec ws = {pw, 2, sw, ZT_INIT_VALUES, 0, w, 0, NULL};
+        zt_param_spec bs = {pb, 1, sb, ZT_INIT_VALUES, 0, b, 1, NULL};
+        if (zt_engine_add_unit(e, name, 2, &id) != 0 || id != u ||
+            zt_engine_add_param(e, id, &ws, NULL) != 0 || zt_engine_add_param(e, id, &bs, NULL))
+            fail_msg("%s", zt_engine_last_error(e));
+    }
+    return e;
+}
+
+/* one training pass: forward in order, backward in reverse with gradient g[u] = 1 + u on
+ * every element */
+static void train_pass(zt_engine *e)
+{
+    float *p, *g;
+    for (int u = 0; u < NU; u++) {
+        assert_int_equal(zt_engine_unit_acquire(e, u, ZT_FOR_FORWARD, &p, NULL), 0);
+        assert_non_null(p);
+        assert_int_equal(zt_engine_unit_release(e, u), 0);
+    }
+    for (int u = NU - 1; u >= 0; u--) {
+        zt_param_info w, b;
+        assert_int_equal(zt_engine_unit_acquire(e, u, ZT_FOR_BACKWARD, &p, &g), 0);
+        zt_engine_param_get(e, 2 * u, &w);
+        zt_engine_param_get(e, 2 * u + 1, &b);
+        for (size_t i = 0; i < w.numel; i++)
+            g[w.offset + i] += 1.0f + (float)u;
+        for (size_t i = 0; i < b.numel; i++)
+            g[b.offset + i] += 1.0f + (float)u;
+        assert_int_equal(zt_engine_unit_grads_ready(e, u), 0);
+        assert_int_equal(zt_engine_unit_release(e, u), 0);
+    }
+}
+
+static void read_all(zt_engine *e, float *out)
+{
+    float *p;
+    for (int u = 0; u < NU; u++) {
+        assert_int_equal(zt_engine_unit_acquire(e, u, ZT_FOR_FORWARD | ZT_FOR_EVAL, &p, NULL), 0);
+        for (int k = 0; k < 2; k++) {
+            zt_param_info pi;
+            zt_engine_param_get(e, 2 * u + k, &pi);
+            memcpy(out, p + pi.offset, pi.numel * sizeof(float));
+            out += pi.numel;
+        }
+        assert_int_equal(zt_engine_unit_release(e, u), 0);
+    }
+}
+
+/* registration: the layout (256-float boundaries), the initial values, the errors */
+static void test_register(void **state)
+{
+    (void)state;
+    zt_engine *e = model(0, ZT_OPT_ADAMW);
+    zt_param_info pi;
+    int64_t sh[2] = {2, 2}, bad[2] = {2, 0};
+    float *p;
+    zt_param_spec s = {"extra", 2, sh, ZT_INIT_NORMAL, 0.0f, NULL, 0, NULL};
+    int id;
+    EXPECT_ERR(zt_engine_add_param(e, 0, &s, NULL), "last unit added (2), not unit 0");
+    EXPECT_ERR(zt_engine_add_param(e, 2, &s, NULL), "declared with 2 parameters, all added");
+    assert_int_equal(zt_engine_add_unit(e, "tail", 1, &id), 0);
+    EXPECT_ERR(zt_engine_add_param(e, id, &s, NULL), "std > 0");
+    s.std = 0.02f;
+    s.shape = bad;
+    EXPECT_ERR(zt_engine_add_param(e, id, &s, NULL), "dimension 1 is 0");
+    s.shape = sh;
+    s.name = "block.1.bias";
+    EXPECT_ERR(zt_engine_add_param(e, id, &s, NULL), "\"block.1.bias\" is registered already");
+    EXPECT_ERR(zt_engine_add_unit(e, "block.0", 1, &id), "unit \"block.0\" is registered already");
+    EXPECT_ERR(zt_engine_add_unit(e, "more", 1, &id), "unit 3 \"tail\" was declared with 1 "
+                                                      "parameters and has 0");
+    EXPECT_ERR(zt_engine_commit(e), "unit 3 \"tail\" was declared with 1 parameters and has 0");
+    zt_engine_destroy(e);
+
+    e = model(0, ZT_OPT_ADAMW);
+    assert_int_equal(zt_engine_commit(e), 0);
+    assert_int_equal(zt_engine_unit_count(e), NU);
+    assert_string_equal(zt_engine_unit_name(e, 1), "block.1");
+    assert_int_equal(zt_engine_param_get(e, 3, &pi), 0);
+    assert_string_equal(pi.name, "block.1.bias");
+    assert_int_equal(pi.unit, 1);
+    assert_int_equal(pi.offset, 256); /* after the 12 weights, on the next 256-float boundary */
+    assert_int_equal(pi.decay, 0);
+    assert_int_equal(zt_engine_unit_acquire(e, 1, ZT_FOR_FORWARD, &p, NULL), 0);
+    assert_true(p[5] == 0.1f * 5.0f + 1.0f && p[256 + 3] == -1.5f && p[12] == 0.0f);
+    assert_int_equal(zt_engine_unit_release(e, 1), 0);
+    EXPECT_ERR(zt_engine_add_unit(e, "late", 1, &id), "the model is fixed");
+    zt_engine_destroy(e);
+}
+
+/* misuse: each a clear error, the engine usable afterwards */
+static void test_misuse(void **state)
+{
+    (void)state;
+    zt_engine *e = model(0, ZT_OPT_ADAMW);
+    zt_batch b = {0};
+    float *p, *g;
+    EXPECT_ERR(zt_engine_unit_acquire(e, 7, ZT_FOR_FORWARD, &p, NULL),
+               "unit 7 is not registered (units 0 to 2)");
+    EXPECT_ERR(zt_engine_unit_acquire(e, 0, 16, &p, NULL), "purpose 16 is not one of");
+    EXPECT_ERR(zt_engine_unit_acquire(e, 0, ZT_FOR_BACKWARD, &p, &g),
+               "a backward pass follows a forward pass acquired for training");
+    EXPECT_ERR(zt_engine_unit_release(e, 0), "unit 0 \"block.0\" is not acquired (released twice?)");
+    assert_int_equal(zt_engine_unit_acquire(e, 0, ZT_FOR_FORWARD, &p, NULL), 0);
+    assert_int_equal(zt_engine_unit_release(e, 0), 0);
+    EXPECT_ERR(zt_engine_unit_release(e, 0), "is not acquired (released twice?)");
+    EXPECT_ERR(zt_engine_forward_backward(e, &b, 0, NULL), "has no built-in model");
+    for (int u = 1; u < NU; u++) {
+        assert_int_equal(zt_engine_unit_acquire(e, u, ZT_FOR_FORWARD, &p, NULL), 0);
+        assert_int_equal(zt_engine_unit_release(e, u), 0);
+    }
+    EXPECT_ERR(zt_engine_step(e, 1e-2f, NULL), "has no backward pass: the gradients are not ready");
+    EXPECT_ERR(zt_engine_unit_grads_ready(e, 2), "was not acquired for backward in this pass");
+    assert_int_equal(zt_engine_unit_acquire(e, 2, ZT_FOR_BACKWARD, &p, &g), 0);
+    EXPECT_ERR(zt_engine_step(e, 1e-2f, NULL), "unit 2 \"block.2\" is still acquired");
+    assert_int_equal(zt_engine_unit_grads_ready(e, 2), 0);
+    EXPECT_ERR(zt_engine_unit_grads_ready(e, 2), "was made ready already");
+    assert_int_equal(zt_engine_unit_release(e, 2), 0);
+    EXPECT_ERR(zt_engine_unit_acquire(e, 2, ZT_FOR_BACKWARD, &p, &g),
+               "unit 2 \"block.2\": its gradients were made ready already");
+    EXPECT_ERR(zt_engine_step(e, 1e-2f, NULL), "gradients are not ready");
+    zt_engine_destroy(e);
+
+    /* an order recorded, then broken; a step before every unit is ready */
+    e = model(0, ZT_OPT_ADAMW);
+    train_pass(e);
+    assert_int_equal(zt_engine_step(e, 1e-2f, NULL), 0);
+    assert_int_equal(zt_engine_zero_grad(e), 0);
+    assert_int_equal(zt_engine_unit_acquire(e, 0, ZT_FOR_FORWARD, &p, NULL), 0);
+    assert_int_equal(zt_engine_unit_release(e, 0), 0);
+    EXPECT_ERR(zt_engine_unit_acquire(e, 2, ZT_FOR_FORWARD, &p, NULL),
+               "the unit order changed: acquire 1 of the forward pass is unit 2 \"block.2\" for "
+               "forward, where the order (recorded in the first forward pass, or declared) has "
+               "unit 1 \"block.1\" for forward");
+    for (int u = 1; u < NU; u++) {
+        assert_int_equal(zt_engine_unit_acquire(e, u, ZT_FOR_FORWARD, &p, NULL), 0);
+        assert_int_equal(zt_engine_unit_release(e, u), 0);
+    }
+    assert_int_equal(zt_engine_unit_acquire(e, 2, ZT_FOR_BACKWARD, &p, &g), 0);
+    assert_int_equal(zt_engine_unit_grads_ready(e, 2), 0);
+    assert_int_equal(zt_engine_unit_release(e, 2), 0);
+    EXPECT_ERR(zt_engine_step(e, 1e-2f, NULL), "unit 0 \"block.0\"'s gradients are not ready");
+    EXPECT_ERR(zt_engine_unit_acquire(e, 1, ZT_FOR_RECOMPUTE | ZT_FOR_EVAL, &p, NULL),
+               "is not one of");
+    zt_engine_destroy(e);
+}
+
+/* one AdamW step from zero moments: p - lr sign(g) (bias-corrected m / sqrt v = g / |g|),
+ * decay on the weights only; stage 2 gives the same bits, and 8-bit AdamW's first step too */
+static void test_step(void **state)
+{
+    (void)state;
+    float a[3 * 16], b[3 * 16], c[3 * 16];
+    zt_engine *e0 = model(0, ZT_OPT_ADAMW), *e2 = model(2, ZT_OPT_ADAMW);
+    train_pass(e0);
+    train_pass(e2);
+    assert_int_equal(zt_engine_step(e0, 1e-2f, NULL), 0);
+    assert_int_equal(zt_engine_step(e2, 1e-2f, NULL), 0);
+    read_all(e0, a);
+    read_all(e2, b);
+    assert_memory_equal(a, b, sizeof a);
+    for (int u = 0; u < NU; u++)
+        for (int i = 0; i < 16; i++) {
+            float p0 = i < 12 ? 0.1f * (float)i + (float)u : -0.5f * (float)(i - 12);
+            float keep = i < 12 ? 1.0f - 1e-2f * 0.01f : 1.0f;
+            float want = (p0 - 1e-2f) * keep;
+            if (fabsf(a[16 * u + i] - want) > 1e-6f * (1.0f + fabsf(want)))
+                fail_msg("unit %d element %d: %.9g, AdamW's first step gives %.9g", u, i,
+                         a[16 * u + i], want);
+        }
+    zt_engine *e8 = model(0, ZT_OPT_ADAMW8BIT);
+    train_pass(e8);
+    assert_int_equal(zt_engine_step(e8, 1e-2f, NULL), 0);
+    read_all(e8, c);
+    for (int i = 0; i < 3 * 16; i++) /* (small tensors keep fp32 moments: the same step) */
+        if (fabsf(a[i] - c[i]) > 1e-6f * (1.0f + fabsf(a[i])))
+            fail_msg("element %d: AdamW %.9g, AdamW8bit %.9g", i, a[i], c[i]);
+    zt_engine_destroy(e0);
+    zt_engine_destroy(e2);
+    zt_engine_destroy(e8);
+}
+
+/* stage 2 lends two gradient buffers besides unit 0's: a third open unit is refused */
+static void test_stage2_buffers(void **state)
+{
+    (void)state;
+    zt_config c;
+    zt_engine *e;
+    float *p, *g;
+    int id;
+    zt_config_init(&c);
+    c.zero_stage = 2;
+    assert_int_equal(zt_engine_create(&c, MPI_COMM_NULL, &e), 0);
+    for (int u = 0; u < 4; u++) {
+        char n[16];
+        int64_t sh[1] = {8};
+        snprintf(n, sizeof n, "u%d", u);
+        zt_param_spec s = {n, 1, sh, ZT_INIT_ZEROS, 0, NULL, 0, NULL};
+        assert_int_equal(zt_engine_add_unit(e, n, 1, &id), 0);
+        assert_int_equal(zt_engine_add_param(e, id, &s, NULL), 0);
+    }
+    for (int u = 0; u < 4; u++) {
+        assert_int_equal(zt_engine_unit_acquire(e, u, ZT_FOR_FORWARD, &p, NULL), 0);
+        assert_int_equal(zt_engine_unit_release(e, u), 0);
+    }
+    assert_int_equal(zt_engine_unit_acquire(e, 3, ZT_FOR_BACKWARD, &p, &g), 0);
+    assert_int_equal(zt_engine_unit_acquire(e, 2, ZT_FOR_BACKWARD, &p, &g), 0);
+    EXPECT_ERR(zt_engine_unit_acquire(e, 1, ZT_FOR_BACKWARD, &p, &g),
+               "lends gradient buffers to two units at a time");
+    zt_engine_destroy(e);
+}
+
+/* a registered model's checkpoint: resuming gives the bits of not stopping; a model of
+ * another shape is refused naming the unit */
+static void test_checkpoint(void **state)
+{
+    (void)state;
+    char root[400], dir[600];
+    float a[3 * 16], b[3 * 16];
+    zt_train_state st = {2, 0, 42}, got;
+    zt_engine *e = model(3, ZT_OPT_ADAMW), *f;
+    for (int s = 0; s < 2; s++) {
+        train_pass(e);
+        assert_int_equal(zt_engine_step(e, 1e-2f, NULL), 0);
+        assert_int_equal(zt_engine_zero_grad(e), 0);
+    }
+    snprintf(root, sizeof root, "%s/ck", tmpdir);
+    if (zt_checkpoint_save(e, root, &st, NULL, 0) != 0)
+        fail_msg("%s", zt_engine_last_error(e));
+    train_pass(e);
+    assert_int_equal(zt_engine_step(e, 1e-2f, NULL), 0);
+    read_all(e, a);
+    f = model(0, ZT_OPT_ADAMW);
+    snprintf(dir, sizeof dir, "%s/step-2", root);
+    if (zt_checkpoint_load(f, dir, &got) != 0)
+        fail_msg("%s", zt_engine_last_error(f));
+    assert_int_equal(got.step, 2);
+    train_pass(f);
+    assert_int_equal(zt_engine_step(f, 1e-2f, NULL), 0);
+    read_all(f, b);
+    assert_memory_equal(a, b, sizeof a);
+    zt_engine_destroy(f);
+    /* another shape: unit 1's weight [4, 4] */
+    zt_config c;
+    zt_config_init(&c);
+    assert_int_equal(zt_engine_create(&c, MPI_COMM_NULL, &f), 0);
+    for (int u = 0; u < NU; u++) {
+        char n[32], pw[48], pb[48];
+        int id;
+        int64_t sw[2] = {4, u == 1 ? 4 : 3}, sb[1] = {4};
+        snprintf(n, sizeof n, "block.%d", u);
+        snprintf(pw, sizeof pw, "block.%d.weight", u);
+        snprintf(pb, sizeof pb, "block.%d.bias", u);
+        zt_param_spec ws = {pw, 2, sw, ZT_INIT_ZEROS, 0, NULL, 0, NULL};
+        zt_param_spec bs = {pb, 1, sb, ZT_INIT_ZEROS, 0, NULL, 1, NULL};
+        assert_int_equal(zt_engine_add_unit(f, n, 2, &id), 0);
+        assert_int_equal(zt_engine_add_param(f, id, &ws, NULL), 0);
+        assert_int_equal(zt_engine_add_param(f, id, &bs, NULL), 0);
+    }
+    EXPECT_ERR(zt_checkpoint_load(f, dir, &got), "parameter 0 of unit \"block.1\" differs");
+    zt_engine_destroy(f);
+    zt_engine_destroy(e);
+}
+
+/* zt_config_set: names, values, errors */
+static void test_config_set(void **state)
+{
+    (void)state;
+    zt_config c;
+    assert_int_equal(zt_config_size(), sizeof c);
+    zt_config_init(&c);
+    assert_int_equal(zt_config_set(&c, "zero_stage", "3"), 0);
+    assert_int_equal(zt_config_set(&c, "optimizer", "adamw8bit"), 0);
+    assert_int_equal(zt_config_set(&c, "offload_optimizer", "nvme"), 0);
+    assert_int_equal(zt_config_set(&c, "lr", "2.5e-3"), 0);
+    assert_int_equal(zt_config_set(&c, "nvme_path", "/tmp/x"), 0);
+    assert_int_equal(zt_config_set(&c, "seed", "18446744073709551615"), 0);
+    assert_true(c.zero_stage == 3 && c.optimizer == ZT_OPT_ADAMW8BIT &&
+                c.offload_optimizer == ZT_OFFLOAD_NVME && c.lr == 2.5e-3f &&
+                strcmp(c.nvme_path, "/tmp/x") == 0 && c.seed == UINT64_MAX);
+    EXPECT_ERR(zt_config_set(&c, "zero_stag", "3"), "no key \"zero_stag\"");
+    EXPECT_ERR(zt_config_set(&c, "zero_stage", "3x"), "zero_stage \"3x\" is not an integer");
+    EXPECT_ERR(zt_config_set(&c, "optimizer", "sgd"), "one of adamw, adamw8bit, adafactor");
+    EXPECT_ERR(zt_config_set(&c, "lr", "nan"), "not a finite number");
+    int n = 0;
+    while (zt_config_key(n))
+        n++;
+    assert_true(n > 30);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_register),     cmocka_unit_test(test_misuse),
+        cmocka_unit_test(test_step),         cmocka_unit_test(test_stage2_buffers),
+        cmocka_unit_test(test_checkpoint),   cmocka_unit_test(test_config_set),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# test_units.sh - zerotrain as a library for other trainers: make install with pkg-config,
+# the example C trainer (examples/charmlp) built against the *installed* library and run
+# under mpirun at N = 1, 2, 3 (stage 3 with optimizer offload bit-identical to stage 0 at the
+# same N; its loss falls; resume from its checkpoint bit-identical to not stopping), ranks
+# that disagree on the order caught, the exports (zt_ only), the header from C99 -pedantic and
+# C++, and the Python binding (numpy AdamW within 1e-6, PyTorch's AdamW loss curve within
+# 1e-5; mpi4py's communicator). UNITS_LONG=1 adds NVMe offload, 8-bit AdamW and N = 3 runs.
+# Usage: test_units.sh (from the repository root, after make)
+set -u
+MPI="mpirun --allow-run-as-root --oversubscribe"
+PY=/usr/bin/python3
+T=$(mktemp -d /tmp/zt_units.XXXXXX)
+trap 'rm -rf "$T"' EXIT
+pass=0; fail=0
+ok() { pass=$((pass + 1)); }
+bad() { echo "FAIL: $*"; fail=$((fail + 1)); }
+
+# install into a prefix; build the example with pkg-config only
+if make -s install PREFIX="$T/prefix" >"$T/install.log" 2>&1 \
+   && [ -f "$T/prefix/include/zerotrain.h" ] && [ -f "$T/prefix/lib/libzerotrain.a" ] \
+   && [ -L "$T/prefix/lib/libzerotrain.so" ] && [ -f "$T/prefix/lib/libzerotrain.so.2" ] \
+   && readelf -d "$T/prefix/lib/libzerotrain.so.2" | grep -q "SONAME.*libzerotrain.so.2"; then ok
+else bad "make install"; tail -5 "$T/install.log"; fi
+export PKG_CONFIG_PATH="$T/prefix/lib/pkgconfig"
+if [ "$(pkg-config --modversion zerotrain)" = "$(build/zerotrain version | cut -d' ' -f2)" ] \
+   && cc -std=c11 -O2 -Wall -Wextra -Werror -o "$T/charmlp" examples/charmlp/charmlp.c \
+          $(pkg-config --cflags --libs zerotrain openblas) -lm 2>"$T/cc.log" \
+   && ldd "$T/charmlp" | grep -q "libzerotrain.so.2 => $T/prefix/lib/libzerotrain.so.2"; then ok
+else bad "the example against the installed library (pkg-config)"; head -5 "$T/cc.log"; fi
+if cc -std=c11 -O2 -o "$T/charmlp-static" examples/charmlp/charmlp.c \
+       $(pkg-config --cflags zerotrain openblas) "$T/prefix/lib/libzerotrain.a" \
+       $(pkg-config --static --libs zerotrain openblas | sed 's/-lzerotrain //') -lm \
+       2>"$T/ccs.log" && ! ldd "$T/charmlp-static" | grep -q libzerotrain \
+   && $MPI -np 1 "$T/charmlp-static" --text README.md --steps 5 >"$T/static.log" 2>&1; then ok
+else bad "the example linked statically (pkg-config --static)"; head -5 "$T/ccs.log"; fi
+
+# N = 1, 2, 3: stage 3 with the optimizer state offloaded gives stage 0's bits; the loss falls
+run() { # run NAME NP ARGS...
+    local name=$1 np=$2; shift 2
+    $MPI -np "$np" "$T/charmlp" --text README.md --print-every 1 "$@" >"$T/$name.log" 2>&1
+}
+loss_falls() { # first and last step's loss of a log
+    awk '/^step /{l[n++]=$4} END{exit !(n > 1 && l[n-1] < l[0] - 0.5)}' "$1"
+}
+for np in 1 2 3; do
+    run s0n$np "$np" --steps 120 --stage 0 --save "$T/s0n$np"
+    run s3n$np "$np" --steps 120 --stage 3 --offload cpu --save "$T/s3n$np"
+    if cmp -s "$T/s0n$np/model.safetensors" "$T/s3n$np/model.safetensors" \
+       && cmp -s "$T/s0n$np/config.json" "$T/s3n$np/config.json" && loss_falls "$T/s0n$np.log"; then ok
+    else bad "N=$np: stage 3 + offload vs stage 0, or the loss"; tail -2 "$T/s0n$np.log" "$T/s3n$np.log"; fi
+done
+# resume: 60 steps, a checkpoint, 60 more from it == 120 straight (stage 3, N = 2)
+run half 2 --steps 60 --stage 3 --offload cpu --checkpoint-dir "$T/ck"
+run rest 2 --steps 120 --stage 3 --offload cpu --checkpoint-dir "$T/ck" --resume --save "$T/res"
+if grep -q "resumed from .*step-60" "$T/rest.log" \
+   && cmp -s "$T/res/model.safetensors" "$T/s3n2/model.safetensors"; then ok
+else bad "resume from the example's checkpoint"; tail -3 "$T/rest.log"; fi
+# ranks that acquire different units, or declare different orders: errors, not hangs
+if timeout 120 $MPI -np 2 build/tests/mpi_units >"$T/mpi_units.log" 2>&1 \
+   && [ "$(grep -c '^ok: ' "$T/mpi_units.log")" -eq 6 ]; then ok
+else bad "mismatched orders across ranks"; cat "$T/mpi_units.log"; fi
+
+# exports and the header
+others=$(nm -D --defined-only build/libzerotrain.so | awk '$2 != "A" {print $3}' | grep -v '^zt_')
+if [ -z "$others" ]; then ok; else bad "exports other than zt_: $(echo $others | head -c 300)"; fi
+printf '#include <zerotrain.h>\nint main(void) { return zt_abi_version() != ZT_ABI_VERSION; }\n' >"$T/h.c"
+cp "$T/h.c" "$T/h.cc"
+if cc -std=c99 -pedantic -Wall -Wextra -Werror $(pkg-config --cflags zerotrain) -o "$T/h" "$T/h.c" \
+       $(pkg-config --libs zerotrain) && "$T/h" \
+   && cc -std=c99 -pedantic -Wall -Wextra -Werror -DZT_EXPERIMENTAL $(pkg-config --cflags zerotrain) \
+       -fsyntax-only "$T/h.c" \
+   && g++ -std=c++11 -pedantic -Wall -Wextra -Werror -DZT_EXPERIMENTAL $(pkg-config --cflags zerotrain) \
+       -o "$T/hpp" "$T/h.cc" $(pkg-config --libs zerotrain) && "$T/hpp"; then ok
+else bad "the header from C99 -pedantic and C++"; fi
+
+# the Python binding against the installed library
+export ZEROTRAIN_LIB="$T/prefix/lib/libzerotrain.so.2"
+pyrun() { # pyrun NAME NP SCRIPT ARGS...
+    local name=$1 np=$2; shift 2
+    if [ "$np" -eq 1 ]; then $PY "$@" >"$T/$name.log" 2>&1
+    else $MPI -np "$np" -x ZEROTRAIN_LIB $PY "$@" >"$T/$name.log" 2>&1; fi
+}
+for spec in "1 0 none" "2 3 cpu" "3 2 none --mpi4py"; do
+    set -- $spec
+    np=$1 st=$2 off=$3; shift 3
+    if pyrun py$np "$np" tests/python/test_numpy_adamw.py --stage "$st" --offload "$off" "$@" \
+       && grep -q "^ok: " "$T/py$np.log"; then ok
+    else bad "numpy AdamW via the binding (N=$np stage $st)"; tail -3 "$T/py$np.log"; fi
+done
+if $PY -c "import torch" 2>/dev/null; then
+    for spec in "1 0 none" "2 3 cpu"; do
+        set -- $spec
+        if pyrun torch$1 "$1" examples/python/torch_mlp.py --stage "$2" --offload "$3" \
+           && grep -q "^ok: " "$T/torch$1.log"; then ok
+        else bad "PyTorch with zerotrain's AdamW (N=$1)"; tail -3 "$T/torch$1.log"; fi
+    done
+else echo "skipped: PyTorch example (python3-torch not installed)"; fi
+
+if [ -n "${UNITS_LONG:-}" ]; then
+    mkdir -p "$T/nvme"
+    for np in 2 3; do
+        run l0n$np "$np" --steps 80 --stage 1 --optimizer adamw8bit --save "$T/l0n$np"
+        run l3n$np "$np" --steps 80 --stage 3 --offload nvme --nvme-path "$T/nvme" \
+            --optimizer adamw8bit --save "$T/l3n$np"
+        if cmp -s "$T/l0n$np/model.safetensors" "$T/l3n$np/model.safetensors" \
+           && loss_falls "$T/l0n$np.log"; then ok
+        else bad "N=$np: 8-bit AdamW stage 3 + NVMe vs stage 1"; tail -2 "$T/l3n$np.log"; fi
+    done
+    if pyrun pynv 2 tests/python/test_numpy_adamw.py --stage 3 --offload nvme \
+           --nvme-path "$T/nvme" && grep -q "^ok: " "$T/pynv.log"; then ok
+    else bad "numpy AdamW via the binding, NVMe offload"; tail -3 "$T/pynv.log"; fi
+    if $PY -c "import torch" 2>/dev/null; then
+        if pyrun torch3 3 examples/python/torch_mlp.py --stage 2 && grep -q "^ok: " "$T/torch3.log"; then ok
+        else bad "PyTorch with zerotrain's AdamW (N=3)"; tail -3 "$T/torch3.log"; fi
+    fi
+fi
+
+echo "units: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
