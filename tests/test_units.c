@@ -198,6 +198,12 @@ static void test_misuse(void **state)
     train_pass(e);
     assert_int_equal(zt_engine_step(e, 1e-2f, NULL), 0);
     assert_int_equal(zt_engine_zero_grad(e), 0);
+    int id;
+    int64_t sh[1] = {4};
+    zt_param_spec late = {"late.weight", 1, sh, ZT_INIT_ZEROS, 0, NULL, 0, NULL};
+    EXPECT_ERR(zt_engine_add_unit(e, "late", 1, &id), "zt_engine_add_unit: the model is fixed "
+               "once the engine has run");
+    EXPECT_ERR(zt_engine_add_param(e, 2, &late, NULL), "zt_engine_add_param: the model is fixed");
     assert_int_equal(zt_engine_unit_acquire(e, 0, ZT_FOR_FORWARD, &p, NULL), 0);
     assert_int_equal(zt_engine_unit_release(e, 0), 0);
     EXPECT_ERR(zt_engine_unit_acquire(e, 2, ZT_FOR_FORWARD, &p, NULL),
