@@ -348,8 +348,18 @@ int zt_units_abort(zt_engine *e, int rc)
     e->pass = PASS_NONE;
     e->n_uses = 0;
     zt_zero_pass_begin(e);
-    zt_fail(rc, "%s", msg);
+    if (rc < 0)
+        zt_fail(rc, "%s", msg);
     return rc;
+}
+
+int zt_engine_pass_abort(zt_engine *e)
+{
+    if (!e)
+        return zt_fail(ZT_E_INVAL, "zt_engine_pass_abort: NULL engine");
+    zt_clear_error();
+    zt_units_abort(e, 0);
+    return 0;
 }
 
 /* the backward pass ends when every unit's gradients are ready and no unit is held */

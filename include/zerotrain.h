@@ -609,8 +609,14 @@ ZT_API int zt_engine_step(zt_engine *e, float lr, zt_step_info *out);
  * acquire both units); a unit released and acquired again by the next acquire is not
  * gathered twice.
  *
- * Thread-safety: an engine is used by one thread at a time; acquires, releases and
- * grads_ready of all ranks are collective in stage 3 (same order on every rank). */
+ * Every call returns 0 or a negative ZT_E_* code (zt_engine_last_error: what and where).
+ * Misuse (a wrong unit, purpose or order) changes nothing; after any other failure inside a
+ * pass, zt_engine_pass_abort lets go of it before the engine is used again. Names and shapes
+ * are copied; buffers the
+ * engine hands out stay the engine's (never free them) and are valid for the span each call
+ * documents. Thread-safety: an engine is used by one thread at a time (several engines may
+ * run on several threads); in stage 3 acquires are collective, so every rank must make the
+ * same calls in the same order. */
 
 /* zt_param_spec.init */
 enum { ZT_INIT_NORMAL = 0, ZT_INIT_ZEROS = 1, ZT_INIT_ONES = 2, ZT_INIT_VALUES = 3 };
@@ -674,6 +680,11 @@ ZT_API int zt_engine_unit_release(zt_engine *e, int unit);
  * unit must be made ready once in each backward pass; zt_engine_step before that is an
  * error naming the first unit that is not. */
 ZT_API int zt_engine_unit_grads_ready(zt_engine *e, int unit);
+
+/* Ends the pass in progress without its checks: every acquire let go of, lent gradient
+ * buffers taken back (this step's gradients are then incomplete: zt_engine_zero_grad before
+ * the next step). For a trainer's own error handling; collective in stage 3. */
+ZT_API int zt_engine_pass_abort(zt_engine *e);
 
 #ifdef ZT_EXPERIMENTAL
 /* Declares a pass's order of acquires instead of recording it: kind ZT_FOR_FORWARD or

@@ -285,6 +285,22 @@ static void test_stage2_buffers(void **state)
     assert_int_equal(zt_engine_unit_acquire(e, 2, ZT_FOR_BACKWARD, &p, &g), 0);
     EXPECT_ERR(zt_engine_unit_acquire(e, 1, ZT_FOR_BACKWARD, &p, &g),
                "lends gradient buffers to two units at a time");
+    /* the pass let go of, the engine trains again */
+    assert_int_equal(zt_engine_pass_abort(e), 0);
+    assert_int_equal(zt_engine_zero_grad(e), 0);
+    for (int u = 0; u < 4; u++) {
+        assert_int_equal(zt_engine_unit_acquire(e, u, ZT_FOR_FORWARD, &p, NULL), 0);
+        assert_int_equal(zt_engine_unit_release(e, u), 0);
+    }
+    for (int u = 3; u >= 0; u--) {
+        assert_int_equal(zt_engine_unit_acquire(e, u, ZT_FOR_BACKWARD, &p, &g), 0);
+        g[0] = 1.0f;
+        assert_int_equal(zt_engine_unit_grads_ready(e, u), 0);
+        assert_int_equal(zt_engine_unit_release(e, u), 0);
+    }
+    zt_step_info si;
+    assert_int_equal(zt_engine_step(e, 1e-2f, &si), 0);
+    assert_true(fabs(si.grad_norm - 2.0) < 1e-12); /* four gradients of 1 */
     zt_engine_destroy(e);
 }
 
