@@ -22,6 +22,7 @@ import atexit
 import ctypes
 import os
 import sys
+import weakref
 
 import numpy as np
 
@@ -54,6 +55,13 @@ class _StepInfo(ctypes.Structure):
 
 _lib = None
 _mpi = None
+_live = weakref.WeakSet()  # engines not closed yet: closed at exit, before MPI is finalised
+_closer = []
+
+
+def _close_all():
+    for e in list(_live):
+        e.close()
 
 
 def _load():
@@ -196,6 +204,10 @@ class Engine:
         if L.zt_engine_create(cfg, self._comm, ctypes.byref(h)) != 0:
             raise Error(L.zt_last_error().decode())
         self._h = h
+        if not _closer:  # (registered after MPI's finaliser, so it runs before it)
+            atexit.register(_close_all)
+            _closer.append(1)
+        _live.add(self)
         self.rank = L.zt_engine_rank(h)
         self.size = L.zt_engine_world_size(h)
         self._units = []  # per unit: its floats

@@ -88,6 +88,14 @@ for spec in "1 0 none" "2 3 cpu" "3 2 none --mpi4py"; do
        && grep -q "^ok: " "$T/py$np.log"; then ok
     else bad "numpy AdamW via the binding (N=$np stage $st)"; tail -3 "$T/py$np.log"; fi
 done
+# mpi4py started MPI before the binding: with jemalloc preloaded it works, without it a
+# clear error says how to start
+if LD_PRELOAD=libjemalloc.so.2 $MPI -np 2 -x ZEROTRAIN_LIB -x LD_PRELOAD $PY \
+       tests/python/test_numpy_adamw.py --stage 1 --mpi4py-first >"$T/pyfirst.log" 2>&1 \
+   && grep -q "^ok: " "$T/pyfirst.log" \
+   && ! $PY tests/python/test_numpy_adamw.py --mpi4py-first >"$T/pynopre.log" 2>&1 \
+   && grep -q "import zerotrain before mpi4py, or start Python with LD_PRELOAD" "$T/pynopre.log"; then ok
+else bad "mpi4py imported before the binding"; tail -3 "$T/pyfirst.log" "$T/pynopre.log"; fi
 if $PY -c "import torch" 2>/dev/null; then
     for spec in "1 0 none" "2 3 cpu"; do
         set -- $spec

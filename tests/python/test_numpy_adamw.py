@@ -5,7 +5,8 @@ example's MLP, each optimizer on its own trajectory: every parameter within 1e-6
     test_numpy_adamw.py [--stage S] [--offload none|cpu|nvme] [--nvme-path DIR] [--mpi4py]
 
 Under mpirun -np N each rank passes the gradient of its slice of the batch (zerotrain sums
-them); --mpi4py imports mpi4py (after zerotrain) and runs the engine on its communicator.
+them); --mpi4py imports mpi4py (after zerotrain) and runs the engine on its communicator;
+--mpi4py-first imports it before zerotrain (then jemalloc must be preloaded: LD_PRELOAD).
 The tolerance: both sides do the same float32 operations except the order of weight decay
 and update (torch decays first; zerotrain multiplies p + update by 1 - lr wd: they differ by
 lr^2 wd |update| ~ 1e-9 per step) and, with N > 1, the gradient summed over ranks (a few ulp
@@ -16,6 +17,8 @@ import sys
 
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(here, "..", "..", "python"))
+if "--mpi4py-first" in sys.argv:  # MPI started before the binding (jemalloc preloaded)
+    from mpi4py import MPI
 sys.path.insert(0, os.path.join(here, "..", "..", "examples", "python"))
 import zerotrain as zt
 import numpy as np
@@ -41,9 +44,10 @@ def main():
     ap.add_argument("--offload", default="none")
     ap.add_argument("--nvme-path", default="")
     ap.add_argument("--mpi4py", action="store_true")
+    ap.add_argument("--mpi4py-first", action="store_true")
     a = ap.parse_args()
     comm = None
-    if a.mpi4py:
+    if a.mpi4py or a.mpi4py_first:
         from mpi4py import MPI
         comm = MPI.COMM_WORLD
     lr, b1, b2, eps, wd, steps = 1e-2, 0.9, 0.999, 1e-8, 0.01, 20
@@ -72,6 +76,7 @@ def main():
         last = loss
         worst = max(worst, max(float(np.max(np.abs(p - q))) for p, q in zip(zp, ref)))
     opt.close()
+    a.mpi4py = a.mpi4py or a.mpi4py_first
     ok = worst <= 1e-6 and last < first
     if rank == 0:
         print("%s: stage %d, %d ranks, offload %s%s: max |zerotrain - numpy| over %d steps "
