@@ -48,6 +48,10 @@ class _ParamInfo(ctypes.Structure):
                 ("unit", ctypes.c_int), ("decay", ctypes.c_int), ("offset", ctypes.c_size_t)]
 
 
+class _TrainState(ctypes.Structure):
+    _fields_ = [("step", ctypes.c_int64), ("samples", ctypes.c_uint64), ("seed", ctypes.c_uint64)]
+
+
 class _StepInfo(ctypes.Structure):
     _fields_ = [("grad_norm", ctypes.c_double), ("clip_coef", ctypes.c_float),
                 ("step", ctypes.c_int64), ("lr", ctypes.c_float)]
@@ -114,6 +118,9 @@ def _load():
         "zt_engine_unit_release": (ip, [vp, ip]), "zt_engine_unit_grads_ready": (ip, [vp, ip]),
         "zt_engine_step": (ip, [vp, ctypes.c_float, ctypes.POINTER(_StepInfo)]),
         "zt_engine_zero_grad": (ip, [vp]), "zt_engine_save_model": (ip, [vp, cp]),
+        "zt_checkpoint_save": (ip, [vp, cp, ctypes.POINTER(_TrainState), cp, ip]),
+        "zt_checkpoint_load": (ip, [vp, cp, ctypes.POINTER(_TrainState)]),
+        "zt_checkpoint_find_latest": (ip, [cp, cp, ctypes.c_size_t]),
     }
     for name, (res, args) in sigs.items():
         f = getattr(L, name)
@@ -299,6 +306,24 @@ class Engine:
     def save_model(self, path):
         self._check(self._L.zt_engine_save_model(self._h, path.encode()))
 
+    def checkpoint_save(self, root, step, samples=0, seed=0, keep=0):
+        """A training checkpoint ROOT/step-N (crash-safe; keep > 0: only the newest keep)."""
+        st = _TrainState(step, samples, seed)
+        self._check(self._L.zt_checkpoint_save(self._h, root.encode(), ctypes.byref(st), None,
+                                               keep))
+
+    def checkpoint_load(self, path):
+        """Loads a checkpoint folder, or the newest valid one under a root: its state as a
+        dict(step, samples, seed), or None when the root has none."""
+        buf = ctypes.create_string_buffer(4096)
+        found = self._L.zt_checkpoint_find_latest(path.encode(), buf, 4096)
+        d = buf.value if found > 0 else path.encode()
+        if found <= 0 and not os.path.exists(os.path.join(path, "manifest.json")):
+            return None
+        st = _TrainState()
+        self._check(self._L.zt_checkpoint_load(self._h, d, ctypes.byref(st)))
+        return {"step": st.step, "samples": st.samples, "seed": st.seed}
+
 
 class Optimizer:
     """zerotrain's optimizer over the caller's float32 arrays (each a unit of its own): after
@@ -335,11 +360,27 @@ class Optimizer:
             e.release(u)
         info = e.step(self.lr if lr is None else lr)
         e.zero_grad()
-        for u in range(n):  # the updated parameters into the caller's arrays
+        self._copy_out()
+        return info
+
+    def _copy_out(self):
+        e = self.engine
+        for u in range(len(self.params)):  # the engine's parameters into the caller's arrays
             p, _ = e.acquire(u, FOR_FORWARD | FOR_EVAL)
             self.params[u][...] = e.param(p, self._names[u])
             e.release(u)
-        return info
+
+    def save(self, root, step, keep=0):
+        """A checkpoint of parameters and optimizer state (ROOT/step-N)."""
+        self.engine.checkpoint_save(root, step, keep=keep)
+
+    def load(self, path):
+        """Resumes from a checkpoint (a folder, or the newest under a root): the arrays get
+        its parameters; returns its state (dict with "step"), or None when there is none."""
+        st = self.engine.checkpoint_load(path)
+        if st is not None:
+            self._copy_out()
+        return st
 
     def close(self):
         self.engine.close()

@@ -1,6 +1,7 @@
 """zerotrain's AdamW through the Python binding against a numpy AdamW written here
 (torch.optim.AdamW's update: decoupled weight decay, bias corrections), 20 steps of the numpy
-example's MLP, each optimizer on its own trajectory: every parameter within 1e-6.
+example's MLP, each optimizer on its own trajectory: every parameter within 1e-6; and a
+checkpoint at step 10 resumed in a new optimizer gives the same bits at step 20.
 
     test_numpy_adamw.py [--stage S] [--offload none|cpu|nvme] [--nvme-path DIR] [--mpi4py]
 
@@ -45,6 +46,7 @@ def main():
     ap.add_argument("--nvme-path", default="")
     ap.add_argument("--mpi4py", action="store_true")
     ap.add_argument("--mpi4py-first", action="store_true")
+    ap.add_argument("--ckpt", default="/tmp", help="a folder for the halfway checkpoint")
     a = ap.parse_args()
     comm = None
     if a.mpi4py or a.mpi4py_first:
@@ -75,14 +77,36 @@ def main():
         first = loss if first is None else first
         last = loss
         worst = max(worst, max(float(np.max(np.abs(p - q))) for p, q in zip(zp, ref)))
+        if s == 9:  # a checkpoint halfway: resumed below, it must give the same bits
+            ck = os.path.join(a.ckpt, "ck")
+            opt.save(ck, s + 1)
+            mid = [p.copy() for p in zp]
     opt.close()
+    # resume from step 10 in a new optimizer: steps 10..19 again, bit for bit
+    rp = [p.copy() for p in mid]
+    for p in rp:
+        p[...] = 0.0  # (the checkpoint must bring the parameters back)
+    opt2 = zt.Optimizer(rp, lr=lr, betas=(b1, b2), eps=eps, weight_decay=wd, names=names,
+                        no_decay=[n for n, d in zip(names, decay) if not d], comm=comm,
+                        zero_stage=a.stage, offload_optimizer=a.offload,
+                        nvme_path=a.nvme_path, threads=1)
+    st = opt2.load(ck)
+    resumed = st is not None and st["step"] == 10 and all(np.array_equal(p, q)
+                                                          for p, q in zip(rp, mid))
+    for s in range(10, steps):
+        x, y = ex.batch(s)
+        sl = slice(rank * rows, (rank + 1) * rows)
+        _, g = ex.loss_and_grads(rp, x[sl], y[sl], 1.0 / ex.BATCH)
+        opt2.step(g)
+    opt2.close()
+    resumed = resumed and all(np.array_equal(p, q) for p, q in zip(rp, zp))
     a.mpi4py = a.mpi4py or a.mpi4py_first
-    ok = worst <= 1e-6 and last < first
+    ok = worst <= 1e-6 and last < first and resumed
     if rank == 0:
         print("%s: stage %d, %d ranks, offload %s%s: max |zerotrain - numpy| over %d steps "
-              "%.3g (bound 1e-6); loss %.4f -> %.4f" %
+              "%.3g (bound 1e-6); loss %.4f -> %.4f; resumed from step 10 %s" %
               ("ok" if ok else "FAIL", a.stage, size, a.offload, ", mpi4py" if a.mpi4py else "",
-               steps, worst, first, last))
+               steps, worst, first, last, "bit-identical" if resumed else "DIFFERENT"))
     return 0 if ok else 1
 
 
