@@ -3,9 +3,11 @@
  * AVX2, or AVX-512 (F, BW, VL, DQ and VBMI: codes dequantized by byte permutes; per block
  * the update, then each moment's quantization with only its zone tables live). All give the
  * same bytes: the same float operations in the same order, IEEE sqrt and division, never a
- * fused multiply-add (the SIMD functions are compiled with fp-contract=off; the build's
- * -std=c11 implies it too), and zt_quantize_fast's codes (the SIMD quantizers compute them from
- * quant.c's zone tables and leave the undecided lanes to it). Not here: the maps and tables. */
+ * fused multiply-add in the update (the SIMD functions are compiled with fp-contract=off; the
+ * build's -std=c11 implies it too), and zt_quantize_fast's codes (the SIMD quantizers compute
+ * them from quant.c's zone tables, the AVX-512 one with an explicit fused multiply-add that
+ * the tables are checked for, and leave the undecided lanes to it). Not here: the maps and
+ * tables. */
 #include "adam8bit.h"
 #include "../common/prof.h"
 
@@ -346,9 +348,12 @@ static inline T_AVX512 zq512 zq512_load(const zt_qzones *z)
     return t;
 }
 
-/* The codes of 16 values by the zone tables (by pair of binades and side of its boundary);
- * *lanes: those to take from zt_quantize_fast instead. */
-static inline T_AVX512 __m128i quant512(const zq512 *t, __m512 x, int is_signed, int check,
+/* The codes of 16 values by the zone tables (by pair of binades and side of its boundary), as
+ * int32 lanes in -1..255 to be packed with unsigned saturation (a negative x on the signed
+ * map: 254 - code, -1 saturating to 0); *lanes: those to take from zt_quantize_fast instead.
+ * P by one fused multiply-add (zt_qmap_zones checks the tables for it as for AVX2's product
+ * and sum). */
+static inline T_AVX512 __m512i quant512(const zq512 *t, __m512 x, int is_signed, int check,
                                         __mmask16 *lanes)
 {
     __m512i bits = _mm512_castps_si512(x);
@@ -364,16 +369,60 @@ static inline T_AVX512 __m128i quant512(const zq512 *t, __m512 x, int is_signed,
     __m512i key = _mm512_mask_or_epi32(pair, up, pair, _mm512_set1_epi32(16));
     __m512 za = _mm512_permutex2var_ps(t->a_lo, key, t->a_hi);
     __m512 zc = _mm512_permutex2var_ps(t->c_lo, key, t->c_hi);
-    __m512 pos = _mm512_add_ps(_mm512_mul_ps(_mm512_castsi512_ps(abits), za), zc);
-    __m512i p = _mm512_cvttps_epi32(pos);
+    __m512i p = _mm512_cvttps_epi32(_mm512_fmadd_ps(_mm512_castsi512_ps(abits), za, zc));
     bad |= _mm512_testn_epi32_mask(p, _mm512_set1_epi32(4094));
     __m512i code = _mm512_min_epi32(_mm512_srli_epi32(p, 12),
                                     _mm512_permutex2var_epi32(t->top_lo, key, t->top_hi));
-    __m128i c8 = _mm512_cvtepi32_epi8(code);
-    if (is_signed) /* negative x: 254 - code, at least 0 */
-        c8 = _mm_mask_subs_epu8(c8, _mm512_movepi32_mask(bits), _mm_set1_epi8((char)254), c8);
+    if (is_signed) /* negative x: 254 - code */
+        code = _mm512_mask_sub_epi32(code, _mm512_movepi32_mask(bits), _mm512_set1_epi32(254),
+                                     code);
     *lanes = bad;
-    return c8;
+    return code;
+}
+
+/* 64 bytes of four vectors of 16 int32 codes (saturated to 0..255), in order: the packs work
+ * within 128-bit lanes (lane l of the result holds lanes 4l..4l+3 of c[0], c[1], c[2], c[3]
+ * in turn), the dword permute puts the groups of 4 in place */
+static inline T_AVX512 void store64_codes(uint8_t *out, const __m512i c[4])
+{
+    __m512i w = _mm512_packus_epi16(_mm512_packus_epi32(c[0], c[1]),
+                                    _mm512_packus_epi32(c[2], c[3]));
+    _mm512_storeu_si512(out, _mm512_permutexvar_epi32(
+                                 _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3,
+                                                   7, 11, 15),
+                                 w));
+}
+
+/* 64 codes of x (x: [64]), or of x / *scale where scale is given (then x / *scale is written
+ * into xs: [64] where lanes are requantized): four vectors quantized, packed and stored at
+ * once. The loops are unrolled and the requantization (a call, rarely needed) is
+ * behind one unlikely test: rolled, the compiler kept the vectors on the stack and saved the
+ * zone tables around the calls on every group. */
+static inline T_AVX512 __attribute__((always_inline)) void
+quant64_512(const zt_adam8_maps *q, const zq512 *t, int is_signed, int check, const float *x,
+            const __m512 *scale, float *xs, uint8_t *codes)
+{
+    __m512 xr[4];
+    __m512i c[4];
+    __mmask16 lanes[4];
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; r++) {
+        xr[r] = _mm512_loadu_ps(x + 16 * r);
+        if (scale)
+            xr[r] = _mm512_div_ps(xr[r], *scale);
+        c[r] = quant512(t, xr[r], is_signed, check, &lanes[r]);
+    }
+    store64_codes(codes, c);
+    if (__builtin_expect((lanes[0] | lanes[1] | lanes[2] | lanes[3]) == 0, 1))
+        return;
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; r++)
+        if (lanes[r]) {
+            if (scale)
+                _mm512_storeu_ps(xs + 16 * r, xr[r]);
+            requantize(is_signed ? q->m : q->v, is_signed ? q->m_idx : q->v_idx,
+                       (scale ? xs : x) + 16 * r, codes + 16 * r, lanes[r]);
+        }
 }
 
 /* The floats of 64 codes (a table of 256 as 4 byte planes, bytes[k][code] = byte k):
@@ -447,38 +496,22 @@ step16_512(const k512 *c, __m512 mf, __m512 vf, float *p, const float *g, float 
     _mm512_storeu_ps(v, vj);
 }
 
-/* 16 codes of x / scale into codes (x: [16], overwritten where lanes are requantized) */
-static inline T_AVX512 __attribute__((always_inline)) void
-quant16_512(const zt_adam8_maps *q, const zq512 *t, int is_signed, float *x, __m512 scale,
-            uint8_t *codes)
-{
-    __m512 xj = _mm512_div_ps(_mm512_loadu_ps(x), scale);
-    __mmask16 lanes;
-    _mm_storeu_si128((__m128i *)codes, quant512(t, xj, is_signed, 0, &lanes));
-    if (lanes) {
-        _mm512_storeu_ps(x, xj);
-        requantize(is_signed ? q->m : q->v, is_signed ? q->m_idx : q->v_idx, x, codes, lanes);
-    }
-}
-
-/* Blocks [0, nb) (p, g, cm, cv: [nb * ZT_QBLOCK]; am, av: [nb]), software-pipelined: the
- * quantization of block b - 1 (permutes, integer work) interleaved with block b's moments and
- * parameters (multiplications, sqrt and division, which share a pipe), so that both kinds of
- * unit are busy. Each block's result is the same as on its own. */
 /* a block's codes of x / amax (x: [ZT_QBLOCK], overwritten where lanes are requantized) */
 static inline T_AVX512 __attribute__((always_inline)) void
 quant_block512(const zt_adam8_maps *q, const zq512 *t, int is_signed, float *x, float amax,
                uint8_t *codes)
 {
     __m512 d = _mm512_set1_ps(amax);
-    for (int j = 0; j < ZT_QBLOCK; j += 16)
-        quant16_512(q, t, is_signed, x + j, d, codes + j);
+    for (int j = 0; j < ZT_QBLOCK; j += 64)
+        quant64_512(q, t, is_signed, 0, x + j, &d, x + j, codes + j);
 }
 
 /* Blocks [0, nb) (p, g, cm, cv: [nb * ZT_QBLOCK]; am, av: [nb]): per block the moments and
  * parameters, then the first moment's codes, then the second's. (Interleaving one block's
  * quantization with the next block's update, software-pipelined, was 3.6% slower here: the
- * two zone tables and the constants did not fit in the registers together.) */
+ * two zone tables and the constants did not fit in the registers together; so were, by 13-18%,
+ * one moment's codes of block b - 1 in each half of block b's update, 64 or 16 elements at a
+ * time: the shared divider and the extra loads left nothing to gain.) */
 static inline T_AVX512 __attribute__((always_inline)) void
 range_avx512_body(const zt_adam8_maps *q, const consts *k, float *p, const float *g,
                   uint8_t *cm, uint8_t *cv, float *am, float *av, size_t nb, int unit_gs,
@@ -499,6 +532,7 @@ range_avx512_body(const zt_adam8_maps *q, const consts *k, float *p, const float
             __m512 mf[4], vf[4];
             dequant64(q->m_bytes, cm + lo + o, mf);
             dequant64(q->v_bytes, cv + lo + o, vf);
+#pragma GCC unroll 4 /* rolled, the dequantized floats went through the stack */
             for (int r = 0; r < 4; r++) {
                 int j = o + 16 * r;
                 step16_512(&c, mf[r], vf[r], p + lo + j, g + lo + j, mbuf + j, vbuf + j, &mx_m,
@@ -521,16 +555,20 @@ range_avx512_body(const zt_adam8_maps *q, const consts *k, float *p, const float
     }
 }
 
+/* n a multiple of 16: by 64, the last 16..48 through a zero-padded copy */
 static T_AVX512 void quant_avx512(const zt_adam8_maps *q, int is_signed, const float *x,
                                   uint8_t *codes, size_t n)
 {
     zq512 t = zq512_load(is_signed ? &q->m_zones : &q->v_zones);
-    for (size_t j = 0; j + 16 <= n; j += 16) {
-        __mmask16 lanes;
-        __m128i c8 = quant512(&t, _mm512_loadu_ps(x + j), is_signed, 1, &lanes);
-        _mm_storeu_si128((__m128i *)(codes + j), c8);
-        requantize(is_signed ? q->m : q->v, is_signed ? q->m_idx : q->v_idx, x + j, codes + j,
-                   lanes);
+    size_t j = 0;
+    for (; j + 64 <= n; j += 64)
+        quant64_512(q, &t, is_signed, 1, x + j, NULL, NULL, codes + j);
+    if (j < n) {
+        float tail[64] = {0};
+        uint8_t tc[64];
+        memcpy(tail, x + j, (n - j) * sizeof(float));
+        quant64_512(q, &t, is_signed, 1, tail, NULL, NULL, tc);
+        memcpy(codes + j, tc, n - j);
     }
 }
 

@@ -116,12 +116,19 @@ static uint32_t least_reaching(const qside *s, unsigned code)
     return hi;
 }
 
-/* P exactly as the SIMD code computes it: a product, a sum (volatile: never contracted into
- * a fused multiply-add), a truncation. NaN gives INT32_MIN there (cvttps2dq). */
-static int32_t zone_p(uint32_t a, float za, float zc)
+/* P exactly as the SIMD code computes it: a truncation of the AVX2 quantizer's product then
+ * sum (volatile: never contracted into a fused multiply-add) or of the AVX-512 quantizer's
+ * fused multiply-add (fused = 1: fmaf rounds once, as vfmadd does). NaN gives INT32_MIN there
+ * (cvttps2dq). */
+static int32_t zone_p(uint32_t a, float za, float zc, int fused)
 {
-    volatile float t = bits_float(a) * za;
-    volatile float s = t + zc;
+    volatile float s;
+    if (fused)
+        s = fmaf(bits_float(a), za, zc);
+    else {
+        volatile float t = bits_float(a) * za;
+        s = t + zc;
+    }
     return s == s && s < 2147483648.0f && s >= -2147483648.0f ? (int32_t)s : INT32_MIN;
 }
 
@@ -181,23 +188,25 @@ int zt_qmap_zones(const float map[256], const uint16_t idx[65536], int is_signed
     }
     z->c[8] = (float)(4096.0 * 255.5 + 1.0);
     z->top[8] = 255;
-    for (int s = 0; s <= 8; s++) {
-        unsigned top = (unsigned)z->top[s];
-        if (s > 0 && zone_p(zhi[s], z->a[s], z->c[s]) < 4096 * (int32_t)base[s])
-            return -1; /* the zone's least |x| (both signs) at its first code */
-        for (unsigned k = base[s] + 1; k <= top; k++) /* its code boundaries, both sides */
-            for (int sg = 0; sg <= is_signed; sg++) {
-                uint32_t t = sg ? least_reaching(&neg, 254 - k) : least_reaching(&pos, k);
-                if (t == 0 || t > 0x3F800000u || zone_p(t, z->a[s], z->c[s]) < 4096 * (int32_t)k ||
-                    zone_p(t - 1, z->a[s], z->c[s]) > 4096 * (int32_t)k + 1)
+    for (int fused = 0; fused < 2; fused++) /* both quantizers' P */
+        for (int s = 0; s <= 8; s++) {
+            unsigned top = (unsigned)z->top[s];
+            if (s > 0 && zone_p(zhi[s], z->a[s], z->c[s], fused) < 4096 * (int32_t)base[s])
+                return -1; /* the zone's least |x| (both signs) at its first code */
+            for (unsigned k = base[s] + 1; k <= top; k++) /* its code boundaries, both sides */
+                for (int sg = 0; sg <= is_signed; sg++) {
+                    uint32_t t = sg ? least_reaching(&neg, 254 - k) : least_reaching(&pos, k);
+                    if (t == 0 || t > 0x3F800000u ||
+                        zone_p(t, z->a[s], z->c[s], fused) < 4096 * (int32_t)k ||
+                        zone_p(t - 1, z->a[s], z->c[s], fused) > 4096 * (int32_t)k + 1)
+                        return -1;
+                }
+            /* the next zone's start: at most its least |x| by either sign; where the two
+             * differ, every |x| between is left over (this zone's P at an integer) */
+            for (uint32_t a = zlw[s + 1]; a < zhi[s + 1]; a++)
+                if (!near_boundary(zone_p(a, z->a[s], z->c[s], fused)))
                     return -1;
-            }
-        /* the next zone's start: at most its least |x| by either sign; where the two differ,
-         * every |x| between is left over (this zone's P at an integer) */
-        for (uint32_t a = zlw[s + 1]; a < zhi[s + 1]; a++)
-            if (!near_boundary(zone_p(a, z->a[s], z->c[s])))
-                return -1;
-    }
+        }
     for (uint32_t b = 0; b < 16; b++) { /* the pairs of binades: exponents 96 + 2b, 97 + 2b */
         uint32_t lo = b ? (96 + 2 * b) << 23 : 0;
         uint32_t hi = b == 15 ? 0x3F800000u : ((98 + 2 * b) << 23) - 1;

@@ -45,19 +45,20 @@ static inline uint8_t zt_quantize_fast(const float map[256], const uint16_t idx[
 /* The tables of the SIMD quantizer (adam8bit.c): the nearest code of x in [-1, 1] without a
  * table read per element. The map's codes above zero are the midpoints of 7 decades, evenly
  * spaced in each, then 1.0 (zt_qmap_dynamic), so |x| falls in one of 9 zones (zero, the 7
- * decades, one); in zone z, P = (int32)(|x| a[z] + c[z]) (float product, then sum, then
- * truncation) is 4096 times the position among the zone's codes plus 1, and the code is
- * min(P >> 12, top[z]) (a signed map mirrors negative x: max(254 - that, 0)). The zone of |x|
- * is zlo[b] + (|x| >= zhi[b]) in its pair of binades b = max(exponent / 2 - 48, 0) (a pair
- * holds at most one zone boundary); a2, c2, top2 are the same per b + 16 (|x| >= zhi[b]).
- * That is exact wherever P % 4096 is neither 0 nor 1 (elsewhere P is within 1/4096 of a code
- * boundary: about 1 element in 2000, and NaN gives INT32_MIN); those lanes, |x| > 1 and
- * negative x on the unsigned map go to zt_quantize_fast. zt_qmap_zones builds the tables
- * from zt_quantize_fast itself (each code's least x found by bisection over the floats) and
- * checks that claim at every code boundary of both signs (P computed as the SIMD code does,
- * on both sides of it); where a tie makes a zone start at different |x| for the two signs,
- * every |x| in between must be left over. Returns 0, or -1 when the map does not have that
- * shape (then the tables must not be used). */
+ * decades, one); in zone z, P = (int32)(|x| a[z] + c[z]) (on AVX2 a float product, then a
+ * sum; on AVX-512 one fused multiply-add; then truncation) is 4096 times the position among
+ * the zone's codes plus 1, and the code is min(P >> 12, top[z]) (a signed map mirrors
+ * negative x: max(254 - that, 0)). The zone of |x| is zlo[b] + (|x| >= zhi[b]) in its pair
+ * of binades b = max(exponent / 2 - 48, 0) (a pair holds at most one zone boundary); a2, c2,
+ * top2 are the same per b + 16 (|x| >= zhi[b]). That is exact wherever P % 4096 is neither 0
+ * nor 1 (elsewhere P is within 1/4096 of a code boundary: about 1 element in 2000, and NaN
+ * gives INT32_MIN); those lanes, |x| > 1 and negative x on the unsigned map go to
+ * zt_quantize_fast. zt_qmap_zones builds the tables from zt_quantize_fast itself (each code's
+ * least x found by bisection over the floats) and checks that claim at every code boundary
+ * of both signs (P computed both ways, as the SIMD code does, on both sides of it); where a
+ * tie makes a zone start at different |x| for the two signs, every |x| in between must be
+ * left over. Returns 0, or -1 when the map does not have that shape (then the tables must not
+ * be used). */
 typedef struct zt_qzones {
     float a[16], c[16];     /* per zone (9 of 16 used) */
     int32_t top[16];
