@@ -618,6 +618,51 @@ int zt_engine_set_order(zt_engine *e, int kind, const int *units, const int *pur
     return 0;
 }
 
+/* ---- the report as JSON -------------------------------------------------------------------- */
+
+int zt_engine_report_json(const zt_engine *e, char *buf, size_t n)
+{
+    zt_engine_report r;
+    zt_mem_report m;
+    static const char *const coll[3] = {"reduce_scatter", "all_gather", "other"};
+    int rc = zt_engine_report_get(e, &r);
+    if (rc < 0)
+        return rc;
+    if (!buf && n)
+        return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "zt_engine_report_json: NULL buffer"));
+    zt_memory_report(&m);
+    size_t len = 0;
+#define PUT(...)                                                                              \
+    do {                                                                                      \
+        int k_ = snprintf(buf ? buf + (len < n ? len : n) : NULL, len < n ? n - len : 0,     \
+                          __VA_ARGS__);                                                       \
+        len += k_ > 0 ? (size_t)k_ : 0;                                                       \
+    } while (0)
+    PUT("{\"world_size\": %d, \"rank\": %d, \"zero_stage\": %d, \"params\": %zu, "
+        "\"predicted_state_bytes\": %zu, \"measured_state_bytes\": %zu, \"buffer_bytes\": %zu, "
+        "\"optimizer_state_bytes\": %zu, \"optimizer_bytes_per_param\": %.6g, "
+        "\"traffic_theory\": %.6g, \"traffic_schedule\": %.6g, \"gathered_peak\": %zu, "
+        "\"collectives\": %llu, \"nvme_read_bytes\": %llu, \"nvme_written_bytes\": %llu, "
+        "\"pool_read_bytes\": %llu, \"pool_written_bytes\": %llu, \"io_wait_seconds\": %.6g",
+        r.world_size, r.rank, r.zero_stage, r.params, r.predicted_state_bytes,
+        r.measured_state_bytes, r.buffer_bytes, r.optimizer_state_bytes,
+        r.optimizer_bytes_per_param, r.traffic_theory, r.traffic_schedule, r.gathered_peak,
+        (unsigned long long)r.collectives, (unsigned long long)r.nvme_read_bytes,
+        (unsigned long long)r.nvme_written_bytes, (unsigned long long)r.pool_read_bytes,
+        (unsigned long long)r.pool_written_bytes, r.io_wait_seconds);
+    for (int k = 0; k < 3; k++)
+        PUT(", \"%s\": {\"calls\": %llu, \"bytes\": %llu, \"seconds\": %.6g, \"flight\": %.6g}",
+            coll[k], (unsigned long long)r.coll_calls[k], (unsigned long long)r.coll_bytes[k],
+            r.coll_seconds[k], r.coll_flight[k]);
+    PUT(", \"memory\": {");
+    for (int c = 0; c < ZT_MEM_NCAT; c++)
+        PUT("%s\"%s\": {\"current\": %zu, \"peak\": %zu}", c ? ", " : "",
+            zt_memory_category_name(c), m.current[c], m.peak[c]);
+    PUT(", \"peak_rss\": %zu}}", m.peak_rss);
+#undef PUT
+    return len > (size_t)INT32_MAX ? ZT_E_RANGE : (int)len;
+}
+
 /* ---- config.json of a trainer's own model --------------------------------------------------- */
 
 #define UNITS_KEY "zerotrain_units"

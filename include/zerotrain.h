@@ -735,6 +735,10 @@ typedef struct zt_engine_report {
     double optimizer_bytes_per_param;
 } zt_engine_report;
 ZT_API int zt_engine_report_get(const zt_engine *e, zt_engine_report *out);
+/* The same report, with the process's memory by category (zt_memory_report), as one JSON
+ * object in buf (n bytes; for bindings): returns the text's length (without the
+ * terminator); a length >= n means buf was too small (nothing usable written). */
+ZT_API int zt_engine_report_json(const zt_engine *e, char *buf, size_t n);
 
 /* Recomputation of one unit: what it keeps between the passes ("keep", "selective",
  * "full", "full+offload"; "segment" when recomputed in segments of segment_k), and with

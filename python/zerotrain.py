@@ -20,6 +20,7 @@ module may start the interpreter again once (see _ensure_jemalloc): import it fi
 """
 import atexit
 import ctypes
+import json
 import os
 import sys
 import weakref
@@ -121,6 +122,8 @@ def _load():
         "zt_checkpoint_save": (ip, [vp, cp, ctypes.POINTER(_TrainState), cp, ip]),
         "zt_checkpoint_load": (ip, [vp, cp, ctypes.POINTER(_TrainState)]),
         "zt_checkpoint_find_latest": (ip, [cp, cp, ctypes.c_size_t]),
+        "zt_engine_report_json": (ip, [vp, cp, ctypes.c_size_t]),
+        "zt_engine_pass_abort": (ip, [vp]),
     }
     for name, (res, args) in sigs.items():
         f = getattr(L, name)
@@ -302,6 +305,21 @@ class Engine:
 
     def zero_grad(self):
         self._check(self._L.zt_engine_zero_grad(self._h))
+
+    def report(self):
+        """Model state per rank against the formula, collectives, offload traffic and the
+        process's memory by category (zt_engine_report_get), as a dict."""
+        n = 1 << 14
+        while True:
+            buf = ctypes.create_string_buffer(n)
+            k = self._check(self._L.zt_engine_report_json(self._h, buf, n))
+            if k < n:
+                return json.loads(buf.value.decode())
+            n = k + 1
+
+    def pass_abort(self):
+        """Lets go of the pass in progress after an error of the trainer's (then zero_grad)."""
+        self._check(self._L.zt_engine_pass_abort(self._h))
 
     def save_model(self, path):
         self._check(self._L.zt_engine_save_model(self._h, path.encode()))

@@ -246,6 +246,15 @@ static void test_step(void **state)
                 fail_msg("unit %d element %d: %.9g, AdamW's first step gives %.9g", u, i,
                          a[16 * u + i], want);
         }
+    /* the report as JSON: its length when the buffer is short, then the whole text */
+    char small[8], big[8192];
+    int len = zt_engine_report_json(e2, small, sizeof small);
+    assert_true(len > (int)sizeof small && len < (int)sizeof big);
+    assert_int_equal(zt_engine_report_json(e2, big, sizeof big), len);
+    assert_int_equal(strlen(big), (size_t)len);
+    assert_non_null(strstr(big, "\"zero_stage\": 2, \"params\": 3072,"));
+    assert_non_null(strstr(big, "\"optimizer_bytes_per_param\": 8,"));
+    assert_true(big[0] == '{' && big[len - 1] == '}');
     zt_engine *e8 = model(0, ZT_OPT_ADAMW8BIT);
     train_pass(e8);
     assert_int_equal(zt_engine_step(e8, 1e-2f, NULL), 0);

@@ -81,6 +81,9 @@ def main():
             ck = os.path.join(a.ckpt, "ck")
             opt.save(ck, s + 1)
             mid = [p.copy() for p in zp]
+    rep = opt.engine.report()
+    reported = (rep["zero_stage"], rep["world_size"], rep["rank"]) == (a.stage, size, rank) \
+        and rep["optimizer_bytes_per_param"] == 8.0 and rep["memory"]["optimizer"]["peak"] > 0
     opt.close()
     # resume from step 10 in a new optimizer: steps 10..19 again, bit for bit
     rp = [p.copy() for p in mid]
@@ -100,8 +103,10 @@ def main():
         opt2.step(g)
     opt2.close()
     resumed = resumed and all(np.array_equal(p, q) for p, q in zip(rp, zp))
+    if not reported:
+        print("FAIL: the report: %s" % rep)
     a.mpi4py = a.mpi4py or a.mpi4py_first
-    ok = worst <= 1e-6 and last < first and resumed
+    ok = worst <= 1e-6 and last < first and resumed and reported
     if rank == 0:
         print("%s: stage %d, %d ranks, offload %s%s: max |zerotrain - numpy| over %d steps "
               "%.3g (bound 1e-6); loss %.4f -> %.4f; resumed from step 10 %s" %
