@@ -1,8 +1,8 @@
 /* test_units.c - the unit API with a model of the test's own (one rank): registration and its
  * errors, initial values and the flat layout, a pass's order recorded and checked, misuse
  * caught with the message it prints (unregistered unit, release twice, step before the
- * gradients are ready, registering after the first step, a changed order), stage 2's
- * gradient buffers, checkpoints of a registered model (resume bit-identical; another shape
+ * gradients are ready, registering after the first step, a changed order), gradient
+ * accumulation with evaluation passes between, stage 2's gradient buffers, checkpoints of a registered model (resume bit-identical; another shape
  * refused), and one AdamW step against the formula. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -47,12 +47,14 @@ static int teardown(void **state)
 
 /* a model of three units: a [4, 3] matrix and a [4] vector each, initial values 0.1 i + u */
 enum { NU = 3 };
+static int accum = 1; /* grad_accum_steps of the next model() */
 static zt_engine *model(int stage, int optimizer)
 {
     zt_config c;
     zt_engine *e = NULL;
     zt_config_init(&c);
     c.zero_stage = stage;
+    c.grad_accum_steps = accum;
     c.optimizer = optimizer;
     c.threads = 1;
     c.lr = 1e-2f;
@@ -267,6 +269,44 @@ static void test_step(void **state)
     zt_engine_destroy(e8);
 }
 
+/* gradient accumulation: two passes per step; stage 2 (reduced per pass, added after) gives
+ * stage 0's bits at one rank (the same two sums in the same order), an evaluation pass
+ * between the two changes nothing */
+static void test_accumulation(void **state)
+{
+    (void)state;
+    float a[3 * 16], b[3 * 16], c[3 * 16];
+    accum = 2;
+    zt_engine *e0 = model(0, ZT_OPT_ADAMW), *e2 = model(2, ZT_OPT_ADAMW);
+    accum = 1;
+    zt_engine *e1 = model(0, ZT_OPT_ADAMW);
+    for (int s = 0; s < 2; s++) {
+        train_pass(e0);
+        train_pass(e2);
+        read_all(e2, c); /* an evaluation pass in between */
+        train_pass(e0);
+        train_pass(e2);
+        assert_int_equal(zt_engine_step(e0, 1e-2f, NULL), 0);
+        assert_int_equal(zt_engine_step(e2, 1e-2f, NULL), 0);
+        assert_int_equal(zt_engine_zero_grad(e0), 0);
+        assert_int_equal(zt_engine_zero_grad(e2), 0);
+    }
+    read_all(e0, a);
+    read_all(e2, b);
+    assert_memory_equal(a, b, sizeof a);
+    /* one pass of twice the gradient: AdamW's step from 2g, not from g (the passes added) */
+    zt_step_info si0, si1;
+    train_pass(e1);
+    assert_int_equal(zt_engine_step(e1, 1e-2f, &si1), 0);
+    train_pass(e0);
+    train_pass(e0);
+    assert_int_equal(zt_engine_step(e0, 1e-2f, &si0), 0);
+    assert_true(fabs(si0.grad_norm - 2.0 * si1.grad_norm) < 1e-9 * si1.grad_norm);
+    zt_engine_destroy(e0);
+    zt_engine_destroy(e1);
+    zt_engine_destroy(e2);
+}
+
 /* stage 2 lends two gradient buffers besides unit 0's: a third open unit is refused */
 static void test_stage2_buffers(void **state)
 {
@@ -395,7 +435,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_register),     cmocka_unit_test(test_misuse),
-        cmocka_unit_test(test_step),         cmocka_unit_test(test_stage2_buffers),
+        cmocka_unit_test(test_step),         cmocka_unit_test(test_accumulation),
+        cmocka_unit_test(test_stage2_buffers),
         cmocka_unit_test(test_checkpoint),   cmocka_unit_test(test_config_set),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
