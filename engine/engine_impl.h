@@ -23,11 +23,12 @@ typedef struct zt_seg {
     size_t off, len, soff;
 } zt_seg;
 
-/* A use: one acquire of one unit (zt_engine_unit_acquire), as a pass's order has it; hold:
- * the trainer still holds it at the next acquire (tied units used together). Stage 3 walks
- * the uses of a pass in order, gathering ahead. */
+/* A use: one acquire of one unit (zt_engine_unit_acquire), as a pass's order has it; until:
+ * the trainer released it before the acquire `until` uses later (1: the next one; tied units
+ * used together: later; 0: not known, at the end). Stage 3 walks the uses of a pass in
+ * order, gathering ahead. */
 typedef struct zt_use {
-    int unit, hold;
+    int unit, until;
     int purpose;             /* ZT_FOR_* */
 } zt_use;
 
@@ -47,6 +48,7 @@ typedef struct zt_sched {
     int acquired;            /* uses [.., acquired] are acquired */
     int dry;                 /* count only: no buffers, no MPI */
     size_t live, live_peak;  /* floats gathered now / at most */
+    int units_live;          /* units gathered now (each takes a pool buffer) */
     double moved;            /* floats all-gathered */
 } zt_sched;
 
@@ -283,6 +285,8 @@ int zt_units_config_check(const zt_engine *e, const char *path);
  * its backward; the step waits for them. */
 int zt_zero_pass_grads_begin(zt_engine *e);
 int zt_zero_grads_lend(zt_engine *e, int u);
+/* 0 when zt_zero_grads_lend(u) would find a buffer, else the error it would give */
+int zt_zero_grads_can_lend(const zt_engine *e, int u);
 int zt_zero_grads_reduce(zt_engine *e, int u);
 int zt_zero_grads_end(zt_engine *e);
 /* The step after the micro-batches: reductions of stages 0-1, this rank's sum of squares. */

@@ -40,6 +40,9 @@ static int registering(zt_engine *e, const char *fn)
 {
     if (!e)
         return zt_fail(ZT_E_INVAL, "%s: NULL engine", fn);
+    if (e->committed < 0)
+        return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "%s: the engine failed to commit: destroy "
+                                         "it", fn));
     if (e->committed)
         return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "%s: the model is fixed once the engine "
                                          "has run (its first acquire, step, save or commit): "
@@ -409,11 +412,29 @@ static int backward_begin(zt_engine *e)
         e->recording = REC_ORDER;
         e->ord[1].n = 0;
         e->n_uses = e->pass_base; /* (the forward order alone was scheduled) */
+    } else if (e->n_uses == e->pass_base) { /* scheduled (or recorded) without the backward */
+        ZT_TRY(sched_append(e, e->ord[1].use, e->ord[1].n));
     }
     return 0;
 }
 
 /* ---- acquire, release, gradients ---------------------------------------------------------- */
+
+/* A recorded order learns when the trainer released each use: the uses in e->rel are let go
+ * of before schedule use k, so `until` of each (its order's, where not known yet) is the
+ * distance. The schedule is the forward order (uses [0, F)) then the backward order. */
+static void note_releases(zt_engine *e, int k)
+{
+    if (e->recording == REC_UNSCHEDULED)
+        return;
+    for (int i = 0; i < e->n_rel; i++) {
+        int r = e->rel[i], f = e->ord[0].n;
+        zt_order *o = &e->ord[r < f ? 0 : 1];
+        int j = r < f ? r : r - f;
+        if (j < o->n && o->use[j].until == 0 && o->use[j].unit == e->uses[r].unit)
+            o->use[j].until = k - r;
+    }
+}
 
 int zt_engine_unit_acquire(zt_engine *e, int u, int purpose, float **params, float **grads)
 {
@@ -438,40 +459,33 @@ int zt_engine_unit_acquire(zt_engine *e, int u, int purpose, float **params, flo
     if (base == ZT_FOR_BACKWARD && !grads)
         return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "%s: unit %d for backward: grads must not "
                                          "be NULL", fn, u));
-    int rc = 0;
+    /* the pass this acquire belongs to (the one in progress, or a new one: begin), where it
+     * is checked, and every check, before anything changes */
+    int rc = 0, begin = 0, eval = (purpose & ZT_FOR_EVAL) != 0;
     if (!kind) {
         const zt_order *f = &e->ord[0];
-        int eval = (purpose & ZT_FOR_EVAL) != 0;
-        if (e->pass == PASS_NONE || e->pass == PASS_BACKWARD ||
-            (e->pass == PASS_EVAL) != eval ||
-            (f->known && e->recording == REC_NONE && e->pass_pos >= f->n))
-            rc = forward_begin(e, eval);
+        if (e->pass == PASS_NONE || e->pass == PASS_BACKWARD || (e->pass == PASS_EVAL) != eval ||
+            (f->known && e->recording == REC_NONE && e->pass_pos >= f->n) ||
+            /* evaluation before any order is known: a pass ends where its first unit comes
+             * again with nothing held */
+            (e->recording == REC_UNSCHEDULED && e->pass_pos > 0 && held_unit(e) < 0 &&
+             u == e->uses[0].unit))
+            begin = 1;
     } else if (e->pass == PASS_FORWARD) {
-        rc = backward_begin(e);
+        begin = 2;
     } else if (e->pass != PASS_BACKWARD || (e->ord[1].known && !e->recording &&
                                             e->pass_pos >= e->ord[1].n)) {
-        rc = zt_fail(ZT_E_INVAL, "%s: unit %d \"%s\" for %s: a backward pass follows a forward "
-                     "pass acquired for training (ZT_FOR_FORWARD without ZT_FOR_EVAL)%s", fn, u,
-                     uname(e, u), purpose_name(base),
-                     e->pass == PASS_BACKWARD ? "; this backward pass is complete" : "");
+        return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "%s: unit %d \"%s\" for %s: a backward "
+                                         "pass follows a forward pass acquired for training "
+                                         "(ZT_FOR_FORWARD without ZT_FOR_EVAL)%s", fn, u,
+                                         uname(e, u), purpose_name(base),
+                                         e->pass == PASS_BACKWARD
+                                             ? "; this backward pass is complete" : ""));
     }
-    if (rc < 0)
-        return zt_engine_fail(e, rc);
     zt_order *o = &e->ord[kind];
-    int pos = e->pass_pos, k = e->pass_base + pos;
-    zt_use w = {u, 0, base};
-    if (e->recording) {
-        if ((rc = check_ranks(e, kind, pos, u, base)) < 0 ||
-            (e->recording == REC_ORDER && (rc = grow_uses(&o->use, &o->cap, pos + 1)) < 0) ||
-            (rc = sched_append(e, &w, 1)) < 0)
-            return zt_engine_fail(e, rc);
-        if (e->recording == REC_ORDER) {
-            o->use[pos] = w;
-            o->n = pos + 1;
-            if (pos > 0) /* the previous acquire is held together with this one */
-                o->use[pos - 1].hold = e->use_state[k - 1] == USE_HELD;
-        }
-    } else if (pos >= o->n || o->use[pos].unit != u || o->use[pos].purpose != base) {
+    int rec = begin ? (o->known ? REC_NONE : eval ? REC_UNSCHEDULED : REC_ORDER) : e->recording;
+    int pos = begin ? 0 : e->pass_pos;
+    if (!rec && (pos >= o->n || o->use[pos].unit != u || o->use[pos].purpose != base)) {
         int ou = pos < o->n ? o->use[pos].unit : -1;
         if (pos >= o->n)
             rc = zt_fail(ZT_E_INVAL, "%s: the unit order changed: the %s pass's order has %d "
@@ -485,10 +499,30 @@ int zt_engine_unit_acquire(zt_engine *e, int u, int purpose, float **params, flo
                          ou, uname(e, ou), purpose_name(o->use[pos].purpose));
         return zt_engine_fail(e, rc);
     }
-    if (base == ZT_FOR_BACKWARD && e->gstate[u] == G_READY)
+    int fresh = begin == 2 || (base == ZT_FOR_BACKWARD && e->gstate[u] == G_CLOSED);
+    if (base == ZT_FOR_BACKWARD && !fresh && e->gstate[u] == G_READY)
         return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "%s: unit %d \"%s\": its gradients were "
                                          "made ready already in this backward pass", fn, u,
                                          uname(e, u)));
+    if ((base == ZT_FOR_BACKWARD && fresh && (rc = zt_zero_grads_can_lend(e, u)) < 0) ||
+        (rec && (rc = check_ranks(e, kind, pos, u, base)) < 0))
+        return zt_engine_fail(e, rc);
+    /* the pass changes from here on (a failure now is the machinery's: zt_engine_pass_abort) */
+    if ((begin == 1 && (rc = forward_begin(e, eval)) < 0) ||
+        (begin == 2 && (rc = backward_begin(e)) < 0))
+        return zt_engine_fail(e, rc);
+    int k = e->pass_base + pos;
+    zt_use w = {u, 0, base};
+    if (e->recording) {
+        if ((e->recording == REC_ORDER && (rc = grow_uses(&o->use, &o->cap, pos + 1)) < 0) ||
+            (rc = sched_append(e, &w, 1)) < 0)
+            return zt_engine_fail(e, rc);
+        if (e->recording == REC_ORDER) {
+            o->use[pos] = w;
+            o->n = pos + 1;
+        }
+    }
+    note_releases(e, k);
     if ((rc = zt_zero_enter(e, k, e->rel, e->n_rel)) < 0)
         return zt_engine_fail(e, rc);
     for (int i = 0; i < e->n_rel; i++)
@@ -513,7 +547,7 @@ int zt_engine_unit_release(zt_engine *e, int u)
 {
     if (!e)
         return zt_fail(ZT_E_INVAL, "zt_engine_unit_release: NULL engine");
-    if (u < 0 || u >= e->layout.n_units || !e->committed || e->held[u] == 0)
+    if (u < 0 || u >= e->layout.n_units || e->committed <= 0 || e->held[u] == 0)
         return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "zt_engine_unit_release: unit %d%s%s%s is "
                                          "not acquired (released twice?)", u,
                                          u >= 0 && u < e->layout.n_units ? " \"" : "",
@@ -543,7 +577,7 @@ int zt_engine_unit_grads_ready(zt_engine *e, int u)
     if (u < 0 || u >= e->layout.n_units)
         return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "%s: unit %d is not registered (units 0 "
                                          "to %d)", fn, u, e->layout.n_units - 1));
-    if (e->pass != PASS_BACKWARD || e->gstate[u] != G_OPEN)
+    if (e->committed <= 0 || e->pass != PASS_BACKWARD || e->gstate[u] != G_OPEN)
         return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "%s: unit %d \"%s\" %s", fn, u, uname(e, u),
                                          e->pass == PASS_BACKWARD && e->gstate[u] == G_READY
                                              ? "was made ready already in this backward pass"
@@ -571,9 +605,12 @@ int zt_engine_set_order(zt_engine *e, int kind, const int *units, const int *pur
         return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "%s: kind ZT_FOR_FORWARD or "
                                          "ZT_FOR_BACKWARD and n >= 1 units and purposes", fn));
     int ki = kind == ZT_FOR_BACKWARD;
-    if (e->pass != PASS_NONE && (e->pass == PASS_BACKWARD) == ki)
-        return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "%s: a %s pass is in progress", fn,
-                                         kind_name[ki]));
+    /* (a training forward pass schedules the backward order after its own) */
+    if (ki ? e->pass == PASS_FORWARD || e->pass == PASS_BACKWARD
+           : e->pass == PASS_FORWARD || e->pass == PASS_EVAL)
+        return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "%s: between passes only (a %s pass is in "
+                                         "progress)", fn, e->pass == PASS_BACKWARD ? "backward"
+                                         : "forward"));
     for (int k = 0; k < n; k++)
         if (units[k] < 0 || units[k] >= e->layout.n_units ||
             (ki ? purposes[k] != ZT_FOR_BACKWARD && purposes[k] != ZT_FOR_RECOMPUTE
@@ -590,10 +627,11 @@ int zt_engine_set_order(zt_engine *e, int kind, const int *units, const int *pur
     if (!h)
         return zt_engine_fail(e, zt_fail(ZT_E_NOMEM, "out of memory"));
     XXH64_reset(h, (unsigned)ki);
-    for (int k = 0; k < n; k++) {
-        o->use[k] = (zt_use){units[k], hold && hold[k] && k + 1 < n, purposes[k]};
+    for (int k = n - 1; k >= 0; k--) /* held with the next: released with it */
+        o->use[k] = (zt_use){units[k], hold && hold[k] && k + 1 < n ? o->use[k + 1].until + 1 : 1,
+                             purposes[k]};
+    for (int k = 0; k < n; k++)
         XXH64_update(h, &o->use[k], sizeof o->use[k]);
-    }
     uint64_t x = XXH64_digest(h);
     XXH64_freeState(h);
     o->n = n;

@@ -760,6 +760,7 @@ static int acquire(zt_engine *e, zt_sched *S, int k)
     if (e->persist[u] || S->refs[u]++ > 0)
         return 0;
     S->live += e->padded[u];
+    S->units_live++;
     S->live_peak = S->live > S->live_peak ? S->live : S->live_peak;
     S->moved += (double)e->padded[u];
     if (S->dry)
@@ -780,6 +781,7 @@ static void release(zt_engine *e, zt_sched *S, int k)
     if (e->persist[u] || --S->refs[u] > 0)
         return;
     S->live -= e->padded[u];
+    S->units_live--;
     if (S->dry)
         return;
     /* (a gather still in flight, e.g. prefetched for a use an error skipped, ends first) */
@@ -793,8 +795,8 @@ static void release(zt_engine *e, zt_sched *S, int k)
 /* Use k: acquire it (and everything before it) and the uses after it whose units are
  * gathered already, let go of the uses in rel (released by the trainer since the last
  * acquire: a unit the next use needs again stays), then prefetch: acquire the next uses
- * while the floats fetched ahead fit the prefetch budget and the floats gathered at once
- * fit max_live. */
+ * while the floats fetched ahead fit the prefetch budget, the floats gathered at once fit
+ * max_live and a pool buffer is left besides two for the trainer's own acquires. */
 static int sched_enter(zt_engine *e, zt_sched *S, int k, const int *rel, int nrel)
 {
     size_t ahead = 0, budget = e->cfg.prefetch_size, cap = e->cfg.max_live;
@@ -808,7 +810,8 @@ static int sched_enter(zt_engine *e, zt_sched *S, int k, const int *rel, int nre
         ahead += e->persist[e->uses[j].unit] ? 0 : e->padded[e->uses[j].unit];
     while (S->acquired + 1 < e->n_uses) {
         size_t need = use_need(e, S, S->acquired + 1);
-        if (need > 0 && (ahead + need > budget || (cap && S->live + need > cap)))
+        if (need > 0 && (ahead + need > budget || (cap && S->live + need > cap) ||
+                         S->units_live + 2 >= ZT_POOL_MAX))
             break;
         ZT_TRY(acquire(e, S, S->acquired + 1));
         ahead += need;
@@ -835,6 +838,7 @@ void zt_zero_pass_begin(zt_engine *e)
         e->P[u] = NULL;
     }
     e->sched.live = 0;
+    e->sched.units_live = 0;
     e->sched.acquired = -1;
 }
 
@@ -1023,21 +1027,32 @@ static int slot_of(const zt_engine *e, int u)
     return e->scratch_unit[0] == u ? 0 : e->scratch_unit[1] == u ? 1 : -1;
 }
 
-int zt_zero_grads_lend(zt_engine *e, int u)
+/* the scratch buffer unit u gets: u & 1, unless a unit whose gradients are still open (lent
+ * and not reduced: G set) holds it; -1 when both are so held */
+static int lend_slot(const zt_engine *e, int u)
 {
     int i = u & 1;
-    if (e->cfg.zero_stage < 2 || u == 0)
-        return 0;
-    /* buffer u & 1, unless a unit whose gradients are still open (lent and not reduced:
-     * G set) holds it; the reduction of a unit that holds the other one finishes first */
     if (e->scratch_unit[i] >= 0 && e->G[e->scratch_unit[i]])
         i ^= 1;
-    if (e->scratch_unit[i] >= 0 && e->G[e->scratch_unit[i]])
-        return zt_fail(ZT_E_INVAL, "stage %d lends gradient buffers to two units at a time "
-                       "(besides unit 0): units %d and %d still have theirs; make one's "
-                       "gradients ready (zt_engine_unit_grads_ready) before acquiring unit %d "
-                       "for backward", e->cfg.zero_stage, e->scratch_unit[0],
-                       e->scratch_unit[1], u);
+    return e->scratch_unit[i] >= 0 && e->G[e->scratch_unit[i]] ? -1 : i;
+}
+
+int zt_zero_grads_can_lend(const zt_engine *e, int u)
+{
+    if (e->cfg.zero_stage < 2 || u == 0 || lend_slot(e, u) >= 0)
+        return 0;
+    return zt_fail(ZT_E_INVAL, "stage %d lends gradient buffers to two units at a time "
+                   "(besides unit 0): units %d and %d still have theirs; make one's gradients "
+                   "ready (zt_engine_unit_grads_ready) before acquiring unit %d for backward",
+                   e->cfg.zero_stage, e->scratch_unit[0], e->scratch_unit[1], u);
+}
+
+int zt_zero_grads_lend(zt_engine *e, int u)
+{
+    if (e->cfg.zero_stage < 2 || u == 0)
+        return 0;
+    ZT_TRY(zt_zero_grads_can_lend(e, u));
+    int i = lend_slot(e, u); /* the reduction of a unit that holds it finishes first */
     if (e->scratch_unit[i] >= 0)
         ZT_TRY(finish_reduce(e, e->scratch_unit[i]));
     e->G[u] = e->scratch[i];
@@ -1375,10 +1390,9 @@ double zt_zero_traffic_theory(zt_engine *e, double *plain)
     S.acquired = -1;
     e->uses = train;
     e->n_uses = n;
-    /* use j is released before acquire until[j]: the next one, or with the uses held
-     * together with it (hold) after the last of them */
-    for (int j = n - 1; j >= 0; j--)
-        until[j] = train[j].hold && j + 1 < n ? until[j + 1] : j + 1;
+    /* use j is released before acquire until[j] (the order's own record; not known: never) */
+    for (int j = 0; j < n; j++)
+        until[j] = train[j].until > 0 ? j + train[j].until : n;
     for (int k = 0; k < n; k++) {
         int nrel = 0;
         for (int j = 0; j < k; j++)

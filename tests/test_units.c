@@ -353,6 +353,113 @@ static void test_stage2_buffers(void **state)
     zt_engine_destroy(e);
 }
 
+/* stage 3 with every unit gathered before use, lr 0 (parameters stay u + 1 everywhere): each
+ * acquire must hand out its own unit's floats */
+static zt_engine *flat(int nu, int stage)
+{
+    zt_config c;
+    zt_engine *e;
+    zt_config_init(&c);
+    c.zero_stage = stage;
+    c.persist_threshold = 0;
+    c.weight_decay = 0.0f;
+    assert_int_equal(zt_engine_create(&c, MPI_COMM_NULL, &e), 0);
+    for (int u = 0; u < nu; u++) {
+        char n[16];
+        float v[300];
+        int64_t sh[1] = {300};
+        int id;
+        for (int i = 0; i < 300; i++)
+            v[i] = (float)(u + 1);
+        snprintf(n, sizeof n, "s%d", u);
+        zt_param_spec sp = {n, 1, sh, ZT_INIT_VALUES, 0, v, 0, NULL};
+        assert_int_equal(zt_engine_add_unit(e, n, 1, &id), 0);
+        assert_int_equal(zt_engine_add_param(e, id, &sp, NULL), 0);
+    }
+    return e;
+}
+
+static void use(zt_engine *e, int u, int purpose)
+{
+    float *p = NULL, *g = NULL;
+    if (zt_engine_unit_acquire(e, u, purpose, &p, purpose == ZT_FOR_BACKWARD ? &g : NULL) != 0)
+        fail_msg("unit %d: %s", u, zt_engine_last_error(e));
+    if (!p || p[0] != (float)(u + 1) || p[299] != (float)(u + 1) ||
+        (purpose == ZT_FOR_BACKWARD && !g))
+        fail_msg("unit %d: the acquire handed out %p (%g), grads %p", u, (void *)p,
+                 p ? p[0] : 0.0f, (void *)g);
+    if (g) {
+        g[0] += 1.0f;
+        assert_int_equal(zt_engine_unit_grads_ready(e, u), 0);
+    }
+    assert_int_equal(zt_engine_unit_release(e, u), 0);
+}
+
+static void flat_step(zt_engine *e, int nu)
+{
+    for (int u = 0; u < nu; u++)
+        use(e, u, ZT_FOR_FORWARD);
+    for (int u = nu - 1; u >= 0; u--)
+        use(e, u, ZT_FOR_BACKWARD);
+    assert_int_equal(zt_engine_step(e, 0.0f, NULL), 0);
+    assert_int_equal(zt_engine_zero_grad(e), 0);
+}
+
+static void test_schedule(void **state)
+{
+    (void)state;
+    float *p, *g;
+    /* the backward order declared, the forward one recorded */
+    zt_engine *e = flat(5, 3);
+    int units[5] = {4, 3, 2, 1, 0}, purp[5];
+    for (int k = 0; k < 5; k++)
+        purp[k] = ZT_FOR_BACKWARD;
+    assert_int_equal(zt_engine_set_order(e, ZT_FOR_BACKWARD, units, purp, NULL, 5), 0);
+    flat_step(e, 5);
+    flat_step(e, 5);
+    use(e, 0, ZT_FOR_FORWARD); /* and not while a training forward pass runs */
+    EXPECT_ERR(zt_engine_set_order(e, ZT_FOR_BACKWARD, units, purp, NULL, 5),
+               "between passes only");
+    zt_engine_destroy(e);
+    /* a refused acquire inside the recording backward pass moves nothing */
+    e = flat(3, 3);
+    for (int u = 0; u < 3; u++)
+        use(e, u, ZT_FOR_FORWARD);
+    use(e, 2, ZT_FOR_BACKWARD);
+    EXPECT_ERR(zt_engine_unit_acquire(e, 2, ZT_FOR_BACKWARD, &p, &g), "made ready already");
+    use(e, 1, ZT_FOR_BACKWARD);
+    use(e, 0, ZT_FOR_BACKWARD);
+    assert_int_equal(zt_engine_step(e, 0.0f, NULL), 0);
+    assert_int_equal(zt_engine_zero_grad(e), 0);
+    flat_step(e, 3); /* the recorded order is the one the acquires made */
+    zt_engine_destroy(e);
+    /* more units than stage 3's 32 gather buffers, with the default prefetch budget */
+    e = flat(40, 3);
+    for (int s = 0; s < 3; s++)
+        flat_step(e, 40);
+    zt_engine_destroy(e);
+    /* evaluation passes before any training pass, then training */
+    e = flat(4, 3);
+    for (int r = 0; r < 200; r++)
+        for (int u = 0; u < 4; u++)
+            use(e, u, ZT_FOR_FORWARD | ZT_FOR_EVAL);
+    flat_step(e, 4);
+    flat_step(e, 4);
+    zt_engine_destroy(e);
+    /* after a failed commit: errors, not crashes */
+    zt_config c;
+    int id;
+    zt_config_init(&c);
+    assert_int_equal(zt_engine_create(&c, MPI_COMM_NULL, &e), 0);
+    assert_int_equal(zt_engine_add_unit(e, "half", 2, &id), 0);
+    EXPECT_ERR(zt_engine_commit(e), "declared with 2 parameters and has 0");
+    EXPECT_ERR(zt_engine_unit_release(e, 0), "is not acquired");
+    EXPECT_ERR(zt_engine_unit_grads_ready(e, 0), "was not acquired for backward");
+    EXPECT_ERR(zt_engine_add_unit(e, "more", 1, &id), "the engine failed to commit: destroy it");
+    EXPECT_ERR(zt_engine_unit_acquire(e, 0, ZT_FOR_FORWARD, &p, NULL), "failed to commit");
+    zt_engine_destroy(e);
+}
+
 /* a registered model's checkpoint: resuming gives the bits of not stopping; a model of
  * another shape is refused naming the unit */
 static void test_checkpoint(void **state)
@@ -436,7 +543,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_register),     cmocka_unit_test(test_misuse),
         cmocka_unit_test(test_step),         cmocka_unit_test(test_accumulation),
-        cmocka_unit_test(test_stage2_buffers),
+        cmocka_unit_test(test_stage2_buffers), cmocka_unit_test(test_schedule),
         cmocka_unit_test(test_checkpoint),   cmocka_unit_test(test_config_set),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
