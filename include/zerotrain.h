@@ -690,7 +690,9 @@ ZT_API int zt_engine_pass_abort(zt_engine *e);
 /* Declares a pass's order of acquires instead of recording it: kind ZT_FOR_FORWARD or
  * ZT_FOR_BACKWARD; units[k] and purposes[k] (ZT_FOR_*) the k-th acquire; hold[k] != 0 when
  * acquire k is still held when acquire k + 1 happens (tied units used together; may be
- * NULL). Before that pass's first acquire; every rank must declare the same (checked). */
+ * NULL: released before the next acquire). Between passes only (a training forward pass
+ * schedules the backward order behind its own); every rank must declare the same (checked,
+ * collectively). */
 ZT_API int zt_engine_set_order(zt_engine *e, int kind, const int *units, const int *purposes,
                                const unsigned char *hold, int n);
 #endif
