@@ -161,7 +161,8 @@ struct zt_engine {
      * [M | V] of the store */
     char nvme_path[3000];
     char plan[2048];         /* zerotrain.memory_limit: the plan, "" without a limit */
-    double plan_base;        /* the planner's process bytes (measured once, with headroom) */
+    double plan_base;        /* the planner's process bytes (measured once, with headroom;
+                              * the largest over the ranks, so all plan alike) */
     struct zt_store *ostore;
     zt_ogroup *ogroup;       /* the sub-groups in step order */
     int n_ogroup;

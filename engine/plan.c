@@ -384,6 +384,17 @@ int zt_plan_memory(zt_engine *e, char *report, size_t n)
      * after the plan without an allocation the engine counts (OpenBLAS and MPI buffers,
      * allocator metadata, thread stacks) */
     e->plan_base = resident_now() + ZT_PLAN_HEADROOM;
+    if (e->comm.size > 1) { /* every rank plans from the largest: one plan for all of them
+                             * (stage 3 gathers along the recomputation plan's steps) */
+        double *all = malloc(sizeof *all * (size_t)e->comm.size);
+        if (!all)
+            return zt_fail(ZT_E_NOMEM, "out of memory");
+        int rc = zt_comm_gather_d(&e->comm, &e->plan_base, all, 1);
+        for (int r = 0; rc == 0 && r < e->comm.size; r++)
+            e->plan_base = all[r] > e->plan_base ? all[r] : e->plan_base;
+        free(all);
+        ZT_TRY(rc);
+    }
     /* What the config asked for is kept; the planner adds offload where it is free to, the
      * least I/O first: the optimizer state, then the gradient shards with it (stages 2-3,
      * written and read once per step), then the parameter shards (stage 3, read twice). */
