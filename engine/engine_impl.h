@@ -254,15 +254,12 @@ int zt_zero_seg(const zt_engine *e, int u, int r, int k, zt_seg *s);
 void zt_zero_take_shard(const zt_engine *e, int u, int r, const float *whole, float *shard);
 void zt_zero_put_shard(const zt_engine *e, int u, int r, const float *shard, float *whole);
 /* Stage 3: a pass walks the uses e->uses[0..n_uses) (units.c sets them). zt_zero_pass_begin
- * lets go of anything gathered; zt_zero_enter(k) makes use k's unit present (gathering ahead
- * within the prefetch budget) after letting go of the uses rel[0..nrel) (a unit the next
- * uses need again stays gathered); zt_zero_leave(k) lets go of use k (acquired ahead, or
- * released at the end of a pass); zt_zero_acquired: the last use acquired (-1: none).
- * Below stage 3 these do nothing. */
+ * lets go of anything gathered (a pass's end, or after an error); zt_zero_enter(k) makes use
+ * k's unit present (gathering ahead within the prefetch budget) after letting go of the uses
+ * rel[0..nrel) (a unit the next uses need again stays gathered). Below stage 3 these do
+ * nothing. */
 void zt_zero_pass_begin(zt_engine *e);
 int zt_zero_enter(zt_engine *e, int k, const int *rel, int nrel);
-void zt_zero_leave(zt_engine *e, int k);
-int zt_zero_acquired(const zt_engine *e);
 
 /* ---- units.c: the unit API's bookkeeping ------------------------------------------------ */
 /* The schedule of a training micro-batch (forward order, then backward order) as a new

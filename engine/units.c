@@ -255,28 +255,42 @@ int zt_units_train_schedule(const zt_engine *e, zt_use **out)
     return f->n + b->n;
 }
 
+/* Every rank's n values (collective): *other = the first rank whose values differ from mine
+ * (theirs: its values), or -1. */
+static int first_other(zt_engine *e, const double *mine, int n, double *theirs, int *other)
+{
+    int N = e->comm.size;
+    *other = -1;
+    if (N < 2)
+        return 0;
+    double *all = malloc(sizeof *all * (size_t)n * (size_t)N);
+    if (!all)
+        return zt_fail(ZT_E_NOMEM, "out of memory");
+    int rc = zt_comm_gather_d(&e->comm, mine, all, (size_t)n);
+    for (int r = 0; rc == 0 && r < N && *other < 0; r++)
+        if (memcmp(all + (size_t)n * r, mine, sizeof *mine * (size_t)n) != 0) {
+            *other = r;
+            memcpy(theirs, all + (size_t)n * r, sizeof *mine * (size_t)n);
+        }
+    free(all);
+    return rc;
+}
+
 /* every rank acquires the same (collective): checked while no order tells stage 3 what
  * comes, so ranks that disagree fail here instead of in mismatched gathers */
 static int check_ranks(zt_engine *e, int kind, int pos, int u, int purpose)
 {
-    int N = e->comm.size;
-    if (N < 2)
+    double mine[3] = {kind, u, purpose}, th[3];
+    int r;
+    ZT_TRY(first_other(e, mine, 3, th, &r));
+    if (r < 0)
         return 0;
-    double mine[3] = {kind, u, purpose}, *all = malloc(sizeof *all * 3 * (size_t)N);
-    if (!all)
-        return zt_fail(ZT_E_NOMEM, "out of memory");
-    int rc = zt_comm_gather_d(&e->comm, mine, all, 3);
-    for (int r = 0; rc == 0 && r < N; r++)
-        if (all[3 * r] != mine[0] || all[3 * r + 1] != mine[1] || all[3 * r + 2] != mine[2]) {
-            int ru = (int)all[3 * r + 1];
-            rc = zt_fail(ZT_E_INVAL, "the ranks acquire different units: acquire %d of the %s "
-                         "pass is unit %d \"%s\" for %s on rank %d and unit %d \"%s\" for %s "
-                         "on rank %d (every rank must acquire the same units in the same "
-                         "order)", pos, kind_name[kind], u, uname(e, u), purpose_name(purpose),
-                         e->comm.rank, ru, uname(e, ru), purpose_name((int)all[3 * r + 2]), r);
-        }
-    free(all);
-    return rc;
+    int ru = (int)th[1];
+    return zt_fail(ZT_E_INVAL, "the ranks acquire different units: acquire %d of the %s pass is "
+                   "unit %d \"%s\" for %s on rank %d and unit %d \"%s\" for %s on rank %d "
+                   "(every rank must acquire the same units in the same order)", pos,
+                   kind_name[kind], u, uname(e, u), purpose_name(purpose), e->comm.rank, ru,
+                   uname(e, ru), purpose_name((int)th[2]), r);
 }
 
 /* Ends the pass in progress: what the trainer released and what stage 3 fetched ahead is let
@@ -285,22 +299,12 @@ static int end_pass(zt_engine *e)
 {
     if (e->pass == PASS_NONE)
         return 0;
-    for (int i = 0; i < e->n_rel; i++) {
-        zt_zero_leave(e, e->rel[i]);
-        e->use_state[e->rel[i]] = USE_DONE;
-    }
-    e->n_rel = 0;
-    for (int j = 0, last = zt_zero_acquired(e); j <= last && j < e->n_uses; j++)
-        if (e->use_state[j] == USE_AHEAD) {
-            zt_zero_leave(e, j);
-            e->use_state[j] = USE_DONE;
-        }
     if (e->recording == REC_ORDER)
         e->ord[e->pass == PASS_BACKWARD].known = 1;
     e->recording = REC_NONE;
     e->pass = PASS_NONE;
-    e->n_uses = 0;
-    zt_zero_pass_begin(e);
+    e->n_uses = e->n_rel = 0;
+    zt_zero_pass_begin(e); /* (nothing is held: every gathered unit is let go of) */
     return 0;
 }
 
@@ -636,22 +640,14 @@ int zt_engine_set_order(zt_engine *e, int kind, const int *units, const int *pur
     XXH64_freeState(h);
     o->n = n;
     o->known = 1;
-    if (e->comm.size > 1) { /* every rank declared the same order */
-        double mine[3] = {(double)(x >> 32), (double)(x & 0xFFFFFFFFu), n};
-        double *all = malloc(sizeof *all * 3 * (size_t)e->comm.size);
-        if (!all)
-            return zt_engine_fail(e, zt_fail(ZT_E_NOMEM, "out of memory"));
-        rc = zt_comm_gather_d(&e->comm, mine, all, 3);
-        for (int r = 0; rc == 0 && r < e->comm.size; r++)
-            if (memcmp(all + 3 * r, mine, sizeof mine) != 0)
-                rc = zt_fail(ZT_E_INVAL, "%s: rank %d declared a different %s order than rank "
-                             "%d (%d and %d acquires)", fn, r, kind_name[ki], e->comm.rank,
-                             (int)all[3 * r + 2], n);
-        free(all);
-        if (rc < 0) {
-            o->known = 0;
-            return zt_engine_fail(e, rc);
-        }
+    double mine[3] = {(double)(x >> 32), (double)(x & 0xFFFFFFFFu), n}, th[3];
+    int r; /* every rank declared the same order */
+    if ((rc = first_other(e, mine, 3, th, &r)) == 0 && r >= 0)
+        rc = zt_fail(ZT_E_INVAL, "%s: rank %d declared a different %s order than rank %d (%d "
+                     "and %d acquires)", fn, r, kind_name[ki], e->comm.rank, (int)th[2], n);
+    if (rc < 0) {
+        o->known = 0;
+        return zt_engine_fail(e, rc);
     }
     return 0;
 }

@@ -829,7 +829,7 @@ void zt_zero_pass_begin(zt_engine *e)
     if (e->cfg.zero_stage < 3)
         return;
     zt_comm_wait_all(&e->comm);
-    for (int u = 0; u < e->layout.n_units; u++) { /* anything left gathered (an error) */
+    for (int u = 0; u < e->layout.n_units; u++) { /* anything left gathered */
         e->gpend_lo[u] = e->gpend_hi[u] = -1;
         if (e->persist[u] || e->sched.refs[u] == 0)
             continue;
@@ -853,17 +853,6 @@ int zt_zero_enter(zt_engine *e, int k, const int *rel, int nrel)
         e->gpend_lo[u] = e->gpend_hi[u] = -1;
     }
     return 0;
-}
-
-void zt_zero_leave(zt_engine *e, int k)
-{
-    if (e->cfg.zero_stage >= 3)
-        release(e, &e->sched, k);
-}
-
-int zt_zero_acquired(const zt_engine *e)
-{
-    return e->cfg.zero_stage >= 3 ? e->sched.acquired : -1;
 }
 
 /* ---- gradient offload ------------------------------------------------------------------

@@ -24,7 +24,7 @@ static char tmpdir[256];
 static int setup(void **state)
 {
     (void)state;
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/zt_units_XXXXXX");
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/zt_units_XXXXXX"); /* (mkdtemp's template) */
     assert_non_null(mkdtemp(tmpdir));
     return 0;
 }
