@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "zerotrain.h"
+#include "tmpdir.h"
 
 static char tmpdir[256];
 static char logbuf[4096];
@@ -37,18 +38,15 @@ static void capture_log(int level, const char *msg, void *user)
 static int setup(void **state)
 {
     (void)state;
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/zt_api_XXXXXX");
-    assert_non_null(mkdtemp(tmpdir));
+    tmpdir_make(tmpdir, sizeof tmpdir, "zt_api");
     zt_log_set(capture_log, NULL, ZT_LOG_WARN);
     return 0;
 }
 
 static int teardown(void **state)
 {
-    char cmd[512];
     (void)state;
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    return system(cmd) == 0 ? 0 : -1;
+    return tmpdir_remove(tmpdir);
 }
 
 static void write_file(const char *path, const char *text)

@@ -18,23 +18,21 @@
 
 #define ZT_EXPERIMENTAL
 #include "zerotrain.h"
+#include "tmpdir.h"
 
 static char tmpdir[256];
 
 static int setup(void **state)
 {
     (void)state;
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/zt_units_XXXXXX"); /* (mkdtemp's template) */
-    assert_non_null(mkdtemp(tmpdir));
+    tmpdir_make(tmpdir, sizeof tmpdir, "zt_units");
     return 0;
 }
 
 static int teardown(void **state)
 {
-    char cmd[512];
     (void)state;
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    return system(cmd) == 0 ? 0 : -1;
+    return tmpdir_remove(tmpdir);
 }
 
 #define EXPECT_ERR(call, needle)                                                              \
