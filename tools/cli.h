@@ -9,6 +9,8 @@
 
 /* Prints "zerotrain: error: ..." as one line on stderr and returns 1. */
 int die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* the last message die() printed ("" before the first) */
+const char *die_last(void);
 
 typedef struct opt { const char *name; const char **value; } opt;
 /* Parses --name value pairs into opts; unknown options and missing values are errors. */
