@@ -831,7 +831,8 @@ agree:
                 fprintf(stderr, "%szerotrain: warning: step %" PRId64 " skipped: loss %g, "
                         "gradient norm %g%s (%" PRId64 " in a row, %" PRId64 " in all; the "
                         "parameters and optimizer state are unchanged)\n", tty ? "\n" : "",
-                        st.step + 1, loss, si.grad_norm, where, skipped_run, skipped_total);
+                        st.step + 1, isnan(loss) ? NAN : loss, isnan(si.grad_norm) ? NAN :
+                        si.grad_norm, where, skipped_run, skipped_total);
             if (metrics && rank == 0)
                 write_metrics(metrics, st.step + 1, loss, lr, si.grad_norm, step_tokens,
                               now() - t0, NULL, 1, skipped_total);
