@@ -621,14 +621,11 @@ static int open_shard(zt_token_data *d, int k, const char *dir, const char *mpat
         return zt_fail(ZT_E_NOMEM, "out of memory");
     sprintf(s->path, "%s/%s", dir, name);
 
-    if ((fd = open(s->path, O_RDONLY | O_CLOEXEC)) < 0)
-        return zt_fail(-errno, "%s: %s (listed in %s)", s->path, strerror(errno), mpath);
+    if ((fd = zt_open_regular(s->path, 0)) < 0)
+        return fd == ZT_E_FORMAT ? fd : zt_fail(fd, "%s: %s (listed in %s)", s->path,
+                                                 strerror(-fd), mpath);
     if (fstat(fd, &sb) != 0) {
         rc = zt_fail(-errno, "%s: fstat: %s", s->path, strerror(errno));
-        goto out;
-    }
-    if (!S_ISREG(sb.st_mode)) {
-        rc = BAD("%s: not a regular file", s->path);
         goto out;
     }
     if ((uint64_t)sb.st_size < HEADER_BYTES) {

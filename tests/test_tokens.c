@@ -597,6 +597,25 @@ static void test_manifest_errors(void **state)
     }
 }
 
+/* A manifest or a shard that is a FIFO is refused at once (an open would wait for a writer;
+ * the alarm turns a hang into a failure), naming the file. */
+static void test_fifo(void **state)
+{
+    char dir[512], path[600];
+    (void)state;
+    alarm(10);
+    fresh("fifo", dir, sizeof dir);
+    shard_file(dir, 1, path, sizeof path);
+    assert_int_equal(unlink(path), 0);
+    assert_int_equal(mkfifo(path, 0644), 0);
+    expect_open(dir, 0, ZT_E_FORMAT, "shard-00001.zts", "not a regular file (a FIFO)");
+    snprintf(path, sizeof path, "%s/manifest.json", dir);
+    assert_int_equal(unlink(path), 0);
+    assert_int_equal(mkfifo(path, 0644), 0);
+    expect_open(dir, 0, ZT_E_FORMAT, "manifest.json", "not a regular file (a FIFO)");
+    alarm(0);
+}
+
 /* A document table that is not increasing, or a document start not after a separator. */
 static void test_bad_doc_table(void **state)
 {
@@ -655,6 +674,7 @@ int main(void)
         cmocka_unit_test(test_truncated),
         cmocka_unit_test(test_missing_shard),
         cmocka_unit_test(test_manifest_errors),
+        cmocka_unit_test(test_fifo),
         cmocka_unit_test(test_bad_doc_table),
         cmocka_unit_test(test_api_misuse),
     };
