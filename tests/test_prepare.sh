@@ -160,7 +160,7 @@ expect_error "bad piece count" 2 "the number of SentencePiece pieces" "$T/out2" 
     "$ZT" prepare-data --input "$T/corpus" --tokenizer sentencepiece:lots --out "$T/out2"
 expect_error "vocab without [MASK]" 1 "no [MASK] token" "$T/out3" -- \
     "$ZT" prepare-data --input "$T/corpus" --tokenizer "wordpiece:$T/nomask.txt" --out "$T/out3"
-expect_error "missing vocab" 1 "$T/novocab.txt: No such file or directory" "$T/out3" -- \
+expect_error "missing vocab" 1 "$T/novocab.txt: cannot open: No such file or directory" "$T/out3" -- \
     "$ZT" prepare-data --input "$T/corpus" --tokenizer "wordpiece:$T/novocab.txt" --out "$T/out3"
 expect_error "unwritable --out" 1 "$T/afile: exists and is not a folder" "$T/afile/out" -- \
     "$ZT" prepare-data --input "$T/corpus" --tokenizer "wordpiece:$T/vocab.txt" --out "$T/afile/out"
@@ -185,8 +185,20 @@ if [ -e "$T/out9" ]; then bad "read error midway: $T/out9 left behind: $(find "$
 cp -r "$T/wp" "$T/wp-old"
 expect_error "failed rerun" 1 "Input/output error" "$T/wp-old" -- \
     "$ZT" prepare-data --input "$T/corpus/a.txt" /proc/self/mem --tokenizer "wordpiece:$T/vocab.txt" --out "$T/wp-old"
+# FIFOs are refused at once with their path, never waited on (status 124 = the timeout fired):
+# as an input named on the command line or met in a folder, and as either tokenizer's model
+mkfifo "$T/fifo"
+mkdir -p "$T/corpus-fifo"; printf 'hello\n' >"$T/corpus-fifo/a.txt"; mkfifo "$T/corpus-fifo/b.txt"
+expect_error "input FIFO" 1 "$T/fifo: not a regular file (a FIFO)" "$T/outf1" -- \
+    timeout 10 "$ZT" prepare-data --input "$T/corpus/a.txt" "$T/fifo" --tokenizer "wordpiece:$T/vocab.txt" --out "$T/outf1"
+expect_error "FIFO in an input folder" 1 "$T/corpus-fifo/b.txt: not a regular file (a FIFO)" "$T/outf2" -- \
+    timeout 10 "$ZT" prepare-data --input "$T/corpus-fifo" --tokenizer "wordpiece:$T/vocab.txt" --out "$T/outf2"
+expect_error "wordpiece:FIFO" 1 "$T/fifo: not a regular file (a FIFO)" "$T/outf3" -- \
+    timeout 10 "$ZT" prepare-data --input "$T/corpus" --tokenizer "wordpiece:$T/fifo" --out "$T/outf3"
+expect_error "spm:FIFO" 1 "$T/fifo: not a regular file (a FIFO)" "$T/outf4" -- \
+    timeout 10 "$ZT" prepare-data --input "$T/corpus" --tokenizer "spm:$T/fifo" --out "$T/outf4"
 # nothing was created for the errors caught before writing
-for d in out1 out2 out3 out4 out5 out6 out7 out8; do
+for d in out1 out2 out3 out4 out5 out6 out7 out8 outf1 outf2 outf3 outf4; do
     if [ -e "$T/$d" ]; then bad "$d was created by a failing run"; else ok; fi
 done
 

@@ -98,17 +98,30 @@ static int grow_buf(prep *p, size_t need, const char *path)
 
 /* Reads a whole file (to EOF, so /proc files and pipes work too) into p->buf, NUL-terminated;
  * returns its length or -1 with p->err set. */
-static long read_file(prep *p, const char *path)
+/* Opens an input, a regular file only (zt_open_regular: a FIFO is refused, not waited on),
+ * and fstats it; returns the descriptor or -1 with p->err set. */
+static int open_input(prep *p, const char *path, struct stat *sb)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    struct stat sb;
-    size_t got = 0;
-    if (fd < 0 || fstat(fd, &sb) != 0) {
-        snprintf(p->err, sizeof p->err, "%s: %s", path, strerror(errno));
-        if (fd >= 0)
-            close(fd);
+    int fd = zt_open_regular(path, 0);
+    if (fd < 0) {
+        snprintf(p->err, sizeof p->err, "%s", zt_last_error());
         return -1;
     }
+    if (fstat(fd, sb) != 0) {
+        snprintf(p->err, sizeof p->err, "%s: %s", path, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static long read_file(prep *p, const char *path)
+{
+    struct stat sb;
+    size_t got = 0;
+    int fd = open_input(p, path, &sb);
+    if (fd < 0)
+        return -1;
     if (grow_buf(p, (size_t)sb.st_size + 1, path) < 0) {
         close(fd);
         return -1;
@@ -192,8 +205,9 @@ static int write_output(prep *p, const char *name, const void *data, size_t len)
 
 /* ---- inputs --------------------------------------------------------------------------- */
 
-/* Regular files under dir, recursively; hidden entries and symlinked folders are skipped,
- * and so is the output folder. */
+/* The files under dir, recursively: hidden entries, symlinked folders, dangling symlinks and
+ * the output folder are skipped; anything else that is not a folder is listed, so that
+ * collect_inputs refuses a FIFO, device or socket by name rather than leave it out unseen. */
 static int walk(prep *p, const char *dir, paths *out)
 {
     DIR *d = opendir(dir);
@@ -222,8 +236,7 @@ static int walk(prep *p, const char *dir, paths *out)
             rc = -1;
         } else if (S_ISDIR(sb.st_mode)) {
             rc = walk(p, path, out);
-        } else if (S_ISREG(sb.st_mode) || (S_ISLNK(sb.st_mode) && stat(path, &sb) == 0 &&
-                                           S_ISREG(sb.st_mode))) {
+        } else if (!S_ISLNK(sb.st_mode) || (stat(path, &sb) == 0 && !S_ISDIR(sb.st_mode))) {
             if (paths_add(out, path) < 0) {
                 snprintf(p->err, sizeof p->err, "out of memory");
                 rc = -1;
@@ -272,20 +285,20 @@ static int collect_inputs(prep *p, char **inputs, int n)
                 }
             }
             paths_free(&found);
-        } else if (S_ISREG(sb.st_mode)) {
-            if (paths_add(&p->files, in) < 0) {
-                snprintf(p->err, sizeof p->err, "out of memory");
-                return -1;
-            }
-        } else {
-            snprintf(p->err, sizeof p->err, "%s: not a regular file or a folder", in);
+        } else if (paths_add(&p->files, in) < 0) {
+            snprintf(p->err, sizeof p->err, "out of memory");
             return -1;
         }
     }
+    /* every input is a regular file, checked before anything is written (read_file checks
+     * again as it reads, should one be replaced in between) */
     for (size_t i = 0; i < p->files.n; i++) {
         struct stat sb;
-        if (stat(p->files.v[i], &sb) == 0)
-            p->bytes_total += (uint64_t)sb.st_size;
+        int fd = open_input(p, p->files.v[i], &sb);
+        if (fd < 0)
+            return -1;
+        close(fd);
+        p->bytes_total += (uint64_t)sb.st_size;
     }
     return 0;
 }
