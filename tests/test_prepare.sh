@@ -168,8 +168,11 @@ expect_error "not a model" 1 "not a SentencePiece model" "$T/out4" -- \
     "$ZT" prepare-data --input "$T/corpus" --tokenizer "spm:$T/vocab.txt" --out "$T/out4"
 expect_error "vocab too large for the text" 1 "SentencePiece training failed" "$T/out5" -- \
     "$ZT" prepare-data --input "$T/corpus" --tokenizer sentencepiece:5000 --out "$T/out5"
-expect_error "no text" 1 "the inputs hold no text" "$T/out6" -- \
+expect_error "no text" 1 "$T/corpus/c-empty.txt: the input holds no text (1 file, no tokens)" "$T/out6" -- \
     "$ZT" prepare-data --input "$T/corpus/c-empty.txt" --tokenizer "wordpiece:$T/vocab.txt" --out "$T/out6"
+mkdir -p "$T/empties"; : >"$T/empties/x.txt"; printf ' \n\n' >"$T/empties/y.txt"
+expect_error "no text in two inputs" 1 "$T/corpus/c-empty.txt, $T/empties: the inputs hold no text (3 files, no tokens)" "$T/out6" -- \
+    "$ZT" prepare-data --input "$T/corpus/c-empty.txt" "$T/empties" --tokenizer "wordpiece:$T/vocab.txt" --out "$T/out6"
 expect_error "missing --out" 2 "are required" "$T/out7" -- \
     "$ZT" prepare-data --input "$T/corpus" --tokenizer "wordpiece:$T/vocab.txt"
 expect_error "unknown option" 2 "unknown option '--bogus'" "$T/out7" -- \

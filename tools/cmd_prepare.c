@@ -618,6 +618,17 @@ static int tokenize_all(prep *p)
 
 /* ---- the command ---------------------------------------------------------------------- */
 
+/* "A, B, C and 4 more": the --input paths, for a message about all of them. */
+static void input_names(char *out, size_t size, char *const *inputs, int n)
+{
+    size_t used = 0;
+    out[0] = '\0';
+    for (int i = 0; i < n && i < 3 && used < size; i++)
+        used += (size_t)snprintf(out + used, size - used, "%s%s", i ? ", " : "", inputs[i]);
+    if (n > 3 && used < size)
+        snprintf(out + used, size - used, " and %d more", n - 3);
+}
+
 static int usage_error(const char *msg)
 {
     die("%s (usage: zerotrain prepare-data --input PATH... --tokenizer SPEC --out DIR "
@@ -737,7 +748,10 @@ int cmd_prepare_data(int argc, char **argv)
         goto out;
     }
     if (p.docs == 0) {
-        die("the inputs hold no text: %zu file(s), no tokens", p.files.n);
+        char names[PATH_MAX];
+        input_names(names, sizeof names, inputs, n_inputs);
+        die("%s: the input%s no text (%zu file%s, no tokens)", names,
+            n_inputs > 1 ? "s hold" : " holds", p.files.n, p.files.n == 1 ? "" : "s");
         goto out;
     }
     if (zt_token_writer_finish(p.w) < 0) {
