@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # test_prepare.sh - `zerotrain prepare-data` end to end on text the test generates: WordPiece
 # (ids checked by hand and against the shard layout), SentencePiece training (against the
-# spm_encode binary when installed) and spm:MODEL, determinism, and a table of bad input (one
-# stderr line, non-zero exit, no manifest left). Does not test tokenizer details
-# (test_wordpiece.c) or the reader's validation (test_tokens.c).
+# spm_encode binary when installed) and spm:MODEL, determinism, a table of bad input (one
+# stderr line, non-zero exit, no manifest left), FIFOs (never waited on), and replacing an
+# existing dataset: failures, kills at every step, a full tmpfs and two runs at once leave the
+# old one byte for byte or the new one complete, nothing beside it. Does not test tokenizer
+# details (test_wordpiece.c) or the reader's validation (test_tokens.c).
 # Usage: tests/test_prepare.sh [path/to/zerotrain]
 set -u
 ZT=${1:-build/zerotrain}
