@@ -54,6 +54,30 @@ ZT_API const char *zt_strerror(int err);
 ZT_API const char *zt_last_error(void);
 /* "MAJOR.MINOR.PATCH" of the library linked (the header's: ZT_VERSION_*) */
 ZT_API const char *zt_version(void);
+
+/* ---- input and output files ---------------------------------------------------------- */
+/* Opens a file the caller is about to read, refusing anything but a regular file (after
+ * symlinks) before it can block: the open is O_RDONLY | O_NONBLOCK | O_CLOEXEC | flags (a
+ * FIFO opened so does not wait for a writer, a device or socket is never read), then fstat,
+ * then O_NONBLOCK is cleared again. flags adds open(2) flags such as O_NOFOLLOW; it must not
+ * ask for write access. Returns the descriptor (the caller closes it) or, with a message
+ * naming the path: -errno when it cannot be opened ("PATH: cannot open: REASON"), ZT_E_FORMAT
+ * when it is not a regular file ("PATH: not a regular file (a FIFO)", "(a folder)", ...). */
+ZT_API int zt_open_regular(const char *path, int flags);
+
+/* Reads a whole regular file of at most limit bytes into a NUL-terminated buffer (*out,
+ * freed by the caller; *len = its length, len may be NULL), opened with zt_open_regular.
+ * Errors name the path: -errno when it cannot be opened or read, ZT_E_FORMAT when it is not a
+ * regular file or is too large. */
+ZT_API int zt_file_read_all(const char *path, size_t limit, char **out, size_t *len);
+
+/* Durable, atomic write: parts[0..n) (lens[i] bytes each) back to back into a temporary file
+ * beside path, fsynced, renamed over path, the folder fsynced (mode 0644). Readers see the
+ * old file or the complete new one. Returns 0 or -errno with a message naming the path and
+ * the step that failed; on failure the temporary file is removed and path is untouched. */
+ZT_API int zt_file_write_atomic(const char *path, const void *const *parts, const size_t *lens,
+                                int n);
+
 /* ZT_ABI_VERSION of the library linked: a client built against another header must not run */
 ZT_API int zt_abi_version(void);
 

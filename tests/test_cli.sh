@@ -164,6 +164,10 @@ expect_error "model.safetensors FIFO" 1 "$T/mfifo-weights/model.safetensors: not
     timeout 10 "$ZT" grad --model "$T/mfifo-weights" --batch "$B" --out "$T/out.st"
 expect_error "train model.safetensors FIFO" 1 "$T/mfifo-weights/model.safetensors: not a regular file (a FIFO)" -- \
     timeout 10 "$ZT" train --model "$T/mfifo-weights" --data synthetic --steps 1 --seq-len 8
+expect_error "train --config FIFO" 1 "$T/fifo: not a regular file (a FIFO)" -- \
+    timeout 10 "$ZT" train --model "$FIX" --data synthetic --config "$T/fifo" --steps 1 --seq-len 8
+expect_error "train --model FIFO" 1 "--model $T/fifo: not a regular file (a config.json) nor a folder (a FIFO)" -- \
+    timeout 10 "$ZT" train --model "$T/fifo" --data synthetic --steps 1 --seq-len 8
 cp -r "$T/d1" "$T/dfifo"; rm "$T/dfifo/manifest.json"; mkfifo "$T/dfifo/manifest.json"
 expect_error "data manifest FIFO" 1 "$T/dfifo/manifest.json: not a regular file (a FIFO)" -- \
     timeout 10 "$ZT" train --model "$FIX" --data "$T/dfifo" --steps 1 --seq-len 8

@@ -6,7 +6,6 @@
 #include "zerotrain.h"
 /* zt_open_regular and zt_file_read_all, linked from libzerotrain.a: the one library-internal
  * header the command uses (readers of a user's files must not wait on a FIFO). */
-#include "../format/fileio.h"
 
 #include <stdio.h>
 

@@ -26,24 +26,12 @@ typedef struct train_args {
     int resume, check_coll, profile;
 } train_args;
 
+/* a whole regular file (configs: at most 16 MiB), or NULL with zt_last_error() set: a FIFO
+ * or device is refused before it is read */
 static char *read_text(const char *path)
 {
-    FILE *f = fopen(path, "rb");
     char *buf = NULL;
-    long n;
-    if (!f)
-        return NULL;
-    if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && n < (16L << 20) &&
-        fseek(f, 0, SEEK_SET) == 0 && (buf = malloc((size_t)n + 1))) {
-        if (fread(buf, 1, (size_t)n, f) == (size_t)n)
-            buf[n] = '\0';
-        else {
-            free(buf);
-            buf = NULL;
-        }
-    }
-    fclose(f);
-    return buf;
+    return zt_file_read_all(path, 16u << 20, &buf, NULL) < 0 ? NULL : buf;
 }
 
 /* One micro-batch's buffers: [B, T] inputs, [B, Tl] labels. */
@@ -460,7 +448,7 @@ int cmd_train(int argc, char **argv)
     /* everything is validated before anything is allocated or written */
     if (a.config) {
         if (!(cfg_text = read_text(a.config))) {
-            die("%s: cannot read: %s", a.config, strerror(errno));
+            die("%s", zt_last_error());
             START_FAIL(1);
         }
         rc = zt_train_config_parse(cfg_text, a.config, world, steps, &tc);
@@ -493,12 +481,17 @@ int cmd_train(int argc, char **argv)
     zt_config_init(&cfg);
     {
         struct stat sb;
-        if (stat(a.model, &sb) == 0 && S_ISREG(sb.st_mode)) /* a config.json alone */
-            cfg.model_config = a.model;
-        else if (access(a.model, F_OK) == 0)
-            cfg.model_dir = a.model;
-        else
+        if (stat(a.model, &sb) != 0)
             cfg.model_preset = a.model;
+        else if (S_ISREG(sb.st_mode)) /* a config.json alone */
+            cfg.model_config = a.model;
+        else if (S_ISDIR(sb.st_mode))
+            cfg.model_dir = a.model;
+        else {
+            die("--model %s: not a regular file (a config.json) nor a folder (%s)", a.model,
+                S_ISFIFO(sb.st_mode) ? "a FIFO" : "a device or socket");
+            START_FAIL(1);
+        }
     }
     is_t5 = model_is_t5(a.model);
     if (data) {

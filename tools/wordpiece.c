@@ -4,7 +4,6 @@
  * the same tables as Python 3.11's unicodedata); it does not handle HF's added tokens. */
 #include "wordpiece.h"
 #include "zerotrain.h"
-#include "../format/fileio.h"
 
 #include <errno.h>
 #include <stdio.h>
