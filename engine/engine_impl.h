@@ -334,6 +334,11 @@ int zt_engine_ensure_moments(zt_engine *e);
  * 0 writes; stage 3 streams, one gathered unit at a time. Every rank returns the same
  * verdict. */
 int zt_engine_save_weights(zt_engine *e, const char *dir, size_t max_shard_bytes);
+/* Collective: ZT_E_RANGE when a parameter holds a NaN or an infinity, naming the first (the
+ * lowest parameter and element over every rank; stage 3: each rank scans its shards), in
+ * "not <what> <path>: parameter ... : nothing was written". Applies deferred updates first.
+ * Every rank returns the same verdict. */
+int zt_engine_check_finite(zt_engine *e, const char *what, const char *path);
 /* Loads Hugging Face weights from dir into the parameters (stage 3: into the shards). */
 int zt_engine_load_params(zt_engine *e, const char *dir);
 /* Every rank's rc agreed on: this rank's failure, or ZT_E_MPI naming `what` when another
