@@ -5,7 +5,8 @@
 # accumulation 4 vs N=4 within fp32 reduction tolerance; memory and traffic reports; resume at
 # the same N and stage bit-identical, at another N, stage and bucket within tolerance; hang
 # protection; the TCP transport gives the same result; optimizer and parameter offload (RAM
-# pool, NVMe) bit-identical to none, also through a checkpoint.
+# pool, NVMe) bit-identical to none, also through a checkpoint; a NaN in one rank's shard
+# stops every rank's save.
 # Usage: tests/test_zero.sh [zerotrain]
 set -u
 ZT=${1:-build/zerotrain}
@@ -327,6 +328,16 @@ ZT_FAULT_SKIP_UNIT=1:2 timeout 60 $MPI -x ZT_FAULT_SKIP_UNIT -np 2 "$ZT" train -
 st=$?
 if [ $st -ne 0 ] && [ $st -ne 124 ] && grep -q "collectives out of step: rank . is at #4 (reduce-scatter of [0-9]* floats), rank . at #4 (reduce-scatter of [0-9]* floats)" "$T/skip.log"; then ok
 else bad "skipped unit not caught: status $st"; head -5 "$T/skip.log"; fi
+# non-finite weights at stage 3: a NaN in one rank's shard stops the model save and the
+# checkpoint on every rank, each naming the tensor, element and rank, without a hang; nothing
+# is written (tests/mpi_units.c "nonfinite")
+MU=$(dirname "$ZT")/tests/mpi_units
+for np in 2 3; do
+    rm -rf "$T/nf$np"
+    timeout 60 $MPI -np $np "$MU" nonfinite "$T/nf$np" >"$T/nf$np.log" 2>&1; st=$?
+    if [ $st -eq 0 ] && [ "$(grep -c '^ok: ' "$T/nf$np.log")" -eq $((3 * np)) ] && [ ! -e "$T/nf$np" ]; then ok
+    else bad "stage 3 save with a NaN in one shard, N=$np: status $st"; grep -v '^ok' "$T/nf$np.log" | head -5; fi
+done
 # the TCP transport (the path multi-node runs take) gives the same bits
 MPI="$MPI --mca btl self,tcp" run tcp 2 s1 5
 if same tcp n2s0; then ok; else bad "TCP transport"; tail -3 "$T/tcp.log"; fi
