@@ -390,6 +390,8 @@ static int commit(zt_engine *e, const char *model_dir)
         ZT_TRY(zt_model_create(&e->mc, &e->layout, cfg->dropout, cfg->seed, &e->ops, &e->model));
     ZT_TRY(recompute_setup(e));
     ZT_TRY(zt_plan_memory(e, e->plan, sizeof e->plan));
+    ZT_TRY(zt_plan_check_fit(e, e->source[0] ? e->source : "the model registered with "
+                                                           "zt_engine_add_unit"));
     ZT_TRY(zt_zero_setup(e));
     ZT_TRY(zt_ost_setup(e));
     if (e->plan[0])
@@ -469,12 +471,16 @@ int zt_engine_create(const zt_config *cfg, MPI_Comm comm, zt_engine **out)
         snprintf(path, sizeof path, "%s/config.json", cfg->model_dir);
         rc = zt_model_config_load(path, &e->mc);
     } else if (cfg->model_config) {
+        snprintf(path, sizeof path, "%s", cfg->model_config);
         rc = zt_model_config_load(cfg->model_config, &e->mc);
     } else if (cfg->model_preset) {
+        snprintf(path, sizeof path, "model preset %s", cfg->model_preset);
         rc = zt_model_config_preset(cfg->model_preset, cfg->vocab_size, &e->mc);
     } else {
+        path[0] = '\0';
         rc = 0;
     }
+    snprintf(e->source, sizeof e->source, "%s", path);
     if (rc < 0 || (!e->custom && (rc = zt_model_layout(&e->mc, &l)) < 0) ||
         (rc = copy_patterns(e, cfg)) < 0)
         goto fail;

@@ -210,6 +210,8 @@ struct zt_engine {
     /* recompute_profile: per unit */
     uint64_t *rc_calls, *rc_bytes;
     double *rc_sec;
+    char source[640];         /* where the model comes from, for messages ("" for a
+                               * trainer's own) */
 };
 
 /* Hands e->rmode / e->rk to the model; the backward steps and the predicted activation
@@ -222,6 +224,13 @@ const char *zt_keep_name(int mode);
  * Sets cfg.offload_optimizer / offload_param so the predicted peak fits the limit (keeping
  * what the config asked for); report gets the plan. 0 without a limit. Before zt_zero_setup. */
 int zt_plan_memory(zt_engine *e, char *report, size_t n);
+/* ZT_E_NOMEM when the predicted bytes (the planner's prediction, per rank, times this
+ * engine's ranks on this machine) exceed the machine's RAM and swap (ZT_MEMORY_TOTAL, bytes,
+ * pretends a smaller machine: tests only), or what offload puts on NVMe exceeds nvme_path's
+ * free space; the message gives the bytes and what would fit. what: the model's source.
+ * After zt_plan_memory, before anything large is allocated. Every rank decides alike from
+ * the same prediction (ranks on machines of different sizes may not). */
+int zt_plan_check_fit(zt_engine *e, const char *what);
 
 /* ---- actoff.c: activation checkpoint offload ------------------------------------------
  * After the model carved a batch (prepare): opens or resizes the store when the model
