@@ -333,8 +333,9 @@ int zt_zero_shard_to_whole(zt_engine *e, int u, float *whole);
 int zt_zero_fill_params(zt_engine *e, int (*fill)(int u, float *buf, void *arg), void *arg);
 /* floats of the stage's fixed buffers beyond the formula, and the traffic theory */
 size_t zt_zero_buffer_floats(const zt_engine *e);
-/* *plain: the stage's textbook figure (2 for stages 0-2, 3 for stage 3); returns what this
- * engine's schedule moves per step (stage 3: replayed without MPI) */
+/* *plain: the stage's textbook figure (2 for stages 0-2, 3 for stage 3, one micro-batch);
+ * returns what this engine's schedule moves per step of grad_accum_steps micro-batches
+ * (stage 3: replayed without MPI) */
 double zt_zero_traffic_theory(zt_engine *e, double *plain);
 
 /* Creates the optimizer state (zero moments) if it does not exist yet. */

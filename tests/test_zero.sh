@@ -253,6 +253,21 @@ for np in 1 2 4; do
         else bad "memory or traffic report, N=$np stage $st"; grep -A1 "^model state" "$T/m.log"; fi
     done
 done
+# with two micro-batches per step stage 2 reduce-scatters each (3x: the schedule counts
+# grad_accum_steps), stage 3 gathers and reduces per micro-batch (no persistence or prefetch:
+# about 6.4x); measured equals the schedule at N = 2 and 3
+for np in 2 3; do
+    for st in 2 3; do
+        echo "{\"train_batch_size\": $((4 * np)), \"train_micro_batch_size_per_gpu\": 2, \"zero_optimization\": {\"stage\": $st,
+               \"stage3_param_persistence_threshold\": 0, \"stage3_prefetch_bucket_size\": 0}}" >"$T/ga.json"
+        $MPI -np $np "$ZT" train --model "$T/model" --data synthetic --config "$T/ga.json" --seq-len 16 \
+            --steps 2 --threads 1 >"$T/ga.log" 2>&1
+        got=$(grep -o '([0-9.]* x' "$T/ga.log" | tr -d '( x'); want=$(grep -o 'schedule [0-9.]* x' "$T/ga.log" | tr -d 'schedule x')
+        lo=$([ $st = 2 ] && echo 2.99 || echo 6); hi=$([ $st = 2 ] && echo 3.01 || echo 7)
+        if [ -n "$got" ] && [ "$got" = "$want" ] && awk -v g="$got" -v l="$lo" -v h="$hi" 'BEGIN { exit !(g >= l && g <= h) }'; then ok
+        else bad "traffic with accumulation, N=$np stage $st: measured $got, schedule $want"; fi
+    done
+done
 # the ZeRO keys that change how (not what) stage 2-3 communicate keep the bits: stage 3
 # without prefetch, persistence or overlap; stage 3 prefetching everything with a progress
 # thread; stage 2 with overlap_comm (N = 3: uneven shards)
