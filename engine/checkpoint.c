@@ -806,7 +806,7 @@ static int read_optimizer(zt_engine *e, const char *dir, int world0, size_t buck
 
 int zt_checkpoint_load(zt_engine *e, const char *dir, zt_train_state *st)
 {
-    char path[4096];
+    char path[4096], diff[4300];
     zt_model_cfg mc;
     int rc;
     if (!e || !dir || !st)
@@ -823,9 +823,9 @@ int zt_checkpoint_load(zt_engine *e, const char *dir, zt_train_state *st)
             return zt_engine_fail(e, rc);
     } else if ((rc = zt_model_config_load(path, &mc)) < 0) {
         return zt_engine_fail(e, rc);
-    } else if (!zt_model_same_shapes(&mc, &e->mc))
+    } else if (zt_model_shape_diff(&mc, path, &e->mc, "this engine", diff, sizeof diff))
         return zt_engine_fail(e, zt_fail(ZT_E_SHAPE, "%s: the checkpoint's model shape differs "
-                                                     "from this engine's", path));
+                                         "from this engine's: %s", path, diff));
     int world0 = 1;
     size_t bucket0 = 0;
     if ((rc = read_state(e, dir, st, &world0, &bucket0)) < 0 || /* (before anything changes) */

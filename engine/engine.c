@@ -314,6 +314,24 @@ static int copy_patterns(zt_engine *e, const zt_config *cfg)
     return 0;
 }
 
+/* A tensor of the built-in model's layout within the unit API's limit (2^40 elements), or
+ * an error naming the model's config and the shape its sizes give. */
+static int check_shape(const zt_engine *e, const zt_param_def *d)
+{
+    char dims[128] = "";
+    double numel = 1.0;
+    for (int k = 0; k < d->ndim; k++) {
+        numel *= (double)d->shape[k];
+        snprintf(dims + strlen(dims), sizeof dims - strlen(dims), "%s%lld", k ? ", " : "",
+                 (long long)d->shape[k]);
+    }
+    if (numel <= (double)((size_t)1 << 40))
+        return 0;
+    return zt_fail(ZT_E_SHAPE, "%s: the sizes make tensor \"%s\" [%s], %.3g elements: more "
+                   "than the 2^40 (1.1e+12) a tensor may have", e->source, d->name, dims,
+                   numel);
+}
+
 /* A built-in model registers its layout through the unit API, as any trainer does. */
 static int register_layout(zt_engine *e, const zt_layout *l)
 {
@@ -323,6 +341,7 @@ static int register_layout(zt_engine *e, const zt_layout *l)
         ZT_TRY(zt_engine_add_unit(e, ud->name, ud->n_params, &id));
         for (int i = ud->first_param; i < ud->first_param + ud->n_params; i++) {
             const zt_param_def *d = &l->params[i];
+            ZT_TRY(check_shape(e, d));
             zt_param_spec p = {d->name, d->ndim, d->shape, d->init,
                                d->std > 0.0f ? d->std : l->init_std, NULL, !d->decay,
                                d->alias[0] ? d->alias : NULL};

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # test_cli.sh - the zerotrain command on good and bad input: every bad input gives exactly one
-# line on stderr, a non-zero exit and no output file (nor temp file) left behind.
+# line on stderr, a non-zero exit and no output file (nor temp file) left behind (among them a
+# model too large for the machine, refused in seconds; messages that name the file at fault).
 # Usage: tests/test_cli.sh [path/to/zerotrain]
 set -u
 ZT=${1:-build/zerotrain}
@@ -165,6 +166,22 @@ expect_error "data with a wrong magic" 1 "$T/dmagic/shard-00000.zts: bad magic" 
 cp -r "$T/d1" "$T/dnoman"; rm "$T/dnoman/manifest.json"
 expect_error "data without a manifest" 1 "$T/dnoman/manifest.json" -- "$ZT" train --model "$FIX" --data "$T/dnoman" --steps 1 --seq-len 8 --save-model "$T/out.m"
 if "$ZT" train --model "$FIX" --data "$T/d1" --steps 2 --seq-len 8 >/dev/null 2>"$T/d1.err"; then ok; else bad "train on a small prepared corpus"; cat "$T/d1.err"; fi
+# data whose vocabulary (600 ids) is larger than the model's (512): the data's manifest named
+{ printf '[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n'; for i in $(seq 1 595); do echo "w$i"; done; } >"$T/v600.txt"
+for i in $(seq 1 40); do echo "w1 w2 w3 w4 w5 w6 w7 w8 w9 w10 w11 w12"; done >"$T/c600.txt"
+"$ZT" prepare-data --input "$T/c600.txt" --tokenizer "wordpiece:$T/v600.txt" --out "$T/d600" >/dev/null 2>&1
+expect_error "data vocabulary above the model's" 1 "$T/d600/manifest.json: the data's vocabulary (600 ids, tokenizer wordpiece) is larger than the model's vocab_size 512" -- \
+    "$ZT" train --model "$FIX" --data "$T/d600" --steps 1 --seq-len 8 --save-model "$T/out.m"
+# config sizes that make a tensor above 2^40 elements: the config named, and the shape
+mkdir -p "$T/wide"; sed -e 's/"hidden_size": 64,/"hidden_size": 2000000,/' -e 's/"vocab_size": 512,/"vocab_size": 1000000,/' \
+    -e 's/"num_attention_heads": 4,/"num_attention_heads": 1,/' "$FIX/config.json" >"$T/wide/config.json"
+expect_error "tensor above 2^40 elements" 1 "$T/wide/config.json: the sizes make tensor \"bert.embeddings.word_embeddings.weight\" [1000000, 2000000], 2e+12 elements: more than the 2^40" -- \
+    "$ZT" train --model "$T/wide" --data synthetic --steps 1 --seq-len 8 --save-model "$T/out.m"
+# resuming a checkpoint into a model of another shape names the first differing field
+mkdir -p "$T/i128"; sed 's/"intermediate_size": 256,/"intermediate_size": 128,/' "$FIX/config.json" >"$T/i128/config.json"
+"$ZT" train --model "$FIX/config.json" --data synthetic --steps 1 --seq-len 8 --checkpoint-dir "$T/cki" >/dev/null 2>&1
+expect_error "resume into another shape" 1 "$T/cki/step-1/config.json: the checkpoint's model shape differs from this engine's: intermediate_size 256 in $T/cki/step-1/config.json, 128 in this engine" -- \
+    "$ZT" train --model "$T/i128/config.json" --data synthetic --steps 2 --seq-len 8 --resume-from "$T/cki/step-1" --save-model "$T/out.m"
 if ls "$T" | grep -q '\.tmp\.'; then bad "temporary files left: $(ls "$T" | grep '\.tmp\.')"; else ok; fi
 
 echo "cli: $pass passed, $fail failed"
