@@ -221,6 +221,15 @@ int zt_hf_dir_begin(const char *out, char *tmp, size_t n)
     if (!S_ISDIR(sb.st_mode))
         return zt_fail(ZT_E_INVAL, "%s exists and is not a folder: give a new folder or a model "
                        "folder to replace", out);
+    {
+        char parent[4200];
+        struct stat pb;
+        snprintf(parent, sizeof parent, "%s/..", out);
+        if (stat(parent, &pb) == 0 && pb.st_dev != sb.st_dev)
+            return zt_fail(ZT_E_INVAL, "%s is a mount point: the model folder is written beside "
+                           "it and renamed into its place, which cannot cross filesystems; give "
+                           "a folder inside it", out);
+    }
     if (!(d = opendir(out)))
         return zt_fail(-errno, "%s: %s", out, strerror(errno));
     while (rc == 0 && (de = readdir(d))) {
