@@ -938,7 +938,8 @@ static void test_model_config(void **state)
 }
 
 /* A NaN or an infinity in a parameter: save_model and checkpoint_save refuse, naming the
- * tensor and its first non-finite element, and create nothing (not even the parents). */
+ * tensor and its first non-finite element, and create nothing (not even the parents).
+ * Finite again, a save over the saved folder replaces it whole. */
 static void test_nonfinite(void **state)
 {
     const char *name = "bert.encoder.layer.1.output.dense.weight"; /* [128, 512] */
@@ -974,6 +975,22 @@ static void test_nonfinite(void **state)
     assert_int_equal(zt_engine_write_param(e, name, w, n), 0);
     assert_int_equal(zt_engine_save_model(e, dir), 0);
     assert_int_equal(zt_checkpoint_save(e, root, &st, NULL, 0), 0);
+    /* saved again over it: the folder is replaced whole (a stale shard goes, a tokenizer
+     * file stays); a folder with a file of another kind is refused */
+    snprintf(want, sizeof want, "%s/model-00001-of-00002.safetensors", dir);
+    write_file(want, "stale");
+    snprintf(want, sizeof want, "%s/vocab.txt", dir);
+    write_file(want, "[PAD]\n");
+    assert_int_equal(zt_engine_save_model(e, dir), 0);
+    assert_int_equal(stat(want, &sb), 0);
+    snprintf(want, sizeof want, "%s/model-00001-of-00002.safetensors", dir);
+    assert_int_not_equal(stat(want, &sb), 0);
+    snprintf(want, sizeof want, "%s/notes.md", dir);
+    write_file(want, "mine");
+    assert_int_equal(zt_engine_save_model(e, dir), ZT_E_INVAL);
+    assert_non_null(strstr(zt_engine_last_error(e), "holds the file \"notes.md\", which is not "
+                                                    "part of a model folder"));
+    assert_int_equal(stat(want, &sb), 0);
     free(w);
     zt_engine_destroy(e);
 }
