@@ -1,6 +1,7 @@
 /* tokens.c - prepared token data (docs/data-format.md): the shard writer (fixed-size shards,
  * atomic writes, manifest last) and the validating mmap reader. It does not tokenize text and
  * does not cache or prefetch beyond what the page cache does; little-endian hosts only. */
+#include "tokens.h"
 #include "../common/err.h"
 #include "../format/fileio.h"
 #include "../memory/mem.h"
@@ -529,6 +530,7 @@ struct zt_token_data {
     zt_token_data_info info;
     int id_bytes;
     shard *s;
+    char *manifest;            /* its path, for messages (tokens.h) */
 };
 
 #define BAD(...) zt_fail(ZT_E_FORMAT, __VA_ARGS__)
@@ -888,6 +890,8 @@ int zt_token_data_open(const char *dir, int verify, zt_token_data **out)
     for (int k = 0; verify && k < n; k++)
         if ((rc = verify_shard(d, k)) < 0)
             goto fail;
+    d->manifest = mpath;
+    mpath = NULL;
     *out = d;
     d = NULL;
     rc = 0;
@@ -897,6 +901,11 @@ fail:
     free(text);
     free(mpath);
     return rc;
+}
+
+const char *zt_token_data_manifest(const zt_token_data *d)
+{
+    return d && d->manifest ? d->manifest : "the token data";
 }
 
 void zt_token_data_close(zt_token_data *d)
@@ -909,6 +918,7 @@ void zt_token_data_close(zt_token_data *d)
         free(d->s[k].path);
     }
     free(d->s);
+    free(d->manifest);
     free(d);
 }
 

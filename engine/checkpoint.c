@@ -430,6 +430,8 @@ int zt_checkpoint_save(zt_engine *e, const char *root, const zt_train_state *st,
     snprintf(tmp, sizeof tmp, "%s/.tmp-step-%" PRId64, root, st->step);
     snprintf(final, sizeof final, "%s/step-%" PRId64, root, st->step);
     snprintf(old, sizeof old, "%s/.old-step-%" PRId64, root, st->step);
+    if ((rc = zt_engine_check_finite(e, "saving checkpoint", final)) < 0) /* nothing written */
+        return zt_engine_fail(e, rc);
     if (r == 0 && (rc = zt_mkdirs(root)) == 0) {
         remove_dir(tmp); /* left by a save that died */
         if (mkdir(tmp, 0755) != 0)
@@ -804,7 +806,7 @@ static int read_optimizer(zt_engine *e, const char *dir, int world0, size_t buck
 
 int zt_checkpoint_load(zt_engine *e, const char *dir, zt_train_state *st)
 {
-    char path[4096];
+    char path[4096], diff[4300];
     zt_model_cfg mc;
     int rc;
     if (!e || !dir || !st)
@@ -821,9 +823,9 @@ int zt_checkpoint_load(zt_engine *e, const char *dir, zt_train_state *st)
             return zt_engine_fail(e, rc);
     } else if ((rc = zt_model_config_load(path, &mc)) < 0) {
         return zt_engine_fail(e, rc);
-    } else if (!zt_model_same_shapes(&mc, &e->mc))
+    } else if (zt_model_shape_diff(&mc, path, &e->mc, "this engine", diff, sizeof diff))
         return zt_engine_fail(e, zt_fail(ZT_E_SHAPE, "%s: the checkpoint's model shape differs "
-                                                     "from this engine's", path));
+                                         "from this engine's: %s", path, diff));
     int world0 = 1;
     size_t bucket0 = 0;
     if ((rc = read_state(e, dir, st, &world0, &bucket0)) < 0 || /* (before anything changes) */
@@ -880,6 +882,7 @@ static int weight_files(const char *dir, char ***out, int *n)
     *n = 0;
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     if (stat(path, &sb) == 0) {
+        ZT_TRY(zt_load_weights_unambiguous(dir));
         if (!(*out = calloc(1, sizeof **out)) || !((*out)[0] = strdup("model.safetensors")))
             return zt_fail(ZT_E_NOMEM, "out of memory");
         *n = 1;
@@ -913,6 +916,47 @@ static int weight_files(const char *dir, char ***out, int *n)
     }
     cJSON_Delete(o);
     return rc;
+}
+
+/* Export writes no weights with a NaN or an infinity (the tensors as the checkpoint holds
+ * them, F32/F16/BF16). */
+static int export_finite(const char *dir, const zt_tensor_view *v, int nv)
+{
+    for (int i = 0; i < nv; i++) {
+        size_t numel = 1;
+        for (int k = 0; k < v[i].ndim; k++)
+            numel *= (size_t)v[i].shape[k];
+        int64_t at = zt_first_nonfinite(v[i].dtype, v[i].data, numel);
+        if (at >= 0) {
+            char what[160];
+            zt_nonfinite_text(what, sizeof what, v[i].dtype,
+                              (const char *)v[i].data + (size_t)at * zt_dtype_size(v[i].dtype),
+                              v[i].ndim, v[i].shape, (size_t)at);
+            return zt_fail(ZT_E_RANGE, "%s: tensor \"%s\": %s (its first non-finite value): "
+                           "not exporting non-finite weights", dir, v[i].name, what);
+        }
+    }
+    return 0;
+}
+
+/* The Hugging Face folder out, written whole beside it and swapped in (hfweights.h): no file
+ * of an older export survives, and a failure leaves out as it was. */
+static int export_folder(const char *out, const zt_tensor_view *v, int nv,
+                         size_t max_shard_bytes, const char *config, size_t config_len)
+{
+    char tmp[4200], path[4300];
+    const void *parts[1] = {config};
+    int rc = zt_hf_dir_begin(out, tmp, sizeof tmp);
+    if (rc < 0)
+        return rc;
+    snprintf(path, sizeof path, "%s/config.json", tmp);
+    if ((rc = zt_hf_write_weights(tmp, v, nv, max_shard_bytes)) < 0 ||
+        (rc = zt_file_write_atomic(path, parts, &config_len, 1)) < 0) {
+        zt_dir_discard(tmp);
+        return rc;
+    }
+    fault_point("before", "export");
+    return zt_dir_commit(tmp, out);
 }
 
 int zt_checkpoint_export(const char *dir, const char *out, size_t max_shard_bytes)
@@ -956,12 +1000,10 @@ int zt_checkpoint_export(const char *dir, const char *out, size_t max_shard_byte
         /* keep the file's own order (by data offset), so a copy is byte-identical */
         qsort(v + first, (size_t)(nv - first), sizeof *v, cmp_data);
     }
-    if (rc == 0 && (rc = zt_mkdirs(out)) == 0 &&
-        (rc = zt_hf_write_weights(out, v, nv, max_shard_bytes)) == 0) {
-        const void *parts[1] = {config};
-        snprintf(path, sizeof path, "%s/config.json", out);
-        rc = zt_file_write_atomic(path, parts, &config_len, 1);
-    }
+    if (rc == 0)
+        rc = export_finite(dir, v, nv);
+    if (rc == 0)
+        rc = export_folder(out, v, nv, max_shard_bytes, config, config_len);
 done:
     for (int k = 0; f && k < nf; k++)
         zt_safetensors_close(f[k]);

@@ -6,6 +6,7 @@
 #include "rng.h"
 #include "../common/err.h"
 #include "../data/span.h"
+#include "../data/tokens.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -44,8 +45,11 @@ int zt_mlm_source_create(const zt_token_data *data, int vocab_size, int seq_len,
         s->tok = di.tok;
         if (di.tok.vocab_size > vocab_size) {
             zt_mlm_source_destroy(s);
-            return zt_fail(ZT_E_CONFIG, "the data's vocabulary (%d) is larger than the model's "
-                                        "vocab_size %d", di.tok.vocab_size, vocab_size);
+            return zt_fail(ZT_E_CONFIG, "%s: the data's vocabulary (%d ids, tokenizer %s) is "
+                           "larger than the model's vocab_size %d: train a model with "
+                           "vocab_size >= %d, or prepare the data with this model's tokenizer",
+                           zt_token_data_manifest(data), di.tok.vocab_size, di.tok.type,
+                           vocab_size, di.tok.vocab_size);
         }
         s->n_seq = di.n_tokens / (uint64_t)(seq_len - 2);
         if (s->n_seq == 0) {
@@ -199,9 +203,10 @@ int zt_span_source_create(const zt_token_data *data, int vocab_size, int seq_len
         zt_token_data_info_get(data, &di);
         s->tok = di.tok;
         if (di.tok.vocab_size + ZT_SPAN_EXTRA_IDS > vocab_size) {
-            rc = zt_fail(ZT_E_CONFIG, "span corruption needs %d sentinel ids above the data's "
-                         "vocabulary (%d): the model's vocab_size %d is smaller than %d",
-                         ZT_SPAN_EXTRA_IDS, di.tok.vocab_size, vocab_size,
+            rc = zt_fail(ZT_E_CONFIG, "%s: span corruption needs %d sentinel ids above the "
+                         "data's vocabulary (%d ids, tokenizer %s): the model's vocab_size %d "
+                         "is smaller than %d", zt_token_data_manifest(data), ZT_SPAN_EXTRA_IDS,
+                         di.tok.vocab_size, di.tok.type, vocab_size,
                          di.tok.vocab_size + ZT_SPAN_EXTRA_IDS);
             goto fail;
         }

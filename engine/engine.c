@@ -327,6 +327,24 @@ static int copy_patterns(zt_engine *e, const zt_config *cfg)
     return 0;
 }
 
+/* A tensor of the built-in model's layout within the unit API's limit (2^40 elements), or
+ * an error naming the model's config and the shape its sizes give. */
+static int check_shape(const zt_engine *e, const zt_param_def *d)
+{
+    char dims[128] = "";
+    double numel = 1.0;
+    for (int k = 0; k < d->ndim; k++) {
+        numel *= (double)d->shape[k];
+        snprintf(dims + strlen(dims), sizeof dims - strlen(dims), "%s%lld", k ? ", " : "",
+                 (long long)d->shape[k]);
+    }
+    if (numel <= (double)((size_t)1 << 40))
+        return 0;
+    return zt_fail(ZT_E_SHAPE, "%s: the sizes make tensor \"%s\" [%s], %.3g elements: more "
+                   "than the 2^40 (1.1e+12) a tensor may have", e->source, d->name, dims,
+                   numel);
+}
+
 /* A built-in model registers its layout through the unit API, as any trainer does. */
 static int register_layout(zt_engine *e, const zt_layout *l)
 {
@@ -336,6 +354,7 @@ static int register_layout(zt_engine *e, const zt_layout *l)
         ZT_TRY(zt_engine_add_unit(e, ud->name, ud->n_params, &id));
         for (int i = ud->first_param; i < ud->first_param + ud->n_params; i++) {
             const zt_param_def *d = &l->params[i];
+            ZT_TRY(check_shape(e, d));
             zt_param_spec p = {d->name, d->ndim, d->shape, d->init,
                                d->std > 0.0f ? d->std : l->init_std, NULL, !d->decay,
                                d->alias[0] ? d->alias : NULL};
@@ -433,7 +452,10 @@ static int commit(zt_engine *e, const char *model_dir)
         rc = recompute_setup(e);
     ZT_TRY(zt_engine_agree(e, rc, "setting up the model"));
     ZT_TRY(zt_plan_memory(e, e->plan, sizeof e->plan));
-    rc = zt_zero_setup(e);
+    rc = zt_plan_check_fit(e, e->source[0] ? e->source : "the model registered with "
+                                                        "zt_engine_add_unit");
+    if (rc == 0)
+        rc = zt_zero_setup(e);
     if (rc == 0)
         rc = zt_ost_setup(e);
     if (e->plan[0])
@@ -529,12 +551,16 @@ int zt_engine_create(const zt_config *cfg, MPI_Comm comm, zt_engine **out)
         snprintf(path, sizeof path, "%s/config.json", cfg->model_dir);
         rc = zt_model_config_load(path, &e->mc);
     } else if (cfg->model_config) {
+        snprintf(path, sizeof path, "%s", cfg->model_config);
         rc = zt_model_config_load(cfg->model_config, &e->mc);
     } else if (cfg->model_preset) {
+        snprintf(path, sizeof path, "model preset %s", cfg->model_preset);
         rc = zt_model_config_preset(cfg->model_preset, cfg->vocab_size, &e->mc);
     } else {
+        path[0] = '\0';
         rc = 0;
     }
+    snprintf(e->source, sizeof e->source, "%s", path);
     if (rc == 0 && !e->custom)
         rc = zt_model_layout(&e->mc, &l);
     if (rc == 0)
@@ -1102,6 +1128,98 @@ int zt_engine_gather_f64(zt_engine *e, const double *x, int n, double *all)
     return rc < 0 ? zt_engine_fail(e, rc) : 0;
 }
 
+/* this rank's first non-finite parameter value: *param, *elem and its value, or *param -1.
+ * Stage 3 scans this rank's shards (each unit laid out in a scratch buffer, the other
+ * ranks' floats zero), the other stages the whole parameters. */
+static int first_nonfinite_here(zt_engine *e, int *param, size_t *elem, float *value)
+{
+    int st3 = e->cfg.zero_stage >= 3, rc = 0;
+    size_t cap = zt_zero_max_padded(e) * sizeof(float);
+    float *buf = NULL;
+    *param = -1;
+    if (st3 && !(buf = zt_mem_alloc(cap, ZT_ALIGN_PAGE, ZT_MEM_OTHER)))
+        return ZT_E_NOMEM;
+    for (int u = 0; u < e->layout.n_units && *param < 0; u++) {
+        const zt_unit_def *ud = &e->layout.units[u];
+        const float *p = e->P[u];
+        if (st3 && !e->persist[u]) {
+            memset(buf, 0, e->padded[u] * sizeof(float));
+            if ((rc = zt_zero_shard_to_whole(e, u, buf)) < 0)
+                break;
+            p = buf;
+        }
+        for (int i = ud->first_param; i < ud->first_param + ud->n_params; i++) {
+            const zt_param_def *d = &e->layout.params[i];
+            int64_t at = zt_first_nonfinite(ZT_F32, p + d->offset, d->numel);
+            if (at >= 0) {
+                *param = i;
+                *elem = (size_t)at;
+                *value = p[d->offset + (size_t)at];
+                break;
+            }
+        }
+    }
+    if (buf)
+        zt_mem_free(buf, cap, ZT_MEM_OTHER);
+    return rc;
+}
+
+int zt_engine_check_finite(zt_engine *e, const char *what, const char *path)
+{
+    int param = -1, owner = e->comm.rank, N = e->comm.size, rc;
+    size_t elem = 0;
+    float value = 0.0f;
+    ZT_TRY(zt_zero_flush(e)); /* the step's result is what is checked */
+    rc = first_nonfinite_here(e, &param, &elem, &value);
+    if (N > 1) { /* every rank learns the first over all ranks (lowest parameter, element) */
+        double mine[4] = {rc < 0, param, (double)elem, value}, *all = malloc(sizeof mine * N);
+        if (!all)
+            return zt_fail(ZT_E_NOMEM, "out of memory");
+        int grc = zt_comm_gather_d(&e->comm, mine, all, 4);
+        int failed = 0;
+        param = -1;
+        for (int r = 0; grc == 0 && r < N; r++) {
+            const double *x = all + 4 * r;
+            failed |= x[0] != 0.0;
+            if (x[1] >= 0 && (param < 0 || x[1] < param || (x[1] == param && x[2] < elem))) {
+                param = (int)x[1];
+                elem = (size_t)x[2];
+                value = (float)x[3];
+                owner = r;
+            }
+        }
+        free(all);
+        if (grc < 0)
+            return grc;
+        if (rc == 0 && failed)
+            return zt_fail(ZT_E_MPI, "checking the parameters failed on another rank");
+    }
+    if (rc < 0 || param < 0)
+        return rc;
+    const zt_param_def *d = &e->layout.params[param];
+    char at[160], where[48] = "";
+    zt_nonfinite_text(at, sizeof at, ZT_F32, &value, d->ndim, d->shape, elem);
+    if (e->cfg.zero_stage >= 3 && N > 1 && !e->persist[d->unit])
+        snprintf(where, sizeof where, ", in rank %d's shard", owner);
+    return zt_fail(ZT_E_RANGE, "not %s %s: parameter \"%s\" %s (its first non-finite "
+                   "value%s): nothing was written", what, path, d->name, at, where);
+}
+
+/* The model folder dir written whole and swapped in (hfweights.h), so that no file of an
+ * older one survives; collective, rank 0 writes. */
+static int save_folder(zt_engine *e, const char *dir, size_t max_shard_bytes)
+{
+    char tmp[4200] = "";
+    int r = e->comm.rank, rc = r == 0 ? zt_hf_dir_begin(dir, tmp, sizeof tmp) : 0;
+    ZT_TRY(zt_engine_agree(e, rc, "preparing the model folder"));
+    rc = zt_engine_save_weights(e, r == 0 ? tmp : dir, max_shard_bytes); /* agreed */
+    if (r == 0 && rc < 0)
+        zt_dir_discard(tmp);
+    else if (r == 0)
+        rc = zt_dir_commit(tmp, dir);
+    return zt_engine_agree(e, rc, "saving the model");
+}
+
 int zt_engine_save_model_ex(zt_engine *e, const char *dir, size_t max_shard_bytes)
 {
     int rc;
@@ -1109,10 +1227,11 @@ int zt_engine_save_model_ex(zt_engine *e, const char *dir, size_t max_shard_byte
         return zt_fail(ZT_E_INVAL, "zt_engine_save_model: NULL argument");
     if ((rc = zt_engine_commit(e)) < 0)
         return rc;
-    if ((rc = zt_units_pass_close(e, "zt_engine_save_model")) < 0)
+    if ((rc = zt_units_pass_close(e, "zt_engine_save_model")) < 0 ||
+        (rc = zt_engine_check_finite(e, "saving the model to", dir)) < 0 ||
+        (rc = save_folder(e, dir, max_shard_bytes)) < 0)
         return zt_engine_fail(e, rc);
-    rc = zt_engine_save_weights(e, dir, max_shard_bytes);
-    return rc < 0 ? zt_engine_fail(e, rc) : 0;
+    return 0;
 }
 
 /* Stage 3 loads one unit at a time: the loader fills only the units whose buffer is given. */

@@ -214,6 +214,8 @@ struct zt_engine {
     /* recompute_profile: per unit */
     uint64_t *rc_calls, *rc_bytes;
     double *rc_sec;
+    char source[640];         /* where the model comes from, for messages ("" for a
+                               * trainer's own) */
 };
 
 /* Hands e->rmode / e->rk to the model; the backward steps and the predicted activation
@@ -226,6 +228,13 @@ const char *zt_keep_name(int mode);
  * Sets cfg.offload_optimizer / offload_param so the predicted peak fits the limit (keeping
  * what the config asked for); report gets the plan. 0 without a limit. Before zt_zero_setup. */
 int zt_plan_memory(zt_engine *e, char *report, size_t n);
+/* ZT_E_NOMEM when the predicted bytes (the planner's prediction, per rank, times this
+ * engine's ranks on this machine) exceed the machine's RAM and swap (ZT_MEMORY_TOTAL, bytes,
+ * pretends a smaller machine: tests only), or what offload puts on NVMe exceeds nvme_path's
+ * free space; the message gives the bytes and what would fit. what: the model's source.
+ * After zt_plan_memory, before anything large is allocated. Every rank decides alike from
+ * the same prediction (ranks on machines of different sizes may not). */
+int zt_plan_check_fit(zt_engine *e, const char *what);
 
 /* ---- actoff.c: activation checkpoint offload ------------------------------------------
  * After the model carved a batch (prepare): opens or resizes the store when the model
@@ -328,8 +337,9 @@ int zt_zero_shard_to_whole(zt_engine *e, int u, float *whole);
 int zt_zero_fill_params(zt_engine *e, int (*fill)(int u, float *buf, void *arg), void *arg);
 /* floats of the stage's fixed buffers beyond the formula, and the traffic theory */
 size_t zt_zero_buffer_floats(const zt_engine *e);
-/* *plain: the stage's textbook figure (2 for stages 0-2, 3 for stage 3); returns what this
- * engine's schedule moves per step (stage 3: replayed without MPI) */
+/* *plain: the stage's textbook figure (2 for stages 0-2, 3 for stage 3, one micro-batch);
+ * returns what this engine's schedule moves per step of grad_accum_steps micro-batches
+ * (stage 3: replayed without MPI) */
 double zt_zero_traffic_theory(zt_engine *e, double *plain);
 
 /* Creates the optimizer state (zero moments) if it does not exist yet. */
@@ -338,6 +348,11 @@ int zt_engine_ensure_moments(zt_engine *e);
  * 0 writes; stage 3 streams, one gathered unit at a time. Every rank returns the same
  * verdict. */
 int zt_engine_save_weights(zt_engine *e, const char *dir, size_t max_shard_bytes);
+/* Collective: ZT_E_RANGE when a parameter holds a NaN or an infinity, naming the first (the
+ * lowest parameter and element over every rank; stage 3: each rank scans its shards), in
+ * "not <what> <path>: parameter ... : nothing was written". Applies deferred updates first.
+ * Every rank returns the same verdict. */
+int zt_engine_check_finite(zt_engine *e, const char *what, const char *path);
 /* Loads Hugging Face weights from dir into the parameters (stage 3: into the shards). */
 int zt_engine_load_params(zt_engine *e, const char *dir);
 /* Every rank's rc agreed on: this rank's failure, or ZT_E_MPI naming `what` when another

@@ -6,6 +6,7 @@
 #include "rng.h"
 #include "../common/err.h"
 #include "../format/fileio.h"
+#include "../format/hfweights.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -121,6 +122,16 @@ static int load_file(load_state *s, const char *path)
         }
         if ((rc = zt_tensor_to_f32(&ti, s->P[d->unit] + d->offset, d->numel)) < 0)
             break;
+        int64_t bad = zt_first_nonfinite(ZT_F32, s->P[d->unit] + d->offset, d->numel);
+        if (bad >= 0) {
+            char what[160];
+            zt_nonfinite_text(what, sizeof what, ti.dtype,
+                              (const char *)ti.data + (size_t)bad * zt_dtype_size(ti.dtype),
+                              ti.ndim, ti.shape, (size_t)bad);
+            rc = zt_fail(ZT_E_RANGE, "%s: tensor \"%s\": %s (its first non-finite value): "
+                         "non-finite weights are not loaded", path, ti.name, what);
+            break;
+        }
         s->have[i] = alias ? 2 : 1;
     }
     zt_safetensors_close(f);
@@ -174,6 +185,21 @@ out:
     return rc;
 }
 
+int zt_load_weights_unambiguous(const char *dir)
+{
+    char single[4096], index[4096];
+    struct stat st;
+    snprintf(single, sizeof single, "%s/model.safetensors", dir);
+    snprintf(index, sizeof index, "%s/model.safetensors.index.json", dir);
+    if (stat(single, &st) == 0 && stat(index, &st) == 0)
+        return zt_fail(ZT_E_FORMAT, "%s holds both model.safetensors and "
+                       "model.safetensors.index.json: two sets of weights, and nothing says "
+                       "which is the model's (transformers would load model.safetensors and "
+                       "ignore the index and its shards, whichever is newer); remove the stale "
+                       "one", dir);
+    return 0;
+}
+
 int zt_load_hf_weights(const char *dir, const zt_layout *l, float *const *P,
                        unsigned char *alias_seen, uint64_t seed, int report)
 {
@@ -185,11 +211,12 @@ int zt_load_hf_weights(const char *dir, const zt_layout *l, float *const *P,
         return zt_fail(ZT_E_NOMEM, "out of memory");
     snprintf(single, sizeof single, "%s/model.safetensors", dir);
     snprintf(index, sizeof index, "%s/model.safetensors.index.json", dir);
-    if (stat(single, &st) == 0)
+    rc = zt_load_weights_unambiguous(dir);
+    if (rc == 0 && stat(single, &st) == 0)
         rc = load_file(&s, single);
-    else if (stat(index, &st) == 0)
+    else if (rc == 0 && stat(index, &st) == 0)
         rc = load_index(&s, dir, index);
-    else
+    else if (rc == 0)
         rc = zt_fail(-ENOENT, "%s: no model.safetensors or model.safetensors.index.json", dir);
     for (int i = 0; rc == 0 && i < l->n_params; i++) {
         if (s.have[i] || !P[l->params[i].unit])

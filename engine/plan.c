@@ -6,10 +6,12 @@
  * builds; the numbers are the same formulas the memory report checks afterwards. */
 #include "engine_impl.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 
 #define ZT_PLAN_HEADROOM (8.0 * 1048576.0)
 
@@ -42,16 +44,15 @@ typedef struct placement {
     int opt, par, grads;
 } placement;
 
-/* the bytes per rank of one placement */
-static void predict(const zt_engine *e, placement pl, plan_bytes *b)
+/* the bytes per rank of one placement at ZeRO stage st over Nr ranks */
+static void predict_at(const zt_engine *e, placement pl, int st, int Nr, plan_bytes *b)
 {
-    int nu = e->layout.n_units, st = e->cfg.zero_stage, opt = pl.opt, par = pl.par;
+    int nu = e->layout.n_units, opt = pl.opt, par = pl.par;
     int goff = pl.grads && opt != ZT_OFFLOAD_NONE && st >= 2;
-    double N = e->comm.size, P = 0.0, maxu = 0.0, maxs = 0.0, F = sizeof(float);
+    double N = Nr, P = 0.0, maxu = 0.0, maxs = 0.0, F = sizeof(float);
     for (int u = 0; u < nu; u++) {
         size_t padded;
-        zt_zero_piece_for(e->layout.units[u].numel, (size_t)e->comm.size, e->cfg.bucket_size,
-                          &padded);
+        zt_zero_piece_for(e->layout.units[u].numel, (size_t)Nr, e->cfg.bucket_size, &padded);
         P += (double)padded;
         maxu = (double)padded > maxu ? (double)padded : maxu;
         maxs = (double)padded / N > maxs ? (double)padded / N : maxs;
@@ -87,7 +88,7 @@ static void predict(const zt_engine *e, placement pl, plan_bytes *b)
         b->grads += 4 * P / N;
     /* optimizer: the state of what the rank owns (AdamW: two moments; ostate.c), or the
      * working buffers of offload; Adafactor's replicated factored moments stay in RAM */
-    double rep, own = zt_ost_predict_bytes(e, e->comm.size, st == 0, &rep);
+    double rep, own = zt_ost_predict_bytes(e, Nr, st == 0, &rep);
     if (opt != ZT_OFFLOAD_NONE) { /* the working buffers; the state in the RAM pool */
         double g = (double)e->cfg.sub_group_size, per = own / (st == 0 ? P : P / N);
         g = g > 0 && g < maxs && e->cfg.optimizer != ZT_OPT_ADAFACTOR ? g : maxs;
@@ -113,6 +114,12 @@ static void predict(const zt_engine *e, placement pl, plan_bytes *b)
                  (acts_off && e->nvme_path[0]);
     b->io = (double)stores * (double)e->cfg.aio_block_size *
             (e->cfg.aio_queue_depth > 0 ? e->cfg.aio_queue_depth : 8);
+}
+
+/* the bytes per rank of one placement, this engine's stage and world size */
+static void predict(const zt_engine *e, placement pl, plan_bytes *b)
+{
+    predict_at(e, pl, e->cfg.zero_stage, e->comm.size, b);
 }
 
 static void describe(char *out, size_t n, const plan_bytes *b, placement pl)
@@ -435,4 +442,165 @@ int zt_plan_memory(zt_engine *e, char *report, size_t n)
                    : c->zero_stage >= 2 ? "the optimizer state and the gradients on NVMe"
                    : c->zero_stage >= 1 ? "the optimizer state on NVMe" : "stage 0",
                    line, c->zero_stage < 3 ? ", a higher ZeRO stage" : "");
+}
+
+/* ---- does the model fit the machine at all ---------------------------------------------
+ * Without a memory_limit nothing above stops a model whose state needs terabytes: the
+ * allocations succeed (virtual memory) and the process climbs toward the OOM killer as it
+ * touches them. The same prediction, per rank, times the ranks on this machine, against its
+ * RAM and swap; what offload puts on NVMe against the free space of nvme_path. */
+
+#define GIB (1024.0 * 1048576.0)
+
+/* MemTotal + SwapTotal in bytes (*ram, *swap: the two), 0 when unknown. ZT_MEMORY_TOTAL
+ * (bytes; tests only) pretends a machine of that size without swap. */
+static double machine_bytes(double *ram, double *swap)
+{
+    const char *fake = getenv("ZT_MEMORY_TOTAL");
+    char line[256];
+    FILE *f;
+    *ram = *swap = 0.0;
+    if (fake && *fake)
+        return *ram = strtod(fake, NULL);
+    if (!(f = fopen("/proc/meminfo", "r")))
+        return 0.0;
+    while (fgets(line, sizeof line, f)) {
+        double kb;
+        if (sscanf(line, "MemTotal: %lf kB", &kb) == 1)
+            *ram = kb * 1024.0;
+        else if (sscanf(line, "SwapTotal: %lf kB", &kb) == 1)
+            *swap = kb * 1024.0;
+    }
+    fclose(f);
+    return *ram + *swap;
+}
+
+/* free bytes for an unprivileged writer where path is (or would be: its nearest existing
+ * parent), -1 when unknown */
+static double free_bytes(const char *path)
+{
+    char p[4096];
+    struct statvfs sv;
+    snprintf(p, sizeof p, "%s", path && *path ? path : ".");
+    for (;;) {
+        if (statvfs(p, &sv) == 0)
+            return (double)sv.f_bavail * (double)sv.f_frsize;
+        char *slash = strrchr(p, '/');
+        if (errno != ENOENT || !slash)
+            return -1.0;
+        if (slash == p)
+            slash[1] = '\0';
+        else
+            *slash = '\0';
+    }
+}
+
+/* ranks of this engine on this machine: Open MPI's local size, at most the world size */
+static int ranks_here(const zt_engine *e)
+{
+    const char *s = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    int n = s ? atoi(s) : 1;
+    return n < 1 ? 1 : n > e->comm.size ? e->comm.size : n;
+}
+
+static double ram_of(const plan_bytes *b) { return total(b); }
+static double disk_of(const plan_bytes *b) { return b->params_off + b->optimizer_off + b->grads_off; }
+
+/* "512.0 MiB", "1.7 GiB", "16.0 TiB" */
+static const char *human(double x, char *buf, size_t n)
+{
+    static const char *const unit[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    int k = 0;
+    while (x >= 1024.0 && k < 5) {
+        x /= 1024.0;
+        k++;
+    }
+    snprintf(buf, n, k ? "%.1f %s" : "%.0f %s", x, unit[k]);
+    return buf;
+}
+
+/* appends "; or <text>" (the first without "; or ") */
+static void alternative(char *fix, size_t n, const char *text)
+{
+    size_t len = strlen(fix);
+    snprintf(fix + len, n - len, "%s%s", len ? "; or " : "", text);
+}
+
+int zt_plan_check_fit(zt_engine *e, const char *what)
+{
+    const zt_config *c = &e->cfg;
+    int st = c->zero_stage, N = e->comm.size, here = ranks_here(e);
+    placement pl = {c->offload_optimizer, c->offload_param,
+                    st >= 2 && c->offload_optimizer && c->offload_gradients >= 0};
+    placement none = {0, 0, 0}, all = {ZT_OFFLOAD_NVME, ZT_OFFLOAD_NVME, 1};
+    plan_bytes b, o;
+    double ram, swap, mem = machine_bytes(&ram, &swap), P = 0.0;
+    char fix[1200] = "", text[400], note[200] = "", h[9][32];
+    predict(e, pl, &b);
+    double need = ram_of(&b) * here, disk = disk_of(&b) * here;
+    double room = disk > 0 ? free_bytes(e->nvme_path) : -1.0;
+    int ram_short = mem > 0 && need > mem, disk_short = disk > 0 && room >= 0 && disk > room;
+    if (!ram_short && !disk_short)
+        return 0;
+    for (int i = 0; i < e->layout.n_params; i++)
+        P += (double)e->layout.params[i].numel;
+    if (ram_short) { /* stage 3 over more ranks, one per machine like this one */
+        int k = N > 1 ? N : 2;
+        for (; k <= (1 << 20); k = k < 64 ? k + 1 : k * 2) {
+            predict_at(e, none, 3, k, &o);
+            if (ram_of(&o) <= mem)
+                break;
+        }
+        if (k <= (1 << 20) && (st < 3 || k > N)) {
+            snprintf(text, sizeof text, "ZeRO stage 3 over %d ranks, one per machine like this "
+                     "one (%s each)", k, human(ram_of(&o), h[0], 32));
+            alternative(fix, sizeof fix, text);
+        } else if (k > (1 << 20)) { /* what stage 3 cannot shard: a unit gathered whole */
+            int big = 0;
+            for (int u = 1; u < e->layout.n_units; u++)
+                big = e->layout.units[u].numel > e->layout.units[big].numel ? u : big;
+            snprintf(note, sizeof note, "; ZeRO stage 3 and offload do not help: they gather "
+                     "each unit whole, and unit \"%s\" alone is %s", e->layout.units[big].name,
+                     human(4.0 * (double)e->layout.units[big].numel, h[0], 32));
+        }
+        predict_at(e, all, 3, N, &o); /* everything offloaded at this world size */
+        double r = e->nvme_path[0] ? free_bytes(e->nvme_path) : -1.0;
+        if (ram_of(&o) * here <= mem && (r < 0 || disk_of(&o) * here <= r) &&
+            (pl.opt != all.opt || pl.par != all.par || st < 3)) {
+            snprintf(text, sizeof text, "ZeRO stage 3 with offload_optimizer and offload_param "
+                     "on NVMe (%s of RAM here, %s on the drive%s%s%s)",
+                     human(ram_of(&o) * here, h[0], 32), human(disk_of(&o) * here, h[1], 32),
+                     r >= 0 ? ", which has " : "; nvme_path: a folder on it",
+                     r >= 0 ? human(r, h[2], 32) : "", r >= 0 ? " free" : "");
+            alternative(fix, sizeof fix, text);
+        }
+    } else { /* the drive: the state kept in RAM instead, or more space */
+        predict_at(e, none, st, N, &o);
+        if (mem <= 0 || ram_of(&o) * here <= mem) {
+            snprintf(text, sizeof text, "the state in RAM (offload device \"cpu\" or \"none\": "
+                     "%s of RAM here)", human(ram_of(&o) * here, h[0], 32));
+            alternative(fix, sizeof fix, text);
+        }
+        snprintf(text, sizeof text, "nvme_path on a drive with %s free",
+                 human(disk, h[0], 32));
+        alternative(fix, sizeof fix, text);
+    }
+    snprintf(text, sizeof text, "a model of at most about %.3g parameters (this one has "
+             "%.3g%s)", P * 0.9 * (ram_short ? mem / need : room / disk), P, note);
+    alternative(fix, sizeof fix, text);
+    if (ram_short)
+        return zt_fail(ZT_E_NOMEM, "%s: the model does not fit this machine: at ZeRO stage %d "
+                       "it needs %.0f bytes (%s) of RAM for the %d rank%s here (per rank: "
+                       "parameters %s, gradients %s, optimizer state %s, activations %s, "
+                       "buffers %s), and the machine has %.0f (%s: MemTotal %s + SwapTotal %s). "
+                       "It would fit with %s", what, st, need, human(need, h[0], 32), here,
+                       here > 1 ? "s" : "", human(b.params, h[1], 32), human(b.grads, h[2], 32),
+                       human(b.optimizer, h[3], 32), human(b.activations, h[4], 32),
+                       human(b.comm + b.io + b.base, h[5], 32), mem, human(mem, h[6], 32),
+                       human(ram, h[7], 32), human(swap, h[8], 32), fix);
+    return zt_fail(ZT_E_NOMEM, "%s: the model does not fit the NVMe drive: at ZeRO stage %d the "
+                   "%d rank%s here would put %.0f bytes (%s) of offloaded state in %s, which "
+                   "has %.0f (%s) free. It would fit with %s", what, st, here,
+                   here > 1 ? "s" : "", disk, human(disk, h[0], 32), e->nvme_path, room,
+                   human(room, h[1], 32), fix);
 }

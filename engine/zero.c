@@ -1346,16 +1346,19 @@ size_t zt_zero_buffer_floats(const zt_engine *e)
     return n;
 }
 
-/* reduce-scatter + all-gather floats per step over the parameter floats P, one micro-batch:
- * stages 0-2 reduce-scatter and all-gather everything once (2). Stage 3 reduce-scatters once
- * and all-gathers each unit whenever a use needs it and no acquired use holds it: 3 when
- * every unit is gathered for its forward and its backward, less when prefetching or
- * consecutive uses keep a unit, plus the persistent units gathered after the step. The
- * figure replays the pass's schedule without buffers or MPI. */
+/* reduce-scatter + all-gather floats per step over the parameter floats P, with the step's
+ * A micro-batches (grad_accum_steps): stages 0-1 reduce-scatter the summed gradient once and
+ * all-gather once (2); stage 2 reduce-scatters each micro-batch's gradient and all-gathers
+ * once (A + 1). Stage 3 reduce-scatters each micro-batch's and, in each micro-batch's passes,
+ * all-gathers each unit whenever a use needs it and no acquired use holds it: 3 per
+ * micro-batch when every unit is gathered for its forward and its backward, less when
+ * prefetching or consecutive uses keep a unit; plus the persistent units gathered after the
+ * step. The figure replays the pass's schedule without buffers or MPI. *plain stays the
+ * textbook figure of one micro-batch. */
 double zt_zero_traffic_theory(zt_engine *e, double *plain)
 {
     int nu = e->layout.n_units;
-    double P = 0.0, pers = 0.0;
+    double P = 0.0, pers = 0.0, A = e->cfg.grad_accum_steps > 1 ? e->cfg.grad_accum_steps : 1;
     zt_sched S = {0};
     *plain = 0.0;
     if (e->comm.size == 1)
@@ -1363,8 +1366,10 @@ double zt_zero_traffic_theory(zt_engine *e, double *plain)
     for (int u = 0; u < nu; u++)
         P += (double)e->padded[u];
     *plain = 2.0;
-    if (e->cfg.zero_stage < 3)
+    if (e->cfg.zero_stage < 2)
         return 2.0;
+    if (e->cfg.zero_stage == 2)
+        return A + 1.0;
     *plain = 3.0;
     for (int u = 0; u < nu; u++)
         pers += e->persist[u] ? (double)e->padded[u] : 0.0;
@@ -1399,5 +1404,5 @@ double zt_zero_traffic_theory(zt_engine *e, double *plain)
     free(until);
     free(rel);
     free(S.refs);
-    return (P + S.moved + pers) / P;
+    return (A * (P + S.moved) + pers) / P;
 }

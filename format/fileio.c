@@ -5,6 +5,7 @@
 #include "fileio.h"
 #include "err.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
@@ -230,5 +231,149 @@ int zt_file_read_all(const char *path, size_t limit, char **out, size_t *len)
 out:
     free(buf);
     close(fd);
+    return rc;
+}
+
+/* ---- whole folders --------------------------------------------------------------------- */
+
+/* parent and name of path ("a/b/c" -> "a/b", "c"; "c" -> ".", "c"), trailing slashes dropped */
+static int split_path(const char *path, char *parent, size_t np, char *name, size_t nn)
+{
+    char p[4096];
+    size_t len = strlen(path);
+    while (len > 1 && path[len - 1] == '/')
+        len--;
+    if (len == 0 || len >= sizeof p)
+        return zt_fail(ZT_E_INVAL, "bad folder name \"%s\"", path);
+    memcpy(p, path, len);
+    p[len] = '\0';
+    char *slash = strrchr(p, '/');
+    const char *base = slash ? slash + 1 : p;
+    if (!*base || !strcmp(base, ".") || !strcmp(base, ".."))
+        return zt_fail(ZT_E_INVAL, "%s: give the folder by its name (not \".\", \"..\" or /)",
+                       path);
+    if ((size_t)snprintf(name, nn, "%s", base) >= nn)
+        return zt_fail(ZT_E_INVAL, "%s: name too long", path);
+    if (!slash)
+        snprintf(parent, np, ".");
+    else if (slash == p)
+        snprintf(parent, np, "/");
+    else {
+        *slash = '\0';
+        snprintf(parent, np, "%s", p);
+    }
+    return 0;
+}
+
+/* The hidden sibling of dir with the given suffix: "<parent>/.<name>.<suffix>". */
+static int sibling(const char *dir, const char *suffix, char *out, size_t n)
+{
+    char parent[4096], name[256];
+    ZT_TRY(split_path(dir, parent, sizeof parent, name, sizeof name));
+    if ((size_t)snprintf(out, n, "%s/.%s.%s", parent, name, suffix) >= n)
+        return zt_fail(ZT_E_INVAL, "%s: path too long", dir);
+    return 0;
+}
+
+/* Removes a folder that holds files only (symbolic links are removed, never followed; a
+ * folder inside stops it). Missing is fine. */
+static int remove_flat(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    int rc = 0;
+    if (!d)
+        return errno == ENOENT ? 0 : zt_fail(-errno, "%s: %s", dir, strerror(errno));
+    while ((de = readdir(d))) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+            continue;
+        if (unlinkat(dirfd(d), de->d_name, 0) != 0 && rc == 0)
+            rc = zt_fail(-errno, "%s/%s: cannot remove: %s", dir, de->d_name, strerror(errno));
+    }
+    closedir(d);
+    if (rc == 0 && rmdir(dir) != 0)
+        rc = zt_fail(-errno, "%s: cannot remove: %s", dir, strerror(errno));
+    return rc;
+}
+
+int zt_dir_stage(const char *dir, char *tmp, size_t n)
+{
+    char parent[4096], name[256];
+    ZT_TRY(split_path(dir, parent, sizeof parent, name, sizeof name));
+    ZT_TRY(sibling(dir, "zt-new", tmp, n));
+    ZT_TRY(zt_mkdirs(parent));
+    ZT_TRY(remove_flat(tmp)); /* left by a save that died */
+    if (mkdir(tmp, 0755) != 0)
+        return zt_fail(-errno, "%s: cannot create folder: %s", tmp, strerror(errno));
+    return 0;
+}
+
+void zt_dir_discard(const char *tmp)
+{
+    char msg[ZT_ERRMSG_MAX];
+    snprintf(msg, sizeof msg, "%s", zt_last_error()); /* the failure that brought us here */
+    if (remove_flat(tmp) < 0)
+        zt_log(ZT_LOG_WARN, "%s", zt_last_error());
+    zt_fail(ZT_E_BASE, "%s", msg);
+}
+
+int zt_dir_commit(const char *tmp, const char *dir)
+{
+    char parent[4096], name[256], old[4200] = "";
+    struct stat sb;
+    int fd, rc;
+    if ((rc = split_path(dir, parent, sizeof parent, name, sizeof name)) < 0)
+        goto discard;
+    if ((fd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+        rc = zt_fail(-errno, "%s: %s", tmp, strerror(errno));
+        goto discard;
+    }
+    rc = fsync_retry(fd); /* the names of the files in it (each file is synced already) */
+    close(fd);
+    if (rc < 0) {
+        zt_fail(rc, "%s: fsync: %s", tmp, strerror(-rc));
+        goto discard;
+    }
+    if (lstat(dir, &sb) != 0) { /* nothing to replace */
+        if (errno != ENOENT || rename(tmp, dir) != 0) {
+            rc = zt_fail(-errno, "%s: rename from %s: %s", dir, tmp, strerror(errno));
+            goto discard;
+        }
+    } else if (renameat2(AT_FDCWD, tmp, AT_FDCWD, dir, RENAME_EXCHANGE) == 0) {
+        snprintf(old, sizeof old, "%s", tmp); /* the old folder is where the new one was */
+    } else if (errno == EINVAL || errno == ENOSYS || errno == ENOTSUP) {
+        /* a filesystem without exchange: the old folder aside, the new one in */
+        if ((rc = sibling(dir, "zt-old", old, sizeof old)) < 0 || (rc = remove_flat(old)) < 0)
+            goto discard;
+        if (rename(dir, old) != 0) {
+            rc = zt_fail(-errno, "%s: cannot move aside to %s: %s", dir, old, strerror(errno));
+            goto discard;
+        }
+        if (rename(tmp, dir) != 0) {
+            rc = zt_fail(-errno, "%s: rename from %s: %s", dir, tmp, strerror(errno));
+            if (rename(old, dir) != 0)
+                zt_log(ZT_LOG_ERROR, "%s: could not move the old folder back from %s: %s", dir,
+                       old, strerror(errno));
+            goto discard;
+        }
+    } else {
+        rc = zt_fail(-errno, "%s: exchange with %s: %s", dir, tmp, strerror(errno));
+        goto discard;
+    }
+    /* the new folder is in place; the rename becomes durable with its folder */
+    if ((fd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0 || (rc = fsync_retry(fd)) < 0) {
+        rc = fd < 0 ? -errno : rc;
+        zt_fail(rc, "%s: fsync of the folder after rename: %s (the previous folder is kept "
+                "as %s)", parent, strerror(-rc), old[0] ? old : "-");
+        if (fd >= 0)
+            close(fd);
+        return rc;
+    }
+    close(fd);
+    if (old[0] && remove_flat(old) < 0)
+        zt_log(ZT_LOG_WARN, "%s", zt_last_error());
+    return 0;
+discard:
+    zt_dir_discard(tmp);
     return rc;
 }

@@ -21,4 +21,20 @@ int zt_file_write_atomic_cb(const char *path, int n, zt_part_fn part, void *arg)
 /* mkdir -p: creates dir and its missing parents (mode 0755). */
 int zt_mkdirs(const char *dir);
 
+/* A folder written whole and swapped in, so that no file of an older one survives and a
+ * failure leaves the older one as it was:
+ *   zt_dir_stage(dir, tmp, n): creates dir's parents and the empty hidden folder
+ *     "<parent>/.<name>.zt-new" (its path in tmp; one left by a save that died is removed
+ *     first); the caller writes the folder's files into it, each atomically;
+ *   zt_dir_commit(tmp, dir): fsyncs tmp, puts it in dir's place (exchanged with an existing
+ *     dir, renameat2 RENAME_EXCHANGE; on filesystems without it, the old one moved aside to
+ *     "<parent>/.<name>.zt-old" first), fsyncs the parent and removes the old folder. On a
+ *     failure before the switch it removes tmp itself and dir is untouched;
+ *   zt_dir_discard(tmp): removes tmp after a failed write (keeping the error message).
+ * Removal never follows symbolic links and never descends into a folder: these folders hold
+ * plain files. What dir may hold before it is replaced is the caller's decision. */
+int zt_dir_stage(const char *dir, char *tmp, size_t n);
+int zt_dir_commit(const char *tmp, const char *dir);
+void zt_dir_discard(const char *tmp);
+
 #endif

@@ -28,4 +28,21 @@ int zt_safetensors_write_pieces(const char *path, const zt_tensor_view *tensors,
                                 const char *const *metadata, int n_meta, const int *pieces,
                                 zt_piece_fn piece, void *arg);
 
+/* Starts writing a model folder `out` as a whole (fileio.h's zt_dir_stage): out must be
+ * missing or a folder holding only what a model folder holds (config.json, *.safetensors,
+ * model.safetensors.index.json, tokenizer and generation files, README.md) -- anything else
+ * (or a symbolic link, or not a folder) is refused before anything is written, naming it.
+ * The tokenizer and generation files and README.md are carried over (hard links) into the
+ * staged folder, whose path is put in tmp; the caller writes the weights and config.json
+ * there, then zt_dir_commit(tmp, out) or zt_dir_discard(tmp). */
+int zt_hf_dir_begin(const char *out, char *tmp, size_t n);
+
+/* The index of the first NaN or infinity among n values of dtype dt (F16, BF16, F32, F64;
+ * other dtypes hold none), or -1. */
+int64_t zt_first_nonfinite(zt_dtype dt, const void *data, size_t n);
+/* "element i [a, b] is NaN" (or +Inf, -Inf) for element i of a tensor of that shape, whose
+ * value (of dtype dt) is at `value`. */
+void zt_nonfinite_text(char *buf, size_t n, zt_dtype dt, const void *value, int ndim,
+                       const int64_t *shape, size_t i);
+
 #endif

@@ -769,10 +769,12 @@ typedef struct zt_engine_report {
     double traffic_theory;         /* reduce-scatter + all-gather bytes per step over the
                                     * parameter bytes, textbook: 2 for stages 0-2, 3 for
                                     * stage 3 (N > 1) */
-    double traffic_schedule;       /* what this engine moves per step with one micro-batch:
-                                    * stage 3 gathers a unit once for consecutive uses (and
-                                    * for every use within the prefetch window), the tied
-                                    * unit again for the MLM head; persistent units once */
+    double traffic_schedule;       /* what this engine moves per step of grad_accum_steps
+                                    * (A) micro-batches: stages 0-1 2, stage 2 A + 1 (each
+                                    * micro-batch reduced); stage 3 per micro-batch gathers a
+                                    * unit once for consecutive uses (and for every use
+                                    * within the prefetch window), the tied unit again for
+                                    * the MLM head; persistent units once per step */
     size_t gathered_peak;          /* stage 3: most parameter bytes gathered at once */
     int progress;                  /* ZT_PROGRESS_* in effect */
     uint64_t collectives;          /* sequence number of the next collective */

@@ -6,6 +6,7 @@
 #include "../common/err.h"
 
 #include <cjson/cJSON.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,21 +69,64 @@ int zt_model_create(const zt_model_cfg *c, const zt_layout *l, int dropout, uint
     return bert_create(&c->bert, l, dropout, seed, model);
 }
 
+/* the fields that fix the parameter shapes, by their config.json names */
+typedef struct shape_field {
+    const char *name;
+    size_t off;
+} shape_field;
+
+static const shape_field bert_fields[] = {
+    {"vocab_size", offsetof(bert_config, vocab)},
+    {"hidden_size", offsetof(bert_config, hidden)},
+    {"num_hidden_layers", offsetof(bert_config, layers)},
+    {"num_attention_heads", offsetof(bert_config, heads)},
+    {"intermediate_size", offsetof(bert_config, inter)},
+    {"max_position_embeddings", offsetof(bert_config, max_pos)},
+    {"type_vocab_size", offsetof(bert_config, type_vocab)},
+};
+static const shape_field t5_fields[] = {
+    {"vocab_size", offsetof(t5_config, vocab)},
+    {"d_model", offsetof(t5_config, d_model)},
+    {"d_kv", offsetof(t5_config, d_kv)},
+    {"d_ff", offsetof(t5_config, d_ff)},
+    {"num_layers", offsetof(t5_config, layers)},
+    {"num_decoder_layers", offsetof(t5_config, dec_layers)},
+    {"num_heads", offsetof(t5_config, heads)},
+    {"relative_attention_num_buckets", offsetof(t5_config, buckets)},
+    {"feed_forward_proj gated (1) or not (0)", offsetof(t5_config, gated)},
+    {"tie_word_embeddings", offsetof(t5_config, tie)},
+};
+
+int zt_model_shape_diff(const zt_model_cfg *a, const char *a_name, const zt_model_cfg *b,
+                        const char *b_name, char *buf, size_t n)
+{
+    static const char *const type[] = {"bert", "t5"};
+    if (a->type != b->type) {
+        snprintf(buf, n, "model_type %s in %s, %s in %s", type[a->type == ZT_MODEL_T5],
+                 a_name, type[b->type == ZT_MODEL_T5], b_name);
+        return 1;
+    }
+    int t5 = a->type == ZT_MODEL_T5;
+    const shape_field *f = t5 ? t5_fields : bert_fields;
+    int nf = t5 ? (int)(sizeof t5_fields / sizeof *f) : (int)(sizeof bert_fields / sizeof *f);
+    const char *pa = t5 ? (const char *)&a->t5 : (const char *)&a->bert;
+    const char *pb = t5 ? (const char *)&b->t5 : (const char *)&b->bert;
+    for (int k = 0; k < nf; k++) {
+        int x, y;
+        memcpy(&x, pa + f[k].off, sizeof x);
+        memcpy(&y, pb + f[k].off, sizeof y);
+        if (x != y) {
+            snprintf(buf, n, "%s %d in %s, %d in %s", f[k].name, x, a_name, y, b_name);
+            return 1;
+        }
+    }
+    return 0;
+}
+
 int zt_model_same_shapes(const zt_model_cfg *a, const zt_model_cfg *b)
 {
-    if (a->type != b->type)
-        return 0;
-    if (a->type == ZT_MODEL_T5) {
-        const t5_config *x = &a->t5, *y = &b->t5;
-        return x->vocab == y->vocab && x->d_model == y->d_model && x->d_kv == y->d_kv &&
-               x->d_ff == y->d_ff && x->layers == y->layers && x->dec_layers == y->dec_layers &&
-               x->heads == y->heads && x->buckets == y->buckets && x->gated == y->gated &&
-               x->tie == y->tie;
-    }
-    const bert_config *x = &a->bert, *y = &b->bert;
-    return x->vocab == y->vocab && x->hidden == y->hidden && x->layers == y->layers &&
-           x->heads == y->heads && x->inter == y->inter && x->max_pos == y->max_pos &&
-           x->type_vocab == y->type_vocab;
+    char buf[8];
+    return !zt_model_shape_diff(a, "", b, "", buf, sizeof buf);
 }
 
 void zt_model_info_fill(const zt_model_cfg *c, zt_model_info *o)

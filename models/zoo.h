@@ -24,6 +24,10 @@ int zt_model_create(const zt_model_cfg *c, const zt_layout *l, int dropout, uint
                     const zt_model_ops **ops, void **model);
 /* 1 when both describe the same parameter shapes (a checkpoint fits the model) */
 int zt_model_same_shapes(const zt_model_cfg *a, const zt_model_cfg *b);
+/* 1 and the first field that differs into buf ("hidden_size 128 in A, 256 in B", config.json
+ * names; the names a_name, b_name), or 0 when the shapes are the same. */
+int zt_model_shape_diff(const zt_model_cfg *a, const char *a_name, const zt_model_cfg *b,
+                        const char *b_name, char *buf, size_t n);
 void zt_model_info_fill(const zt_model_cfg *c, zt_model_info *o);
 /* "BERT L4 H256 A4 I1024 V30522" / "T5 L6/6 d512 A8 kv64 ff2048 relu tied V32128" */
 void zt_model_describe(const zt_model_cfg *c, char *buf, size_t n);

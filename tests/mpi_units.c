@@ -3,7 +3,9 @@
  * both, not a hang; ranks that declare different orders are refused the same way; stage 3's
  * traffic report (a replay of the recorded order) equals the gathers measured, for holds
  * that do not nest; ranks that register different shapes, or one rank that fails alone at
- * commit, are refused on every rank with a message naming the unit or that rank. Prints one line per check; the exit status is the verdict. */
+ * commit, are refused on every rank with a message naming the unit or that rank; with
+ * "nonfinite DIR", a NaN in one rank's shard stops every rank's save. Prints one line per
+ * check; the exit status is the verdict. */
 #define ZT_EXPERIMENTAL
 #include "zerotrain.h"
 
@@ -84,12 +86,72 @@ static int odd_step(zt_engine *e)
     return rc;
 }
 
+/* "nonfinite DIR" at stage 3: the last rank's shard of "a" holds a NaN (element 4500: its
+ * initial values differ from the other ranks'), rank 0's shard of "b" an infinity: saving
+ * the model and a checkpoint fails on every rank, each naming the first over all ranks ("a",
+ * the lower parameter) and the rank, and nothing is written. */
+static int nonfinite(int rank, int size, const char *dir)
+{
+    static float va[5000], vb[3000];
+    char model_dir[1024], want[256];
+    zt_config c;
+    zt_engine *e = NULL;
+    int bad = 0, rc = 0;
+    for (int i = 0; i < 5000; i++)
+        va[i] = 0.001f * (float)i;
+    for (int i = 0; i < 3000; i++)
+        vb[i] = -0.001f * (float)i;
+    if (rank == size - 1)
+        va[4500] = NAN;
+    if (rank == 0)
+        vb[10] = INFINITY;
+    zt_config_init(&c);
+    c.zero_stage = 3;
+    c.persist_threshold = 0;
+    c.collective_timeout = 20;
+    rc = zt_engine_create(&c, MPI_COMM_WORLD, &e);
+    for (int u = 0; rc == 0 && u < 2; u++) {
+        int64_t sh[1] = {u ? 3000 : 5000};
+        int id;
+        zt_param_spec sp = {u ? "b" : "a", 1, sh, ZT_INIT_VALUES, 0, u ? vb : va, 0, NULL};
+        rc = zt_engine_add_unit(e, u ? "ub" : "ua", 1, &id);
+        rc = rc < 0 ? rc : zt_engine_add_param(e, id, &sp, NULL);
+    }
+    if (rc < 0 || (rc = zt_engine_commit(e)) < 0) {
+        printf("FAIL: rank %d: %s\n", rank, e ? zt_engine_last_error(e) : zt_last_error());
+        zt_engine_destroy(e);
+        return 1;
+    }
+    snprintf(want, sizeof want, "parameter \"a\" element 4500 [4500] is NaN (its first "
+             "non-finite value, in rank %d's shard): nothing was written", size - 1);
+    snprintf(model_dir, sizeof model_dir, "%s/model", dir);
+    zt_train_state st = {1, 0, 1};
+    rc = zt_engine_save_model(e, model_dir);
+    bad |= expect(rank, rc, zt_engine_last_error(e), want, "save_model, a NaN in one shard");
+    rc = zt_checkpoint_save(e, dir, &st, NULL, 0);
+    bad |= expect(rank, rc, zt_engine_last_error(e), want, "checkpoint_save, a NaN in one shard");
+    MPI_Barrier(MPI_COMM_WORLD);
+    FILE *f = fopen(dir, "r");
+    printf("%s: rank %d: nothing written in %s\n", f ? "FAIL" : "ok", rank, dir);
+    bad |= f != NULL;
+    if (f)
+        fclose(f);
+    zt_engine_destroy(e);
+    return bad;
+}
+
 int main(int argc, char **argv)
 {
-    int rank, bad = 0;
+    int rank, size, bad = 0;
     float *p;
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (argc == 3 && strcmp(argv[1], "nonfinite") == 0) {
+        bad = nonfinite(rank, size, argv[2]);
+        MPI_Finalize();
+        return bad;
+    }
     for (int stage = 0; stage <= 3; stage += 3) {
         zt_engine *e = model(stage);
         if (!e) {
@@ -138,10 +200,9 @@ int main(int argc, char **argv)
     /* the last rank registers another shape; then it fails alone at commit: every rank is
      * refused, naming the unit or the failing rank and its message, none waits */
     for (int k = 0; k < 2; k++) {
-        int size = 0, last;
+        int last;
         zt_config c;
         zt_engine *t = NULL;
-        MPI_Comm_size(MPI_COMM_WORLD, &size);
         last = rank == size - 1;
         zt_config_init(&c);
         c.zero_stage = 3;

@@ -1,6 +1,7 @@
 /* test_api.c - the public engine API: Hugging Face checkpoint variants (tied duplicates,
  * legacy names, F16/BF16, sharded index), clear errors for bad configs, checkpoints and
- * batches, save/load round trip, determinism (seed, threads), clipping, API misuse. */
+ * batches, save/load round trip, determinism (seed, threads), clipping, API misuse,
+ * non-finite parameters neither saved nor checkpointed. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -936,6 +937,64 @@ static void test_model_config(void **state)
     zt_engine_destroy(a);
 }
 
+/* A NaN or an infinity in a parameter: save_model and checkpoint_save refuse, naming the
+ * tensor and its first non-finite element, and create nothing (not even the parents).
+ * Finite again, a save over the saved folder replaces it whole. */
+static void test_nonfinite(void **state)
+{
+    const char *name = "bert.encoder.layer.1.output.dense.weight"; /* [128, 512] */
+    char dir[512], root[512], want[256];
+    struct stat sb;
+    size_t n;
+    (void)state;
+    zt_engine *e = preset(1, 0, 1);
+    float *w = param(e, name, &n), keep = w[600];
+    zt_train_state st = {3, 24, 1};
+    snprintf(dir, sizeof dir, "%s/nonfinite/model", tmpdir);
+    snprintf(root, sizeof root, "%s/nonfinite/ck", tmpdir);
+    w[600] = NAN; /* row 1, column 88 */
+    assert_int_equal(zt_engine_write_param(e, name, w, n), 0);
+    assert_int_equal(zt_engine_save_model(e, dir), ZT_E_RANGE);
+    snprintf(want, sizeof want, "not saving the model to %s: parameter \"%s\" element 600 [1, "
+             "88] is NaN", dir, name);
+    if (!strstr(zt_engine_last_error(e), want))
+        fail_msg("message \"%s\" lacks \"%s\"", zt_engine_last_error(e), want);
+    assert_int_equal(zt_checkpoint_save(e, root, &st, NULL, 0), ZT_E_RANGE);
+    snprintf(want, sizeof want, "not saving checkpoint %s/step-3: parameter \"%s\" element 600",
+             root, name);
+    if (!strstr(zt_engine_last_error(e), want))
+        fail_msg("message \"%s\" lacks \"%s\"", zt_engine_last_error(e), want);
+    w[5] = -INFINITY; /* the first one is named */
+    assert_int_equal(zt_engine_write_param(e, name, w, n), 0);
+    assert_int_equal(zt_engine_save_model(e, dir), ZT_E_RANGE);
+    assert_non_null(strstr(zt_engine_last_error(e), "element 5 [0, 5] is -Inf"));
+    snprintf(want, sizeof want, "%s/nonfinite", tmpdir);
+    assert_int_not_equal(stat(want, &sb), 0);
+    w[5] = 0.0f; /* finite again: both save */
+    w[600] = keep;
+    assert_int_equal(zt_engine_write_param(e, name, w, n), 0);
+    assert_int_equal(zt_engine_save_model(e, dir), 0);
+    assert_int_equal(zt_checkpoint_save(e, root, &st, NULL, 0), 0);
+    /* saved again over it: the folder is replaced whole (a stale shard goes, a tokenizer
+     * file stays); a folder with a file of another kind is refused */
+    snprintf(want, sizeof want, "%s/model-00001-of-00002.safetensors", dir);
+    write_file(want, "stale");
+    snprintf(want, sizeof want, "%s/vocab.txt", dir);
+    write_file(want, "[PAD]\n");
+    assert_int_equal(zt_engine_save_model(e, dir), 0);
+    assert_int_equal(stat(want, &sb), 0);
+    snprintf(want, sizeof want, "%s/model-00001-of-00002.safetensors", dir);
+    assert_int_not_equal(stat(want, &sb), 0);
+    snprintf(want, sizeof want, "%s/notes.md", dir);
+    write_file(want, "mine");
+    assert_int_equal(zt_engine_save_model(e, dir), ZT_E_INVAL);
+    assert_non_null(strstr(zt_engine_last_error(e), "holds the file \"notes.md\", which is not "
+                                                    "part of a model folder"));
+    assert_int_equal(stat(want, &sb), 0);
+    free(w);
+    zt_engine_destroy(e);
+}
+
 static void test_misc(void **state)
 {
     (void)state;
@@ -964,6 +1023,7 @@ int main(void)
         cmocka_unit_test(test_model_config),
         cmocka_unit_test(test_param_buffers),
         cmocka_unit_test(test_direct_io),
+        cmocka_unit_test(test_nonfinite),
         cmocka_unit_test(test_misc),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # test_cli.sh - the zerotrain command on good and bad input: every bad input gives exactly one
-# line on stderr, a non-zero exit and no output file (nor temp file) left behind.
+# line on stderr, a non-zero exit and no output file (nor temp file) left behind (among them a
+# model too large for the machine, refused in seconds; messages that name the file at fault).
 # Usage: tests/test_cli.sh [path/to/zerotrain]
 set -u
 ZT=${1:-build/zerotrain}
@@ -116,6 +117,23 @@ expect_error "train seq too long" 1 "--seq-len 600 exceeds the model's max_posit
 expect_error "train missing data" 1 "$T/nodata" -- "$ZT" train --model "$FIX" --data "$T/nodata" --steps 1
 expect_error "resume without dir" 2 "need --checkpoint-dir" -- "$ZT" train --model "$FIX" --data synthetic --resume
 expect_error "export missing" 1 "$T/nockpt/manifest.json" -- "$ZT" export --checkpoint "$T/nockpt" --out "$T/out.x"
+# a model too large for the machine (hidden_size 65536: 39 G parameters, 578 GiB of state) is
+# refused before anything is allocated, in seconds, naming the config, the predicted bytes,
+# the machine's and what would fit; peak RSS stays small
+mkdir -p "$T/huge"; sed 's/"hidden_size": 64,/"hidden_size": 65536,/' "$FIX/config.json" >"$T/huge/config.json"
+expect_error "model too large" 1 "$T/huge/config.json: the model does not fit this machine: at ZeRO stage 0 it needs 620643720192 bytes (578.0 GiB) of RAM" -- \
+    timeout 60 /usr/bin/time -o "$T/huge.rss" -f %M "$ZT" train --model "$T/huge/config.json" --data synthetic --steps 1 --seq-len 8 --save-model "$T/out.m"
+if grep -q "and the machine has [0-9]* (.*MemTotal .* + SwapTotal .*)\. It would fit with a model of at most about .* parameters (this one has 3.88e+10; ZeRO stage 3 and offload do not help: they gather each unit whole, and unit \"layer.0\" alone is 64.1 GiB)" "$T/stderr" \
+   && [ "$(tail -1 "$T/huge.rss")" -lt 200000 ]; then ok
+else bad "model too large: peak RSS $(tail -1 "$T/huge.rss") KiB"; cat "$T/stderr"; fi
+# the same check on a pretended smaller machine (ZT_MEMORY_TOTAL, tests only): bert-base needs
+# 1.7 GiB at stage 0; stage 3 over 7 machines of 1 GB would fit; bert-tiny fits
+expect_error "model too large for 1 GB" 1 "model preset bert-base: the model does not fit this machine: at ZeRO stage 0 it needs 1774465088 bytes (1.7 GiB)" -- \
+    env ZT_MEMORY_TOTAL=1000000000 "$ZT" train --model bert-base --data synthetic --steps 1 --seq-len 16 --config "$T/ds.json"
+if grep -q "the machine has 1000000000 (953.7 MiB: MemTotal 953.7 MiB + SwapTotal 0 bytes)\. It would fit with ZeRO stage 3 over 7 ranks, one per machine like this one" "$T/stderr" \
+   && ZT_MEMORY_TOTAL=1000000000 "$ZT" train --model "$FIX" --data synthetic --steps 1 --seq-len 16 >/dev/null 2>&1; then ok
+else bad "model too large for 1 GB"; cat "$T/stderr"; fi
+
 # bad training configs: every problem named, non-zero exit, nothing written (no metrics file,
 # no checkpoint folder, no saved model)
 bad_config() { # NAME NEEDLE JSON
@@ -174,6 +192,22 @@ expect_error "data manifest FIFO" 1 "$T/dfifo/manifest.json: not a regular file 
 cp -r "$T/d1" "$T/dsfifo"; rm "$T/dsfifo/shard-00000.zts"; mkfifo "$T/dsfifo/shard-00000.zts"
 expect_error "data shard FIFO" 1 "$T/dsfifo/shard-00000.zts: not a regular file (a FIFO)" -- \
     timeout 10 "$ZT" train --model "$FIX" --data "$T/dsfifo" --steps 1 --seq-len 8
+# data whose vocabulary (600 ids) is larger than the model's (512): the data's manifest named
+{ printf '[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n'; for i in $(seq 1 595); do echo "w$i"; done; } >"$T/v600.txt"
+for i in $(seq 1 40); do echo "w1 w2 w3 w4 w5 w6 w7 w8 w9 w10 w11 w12"; done >"$T/c600.txt"
+"$ZT" prepare-data --input "$T/c600.txt" --tokenizer "wordpiece:$T/v600.txt" --out "$T/d600" >/dev/null 2>&1
+expect_error "data vocabulary above the model's" 1 "$T/d600/manifest.json: the data's vocabulary (600 ids, tokenizer wordpiece) is larger than the model's vocab_size 512" -- \
+    "$ZT" train --model "$FIX" --data "$T/d600" --steps 1 --seq-len 8 --save-model "$T/out.m"
+# config sizes that make a tensor above 2^40 elements: the config named, and the shape
+mkdir -p "$T/wide"; sed -e 's/"hidden_size": 64,/"hidden_size": 2000000,/' -e 's/"vocab_size": 512,/"vocab_size": 1000000,/' \
+    -e 's/"num_attention_heads": 4,/"num_attention_heads": 1,/' "$FIX/config.json" >"$T/wide/config.json"
+expect_error "tensor above 2^40 elements" 1 "$T/wide/config.json: the sizes make tensor \"bert.embeddings.word_embeddings.weight\" [1000000, 2000000], 2e+12 elements: more than the 2^40" -- \
+    "$ZT" train --model "$T/wide" --data synthetic --steps 1 --seq-len 8 --save-model "$T/out.m"
+# resuming a checkpoint into a model of another shape names the first differing field
+mkdir -p "$T/i128"; sed 's/"intermediate_size": 256,/"intermediate_size": 128,/' "$FIX/config.json" >"$T/i128/config.json"
+"$ZT" train --model "$FIX/config.json" --data synthetic --steps 1 --seq-len 8 --checkpoint-dir "$T/cki" >/dev/null 2>&1
+expect_error "resume into another shape" 1 "$T/cki/step-1/config.json: the checkpoint's model shape differs from this engine's: intermediate_size 256 in $T/cki/step-1/config.json, 128 in this engine" -- \
+    "$ZT" train --model "$T/i128/config.json" --data synthetic --steps 2 --seq-len 8 --resume-from "$T/cki/step-1" --save-model "$T/out.m"
 if ls "$T" | grep -q '\.tmp\.'; then bad "temporary files left: $(ls "$T" | grep '\.tmp\.')"; else ok; fi
 
 echo "cli: $pass passed, $fail failed"

@@ -1,5 +1,6 @@
 /* test_units.c - the unit API with a model of the test's own (one rank): registration and its
- * errors, initial values and the flat layout, a pass's order recorded and checked, misuse
+ * errors, initial values and the flat layout, a model too large for the machine refused at
+ * commit, a pass's order recorded and checked, misuse
  * caught with the message it prints (unregistered unit, release twice, step before the
  * gradients are ready, registering after the first step, a changed order), gradient
  * accumulation with evaluation passes between, stage 2's gradient buffers, checkpoints of a registered model (resume bit-identical; another shape
@@ -157,6 +158,33 @@ static void test_register(void **state)
     assert_true(p[5] == 0.1f * 5.0f + 1.0f && p[256 + 3] == -1.5f && p[12] == 0.0f);
     assert_int_equal(zt_engine_unit_release(e, 1), 0);
     EXPECT_ERR(zt_engine_add_unit(e, "late", 1, &id), "the model is fixed");
+    zt_engine_destroy(e);
+}
+
+/* A 2^40-element parameter (4 TiB of fp32, 16 TiB with gradients and AdamW's moments) is
+ * refused at commit before anything is allocated, with the predicted bytes, the machine's
+ * and what would fit; a later call says the commit failed. */
+static void test_too_large(void **state)
+{
+    (void)state;
+    zt_config c;
+    zt_engine *e = NULL;
+    int64_t sh[2] = {1 << 20, 1 << 20};
+    zt_param_spec s = {"huge", 2, sh, ZT_INIT_ZEROS, 0.0f, NULL, 0, NULL};
+    int id;
+    zt_config_init(&c);
+    assert_int_equal(zt_engine_create(&c, MPI_COMM_NULL, &e), 0);
+    assert_int_equal(zt_engine_add_unit(e, "huge", 1, &id), 0);
+    assert_int_equal(zt_engine_add_param(e, id, &s, NULL), 0);
+    assert_int_equal(zt_engine_commit(e), ZT_E_NOMEM);
+    const char *m = zt_engine_last_error(e);
+    if (!strstr(m, "the model registered with zt_engine_add_unit: the model does not fit this "
+                   "machine: at ZeRO stage 0 it needs 17592186044416 bytes (16.0 TiB) of RAM") ||
+        !strstr(m, "and the machine has") || !strstr(m, "It would fit with a model of at most") ||
+        !strstr(m, "(this one has 1.1e+12; ZeRO stage 3 and offload do not help: they gather "
+                   "each unit whole, and unit \"huge\" alone is 4.0 TiB)"))
+        fail_msg("message: %s", m);
+    EXPECT_ERR(zt_engine_step(e, 1e-3f, NULL), "the engine failed to commit earlier");
     zt_engine_destroy(e);
 }
 
@@ -652,7 +680,8 @@ static void test_config_set(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_register),     cmocka_unit_test(test_misuse),
+        cmocka_unit_test(test_register),     cmocka_unit_test(test_too_large),
+        cmocka_unit_test(test_misuse),
         cmocka_unit_test(test_step),         cmocka_unit_test(test_accumulation),
         cmocka_unit_test(test_stage2_buffers), cmocka_unit_test(test_schedule),
         cmocka_unit_test(test_checkpoint),   cmocka_unit_test(test_config_set), cmocka_unit_test(test_guard),
