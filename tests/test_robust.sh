@@ -118,6 +118,22 @@ assert rows[1]["loss"] is None and rows[1]["nonfinite"] == ["loss", "grad_norm"]
 assert [r["step"] for r in rows] == [1, 2, 2, 2]
 EOF
 then ok; else bad "divergence: metrics"; cat "$T/div.jsonl"; fi
+# a resume that diverges (lr 1e20) with --keep 2: every checkpoint left is finite (export
+# refuses non-finite weights) and the run stops naming the last good one
+echo '{"train_micro_batch_size_per_gpu": 2, "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}}}' >"$T/good.json"
+echo '{"train_micro_batch_size_per_gpu": 2, "optimizer": {"type": "AdamW", "params": {"lr": 1e20}}}' >"$T/bad.json"
+"$ZT" train --model bert-tiny --data synthetic --seq-len 8 --steps 4 --config "$T/good.json" \
+    --checkpoint-dir "$T/kd" --checkpoint-every 1 --keep 2 >"$T/kd1.log" 2>&1 || bad "divergent resume: first run"
+timeout $TMO "$ZT" train --model bert-tiny --data synthetic --seq-len 8 --steps 12 --config "$T/bad.json" \
+    --checkpoint-dir "$T/kd" --checkpoint-every 1 --keep 2 --resume >"$T/kd2.log" 2>&1
+st=$?
+last=$(ls "$T/kd" | sort -t- -k2 -n | tail -1)
+if [ $st -ne 0 ] && [ $st -ne 124 ] && grep -q "The last good checkpoint is $T/kd/$last" "$T/kd2.log"; then ok
+else bad "divergent resume: status $st, last $last"; tail -3 "$T/kd2.log"; fi
+for c in $(ls "$T/kd"); do
+    if "$ZT" export --checkpoint "$T/kd/$c" --out "$T/kx-$c" >/dev/null 2>"$T/kx.err"; then ok
+    else bad "divergent resume: $c does not export: $(cat "$T/kx.err")"; fi
+done
 # multi-rank: every rank skips alike (N=2, stage 2)
 echo '{"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 2}, "optimizer": {"type": "AdamW", "params": {"lr": 1e30}}, "zerotrain": {"max_skipped_steps": 2}}' >"$T/div2.json"
 expect_mpi "divergence at N=2" "2 steps in a row were skipped" -- -np 2 $G --steps 10 --config "$T/div2.json"
