@@ -1,7 +1,9 @@
 /* cmd_train.c - `zerotrain train`: masked-LM training from a DeepSpeed-style config on a
  * prepared corpus or synthetic ids, with progress, JSON Lines metrics, evaluation,
  * crash-safe checkpoints and resume. Only the public API; one rank in this version. */
+#include "ckptdir.h"
 #include "cli.h"
+#include "outputs.h"
 #include "train_stats.h"
 
 #include <cjson/cJSON.h>
@@ -19,7 +21,7 @@ typedef struct train_args {
     const char *config, *model, *data, *seq, *steps, *ckpt_dir, *ckpt_every, *keep, *save,
         *seed, *metrics, *eval_data, *eval_every, *eval_samples, *threads, *timeout,
         *summary, *warmup, *resume_from;
-    int resume, check_coll, profile;
+    int resume, check_coll, profile, overwrite;
 } train_args;
 
 static char *read_text(const char *path)
@@ -256,6 +258,8 @@ int cmd_train(int argc, char **argv)
     FILE *metrics = NULL;
     const char **no_decay = NULL, **fp32_state = NULL;
     uint64_t synth_seed = 0;
+    ckptdir *cd = NULL;
+    char cd_msg[8192] = "";
 
     /* --resume is a flag; the rest take values */
     int n = 0;
@@ -266,6 +270,8 @@ int cmd_train(int argc, char **argv)
             a.check_coll = 1;
         else if (strcmp(argv[i], "--profile") == 0)
             a.profile = 1;
+        else if (strcmp(argv[i], "--overwrite") == 0)
+            a.overwrite = 1;
         else
             argv[n++] = argv[i];
     }
@@ -283,8 +289,11 @@ int cmd_train(int argc, char **argv)
         (a.seed && parse_int(a.seed, "--seed", 0, INT64_MAX, &seed)) ||
         (a.warmup && parse_int(a.warmup, "--warmup", 0, 1L << 30, &warmup)))
         return 2;
-    if ((a.ckpt_every || a.resume || a.keep) && !a.ckpt_dir)
-        return die("--checkpoint-every, --keep and --resume need --checkpoint-dir"), 2;
+    if ((a.ckpt_every || a.resume || a.keep || a.overwrite) && !a.ckpt_dir)
+        return die("--checkpoint-every, --keep, --resume and --overwrite need --checkpoint-dir"), 2;
+    if (a.resume && a.overwrite)
+        return die("--resume (continue the folder's checkpoints) and --overwrite (replace them "
+                   "by a new run's) exclude each other"), 2;
     if (a.resume && a.resume_from)
         return die("--resume (the newest checkpoint in --checkpoint-dir) and --resume-from DIR "
                    "(that one) exclude each other"), 2;
@@ -451,6 +460,20 @@ int cmd_train(int argc, char **argv)
     cfg.n_no_decay = ts->n_no_decay;
     cfg.fp32_state = fp32_state;
     cfg.n_fp32_state = ts->n_fp32_state;
+    {   /* every output can be written and the checkpoint folder is this run's, before any
+         * work: rank 0 checks and holds the folder's lock; every rank fails together */
+        int mode = a.overwrite ? CKPTDIR_OVERWRITE
+                   : a.resume || a.resume_from ? CKPTDIR_RESUME : CKPTDIR_NEW;
+        int bad = outputs_check(a.save, a.metrics, a.summary, rank, cd_msg, sizeof cd_msg) < 0 ||
+                  ckptdir_open(a.ckpt_dir, mode, rank, &cd, cd_msg, sizeof cd_msg) < 0;
+        if (world > 1)
+            MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+        if (bad) {
+            if (cd_msg[0])
+                die("%s", cd_msg);
+            goto done;
+        }
+    }
     if (zt_engine_create(&cfg, MPI_COMM_WORLD, &e) < 0) {
         die("%s", zt_last_error());
         goto done;
@@ -502,8 +525,9 @@ int cmd_train(int argc, char **argv)
                         resume_path, st.step);
         }
     }
-    if (a.metrics && rank == 0 && !(metrics = fopen(a.metrics, st.step > 0 ? "a" : "w"))) {
-        die("%s: cannot open: %s", a.metrics, strerror(errno));
+    if (ckptdir_run_info(e, rank, seq, ts->train_batch_size, data_dir, synth_seed, cd_msg,
+                         sizeof cd_msg) < 0) {
+        die("%s", cd_msg);
         goto done;
     }
 
@@ -539,6 +563,11 @@ int cmd_train(int argc, char **argv)
                 mi.num_parameters, st.step + 1, steps, ts->train_batch_size, micro, gas, world,
                 seq, data_dir ? data_dir : "synthetic data");
 
+    /* (opened, or truncated, only now that the run has passed its start-up checks) */
+    if (a.metrics && rank == 0 && !(metrics = fopen(a.metrics, st.step > 0 ? "a" : "w"))) {
+        die("%s: cannot open: %s", a.metrics, strerror(errno));
+        goto done;
+    }
     double t_start = now(), t_last = t_start;
     int64_t first_step = st.step;
     if (stats_init(&stats, steps - first_step, (int)warmup) < 0) {
@@ -633,20 +662,24 @@ int cmd_train(int argc, char **argv)
             progress(tty, st.step, steps, loss, lr, tps, eta);
             t_last = t1;
         }
-        if (a.ckpt_dir && ckpt_every && st.step % ckpt_every == 0 && st.step < steps &&
-            zt_checkpoint_save(e, a.ckpt_dir, &st, cfg_text, (int)keep) < 0) {
-            die("%s", zt_engine_last_error(e));
-            goto done;
+        if (a.ckpt_dir && ckpt_every && st.step % ckpt_every == 0 && st.step < steps) {
+            if (zt_checkpoint_save(e, a.ckpt_dir, &st, cfg_text, (int)keep) < 0) {
+                die("%s", zt_engine_last_error(e));
+                goto done;
+            }
+            ckptdir_saved(cd, e);
         }
     }
     if (tty && rank == 0)
         fputc('\n', stderr);
     /* (resumed from elsewhere with no step to take: saved again, laid out for this world
      * size and stage) */
-    if (a.ckpt_dir && (st.step > first_step || a.resume_from) &&
-        zt_checkpoint_save(e, a.ckpt_dir, &st, cfg_text, (int)keep) < 0) {
-        die("%s", zt_engine_last_error(e));
-        goto done;
+    if (a.ckpt_dir && (st.step > first_step || a.resume_from)) {
+        if (zt_checkpoint_save(e, a.ckpt_dir, &st, cfg_text, (int)keep) < 0) {
+            die("%s", zt_engine_last_error(e));
+            goto done;
+        }
+        ckptdir_saved(cd, e);
     }
     zt_engine_report er; /* before the save, whose stage-3 gathers are not per step */
     zt_engine_report_get(e, &er);
@@ -731,6 +764,7 @@ done:
     source_destroy(&eval_src);
     free(batches);
     zt_engine_destroy(e);
+    ckptdir_close(cd, rc != 0);
     zt_token_data_close(data);
     zt_token_data_close(eval_data);
     zt_train_config_destroy(tc);
