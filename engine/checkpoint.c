@@ -686,6 +686,10 @@ static int commit_rank0(zt_engine *e, const char *root, const zt_train_state *st
         (e->trainer_info[0] && (rc = write_text(tmp, "trainer.json", e->trainer_info)) < 0) ||
         (rc = write_manifest(tmp, e)) < 0 || (rc = fsync_path(tmp)) < 0)
         return rc;
+    /* a save that died between the two renames below left the checkpoint it replaced as
+     * .old-step-N: that one goes back first */
+    if (lstat(old, &sb) == 0 && lstat(final, &sb) != 0)
+        rename(old, final);
     remove_in(root, oldn);
     if (lstat(final, &sb) == 0) {
         if (!S_ISDIR(sb.st_mode))
@@ -693,10 +697,22 @@ static int commit_rank0(zt_engine *e, const char *root, const zt_train_state *st
                    "target is left as it is)", final);
         else if (!of_run(root, finaln, e->run_id))
             zt_log(ZT_LOG_WARN, "replacing %s, a checkpoint of another run", final);
-        if (rename(final, old) != 0)
+        fault_point("before", "rename");
+        /* one atomic swap: step-N is at every moment the old checkpoint or the new one */
+        if (renameat2(AT_FDCWD, tmp, AT_FDCWD, final, RENAME_EXCHANGE) == 0) {
+            fault_point("after", "rename");
+            if ((rc = fsync_path(root)) < 0)
+                return rc;
+            remove_in(root, tmpn);
+            goto committed;
+        }
+        if (errno != EINVAL && errno != ENOSYS && errno != ENOTSUP)
+            return zt_fail(-errno, "%s: cannot replace: %s", final, strerror(errno));
+        if (rename(final, old) != 0) /* (a filesystem without the swap) */
             return zt_fail(-errno, "%s: cannot move aside: %s", final, strerror(errno));
+    } else {
+        fault_point("before", "rename");
     }
-    fault_point("before", "rename");
     if (rename(tmp, final) != 0) {
         rc = zt_fail(-errno, "%s: rename: %s", final, strerror(errno));
         rename(old, final);
@@ -706,6 +722,7 @@ static int commit_rank0(zt_engine *e, const char *root, const zt_train_state *st
     if ((rc = fsync_path(root)) < 0)
         return rc;
     remove_in(root, oldn);
+committed:
     if (keep > 0)
         prune(root, e->run_id, keep);
     return 0;
