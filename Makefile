@@ -103,6 +103,7 @@ test-long: all unit-tests
 	ZT_FAULT_OPS=100000 $(BUILD)/tests/test_offload
 	ZT_QUANT_EXHAUSTIVE=1 $(BUILD)/tests/test_adam8bit
 	ZERO_LONG=1 bash tests/test_zero.sh $(BUILD)/zerotrain
+	ROBUST_LONG=1 bash tests/test_robust.sh $(BUILD)/zerotrain
 	RECOMPUTE_LONG=1 bash tests/test_recompute.sh $(BUILD)/zerotrain
 	OPTIM_LONG=1 bash tests/test_optim.sh $(BUILD)/zerotrain
 	PARITY_EXTRA=40 ZT=$(BUILD)/zerotrain bash tests/test_bert_random.sh

@@ -42,10 +42,24 @@ _Static_assert(sizeof(shard_header) == HEADER_BYTES, "shard header is 64 bytes")
 static uint64_t align8(uint64_t x) { return (x + 7) & ~7ull; }
 static int id_bytes_for(int vocab_size) { return vocab_size <= 65536 ? 2 : 4; }
 
+static const char *const special_names[5] = {"pad_id", "unk_id", "cls_id", "sep_id", "mask_id"};
+
+/* Whether two of the five special ids are equal (a masked position would read as padding, a
+ * separator as a mask, ...); *a < *b are the first such pair. */
+static int special_clash(const int32_t ids[5], int *a, int *b)
+{
+    for (*a = 0; *a < 5; ++*a)
+        for (*b = *a + 1; *b < 5; ++*b)
+            if (ids[*a] == ids[*b])
+                return 1;
+    return 0;
+}
+
 static int tok_check(const zt_tokenizer_info *t, const char *what)
 {
     const int32_t ids[5] = {t->pad_id, t->unk_id, t->cls_id, t->sep_id, t->mask_id};
-    static const char *const names[5] = {"pad_id", "unk_id", "cls_id", "sep_id", "mask_id"};
+    const char *const *names = special_names;
+    int a, b;
     if (!memchr(t->type, '\0', sizeof t->type) || !t->type[0])
         return zt_fail(ZT_E_CONFIG, "%s: tokenizer type is empty or not terminated", what);
     if (!memchr(t->model_file, '\0', sizeof t->model_file))
@@ -56,6 +70,9 @@ static int tok_check(const zt_tokenizer_info *t, const char *what)
         if (ids[i] < 0 || ids[i] >= t->vocab_size)
             return zt_fail(ZT_E_CONFIG, "%s: %s %d is outside [0, vocab_size %d)", what,
                            names[i], ids[i], t->vocab_size);
+    if (special_clash(ids, &a, &b))
+        return zt_fail(ZT_E_CONFIG, "%s: %s and %s are both %d (the five special tokens need "
+                       "five different ids)", what, names[a], names[b], ids[a]);
     return 0;
 }
 
@@ -504,6 +521,8 @@ typedef struct shard {
     uint64_t n_tokens, n_docs;
     uint64_t start;             /* stream position of the first token */
     uint64_t hash;              /* from the manifest */
+    dev_t dev;                  /* the file's identity: no shard may be listed twice */
+    ino_t ino;
 } shard;
 
 struct zt_token_data {
@@ -543,8 +562,10 @@ static int read_text(const char *path, char **out, size_t *len)
 
 static int parse_tokenizer(const cJSON *t, const char *mpath, zt_tokenizer_info *tok)
 {
-    static const char *const id_names[5] = {"pad_id", "unk_id", "cls_id", "sep_id", "mask_id"};
+    const char *const *id_names = special_names;
     int32_t *ids[5] = {&tok->pad_id, &tok->unk_id, &tok->cls_id, &tok->sep_id, &tok->mask_id};
+    int32_t vals[5];
+    int a, b;
     const cJSON *type = field(t, "type"), *model = field(t, "model_file"),
                 *lower = field(t, "lower_case");
     const char *why;
@@ -570,8 +591,11 @@ static int parse_tokenizer(const cJSON *t, const char *mpath, zt_tokenizer_info 
         if ((why = get_int(field(t, id_names[i]), 0, tok->vocab_size - 1, &v)))
             return BAD("%s: tokenizer.%s %s (must be an integer in [0, vocab_size %d))", mpath,
                        id_names[i], why, tok->vocab_size);
-        *ids[i] = (int32_t)v;
+        *ids[i] = vals[i] = (int32_t)v;
     }
+    if (special_clash(vals, &a, &b))
+        return BAD("%s: tokenizer.%s and tokenizer.%s are both %" PRId32 " (the five special "
+                   "tokens need five different ids)", mpath, id_names[a], id_names[b], vals[a]);
     return 0;
 }
 
@@ -621,14 +645,11 @@ static int open_shard(zt_token_data *d, int k, const char *dir, const char *mpat
         return zt_fail(ZT_E_NOMEM, "out of memory");
     sprintf(s->path, "%s/%s", dir, name);
 
-    if ((fd = open(s->path, O_RDONLY | O_CLOEXEC)) < 0)
-        return zt_fail(-errno, "%s: %s (listed in %s)", s->path, strerror(errno), mpath);
+    if ((fd = zt_open_regular(s->path, 0)) < 0)
+        return fd == ZT_E_FORMAT ? fd : zt_fail(fd, "%s: %s (listed in %s)", s->path,
+                                                 strerror(-fd), mpath);
     if (fstat(fd, &sb) != 0) {
         rc = zt_fail(-errno, "%s: fstat: %s", s->path, strerror(errno));
-        goto out;
-    }
-    if (!S_ISREG(sb.st_mode)) {
-        rc = BAD("%s: not a regular file", s->path);
         goto out;
     }
     if ((uint64_t)sb.st_size < HEADER_BYTES) {
@@ -637,6 +658,8 @@ static int open_shard(zt_token_data *d, int k, const char *dir, const char *mpat
         goto out;
     }
     s->size = (size_t)sb.st_size;
+    s->dev = sb.st_dev;
+    s->ino = sb.st_ino;
     s->map = mmap(NULL, s->size, PROT_READ, MAP_SHARED, fd, 0);
     if (s->map == MAP_FAILED) {
         s->map = NULL;
@@ -700,6 +723,44 @@ static int open_shard(zt_token_data *d, int k, const char *dir, const char *mpat
     }
 out:
     close(fd);
+    return rc;
+}
+
+typedef struct shard_id { dev_t dev; ino_t ino; int k; } shard_id;
+
+static int cmp_shard_id(const void *pa, const void *pb)
+{
+    const shard_id *a = pa, *b = pb;
+    if (a->dev != b->dev)
+        return a->dev < b->dev ? -1 : 1;
+    if (a->ino != b->ino)
+        return a->ino < b->ino ? -1 : 1;
+    return a->k - b->k;
+}
+
+/* Refuses a manifest that lists one file twice, by the same name or through a link: its
+ * tokens would be read twice, and every per-entry check would still pass. */
+static int check_distinct(const zt_token_data *d, const char *mpath)
+{
+    const int n = d->info.n_shards;
+    shard_id *v;
+    int rc = 0;
+    if (n < 2)
+        return 0;
+    if (!(v = malloc(sizeof *v * (size_t)n)))
+        return zt_fail(ZT_E_NOMEM, "out of memory");
+    for (int k = 0; k < n; k++)
+        v[k] = (shard_id){d->s[k].dev, d->s[k].ino, k};
+    qsort(v, (size_t)n, sizeof *v, cmp_shard_id);
+    for (int i = 1; i < n && rc == 0; i++)
+        if (v[i].dev == v[i - 1].dev && v[i].ino == v[i - 1].ino) {
+            const char *a = d->s[v[i - 1].k].path, *b = d->s[v[i].k].path;
+            int same = strcmp(a, b) == 0;
+            rc = BAD("%s: shards[%d] and shards[%d] are the same file (%s%s%s): a shard may be "
+                     "listed once", mpath, v[i - 1].k, v[i].k, a, same ? "" : " = ",
+                     same ? "" : b);
+        }
+    free(v);
     return rc;
 }
 
@@ -808,6 +869,8 @@ int zt_token_data_open(const char *dir, int verify, zt_token_data **out)
         sum_tokens += d->s[k].n_tokens;
         sum_docs += d->s[k].n_docs;
     }
+    if ((rc = check_distinct(d, mpath)) < 0)
+        goto fail;
     if ((why = get_int(field(totals, "tokens"), 0, EXACT_MAX, &t_tokens)) ||
         (why = get_int(field(totals, "docs"), 0, EXACT_MAX, &t_docs)) ||
         (why = get_int(field(totals, "shards"), 0, EXACT_MAX, &t_shards))) {

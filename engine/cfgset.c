@@ -5,6 +5,8 @@
 #include "../common/err.h"
 
 #include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -39,6 +41,7 @@ static const key keys[] = {
     F(min_8bit_size, T_SIZE), F(adafactor_eps1, T_FLOAT), F(adafactor_eps2, T_FLOAT),
     F(clip_threshold, T_FLOAT), F(decay_rate, T_FLOAT), F(adafactor_beta1, T_FLOAT),
     F(relative_step, T_INT), F(scale_parameter, T_INT), F(warmup_init, T_INT),
+    F(skip_nonfinite, T_INT),
 };
 #undef F
 
@@ -97,7 +100,8 @@ int zt_config_set(zt_config *c, const char *name, const char *value)
     }
     default: {
         double x = strtod(value, &end);
-        if (*value && !*end && !errno && isfinite(x)) {
+        if (*value && !*end && !errno && isfinite(x) &&
+            (k->type != T_FLOAT || isfinite((float)x))) {
             if (k->type == T_FLOAT)
                 *(float *)p = (float)x;
             else
@@ -111,4 +115,35 @@ int zt_config_set(zt_config *c, const char *name, const char *value)
                    k->type == T_INT ? "an integer" : k->type == T_SIZE || k->type == T_U64
                                                          ? "a non-negative integer"
                                                          : "a finite number");
+}
+
+/* "name=value" lines of every field that must be the same on every rank: all but the
+ * strings (paths may differ between ranks; the model is compared by its shape) and the
+ * thread count. */
+int zt_config_describe(const zt_config *c, char *buf, size_t n)
+{
+    size_t at = 0;
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        const key *k = &keys[i];
+        const char *p = (const char *)c + k->off;
+        char v[64];
+        if (k->type == T_STR || strcmp(k->name, "threads") == 0)
+            continue;
+        switch (k->type) {
+        case T_INT: snprintf(v, sizeof v, "%d", *(const int *)p); break;
+        case T_SIZE: snprintf(v, sizeof v, "%zu", *(const size_t *)p); break;
+        case T_U64: snprintf(v, sizeof v, "%" PRIu64, *(const uint64_t *)p); break;
+        case T_FLOAT: snprintf(v, sizeof v, "%.9g", (double)*(const float *)p); break;
+        case T_DOUBLE: snprintf(v, sizeof v, "%.17g", *(const double *)p); break;
+        default: {
+            int x = *(const int *)p;
+            snprintf(v, sizeof v, "%s", x >= 0 && x < 3 ? k->names[x] : "?");
+        }
+        }
+        int w = snprintf(buf + at, at < n ? n - at : 0, "%s=%s\n", k->name, v);
+        if (w < 0 || at + (size_t)w >= n)
+            return zt_fail(ZT_E_NOMEM, "zt_config_describe: buffer too small");
+        at += (size_t)w;
+    }
+    return (int)at;
 }

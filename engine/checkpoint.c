@@ -51,11 +51,11 @@ static void fault_point(const char *where, const char *what)
 static int hash_file(const char *path, uint64_t *hash, uint64_t *bytes)
 {
     char buf[1 << 16];
-    int fd = open(path, O_RDONLY | O_CLOEXEC), rc = 0;
+    int fd = zt_open_regular(path, 0), rc = 0;
     XXH64_state_t *st;
     ssize_t n;
     if (fd < 0)
-        return zt_fail(-errno, "%s: %s", path, strerror(errno));
+        return fd;
     if (!(st = XXH64_createState())) {
         close(fd);
         return zt_fail(ZT_E_NOMEM, "out of memory");

@@ -90,7 +90,7 @@ static void *watch(void *arg)
  * oldest. Every MPI_Test on a request happens under c->lock so the progress thread and the
  * engine never test the same request at once. */
 
-enum { OP_RS, OP_AG, OP_AG_INPLACE, OP_GATHER_D, OP_SUM_I64 };
+enum { OP_RS, OP_AG, OP_AG_INPLACE, OP_GATHER_D, OP_SUM_I64, OP_GATHER_B };
 
 static void mark_done(zt_comm *c, zt_comm_req *q, int rc)
 {
@@ -360,7 +360,8 @@ static int start(zt_comm *c, int op, const void *in, void *out, size_t n, int64_
                : op == OP_AG || op == OP_AG_INPLACE ? ZT_COLL_ALLGATHER : ZT_COLL_OTHER;
     int slot = -1, rc = MPI_SUCCESS, cnt = (int)(n / (size_t)c->size);
     size_t bytes = op == OP_GATHER_D ? sizeof(double) * (size_t)c->size * n
-                   : op == OP_SUM_I64 ? sizeof(int64_t) : n * sizeof(float);
+                   : op == OP_GATHER_B ? (size_t)c->size * n
+                   : op == OP_SUM_I64 ? sizeof(int64_t) * n : n * sizeof(float);
     *h = -1;
     if (c->open == ZT_COMM_MAXREQ)
         ZT_TRY(zt_comm_wait(c, oldest_open(c)));
@@ -385,8 +386,11 @@ static int start(zt_comm *c, int op, const void *in, void *out, size_t n, int64_
     case OP_GATHER_D:
         rc = MPI_Iallgather(in, (int)n, MPI_DOUBLE, out, (int)n, MPI_DOUBLE, c->comm, &q->req);
         break;
+    case OP_GATHER_B:
+        rc = MPI_Iallgather(in, (int)n, MPI_BYTE, out, (int)n, MPI_BYTE, c->comm, &q->req);
+        break;
     default:
-        rc = MPI_Iallreduce(MPI_IN_PLACE, out, 1, MPI_INT64_T, MPI_SUM, c->comm, &q->req);
+        rc = MPI_Iallreduce(MPI_IN_PLACE, out, (int)n, MPI_INT64_T, MPI_SUM, c->comm, &q->req);
         break;
     }
     q->used = 1;
@@ -546,9 +550,159 @@ int zt_comm_gather_d(zt_comm *c, const double *x, double *all, size_t n)
 
 int zt_comm_sum_i64(zt_comm *c, int64_t *x)
 {
+    return zt_comm_sum_i64_n(c, x, 1);
+}
+
+int zt_comm_sum_i64_n(zt_comm *c, int64_t *x, size_t n)
+{
     int64_t h;
-    if (c->size == 1)
+    if (c->size == 1 || n == 0)
         return 0;
-    ZT_TRY(start(c, OP_SUM_I64, NULL, x, 1, &h));
+    if (n > (size_t)INT_MAX)
+        return zt_fail(ZT_E_INVAL, "sum of %zu integers: more than an int count", n);
+    ZT_TRY(start(c, OP_SUM_I64, NULL, x, n, &h));
     return zt_comm_wait(c, h);
+}
+
+int zt_comm_gather_bytes(zt_comm *c, const void *x, void *all, size_t n)
+{
+    int64_t h;
+    if (c->size == 1) {
+        memcpy(all, x, n);
+        return 0;
+    }
+    if (n > (size_t)INT_MAX)
+        return zt_fail(ZT_E_INVAL, "gather of %zu bytes: more than an int count", n);
+    ZT_TRY(start(c, OP_GATHER_B, x, all, n, &h));
+    return zt_comm_wait(c, h);
+}
+
+/* ---- agreement ------------------------------------------------------------------------
+ * Ranks that fail alone leave the others waiting in their next collective. Wherever a rank
+ * can fail on its own (I/O, bad input), every rank passes through an agreement: one
+ * gather of every rank's status and message; then, if settings are given, a gather of
+ * every rank's "key=value" lines, compared with rank 0's. */
+
+#define AGREE_MSG 496
+typedef struct agree_rec {
+    int32_t status;
+    int32_t pad;
+    uint64_t settings_len;     /* bytes of the settings text, 0 = none */
+    char msg[AGREE_MSG];
+} agree_rec;
+
+/* the value of key `k` (length kn) in text t ("key=value" lines), or NULL; *vn its length */
+static const char *find_key(const char *t, const char *k, size_t kn, size_t *vn)
+{
+    for (const char *l = t; l && *l;) {
+        const char *nl = strchr(l, '\n'), *eq = memchr(l, '=', nl ? (size_t)(nl - l) : strlen(l));
+        size_t ln = nl ? (size_t)(nl - l) : strlen(l);
+        if (eq && (size_t)(eq - l) == kn && memcmp(l, k, kn) == 0) {
+            *vn = ln - kn - 1;
+            return eq + 1;
+        }
+        l = nl ? nl + 1 : NULL;
+    }
+    return NULL;
+}
+
+/* The first key whose value differs between a (rank ra) and b (rank rb), as an error. */
+static int settings_differ(const char *a, int ra, const char *b, int rb)
+{
+    for (int pass = 0; pass < 2; pass++) { /* keys of a, then keys only b has */
+        const char *x = pass ? b : a, *y = pass ? a : b;
+        for (const char *l = x; l && *l;) {
+            const char *nl = strchr(l, '\n');
+            size_t ln = nl ? (size_t)(nl - l) : strlen(l), kn, vn = 0;
+            const char *eq = memchr(l, '=', ln), *v;
+            if (eq) {
+                kn = (size_t)(eq - l);
+                v = find_key(y, l, kn, &vn);
+                if (!v || vn != ln - kn - 1 || memcmp(v, eq + 1, vn) != 0) {
+                    const char *va = pass ? v : eq + 1, *vb = pass ? eq + 1 : v;
+                    int na = (int)(pass ? vn : ln - kn - 1), nb = (int)(pass ? ln - kn - 1 : vn);
+                    return zt_fail(ZT_E_CONFIG, "the ranks disagree on %.*s: rank %d has %s%.*s%s, "
+                                   "rank %d has %s%.*s%s", (int)kn, l, ra, va ? "\"" : "(",
+                                   va ? na : 4, va ? va : "none", va ? "\"" : ")", rb,
+                                   vb ? "\"" : "(", vb ? nb : 4, vb ? vb : "none",
+                                   vb ? "\"" : ")");
+                }
+            }
+            l = nl ? nl + 1 : NULL;
+        }
+    }
+    return 0;
+}
+
+int zt_comm_agree(zt_comm *c, int rc, const char *settings)
+{
+    agree_rec mine = {0}, *all = NULL;
+    char *texts = NULL;
+    size_t longest = 0;
+    int bad = -1, res = 0;
+    if (c->size == 1 || c->comm == MPI_COMM_NULL)
+        return rc;
+    mine.status = rc < 0 ? rc : 0;
+    mine.settings_len = settings ? strlen(settings) : 0;
+    if (rc < 0)
+        snprintf(mine.msg, sizeof mine.msg, "%s", zt_last_error());
+    if (!(all = calloc((size_t)c->size, sizeof *all)))
+        return zt_fail(ZT_E_NOMEM, "out of memory");
+    if ((res = zt_comm_gather_bytes(c, &mine, all, sizeof mine)) < 0)
+        goto done;
+    for (int r = 0; r < c->size; r++) {
+        if (all[r].status < 0 && bad < 0)
+            bad = r;
+        longest = all[r].settings_len > longest ? all[r].settings_len : longest;
+    }
+    if (bad >= 0) { /* every rank fails; one that failed itself keeps its own message */
+        all[bad].msg[AGREE_MSG - 1] = '\0';
+        res = rc < 0 ? zt_fail(rc, "%s", mine.msg)
+                     : zt_fail(all[bad].status, "rank %d: %s", bad, all[bad].msg);
+        goto done;
+    }
+    if (longest == 0) /* (known alike on every rank) */
+        goto done;
+    if (!(texts = calloc((size_t)c->size, longest + 1))) {
+        res = zt_fail(ZT_E_NOMEM, "out of memory");
+        goto done;
+    }
+    {   /* (every rank takes part in this gather: each has a settings text) */
+        char *own = calloc(1, longest + 1);
+        if (!own) {
+            res = zt_fail(ZT_E_NOMEM, "out of memory");
+            goto done;
+        }
+        if (mine.settings_len)
+            memcpy(own, settings, mine.settings_len);
+        res = zt_comm_gather_bytes(c, own, texts, longest + 1);
+        free(own);
+        if (res < 0)
+            goto done;
+    }
+    for (int r = 1; r < c->size && res == 0; r++)
+        if (strcmp(texts, texts + (size_t)r * (longest + 1)) != 0)
+            res = settings_differ(texts, 0, texts + (size_t)r * (longest + 1), r);
+done:
+    free(texts);
+    free(all);
+    return res;
+}
+
+int zt_ranks_agree(MPI_Comm comm, int status, const char *message, const char *settings,
+                   double timeout)
+{
+    zt_comm c;
+    int rc;
+    if (comm == MPI_COMM_NULL)
+        return status < 0 ? zt_fail(status, "%s", message ? message : "failed") : 0;
+    if ((rc = zt_comm_open(&c, comm)) < 0)
+        return rc;
+    if ((rc = zt_comm_watch(&c, timeout, 0, ZT_PROGRESS_POLL)) == 0) {
+        if (status < 0)
+            zt_fail(status, "%s", message ? message : "failed");
+        rc = zt_comm_agree(&c, status < 0 ? status : 0, settings);
+    }
+    zt_comm_close(&c);
+    return rc;
 }

@@ -84,6 +84,16 @@ int zt_comm_allgather(zt_comm *c, const float *shard, float *full, size_t n);
 /* Sum of one double per rank, added in rank order on every rank (deterministic). */
 int zt_comm_sum_ordered(zt_comm *c, double x, double *sum);
 int zt_comm_sum_i64(zt_comm *c, int64_t *x);
+/* x[0..n) summed over ranks, in place */
+int zt_comm_sum_i64_n(zt_comm *c, int64_t *x, size_t n);
+/* all[r * n .. r * n + n) = rank r's n bytes at x, on every rank */
+int zt_comm_gather_bytes(zt_comm *c, const void *x, void *all, size_t n);
+/* Agreement (collective): every rank's status (rc, with zt_last_error() when rc < 0) is
+ * shared; if any rank failed, every rank returns a failure, the ranks that did not fail with
+ * "rank R: <its message>" of the lowest failing rank. Then, if settings (key=value lines)
+ * is not NULL, every rank's settings are compared with rank 0's: on a difference every rank
+ * returns ZT_E_CONFIG naming the first differing key and both values. One rank: rc. */
+int zt_comm_agree(zt_comm *c, int rc, const char *settings);
 /* all[r * n + j] = rank r's x[j] on every rank (n doubles each). */
 int zt_comm_gather_d(zt_comm *c, const double *x, double *all, size_t n);
 

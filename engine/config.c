@@ -8,6 +8,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
+#include <float.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -93,6 +94,7 @@ enum {
     K_FP16, K_FP16_ON, K_BF16, K_BF16_ON, K_BFLOAT16, K_BFLOAT16_ON,
     K_ZT, K_ZT_NO_DECAY, K_ZT_THREADS, K_ZT_SEED, K_ZT_COLL_TIMEOUT, K_ZT_CHECK_COLL, K_ZT_PROGRESS,
     K_ZT_MEMLIMIT, K_ZT_OFFGRAD, K_ZT_DIRECT, K_ZT_RECOMPUTE, K_ZT_FP32_STATE,
+    K_ZT_SKIP_NONFINITE, K_ZT_MAX_SKIPPED,
     K_NAMED
 };
 
@@ -457,6 +459,16 @@ static const key keys[] = {
         .def_doc = "[]",
         .doc = "AdamW8bit: parameter-name substrings whose moments stay fp32 whatever their "
                "size; [\"word_embeddings\"] is bitsandbytes' stable-embedding advice."},
+    [K_ZT_SKIP_NONFINITE] = {"zerotrain.skip_nonfinite", T_BOOL, C_APPLIED, A_NO, 0, 1, 0, 0,
+        .doc = "The divergence guard: a step whose loss or global gradient norm is not finite "
+               "(on any rank) is skipped: parameters, optimizer state and the step count stay "
+               "as they were, the data moves on, and the skip is logged (with the first unit "
+               "whose gradient is not finite) and counted in the metrics. false: every step "
+               "is applied and each optimizer's own per-element rule meets the non-finite "
+               "values (the library's default, zt_config.skip_nonfinite 0)."},
+    [K_ZT_MAX_SKIPPED] = {"zerotrain.max_skipped_steps", T_INT, C_APPLIED, A_NO, 0, 5, 1, IMAX,
+        .doc = "With skip_nonfinite: this many skipped steps in a row end the run with an "
+               "error naming the step and the last good checkpoint."},
 
     /* DeepSpeed keys that do not apply here (rows after K_NAMED have no name) */
     [K_NAMED] = {"wall_clock_breakdown", T_ANY, C_IGNORED, .doc = "use `zerotrain train "
@@ -1108,8 +1120,9 @@ static void check_value(ctx *x, int k, const cJSON *n, const char *path)
     case T_NUM:
         if (!cJSON_IsNumber(n))
             wrong_type(x, k, path, n);
-        else if (!isfinite(n->valuedouble))
-            problem(x, ZT_E_CONFIG, k, path, "the number is too large to represent");
+        else if (!isfinite(n->valuedouble) || fabs(n->valuedouble) > FLT_MAX)
+            problem(x, ZT_E_CONFIG, k, path, "%s is too large to represent (in 32 bits at "
+                    "most 3.4e38)", isfinite(n->valuedouble) ? "the number" : "it");
         else {
             check_range(x, k, path, n->valuedouble);
             v->num = n->valuedouble;
@@ -1774,6 +1787,10 @@ static void resolve(ctx *x, int world, int64_t total_steps, resolved *r)
     s->offload_gradients = !GIVEN(K_ZT_OFFGRAD) ? 0 : NUM(K_ZT_OFFGRAD) != 0 ? 1 : -1;
     r->no_decay = GIVEN(K_ZT_NO_DECAY) ? x->v[K_ZT_NO_DECAY].node : NULL;
     s->n_no_decay = r->no_decay ? cJSON_GetArraySize(r->no_decay) : -1;
+    s->skip_nonfinite = GIVEN(K_ZT_SKIP_NONFINITE) ? (int)NUM(K_ZT_SKIP_NONFINITE)
+                                                   : (int)keys[K_ZT_SKIP_NONFINITE].def;
+    s->max_skipped_steps = GIVEN(K_ZT_MAX_SKIPPED) ? (int)NUM(K_ZT_MAX_SKIPPED)
+                                                   : (int)keys[K_ZT_MAX_SKIPPED].def;
     r->fp32_state = GIVEN(K_ZT_FP32_STATE) ? x->v[K_ZT_FP32_STATE].node : NULL;
     s->n_fp32_state = r->fp32_state ? cJSON_GetArraySize(r->fp32_state) : 0;
     if (s->n_fp32_state && s->optimizer != ZT_OPT_ADAMW8BIT)

@@ -22,6 +22,7 @@
 #include <cblas.h>
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -74,6 +75,18 @@ void zt_config_init(zt_config *c)
 
 static int check_config(const zt_config *c)
 {
+    const struct { const char *name; double v; } hp[] = {
+        {"lr", c->lr}, {"beta1", c->beta1}, {"beta2", c->beta2}, {"eps", c->eps},
+        {"weight_decay", c->weight_decay}, {"grad_clip", c->grad_clip},
+        {"adafactor_eps1", c->adafactor_eps1}, {"adafactor_eps2", c->adafactor_eps2},
+        {"clip_threshold", c->clip_threshold}, {"decay_rate", c->decay_rate},
+        {"adafactor_beta1", c->adafactor_beta1}, {"collective_timeout", c->collective_timeout}};
+    for (size_t i = 0; i < sizeof hp / sizeof hp[0]; i++)
+        if (!isfinite(hp[i].v))
+            return zt_fail(ZT_E_CONFIG, "config: %s is %g: hyperparameters must be finite",
+                           hp[i].name, hp[i].v);
+    if (c->skip_nonfinite < 0 || c->skip_nonfinite > 1)
+        return zt_fail(ZT_E_CONFIG, "config: skip_nonfinite %d: 0 or 1", c->skip_nonfinite);
     if (c->recompute < ZT_RECOMPUTE_NONE || c->recompute > ZT_RECOMPUTE_AUTO)
         return zt_fail(ZT_E_CONFIG, "config: recompute %d: one of ZT_RECOMPUTE_NONE, _FULL, "
                        "_SELECTIVE, _EVERY_K and _AUTO", c->recompute);
@@ -367,6 +380,30 @@ static int declare_orders(zt_engine *e)
 
 /* Registration is over: the stage's buffers, the optimizer state, the parameters
  * (model_dir: loaded from that folder; otherwise initialised from the seed). */
+/* Every rank's configuration and model shape against rank 0's, before the first collective
+ * that depends on them (different shapes would mismatch gathers). */
+static int agree_shapes(zt_engine *e, int rc)
+{
+    int nu = e->layout.n_units;
+    size_t n = 8192 + (size_t)nu * 200, at;
+    char *t;
+    if (e->comm.size == 1)
+        return rc;
+    if (rc < 0 || !(t = malloc(n)))
+        return zt_comm_agree(&e->comm, rc < 0 ? rc : zt_fail(ZT_E_NOMEM, "out of memory"), NULL);
+    rc = zt_config_describe(&e->cfg, t, n);
+    at = rc > 0 ? (size_t)rc : 0;
+    if (rc >= 0)
+        at += (size_t)snprintf(t + at, n - at, "model=%s\nunits=%d\nparameters=%d\n",
+                               e->layout.arch, nu, e->layout.n_params);
+    for (int u = 0; rc >= 0 && u < nu; u++)
+        at += (size_t)snprintf(t + at, n - at, "unit %d=%.120s, %zu floats\n", u,
+                               e->layout.units[u].name, e->layout.units[u].numel);
+    rc = zt_comm_agree(&e->comm, rc < 0 ? rc : 0, rc < 0 ? NULL : t);
+    free(t);
+    return rc;
+}
+
 static int commit(zt_engine *e, const char *model_dir)
 {
     const zt_config *cfg = &e->cfg;
@@ -375,33 +412,42 @@ static int commit(zt_engine *e, const char *model_dir)
         return e->committed > 0 ? 0 : zt_fail(ZT_E_INVAL, "the engine failed to commit "
                                               "earlier: destroy it");
     e->committed = -1; /* until it succeeds */
+    /* Between collectives every rank's own failures (checks, memory, files) are agreed on,
+     * so that no rank is left waiting in a collective the failed one never reaches. */
+    int rc = 0;
     if (nu == 0)
-        return zt_fail(ZT_E_INVAL, "zt_engine_commit: no units registered (zt_engine_add_unit)");
-    if (e->layout.units[nu - 1].n_params != e->unit_nparams[nu - 1])
-        return zt_fail(ZT_E_INVAL, "zt_engine_commit: unit %d \"%s\" was declared with %d "
-                       "parameters and has %d", nu - 1, e->layout.units[nu - 1].name,
-                       e->unit_nparams[nu - 1], e->layout.units[nu - 1].n_params);
+        rc = zt_fail(ZT_E_INVAL, "zt_engine_commit: no units registered (zt_engine_add_unit)");
+    else if (e->layout.units[nu - 1].n_params != e->unit_nparams[nu - 1])
+        rc = zt_fail(ZT_E_INVAL, "zt_engine_commit: unit %d \"%s\" was declared with %d "
+                     "parameters and has %d", nu - 1, e->layout.units[nu - 1].name,
+                     e->unit_nparams[nu - 1], e->layout.units[nu - 1].n_params);
+    ZT_TRY(agree_shapes(e, rc));
     if (!(e->alias_seen = calloc((size_t)e->layout.n_params, 1)) ||
         !(e->held = calloc((size_t)nu, sizeof *e->held)) || !(e->gstate = calloc((size_t)nu, 1)) ||
         !(e->drvP = calloc((size_t)nu, sizeof *e->drvP)) ||
         !(e->drvG = calloc((size_t)nu, sizeof *e->drvG)))
-        return zt_fail(ZT_E_NOMEM, "out of memory");
-    if (!e->custom)
-        ZT_TRY(zt_model_create(&e->mc, &e->layout, cfg->dropout, cfg->seed, &e->ops, &e->model));
-    ZT_TRY(recompute_setup(e));
+        rc = zt_fail(ZT_E_NOMEM, "out of memory");
+    if (rc == 0 && !e->custom)
+        rc = zt_model_create(&e->mc, &e->layout, cfg->dropout, cfg->seed, &e->ops, &e->model);
+    if (rc == 0)
+        rc = recompute_setup(e);
+    ZT_TRY(zt_engine_agree(e, rc, "setting up the model"));
     ZT_TRY(zt_plan_memory(e, e->plan, sizeof e->plan));
-    ZT_TRY(zt_zero_setup(e));
-    ZT_TRY(zt_ost_setup(e));
+    rc = zt_zero_setup(e);
+    if (rc == 0)
+        rc = zt_ost_setup(e);
     if (e->plan[0])
         zt_log(ZT_LOG_INFO, "%s", e->plan);
     if (e->rplan[0])
         zt_log(ZT_LOG_INFO, "%s", e->rplan);
     /* offloaded moments: the swap file and its space now, not at the first step */
-    if (cfg->offload_optimizer != ZT_OFFLOAD_NONE)
-        ZT_TRY(zt_engine_ensure_moments(e));
+    if (rc == 0 && cfg->offload_optimizer != ZT_OFFLOAD_NONE)
+        rc = zt_engine_ensure_moments(e);
+    ZT_TRY(zt_engine_agree(e, rc, "allocating the model state"));
     if (e->ops)
         e->ops->set_poll(e->model, poll_engine, e);
-    ZT_TRY(model_dir ? zt_engine_load_params(e, model_dir) : init_params(e, cfg->seed));
+    ZT_TRY(zt_engine_agree(e, model_dir ? zt_engine_load_params(e, model_dir)
+                                        : init_params(e, cfg->seed), "loading the weights"));
     for (int i = 0; i < e->layout.n_params; i++) { /* the weight-decay rule, decided once */
         zt_param_def *d = &e->layout.params[i];
         if (cfg->decay_all)
@@ -454,16 +500,30 @@ int zt_engine_create(const zt_config *cfg, MPI_Comm comm, zt_engine **out)
     if (!cfg || !out)
         return zt_fail(ZT_E_INVAL, "zt_engine_create: cfg and out must not be NULL");
     *out = NULL;
-    ZT_TRY(check_config(cfg));
     if (!(e = calloc(1, sizeof *e)))
         return zt_fail(ZT_E_NOMEM, "out of memory");
+    /* the communicator first: a rank that fails on its own below still reaches the agreement
+     * the others wait in */
+    e->comm.comm = MPI_COMM_NULL;
+    if ((rc = zt_comm_open(&e->comm, comm)) < 0) {
+        free(e);
+        return rc;
+    }
+    if ((rc = check_config(cfg)) < 0 ||
+        (rc = zt_comm_watch(&e->comm, cfg->collective_timeout, cfg->check_collectives,
+                            cfg->progress)) < 0) {
+        zt_comm_agree(&e->comm, rc, NULL);
+        snprintf(path, sizeof path, "%s", zt_last_error());
+        zt_comm_close(&e->comm);
+        free(e);
+        return zt_fail(rc, "%s", path);
+    }
     e->cfg = *cfg;
     e->cfg.model_dir = e->cfg.model_preset = e->cfg.model_config = NULL; /* borrowed */
     e->cfg.no_decay = e->cfg.fp32_state = NULL;
     if (cfg->nvme_path)
         snprintf(e->nvme_path, sizeof e->nvme_path, "%s", cfg->nvme_path);
     e->cfg.nvme_path = e->nvme_path;
-    e->comm.comm = MPI_COMM_NULL;
     e->custom = !cfg->model_dir && !cfg->model_config && !cfg->model_preset;
     if (cfg->model_dir) {
         snprintf(path, sizeof path, "%s/config.json", cfg->model_dir);
@@ -475,17 +535,14 @@ int zt_engine_create(const zt_config *cfg, MPI_Comm comm, zt_engine **out)
     } else {
         rc = 0;
     }
-    if (rc < 0 || (!e->custom && (rc = zt_model_layout(&e->mc, &l)) < 0) ||
-        (rc = copy_patterns(e, cfg)) < 0)
-        goto fail;
-    if ((rc = zt_comm_open(&e->comm, comm)) < 0 ||
-        (rc = zt_comm_watch(&e->comm, cfg->collective_timeout, cfg->check_collectives,
-                            cfg->progress)) < 0)
-        goto fail;
-    if (cfg->zero_stage < 0 || cfg->zero_stage > 3) {
+    if (rc == 0 && !e->custom)
+        rc = zt_model_layout(&e->mc, &l);
+    if (rc == 0)
+        rc = copy_patterns(e, cfg);
+    if (rc == 0 && (cfg->zero_stage < 0 || cfg->zero_stage > 3))
         rc = zt_fail(ZT_E_CONFIG, "ZeRO stage %d: stages are 0 to 3", cfg->zero_stage);
+    if ((rc = zt_comm_agree(&e->comm, rc, NULL)) < 0)
         goto fail;
-    }
     if (cfg->threads > 0) {
         openblas_set_num_threads(cfg->threads);
         omp_set_num_threads(cfg->threads);
@@ -732,6 +789,7 @@ int zt_engine_forward_backward(zt_engine *e, const zt_batch *b, int keep_logits,
     if ((rc = run_backward(e)) < 0)
         return zt_engine_fail(e, zt_units_abort(e, rc));
     e->have_logits = keep_logits;
+    e->loss_bad |= !isfinite(sum);
     if (out) {
         out->loss_sum = sum;
         out->n_labels = n;
@@ -793,8 +851,9 @@ int zt_engine_step(zt_engine *e, float lr, zt_step_info *out)
     int rc;
     if (!e)
         return zt_fail(ZT_E_INVAL, "zt_engine_step: NULL engine");
-    if (!(lr >= 0.0f))
-        return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "zt_engine_step: learning rate %g is not >= 0", lr));
+    if (!(lr >= 0.0f) || !isfinite(lr))
+        return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "zt_engine_step: learning rate %g is not "
+                                         "a finite number >= 0", lr));
     if ((rc = zt_engine_commit(e)) < 0)
         return rc;
     if (e->pass == ZT_PASS_FORWARD)
@@ -813,10 +872,47 @@ int zt_engine_step(zt_engine *e, float lr, zt_step_info *out)
             return zt_engine_fail(e, rc);
         e->gs_stale = 0;
     }
-    if ((rc = zt_zero_reduce(e, &sumsq)) < 0 ||
-        (rc = zt_comm_sum_ordered(&e->comm, sumsq, &sumsq)) < 0)
+    int bad_unit = -1;
+    if ((rc = zt_zero_reduce(e, &sumsq, &bad_unit)) < 0)
+        return zt_engine_fail(e, rc);
+    if (e->cfg.skip_nonfinite && e->loss_bad) /* (the reduced sum then tells every rank) */
+        sumsq = NAN;
+    e->loss_bad = 0;
+    if ((rc = zt_comm_sum_ordered(&e->comm, sumsq, &sumsq)) < 0)
         return zt_engine_fail(e, rc);
     norm = sqrt(sumsq);
+    if (!isfinite(norm) && e->cfg.skip_nonfinite) {
+        /* the divergence guard: nothing changes; every rank decided alike from the reduced
+         * sum. The first non-finite unit of any rank (one more gather, on this path only). */
+        double mine = bad_unit, *all = malloc(sizeof *all * (size_t)e->comm.size);
+        int first = -1;
+        if (!all)
+            return zt_engine_fail(e, zt_fail(ZT_E_NOMEM, "out of memory"));
+        if ((rc = zt_comm_gather_d(&e->comm, &mine, all, 1)) < 0) {
+            free(all);
+            return zt_engine_fail(e, rc);
+        }
+        for (int r = 0; r < e->comm.size; r++)
+            if (all[r] >= 0 && (first < 0 || all[r] < first))
+                first = (int)all[r];
+        free(all);
+        e->micro = 0;
+        e->skipped_steps++;
+        if (out) {
+            out->grad_norm = norm;
+            out->clip_coef = 1.0f;
+            out->step = e->step;
+            out->lr = lr;
+            out->skipped = 1;
+            out->nonfinite_unit = first;
+        }
+        return 0;
+    }
+    if (!isfinite(norm) && !e->warned_nonfinite) {
+        e->warned_nonfinite = 1;
+        zt_log(ZT_LOG_WARN, "step %" PRId64 ": the gradient norm is %g and skip_nonfinite is "
+               "off: the update goes on (each optimizer's per-element rule)", e->step + 1, norm);
+    }
     if (e->cfg.grad_clip > 0.0f && norm > e->cfg.grad_clip)
         coef = (float)(e->cfg.grad_clip / (norm + 1e-6));
     e->step++;
@@ -838,6 +934,8 @@ int zt_engine_step(zt_engine *e, float lr, zt_step_info *out)
         out->clip_coef = coef;
         out->step = e->step;
         out->lr = e->opt == ZT_OPT_ADAFACTOR ? (float)zt_adafactor_step_size(&e->up_af) : lr;
+        out->skipped = 0;
+        out->nonfinite_unit = -1;
     }
     return 0;
 }
@@ -980,12 +1078,28 @@ int zt_engine_save_weights(zt_engine *e, const char *dir, size_t max_shard_bytes
 
 int zt_engine_agree(zt_engine *e, int rc, const char *what)
 {
-    int64_t failed = rc < 0;
-    if (e->comm.size > 1 && zt_comm_sum_i64(&e->comm, &failed) < 0)
-        return ZT_E_MPI;
-    if (failed && rc == 0)
-        rc = zt_fail(ZT_E_MPI, "%s failed on another rank", what);
-    return rc;
+    int res;
+    if (e->comm.size == 1)
+        return rc;
+    if ((res = zt_comm_agree(&e->comm, rc, NULL)) < 0 && rc == 0)
+        zt_fail_wrap(res, "%s", what);
+    return res;
+}
+
+int zt_engine_sum_i64(zt_engine *e, int64_t *x, int n)
+{
+    if (!e || (!x && n > 0) || n < 0)
+        return zt_fail(ZT_E_INVAL, "zt_engine_sum_i64: bad argument");
+    int rc = zt_comm_sum_i64_n(&e->comm, x, (size_t)n);
+    return rc < 0 ? zt_engine_fail(e, rc) : 0;
+}
+
+int zt_engine_gather_f64(zt_engine *e, const double *x, int n, double *all)
+{
+    if (!e || ((!x || !all) && n > 0) || n < 0)
+        return zt_fail(ZT_E_INVAL, "zt_engine_gather_f64: bad argument");
+    int rc = n ? zt_comm_gather_d(&e->comm, x, all, (size_t)n) : 0;
+    return rc < 0 ? zt_engine_fail(e, rc) : 0;
 }
 
 int zt_engine_save_model_ex(zt_engine *e, const char *dir, size_t max_shard_bytes)

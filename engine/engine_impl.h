@@ -157,6 +157,10 @@ struct zt_engine {
     int n_patterns;
     unsigned char *alias_seen; /* per parameter: the checkpoint stored the tied alias */
     int64_t step;
+    /* the divergence guard: a non-finite loss since the last step (this rank), steps
+     * skipped so far, whether the unguarded warning was given */
+    int loss_bad, warned_nonfinite;
+    int64_t skipped_steps;
     int have_logits;
     /* optimizer offload: the moments of each sub-group of each unit's shard are one blob
      * [M | V] of the store */
@@ -294,7 +298,7 @@ int zt_zero_grads_can_lend(const zt_engine *e, int u);
 int zt_zero_grads_reduce(zt_engine *e, int u);
 int zt_zero_grads_end(zt_engine *e);
 /* The step after the micro-batches: reductions of stages 0-1, this rank's sum of squares. */
-int zt_zero_reduce(zt_engine *e, double *sumsq);
+int zt_zero_reduce(zt_engine *e, double *sumsq, int *bad_unit); /* first non-finite unit here */
 /* Stages 2-3: every gradient shard becomes zero (a step after zero_grad with no backward). */
 int zt_zero_clear_shards(zt_engine *e);
 /* The optimizer (e->up_hp, e->up_af) on what this rank owns, then the all-gathers the stage
@@ -345,6 +349,8 @@ int zt_engine_load_params(zt_engine *e, const char *dir);
 /* Every rank's rc agreed on: this rank's failure, or ZT_E_MPI naming `what` when another
  * rank failed (collective). */
 int zt_engine_agree(zt_engine *e, int rc, const char *what);
+/* cfgset.c: "name=value" lines of the fields every rank must share; bytes written or < 0 */
+int zt_config_describe(const zt_config *c, char *buf, size_t n);
 /* Copies the thread's last error into the engine and returns rc. */
 int zt_engine_fail(const zt_engine *e, int rc);
 

@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 
 /* ---- layout ----------------------------------------------------------------------------- */
@@ -1100,7 +1101,7 @@ int zt_zero_grads_end(zt_engine *e)
 
 /* ---- the step ------------------------------------------------------------------------------ */
 
-int zt_zero_reduce(zt_engine *e, double *sumsq)
+int zt_zero_reduce(zt_engine *e, double *sumsq, int *bad_unit)
 {
     int nu = e->layout.n_units;
     float **gs = e->Gs ? e->Gs : e->G;
@@ -1117,7 +1118,10 @@ int zt_zero_reduce(zt_engine *e, double *sumsq)
             ZT_TRY(gbuf_read(e, u, 1));
             e->gsq[u] = zt_sumsq(e->rs_tmp[u & 1], zt_zero_len(e, u, 1));
         }
-        local += e->gstore ? e->gsq[u] : zt_sumsq(gs[u], zt_zero_len(e, u, 1));
+        double x = e->gstore ? e->gsq[u] : zt_sumsq(gs[u], zt_zero_len(e, u, 1));
+        if (!isfinite(x) && *bad_unit < 0)
+            *bad_unit = u;
+        local += x;
     }
     *sumsq = local;
     return 0;

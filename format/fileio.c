@@ -1,5 +1,7 @@
 /* fileio.c - the atomic write used by every file the project writes (safetensors, config,
- * later checkpoints). It does not create folders and does not lock against other writers. */
+ * checkpoints) and the guarded open used by every reader of a file a user names (only regular
+ * files, never a wait on a FIFO). It does not create folders and does not lock against other
+ * writers. */
 #include "fileio.h"
 #include "err.h"
 
@@ -151,21 +153,57 @@ int zt_mkdirs(const char *dir)
 }
 
 
+/* What a file that is not a regular one is, for the message. */
+static const char *file_kind(mode_t mode)
+{
+    return S_ISDIR(mode)    ? "a folder"
+           : S_ISFIFO(mode) ? "a FIFO"
+           : S_ISCHR(mode)  ? "a character device"
+           : S_ISBLK(mode)  ? "a block device"
+           : S_ISSOCK(mode) ? "a socket"
+                            : "of an unknown type";
+}
+
+int zt_open_regular(const char *path, int flags)
+{
+    struct stat sb;
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | flags), fl, rc;
+    if (fd < 0)
+        return zt_fail(-errno, "%s: cannot open: %s", path, strerror(errno));
+    if (fstat(fd, &sb) != 0) {
+        rc = zt_fail(-errno, "%s: fstat: %s", path, strerror(errno));
+        goto fail;
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        rc = zt_fail(ZT_E_FORMAT, "%s: not a regular file (%s)", path, file_kind(sb.st_mode));
+        goto fail;
+    }
+    if ((fl = fcntl(fd, F_GETFL)) < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0) {
+        rc = zt_fail(-errno, "%s: fcntl: %s", path, strerror(errno));
+        goto fail;
+    }
+    return fd;
+fail:
+    close(fd);
+    return rc;
+}
+
 int zt_file_read_all(const char *path, size_t limit, char **out, size_t *len)
 {
     struct stat sb;
     char *buf = NULL;
     size_t got = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC), rc = 0;
+    int fd, rc = 0;
     *out = NULL;
-    if (fd < 0)
-        return zt_fail(-errno, "%s: cannot open: %s", path, strerror(errno));
+    if ((fd = zt_open_regular(path, 0)) < 0)
+        return fd;
     if (fstat(fd, &sb) != 0) {
         rc = zt_fail(-errno, "%s: fstat: %s", path, strerror(errno));
         goto out;
     }
-    if (!S_ISREG(sb.st_mode) || (uint64_t)sb.st_size > limit) {
-        rc = zt_fail(ZT_E_FORMAT, "%s: not a regular file of at most %zu bytes", path, limit);
+    if ((uint64_t)sb.st_size > limit) {
+        rc = zt_fail(ZT_E_FORMAT, "%s: %lld bytes, larger than the %zu-byte limit", path,
+                     (long long)sb.st_size, limit);
         goto out;
     }
     if (!(buf = malloc((size_t)sb.st_size + 1))) {

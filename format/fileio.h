@@ -5,11 +5,9 @@
 #define ZT_FORMAT_FILEIO_H
 
 #include <stddef.h>
+#include "zerotrain.h"
 
-/* Writes parts[0..n) (lens[i] bytes each) back to back into path, mode 0644.
- * Returns 0 or -errno with a message naming the path and the step that failed; on failure
- * the temporary file is removed and an existing file at path is left untouched. */
-int zt_file_write_atomic(const char *path, const void *const *parts, const size_t *lens, int n);
+/* zt_file_write_atomic (parts written back to back) is public: zerotrain.h. */
 
 /* The same, with part i (data and length) asked of part(i, arg, ...) just before it is
  * written: data can be produced one part at a time. A part that returns < 0 stops the
@@ -17,10 +15,8 @@ int zt_file_write_atomic(const char *path, const void *const *parts, const size_
 typedef int (*zt_part_fn)(int i, void *arg, const void **data, size_t *len);
 int zt_file_write_atomic_cb(const char *path, int n, zt_part_fn part, void *arg);
 
-/* Reads a whole regular file of at most limit bytes into a NUL-terminated buffer (*out,
- * freed by the caller; *len = its length, len may be NULL). Errors name the path: -errno when
- * it cannot be opened or read, ZT_E_FORMAT when it is not a regular file or is too large. */
-int zt_file_read_all(const char *path, size_t limit, char **out, size_t *len);
+/* zt_open_regular and zt_file_read_all are public (zerotrain.h): the command reads its
+ * inputs through them too. */
 
 /* mkdir -p: creates dir and its missing parents (mode 0755). */
 int zt_mkdirs(const char *dir);

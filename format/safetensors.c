@@ -350,14 +350,12 @@ static int parse_header(zt_safetensors *f, const char *path, const char *hdr, si
 static int map_file(zt_safetensors *f, const char *path)
 {
     struct stat st;
-    int rc = 0, fd = open(path, O_RDONLY | O_CLOEXEC);
+    int rc = 0, fd = zt_open_regular(path, 0);
 
     if (fd < 0)
-        return zt_fail(-errno, "%s: open: %s", path, strerror(errno));
+        return fd;
     if (fstat(fd, &st) < 0)
         rc = zt_fail(-errno, "%s: fstat: %s", path, strerror(errno));
-    else if (!S_ISREG(st.st_mode))
-        rc = BAD("%s: not a regular file", path);
     else if (st.st_size < 8) /* also keeps mmap away from empty files */
         rc = BAD("%s: file is %lld bytes, shorter than the 8-byte header length", path,
                  (long long)st.st_size);

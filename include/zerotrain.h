@@ -54,6 +54,30 @@ ZT_API const char *zt_strerror(int err);
 ZT_API const char *zt_last_error(void);
 /* "MAJOR.MINOR.PATCH" of the library linked (the header's: ZT_VERSION_*) */
 ZT_API const char *zt_version(void);
+
+/* ---- input and output files ---------------------------------------------------------- */
+/* Opens a file the caller is about to read, refusing anything but a regular file (after
+ * symlinks) before it can block: the open is O_RDONLY | O_NONBLOCK | O_CLOEXEC | flags (a
+ * FIFO opened so does not wait for a writer, a device or socket is never read), then fstat,
+ * then O_NONBLOCK is cleared again. flags adds open(2) flags such as O_NOFOLLOW; it must not
+ * ask for write access. Returns the descriptor (the caller closes it) or, with a message
+ * naming the path: -errno when it cannot be opened ("PATH: cannot open: REASON"), ZT_E_FORMAT
+ * when it is not a regular file ("PATH: not a regular file (a FIFO)", "(a folder)", ...). */
+ZT_API int zt_open_regular(const char *path, int flags);
+
+/* Reads a whole regular file of at most limit bytes into a NUL-terminated buffer (*out,
+ * freed by the caller; *len = its length, len may be NULL), opened with zt_open_regular.
+ * Errors name the path: -errno when it cannot be opened or read, ZT_E_FORMAT when it is not a
+ * regular file or is too large. */
+ZT_API int zt_file_read_all(const char *path, size_t limit, char **out, size_t *len);
+
+/* Durable, atomic write: parts[0..n) (lens[i] bytes each) back to back into a temporary file
+ * beside path, fsynced, renamed over path, the folder fsynced (mode 0644). Readers see the
+ * old file or the complete new one. Returns 0 or -errno with a message naming the path and
+ * the step that failed; on failure the temporary file is removed and path is untouched. */
+ZT_API int zt_file_write_atomic(const char *path, const void *const *parts, const size_t *lens,
+                                int n);
+
 /* ZT_ABI_VERSION of the library linked: a client built against another header must not run */
 ZT_API int zt_abi_version(void);
 
@@ -319,6 +343,9 @@ typedef struct zt_train_settings {
     int relative_step, scale_parameter, warmup_init;
     int optimizer_given;           /* the config had an "optimizer" section (zerotrain train
                                     * gives T5 Adafactor when it has none) */
+    /* zerotrain.skip_nonfinite (the divergence guard; 1 unless the config says false) and
+     * zerotrain.max_skipped_steps (consecutive skips that end a run; 5) */
+    int skip_nonfinite, max_skipped_steps;
 } zt_train_settings;
 
 typedef struct zt_train_config zt_train_config;
@@ -471,6 +498,12 @@ typedef struct zt_config {
     int n_fp32_state;
     float adafactor_eps1, adafactor_eps2, clip_threshold, decay_rate, adafactor_beta1;
     int relative_step, scale_parameter, warmup_init;
+    /* The divergence guard (zerotrain.skip_nonfinite; 0 here, 1 in `zerotrain train`): a
+     * step whose global gradient norm is not finite, or whose loss was not finite on any
+     * rank (zt_engine_forward_backward), is skipped by zt_engine_step: parameters,
+     * optimizer state and the step count stay as they were (zt_step_info.skipped). 0: every
+     * step is applied; each optimizer's own per-element rule meets non-finite values. */
+    int skip_nonfinite;
 } zt_config;
 
 /* A collective that does not complete cannot be returned from: after logging, the engine
@@ -479,6 +512,18 @@ typedef struct zt_config {
  * (called on the watchdog thread; it should not return). NULL restores the default. */
 typedef void (*zt_hang_fn)(const char *message, void *user);
 ZT_API void zt_hang_handler_set(zt_hang_fn fn, void *user);
+
+/* The start-up agreement of a trainer's ranks, before zt_engine_create (collective over
+ * comm; the engine makes the same agreement over its own configuration and model shape).
+ * A rank that failed on its own would otherwise leave the others waiting in their first
+ * collective. Each rank passes its status (0, or a negative code with its message) and its
+ * resolved settings as "key=value" lines (NULL: none). Returns 0 on every rank when every
+ * rank succeeded and every rank's settings equal rank 0's; otherwise a negative code on every
+ * rank, zt_last_error() naming the lowest failing rank and its message, or the first key
+ * that differs and the two ranks' values. timeout > 0: seconds a rank may be missing before
+ * the hang handler runs. comm MPI_COMM_NULL: status alone. */
+ZT_API int zt_ranks_agree(MPI_Comm comm, int status, const char *message,
+                          const char *settings, double timeout);
 
 
 /* Fills defaults: AdamW lr 1e-4, betas (0.9, 0.999), eps 1e-8, wd 0.01, seed 42. */
@@ -576,9 +621,15 @@ typedef struct zt_step_info {
     int64_t step;            /* optimizer steps taken so far, this one included */
     float lr;                /* the step size applied: the lr argument, or Adafactor's relative
                               * step (before its parameter scaling) */
+    int skipped;             /* cfg.skip_nonfinite: 1 = this step was skipped (nothing changed;
+                              * step is the count before it), 0 = applied */
+    int nonfinite_unit;      /* skipped: the first unit whose gradient is not finite on some
+                              * rank, or -1 when only the loss was */
 } zt_step_info;
 /* Clip by global norm (cfg.grad_clip), then the optimizer update (cfg.optimizer) with this
- * learning rate (Adafactor with relative_step: its own step size). */
+ * learning rate (Adafactor with relative_step: its own step size); lr must be finite and
+ * >= 0. With cfg.skip_nonfinite a non-finite loss or norm skips the update (every rank
+ * alike, from the reduced values): out->skipped. */
 ZT_API int zt_engine_step(zt_engine *e, float lr, zt_step_info *out);
 
 /* ---- models of your own: units and parameters ----------------------------------------
@@ -647,6 +698,11 @@ ZT_API int zt_engine_add_param_alias(zt_engine *e, int index, const char *name);
  * parameters (collective). Called by the first call that needs them; calling it yourself
  * reports configuration errors early. */
 ZT_API int zt_engine_commit(zt_engine *e);
+/* Collectives for a trainer's own bookkeeping, over the engine's communicator and under its
+ * watchdog (every rank calls them alike): x[0..n) summed over ranks in place; all[r * n + j]
+ * = rank r's x[j] on every rank. */
+ZT_API int zt_engine_sum_i64(zt_engine *e, int64_t *x, int n);
+ZT_API int zt_engine_gather_f64(zt_engine *e, const double *x, int n, double *all);
 /* this rank's index and the number of ranks (the engine's communicator) */
 ZT_API int zt_engine_rank(const zt_engine *e);
 ZT_API int zt_engine_world_size(const zt_engine *e);

@@ -55,7 +55,8 @@ class _TrainState(ctypes.Structure):
 
 class _StepInfo(ctypes.Structure):
     _fields_ = [("grad_norm", ctypes.c_double), ("clip_coef", ctypes.c_float),
-                ("step", ctypes.c_int64), ("lr", ctypes.c_float)]
+                ("step", ctypes.c_int64), ("lr", ctypes.c_float), ("skipped", ctypes.c_int),
+                ("nonfinite_unit", ctypes.c_int)]
 
 
 _lib = None
@@ -297,11 +298,13 @@ class Engine:
         self._check(self._L.zt_engine_unit_grads_ready(self._h, unit))
 
     def step(self, lr):
-        """Clip, update, gather: returns dict(grad_norm, clip_coef, step, lr)."""
+        """Clip, update, gather: returns dict(grad_norm, clip_coef, step, lr, skipped,
+        nonfinite_unit); skipped is True when the divergence guard (config skip_nonfinite,
+        off by default here) left everything as it was."""
         si = _StepInfo()
         self._check(self._L.zt_engine_step(self._h, lr, ctypes.byref(si)))
         return {"grad_norm": si.grad_norm, "clip_coef": si.clip_coef, "step": si.step,
-                "lr": si.lr}
+                "lr": si.lr, "skipped": bool(si.skipped), "nonfinite_unit": si.nonfinite_unit}
 
     def zero_grad(self):
         self._check(self._L.zt_engine_zero_grad(self._h))

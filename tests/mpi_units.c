@@ -2,7 +2,8 @@
  * ranks that acquire different units while the order is being recorded get an error naming
  * both, not a hang; ranks that declare different orders are refused the same way; stage 3's
  * traffic report (a replay of the recorded order) equals the gathers measured, for holds
- * that do not nest. Prints one line per check; the exit status is the verdict. */
+ * that do not nest; ranks that register different shapes, or one rank that fails alone at
+ * commit, are refused on every rank with a message naming the unit or that rank. Prints one line per check; the exit status is the verdict. */
 #define ZT_EXPERIMENTAL
 #include "zerotrain.h"
 
@@ -132,6 +133,36 @@ int main(int argc, char **argv)
                    (rs + ag) / rs);
             bad |= !same;
         }
+        zt_engine_destroy(t);
+    }
+    /* the last rank registers another shape; then it fails alone at commit: every rank is
+     * refused, naming the unit or the failing rank and its message, none waits */
+    for (int k = 0; k < 2; k++) {
+        int size = 0, last;
+        zt_config c;
+        zt_engine *t = NULL;
+        MPI_Comm_size(MPI_COMM_WORLD, &size);
+        last = rank == size - 1;
+        zt_config_init(&c);
+        c.zero_stage = 3;
+        c.collective_timeout = 20;
+        int rc = zt_engine_create(&c, MPI_COMM_WORLD, &t), id;
+        int64_t sh[1] = {k == 0 && last ? 1001 : 1000};
+        zt_param_spec sp = {"w", 1, sh, ZT_INIT_ONES, 0, NULL, 0, NULL};
+        if (rc == 0 && !(k == 1 && last)) /* (k = 1: the last rank registers no unit) */
+            rc = zt_engine_add_unit(t, "w", 1, &id) < 0 ? -1 : zt_engine_add_param(t, id, &sp, NULL);
+        if (rc == 0)
+            rc = zt_engine_commit(t);
+        char want[96];
+        if (k == 0)
+            snprintf(want, sizeof want, "the ranks disagree on unit 0: rank 0 has \"w, 1000 floats\", "
+                     "rank %d has \"w, 1001 floats\"", size - 1);
+        else if (last)
+            snprintf(want, sizeof want, "no units registered");
+        else
+            snprintf(want, sizeof want, "rank %d: zt_engine_commit: no units registered", size - 1);
+        bad |= expect(rank, rc, t ? zt_engine_last_error(t) : zt_last_error(), want,
+                      k ? "one rank fails at commit" : "different shapes");
         zt_engine_destroy(t);
     }
     zt_engine *e = model(3);

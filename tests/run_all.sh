@@ -28,6 +28,7 @@ suite cli bash tests/test_cli.sh build/zerotrain
 suite train bash tests/test_train.sh build/zerotrain
 suite prepare bash tests/test_prepare.sh build/zerotrain
 suite zero bash tests/test_zero.sh build/zerotrain
+suite robust bash tests/test_robust.sh build/zerotrain
 suite recompute bash tests/test_recompute.sh build/zerotrain
 suite optim bash tests/test_optim.sh build/zerotrain
 suite parity env ZT=build/zerotrain bash tests/test_bert_random.sh

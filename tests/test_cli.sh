@@ -161,6 +161,32 @@ expect_error "data with a wrong magic" 1 "$T/dmagic/shard-00000.zts: bad magic" 
 cp -r "$T/d1" "$T/dnoman"; rm "$T/dnoman/manifest.json"
 expect_error "data without a manifest" 1 "$T/dnoman/manifest.json" -- "$ZT" train --model "$FIX" --data "$T/dnoman" --steps 1 --seq-len 8 --save-model "$T/out.m"
 if "$ZT" train --model "$FIX" --data "$T/d1" --steps 2 --seq-len 8 >/dev/null 2>"$T/d1.err"; then ok; else bad "train on a small prepared corpus"; cat "$T/d1.err"; fi
+# FIFOs (and other special files) are refused at once with the path, never waited on: every
+# call runs under `timeout 10`, so a reader that blocks on the FIFO fails with status 124
+mkfifo "$T/fifo"
+expect_error "check-config FIFO" 1 "$T/fifo: not a regular file" -- timeout 10 "$ZT" check-config "$T/fifo"
+expect_error "inspect FIFO" 1 "$T/fifo: not a regular file (a FIFO)" -- timeout 10 "$ZT" inspect "$T/fifo"
+expect_error "grad --batch FIFO" 1 "$T/fifo: not a regular file (a FIFO)" -- timeout 10 "$ZT" grad --model "$FIX" --batch "$T/fifo" --out "$T/out.st"
+expect_error "grad --step FIFO" 1 "$T/fifo: not a regular file (a FIFO)" -- timeout 10 "$ZT" grad --model "$FIX" --batch "$B" --step "$T/fifo" --out "$T/out.st"
+mkdir "$T/mfifo-config" "$T/mfifo-weights"
+cp "$FIX/model.safetensors" "$T/mfifo-config/"; mkfifo "$T/mfifo-config/config.json"
+cp "$FIX/config.json" "$T/mfifo-weights/"; mkfifo "$T/mfifo-weights/model.safetensors"
+expect_error "model config.json FIFO" 1 "$T/mfifo-config/config.json: not a regular file (a FIFO)" -- \
+    timeout 10 "$ZT" grad --model "$T/mfifo-config" --batch "$B" --out "$T/out.st"
+expect_error "model.safetensors FIFO" 1 "$T/mfifo-weights/model.safetensors: not a regular file (a FIFO)" -- \
+    timeout 10 "$ZT" grad --model "$T/mfifo-weights" --batch "$B" --out "$T/out.st"
+expect_error "train model.safetensors FIFO" 1 "$T/mfifo-weights/model.safetensors: not a regular file (a FIFO)" -- \
+    timeout 10 "$ZT" train --model "$T/mfifo-weights" --data synthetic --steps 1 --seq-len 8
+expect_error "train --config FIFO" 1 "$T/fifo: not a regular file (a FIFO)" -- \
+    timeout 10 "$ZT" train --model "$FIX" --data synthetic --config "$T/fifo" --steps 1 --seq-len 8
+expect_error "train --model FIFO" 1 "--model $T/fifo: not a regular file (a config.json) nor a folder (a FIFO)" -- \
+    timeout 10 "$ZT" train --model "$T/fifo" --data synthetic --steps 1 --seq-len 8
+cp -r "$T/d1" "$T/dfifo"; rm "$T/dfifo/manifest.json"; mkfifo "$T/dfifo/manifest.json"
+expect_error "data manifest FIFO" 1 "$T/dfifo/manifest.json: not a regular file (a FIFO)" -- \
+    timeout 10 "$ZT" train --model "$FIX" --data "$T/dfifo" --steps 1 --seq-len 8
+cp -r "$T/d1" "$T/dsfifo"; rm "$T/dsfifo/shard-00000.zts"; mkfifo "$T/dsfifo/shard-00000.zts"
+expect_error "data shard FIFO" 1 "$T/dsfifo/shard-00000.zts: not a regular file (a FIFO)" -- \
+    timeout 10 "$ZT" train --model "$FIX" --data "$T/dsfifo" --steps 1 --seq-len 8
 if ls "$T" | grep -q '\.tmp\.'; then bad "temporary files left: $(ls "$T" | grep '\.tmp\.')"; else ok; fi
 
 echo "cli: $pass passed, $fail failed"

@@ -468,6 +468,16 @@ static void test_open_errors(void **state)
     assert_non_null(strstr(zt_last_error(), path));
     assert_int_equal(zt_safetensors_open(tmpdir, &f), ZT_E_FORMAT); /* a folder */
     assert_int_equal(zt_safetensors_open(NULL, &f), ZT_E_INVAL);
+    /* a FIFO without a writer is refused at once, not waited on (the alarm fails a hang) */
+    tmp_path(path, sizeof path, "fifo.safetensors");
+    assert_int_equal(mkfifo(path, 0644), 0);
+    alarm(10);
+    assert_int_equal(zt_safetensors_open(path, &f), ZT_E_FORMAT);
+    alarm(0);
+    assert_null(f);
+    assert_non_null(strstr(zt_last_error(), path));
+    assert_non_null(strstr(zt_last_error(), "not a regular file (a FIFO)"));
+    unlink(path);
 }
 
 /* ---- writer ------------------------------------------------------------------------- */

@@ -313,6 +313,12 @@ static void test_writer_errors(void **state)
     assert_null(w);
     assert_false(exists(dir));
     tok = make_tok(100);
+    tok.mask_id = tok.sep_id; /* two special tokens that are one id */
+    assert_int_equal(zt_token_writer_create(dir, &tok, 10, &w), ZT_E_CONFIG);
+    assert_non_null(strstr(zt_last_error(), "sep_id and mask_id are both 3"));
+    assert_null(w);
+    assert_false(exists(dir));
+    tok = make_tok(100);
     tok.type[0] = '\0';
     assert_int_equal(zt_token_writer_create(dir, &tok, 10, &w), ZT_E_CONFIG);
     tok = make_tok(100);
@@ -570,7 +576,10 @@ static void test_manifest_errors(void **state)
         {"tokenizer", "vocab_size", "0", M, "vocab_size"},
         {"tokenizer", "vocab_size", "1.5", M, "vocab_size"},
         {"tokenizer", "mask_id", "100", M, "mask_id"},
-        {"tokenizer", "sep_id", "4", S0, "sep_id"},  /* differs from the shards' header */
+        {"tokenizer", "sep_id", "5", S0, "sep_id"},  /* differs from the shards' header */
+        {"tokenizer", "mask_id", "3", M, "tokenizer.sep_id and tokenizer.mask_id are both 3"},
+        {"tokenizer", "pad_id", "1", M, "tokenizer.pad_id and tokenizer.unk_id are both 1"},
+        {"tokenizer", "cls_id", "4", M, "tokenizer.cls_id and tokenizer.mask_id are both 4"},
         {"tokenizer", "vocab_size", "70000", S0, "vocab_size"},
         {"tokenizer", "lower_case", "1", M, "lower_case"},
         {"tokenizer", "type", "\"\"", M, "type"},
@@ -595,6 +604,58 @@ static void test_manifest_errors(void **state)
         cJSON_Delete(m);
         expect_open(dir, 0, ZT_E_FORMAT, cases[i].file, cases[i].what);
     }
+}
+
+/* The same shard listed twice (by name, or under a second name through a hard link), with
+ * totals that add up: each entry agrees with its file, only the file's identity tells. */
+static void test_duplicate_shard(void **state)
+{
+    char dir[512], a[600], b[600];
+    (void)state;
+    for (int link_it = 0; link_it < 2; link_it++) {
+        fresh("dup", dir, sizeof dir);
+        cJSON *m = load_manifest(dir), *shards = cJSON_GetObjectItemCaseSensitive(m, "shards");
+        cJSON *totals = cJSON_GetObjectItemCaseSensitive(m, "totals");
+        cJSON *copy = cJSON_Duplicate(cJSON_GetArrayItem(shards, 0), 1);
+        int n = cJSON_GetArraySize(shards);
+        if (link_it) {
+            shard_file(dir, 0, a, sizeof a);
+            snprintf(b, sizeof b, "%s/shard-again.zts", dir);
+            assert_int_equal(link(a, b), 0);
+            cJSON_ReplaceItemInObjectCaseSensitive(copy, "file", cJSON_CreateString("shard-again.zts"));
+        }
+        cJSON_AddItemToArray(shards, copy);
+        cJSON_ReplaceItemInObjectCaseSensitive(totals, "tokens", cJSON_CreateNumber(
+            num(totals, "tokens") + num(copy, "tokens")));
+        cJSON_ReplaceItemInObjectCaseSensitive(totals, "docs", cJSON_CreateNumber(
+            num(totals, "docs") + num(copy, "docs")));
+        cJSON_ReplaceItemInObjectCaseSensitive(totals, "shards", cJSON_CreateNumber(n + 1));
+        save_manifest(dir, m);
+        cJSON_Delete(m);
+        char what[200];
+        snprintf(what, sizeof what, "shards[0] and shards[%d] are the same file", n);
+        expect_open(dir, 0, ZT_E_FORMAT, "manifest.json", what);
+        expect_open(dir, 0, ZT_E_FORMAT, link_it ? "shard-again.zts" : "shard-00000.zts", what);
+    }
+}
+
+/* A manifest or a shard that is a FIFO is refused at once (an open would wait for a writer;
+ * the alarm turns a hang into a failure), naming the file. */
+static void test_fifo(void **state)
+{
+    char dir[512], path[600];
+    (void)state;
+    alarm(10);
+    fresh("fifo", dir, sizeof dir);
+    shard_file(dir, 1, path, sizeof path);
+    assert_int_equal(unlink(path), 0);
+    assert_int_equal(mkfifo(path, 0644), 0);
+    expect_open(dir, 0, ZT_E_FORMAT, "shard-00001.zts", "not a regular file (a FIFO)");
+    snprintf(path, sizeof path, "%s/manifest.json", dir);
+    assert_int_equal(unlink(path), 0);
+    assert_int_equal(mkfifo(path, 0644), 0);
+    expect_open(dir, 0, ZT_E_FORMAT, "manifest.json", "not a regular file (a FIFO)");
+    alarm(0);
 }
 
 /* A document table that is not increasing, or a document start not after a separator. */
@@ -655,6 +716,8 @@ int main(void)
         cmocka_unit_test(test_truncated),
         cmocka_unit_test(test_missing_shard),
         cmocka_unit_test(test_manifest_errors),
+        cmocka_unit_test(test_duplicate_shard),
+        cmocka_unit_test(test_fifo),
         cmocka_unit_test(test_bad_doc_table),
         cmocka_unit_test(test_api_misuse),
     };

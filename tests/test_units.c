@@ -557,6 +557,119 @@ static void test_lineage(void **state)
     zt_engine_destroy(e);
 }
 
+/* the divergence guard (skip_nonfinite): a pass with a NaN in one gradient leaves the
+ * parameters, the optimizer state and the step count as they were, and names the unit; the
+ * next finite step then gives the bits of a run that never saw the NaN. Without the guard
+ * the update goes on (the NaN reaches the parameters). Non-finite lr and hyperparameters
+ * are refused. */
+static zt_engine *guarded(int skip)
+{
+    zt_engine *e = NULL;
+    zt_config c;
+    zt_config_init(&c);
+    c.threads = 1;
+    c.skip_nonfinite = skip;
+    if (zt_engine_create(&c, MPI_COMM_NULL, &e) != 0)
+        fail_msg("%s", zt_last_error());
+    for (int u = 0; u < NU; u++) {
+        char name[32], pw[48];
+        float w[12];
+        int id;
+        int64_t sw[2] = {4, 3};
+        snprintf(name, sizeof name, "block.%d", u);
+        snprintf(pw, sizeof pw, "block.%d.weight", u);
+        for (int i = 0; i < 12; i++)
+            w[i] = 0.1f * (float)i + (float)u;
+        zt_param_spec ws = {pw, 2, sw, ZT_INIT_VALUES, 0, w, 0, NULL};
+        if (zt_engine_add_unit(e, name, 1, &id) != 0 || zt_engine_add_param(e, id, &ws, NULL))
+            fail_msg("%s", zt_engine_last_error(e));
+    }
+    return e;
+}
+
+static void pass_with(zt_engine *e, int nan_unit)
+{
+    float *p, *g;
+    for (int u = 0; u < NU; u++) {
+        assert_int_equal(zt_engine_unit_acquire(e, u, ZT_FOR_FORWARD, &p, NULL), 0);
+        assert_int_equal(zt_engine_unit_release(e, u), 0);
+    }
+    for (int u = NU - 1; u >= 0; u--) {
+        assert_int_equal(zt_engine_unit_acquire(e, u, ZT_FOR_BACKWARD, &p, &g), 0);
+        for (int i = 0; i < 12; i++)
+            g[i] += 0.5f + (float)u;
+        if (u == nan_unit)
+            g[7] = NAN;
+        assert_int_equal(zt_engine_unit_grads_ready(e, u), 0);
+        assert_int_equal(zt_engine_unit_release(e, u), 0);
+    }
+}
+
+static void read_weights(zt_engine *e, float *out)
+{
+    char n[32];
+    for (int u = 0; u < NU; u++) {
+        snprintf(n, sizeof n, "block.%d.weight", u);
+        assert_int_equal(zt_engine_read_param(e, n, out + 12 * u, 12), 0);
+    }
+}
+
+static void test_guard(void **state)
+{
+    (void)state;
+    float before[3 * 12], after[3 * 12], clean[3 * 12];
+    zt_step_info si;
+    zt_engine *e = guarded(1), *ref = guarded(1);
+    /* e: finite, NaN in unit 1 (skipped), finite; ref: finite, finite */
+    pass_with(e, -1);
+    assert_int_equal(zt_engine_step(e, 1e-2f, &si), 0);
+    assert_int_equal(si.skipped, 0);
+    assert_int_equal(zt_engine_zero_grad(e), 0);
+    read_weights(e, before);
+    pass_with(e, 1);
+    assert_int_equal(zt_engine_step(e, 1e-2f, &si), 0);
+    assert_int_equal(si.skipped, 1);
+    assert_int_equal(si.nonfinite_unit, 1);
+    assert_int_equal(si.step, 1);
+    assert_true(isnan(si.grad_norm));
+    read_weights(e, after);
+    assert_memory_equal(before, after, sizeof before);
+    assert_int_equal(zt_engine_zero_grad(e), 0);
+    pass_with(e, -1);
+    assert_int_equal(zt_engine_step(e, 1e-2f, &si), 0);
+    assert_int_equal(si.skipped, 0);
+    assert_int_equal(si.step, 2);
+    read_weights(e, after);
+    for (int k = 0; k < 2; k++) {
+        pass_with(ref, -1);
+        assert_int_equal(zt_engine_step(ref, 1e-2f, &si), 0);
+        assert_int_equal(zt_engine_zero_grad(ref), 0);
+    }
+    read_weights(ref, clean);
+    assert_memory_equal(after, clean, sizeof after); /* moments and step count untouched */
+    EXPECT_ERR(zt_engine_step(e, INFINITY, &si), "is not a finite number >= 0");
+    zt_engine_destroy(e);
+    zt_engine_destroy(ref);
+
+    /* without the guard (the library's default) the update is applied */
+    e = guarded(0);
+    pass_with(e, 2);
+    assert_int_equal(zt_engine_step(e, 1e-2f, &si), 0);
+    assert_int_equal(si.skipped, 0);
+    assert_int_equal(si.step, 1);
+    read_weights(e, after);
+    assert_true(isnan(after[2 * 12 + 7]));
+    zt_engine_destroy(e);
+
+    zt_config c;
+    zt_config_init(&c);
+    EXPECT_ERR(zt_config_set(&c, "lr", "1e39"), "is not a finite number");
+    c.beta2 = INFINITY;
+    EXPECT_ERR(zt_engine_create(&c, MPI_COMM_NULL, &e), "beta2 is inf: hyperparameters must be finite");
+    assert_int_equal(zt_config_set(&c, "skip_nonfinite", "1"), 0);
+    assert_int_equal(c.skip_nonfinite, 1);
+}
+
 /* zt_config_set: names, values, errors */
 static void test_config_set(void **state)
 {
@@ -590,7 +703,7 @@ int main(void)
         cmocka_unit_test(test_step),         cmocka_unit_test(test_accumulation),
         cmocka_unit_test(test_stage2_buffers), cmocka_unit_test(test_schedule),
         cmocka_unit_test(test_checkpoint),   cmocka_unit_test(test_lineage),
-        cmocka_unit_test(test_config_set),
+        cmocka_unit_test(test_config_set),   cmocka_unit_test(test_guard),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../tools/wordpiece.c"
@@ -308,6 +309,15 @@ static void test_vocab_loading(void **state)
     assert_int_equal(wp_load(path, 1, &t, err, sizeof err), -ENOENT);
     assert_non_null(strstr(err, "missing.txt"));
     assert_null(strchr(err, '\n'));
+    /* a FIFO is refused at once, not waited on (the alarm fails a hang) */
+    snprintf(path, sizeof path, "%s/fifo.txt", tmpdir);
+    assert_int_equal(mkfifo(path, 0644), 0);
+    alarm(10);
+    assert_int_equal(wp_load(path, 1, &t, err, sizeof err), ZT_E_FORMAT);
+    alarm(0);
+    assert_null(t);
+    assert_non_null(strstr(err, "fifo.txt: not a regular file (a FIFO)"));
+    unlink(path);
 }
 
 int main(void)

@@ -309,23 +309,24 @@ run b3half 3 b3 3 --checkpoint-dir "$T/ckb"
 run b1res 2 g1 5 --checkpoint-dir "$T/ckb" --resume
 if grep -q "resumed from" "$T/b1res.log" && close b1res g2tail; then ok
 else bad "resume at N=2 stage 1 from a bucketed N=3 stage-3 checkpoint"; tail -3 "$T/b1res.log"; fi
-# hang protection: a rank that stalls before collective #7 (fault injected by an environment
+# hang protection: a rank that stalls before collective #14 (fault injected by an environment
 # variable read only in tests) makes every rank exit non-zero within timeout + 10 s, naming
 # rank, sequence number and operation; a rank that skips a unit's reduction is caught by
-# --check-collectives naming both sides (#0 and #1 are the check, at start, that every rank
-# declared the same orders of unit acquires)
+# --check-collectives naming both sides (#0 to #8 are the agreements at start: every rank's
+# status, configuration, model shape and declared orders of unit acquires; each step begins
+# with the sum of labelled tokens)
 cfg h2 2 2 4
 t0=$(date +%s)
-ZT_FAULT_STALL=1:7 timeout 60 $MPI -x ZT_FAULT_STALL -np 2 "$ZT" train --model "$T/model" --data synthetic \
+ZT_FAULT_STALL=1:14 timeout 60 $MPI -x ZT_FAULT_STALL -np 2 "$ZT" train --model "$T/model" --data synthetic \
     --config "$T/h2.json" --seq-len 16 --steps 3 --threads 1 --collective-timeout 3 >"$T/stall.log" 2>&1
 st=$?; el=$(( $(date +%s) - t0 ))
 if [ $st -ne 0 ] && [ $st -ne 124 ] && [ $el -le 13 ] \
-   && grep -q "rank 0: collective #7 (all-gather of [0-9]* floats) did not complete within 3 s" "$T/stall.log"; then ok
+   && grep -q "rank 0: collective #14 (all-gather of [0-9]* floats) did not complete within 3 s" "$T/stall.log"; then ok
 else bad "stalled rank: status $st after $el s"; head -5 "$T/stall.log"; fi
 ZT_FAULT_SKIP_UNIT=1:2 timeout 60 $MPI -x ZT_FAULT_SKIP_UNIT -np 2 "$ZT" train --model "$T/model" --data synthetic \
     --config "$T/h2.json" --seq-len 16 --steps 3 --threads 1 --check-collectives >"$T/skip.log" 2>&1
 st=$?
-if [ $st -ne 0 ] && [ $st -ne 124 ] && grep -q "collectives out of step: rank . is at #4 (reduce-scatter of [0-9]* floats), rank . at #4 (reduce-scatter of [0-9]* floats)" "$T/skip.log"; then ok
+if [ $st -ne 0 ] && [ $st -ne 124 ] && grep -q "collectives out of step: rank . is at #11 (reduce-scatter of [0-9]* floats), rank . at #11 (reduce-scatter of [0-9]* floats)" "$T/skip.log"; then ok
 else bad "skipped unit not caught: status $st"; head -5 "$T/skip.log"; fi
 # the TCP transport (the path multi-node runs take) gives the same bits
 MPI="$MPI --mca btl self,tcp" run tcp 2 s1 5

@@ -6,12 +6,10 @@
 #include "ckptdir.h"
 
 #include <cjson/cJSON.h>
-#include <xxhash.h>
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -201,64 +199,39 @@ void ckptdir_saved(ckptdir *d, zt_engine *e)
                         "runs from %s\n", n, n == 1 ? "" : "s", d->root);
 }
 
-/* "DIR (data manifest xxh64 H)" or "synthetic:SEED" */
+/* "DIR (its identity)" or "synthetic:SEED" */
 static void describe_data(const cJSON *o, char *out, size_t n)
 {
     const cJSON *id = cJSON_GetObjectItemCaseSensitive(o, "data"),
                 *dir = cJSON_GetObjectItemCaseSensitive(o, "data_dir");
     const char *s = cJSON_IsString(id) ? id->valuestring : "?";
-    if (cJSON_IsString(dir) && strncmp(s, "xxh64:", 6) == 0)
-        snprintf(out, n, "%s (data manifest xxh64 %s)", dir->valuestring, s + 6);
+    if (cJSON_IsString(dir))
+        snprintf(out, n, "%s (%s)", dir->valuestring, s);
     else
         snprintf(out, n, "%s", s);
 }
 
 int ckptdir_run_info(zt_engine *e, int rank, long seq_len, int train_batch_size,
-                     const char *data_dir, uint64_t synth_seed, char *err, size_t errlen)
+                     const char *data_id, const char *data_dir, char *err, size_t errlen)
 {
-    char id[64], *text = NULL;
+    char *text = NULL;
     const char *was_text = zt_checkpoint_trainer_info(e);
     cJSON *o = cJSON_CreateObject(), *was = NULL;
     int rc = 0;
-    if (data_dir) { /* the data's identity: its manifest, which checksums every shard */
-        char path[4096];
-        FILE *f;
-        XXH64_state_t *st = XXH64_createState();
-        snprintf(path, sizeof path, "%s/manifest.json", data_dir);
-        if (!st || !(f = fopen(path, "rb"))) {
-            rc = fail(err, errlen, "%s: cannot read: %s", path, st ? strerror(errno) :
-                      "out of memory");
-        } else {
-            char buf[1 << 14];
-            size_t got;
-            XXH64_reset(st, 0);
-            while ((got = fread(buf, 1, sizeof buf, f)) > 0)
-                XXH64_update(st, buf, got);
-            if (ferror(f))
-                rc = fail(err, errlen, "%s: read error", path);
-            fclose(f);
-            snprintf(id, sizeof id, "xxh64:%016" PRIx64, (uint64_t)XXH64_digest(st));
-        }
-        XXH64_freeState(st);
-    } else {
-        snprintf(id, sizeof id, "synthetic:%" PRIu64, synth_seed);
-    }
-    if (rc == 0) {
-        cJSON_AddNumberToObject(o, "seq_len", (double)seq_len);
-        cJSON_AddNumberToObject(o, "train_batch_size", train_batch_size);
-        cJSON_AddStringToObject(o, "data", id);
-        if (data_dir)
-            cJSON_AddStringToObject(o, "data_dir", data_dir);
-        if (!(text = cJSON_Print(o)))
-            rc = fail(err, errlen, "out of memory");
-        else if (zt_checkpoint_set_trainer_info(e, text) < 0)
-            rc = fail(err, errlen, "%s", zt_engine_last_error(e));
-    }
+    cJSON_AddNumberToObject(o, "seq_len", (double)seq_len);
+    cJSON_AddNumberToObject(o, "train_batch_size", train_batch_size);
+    cJSON_AddStringToObject(o, "data", data_id);
+    if (data_dir)
+        cJSON_AddStringToObject(o, "data_dir", data_dir);
+    if (!(text = cJSON_Print(o)))
+        rc = fail(err, errlen, "out of memory");
+    else if (zt_checkpoint_set_trainer_info(e, text) < 0)
+        rc = fail(err, errlen, "%s", zt_engine_last_error(e));
     if (rc == 0 && rank == 0 && was_text && (was = cJSON_Parse(was_text))) {
         const cJSON *t = cJSON_GetObjectItemCaseSensitive(was, "seq_len"),
                     *b = cJSON_GetObjectItemCaseSensitive(was, "train_batch_size"),
                     *dd = cJSON_GetObjectItemCaseSensitive(was, "data");
-        char now_d[4200], was_d[4200];
+        char now_d[4400], was_d[4400];
         if (cJSON_IsNumber(t) && t->valuedouble != (double)seq_len)
             fprintf(stderr, "zerotrain: notice: resuming with seq-len %ld (the checkpoint was "
                             "trained with %.0f)\n", seq_len, t->valuedouble);
@@ -266,7 +239,7 @@ int ckptdir_run_info(zt_engine *e, int rank, long seq_len, int train_batch_size,
             fprintf(stderr, "zerotrain: notice: resuming with train batch size %d (the "
                             "checkpoint was trained with %.0f)\n", train_batch_size,
                     b->valuedouble);
-        if (cJSON_IsString(dd) && strcmp(dd->valuestring, id) != 0) {
+        if (cJSON_IsString(dd) && strcmp(dd->valuestring, data_id) != 0) {
             describe_data(o, now_d, sizeof now_d);
             describe_data(was, was_d, sizeof was_d);
             fprintf(stderr, "zerotrain: notice: resuming on data %s (the checkpoint was "

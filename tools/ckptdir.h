@@ -9,7 +9,6 @@
 #include "zerotrain.h"
 
 #include <stddef.h>
-#include <stdint.h>
 
 enum {
     CKPTDIR_NEW = 0,       /* a fresh run: the folder must hold no step-N entry */
@@ -38,11 +37,12 @@ void ckptdir_saved(ckptdir *d, zt_engine *e);
 void ckptdir_close(ckptdir *d, int failed);
 
 /* What this run trains with, saved in every checkpoint it writes
- * (zt_checkpoint_set_trainer_info: seq_len, train_batch_size, data: "synthetic:SEED" or
- * the data manifest's xxh64); after a load, each that differs from the checkpoint's is a
- * notice on stderr (rank 0). Call once, after any load and before the first step. data_dir
- * NULL: synthetic data of synth_seed. Returns 0 or -1 with the message in err. */
+ * (zt_checkpoint_set_trainer_info): seq_len, train_batch_size and the data's identity data_id
+ * (the command's: "synthetic:SEED", or its manifest's checksum) with data_dir (NULL for
+ * synthetic data); after a load, each that differs from the checkpoint's is a notice on
+ * stderr (rank 0). Call on every rank once, after any load and before the first step.
+ * Returns 0 or -1 with the message in err. */
 int ckptdir_run_info(zt_engine *e, int rank, long seq_len, int train_batch_size,
-                     const char *data_dir, uint64_t synth_seed, char *err, size_t errlen);
+                     const char *data_id, const char *data_dir, char *err, size_t errlen);
 
 #endif

@@ -8,16 +8,19 @@
 #include <string.h>
 #include <time.h>
 
+static char last_msg[1024];
+
 int die(const char *fmt, ...)
 {
     va_list ap;
-    fprintf(stderr, "zerotrain: error: ");
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vsnprintf(last_msg, sizeof last_msg, fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
+    fprintf(stderr, "zerotrain: error: %s\n", last_msg);
     return 1;
 }
+
+const char *die_last(void) { return last_msg; }
 
 int parse_opts(int argc, char **argv, const opt *opts, int n)
 {

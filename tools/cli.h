@@ -4,11 +4,15 @@
 #define ZT_TOOLS_CLI_H
 
 #include "zerotrain.h"
+/* zt_open_regular and zt_file_read_all, linked from libzerotrain.a: the one library-internal
+ * header the command uses (readers of a user's files must not wait on a FIFO). */
 
 #include <stdio.h>
 
 /* Prints "zerotrain: error: ..." as one line on stderr and returns 1. */
 int die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* the last message die() printed ("" before the first) */
+const char *die_last(void);
 
 typedef struct opt { const char *name; const char **value; } opt;
 /* Parses --name value pairs into opts; unknown options and missing values are errors. */

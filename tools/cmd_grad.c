@@ -77,17 +77,14 @@ static int read_batch(const char *path, batch_file *b)
 /* step.json: {"lr":..., "betas":[b1,b2], "eps":..., "weight_decay":...} */
 static int read_step(const char *path, zt_config *cfg)
 {
-    FILE *f = fopen(path, "rb");
-    char buf[65536];
-    size_t n;
+    char *buf = NULL;
     cJSON *o, *v;
     int rc = 0;
-    if (!f)
-        return die("%s: cannot open: %s", path, strerror(errno));
-    n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    if (!(o = cJSON_Parse(buf)) || !cJSON_IsObject(o)) {
+    if (zt_file_read_all(path, 1u << 20, &buf, NULL) < 0)
+        return die("%s", zt_last_error());
+    o = cJSON_Parse(buf);
+    free(buf);
+    if (!o || !cJSON_IsObject(o)) {
         cJSON_Delete(o);
         return die("%s: not a JSON object", path);
     }

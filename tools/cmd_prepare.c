@@ -2,6 +2,7 @@
  * (docs/data-format.md) with a WordPiece vocab.txt, a SentencePiece model it trains, or one
  * it is given. One document per input file. It does not clean markup or deduplicate text. */
 #include "cli.h"
+#include "outdir.h"
 #include "spm.h"
 #include "wordpiece.h"
 
@@ -37,7 +38,8 @@ typedef struct prep {
     size_t vocab_len;
     zt_tokenizer_info tok;
     zt_token_writer *w;
-    char *written[2];            /* files the command wrote into --out itself */
+    outdir *dir;                 /* --out, locked; written as a staging folder */
+    const char *stage;
     /* reading */
     char *buf;
     size_t buf_cap;
@@ -98,17 +100,30 @@ static int grow_buf(prep *p, size_t need, const char *path)
 
 /* Reads a whole file (to EOF, so /proc files and pipes work too) into p->buf, NUL-terminated;
  * returns its length or -1 with p->err set. */
-static long read_file(prep *p, const char *path)
+/* Opens an input, a regular file only (zt_open_regular: a FIFO is refused, not waited on),
+ * and fstats it; returns the descriptor or -1 with p->err set. */
+static int open_input(prep *p, const char *path, struct stat *sb)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    struct stat sb;
-    size_t got = 0;
-    if (fd < 0 || fstat(fd, &sb) != 0) {
-        snprintf(p->err, sizeof p->err, "%s: %s", path, strerror(errno));
-        if (fd >= 0)
-            close(fd);
+    int fd = zt_open_regular(path, 0);
+    if (fd < 0) {
+        snprintf(p->err, sizeof p->err, "%s", zt_last_error());
         return -1;
     }
+    if (fstat(fd, sb) != 0) {
+        snprintf(p->err, sizeof p->err, "%s: %s", path, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static long read_file(prep *p, const char *path)
+{
+    struct stat sb;
+    size_t got = 0;
+    int fd = open_input(p, path, &sb);
+    if (fd < 0)
+        return -1;
     if (grow_buf(p, (size_t)sb.st_size + 1, path) < 0) {
         close(fd);
         return -1;
@@ -136,64 +151,44 @@ static long read_file(prep *p, const char *path)
     return (long)got;
 }
 
-/* temp file + fsync + rename, as the library does for its own files */
-static int write_atomic(prep *p, const char *path, const void *data, size_t len)
-{
-    char *tmp = malloc(strlen(path) + sizeof ".tmp.XXXXXX");
-    const char *c = data;
-    int fd = -1;
-    if (!tmp) {
-        snprintf(p->err, sizeof p->err, "%s: out of memory", path);
-        return -1;
-    }
-    sprintf(tmp, "%s.tmp.XXXXXX", path);
-    if ((fd = mkstemp(tmp)) < 0)
-        goto sys;
-    if (fchmod(fd, 0644) != 0)
-        goto sys;
-    while (len) {
-        ssize_t w = write(fd, c, len);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            goto sys;
-        c += w;
-        len -= (size_t)w;
-    }
-    if (fsync(fd) != 0 || close(fd) != 0) {
-        fd = -1;
-        goto sys;
-    }
-    fd = -1;
-    if (rename(tmp, path) != 0)
-        goto sys;
-    free(tmp);
-    return 0;
-sys:
-    snprintf(p->err, sizeof p->err, "%s: cannot write: %s", path, strerror(errno));
-    if (fd >= 0)
-        close(fd);
-    unlink(tmp);
-    free(tmp);
-    return -1;
-}
-
-/* Writes --out/name and remembers it, so that a failure removes it again. */
+/* Writes STAGE/name (zt_file_write_atomic: temporary file, fsync, rename, fsync). */
 static int write_output(prep *p, const char *name, const void *data, size_t len)
 {
     char path[PATH_MAX];
-    int slot = p->written[0] ? 1 : 0;
-    snprintf(path, sizeof path, "%s/%s", p->out, name);
-    if (write_atomic(p, path, data, len) < 0)
+    const void *parts[1] = {data};
+    snprintf(path, sizeof path, "%s/%s", p->stage, name);
+    if (zt_file_write_atomic(path, parts, &len, 1) < 0) {
+        snprintf(p->err, sizeof p->err, "%s", zt_last_error());
         return -1;
-    p->written[slot] = strdup(path);
+    }
     return 0;
+}
+
+/* Whether name is an entry prepare-data writes into --out (or the temporary file of one of
+ * its atomic writes, left by a killed run): a folder holding anything else is not replaced. */
+static int ours(const char *name)
+{
+    static const char *const fixed[] = {"manifest.json", "vocab.txt", "spm.model", "spm.vocab"};
+    static const char tmp[] = ".tmp.XXXXXX";
+    size_t n = strlen(name), digits = 0;
+    const char *t = n > sizeof tmp - 1 ? name + n - (sizeof tmp - 1) : NULL;
+    if (t && !strncmp(t, tmp, 5)) /* "X.tmp.abc123": judge X */
+        n -= sizeof tmp - 1;
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
+        if (strlen(fixed[i]) == n && !strncmp(name, fixed[i], n))
+            return 1;
+    if (n < 6 + 5 + 4 || strncmp(name, "shard-", 6) || strncmp(name + n - 4, ".zts", 4))
+        return 0;
+    for (size_t i = 6; i < n - 4; i++)
+        digits += name[i] >= '0' && name[i] <= '9';
+    return digits == n - 10;
 }
 
 /* ---- inputs --------------------------------------------------------------------------- */
 
-/* Regular files under dir, recursively; hidden entries and symlinked folders are skipped,
- * and so is the output folder. */
+/* The files under dir, recursively: hidden entries, symlinked folders, dangling symlinks and
+ * the output folder are skipped; anything else that is not a folder is listed, so that
+ * collect_inputs refuses a FIFO, device or socket by name rather than leave it out unseen. */
 static int walk(prep *p, const char *dir, paths *out)
 {
     DIR *d = opendir(dir);
@@ -222,8 +217,7 @@ static int walk(prep *p, const char *dir, paths *out)
             rc = -1;
         } else if (S_ISDIR(sb.st_mode)) {
             rc = walk(p, path, out);
-        } else if (S_ISREG(sb.st_mode) || (S_ISLNK(sb.st_mode) && stat(path, &sb) == 0 &&
-                                           S_ISREG(sb.st_mode))) {
+        } else if (!S_ISLNK(sb.st_mode) || (stat(path, &sb) == 0 && !S_ISDIR(sb.st_mode))) {
             if (paths_add(out, path) < 0) {
                 snprintf(p->err, sizeof p->err, "out of memory");
                 rc = -1;
@@ -272,20 +266,20 @@ static int collect_inputs(prep *p, char **inputs, int n)
                 }
             }
             paths_free(&found);
-        } else if (S_ISREG(sb.st_mode)) {
-            if (paths_add(&p->files, in) < 0) {
-                snprintf(p->err, sizeof p->err, "out of memory");
-                return -1;
-            }
-        } else {
-            snprintf(p->err, sizeof p->err, "%s: not a regular file or a folder", in);
+        } else if (paths_add(&p->files, in) < 0) {
+            snprintf(p->err, sizeof p->err, "out of memory");
             return -1;
         }
     }
+    /* every input is a regular file, checked before anything is written (read_file checks
+     * again as it reads, should one be replaced in between) */
     for (size_t i = 0; i < p->files.n; i++) {
         struct stat sb;
-        if (stat(p->files.v[i], &sb) == 0)
-            p->bytes_total += (uint64_t)sb.st_size;
+        int fd = open_input(p, p->files.v[i], &sb);
+        if (fd < 0)
+            return -1;
+        close(fd);
+        p->bytes_total += (uint64_t)sb.st_size;
     }
     return 0;
 }
@@ -590,6 +584,8 @@ static int tokenize_all(prep *p)
             rc = -1;
             break;
         }
+        if (i == 0)
+            outdir_fault("tokenized");
         if (n) {
             p->tokens += n + 1;
             p->docs++;
@@ -604,6 +600,17 @@ static int tokenize_all(prep *p)
 }
 
 /* ---- the command ---------------------------------------------------------------------- */
+
+/* "A, B, C and 4 more": the --input paths, for a message about all of them. */
+static void input_names(char *out, size_t size, char *const *inputs, int n)
+{
+    size_t used = 0;
+    out[0] = '\0';
+    for (int i = 0; i < n && i < 3 && used < size; i++)
+        used += (size_t)snprintf(out + used, size - used, "%s%s", i ? ", " : "", inputs[i]);
+    if (n > 3 && used < size)
+        snprintf(out + used, size - used, " and %d more", n - 3);
+}
 
 static int usage_error(const char *msg)
 {
@@ -685,13 +692,23 @@ int cmd_prepare_data(int argc, char **argv)
         if (realpath(p.out, real))
             p.out_real = strdup(real);
     }
-    /* everything that can fail on bad input fails here, before --out is touched */
+    /* --out's folder is locked first, so that a second run into it fails at once; an
+     * existing --out stays as it is until the new one is complete (outdir.h) */
+    if (outdir_lock(p.out, ours, &p.dir, p.err, sizeof p.err) < 0) {
+        die("%s", p.err);
+        goto out;
+    }
+    /* everything that can fail on bad input fails here, before anything is written */
     if (collect_inputs(&p, inputs, n_inputs) < 0 || load_tokenizer(&p) < 0 ||
         (p.kind == TOK_SPM_TRAIN && train_spm(&p) < 0)) {
         die("%s", p.err);
         goto out;
     }
-    if (zt_token_writer_create(p.out, &p.tok, p.shard_tokens, &p.w) < 0) {
+    if (!(p.stage = outdir_stage(p.dir, p.err, sizeof p.err))) {
+        die("%s", p.err);
+        goto out;
+    }
+    if (zt_token_writer_create(p.stage, &p.tok, p.shard_tokens, &p.w) < 0) {
         die("%s", zt_last_error());
         goto out;
     }
@@ -704,17 +721,7 @@ int cmd_prepare_data(int argc, char **argv)
     } else {
         long len = p.kind == TOK_WORDPIECE ? read_file(&p, p.spec_arg) : (long)p.model_len;
         const char *data = p.kind == TOK_WORDPIECE ? p.buf : p.model_bytes;
-        char dst[PATH_MAX];
-        struct stat a, b;
-        snprintf(dst, sizeof dst, "%s/%s", p.out, p.tok.model_file);
-        if (len < 0) {
-            die("%s", p.err);
-            goto out;
-        }
-        /* --out may be where the vocabulary already is */
-        if (!(stat(p.spec_arg, &a) == 0 && stat(dst, &b) == 0 && a.st_dev == b.st_dev &&
-              a.st_ino == b.st_ino) &&
-            write_output(&p, p.tok.model_file, data, (size_t)len) < 0) {
+        if (len < 0 || write_output(&p, p.tok.model_file, data, (size_t)len) < 0) {
             die("%s", p.err);
             goto out;
         }
@@ -724,11 +731,19 @@ int cmd_prepare_data(int argc, char **argv)
         goto out;
     }
     if (p.docs == 0) {
-        die("the inputs hold no text: %zu file(s), no tokens", p.files.n);
+        char names[PATH_MAX];
+        input_names(names, sizeof names, inputs, n_inputs);
+        die("%s: the input%s no text (%zu file%s, no tokens)", names,
+            n_inputs > 1 ? "s hold" : " holds", p.files.n, p.files.n == 1 ? "" : "s");
         goto out;
     }
     if (zt_token_writer_finish(p.w) < 0) {
         die("%s", zt_last_error());
+        goto out;
+    }
+    outdir_fault("written");
+    if (outdir_commit(p.dir, p.err, sizeof p.err) < 0) {
+        die("%s", p.err);
         goto out;
     }
     {
@@ -741,14 +756,8 @@ int cmd_prepare_data(int argc, char **argv)
     }
     rc = 0;
 out:
-    if (rc != 0) {
-        for (int k = 0; k < 2; k++)
-            if (p.written[k])
-                unlink(p.written[k]);
-    }
-    zt_token_writer_destroy(p.w); /* unfinished: removes its shards and the folders it made */
-    for (int k = 0; k < 2; k++)
-        free(p.written[k]);
+    zt_token_writer_destroy(p.w);
+    outdir_close(p.dir); /* uncommitted: removes the staging folder and the parents it made */
     wp_free(p.wp);
     spm_free(p.spm);
     free(p.model_bytes);

@@ -1,6 +1,9 @@
-/* cmd_train.c - `zerotrain train`: masked-LM training from a DeepSpeed-style config on a
- * prepared corpus or synthetic ids, with progress, JSON Lines metrics, evaluation,
- * crash-safe checkpoints and resume. Only the public API; one rank in this version. */
+/* cmd_train.c - `zerotrain train`: masked-LM (BERT) or span-corruption (T5) training from a
+ * DeepSpeed-style config on a prepared corpus or synthetic ids, with progress, JSON Lines
+ * metrics, evaluation on every rank, the divergence guard, crash-safe checkpoints and
+ * resume. Only the public API. Every rank passes through one start-up agreement (its own
+ * failures, and its settings against rank 0's) before the first collective, and every
+ * collective after it is the library's (under its watchdog). */
 #include "ckptdir.h"
 #include "cli.h"
 #include "outputs.h"
@@ -16,6 +19,7 @@
 #include <sys/stat.h>
 #include <string.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 typedef struct train_args {
     const char *config, *model, *data, *seq, *steps, *ckpt_dir, *ckpt_every, *keep, *save,
@@ -24,24 +28,12 @@ typedef struct train_args {
     int resume, check_coll, profile, overwrite;
 } train_args;
 
+/* a whole regular file (configs: at most 16 MiB), or NULL with zt_last_error() set: a FIFO
+ * or device is refused before it is read */
 static char *read_text(const char *path)
 {
-    FILE *f = fopen(path, "rb");
     char *buf = NULL;
-    long n;
-    if (!f)
-        return NULL;
-    if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && n < (16L << 20) &&
-        fseek(f, 0, SEEK_SET) == 0 && (buf = malloc((size_t)n + 1))) {
-        if (fread(buf, 1, (size_t)n, f) == (size_t)n)
-            buf[n] = '\0';
-        else {
-            free(buf);
-            buf = NULL;
-        }
-    }
-    fclose(f);
-    return buf;
+    return zt_file_read_all(path, 16u << 20, &buf, NULL) < 0 ? NULL : buf;
 }
 
 /* One micro-batch's buffers: [B, T] inputs, [B, Tl] labels. */
@@ -126,25 +118,63 @@ static void batch_release(batch_buf *b)
     free(b->labels);
 }
 
-/* Mean loss over the first n_samples sequences of src with fixed masks. */
+/* Mean loss over the first n_samples sequences of src with fixed masks, on every rank: batch
+ * b (B rows) is rank b mod N's, the batches' sums are gathered and added in batch order, so
+ * the figure does not depend on N or the stage. A rank left without a batch in the last
+ * round evaluates batch 0 again and drops the result (stage 3's gathers are collective).
+ * *count: labelled tokens (0: *loss is NaN). */
 static int evaluate(zt_engine *e, const source *src, int B, uint64_t n_samples, batch_buf *bb,
-                    double *loss)
+                    int rank, int world, double *loss, int64_t *count)
 {
-    double sum = 0.0;
-    int64_t count = 0;
-    for (uint64_t first = 0; first < n_samples; first += (uint64_t)B) {
+    uint64_t nb = (n_samples + (uint64_t)B - 1) / (uint64_t)B;
+    uint64_t rounds = (nb + (uint64_t)world - 1) / (uint64_t)world;
+    double *mine = calloc(2 * rounds + 1, sizeof *mine), *all = NULL, sum = 0.0;
+    int rc = 0;
+    if (!mine || !(all = calloc((2 * rounds + 1) * (size_t)world, sizeof *all))) {
+        free(mine);
+        return die("out of memory");
+    }
+    for (uint64_t k = 0; k < rounds && rc == 0; k++) {
+        uint64_t b = k * (uint64_t)world + (uint64_t)rank, first = (b < nb ? b : 0) * (uint64_t)B;
         int rows = (int)(n_samples - first < (uint64_t)B ? n_samples - first : (uint64_t)B);
         zt_fb_result r;
-        zt_batch b;
-        if (source_fill(src, first, rows, bb, &b) < 0)
-            return die("evaluation data: %s", zt_last_error());
-        if (zt_engine_evaluate(e, &b, &r) < 0)
-            return die("evaluation: %s", zt_engine_last_error(e));
-        sum += r.loss_sum;
-        count += r.n_labels;
+        zt_batch bt;
+        if (source_fill(src, first, rows, bb, &bt) < 0)
+            rc = die("evaluation data: %s", zt_last_error());
+        else if (zt_engine_evaluate(e, &bt, &r) < 0)
+            rc = die("evaluation: %s", zt_engine_last_error(e));
+        else if (b < nb) {
+            mine[2 * k] = r.loss_sum;
+            mine[2 * k + 1] = (double)r.n_labels;
+        }
     }
-    *loss = count ? sum / (double)count : 0.0;
-    return 0;
+    if (rc)
+        goto done;
+    if (zt_engine_gather_f64(e, mine, (int)(2 * rounds), all) < 0) {
+        rc = die("evaluation: %s", zt_engine_last_error(e));
+        goto done;
+    }
+    *count = 0;
+    for (uint64_t b = 0; b < nb; b++) {
+        const double *x = all + (b % (uint64_t)world) * 2 * rounds + 2 * (b / (uint64_t)world);
+        sum += x[0];
+        *count += (int64_t)x[1];
+    }
+    *loss = *count ? sum / (double)*count : NAN;
+done:
+    free(mine);
+    free(all);
+    return rc;
+}
+
+/* A JSON number, or null when it is not finite (JSON has no NaN) */
+static void json_num(FILE *f, const char *key, double v, const char *fmt)
+{
+    fprintf(f, ", \"%s\": ", key);
+    if (isfinite(v))
+        fprintf(f, fmt, v);
+    else
+        fputs("null", f);
 }
 
 static void progress(int tty, int64_t step, int64_t total, double loss, double lr, double tps,
@@ -165,21 +195,59 @@ static void progress(int tty, int64_t step, int64_t total, double loss, double l
     }
 }
 
+/* One JSON line. Values that are not finite are null, and named in "nonfinite". */
 static void write_metrics(FILE *f, int64_t step, double loss, double lr, double norm,
-                          uint64_t tokens, double seconds, const double *eval_loss)
+                          uint64_t tokens, double seconds, const double *eval_loss,
+                          int skipped, int64_t skipped_total)
 {
     zt_mem_report r;
+    const char *bad[3];
+    int nbad = 0;
     zt_memory_report(&r);
-    fprintf(f, "{\"step\": %" PRId64 ", \"loss\": %.9g, \"lr\": %.9g, \"grad_norm\": %.9g, "
-               "\"tokens\": %" PRIu64 ", \"seconds\": %.6f",
-            step, loss, lr, norm, tokens, seconds);
+    fprintf(f, "{\"step\": %" PRId64, step);
+    json_num(f, "loss", loss, "%.9g");
+    json_num(f, "lr", lr, "%.9g");
+    json_num(f, "grad_norm", norm, "%.9g");
+    fprintf(f, ", \"tokens\": %" PRIu64 ", \"seconds\": %.6f", tokens, seconds);
     if (eval_loss)
-        fprintf(f, ", \"eval_loss\": %.9g", *eval_loss);
+        json_num(f, "eval_loss", *eval_loss, "%.9g");
+    if (!isfinite(loss))
+        bad[nbad++] = "loss";
+    if (!isfinite(norm))
+        bad[nbad++] = "grad_norm";
+    if (eval_loss && !isfinite(*eval_loss))
+        bad[nbad++] = "eval_loss";
+    if (nbad) {
+        fprintf(f, ", \"nonfinite\": [");
+        for (int i = 0; i < nbad; i++)
+            fprintf(f, "%s\"%s\"", i ? ", " : "", bad[i]);
+        fputc(']', f);
+    }
+    fprintf(f, ", \"skipped\": %s, \"skipped_steps\": %" PRId64, skipped ? "true" : "false",
+            skipped_total);
     fprintf(f, ", \"memory\": {");
     for (int c = 0; c < ZT_MEM_NCAT; c++)
         fprintf(f, "%s\"%s\": %zu", c ? ", " : "", zt_memory_category_name(c), r.current[c]);
     fprintf(f, ", \"peak_rss\": %zu}}\n", r.peak_rss);
     fflush(f);
+}
+
+/* The data's identity for the ranks' comparison: the xxh64 of its manifest (which holds
+ * every shard's checksum), or the synthetic seed. */
+static void data_identity(const char *dir, uint64_t synth_seed, char *out, size_t n)
+{
+    char path[4096], *text;
+    if (!dir) {
+        snprintf(out, n, "synthetic:%" PRIu64, synth_seed);
+        return;
+    }
+    snprintf(path, sizeof path, "%s/manifest.json", dir);
+    if (!(text = read_text(path))) {
+        snprintf(out, n, "unreadable");
+        return;
+    }
+    snprintf(out, n, "manifest xxh64 %016llx", (unsigned long long)XXH64(text, strlen(text), 0));
+    free(text);
 }
 
 /* The recomputation plan's predicted activation peak against the measured one, and with
@@ -223,6 +291,67 @@ static const char **patterns(const zt_train_config *tc, int n,
     return v;
 }
 
+/* 1 when every rank is ok (collective). A rank that is fine but sees another fail says
+ * nothing more: the failed rank printed its message. */
+static int all_ok(zt_engine *e, int ok)
+{
+    int64_t bad = !ok;
+    if (zt_engine_sum_i64(e, &bad, 1) < 0) {
+        die("%s", zt_engine_last_error(e));
+        return 0;
+    }
+    return bad == 0;
+}
+
+/* This rank's resolved settings as "key=value" lines, for the start-up comparison of the
+ * ranks (the engine compares its own configuration and the model's shape itself); NULL when
+ * out of memory. */
+static char *run_settings(const train_args *a, const zt_train_settings *ts, long steps, long seq,
+                          uint64_t seed, const char *data_dir, uint64_t synth_seed,
+                          long eval_every, long eval_samples, long ckpt_every, long keep,
+                          long warmup)
+{
+    char *buf = NULL, id[128];
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    static const char *const sched[] = {"constant", "WarmupLR", "WarmupDecayLR",
+                                        "WarmupCosineLR"};
+    if (!f)
+        return NULL;
+    fprintf(f, "--steps=%ld\n--seq-len=%ld\nseed=%" PRIu64 "\n", steps, seq, seed);
+    data_identity(data_dir, synth_seed, id, sizeof id);
+    fprintf(f, "--data=%s\n", id);
+    if (a->eval_data) {
+        data_identity(a->eval_data, 0, id, sizeof id);
+        fprintf(f, "--eval-data=%s\n--eval-every=%ld\n--eval-samples=%ld\n", id, eval_every,
+                eval_samples);
+    }
+    fprintf(f, "--model=%s\n", a->model);
+    fprintf(f, "--checkpoint-dir=%s\n--checkpoint-every=%ld\n--keep=%ld\n--resume=%d\n"
+               "--overwrite=%d\n--resume-from=%s\n--save-model=%s\n--warmup=%ld\n",
+            a->ckpt_dir ? a->ckpt_dir : "", ckpt_every, keep, a->resume, a->overwrite,
+            a->resume_from ? a->resume_from : "", a->save ? a->save : "", warmup);
+    if (ts) {
+        fprintf(f, "train_batch_size=%d\ntrain_micro_batch_size_per_gpu=%d\n"
+                   "gradient_accumulation_steps=%d\nscheduler.type=%s\n"
+                   "scheduler.warmup_min_lr=%.17g\nscheduler.warmup_max_lr=%.17g\n"
+                   "scheduler.warmup_num_steps=%" PRId64 "\nscheduler.total_num_steps=%" PRId64
+                   "\nscheduler.warmup_type=%s\nscheduler.warmup_min_ratio=%.17g\n"
+                   "scheduler.cos_min_ratio=%.17g\noptimizer.params.lr=%.9g\n"
+                   "zerotrain.skip_nonfinite=%d\nzerotrain.max_skipped_steps=%d\n",
+                ts->train_batch_size, ts->micro_batch_size, ts->grad_accum_steps,
+                sched[ts->scheduler], ts->warmup_min_lr, ts->warmup_max_lr,
+                ts->warmup_num_steps, ts->total_num_steps, ts->warmup_log ? "log" : "linear",
+                ts->warmup_min_ratio, ts->cos_min_ratio, (double)ts->lr, ts->skip_nonfinite,
+                ts->max_skipped_steps);
+    }
+    if (fclose(f) != 0) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
 int cmd_train(int argc, char **argv)
 {
     train_args a = {0};
@@ -258,8 +387,17 @@ int cmd_train(int argc, char **argv)
     FILE *metrics = NULL;
     const char **no_decay = NULL, **fp32_state = NULL;
     uint64_t synth_seed = 0;
+    /* start-up: a rank's own failure (its status, already printed) waits for the agreement */
+    int start_rc = 0, is_t5 = 0;
+    int64_t skipped_total = 0, skipped_run = 0;
+    char last_ckpt[4096] = "";
     ckptdir *cd = NULL;
     char cd_msg[8192] = "";
+    double agree_timeout = 300.0;
+#define START_FAIL(code) do { start_rc = (code); goto agree; } while (0)
+
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 
     /* --resume is a flag; the rest take values */
     int n = 0;
@@ -276,9 +414,11 @@ int cmd_train(int argc, char **argv)
             argv[n++] = argv[i];
     }
     if (parse_opts(n, argv, opts, (int)(sizeof opts / sizeof opts[0])))
-        return 2;
-    if (!a.model || !a.data)
-        return die("train needs --model DIR|PRESET|CONFIG_JSON and --data DIR|synthetic[:SEED]"), 2;
+        START_FAIL(2);
+    if (!a.model || !a.data) {
+        die("train needs --model DIR|PRESET|CONFIG_JSON and --data DIR|synthetic[:SEED]");
+        START_FAIL(2);
+    }
     if ((a.steps && parse_int(a.steps, "--steps", 1, 1L << 40, &steps)) ||
         (a.seq && parse_int(a.seq, "--seq-len", 3, 1 << 20, &seq)) ||
         (a.ckpt_every && parse_int(a.ckpt_every, "--checkpoint-every", 1, 1L << 40, &ckpt_every)) ||
@@ -288,33 +428,40 @@ int cmd_train(int argc, char **argv)
         (a.threads && parse_int(a.threads, "--threads", 0, 1024, &threads)) ||
         (a.seed && parse_int(a.seed, "--seed", 0, INT64_MAX, &seed)) ||
         (a.warmup && parse_int(a.warmup, "--warmup", 0, 1L << 30, &warmup)))
-        return 2;
-    if ((a.ckpt_every || a.resume || a.keep || a.overwrite) && !a.ckpt_dir)
-        return die("--checkpoint-every, --keep, --resume and --overwrite need --checkpoint-dir"), 2;
-    if (a.resume && a.overwrite)
-        return die("--resume (continue the folder's checkpoints) and --overwrite (replace them "
-                   "by a new run's) exclude each other"), 2;
-    if (a.resume && a.resume_from)
-        return die("--resume (the newest checkpoint in --checkpoint-dir) and --resume-from DIR "
-                   "(that one) exclude each other"), 2;
-    if (!!a.eval_data != !!a.eval_every)
-        return die("--eval-data and --eval-every go together"), 2;
+        START_FAIL(2);
+    if ((a.ckpt_every || a.resume || a.keep || a.overwrite) && !a.ckpt_dir) {
+        die("--checkpoint-every, --keep, --resume and --overwrite need --checkpoint-dir");
+        START_FAIL(2);
+    }
+    if (a.resume && a.overwrite) {
+        die("--resume (continue the folder's checkpoints) and --overwrite (replace them by a "
+            "new run's) exclude each other");
+        START_FAIL(2);
+    }
+    if (a.resume && a.resume_from) {
+        die("--resume (the newest checkpoint in --checkpoint-dir) and --resume-from DIR "
+            "(that one) exclude each other");
+        START_FAIL(2);
+    }
+    if (!!a.eval_data != !!a.eval_every) {
+        die("--eval-data and --eval-every go together");
+        START_FAIL(2);
+    }
     if (strcmp(a.data, "synthetic") == 0 || strncmp(a.data, "synthetic:", 10) == 0) {
         long v = 0;
         if (a.data[9] == ':' && parse_int(a.data + 10, "synthetic seed", 0, INT64_MAX, &v))
-            return 2;
+            START_FAIL(2);
         synth_seed = (uint64_t)v;
     } else {
         data_dir = a.data;
     }
 
-    MPI_Comm_size(MPI_COMM_WORLD, &world);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-
     /* everything is validated before anything is allocated or written */
     if (a.config) {
-        if (!(cfg_text = read_text(a.config)))
-            return die("%s: cannot read: %s", a.config, strerror(errno));
+        if (!(cfg_text = read_text(a.config))) {
+            die("%s", zt_last_error());
+            START_FAIL(1);
+        }
         rc = zt_train_config_parse(cfg_text, a.config, world, steps, &tc);
     } else {
         cfg_text = strdup("{\"train_micro_batch_size_per_gpu\": 8}\n");
@@ -322,11 +469,12 @@ int cmd_train(int argc, char **argv)
                       : ZT_E_NOMEM;
     }
     if (rc < 0) {
-        rc = die("%s", zt_last_error());
-        goto done;
+        die("%s", zt_last_error());
+        START_FAIL(1);
     }
     rc = 1;
     ts = zt_train_config_settings(tc);
+    agree_timeout = ts->collective_timeout;
     st.seed = seed >= 0 ? (uint64_t)seed : ts->seed_given ? ts->seed : 42;
 
     if (ts->activation_checkpointing && ts->recompute == ZT_RECOMPUTE_NONE)
@@ -334,24 +482,29 @@ int cmd_train(int argc, char **argv)
                         "recomputation on: set \"zerotrain\": {\"recompute\": \"full\"}\n");
     if (data_dir && zt_token_data_open(data_dir, 1, &data) < 0) {
         die("%s", zt_last_error());
-        goto done;
+        START_FAIL(1);
     }
     if (a.eval_data && zt_token_data_open(a.eval_data, 1, &eval_data) < 0) {
         die("%s", zt_last_error());
-        goto done;
+        START_FAIL(1);
     }
 
     zt_config_init(&cfg);
     {
         struct stat sb;
-        if (stat(a.model, &sb) == 0 && S_ISREG(sb.st_mode)) /* a config.json alone */
-            cfg.model_config = a.model;
-        else if (access(a.model, F_OK) == 0)
-            cfg.model_dir = a.model;
-        else
+        if (stat(a.model, &sb) != 0)
             cfg.model_preset = a.model;
+        else if (S_ISREG(sb.st_mode)) /* a config.json alone */
+            cfg.model_config = a.model;
+        else if (S_ISDIR(sb.st_mode))
+            cfg.model_dir = a.model;
+        else {
+            die("--model %s: not a regular file (a config.json) nor a folder (%s)", a.model,
+                S_ISFIFO(sb.st_mode) ? "a FIFO" : "a device or socket");
+            START_FAIL(1);
+        }
     }
-    int is_t5 = model_is_t5(a.model);
+    is_t5 = model_is_t5(a.model);
     if (data) {
         zt_token_data_info di;
         zt_token_data_info_get(data, &di);
@@ -443,34 +596,53 @@ int cmd_train(int argc, char **argv)
     cfg.plan_seq_len = (int)seq;
     if (a.timeout) {
         double tmo;
-        if (parse_float(a.timeout, "--collective-timeout", 0, 1e9, &tmo)) {
-            rc = 2;
-            goto done;
-        }
+        if (parse_float(a.timeout, "--collective-timeout", 0, 1e9, &tmo))
+            START_FAIL(2);
         cfg.collective_timeout = tmo;
+        agree_timeout = tmo;
     }
+    cfg.skip_nonfinite = ts->skip_nonfinite;
     if ((ts->n_no_decay >= 0 &&
          !(no_decay = patterns(tc, ts->n_no_decay, zt_train_config_no_decay))) ||
         (ts->n_fp32_state > 0 &&
          !(fp32_state = patterns(tc, ts->n_fp32_state, zt_train_config_fp32_state)))) {
         die("out of memory");
-        goto done;
+        START_FAIL(1);
     }
     cfg.no_decay = no_decay;
     cfg.n_no_decay = ts->n_no_decay;
     cfg.fp32_state = fp32_state;
     cfg.n_fp32_state = ts->n_fp32_state;
     {   /* every output can be written and the checkpoint folder is this run's, before any
-         * work: rank 0 checks and holds the folder's lock; every rank fails together */
+         * work: rank 0 checks them and holds the folder's lock for the run */
         int mode = a.overwrite ? CKPTDIR_OVERWRITE
                    : a.resume || a.resume_from ? CKPTDIR_RESUME : CKPTDIR_NEW;
-        int bad = outputs_check(a.save, a.metrics, a.summary, rank, cd_msg, sizeof cd_msg) < 0 ||
-                  ckptdir_open(a.ckpt_dir, mode, rank, &cd, cd_msg, sizeof cd_msg) < 0;
-        if (world > 1)
-            MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-        if (bad) {
-            if (cd_msg[0])
-                die("%s", cd_msg);
+        if (outputs_check(a.save, a.metrics, a.summary, rank, cd_msg, sizeof cd_msg) < 0 ||
+            ckptdir_open(a.ckpt_dir, mode, rank, &cd, cd_msg, sizeof cd_msg) < 0) {
+            die("%s", cd_msg);
+            START_FAIL(1);
+        }
+    }
+agree:
+    /* Every rank, whatever happened above: its status, then its settings against rank 0's
+     * (a rank that failed alone would leave the others waiting in their first collective;
+     * ranks given different settings would train silently apart or mismatch collectives) */
+    {
+        char *settings = start_rc == 0 ? run_settings(&a, ts, steps, seq, st.seed, data_dir,
+                                                      synth_seed, eval_every, eval_samples,
+                                                      ckpt_every, keep, warmup)
+                                       : NULL;
+        int arc = zt_ranks_agree(MPI_COMM_WORLD, start_rc ? ZT_E_INVAL : 0, die_last(),
+                                 settings, agree_timeout);
+        free(settings);
+        if (start_rc) {
+            rc = start_rc;
+            goto done;
+        }
+        if (arc < 0) {
+            if (rank == 0)
+                die("%s", zt_last_error());
+            rc = 1;
             goto done;
         }
     }
@@ -489,10 +661,12 @@ int cmd_train(int argc, char **argv)
         goto done;
     }
     if (a.resume_from) { /* that checkpoint, which must verify */
-        if (zt_checkpoint_load(e, a.resume_from, &st) < 0) {
+        int ok = zt_checkpoint_load(e, a.resume_from, &st) == 0;
+        if (!ok)
             die("%s", zt_engine_last_error(e));
+        if (!all_ok(e, ok))
             goto done;
-        }
+        snprintf(last_ckpt, sizeof last_ckpt, "%s", a.resume_from);
         if (rank == 0)
             fprintf(stderr, "zerotrain: resumed from %s at step %" PRId64 "\n", a.resume_from,
                     st.step);
@@ -501,22 +675,45 @@ int cmd_train(int argc, char **argv)
         /* rank 0 looks first (and moves corrupt checkpoints aside), then the others */
         int found = rank == 0 ? zt_checkpoint_find_latest(a.ckpt_dir, resume_path,
                                                           sizeof resume_path) : 0;
-        MPI_Barrier(MPI_COMM_WORLD);
-        if (rank != 0)
-            found = zt_checkpoint_find_latest(a.ckpt_dir, resume_path, sizeof resume_path);
-        if (found < 0) {
+        if (found < 0)
             die("%s", zt_last_error());
+        if (!all_ok(e, found >= 0)) /* (also: the others wait for rank 0's look) */
             goto done;
+        if (rank != 0 && (found = zt_checkpoint_find_latest(a.ckpt_dir, resume_path,
+                                                             sizeof resume_path)) < 0)
+            die("%s", zt_last_error());
+        if (!all_ok(e, found >= 0))
+            goto done;
+        {   /* every rank found the same one (or none) */
+            double mine[2] = {found, found > 0 ? (double)(XXH64(resume_path, strlen(resume_path),
+                                                                 0) >> 12) : 0.0};
+            double *all = malloc(sizeof *all * 2 * (size_t)world);
+            int same = all != NULL;
+            if (!all || zt_engine_gather_f64(e, mine, 2, all) < 0) {
+                free(all);
+                die("%s", all ? zt_engine_last_error(e) : "out of memory");
+                goto done;
+            }
+            for (int r = 0; r < world; r++)
+                same &= all[2 * r] == mine[0] && all[2 * r + 1] == mine[1];
+            free(all);
+            if (!same) {
+                die("the ranks found different checkpoints in %s (is it on storage every rank "
+                    "sees alike?)", a.ckpt_dir);
+                goto done;
+            }
         }
         if (found == 0 && rank == 0) {
             fprintf(stderr, "zerotrain: notice: no valid checkpoint in %s; starting from "
                             "scratch\n", a.ckpt_dir);
         } else if (found > 0) {
             uint64_t want_seed = st.seed;
-            if (zt_checkpoint_load(e, resume_path, &st) < 0) {
+            int ok = zt_checkpoint_load(e, resume_path, &st) == 0;
+            if (!ok)
                 die("%s", zt_engine_last_error(e));
+            if (!all_ok(e, ok))
                 goto done;
-            }
+            snprintf(last_ckpt, sizeof last_ckpt, "%s", resume_path);
             if (st.seed != want_seed && rank == 0)
                 fprintf(stderr, "zerotrain: notice: continuing with the checkpoint's seed %" PRIu64
                                 " (not %" PRIu64 ")\n", st.seed, want_seed);
@@ -525,10 +722,16 @@ int cmd_train(int argc, char **argv)
                         resume_path, st.step);
         }
     }
-    if (ckptdir_run_info(e, rank, seq, ts->train_batch_size, data_dir, synth_seed, cd_msg,
-                         sizeof cd_msg) < 0) {
-        die("%s", cd_msg);
-        goto done;
+    {   /* what the run trains with, kept in its checkpoints; a resume that changed it says so */
+        char id[128];
+        int ok;
+        data_identity(data_dir, synth_seed, id, sizeof id);
+        ok = ckptdir_run_info(e, rank, seq, ts->train_batch_size, id, data_dir, cd_msg,
+                              sizeof cd_msg) == 0;
+        if (!ok)
+            die("%s", cd_msg);
+        if (!all_ok(e, ok))
+            goto done;
     }
 
     int gas = ts->grad_accum_steps, micro = ts->micro_batch_size;
@@ -563,10 +766,12 @@ int cmd_train(int argc, char **argv)
                 mi.num_parameters, st.step + 1, steps, ts->train_batch_size, micro, gas, world,
                 seq, data_dir ? data_dir : "synthetic data");
 
-    /* (opened, or truncated, only now that the run has passed its start-up checks) */
-    if (a.metrics && rank == 0 && !(metrics = fopen(a.metrics, st.step > 0 ? "a" : "w"))) {
-        die("%s: cannot open: %s", a.metrics, strerror(errno));
-        goto done;
+    {   /* (opened, or truncated, only now that the run has passed its start-up checks) */
+        int ok = !(a.metrics && rank == 0 && !(metrics = fopen(a.metrics, st.step > 0 ? "a" : "w")));
+        if (!ok)
+            die("%s: cannot open: %s", a.metrics, strerror(errno));
+        if (!all_ok(e, ok))
+            goto done;
     }
     double t_start = now(), t_last = t_start;
     int64_t first_step = st.step;
@@ -600,8 +805,11 @@ int cmd_train(int argc, char **argv)
             for (size_t i = 0; i < lcells; i++)
                 labels += bufs[k].labels[i] != -100;
         }
-        if (world > 1) /* the step's mean is over the labelled tokens of every rank */
-            MPI_Allreduce(MPI_IN_PLACE, &labels, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+        /* the step's mean is over the labelled tokens of every rank */
+        if (zt_engine_sum_i64(e, &labels, 1) < 0) {
+            die("step %" PRId64 ": %s", st.step + 1, zt_engine_last_error(e));
+            goto done;
+        }
         zt_engine_zero_grad(e);
         double step_flops = 0.0;
         for (int k = 0; k < gas; k++) {
@@ -622,10 +830,10 @@ int cmd_train(int argc, char **argv)
         lr = si.lr; /* (Adafactor's relative step size) */
         if (world > 1) { /* loss sums added in rank order: the same on every rank and run */
             double *all = malloc(sizeof(double) * (size_t)world);
-            if (!all || MPI_Allgather(&loss_sum, 1, MPI_DOUBLE, all, 1, MPI_DOUBLE,
-                                      MPI_COMM_WORLD) != MPI_SUCCESS) {
+            if (!all || zt_engine_gather_f64(e, &loss_sum, 1, all) < 0) {
+                die("step %" PRId64 ": gathering the loss: %s", st.step + 1,
+                    all ? zt_engine_last_error(e) : "out of memory");
                 free(all);
-                die("step %" PRId64 ": gathering the loss failed", st.step + 1);
                 goto done;
             }
             loss_sum = 0.0;
@@ -633,18 +841,54 @@ int cmd_train(int argc, char **argv)
                 loss_sum += all[r];
             free(all);
         }
-        st.step++;
+        /* the data moves on either way; a skipped step leaves the step count as it was */
         st.samples += (uint64_t)ts->train_batch_size;
         loss = labels ? loss_sum / (double)labels : 0.0;
         uint64_t step_tokens = (uint64_t)ts->train_batch_size * (uint64_t)seq;
         tokens_total += step_tokens;
-        if ((eval_src.mlm || eval_src.span) && st.step % eval_every == 0 && rank == 0) {
+        if (si.skipped) {
+            char where[200] = "";
+            skipped_total++;
+            skipped_run++;
+            if (si.nonfinite_unit >= 0)
+                snprintf(where, sizeof where, "; the first unit with a non-finite gradient is "
+                         "%d \"%s\"", si.nonfinite_unit, zt_engine_unit_name(e, si.nonfinite_unit));
+            else
+                snprintf(where, sizeof where, "; the gradients are finite, the loss is not");
+            if (rank == 0)
+                fprintf(stderr, "%szerotrain: warning: step %" PRId64 " skipped: loss %g, "
+                        "gradient norm %g%s (%" PRId64 " in a row, %" PRId64 " in all; the "
+                        "parameters and optimizer state are unchanged)\n", tty ? "\n" : "",
+                        st.step + 1, isnan(loss) ? NAN : loss, isnan(si.grad_norm) ? NAN :
+                        si.grad_norm, where, skipped_run, skipped_total);
+            if (metrics && rank == 0)
+                write_metrics(metrics, st.step + 1, loss, lr, si.grad_norm, step_tokens,
+                              now() - t0, NULL, 1, skipped_total);
+            if (skipped_run >= ts->max_skipped_steps) {
+                die("step %" PRId64 ": %" PRId64 " steps in a row were skipped (their loss or "
+                    "gradient norm was not finite; zerotrain.max_skipped_steps %d): the run "
+                    "diverged. The last good checkpoint is %s", st.step + 1, skipped_run,
+                    ts->max_skipped_steps,
+                    last_ckpt[0] ? last_ckpt : "none (no checkpoint was written or resumed)");
+                goto done;
+            }
+            continue;
+        }
+        skipped_run = 0;
+        st.step++;
+        if ((eval_src.mlm || eval_src.span) && st.step % eval_every == 0) {
             uint64_t ns = source_samples(&eval_src);
+            int64_t counted = 0;
             if (evaluate(e, &eval_src, micro, ns < (uint64_t)eval_samples ? ns : (uint64_t)eval_samples,
-                         &bufs[0], &ev))
+                         &bufs[0], rank, world, &ev, &counted))
                 goto done;
             evp = &ev;
-            fprintf(stderr, "%sstep %" PRId64 "  eval_loss %.4f\n", tty ? "\n" : "", st.step, ev);
+            if (rank == 0 && counted)
+                fprintf(stderr, "%sstep %" PRId64 "  eval_loss %.4f\n", tty ? "\n" : "",
+                        st.step, ev);
+            else if (rank == 0)
+                fprintf(stderr, "%sstep %" PRId64 "  eval_loss none: the evaluation samples "
+                        "have no labelled token\n", tty ? "\n" : "", st.step);
         }
         double t1 = now();
         if (stats_step(&stats, t1 - t0, step_flops, a.profile)) {
@@ -653,7 +897,8 @@ int cmd_train(int argc, char **argv)
             stats_comm_mark(&stats, &er0);
         }
         if (metrics && rank == 0)
-            write_metrics(metrics, st.step, loss, lr, si.grad_norm, step_tokens, t1 - t0, evp);
+            write_metrics(metrics, st.step, loss, lr, si.grad_norm, step_tokens, t1 - t0, evp,
+                          0, skipped_total);
         int print_now = tty ? (t1 - t_last > 0.25 || st.step == steps)
                             : (st.step % ts->steps_per_print == 0 || st.step == steps);
         if (print_now && rank == 0) {
@@ -667,6 +912,7 @@ int cmd_train(int argc, char **argv)
                 die("%s", zt_engine_last_error(e));
                 goto done;
             }
+            snprintf(last_ckpt, sizeof last_ckpt, "%s/step-%" PRId64, a.ckpt_dir, st.step);
             ckptdir_saved(cd, e);
         }
     }

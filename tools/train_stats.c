@@ -124,18 +124,34 @@ int stats_write_summary(const char *path, const train_stats *s, const stats_cont
     for (int c = 0; c < ZT_MEM_NCAT; c++)
         my_peaks[c] = m.peak[c];
     my_rss = m.peak_rss;
-    /* every rank takes part: FLOPs summed, memory peaks as the largest over ranks */
+    /* every rank takes part (through the engine's collectives, under its watchdog): FLOPs
+     * summed, memory peaks as the largest over ranks, every rank's peak RSS */
     if (world > 1) {
-        unsigned long long *all = rank == 0 ? malloc(sizeof *all * (size_t)world) : NULL;
-        MPI_Allreduce(MPI_IN_PLACE, &flops, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-        MPI_Reduce(my_peaks, peaks, ZT_MEM_NCAT, MPI_UNSIGNED_LONG_LONG, MPI_MAX, 0,
-                   MPI_COMM_WORLD);
-        MPI_Gather(&my_rss, 1, MPI_UNSIGNED_LONG_LONG, all, 1, MPI_UNSIGNED_LONG_LONG, 0,
-                   MPI_COMM_WORLD);
-        if (rank == 0 && all && (rss = malloc(sizeof *rss * (size_t)world)))
-            for (int r = 0; r < world; r++)
-                rss[r] = (double)all[r];
+        double mine[ZT_MEM_NCAT + 2], *all = malloc(sizeof *all * (size_t)world * (ZT_MEM_NCAT + 2));
+        for (int c = 0; c < ZT_MEM_NCAT; c++)
+            mine[c] = (double)my_peaks[c];
+        mine[ZT_MEM_NCAT] = (double)my_rss;
+        mine[ZT_MEM_NCAT + 1] = flops;
+        if (!all || zt_engine_gather_f64(e, mine, ZT_MEM_NCAT + 2, all) < 0)
+            rc = -1;
+        if (rc == 0 && (rss = malloc(sizeof *rss * (size_t)world))) {
+            flops = 0.0;
+            for (int c = 0; c < ZT_MEM_NCAT; c++)
+                peaks[c] = 0;
+            for (int r = 0; r < world; r++) {
+                const double *a = all + (size_t)r * (ZT_MEM_NCAT + 2);
+                for (int c = 0; c < ZT_MEM_NCAT; c++)
+                    peaks[c] = (unsigned long long)a[c] > peaks[c] ? (unsigned long long)a[c]
+                                                                   : peaks[c];
+                rss[r] = a[ZT_MEM_NCAT];
+                flops += a[ZT_MEM_NCAT + 1];
+            }
+        }
         free(all);
+        if (rc < 0) {
+            free(rss);
+            return -1;
+        }
     } else {
         memcpy(peaks, my_peaks, sizeof peaks);
         if ((rss = malloc(sizeof *rss)))

@@ -3,6 +3,7 @@
  * WordPiece with "##" continuations. Character classes come from libunistring (Unicode 14,
  * the same tables as Python 3.11's unicodedata); it does not handle HF's added tokens. */
 #include "wordpiece.h"
+#include "zerotrain.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -68,37 +69,21 @@ int wp_load(const char *path, int lower_case, wp_tokenizer **out, char *err, siz
 {
     static const char *const names[5] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
     wp_tokenizer *t = calloc(1, sizeof *t);
-    FILE *fp = NULL;
-    long size;
-    size_t n_lines = 0, i, start;
-    int rc = -ENOMEM;
+    size_t size = 0, n_lines = 0, i, start;
+    int rc;
 
     *out = NULL;
     if (!t)
         goto nomem;
     t->lower = lower_case;
-    if (!(fp = fopen(path, "rb"))) {
-        rc = -errno;
-        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+    /* a regular file only (a FIFO would block the open), under 2 GiB: ids are int32 offsets */
+    if ((rc = zt_file_read_all(path, (1u << 31) - 1, &t->pool, &size)) < 0) {
+        snprintf(err, errlen, "%s", zt_last_error());
         goto fail;
     }
-    if (fseek(fp, 0, SEEK_END) != 0 || (size = ftell(fp)) < 0 || fseek(fp, 0, SEEK_SET) != 0 ||
-        size >= (1L << 31)) {
-        rc = -EINVAL;
-        snprintf(err, errlen, "%s: not a readable vocabulary file (under 2 GiB)", path);
-        goto fail;
-    }
-    if (!(t->pool = malloc((size_t)size + 1)))
-        goto nomem;
-    if (fread(t->pool, 1, (size_t)size, fp) != (size_t)size) {
-        rc = -EIO;
-        snprintf(err, errlen, "%s: read error", path);
-        goto fail;
-    }
-    t->pool[size] = '\0';
     /* lines: "\n", "\r\n" and "\r" end a line (Python's universal newlines); a last line
      * without a newline counts */
-    for (i = 0; i < (size_t)size; i++)
+    for (i = 0; i < size; i++)
         if (t->pool[i] == '\n' || (t->pool[i] == '\r' && t->pool[i + 1] != '\n'))
             n_lines++;
     if (size > 0 && t->pool[size - 1] != '\n' && t->pool[size - 1] != '\r')
@@ -117,16 +102,16 @@ int wp_load(const char *path, int lower_case, wp_tokenizer **out, char *err, siz
     for (i = 0; i < t->n_slots; i++)
         t->slots[i].id = -1;
     n_lines = 0;
-    for (start = i = 0; i <= (size_t)size; i++) {
+    for (start = i = 0; i <= size; i++) {
         char c = t->pool[i];
-        if (c != '\n' && c != '\r' && i < (size_t)size)
+        if (c != '\n' && c != '\r' && i < size)
             continue;
-        if (i == (size_t)size && i == start)
+        if (i == size && i == start)
             break; /* the file ended with a newline */
         t->pool[i] = '\0';
         insert(t, (uint32_t)start, (uint32_t)(i - start), (int32_t)n_lines);
         t->by_id[n_lines++] = (uint32_t)start;
-        if (c == '\r' && i + 1 < (size_t)size && t->pool[i + 1] == '\n')
+        if (c == '\r' && i + 1 < size && t->pool[i + 1] == '\n')
             i++;
         start = i + 1;
     }
@@ -137,14 +122,12 @@ int wp_load(const char *path, int lower_case, wp_tokenizer **out, char *err, siz
                      "[CLS] [SEP] [MASK])", path, names[k]);
             goto fail;
         }
-    fclose(fp);
     *out = t;
     return 0;
 nomem:
+    rc = -ENOMEM;
     snprintf(err, errlen, "%s: out of memory", path);
 fail:
-    if (fp)
-        fclose(fp);
     wp_free(t);
     return rc;
 }
