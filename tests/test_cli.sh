@@ -17,7 +17,7 @@ bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 # checks: status, exactly one stderr line containing the substring, no $T/out* files
 expect_error() {
     local name=$1 want=$2 needle=$3; shift 4
-    rm -f "$T"/out*
+    rm -rf "$T"/out*
     "$@" >"$T/stdout" 2>"$T/stderr"
     local st=$? lines
     lines=$(wc -l <"$T/stderr")
