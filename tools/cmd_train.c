@@ -722,16 +722,15 @@ agree:
                         resume_path, st.step);
         }
     }
-    {   /* what the run trains with, kept in its checkpoints; a resume that changed it says so */
+    {   /* what the run trains with, kept in its checkpoints; a resume that changed it says so
+         * (it fails only out of memory, as the allocations below) */
         char id[128];
-        int ok;
         data_identity(data_dir, synth_seed, id, sizeof id);
-        ok = ckptdir_run_info(e, rank, seq, ts->train_batch_size, id, data_dir, cd_msg,
-                              sizeof cd_msg) == 0;
-        if (!ok)
+        if (ckptdir_run_info(e, rank, seq, ts->train_batch_size, id, data_dir, cd_msg,
+                             sizeof cd_msg) < 0) {
             die("%s", cd_msg);
-        if (!all_ok(e, ok))
             goto done;
+        }
     }
 
     int gas = ts->grad_accum_steps, micro = ts->micro_batch_size;
@@ -766,12 +765,10 @@ agree:
                 mi.num_parameters, st.step + 1, steps, ts->train_batch_size, micro, gas, world,
                 seq, data_dir ? data_dir : "synthetic data");
 
-    {   /* (opened, or truncated, only now that the run has passed its start-up checks) */
-        int ok = !(a.metrics && rank == 0 && !(metrics = fopen(a.metrics, st.step > 0 ? "a" : "w")));
-        if (!ok)
-            die("%s: cannot open: %s", a.metrics, strerror(errno));
-        if (!all_ok(e, ok))
-            goto done;
+    /* (opened, or truncated, only now that the run has passed its start-up checks) */
+    if (a.metrics && rank == 0 && !(metrics = fopen(a.metrics, st.step > 0 ? "a" : "w"))) {
+        die("%s: cannot open: %s", a.metrics, strerror(errno));
+        goto done;
     }
     double t_start = now(), t_last = t_start;
     int64_t first_step = st.step;
