@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -77,22 +78,53 @@ static int hash_file(const char *path, uint64_t *hash, uint64_t *bytes)
     return rc;
 }
 
-/* Removes a folder of plain files (checkpoint folders hold nothing else). */
-static void remove_dir(const char *dir)
+/* Removes entry `name` of the folder dfd without following a symbolic link: anything but a
+ * folder (a link above all) is unlinked itself and its target never touched; a folder is
+ * emptied the same way first (a checkpoint holds plain files; depth bounds anything else). */
+static int remove_at(int dfd, const char *name, int depth)
 {
-    DIR *d = opendir(dir);
+    struct stat sb;
     struct dirent *de;
-    char p[4096];
-    if (!d)
-        return;
+    DIR *d;
+    int fd, rc = 0;
+    if (fstatat(dfd, name, &sb, AT_SYMLINK_NOFOLLOW) != 0)
+        return errno == ENOENT ? 0 : -errno;
+    if (!S_ISDIR(sb.st_mode))
+        return unlinkat(dfd, name, 0) == 0 || errno == ENOENT ? 0 : -errno;
+    if (depth >= 8)
+        return -ELOOP;
+    if ((fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+        if (errno == ELOOP || errno == ENOTDIR) /* replaced by a link or a file meanwhile */
+            return unlinkat(dfd, name, 0) == 0 || errno == ENOENT ? 0 : -errno;
+        return errno == ENOENT ? 0 : -errno;
+    }
+    if (!(d = fdopendir(fd))) {
+        rc = -errno;
+        close(fd);
+        return rc;
+    }
     while ((de = readdir(d))) {
+        int r;
         if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
             continue;
-        snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
-        unlink(p);
+        if ((r = remove_at(dirfd(d), de->d_name, depth + 1)) < 0 && rc == 0)
+            rc = r;
     }
     closedir(d);
-    rmdir(dir);
+    if (unlinkat(dfd, name, AT_REMOVEDIR) != 0 && errno != ENOENT && rc == 0)
+        rc = -errno;
+    return rc;
+}
+
+/* Removes root/name (a checkpoint folder, or a link in its place: the link alone). */
+static int remove_in(const char *root, const char *name)
+{
+    int dfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc;
+    if (dfd < 0)
+        return errno == ENOENT ? 0 : -errno;
+    rc = remove_at(dfd, name, 0);
+    close(dfd);
+    return rc;
 }
 
 static int fsync_path(const char *path)
@@ -113,24 +145,31 @@ static int64_t step_of(const char *name)
     long long v;
     if (strncmp(name, "step-", 5) != 0 || name[5] < '0' || name[5] > '9')
         return -1;
+    errno = 0;
     v = strtoll(name + 5, &end, 10);
-    return *end ? -1 : v;
+    return *end || errno ? -1 : v;
 }
 
-/* The step numbers of ROOT's checkpoint folders, newest first. */
-static int list_steps(const char *root, int64_t **out)
+/* an entry step-N of a checkpoint root, by the name it has there */
+typedef struct step_ent {
+    int64_t step;
+    char name[256];
+} step_ent;
+
+/* ROOT's step-N entries (folders, or anything else of that name), newest first. */
+static int list_steps(const char *root, step_ent **out)
 {
     DIR *d = opendir(root);
     struct dirent *de;
-    int64_t *v = NULL;
+    step_ent *v = NULL;
     int n = 0;
     *out = NULL;
     if (!d)
         return errno == ENOENT ? 0 : zt_fail(-errno, "%s: %s", root, strerror(errno));
     while ((de = readdir(d))) {
         int64_t s = step_of(de->d_name);
-        int64_t *nv;
-        if (s < 0)
+        step_ent *nv;
+        if (s < 0 || strlen(de->d_name) >= sizeof v->name)
             continue;
         if (!(nv = realloc(v, sizeof *v * (size_t)(n + 1)))) {
             free(v);
@@ -138,12 +177,14 @@ static int list_steps(const char *root, int64_t **out)
             return zt_fail(ZT_E_NOMEM, "out of memory");
         }
         v = nv;
-        v[n++] = s;
+        v[n].step = s;
+        snprintf(v[n].name, sizeof v[n].name, "%s", de->d_name);
+        n++;
     }
     closedir(d);
     for (int i = 1; i < n; i++) /* insertion sort, descending */
-        for (int j = i; j > 0 && v[j] > v[j - 1]; j--) {
-            int64_t t = v[j];
+        for (int j = i; j > 0 && v[j].step > v[j - 1].step; j--) {
+            step_ent t = v[j];
             v[j] = v[j - 1];
             v[j - 1] = t;
         }
@@ -282,12 +323,21 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* The manifest checks itself: its last member, on the line before the closing brace, is
+ * "manifest_xxh64", the xxh64 (seed 0) of every byte of the file before that line. Written
+ * by this version (3) with the run id; versions 1 and 2 have neither. */
+#define SELF_KEY "manifest_xxh64"
+#define SELF_HEAD "\t\"" SELF_KEY "\":\t\""
+#define SELF_LEN (sizeof SELF_HEAD - 1 + 16 + 4) /* the line, the value, "\"\n}\n" */
+#define MANIFEST_VERSION 3
+#define MAX_EXACT 9007199254740992.0 /* 2^53: cJSON's numbers are doubles */
+
 /* Every file in the folder (model weights, single or sharded; config; state; every rank's
  * shards), sorted, with its size and xxh64; written last. */
 static int write_manifest(const char *dir, const zt_engine *e)
 {
     cJSON *m = cJSON_CreateObject(), *files = cJSON_AddArrayToObject(m, "files");
-    char path[4096], hex[17], *text = NULL, **names = NULL;
+    char path[4096], hex[17], *text = NULL, *body = NULL, *full = NULL, **names = NULL;
     int rc = 0, n = 0;
     DIR *d = opendir(dir);
     struct dirent *de;
@@ -311,7 +361,8 @@ static int write_manifest(const char *dir, const zt_engine *e)
     if (rc == 0)
         qsort(names, (size_t)n, sizeof *names, cmp_str);
     cJSON_AddStringToObject(m, "format", "zerotrain-checkpoint");
-    cJSON_AddNumberToObject(m, "version", 2);
+    cJSON_AddNumberToObject(m, "version", MANIFEST_VERSION);
+    cJSON_AddStringToObject(m, "run_id", e->run_id);
     cJSON_AddNumberToObject(m, "world_size", e->comm.size);
     cJSON_AddNumberToObject(m, "zero_stage", e->cfg.zero_stage);
     cJSON_AddNumberToObject(m, "bucket_size", (double)e->bucket);
@@ -340,40 +391,281 @@ static int write_manifest(const char *dir, const zt_engine *e)
     }
     if (rc == 0 && !(text = cJSON_Print(m)))
         rc = zt_fail(ZT_E_NOMEM, "out of memory");
+    if (rc == 0) { /* cJSON_Print ends with "\n}": the members, a comma, then the checksum */
+        size_t len = strlen(text);
+        if (len < 2 || strcmp(text + len - 2, "\n}") != 0)
+            rc = zt_fail(ZT_E_FORMAT, "%s/%s: unexpected JSON text", dir, MANIFEST);
+        else if ((text[len - 2] = '\0', asprintf(&body, "%s,\n", text)) < 0)
+            body = NULL, rc = zt_fail(ZT_E_NOMEM, "out of memory");
+        else if (asprintf(&full, "%s" SELF_HEAD "%016" PRIx64 "\"\n}\n", body,
+                          (uint64_t)XXH64(body, strlen(body), 0)) < 0)
+            full = NULL, rc = zt_fail(ZT_E_NOMEM, "out of memory");
+    }
     if (rc == 0)
-        rc = write_text(dir, MANIFEST, text);
+        rc = write_text(dir, MANIFEST, full);
     for (int i = 0; i < n; i++)
         free(names[i]);
     free(names);
     free(text);
+    free(body);
+    free(full);
     cJSON_Delete(m);
     return rc;
 }
 
-static void prune(const char *root, int keep)
+/* A manifest as read and validated: the parsed JSON, its files array, the run id ("" for an
+ * older version's), whether it carried its own checksum. */
+typedef struct manifest {
+    cJSON *m;
+    const cJSON *files;
+    char run_id[33];
+    int self_checked;
+} manifest;
+
+/* s is exactly n lowercase hex digits */
+static int is_hex(const char *s, size_t n)
 {
-    int64_t *steps;
-    int n = list_steps(root, &steps);
-    char p[4096];
-    for (int i = keep; i < n; i++) {
-        snprintf(p, sizeof p, "%s/step-%" PRId64, root, steps[i]);
-        remove_dir(p);
-    }
-    free(steps);
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+            return 0;
+    return s[n] == '\0';
 }
 
-/* Every rank learns whether any rank failed; a rank that did not fail itself reports it. */
+/* v is a number holding an integer in [lo, hi] */
+static int is_int(const cJSON *v, double lo, double hi)
+{
+    return cJSON_IsNumber(v) && v->valuedouble >= lo && v->valuedouble <= hi &&
+           v->valuedouble == (double)(int64_t)v->valuedouble;
+}
+
+/* a file name of the checkpoint folder itself: no path, not hidden */
+static int plain_name(const char *s)
+{
+    size_t n = strlen(s);
+    return n > 0 && n < 256 && s[0] != '.' && !strchr(s, '/');
+}
+
+static int bad_field(const char *path, const char *field, const char *what)
+{
+    return zt_fail(ZT_E_FORMAT, "%s: \"%s\" %s (the manifest is corrupt)", path, field, what);
+}
+
+/* units[]: name, numel, padded, piece */
+static int check_units(const char *path, const cJSON *units)
+{
+    const cJSON *u;
+    char field[64];
+    int i = 0;
+    if (!cJSON_IsArray(units))
+        return bad_field(path, "units", "is not an array");
+    cJSON_ArrayForEach(u, units) {
+        static const char *const num[] = {"numel", "padded", "piece"};
+        const cJSON *nm = cJSON_GetObjectItemCaseSensitive(u, "name");
+        snprintf(field, sizeof field, "units[%d].name", i);
+        if (!cJSON_IsObject(u) || !cJSON_IsString(nm) || !nm->valuestring[0])
+            return bad_field(path, field, "is missing or not a name");
+        for (int k = 0; k < 3; k++) {
+            snprintf(field, sizeof field, "units[%d].%s", i, num[k]);
+            if (!is_int(cJSON_GetObjectItemCaseSensitive(u, num[k]), 0, MAX_EXACT))
+                return bad_field(path, field, "is missing or not a non-negative integer");
+        }
+        i++;
+    }
+    return 0;
+}
+
+/* files[]: name (a plain file name, once), bytes, xxh64 */
+static int check_files(const char *path, const cJSON *files)
+{
+    const cJSON *f, *g;
+    char field[64];
+    int i = 0;
+    if (!cJSON_IsArray(files))
+        return bad_field(path, "files", "is missing or not an array");
+    cJSON_ArrayForEach(f, files) {
+        const cJSON *nm = cJSON_GetObjectItemCaseSensitive(f, "name"),
+                    *by = cJSON_GetObjectItemCaseSensitive(f, "bytes"),
+                    *hx = cJSON_GetObjectItemCaseSensitive(f, "xxh64");
+        snprintf(field, sizeof field, "files[%d]", i);
+        if (!cJSON_IsObject(f))
+            return bad_field(path, field, "is not an object");
+        snprintf(field, sizeof field, "files[%d].name", i);
+        if (!cJSON_IsString(nm) || !plain_name(nm->valuestring))
+            return bad_field(path, field, "is missing or not a plain file name");
+        cJSON_ArrayForEach(g, files) {
+            const cJSON *gn = cJSON_GetObjectItemCaseSensitive(g, "name");
+            if (g == f)
+                break;
+            if (cJSON_IsString(gn) && strcmp(gn->valuestring, nm->valuestring) == 0)
+                return bad_field(path, field, "names a file listed before");
+        }
+        snprintf(field, sizeof field, "files[%d].bytes", i);
+        if (!is_int(by, 0, MAX_EXACT))
+            return bad_field(path, field, "is missing or not a non-negative integer");
+        snprintf(field, sizeof field, "files[%d].xxh64", i);
+        if (!cJSON_IsString(hx) || !is_hex(hx->valuestring, 16))
+            return bad_field(path, field, "is missing or not 16 lowercase hex digits");
+        i++;
+    }
+    return 0;
+}
+
+/* Reads dir's manifest and validates every field (not the files it lists); on success the
+ * caller frees mf->m. */
+static int read_manifest(const char *dir, manifest *mf)
+{
+    char path[4096], *text = NULL;
+    size_t len = 0;
+    const cJSON *v, *self;
+    cJSON *m = NULL;
+    int rc = 0, version;
+    memset(mf, 0, sizeof *mf);
+    snprintf(path, sizeof path, "%s/%s", dir, MANIFEST);
+    if (zt_file_read_all(path, 1u << 20, &text, &len) < 0)
+        return zt_fail(ZT_E_FORMAT, "%s: missing or unreadable (the save did not finish)", path);
+    if (strlen(text) != len || !(m = cJSON_ParseWithOpts(text, NULL, 1)) || !cJSON_IsObject(m)) {
+        rc = zt_fail(ZT_E_FORMAT, "%s: not a JSON object (the manifest is corrupt)", path);
+        goto out;
+    }
+    v = cJSON_GetObjectItemCaseSensitive(m, "format");
+    if (!cJSON_IsString(v) || strcmp(v->valuestring, "zerotrain-checkpoint") != 0) {
+        rc = bad_field(path, "format", "is not \"zerotrain-checkpoint\"");
+        goto out;
+    }
+    v = cJSON_GetObjectItemCaseSensitive(m, "version");
+    if (!is_int(v, 1, MANIFEST_VERSION)) {
+        rc = bad_field(path, "version", "is not 1, 2 or 3 (a newer zerotrain's checkpoint?)");
+        goto out;
+    }
+    version = (int)v->valuedouble;
+    self = cJSON_GetObjectItemCaseSensitive(m, SELF_KEY);
+    v = cJSON_GetObjectItemCaseSensitive(m, "run_id");
+    if ((v || version >= 3) && (!cJSON_IsString(v) || !is_hex(v->valuestring, 32))) {
+        rc = bad_field(path, "run_id", "is missing or not 32 lowercase hex digits");
+        goto out;
+    }
+    if (v)
+        snprintf(mf->run_id, sizeof mf->run_id, "%s", v->valuestring);
+    {
+        static const struct { const char *key; double lo, hi; } ints[] = {
+            {"world_size", 1, 1 << 20}, {"zero_stage", 0, 3}, {"bucket_size", 0, MAX_EXACT}};
+        for (int k = 0; k < 3; k++) {
+            v = cJSON_GetObjectItemCaseSensitive(m, ints[k].key);
+            if ((v || version >= 3) && !is_int(v, ints[k].lo, ints[k].hi)) {
+                char what[96];
+                snprintf(what, sizeof what, "is missing or not an integer in [%.0f, %.0f]",
+                         ints[k].lo, ints[k].hi);
+                rc = bad_field(path, ints[k].key, what);
+                goto out;
+            }
+        }
+    }
+    v = cJSON_GetObjectItemCaseSensitive(m, "units");
+    if ((v || version >= 3) && (rc = check_units(path, v)) < 0)
+        goto out;
+    mf->files = cJSON_GetObjectItemCaseSensitive(m, "files");
+    if ((rc = check_files(path, mf->files)) < 0)
+        goto out;
+    if (!self && version >= 3) {
+        rc = bad_field(path, SELF_KEY, "is missing");
+        goto out;
+    }
+    if (self) { /* the last member, in the form written, over the bytes before its line */
+        const char *tail = text + (len < SELF_LEN ? 0 : len - SELF_LEN);
+        const cJSON *last = m->child;
+        char want[17];
+        while (last->next)
+            last = last->next;
+        if (!cJSON_IsString(self) || !is_hex(self->valuestring, 16) || last != self ||
+            len < SELF_LEN || memcmp(tail, SELF_HEAD, sizeof SELF_HEAD - 1) != 0 ||
+            memcmp(tail + sizeof SELF_HEAD - 1, self->valuestring, 16) != 0 ||
+            memcmp(text + len - 4, "\"\n}\n", 4) != 0) {
+            rc = bad_field(path, SELF_KEY, "is not 16 hex digits on the manifest's last line");
+            goto out;
+        }
+        snprintf(want, sizeof want, "%016" PRIx64, (uint64_t)XXH64(text, (size_t)(tail - text), 0));
+        if (strcmp(want, self->valuestring) != 0) {
+            rc = zt_fail(ZT_E_FORMAT, "%s: its content's checksum %s does not match its \""
+                         SELF_KEY "\" %s (the manifest is corrupt)", path, want,
+                         self->valuestring);
+            goto out;
+        }
+        mf->self_checked = 1;
+    }
+out:
+    free(text);
+    if (rc < 0)
+        cJSON_Delete(m);
+    else
+        mf->m = m;
+    return rc;
+}
+
+/* 128 random bits as 32 hex digits: a new lineage */
+static int new_run_id(char out[33])
+{
+    unsigned char b[16];
+    size_t got = 0;
+    while (got < sizeof b) {
+        ssize_t n = getrandom(b + got, sizeof b - got, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return zt_fail(-errno, "getrandom: %s", strerror(errno));
+        got += (size_t)n;
+    }
+    for (int i = 0; i < 16; i++)
+        snprintf(out + 2 * i, 3, "%02x", b[i]);
+    return 0;
+}
+
+/* root/name is a checkpoint folder (not a link) of run run_id */
+static int of_run(const char *root, const char *name, const char *run_id)
+{
+    char dir[4096];
+    struct stat sb;
+    manifest mf;
+    int mine;
+    snprintf(dir, sizeof dir, "%s/%s", root, name);
+    if (lstat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode) || read_manifest(dir, &mf) < 0)
+        return 0;
+    mine = mf.run_id[0] && strcmp(mf.run_id, run_id) == 0;
+    cJSON_Delete(mf.m);
+    return mine;
+}
+
+/* Keeps the newest `keep` checkpoints of this run's lineage and removes its older ones; any
+ * other entry (another run's, an older version's without a run id, one that does not read,
+ * a link) is left alone. */
+static void prune(const char *root, const char *run_id, int keep)
+{
+    step_ent *v;
+    int n = list_steps(root, &v), mine = 0;
+    for (int i = 0; i < n; i++)
+        if (of_run(root, v[i].name, run_id) && ++mine > keep)
+            remove_in(root, v[i].name);
+    free(v);
+}
 
 /* Rank 0, after every rank file is written: the model, state, config and manifest, then
  * the rename that commits the checkpoint. */
-static int commit_rank0(zt_engine *e, const char *root, const char *tmp, const char *final,
-                        const char *old, const zt_train_state *st, const char *train_config,
-                        int keep)
+static int commit_rank0(zt_engine *e, const char *root, const zt_train_state *st,
+                        const char *train_config, int keep)
 {
-    char *text = NULL, *opt = NULL;
+    char *text = NULL, *opt = NULL, tmp[4096], final[4096], old[4096], tmpn[48], finaln[48],
+         oldn[48];
     struct stat sb;
     int rc;
-    cJSON *oj = optimizer_json(e);
+    cJSON *oj;
+    snprintf(tmpn, sizeof tmpn, ".tmp-step-%" PRId64, st->step);
+    snprintf(finaln, sizeof finaln, "step-%" PRId64, st->step);
+    snprintf(oldn, sizeof oldn, ".old-step-%" PRId64, st->step);
+    snprintf(tmp, sizeof tmp, "%s/%s", root, tmpn);
+    snprintf(final, sizeof final, "%s/%s", root, finaln);
+    snprintf(old, sizeof old, "%s/%s", root, oldn);
+    if (!e->run_id[0]) /* a fresh engine's first save starts a lineage */
+        ZT_TRY(new_run_id(e->run_id));
+    oj = optimizer_json(e);
     if (!oj || !(opt = cJSON_PrintUnformatted(oj)) ||
         asprintf(&text,
                  "{\n  \"format\": \"zerotrain-train-state\",\n  \"version\": 3,\n"
@@ -391,12 +683,36 @@ static int commit_rank0(zt_engine *e, const char *root, const char *tmp, const c
     free(text);
     if (rc < 0 ||
         (rc = write_text(tmp, "train_config.json", train_config ? train_config : "{}\n")) < 0 ||
+        (e->trainer_info[0] && (rc = write_text(tmp, "trainer.json", e->trainer_info)) < 0) ||
         (rc = write_manifest(tmp, e)) < 0 || (rc = fsync_path(tmp)) < 0)
         return rc;
-    remove_dir(old);
-    if (stat(final, &sb) == 0 && rename(final, old) != 0)
-        return zt_fail(-errno, "%s: cannot move aside: %s", final, strerror(errno));
-    fault_point("before", "rename");
+    /* a save that died between the two renames below left the checkpoint it replaced as
+     * .old-step-N: that one goes back first */
+    if (lstat(old, &sb) == 0 && lstat(final, &sb) != 0)
+        rename(old, final);
+    remove_in(root, oldn);
+    if (lstat(final, &sb) == 0) {
+        if (!S_ISDIR(sb.st_mode))
+            zt_log(ZT_LOG_WARN, "replacing %s, which is not a checkpoint folder (a link's "
+                   "target is left as it is)", final);
+        else if (!of_run(root, finaln, e->run_id))
+            zt_log(ZT_LOG_WARN, "replacing %s, a checkpoint of another run", final);
+        fault_point("before", "rename");
+        /* one atomic swap: step-N is at every moment the old checkpoint or the new one */
+        if (renameat2(AT_FDCWD, tmp, AT_FDCWD, final, RENAME_EXCHANGE) == 0) {
+            fault_point("after", "rename");
+            if ((rc = fsync_path(root)) < 0)
+                return rc;
+            remove_in(root, tmpn);
+            goto committed;
+        }
+        if (errno != EINVAL && errno != ENOSYS && errno != ENOTSUP)
+            return zt_fail(-errno, "%s: cannot replace: %s", final, strerror(errno));
+        if (rename(final, old) != 0) /* (a filesystem without the swap) */
+            return zt_fail(-errno, "%s: cannot move aside: %s", final, strerror(errno));
+    } else {
+        fault_point("before", "rename");
+    }
     if (rename(tmp, final) != 0) {
         rc = zt_fail(-errno, "%s: rename: %s", final, strerror(errno));
         rename(old, final);
@@ -405,19 +721,21 @@ static int commit_rank0(zt_engine *e, const char *root, const char *tmp, const c
     fault_point("after", "rename");
     if ((rc = fsync_path(root)) < 0)
         return rc;
-    remove_dir(old);
+    remove_in(root, oldn);
+committed:
     if (keep > 0)
-        prune(root, keep);
+        prune(root, e->run_id, keep);
     return 0;
 }
 
 /* Every rank calls this: rank 0 makes the hidden folder, every rank writes its own
- * optimizer shards into it, rank 0 adds the model (streamed unit by unit in stage 3), the state and the
- * manifest and renames it into place. The folder must be on storage every rank sees. */
+ * optimizer shards into it, rank 0 adds the model (streamed unit by unit in stage 3), the
+ * state and the manifest and renames it into place. The folder must be on storage every
+ * rank sees. */
 int zt_checkpoint_save(zt_engine *e, const char *root, const zt_train_state *st,
                        const char *train_config, int keep)
 {
-    char tmp[4096], final[4096], old[4096];
+    char tmp[4096], tmpn[48], final[4096];
     int rc = 0, r;
     if (!e || !root || !st)
         return zt_fail(ZT_E_INVAL, "zt_checkpoint_save: NULL argument");
@@ -427,13 +745,13 @@ int zt_checkpoint_save(zt_engine *e, const char *root, const zt_train_state *st,
     ZT_TRY(zt_engine_ensure_moments(e));
     ZT_TRY(zt_zero_flush(e)); /* the checkpoint holds the step's result */
     r = e->comm.rank;
-    snprintf(tmp, sizeof tmp, "%s/.tmp-step-%" PRId64, root, st->step);
+    snprintf(tmpn, sizeof tmpn, ".tmp-step-%" PRId64, st->step);
+    snprintf(tmp, sizeof tmp, "%s/%s", root, tmpn);
     snprintf(final, sizeof final, "%s/step-%" PRId64, root, st->step);
-    snprintf(old, sizeof old, "%s/.old-step-%" PRId64, root, st->step);
     if ((rc = zt_engine_check_finite(e, "saving checkpoint", final)) < 0) /* nothing written */
         return zt_engine_fail(e, rc);
     if (r == 0 && (rc = zt_mkdirs(root)) == 0) {
-        remove_dir(tmp); /* left by a save that died */
+        remove_in(root, tmpn); /* left by a save that died (a link there: the link) */
         if (mkdir(tmp, 0755) != 0)
             rc = zt_fail(-errno, "%s: %s", tmp, strerror(errno));
     }
@@ -447,43 +765,37 @@ int zt_checkpoint_save(zt_engine *e, const char *root, const zt_train_state *st,
             fault_point("after", "model.safetensors");
     }
     if (rc == 0)
-        rc = zt_engine_agree(e, r == 0 ? commit_rank0(e, root, tmp, final, old, st, train_config, keep)
-                             : 0, "committing the checkpoint");
+        rc = zt_engine_agree(e, r == 0 ? commit_rank0(e, root, st, train_config, keep) : 0,
+                             "committing the checkpoint");
     if (rc < 0) {
         zt_fail_wrap(rc, "saving checkpoint %s", final);
         if (r == 0)
-            remove_dir(tmp);
+            remove_in(root, tmpn);
         return zt_engine_fail(e, rc);
     }
     return 0;
 }
 
-int zt_checkpoint_verify(const char *dir)
+/* The manifest, then every file it lists against its size and checksum. */
+static int verify_dir(const char *dir, manifest *mf)
 {
-    char path[4096], *text = NULL;
-    cJSON *m = NULL, *files, *f;
-    int rc = 0, seen = 0;
-    snprintf(path, sizeof path, "%s/%s", dir, MANIFEST);
-    if (zt_file_read_all(path, 1u << 20, &text, NULL) < 0)
-        return zt_fail(ZT_E_FORMAT, "%s: missing or unreadable (the save did not finish)", path);
-    m = cJSON_Parse(text);
-    free(text);
-    files = m ? cJSON_GetObjectItemCaseSensitive(m, "files") : NULL;
-    if (!cJSON_IsArray(files)) {
-        cJSON_Delete(m);
-        return zt_fail(ZT_E_FORMAT, "%s: not a checkpoint manifest", path);
+    static int told;
+    char path[4096];
+    const cJSON *f;
+    int rc = 0;
+    ZT_TRY(read_manifest(dir, mf));
+    if (!mf->self_checked && !told) {
+        told = 1;
+        zt_log(ZT_LOG_WARN, "%s/%s was written by an older zerotrain, without a checksum of "
+               "its own: its fields are checked, its bytes are not (a checkpoint saved from "
+               "it has one)", dir, MANIFEST);
     }
-    cJSON_ArrayForEach(f, files) {
+    cJSON_ArrayForEach(f, mf->files) {
         const cJSON *nm = cJSON_GetObjectItemCaseSensitive(f, "name"),
                     *by = cJSON_GetObjectItemCaseSensitive(f, "bytes"),
                     *hx = cJSON_GetObjectItemCaseSensitive(f, "xxh64");
         uint64_t h, bytes;
         char hex[17];
-        if (!cJSON_IsString(nm) || !cJSON_IsNumber(by) || !cJSON_IsString(hx) ||
-            strchr(nm->valuestring, '/')) {
-            rc = zt_fail(ZT_E_FORMAT, "%s: malformed file entry", path);
-            break;
-        }
         snprintf(path, sizeof path, "%s/%s", dir, nm->valuestring);
         if ((rc = hash_file(path, &h, &bytes)) < 0) {
             rc = zt_fail(ZT_E_FORMAT, "%s: missing or unreadable", path);
@@ -500,31 +812,99 @@ int zt_checkpoint_verify(const char *dir)
                          hex, hx->valuestring);
             break;
         }
-        seen++;
     }
     for (int i = 0; rc == 0 && i < N_FILES; i++) {
         int listed = 0;
-        cJSON_ArrayForEach(f, files) {
-            const cJSON *nm = cJSON_GetObjectItemCaseSensitive(f, "name");
-            listed |= cJSON_IsString(nm) && strcmp(nm->valuestring, ckpt_files[i]) == 0;
-        }
+        cJSON_ArrayForEach(f, mf->files)
+            listed |= strcmp(cJSON_GetObjectItemCaseSensitive(f, "name")->valuestring,
+                             ckpt_files[i]) == 0;
         if (!listed)
             rc = zt_fail(ZT_E_FORMAT, "%s/%s: does not list %s", dir, MANIFEST, ckpt_files[i]);
     }
     if (rc == 0) {
         int weights = 0;
-        cJSON_ArrayForEach(f, files) {
-            const cJSON *nm = cJSON_GetObjectItemCaseSensitive(f, "name");
-            weights |= cJSON_IsString(nm) && (strcmp(nm->valuestring, "model.safetensors") == 0 ||
-                                              strcmp(nm->valuestring,
-                                                     "model.safetensors.index.json") == 0);
+        cJSON_ArrayForEach(f, mf->files) {
+            const char *nm = cJSON_GetObjectItemCaseSensitive(f, "name")->valuestring;
+            weights |= strcmp(nm, "model.safetensors") == 0 ||
+                       strcmp(nm, "model.safetensors.index.json") == 0;
         }
         if (!weights)
             rc = zt_fail(ZT_E_FORMAT, "%s/%s: lists no model weights", dir, MANIFEST);
     }
-    (void)seen;
-    cJSON_Delete(m);
+    if (rc < 0) {
+        cJSON_Delete(mf->m);
+        mf->m = NULL;
+    }
     return rc;
+}
+
+int zt_checkpoint_verify(const char *dir)
+{
+    manifest mf;
+    int rc;
+    if (!dir)
+        return zt_fail(ZT_E_INVAL, "zt_checkpoint_verify: NULL argument");
+    if ((rc = verify_dir(dir, &mf)) == 0)
+        cJSON_Delete(mf.m);
+    return rc;
+}
+
+int zt_checkpoint_remove_other_runs(zt_engine *e, const char *root)
+{
+    step_ent *v;
+    int n, rc = 0, removed = 0;
+    if (!e || !root)
+        return zt_fail(ZT_E_INVAL, "zt_checkpoint_remove_other_runs: NULL argument");
+    if (e->comm.rank != 0)
+        return 0;
+    if (!e->run_id[0])
+        return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "zt_checkpoint_remove_other_runs: the "
+                                         "engine has saved or loaded no checkpoint yet"));
+    if ((n = list_steps(root, &v)) < 0)
+        return zt_engine_fail(e, n);
+    for (int i = 0; i < n; i++) {
+        int r;
+        if (of_run(root, v[i].name, e->run_id))
+            continue;
+        if ((r = remove_in(root, v[i].name)) < 0) {
+            if (rc == 0)
+                rc = zt_fail(r, "%s/%s: cannot remove: %s", root, v[i].name, strerror(-r));
+            continue;
+        }
+        zt_log(ZT_LOG_INFO, "removed %s/%s (not of run %s)", root, v[i].name, e->run_id);
+        removed++;
+    }
+    free(v);
+    return rc < 0 ? zt_engine_fail(e, rc) : removed;
+}
+
+int zt_checkpoint_set_trainer_info(zt_engine *e, const char *json)
+{
+    cJSON *o;
+    size_t len;
+    if (!e)
+        return zt_fail(ZT_E_INVAL, "zt_checkpoint_set_trainer_info: NULL engine");
+    if (!json) {
+        e->trainer_info[0] = '\0';
+        return 0;
+    }
+    if ((len = strlen(json)) >= ZT_TRAINER_INFO_MAX)
+        return zt_engine_fail(e, zt_fail(ZT_E_RANGE, "zt_checkpoint_set_trainer_info: %zu "
+                                         "bytes, at most %d", len, ZT_TRAINER_INFO_MAX - 1));
+    o = cJSON_Parse(json);
+    if (!cJSON_IsObject(o)) {
+        cJSON_Delete(o);
+        return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "zt_checkpoint_set_trainer_info: not a "
+                                         "JSON object"));
+    }
+    cJSON_Delete(o);
+    memcpy(e->trainer_info, json, len + 1);
+    return 0;
+}
+
+const char *zt_checkpoint_trainer_info(const zt_engine *e)
+{
+    return e && e->loaded_info[0] ? e->loaded_info : NULL;
 }
 
 /* The checkpoint's optimizer must be laid out as this engine's (a checkpoint without the
@@ -804,10 +1184,30 @@ static int read_optimizer(zt_engine *e, const char *dir, int world0, size_t buck
     return rc;
 }
 
+/* the trainer's record in a verified checkpoint (none: "") */
+static int read_trainer_info(const manifest *mf, const char *dir, char *out)
+{
+    char path[4096], *text;
+    size_t len;
+    const cJSON *f;
+    out[0] = '\0';
+    cJSON_ArrayForEach(f, mf->files) {
+        if (strcmp(cJSON_GetObjectItemCaseSensitive(f, "name")->valuestring, "trainer.json"))
+            continue;
+        snprintf(path, sizeof path, "%s/trainer.json", dir);
+        ZT_TRY(zt_file_read_all(path, ZT_TRAINER_INFO_MAX - 1, &text, &len));
+        memcpy(out, text, len);
+        out[len] = '\0';
+        free(text);
+    }
+    return 0;
+}
+
 int zt_checkpoint_load(zt_engine *e, const char *dir, zt_train_state *st)
 {
-    char path[4096], diff[4300];
+    char path[4096], diff[4300], info[ZT_TRAINER_INFO_MAX];
     zt_model_cfg mc;
+    manifest mf;
     int rc;
     if (!e || !dir || !st)
         return zt_fail(ZT_E_INVAL, "zt_checkpoint_load: NULL argument");
@@ -815,7 +1215,11 @@ int zt_checkpoint_load(zt_engine *e, const char *dir, zt_train_state *st)
         return rc;
     if ((rc = zt_units_pass_close(e, "zt_checkpoint_load")) < 0 || (rc = zt_zero_flush(e)) < 0)
         return zt_engine_fail(e, rc);
-    if ((rc = zt_checkpoint_verify(dir)) < 0)
+    if ((rc = verify_dir(dir, &mf)) < 0)
+        return zt_engine_fail(e, rc);
+    rc = read_trainer_info(&mf, dir, info);
+    cJSON_Delete(mf.m);
+    if (rc < 0)
         return zt_engine_fail(e, rc);
     snprintf(path, sizeof path, "%s/config.json", dir);
     if (e->custom) {
@@ -834,34 +1238,38 @@ int zt_checkpoint_load(zt_engine *e, const char *dir, zt_train_state *st)
         (rc = read_optimizer(e, dir, world0, bucket0)) < 0)
         return zt_engine_fail(e, rc);
     e->step = st->step;
+    /* the run goes on in the checkpoint's lineage (an older version's has none: the next
+     * save starts one) */
+    snprintf(e->run_id, sizeof e->run_id, "%s", mf.run_id);
+    memcpy(e->loaded_info, info, sizeof info);
     return 0;
 }
 
 int zt_checkpoint_find_latest(const char *root, char *path_out, size_t n)
 {
-    int64_t *steps;
-    int count = list_steps(root, &steps), found = 0;
+    step_ent *v;
+    int count = list_steps(root, &v), found = 0;
     if (count < 0)
         return count;
     for (int i = 0; i < count && !found; i++) {
         char dir[4096], aside[4200];
-        snprintf(dir, sizeof dir, "%s/step-%" PRId64, root, steps[i]);
+        snprintf(dir, sizeof dir, "%s/%s", root, v[i].name);
         if (zt_checkpoint_verify(dir) == 0) {
             snprintf(path_out, n, "%s", dir);
             found = 1;
             break;
         }
         zt_log(ZT_LOG_WARN, "skipping checkpoint %s: %s", dir, zt_last_error());
-        for (int k = 0; k < 1000; k++) { /* a free hidden name */
+        for (int k = 0; k < 1000; k++) { /* a free hidden name (a link is renamed itself) */
             struct stat sb;
-            snprintf(aside, sizeof aside, "%s/.corrupt-step-%" PRId64 ".%d", root, steps[i], k);
-            if (stat(aside, &sb) != 0)
+            snprintf(aside, sizeof aside, "%s/.corrupt-%s.%d", root, v[i].name, k);
+            if (lstat(aside, &sb) != 0)
                 break;
         }
         if (rename(dir, aside) == 0)
             zt_log(ZT_LOG_WARN, "moved %s aside to %s", dir, aside);
     }
-    free(steps);
+    free(v);
     return found;
 }
 

@@ -14,6 +14,7 @@
 #define ZT_SHARD_ALIGN 1024 /* floats: 4 KiB, O_DIRECT-aligned, whole 8-bit Adam blocks */
 #define ZT_POOL_MAX 32      /* stage 3: most whole-unit parameter buffers */
 #define ZT_MAX_PARTS 1024   /* stage 0: most ranks (it keeps every rank's state shard) */
+#define ZT_TRAINER_INFO_MAX 4096 /* bytes of a trainer's record, its NUL included */
 
 /* One contiguous run of a rank's shard of a unit: floats [off, off + len) of the padded
  * unit buffer are floats [soff, soff + len) of the rank's shard buffer. A unit is cut into
@@ -216,6 +217,11 @@ struct zt_engine {
     double *rc_sec;
     char source[640];         /* where the model comes from, for messages ("" for a
                                * trainer's own) */
+    /* checkpoints (checkpoint.c): the run's lineage, 32 hex digits ("" until rank 0's first
+     * save of a fresh engine, or a load adopts the checkpoint's); the trainer's record saved
+     * with every checkpoint, and the one the last load read */
+    char run_id[33];
+    char trainer_info[ZT_TRAINER_INFO_MAX], loaded_info[ZT_TRAINER_INFO_MAX];
 };
 
 /* Hands e->rmode / e->rk to the model; the backward steps and the predicted activation

@@ -828,12 +828,19 @@ ZT_API int zt_engine_save_model(zt_engine *e, const char *dir);
 ZT_API int zt_engine_save_model_ex(zt_engine *e, const char *dir, size_t max_shard_bytes);
 
 /* ---- training checkpoints -------------------------------------------------------------
- * ROOT/step-N/ holds model.safetensors + config.json (a Hugging Face folder), the AdamW
- * moments (optimizer.safetensors), state.json (zt_train_state and the training config) and
- * manifest.json with the size and xxh64 of every file. It is written under a hidden
- * temporary name, every file fsynced, the manifest last, then renamed into place: a crash at
- * any moment leaves the previous checkpoints loadable. Nothing else visible is created in
- * ROOT. */
+ * ROOT/step-N/ holds model.safetensors + config.json (a Hugging Face folder), every rank's
+ * optimizer state (rank-R.safetensors), state.json (zt_train_state and the optimizer's
+ * layout), train_config.json, the trainer's record (trainer.json, when one was set) and
+ * manifest.json: the size and xxh64 of every file, the run id, and a checksum of the
+ * manifest itself. It is written under a hidden temporary name, every file fsynced, the
+ * manifest last, then renamed into place: a crash at any moment leaves the previous
+ * checkpoints loadable. Nothing else visible is created in ROOT.
+ *
+ * A run and its resumes are one lineage, named by a run id (32 hex digits) that rank 0
+ * draws at the first save of a fresh engine and zt_checkpoint_load adopts from the
+ * checkpoint; pruning (keep) only ever removes checkpoints of the engine's own lineage.
+ * Nothing here follows a symbolic link when it removes or moves an entry: a link is removed
+ * or moved itself, its target never touched. */
 typedef struct zt_train_state {
     int64_t step;            /* optimizer steps done */
     uint64_t samples;        /* global samples consumed: the data position */
@@ -841,12 +848,16 @@ typedef struct zt_train_state {
 } zt_train_state;
 
 /* train_config: JSON text stored beside the state (may be NULL). keep > 0 deletes all but
- * the newest `keep` checkpoints after a successful save. */
+ * the newest `keep` checkpoints of this engine's lineage after a successful save (another
+ * run's, an older version's without a run id and links are never deleted). Saving over an
+ * existing step-N of another run replaces it, logged as a warning. Collective. */
 ZT_API int zt_checkpoint_save(zt_engine *e, const char *root, const zt_train_state *st,
                               const char *train_config, int keep);
-/* Verifies dir (manifest, sizes, checksums) without loading it. */
+/* Verifies dir (the manifest's fields and own checksum, every file's size and checksum)
+ * without loading it. A manifest of an older version, without its own checksum, is
+ * accepted (its fields are checked) with one warning per process. */
 ZT_API int zt_checkpoint_verify(const char *dir);
-/* Loads dir into e (same model shape) after verifying it. */
+/* Loads dir into e (same model shape) after verifying it; e continues its lineage. */
 ZT_API int zt_checkpoint_load(zt_engine *e, const char *dir, zt_train_state *st);
 /* Verifies dir and writes its weights as a Hugging Face folder in out (config.json and
  * model.safetensors, sharded with an index above max_shard_bytes; 0 = never). The tensors
@@ -856,6 +867,19 @@ ZT_API int zt_checkpoint_export(const char *dir, const char *out, size_t max_sha
  * (naming the bad file) and moved aside under a hidden name. Returns 1 and its path in
  * path_out (size n) when one exists, 0 when none does, < 0 on error. */
 ZT_API int zt_checkpoint_find_latest(const char *root, char *path_out, size_t n);
+/* Removes every step-N entry of root that is not a checkpoint of e's lineage (another
+ * run's, an older version's, one whose manifest does not read; a link: the link alone).
+ * For a trainer that was told to replace a folder's checkpoints, once it has saved its
+ * own. Not collective: rank 0 removes, other ranks return 0. Returns how many it removed;
+ * ZT_E_INVAL before e has saved or loaded a checkpoint. */
+ZT_API int zt_checkpoint_remove_other_runs(zt_engine *e, const char *root);
+/* A trainer's own record of what it trains with (a JSON object, at most 4095 bytes: its
+ * sequence length, batch size, data), saved as trainer.json in every checkpoint e writes
+ * from now on; NULL: none. The library copies it and does not interpret it. */
+ZT_API int zt_checkpoint_set_trainer_info(zt_engine *e, const char *json);
+/* The trainer.json of the checkpoint the last zt_checkpoint_load read, or NULL (no load,
+ * or a checkpoint without one). Owned by e, valid until the next load. */
+ZT_API const char *zt_checkpoint_trainer_info(const zt_engine *e);
 
 #ifdef __cplusplus
 }

@@ -18,7 +18,7 @@ bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 # checks: status, exactly one stderr line containing the substring, no $T/out* files
 expect_error() {
     local name=$1 want=$2 needle=$3; shift 4
-    rm -f "$T"/out*
+    rm -rf "$T"/out*
     "$@" >"$T/stdout" 2>"$T/stderr"
     local st=$? lines
     lines=$(wc -l <"$T/stderr")
@@ -116,6 +116,19 @@ expect_error "train bad config.json" 1 "$T/step.json" -- "$ZT" train --model "$T
 expect_error "train seq too long" 1 "--seq-len 600 exceeds the model's max_position_embeddings 64" -- "$ZT" train --model "$FIX" --data synthetic --seq-len 600 --steps 1
 expect_error "train missing data" 1 "$T/nodata" -- "$ZT" train --model "$FIX" --data "$T/nodata" --steps 1
 expect_error "resume without dir" 2 "need --checkpoint-dir" -- "$ZT" train --model "$FIX" --data synthetic --resume
+# every output path checked before the first step: one line, nothing written (no metrics
+# file, no checkpoint folder: one the run created is removed again when it fails first)
+echo x >"$T/afile"
+TR="$ZT train --model $FIX --data synthetic --steps 1 --seq-len 8"
+expect_error "save-model under a file" 1 "--save-model $T/afile/m: $T/afile is not a folder" -- $TR --save-model "$T/afile/m" --metrics "$T/out.metrics" --checkpoint-dir "$T/out.ck"
+expect_error "save-model is a file" 1 "--save-model $T/afile: exists and is not a folder" -- $TR --save-model "$T/afile" --metrics "$T/out.metrics"
+expect_error "metrics is a folder" 1 "--metrics $T: is a folder" -- $TR --metrics "$T" --checkpoint-dir "$T/out.ck"
+expect_error "summary in no folder" 1 "--summary $T/nodir/s.json: its folder $T/nodir: No such file or directory" -- $TR --summary "$T/nodir/s.json" --metrics "$T/out.metrics"
+expect_error "checkpoint-dir is a file" 1 "--checkpoint-dir $T/afile: exists and is not a folder" -- $TR --checkpoint-dir "$T/afile" --metrics "$T/out.metrics"
+expect_error "checkpoint-dir under a file" 1 "$T/afile/ck: cannot create the checkpoint folder: Not a directory" -- $TR --checkpoint-dir "$T/afile/ck" --metrics "$T/out.metrics"
+expect_error "created checkpoint-dir removed" 1 "--seq-len 600 exceeds" -- $TR --seq-len 600 --checkpoint-dir "$T/out.new/deep/ck" --metrics "$T/out.metrics"
+expect_error "overwrite without dir" 2 "need --checkpoint-dir" -- $TR --overwrite
+expect_error "overwrite and resume" 2 "exclude each other" -- $TR --checkpoint-dir "$T/out.ck" --resume --overwrite
 expect_error "export missing" 1 "$T/nockpt/manifest.json" -- "$ZT" export --checkpoint "$T/nockpt" --out "$T/out.x"
 # a model too large for the machine (hidden_size 65536: 39 G parameters, 578 GiB of state) is
 # refused before anything is allocated, in seconds, naming the config, the predicted bytes,

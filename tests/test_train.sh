@@ -5,7 +5,10 @@
 # a failing save (file-size limit) keeps the previous checkpoint; export and sharded export;
 # an export or --save-model replaces its folder whole (no older weights survive, a folder
 # with other files is refused, a killed or failing export keeps the older one; a folder with
-# both weight layouts is refused); non-finite weights are neither exported nor loaded.
+# both weight layouts is refused); non-finite weights are neither exported nor loaded;
+# one run per checkpoint folder (refusal, --overwrite, the lock, at N = 1, 2, 3), pruning
+# within the run's lineage, symbolic links never followed, the manifest's own checksum and
+# fields, resume notices, every output path checked before the first step.
 # Usage: tests/test_train.sh [zerotrain]   (CRASH_POINTS=all runs every fault point)
 set -u
 ZT=${1:-build/zerotrain}
@@ -97,6 +100,140 @@ if mount -t tmpfs -o size=2500k tmpfs "$T/full" 2>/dev/null; then
 else
     echo "skip: cannot mount a tmpfs here (not root?): the full-disk check did not run"
 fi
+
+# ---- one run per folder, lineages, --overwrite (issue 21) -----------------------------------
+MAN="$PY tests/ref/ckpt_manifest.py"
+tree() { (cd "$1" && find . -type f -print0 | sort -z | xargs -0 md5sum); }  # every file's bytes
+ids() { local d; for d in "$1"/step-*; do $MAN runid "$d"; done | sort -u | paste -sd' '; }
+train "$T/l1" 5 --checkpoint-dir "$T/L" --checkpoint-every 1 --seed 1
+old=$(ids "$T/L"); before=$(tree "$T/L")
+# a fresh run into it is refused before training: nothing in the folder changes, its
+# pre-existing metrics file is not truncated
+echo keep >"$T/l2.jsonl"
+train "$T/l2" 2 --checkpoint-dir "$T/L" --checkpoint-every 1 --keep 2 --seed 2; st=$?
+if [ $st -eq 1 ] && grep -q "error: $T/L already holds checkpoints (the newest: $T/L/step-5): pass --resume .* --overwrite" "$T/l2.log" \
+   && ! grep -q "^step 1/" "$T/l2.log" && [ "$(tree "$T/L")" = "$before" ] && [ "$(cat "$T/l2.jsonl")" = keep ]; then ok
+else bad "a fresh run into a folder of checkpoints: status $st, folder: $(ls -A "$T/L")"; cat "$T/l2.log"; fi
+# --overwrite killed inside its first save loses nothing; then one that completes leaves only
+# its own lineage
+ZT_FAULT_POINT="before:rename" train "$T/l3" 2 --checkpoint-dir "$T/L" --checkpoint-every 1 --keep 2 --seed 2 --overwrite; st=$?
+if [ $st -eq 137 ] && [ "$(ls "$T/L")" = "$(printf 'step-1\nstep-2\nstep-3\nstep-4\nstep-5')" ] && [ "$(ids "$T/L")" = "$old" ]; then ok
+else bad "--overwrite killed before its first checkpoint: status $st, folder: $(ls -A "$T/L")"; fi
+train "$T/l4" 2 --checkpoint-dir "$T/L" --checkpoint-every 1 --keep 2 --seed 2 --overwrite; st=$?
+new=$(ids "$T/L")
+if [ $st -eq 0 ] && [ "$(ls "$T/L")" = "$(printf 'step-1\nstep-2')" ] && [ "$new" != "$old" ] && [ "$(echo $new | wc -w)" -eq 1 ] \
+   && grep -q "removed 4 checkpoints of other runs" "$T/l4.log" && [ -z "$(ls -A "$T/L" | grep -v '^step-')" ]; then ok
+else bad "--overwrite: status $st, folder: $(ls -A "$T/L"), run ids $old -> $new"; cat "$T/l4.log"; fi
+# --keep prunes only the run's own lineage: another run's checkpoint (step-0) and an older
+# version's without a run id (legacy manifest, step-00) stay; a resume continues the lineage
+train "$T/o1" 1 --checkpoint-dir "$T/O" --seed 3 && mv "$T/O/step-1" "$T/L/step-0" && cp -r "$T/L/step-0" "$T/L/step-00" && $MAN legacy "$T/L/step-00"
+train "$T/l5" 6 --checkpoint-dir "$T/L" --checkpoint-every 1 --keep 1 --resume; st=$?
+if [ $st -eq 0 ] && grep -q "resumed from $T/L/step-2" "$T/l5.log" && [ "$(ls "$T/L")" = "$(printf 'step-0\nstep-00\nstep-6')" ] \
+   && [ "$($MAN runid "$T/L/step-6")" = "$new" ] && $MAN check "$T/L/step-6"; then ok
+else bad "--keep outside the run's lineage: status $st, folder: $(ls -A "$T/L")"; cat "$T/l5.log"; fi
+# the manifest as documented: manifest_xxh64 over the bytes before its line (checked in Python)
+if $MAN check "$T/L/step-0" && [ "$($MAN runid "$T/L/step-00")" = - ]; then ok; else bad "manifest layout or checksum"; fi
+# a step-N that is a symbolic link: pruning never follows it (the link is left, its target
+# untouched)
+train "$T/s0" 2 --checkpoint-dir "$T/S" --checkpoint-every 1
+mkdir -p "$T/target" && echo precious >"$T/target/f" && rm -rf "$T/S/step-1" && ln -s "$T/target" "$T/S/step-1"
+train "$T/s1" 4 --checkpoint-dir "$T/S" --checkpoint-every 1 --keep 1 --resume; st=$?
+if [ $st -eq 0 ] && [ "$(cat "$T/target/f" 2>/dev/null)" = precious ] && [ -L "$T/S/step-1" ] && [ -d "$T/S/step-4" ] && [ ! -e "$T/S/step-2" ]; then ok
+else bad "pruning a symlinked step-1: status $st, target: $(ls -A "$T/target"), folder: $(ls -lA "$T/S")"; fi
+# --overwrite replaces the link (a save at its step) and removes the others: the link alone
+ln -s "$T/target" "$T/S/step-3"
+train "$T/s2" 2 --checkpoint-dir "$T/S" --checkpoint-every 1 --overwrite; st=$?
+if [ $st -eq 0 ] && [ "$(cat "$T/target/f" 2>/dev/null)" = precious ] && [ "$(ls "$T/S")" = "$(printf 'step-1\nstep-2')" ] \
+   && [ ! -L "$T/S/step-1" ] && grep -q "replacing $T/S/step-1, which is not a checkpoint folder" "$T/s2.log"; then ok
+else bad "--overwrite over symlinked steps: status $st, target: $(ls -A "$T/target"), folder: $(ls -A "$T/S")"; cat "$T/s2.log"; fi
+# two trainers at once on one folder: one succeeds, the other fails at once naming the lock
+# and writes nothing (no metrics file); the folder holds the winner's checkpoints only
+train "$T/w1" 40 --checkpoint-dir "$T/W" --checkpoint-every 10 --seed 11 & p1=$!
+train "$T/w2" 40 --checkpoint-dir "$T/W" --checkpoint-every 10 --seed 12 & p2=$!
+wait $p1; s1=$?; wait $p2; s2=$?
+if [ $s1 -eq 0 ] && [ $s2 -ne 0 ]; then win=w1 lose=w2 seed=11; else win=w2 lose=w1 seed=12; fi
+seeds=$(for d in "$T/W"/step-*; do "$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["seed"])' "$d/state.json"; done | sort -u)
+if [ $((s1 + s2)) -eq 1 ] && grep -q "error: $T/W is locked by another running zerotrain" "$T/$lose.log" && [ ! -e "$T/$lose.jsonl" ] \
+   && [ "$(ls "$T/W")" = "$(printf 'step-10\nstep-20\nstep-30\nstep-40')" ] && [ "$seeds" = "$seed" ] && [ "$(ids "$T/W" | wc -w)" -eq 1 ]; then ok
+else bad "two trainers on one folder: status $s1 and $s2, folder: $(ls -A "$T/W"), seeds $seeds"; cat "$T/w1.log" "$T/w2.log"; fi
+
+# ---- a corrupt manifest ---------------------------------------------------------------------
+rm -rf "$T/m"; cp -r "$T/ck" "$T/m"; rm -rf "$T/m/step-8" "$T/m/step-6"
+sed -i '0,/"bytes":\t5/s//"bytes":\t6/' "$T/m/step-4/manifest.json"  # one byte of a size
+train "$T/m1" 8 --checkpoint-dir "$T/m" --resume-from "$T/m/step-4" --save-model "$T/m1.model"; st=$?
+if [ $st -eq 1 ] && grep -q "error: $T/m/step-4/manifest.json: its content's checksum [0-9a-f]* does not match its \"manifest_xxh64\"" "$T/m1.log" && [ ! -e "$T/m1.model" ]; then ok
+else bad "--resume-from a manifest with a flipped byte: status $st"; cat "$T/m1.log"; fi
+train "$T/m2" 8 --checkpoint-dir "$T/m" --checkpoint-every 2 --resume --save-model "$T/m2.model"
+if grep -q "skipping checkpoint $T/m/step-4: .*manifest_xxh64" "$T/m2.log" && grep -q "resumed from $T/m/step-2" "$T/m2.log" \
+   && [ -d "$T/m/.corrupt-step-4.0" ] && cmp -s "$T/a.model/model.safetensors" "$T/m2.model/model.safetensors"; then ok
+else bad "--resume past a corrupt manifest"; cat "$T/m2.log"; ls -A "$T/m"; fi
+# a field that does not validate, the checksum intact: named
+cp -r "$T/ck/step-8" "$T/mf"; $MAN set "$T/mf" files.1.bytes -5
+train "$T/m3" 8 --checkpoint-dir "$T/m3.ck" --resume-from "$T/mf"; st=$?
+if [ $st -eq 1 ] && grep -q "error: $T/mf/manifest.json: \"files\[1\].bytes\" is missing or not a non-negative integer" "$T/m3.log" && [ ! -e "$T/m3.ck" ]; then ok
+else bad "a manifest field: status $st"; cat "$T/m3.log"; ls -A "$T"; fi
+# an older version's manifest (no checksum, no run id): accepted with a warning
+cp -r "$T/ck/step-8" "$T/mo"; $MAN legacy "$T/mo"
+train "$T/m4" 8 --checkpoint-dir "$T/m4.ck" --resume-from "$T/mo"; st=$?
+if [ $st -eq 0 ] && grep -q "warning: $T/mo/manifest.json was written by an older zerotrain" "$T/m4.log" && $MAN check "$T/m4.ck/step-8" \
+   && [ "$($MAN runid "$T/m4.ck/step-8")" != - ]; then ok
+else bad "an older version's manifest: status $st"; cat "$T/m4.log"; fi
+
+# ---- a resume that changes the sequence length, the batch or the data says so ---------------
+echo '{"train_micro_batch_size_per_gpu": 3, "steps_per_print": 1}' >"$T/b3.json"
+"$ZT" train --model "$T/model" --data synthetic:8 --config "$T/b3.json" --seq-len 32 --steps 10 \
+    --checkpoint-dir "$T/ck" --resume >"$T/n1.log" 2>&1; st=$?
+if [ $st -eq 0 ] && grep -q "notice: resuming with seq-len 32 (the checkpoint was trained with 16)" "$T/n1.log" \
+   && grep -q "notice: resuming with train batch size 3 (the checkpoint was trained with 4)" "$T/n1.log" \
+   && grep -q "notice: resuming on data synthetic:8 (the checkpoint was trained on synthetic:7)" "$T/n1.log"; then ok
+else bad "resume with other seq-len, batch, data: status $st"; cat "$T/n1.log"; fi
+if ! grep -q "notice: resuming" "$T/r.log" "$T/k.log"; then ok; else bad "notices on a resume that changed nothing"; fi
+
+# ---- outputs checked before the first step --------------------------------------------------
+mkdir -p "$T/ro"
+if mount -t tmpfs -o size=1m tmpfs "$T/ro" 2>/dev/null && mkdir "$T/ro/ck" && mount -o remount,ro "$T/ro" 2>/dev/null; then
+    for o in "--checkpoint-dir $T/ro/ck|$T/ro/ck: cannot write checkpoints there: Read-only file system" \
+             "--checkpoint-dir $T/ro/new|$T/ro/new: cannot create the checkpoint folder: Read-only file system" \
+             "--save-model $T/ro/model|--save-model $T/ro/model: cannot create it in $T/ro: Read-only file system" \
+             "--summary $T/ro/s.json|--summary $T/ro/s.json: cannot create it in $T/ro: Read-only file system"; do
+        echo keep >"$T/o.jsonl"
+        train "$T/o" 2 ${o%%|*}; st=$?
+        if [ $st -eq 1 ] && grep -qF "error: ${o#*|}" "$T/o.log" && ! grep -q "^step 1/" "$T/o.log" && [ "$(cat "$T/o.jsonl")" = keep ]; then ok
+        else bad "read-only output (${o%%|*}): status $st"; cat "$T/o.log"; fi
+    done
+    umount "$T/ro"
+else
+    umount "$T/ro" 2>/dev/null
+    echo "skip: cannot mount a read-only tmpfs here (not root?): the read-only output checks did not run"
+fi
+
+# ---- several ranks: every rank refuses together; the lock; --overwrite; resume keeps the run id
+MPI="mpirun --allow-run-as-root --oversubscribe"
+echo '{"train_batch_size": 6, "gradient_accumulation_steps": 1, "zero_optimization": {"stage": 2}, "steps_per_print": 1}' >"$T/z.json"
+mtrain() { # OUT NP STEPS [args]
+    local out=$1 np=$2 steps=$3; shift 3
+    timeout 120 $MPI -np "$np" "$ZT" train --model bert-tiny --data synthetic:7 --config "$T/z.json" --seq-len 16 \
+        --steps "$steps" --metrics "$out.jsonl" "$@" >"$out.log" 2>&1
+}
+mtrain "$T/z1" 2 2 --checkpoint-dir "$T/Z" --checkpoint-every 1
+zid=$(ids "$T/Z")
+for np in 2 3; do
+    before=$(tree "$T/Z")
+    mtrain "$T/z2" $np 2 --checkpoint-dir "$T/Z"; st=$?
+    if [ $st -ne 0 ] && [ $st -ne 124 ] && grep -q "error: $T/Z already holds checkpoints" "$T/z2.log" && [ "$(tree "$T/Z")" = "$before" ] \
+       && [ ! -e "$T/z2.jsonl" ]; then ok
+    else bad "N=$np: a fresh run into a folder of checkpoints: status $st"; cat "$T/z2.log"; fi
+done
+mtrain "$T/z3" 3 4 --checkpoint-dir "$T/Z" --checkpoint-every 1 --keep 2 --resume; st=$?
+if [ $st -eq 0 ] && [ ${#zid} -eq 32 ] && grep -q "resumed from $T/Z/step-2" "$T/z3.log" && [ "$(ls "$T/Z")" = "$(printf 'step-3\nstep-4')" ] && [ "$(ids "$T/Z")" = "$zid" ]; then ok
+else bad "N=3: resume keeps the lineage: status $st, folder: $(ls -A "$T/Z"), ids $(ids "$T/Z") (was $zid)"; cat "$T/z3.log"; fi
+mtrain "$T/z4" 2 30 --checkpoint-dir "$T/Z" --overwrite --checkpoint-every 10 & p1=$!
+for i in $(seq 1 100); do [ -e "$T/z4.jsonl" ] && break; sleep 0.1; done  # (its lock is taken)
+mtrain "$T/z5" 3 2 --checkpoint-dir "$T/Z" --resume; s2=$?
+wait $p1; s1=$?
+if [ $s1 -eq 0 ] && [ $s2 -ne 0 ] && [ $s2 -ne 124 ] && grep -q "error: $T/Z is locked by another running zerotrain" "$T/z5.log" \
+   && [ "$(ls "$T/Z")" = "$(printf 'step-10\nstep-20\nstep-30')" ] && [ "$(ids "$T/Z")" != "$zid" ] && [ "$(ids "$T/Z" | wc -w)" -eq 1 ]; then ok
+else bad "N=2 --overwrite while N=3 waits on the lock: status $s1 and $s2, folder: $(ls -A "$T/Z")"; cat "$T/z4.log" "$T/z5.log"; fi
 
 # ---- export --------------------------------------------------------------------------------
 "$ZT" export --checkpoint "$T/ck/step-8" --out "$T/exp" >/dev/null 2>"$T/exp.err" || bad "export: $(cat "$T/exp.err")"

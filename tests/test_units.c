@@ -538,6 +538,53 @@ static void test_checkpoint(void **state)
     zt_engine_destroy(e);
 }
 
+/* lineages: --keep-style pruning leaves another engine's checkpoints, a load continues the
+ * lineage (and gives back the trainer's record), zt_checkpoint_remove_other_runs removes the
+ * rest; the trainer record's errors */
+static void test_lineage(void **state)
+{
+    (void)state;
+    char root[400], dir[600], big[5000];
+    zt_train_state st = {1, 0, 42}, got;
+    zt_engine *e = model(0, ZT_OPT_ADAMW), *g = model(0, ZT_OPT_ADAMW), *f = model(0, ZT_OPT_ADAMW);
+    snprintf(root, sizeof root, "%s/lineage", tmpdir);
+    EXPECT_ERR(zt_checkpoint_remove_other_runs(e, root), "saved or loaded no checkpoint yet");
+    EXPECT_ERR(zt_checkpoint_set_trainer_info(e, "[1]"), "not a JSON object");
+    memset(big, ' ', sizeof big - 1);
+    big[0] = '{';
+    big[sizeof big - 2] = '}';
+    big[sizeof big - 1] = '\0';
+    EXPECT_ERR(zt_checkpoint_set_trainer_info(e, big), "at most 4095");
+    assert_null(zt_checkpoint_trainer_info(e));
+    assert_int_equal(zt_checkpoint_set_trainer_info(e, "{\"x\": 1}"), 0);
+    assert_int_equal(zt_checkpoint_save(e, root, &st, NULL, 1), 0);
+    st.step = 2; /* another engine: another lineage, e's step-1 stays */
+    assert_int_equal(zt_checkpoint_save(g, root, &st, NULL, 1), 0);
+    snprintf(dir, sizeof dir, "%s/step-1", root);
+    assert_int_equal(access(dir, F_OK), 0);
+    st.step = 3; /* e's own older one goes, g's stays */
+    assert_int_equal(zt_checkpoint_save(e, root, &st, NULL, 1), 0);
+    assert_int_not_equal(access(dir, F_OK), 0);
+    snprintf(dir, sizeof dir, "%s/step-2", root);
+    assert_int_equal(access(dir, F_OK), 0);
+    snprintf(dir, sizeof dir, "%s/step-3", root);
+    if (zt_checkpoint_load(f, dir, &got) != 0)
+        fail_msg("%s", zt_engine_last_error(f));
+    assert_non_null(zt_checkpoint_trainer_info(f));
+    assert_string_equal(zt_checkpoint_trainer_info(f), "{\"x\": 1}");
+    st.step = 4; /* f continues e's lineage: its step-3 is pruned, g's step-2 is not */
+    assert_int_equal(zt_checkpoint_save(f, root, &st, NULL, 1), 0);
+    assert_int_not_equal(access(dir, F_OK), 0);
+    assert_int_equal(zt_checkpoint_remove_other_runs(f, root), 1);
+    snprintf(dir, sizeof dir, "%s/step-2", root);
+    assert_int_not_equal(access(dir, F_OK), 0);
+    snprintf(dir, sizeof dir, "%s/step-4", root);
+    assert_int_equal(zt_checkpoint_verify(dir), 0);
+    zt_engine_destroy(f);
+    zt_engine_destroy(g);
+    zt_engine_destroy(e);
+}
+
 /* the divergence guard (skip_nonfinite): a pass with a NaN in one gradient leaves the
  * parameters, the optimizer state and the step count as they were, and names the unit; the
  * next finite step then gives the bits of a run that never saw the NaN. Without the guard
@@ -684,7 +731,8 @@ int main(void)
         cmocka_unit_test(test_misuse),
         cmocka_unit_test(test_step),         cmocka_unit_test(test_accumulation),
         cmocka_unit_test(test_stage2_buffers), cmocka_unit_test(test_schedule),
-        cmocka_unit_test(test_checkpoint),   cmocka_unit_test(test_config_set), cmocka_unit_test(test_guard),
+        cmocka_unit_test(test_checkpoint),   cmocka_unit_test(test_lineage),
+        cmocka_unit_test(test_config_set),   cmocka_unit_test(test_guard),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -4,7 +4,9 @@
  * resume. Only the public API. Every rank passes through one start-up agreement (its own
  * failures, and its settings against rank 0's) before the first collective, and every
  * collective after it is the library's (under its watchdog). */
+#include "ckptdir.h"
 #include "cli.h"
+#include "outputs.h"
 #include "train_stats.h"
 
 #include <cjson/cJSON.h>
@@ -23,7 +25,7 @@ typedef struct train_args {
     const char *config, *model, *data, *seq, *steps, *ckpt_dir, *ckpt_every, *keep, *save,
         *seed, *metrics, *eval_data, *eval_every, *eval_samples, *threads, *timeout,
         *summary, *warmup, *resume_from;
-    int resume, check_coll, profile;
+    int resume, check_coll, profile, overwrite;
 } train_args;
 
 /* a whole regular file (configs: at most 16 MiB), or NULL with zt_last_error() set: a FIFO
@@ -326,8 +328,8 @@ static char *run_settings(const train_args *a, const zt_train_settings *ts, long
     }
     fprintf(f, "--model=%s\n", a->model);
     fprintf(f, "--checkpoint-dir=%s\n--checkpoint-every=%ld\n--keep=%ld\n--resume=%d\n"
-               "--resume-from=%s\n--save-model=%s\n--warmup=%ld\n",
-            a->ckpt_dir ? a->ckpt_dir : "", ckpt_every, keep, a->resume,
+               "--overwrite=%d\n--resume-from=%s\n--save-model=%s\n--warmup=%ld\n",
+            a->ckpt_dir ? a->ckpt_dir : "", ckpt_every, keep, a->resume, a->overwrite,
             a->resume_from ? a->resume_from : "", a->save ? a->save : "", warmup);
     if (ts) {
         fprintf(f, "train_batch_size=%d\ntrain_micro_batch_size_per_gpu=%d\n"
@@ -389,6 +391,8 @@ int cmd_train(int argc, char **argv)
     int start_rc = 0, is_t5 = 0;
     int64_t skipped_total = 0, skipped_run = 0;
     char last_ckpt[4096] = "";
+    ckptdir *cd = NULL;
+    char cd_msg[8192] = "";
     double agree_timeout = 300.0;
 #define START_FAIL(code) do { start_rc = (code); goto agree; } while (0)
 
@@ -404,6 +408,8 @@ int cmd_train(int argc, char **argv)
             a.check_coll = 1;
         else if (strcmp(argv[i], "--profile") == 0)
             a.profile = 1;
+        else if (strcmp(argv[i], "--overwrite") == 0)
+            a.overwrite = 1;
         else
             argv[n++] = argv[i];
     }
@@ -423,8 +429,13 @@ int cmd_train(int argc, char **argv)
         (a.seed && parse_int(a.seed, "--seed", 0, INT64_MAX, &seed)) ||
         (a.warmup && parse_int(a.warmup, "--warmup", 0, 1L << 30, &warmup)))
         START_FAIL(2);
-    if ((a.ckpt_every || a.resume || a.keep) && !a.ckpt_dir) {
-        die("--checkpoint-every, --keep and --resume need --checkpoint-dir");
+    if ((a.ckpt_every || a.resume || a.keep || a.overwrite) && !a.ckpt_dir) {
+        die("--checkpoint-every, --keep, --resume and --overwrite need --checkpoint-dir");
+        START_FAIL(2);
+    }
+    if (a.resume && a.overwrite) {
+        die("--resume (continue the folder's checkpoints) and --overwrite (replace them by a "
+            "new run's) exclude each other");
         START_FAIL(2);
     }
     if (a.resume && a.resume_from) {
@@ -602,6 +613,16 @@ int cmd_train(int argc, char **argv)
     cfg.n_no_decay = ts->n_no_decay;
     cfg.fp32_state = fp32_state;
     cfg.n_fp32_state = ts->n_fp32_state;
+    {   /* every output can be written and the checkpoint folder is this run's, before any
+         * work: rank 0 checks them and holds the folder's lock for the run */
+        int mode = a.overwrite ? CKPTDIR_OVERWRITE
+                   : a.resume || a.resume_from ? CKPTDIR_RESUME : CKPTDIR_NEW;
+        if (outputs_check(a.save, a.metrics, a.summary, rank, cd_msg, sizeof cd_msg) < 0 ||
+            ckptdir_open(a.ckpt_dir, mode, rank, &cd, cd_msg, sizeof cd_msg) < 0) {
+            die("%s", cd_msg);
+            START_FAIL(1);
+        }
+    }
 agree:
     /* Every rank, whatever happened above: its status, then its settings against rank 0's
      * (a rank that failed alone would leave the others waiting in their first collective;
@@ -701,9 +722,15 @@ agree:
                         resume_path, st.step);
         }
     }
-    if (a.metrics && rank == 0 && !(metrics = fopen(a.metrics, st.step > 0 ? "a" : "w"))) {
-        die("%s: cannot open: %s", a.metrics, strerror(errno));
-        goto done;
+    {   /* what the run trains with, kept in its checkpoints; a resume that changed it says so
+         * (it fails only out of memory, as the allocations below) */
+        char id[128];
+        data_identity(data_dir, synth_seed, id, sizeof id);
+        if (ckptdir_run_info(e, rank, seq, ts->train_batch_size, id, data_dir, cd_msg,
+                             sizeof cd_msg) < 0) {
+            die("%s", cd_msg);
+            goto done;
+        }
     }
 
     int gas = ts->grad_accum_steps, micro = ts->micro_batch_size;
@@ -738,6 +765,11 @@ agree:
                 mi.num_parameters, st.step + 1, steps, ts->train_batch_size, micro, gas, world,
                 seq, data_dir ? data_dir : "synthetic data");
 
+    /* (opened, or truncated, only now that the run has passed its start-up checks) */
+    if (a.metrics && rank == 0 && !(metrics = fopen(a.metrics, st.step > 0 ? "a" : "w"))) {
+        die("%s: cannot open: %s", a.metrics, strerror(errno));
+        goto done;
+    }
     double t_start = now(), t_last = t_start;
     int64_t first_step = st.step;
     if (stats_init(&stats, steps - first_step, (int)warmup) < 0) {
@@ -878,16 +910,19 @@ agree:
                 goto done;
             }
             snprintf(last_ckpt, sizeof last_ckpt, "%s/step-%" PRId64, a.ckpt_dir, st.step);
+            ckptdir_saved(cd, e);
         }
     }
     if (tty && rank == 0)
         fputc('\n', stderr);
     /* (resumed from elsewhere with no step to take: saved again, laid out for this world
      * size and stage) */
-    if (a.ckpt_dir && (st.step > first_step || a.resume_from) &&
-        zt_checkpoint_save(e, a.ckpt_dir, &st, cfg_text, (int)keep) < 0) {
-        die("%s", zt_engine_last_error(e));
-        goto done;
+    if (a.ckpt_dir && (st.step > first_step || a.resume_from)) {
+        if (zt_checkpoint_save(e, a.ckpt_dir, &st, cfg_text, (int)keep) < 0) {
+            die("%s", zt_engine_last_error(e));
+            goto done;
+        }
+        ckptdir_saved(cd, e);
     }
     zt_engine_report er; /* before the save, whose stage-3 gathers are not per step */
     zt_engine_report_get(e, &er);
@@ -972,6 +1007,7 @@ done:
     source_destroy(&eval_src);
     free(batches);
     zt_engine_destroy(e);
+    ckptdir_close(cd, rc != 0);
     zt_token_data_close(data);
     zt_token_data_close(eval_data);
     zt_train_config_destroy(tc);
