@@ -139,7 +139,7 @@ static int fsync_path(const char *path)
 }
 
 /* "step-N" -> N, or -1 */
-static int64_t step_of(const char *name)
+int64_t zt_checkpoint_step_of(const char *name)
 {
     char *end;
     long long v;
@@ -167,7 +167,7 @@ static int list_steps(const char *root, step_ent **out)
     if (!d)
         return errno == ENOENT ? 0 : zt_fail(-errno, "%s: %s", root, strerror(errno));
     while ((de = readdir(d))) {
-        int64_t s = step_of(de->d_name);
+        int64_t s = zt_checkpoint_step_of(de->d_name);
         step_ent *nv;
         if (s < 0 || strlen(de->d_name) >= sizeof v->name)
             continue;

@@ -867,6 +867,8 @@ ZT_API int zt_checkpoint_export(const char *dir, const char *out, size_t max_sha
  * (naming the bad file) and moved aside under a hidden name. Returns 1 and its path in
  * path_out (size n) when one exists, 0 when none does, < 0 on error. */
 ZT_API int zt_checkpoint_find_latest(const char *root, char *path_out, size_t n);
+/* The step of a checkpoint folder's name ("step-N": N), or -1 for any other name. */
+ZT_API int64_t zt_checkpoint_step_of(const char *name);
 /* Removes every step-N entry of root that is not a checkpoint of e's lineage (another
  * run's, an older version's, one whose manifest does not read; a link: the link alone).
  * For a trainer that was told to replace a folder's checkpoints, once it has saved its

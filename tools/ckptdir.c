@@ -4,13 +4,13 @@
  * --overwrite only once this run has saved; and the run's record (sequence length, batch,
  * data) kept with its checkpoints. Rank 0 alone touches the folder. Only the public API. */
 #include "ckptdir.h"
+#include "cli.h"
 
 #include <cjson/cJSON.h>
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,28 +25,6 @@ struct ckptdir {
     int saved;          /* this run has saved a checkpoint there */
 };
 
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
-/* the library's name rule for a checkpoint entry: "step-" and decimal digits */
-static int64_t step_of(const char *name)
-{
-    char *end;
-    long long v;
-    if (strncmp(name, "step-", 5) != 0 || name[5] < '0' || name[5] > '9')
-        return -1;
-    errno = 0;
-    v = strtoll(name + 5, &end, 10);
-    return *end || errno ? -1 : v;
-}
 
 /* mkdir -p root; the topmost folder it made goes to created ("" when root existed) */
 static int make_folders(const char *root, char *created, size_t n, char *err, size_t errlen)
@@ -55,7 +33,7 @@ static int make_folders(const char *root, char *created, size_t n, char *err, si
     size_t len = strlen(root);
     created[0] = '\0';
     if (len == 0 || len >= sizeof p)
-        return fail(err, errlen, "--checkpoint-dir \"%s\": bad folder name", root);
+        return errmsg(err, errlen, "--checkpoint-dir \"%s\": bad folder name", root);
     memcpy(p, root, len + 1);
     for (size_t i = 1; i <= len; i++) {
         if (p[i] != '/' && p[i] != '\0')
@@ -68,7 +46,7 @@ static int make_folders(const char *root, char *created, size_t n, char *err, si
         } else if (errno != EEXIST) {
             int e = errno;
             p[i] = c;
-            return fail(err, errlen, "%s: cannot create the checkpoint folder: %s", root,
+            return errmsg(err, errlen, "%s: cannot create the checkpoint folder: %s", root,
                         strerror(e));
         }
         p[i] = c;
@@ -121,7 +99,7 @@ int ckptdir_open(const char *root, int mode, int rank, ckptdir **out, char *err,
     if (!root)
         return 0;
     if (!(d = calloc(1, sizeof *d)))
-        return fail(err, errlen, "out of memory");
+        return errmsg(err, errlen, "out of memory");
     snprintf(d->root, sizeof d->root, "%s", root);
     d->mode = mode;
     d->rank = rank;
@@ -132,38 +110,38 @@ int ckptdir_open(const char *root, int mode, int rank, ckptdir **out, char *err,
     }
     if (stat(root, &sb) == 0 && !S_ISDIR(sb.st_mode)) {
         free(d);
-        return fail(err, errlen, "--checkpoint-dir %s: exists and is not a folder", root);
+        return errmsg(err, errlen, "--checkpoint-dir %s: exists and is not a folder", root);
     }
     if (make_folders(root, d->created, sizeof d->created, err, errlen) < 0) {
         free(d);
         return -1;
     }
     if ((d->fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
-        fail(err, errlen, "%s: cannot open the checkpoint folder: %s", root, strerror(errno));
+        errmsg(err, errlen, "%s: cannot open the checkpoint folder: %s", root, strerror(errno));
         goto bad;
     }
     if (flock(d->fd, LOCK_EX | LOCK_NB) != 0) {
         if (errno == EWOULDBLOCK) {
             /* (never remove what another run holds, even if this run created it first) */
             d->created[0] = '\0';
-            fail(err, errlen, "%s is locked by another running zerotrain (one run at a time "
+            errmsg(err, errlen, "%s is locked by another running zerotrain (one run at a time "
                  "per checkpoint folder)", root);
         } else {
-            fail(err, errlen, "%s: cannot lock the checkpoint folder: %s", root,
+            errmsg(err, errlen, "%s: cannot lock the checkpoint folder: %s", root,
                  strerror(errno));
         }
         goto bad;
     }
     if (access(root, W_OK | X_OK) != 0) {
-        fail(err, errlen, "%s: cannot write checkpoints there: %s", root, strerror(errno));
+        errmsg(err, errlen, "%s: cannot write checkpoints there: %s", root, strerror(errno));
         goto bad;
     }
     if (!(dir = opendir(root))) {
-        fail(err, errlen, "%s: %s", root, strerror(errno));
+        errmsg(err, errlen, "%s: %s", root, strerror(errno));
         goto bad;
     }
     while ((de = readdir(dir))) {
-        int64_t s = step_of(de->d_name);
+        int64_t s = zt_checkpoint_step_of(de->d_name);
         if (s > newest) {
             newest = s;
             snprintf(newest_name, sizeof newest_name, "%s", de->d_name);
@@ -171,7 +149,7 @@ int ckptdir_open(const char *root, int mode, int rank, ckptdir **out, char *err,
     }
     closedir(dir);
     if (mode == CKPTDIR_NEW && newest >= 0) {
-        fail(err, errlen, "%s already holds checkpoints (the newest: %s/%s): pass --resume "
+        errmsg(err, errlen, "%s already holds checkpoints (the newest: %s/%s): pass --resume "
              "to continue from them, or --overwrite to start a new run there (the old "
              "checkpoints are removed once it has saved its first)", root, root, newest_name);
         goto bad;
@@ -224,9 +202,9 @@ int ckptdir_run_info(zt_engine *e, int rank, long seq_len, int train_batch_size,
     if (data_dir)
         cJSON_AddStringToObject(o, "data_dir", data_dir);
     if (!(text = cJSON_Print(o)))
-        rc = fail(err, errlen, "out of memory");
+        rc = errmsg(err, errlen, "out of memory");
     else if (zt_checkpoint_set_trainer_info(e, text) < 0)
-        rc = fail(err, errlen, "%s", zt_engine_last_error(e));
+        rc = errmsg(err, errlen, "%s", zt_engine_last_error(e));
     if (rc == 0 && rank == 0 && was_text && (was = cJSON_Parse(was_text))) {
         const cJSON *t = cJSON_GetObjectItemCaseSensitive(was, "seq_len"),
                     *b = cJSON_GetObjectItemCaseSensitive(was, "train_batch_size"),

@@ -22,6 +22,15 @@ int die(const char *fmt, ...)
 
 const char *die_last(void) { return last_msg; }
 
+int errmsg(char *err, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
 int parse_opts(int argc, char **argv, const opt *opts, int n)
 {
     for (int i = 0; i < argc; i++) {

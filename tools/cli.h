@@ -13,6 +13,9 @@
 int die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* the last message die() printed ("" before the first) */
 const char *die_last(void);
+/* Formats a one-line message into err (errlen bytes) and returns -1: for functions that
+ * report to a caller which decides when to print. */
+int errmsg(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 typedef struct opt { const char *name; const char **value; } opt;
 /* Parses --name value pairs into opts; unknown options and missing values are errors. */

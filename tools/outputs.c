@@ -2,24 +2,14 @@
  * it is to be written, so that a run does not learn after its work that a folder is read-only
  * or a path names a file. It creates, opens and truncates nothing. */
 #include "outputs.h"
+#include "cli.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 /* the folder path's parent: "." for a plain name */
 static void parent_of(const char *path, char *out, size_t n)
@@ -43,11 +33,11 @@ static int can_create_in(const char *what, const char *path, const char *dir, ch
 {
     struct stat sb;
     if (stat(dir, &sb) != 0)
-        return fail(err, errlen, "%s %s: its folder %s: %s", what, path, dir, strerror(errno));
+        return errmsg(err, errlen, "%s %s: its folder %s: %s", what, path, dir, strerror(errno));
     if (!S_ISDIR(sb.st_mode))
-        return fail(err, errlen, "%s %s: %s is not a folder", what, path, dir);
+        return errmsg(err, errlen, "%s %s: %s is not a folder", what, path, dir);
     if (access(dir, W_OK | X_OK) != 0)
-        return fail(err, errlen, "%s %s: cannot create it in %s: %s", what, path, dir,
+        return errmsg(err, errlen, "%s %s: cannot create it in %s: %s", what, path, dir,
                     strerror(errno));
     return 0;
 }
@@ -59,9 +49,9 @@ static int check_folder(const char *what, const char *path, char *err, size_t er
     struct stat sb;
     if (stat(path, &sb) == 0) {
         if (!S_ISDIR(sb.st_mode))
-            return fail(err, errlen, "%s %s: exists and is not a folder", what, path);
+            return errmsg(err, errlen, "%s %s: exists and is not a folder", what, path);
         if (access(path, W_OK | X_OK) != 0)
-            return fail(err, errlen, "%s %s: cannot write there: %s", what, path,
+            return errmsg(err, errlen, "%s %s: cannot write there: %s", what, path,
                         strerror(errno));
         return 0;
     }
@@ -83,9 +73,9 @@ static int check_file(const char *what, const char *path, char *err, size_t errl
     struct stat sb;
     if (stat(path, &sb) == 0) {
         if (S_ISDIR(sb.st_mode))
-            return fail(err, errlen, "%s %s: is a folder", what, path);
+            return errmsg(err, errlen, "%s %s: is a folder", what, path);
         if (access(path, W_OK) != 0)
-            return fail(err, errlen, "%s %s: cannot write: %s", what, path, strerror(errno));
+            return errmsg(err, errlen, "%s %s: cannot write: %s", what, path, strerror(errno));
         return 0;
     }
     parent_of(path, dir, sizeof dir);

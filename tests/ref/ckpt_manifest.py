@@ -125,4 +125,5 @@ def main():
         sys.exit("unknown command " + cmd)
 
 
-main()
+if __name__ == "__main__":
+    main()
