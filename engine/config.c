@@ -1920,9 +1920,11 @@ int zt_train_config_load(const char *path, int world_size, int64_t total_steps,
         *out = NULL;
     if (!path)
         return zt_fail(ZT_E_INVAL, "zt_train_config_load: path must not be NULL");
-    if ((rc = zt_file_read_all(path, 16u << 20, &text, &n)) < 0)
-        return rc == ZT_E_FORMAT ? zt_fail(ZT_E_CONFIG, "%s: not a regular file of at most "
-                                                       "16 MiB", path) : rc;
+    if ((rc = zt_file_read_all(path, 16u << 20, &text, &n)) < 0) {
+        char why[1024]; /* (the reader's message names the path, and why: a FIFO, too large) */
+        snprintf(why, sizeof why, "%s", zt_last_error());
+        return rc == ZT_E_FORMAT ? zt_fail(ZT_E_CONFIG, "%s", why) : rc;
+    }
     if (strlen(text) != n)
         rc = zt_fail(ZT_E_FORMAT, "%s: contains a NUL byte at offset %zu (not a text file)",
                      path, strlen(text));

@@ -182,7 +182,7 @@ if "$ZT" train --model "$FIX" --data "$T/d1" --steps 2 --seq-len 8 >/dev/null 2>
 # FIFOs (and other special files) are refused at once with the path, never waited on: every
 # call runs under `timeout 10`, so a reader that blocks on the FIFO fails with status 124
 mkfifo "$T/fifo"
-expect_error "check-config FIFO" 1 "$T/fifo: not a regular file" -- timeout 10 "$ZT" check-config "$T/fifo"
+expect_error "check-config FIFO" 1 "$T/fifo: not a regular file (a FIFO)" -- timeout 10 "$ZT" check-config "$T/fifo"
 expect_error "inspect FIFO" 1 "$T/fifo: not a regular file (a FIFO)" -- timeout 10 "$ZT" inspect "$T/fifo"
 expect_error "grad --batch FIFO" 1 "$T/fifo: not a regular file (a FIFO)" -- timeout 10 "$ZT" grad --model "$FIX" --batch "$T/fifo" --out "$T/out.st"
 expect_error "grad --step FIFO" 1 "$T/fifo: not a regular file (a FIFO)" -- timeout 10 "$ZT" grad --model "$FIX" --batch "$B" --step "$T/fifo" --out "$T/out.st"
