@@ -78,51 +78,13 @@ static int hash_file(const char *path, uint64_t *hash, uint64_t *bytes)
     return rc;
 }
 
-/* Removes entry `name` of the folder dfd without following a symbolic link: anything but a
- * folder (a link above all) is unlinked itself and its target never touched; a folder is
- * emptied the same way first (a checkpoint holds plain files; depth bounds anything else). */
-static int remove_at(int dfd, const char *name, int depth)
-{
-    struct stat sb;
-    struct dirent *de;
-    DIR *d;
-    int fd, rc = 0;
-    if (fstatat(dfd, name, &sb, AT_SYMLINK_NOFOLLOW) != 0)
-        return errno == ENOENT ? 0 : -errno;
-    if (!S_ISDIR(sb.st_mode))
-        return unlinkat(dfd, name, 0) == 0 || errno == ENOENT ? 0 : -errno;
-    if (depth >= 8)
-        return -ELOOP;
-    if ((fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
-        if (errno == ELOOP || errno == ENOTDIR) /* replaced by a link or a file meanwhile */
-            return unlinkat(dfd, name, 0) == 0 || errno == ENOENT ? 0 : -errno;
-        return errno == ENOENT ? 0 : -errno;
-    }
-    if (!(d = fdopendir(fd))) {
-        rc = -errno;
-        close(fd);
-        return rc;
-    }
-    while ((de = readdir(d))) {
-        int r;
-        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-            continue;
-        if ((r = remove_at(dirfd(d), de->d_name, depth + 1)) < 0 && rc == 0)
-            rc = r;
-    }
-    closedir(d);
-    if (unlinkat(dfd, name, AT_REMOVEDIR) != 0 && errno != ENOENT && rc == 0)
-        rc = -errno;
-    return rc;
-}
-
 /* Removes root/name (a checkpoint folder, or a link in its place: the link alone). */
 static int remove_in(const char *root, const char *name)
 {
     int dfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc;
     if (dfd < 0)
         return errno == ENOENT ? 0 : -errno;
-    rc = remove_at(dfd, name, 0);
+    rc = zt_remove_at(dfd, name);
     close(dfd);
     return rc;
 }

@@ -377,3 +377,53 @@ discard:
     zt_dir_discard(tmp);
     return rc;
 }
+
+/* ---- removal that never follows a link ------------------------------------------------ */
+
+static int remove_in_depth(int dfd, const char *name, int depth)
+{
+    struct stat sb;
+    DIR *d;
+    int fd, rc = 0, removed;
+    if (fstatat(dfd, name, &sb, AT_SYMLINK_NOFOLLOW) != 0)
+        return errno == ENOENT ? 0 : -errno;
+    if (!S_ISDIR(sb.st_mode))
+        return unlinkat(dfd, name, 0) == 0 || errno == ENOENT ? 0 : -errno;
+    if (depth >= 16) /* deeper than any folder zerotrain writes */
+        return -ELOOP;
+    if ((fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+        if (errno == ELOOP || errno == ENOTDIR) /* replaced by a link or a file meanwhile */
+            return unlinkat(dfd, name, 0) == 0 || errno == ENOENT ? 0 : -errno;
+        return errno == ENOENT ? 0 : -errno;
+    }
+    if (!(d = fdopendir(fd))) {
+        rc = -errno;
+        close(fd);
+        return rc;
+    }
+    /* passes until one removes nothing: removing entries while a folder is read may make
+     * readdir skip some on some file systems; a pass with an error is the last */
+    do {
+        struct dirent *e;
+        removed = 0;
+        rewinddir(d);
+        while ((e = readdir(d))) {
+            int r;
+            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+                continue;
+            if ((r = remove_in_depth(dirfd(d), e->d_name, depth + 1)) < 0)
+                rc = rc < 0 ? rc : r;
+            else
+                removed++;
+        }
+    } while (rc == 0 && removed);
+    closedir(d);
+    if (rc == 0 && unlinkat(dfd, name, AT_REMOVEDIR) != 0 && errno != ENOENT)
+        rc = -errno;
+    return rc;
+}
+
+int zt_remove_at(int dirfd, const char *name)
+{
+    return remove_in_depth(dirfd, name, 0);
+}

@@ -78,6 +78,11 @@ ZT_API int zt_file_read_all(const char *path, size_t limit, char **out, size_t *
 ZT_API int zt_file_write_atomic(const char *path, const void *const *parts, const size_t *lens,
                                 int n);
 
+/* Removes entry name of the folder dirfd (AT_FDCWD: the working folder) and, for a folder,
+ * everything in it, never following a symbolic link: a link is unlinked itself and its
+ * target never touched. Returns 0 (also when name is gone already) or -errno. */
+ZT_API int zt_remove_at(int dirfd, const char *name);
+
 /* ZT_ABI_VERSION of the library linked: a client built against another header must not run */
 ZT_API int zt_abi_version(void);
 

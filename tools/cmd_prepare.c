@@ -169,11 +169,12 @@ static int write_output(prep *p, const char *name, const void *data, size_t len)
 static int ours(const char *name)
 {
     static const char *const fixed[] = {"manifest.json", "vocab.txt", "spm.model", "spm.vocab"};
-    static const char tmp[] = ".tmp.XXXXXX";
+    /* zt_file_write_atomic's temporary file: "X.tmp." and six random characters; judge X */
+    static const char mark[] = ".tmp.";
+    const size_t tail = sizeof mark - 1 + 6;
     size_t n = strlen(name), digits = 0;
-    const char *t = n > sizeof tmp - 1 ? name + n - (sizeof tmp - 1) : NULL;
-    if (t && !strncmp(t, tmp, 5)) /* "X.tmp.abc123": judge X */
-        n -= sizeof tmp - 1;
+    if (n > tail && !strncmp(name + n - tail, mark, sizeof mark - 1))
+        n -= tail;
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++)
         if (strlen(fixed[i]) == n && !strncmp(name, fixed[i], n))
             return 1;

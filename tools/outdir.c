@@ -3,6 +3,7 @@
  * inside a folder being removed is unlinked itself. It does not write, copy or check the
  * files the caller puts inside. */
 #include "outdir.h"
+#include "zerotrain.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -16,10 +17,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define STAGE_TAG ".prepare-"   /* ".NAME.prepare-XXXXXX": the folder being written */
-#define ASIDE_TAG ".replaced-"  /* ".NAME.replaced-XXXXXX": the old folder, when no exchange */
-#define SUFFIX_LEN 6            /* mkdtemp's XXXXXX */
-#define MAX_DEPTH 16            /* remove_tree: deeper than any folder this code makes */
+/* Hidden siblings of --out: ".NAME" + tag + six random characters, which mkdtemp(3) writes
+ * in place of the six X's of its template. */
+#define MKDTEMP_TAIL "XXXXXX"
+#define SUFFIX_LEN (sizeof MKDTEMP_TAIL - 1)
+#define STAGE_TAG ".prepare-"   /* the folder being written */
+#define ASIDE_TAG ".replaced-"  /* the old folder moved aside, where there is no exchange */
 
 struct outdir {
     char shown[PATH_MAX];       /* dir as the caller named it, for messages */
@@ -57,46 +60,6 @@ int outdir_fault(const char *point)
     return 0;
 }
 
-/* Removes the entry name of the folder dfd and, for a folder, everything in it; a symlink is
- * removed, never followed. Returns 0 (also when name is already gone) or -errno. */
-static int remove_tree(int dfd, const char *name, int depth)
-{
-    struct stat sb;
-    DIR *d;
-    int fd, rc = 0, removed;
-    if (fstatat(dfd, name, &sb, AT_SYMLINK_NOFOLLOW) != 0)
-        return errno == ENOENT ? 0 : -errno;
-    if (!S_ISDIR(sb.st_mode))
-        return unlinkat(dfd, name, 0) == 0 || errno == ENOENT ? 0 : -errno;
-    if (depth >= MAX_DEPTH)
-        return -ELOOP;
-    if ((fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
-        return -errno;
-    if (!(d = fdopendir(fd))) {
-        rc = -errno;
-        close(fd);
-        return rc;
-    }
-    /* passes until one finds nothing: removing entries while reading a folder may make
-     * readdir skip some on some file systems */
-    do {
-        struct dirent *e;
-        removed = 0;
-        rewinddir(d);
-        while (rc == 0 && (e = readdir(d))) {
-            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-                continue;
-            rc = remove_tree(dirfd(d), e->d_name, depth + 1);
-            removed++;
-        }
-    } while (rc == 0 && removed);
-    closedir(d);
-    if (rc == 0 && unlinkat(dfd, name, AT_REMOVEDIR) != 0 && errno != ENOENT)
-        rc = -errno;
-    return rc;
-}
-
-/* mkdir -p of the parent, remembering the folders it created */
 static int make_parents(outdir *o, char *err, size_t errlen)
 {
     char p[PATH_MAX];
@@ -130,7 +93,7 @@ static int make_parents(outdir *o, char *err, size_t errlen)
     return 0;
 }
 
-/* Whether entry is ".NAME" TAG "XXXXXX" */
+/* Whether entry is ".NAME" + tag + mkdtemp's six random characters */
 static int is_ours_hidden(const outdir *o, const char *entry, const char *tag)
 {
     size_t n = strlen(o->name), t = strlen(tag);
@@ -183,7 +146,7 @@ static int clean_stale(outdir *o, char *err, size_t errlen)
                     "moved aside to %s/%s\n", o->shown, o->parent, names[i]);
             continue;
         }
-        if ((err_no = -remove_tree(o->pfd, names[i], 0)) != 0) {
+        if ((err_no = -zt_remove_at(o->pfd, names[i])) != 0) {
             snprintf(err, errlen, "%s/%s: left by an interrupted prepare-data run, cannot be "
                      "removed: %s", o->parent, names[i], strerror(err_no));
             rc = -1;
@@ -312,7 +275,7 @@ const char *outdir_stage(outdir *o, char *err, size_t errlen)
         umask(mask);
         mode = 0777 & ~mask;
     }
-    snprintf(o->stage_path, sizeof o->stage_path, "%s/.%s" STAGE_TAG "XXXXXX", o->parent,
+    snprintf(o->stage_path, sizeof o->stage_path, "%s/.%s" STAGE_TAG MKDTEMP_TAIL, o->parent,
              o->name);
     if (!mkdtemp(o->stage_path)) {
         snprintf(err, errlen, "%s: cannot create the staging folder %s: %s", o->shown,
@@ -394,7 +357,7 @@ int outdir_commit(outdir *o, char *err, size_t errlen)
                 o->shown, o->parent, strerror(errno));
     outdir_fault("swapped");
     if (old) {
-        int e = -remove_tree(o->pfd, old, 0);
+        int e = -zt_remove_at(o->pfd, old);
         if (e)
             fprintf(stderr, "zerotrain: warning: %s: the replaced folder, now %s/%s, could not "
                     "be removed: %s (the next run into %s removes it)\n", o->shown, o->parent,
@@ -409,7 +372,7 @@ void outdir_close(outdir *o)
     if (!o)
         return;
     if (!o->committed && o->stage[0] && o->pfd >= 0)
-        remove_tree(o->pfd, o->stage, 0);
+        zt_remove_at(o->pfd, o->stage);
     if (!o->committed)
         for (int i = o->n_made - 1; i >= 0; i--)
             rmdir(o->made[i]); /* fails, harmlessly, when something else is inside */

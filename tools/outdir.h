@@ -1,5 +1,5 @@
 /* outdir.h - an output folder that replaces an existing one only when complete: it is built
- * as a hidden sibling (".NAME.prepare-XXXXXX"), synced, then swapped in with one
+ * as a hidden sibling (".NAME.prepare-" and six random characters), synced, then swapped in with one
  * renameat2(RENAME_EXCHANGE), and the old folder removed. The folder that holds it is locked
  * (flock) from outdir_lock to outdir_close. It does not write the files inside; the caller
  * does, into outdir_stage's path. Errors come back as -1 plus one line in err. */
