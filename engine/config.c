@@ -456,9 +456,13 @@ static const key keys[] = {
                "bit-identical either way."},
 
     [K_ZT_FP32_STATE] = {"zerotrain.fp32_optimizer_state", T_STRS, C_APPLIED, A_NO, 0, 0, 0, 0,
-        .def_doc = "[]",
+        .def_doc = "the embedding tables",
         .doc = "AdamW8bit: parameter-name substrings whose moments stay fp32 whatever their "
-               "size; [\"word_embeddings\"] is bitsandbytes' stable-embedding advice."},
+               "size. When absent, the model's embedding tables do (BERT's word, position and "
+               "token-type embeddings; T5's shared table and relative-attention biases), as "
+               "the Hugging Face Trainer arranges with bitsandbytes for every nn.Embedding; "
+               "a list replaces that default ([] keeps only tensors below min_8bit_size in "
+               "fp32)."},
     [K_ZT_SKIP_NONFINITE] = {"zerotrain.skip_nonfinite", T_BOOL, C_APPLIED, A_NO, 0, 1, 0, 0,
         .doc = "The divergence guard: a step whose loss or global gradient norm is not finite "
                "(on any rank) is skipped: parameters, optimizer state and the step count stay "
@@ -1792,8 +1796,8 @@ static void resolve(ctx *x, int world, int64_t total_steps, resolved *r)
     s->max_skipped_steps = GIVEN(K_ZT_MAX_SKIPPED) ? (int)NUM(K_ZT_MAX_SKIPPED)
                                                    : (int)keys[K_ZT_MAX_SKIPPED].def;
     r->fp32_state = GIVEN(K_ZT_FP32_STATE) ? x->v[K_ZT_FP32_STATE].node : NULL;
-    s->n_fp32_state = r->fp32_state ? cJSON_GetArraySize(r->fp32_state) : 0;
-    if (s->n_fp32_state && s->optimizer != ZT_OPT_ADAMW8BIT)
+    s->n_fp32_state = r->fp32_state ? cJSON_GetArraySize(r->fp32_state) : -1;
+    if (r->fp32_state && s->optimizer != ZT_OPT_ADAMW8BIT)
         note(x, ZT_LOG_WARN, keys[K_ZT_FP32_STATE].path, "has no effect: only AdamW8bit keeps "
              "some state in 8 bits");
 }
@@ -1872,7 +1876,7 @@ int zt_train_config_parse(const char *json, const char *source, int world_size,
 
     /* valid: one allocation for the config and the no_decay and fp32_state patterns */
     size_t size = sizeof(zt_train_config), n_nd = r.s.n_no_decay > 0 ? (size_t)r.s.n_no_decay : 0;
-    size_t n_fs = (size_t)r.s.n_fp32_state;
+    size_t n_fs = r.s.n_fp32_state > 0 ? (size_t)r.s.n_fp32_state : 0;
     const cJSON *e;
     size += (n_nd + n_fs) * sizeof(char *);
     if (r.no_decay)

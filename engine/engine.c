@@ -64,6 +64,7 @@ void zt_config_init(zt_config *c)
     c->sub_group_size = 1000000000;
     c->offload_param_buffers = 5;
     c->min_8bit_size = ZT_MIN_8BIT_SIZE;
+    c->n_fp32_state = -1; /* the embedding tables, as the HF Trainer arranges */
     c->adafactor_eps1 = 1e-30f; /* transformers' Adafactor defaults */
     c->adafactor_eps2 = 1e-3f;
     c->clip_threshold = 1.0f;
@@ -151,9 +152,9 @@ static int check_config(const zt_config *c)
     if (c->optimizer < ZT_OPT_ADAMW || c->optimizer > ZT_OPT_ADAFACTOR)
         return zt_fail(ZT_E_CONFIG, "config: optimizer %d: one of ZT_OPT_ADAMW, "
                        "ZT_OPT_ADAMW8BIT and ZT_OPT_ADAFACTOR", c->optimizer);
-    if (c->n_fp32_state < 0 || (c->n_fp32_state > 0 && !c->fp32_state))
-        return zt_fail(ZT_E_CONFIG, "config: fp32_state: n_fp32_state %d patterns need the "
-                       "array", c->n_fp32_state);
+    if (c->n_fp32_state < -1 || (c->n_fp32_state > 0 && !c->fp32_state))
+        return zt_fail(ZT_E_CONFIG, "config: fp32_state: n_fp32_state %d: -1 (the embedding "
+                       "tables), 0, or that many patterns in the array", c->n_fp32_state);
     if (c->optimizer == ZT_OPT_ADAFACTOR &&
         (!(c->adafactor_eps1 >= 0.0f) || !(c->adafactor_eps2 >= 0.0f) ||
          !(c->clip_threshold > 0.0f) || !(c->decay_rate < 0.0f) ||
@@ -311,7 +312,8 @@ const char *zt_engine_recompute_plan(const zt_engine *e) { return e ? e->rplan :
  * later. */
 static int copy_patterns(zt_engine *e, const zt_config *cfg)
 {
-    int nd = cfg->n_no_decay > 0 ? cfg->n_no_decay : 0, nf = cfg->n_fp32_state;
+    int nd = cfg->n_no_decay > 0 ? cfg->n_no_decay : 0;
+    int nf = cfg->n_fp32_state > 0 ? cfg->n_fp32_state : 0;
     if (nd + nf == 0)
         return 0;
     if (!(e->patterns = calloc((size_t)(nd + nf), sizeof *e->patterns)))
@@ -358,7 +360,9 @@ static int register_layout(zt_engine *e, const zt_layout *l)
             zt_param_spec p = {d->name, d->ndim, d->shape, d->init,
                                d->std > 0.0f ? d->std : l->init_std, NULL, !d->decay,
                                d->alias[0] ? d->alias : NULL};
-            ZT_TRY(zt_engine_add_param(e, id, &p, NULL));
+            int k;
+            ZT_TRY(zt_engine_add_param(e, id, &p, &k));
+            e->layout.params[k].embedding = d->embedding;
         }
     }
     for (int k = 0; k < l->n_aliases; k++)

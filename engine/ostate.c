@@ -173,6 +173,8 @@ static int param_compact(const zt_engine *e, int i)
         return 0;
     if (d->numel < e->cfg.min_8bit_size)
         return 1;
+    if (e->cfg.n_fp32_state < 0) /* the default: the embedding tables */
+        return d->embedding;
     for (int k = 0; k < e->cfg.n_fp32_state; k++)
         if (e->cfg.fp32_state && e->cfg.fp32_state[k] && strstr(d->name, e->cfg.fp32_state[k]))
             return 1;

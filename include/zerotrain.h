@@ -339,7 +339,8 @@ typedef struct zt_train_settings {
      * profile */
     int offload_checkpoints, number_checkpoints, recompute_profile;
     /* optimizer.type (ZT_OPT_*; "Adam" is ZT_OPT_ADAMW), AdamW8bit's min_8bit_size and the
-     * zerotrain.fp32_optimizer_state patterns (zt_train_config_fp32_state), Adafactor's
+     * zerotrain.fp32_optimizer_state patterns (zt_train_config_fp32_state; n_fp32_state -1
+     * when the key is absent: the embedding tables, as zt_config's -1), Adafactor's
      * parameters with Hugging Face's names (lr above is 0 with relative_step) */
     int optimizer;
     size_t min_8bit_size;
@@ -485,9 +486,13 @@ typedef struct zt_config {
      * Hugging Face default is 0; zt_config_init sets AdamW's 0.01).
      * AdamW8bit (bitsandbytes' block-wise algorithm): each tensor's two moments are one byte
      * per element with one fp32 absolute maximum per 256 elements; tensors of fewer than
-     * min_8bit_size elements (4096), and those whose name contains one of the fp32_state
-     * substrings (borrowed for the call; {"word_embeddings"} is bitsandbytes' stable-embedding
-     * advice), keep fp32 moments.
+     * min_8bit_size elements (4096), and those whose name contains one of the n_fp32_state
+     * fp32_state substrings (borrowed for the call), keep fp32 moments. n_fp32_state -1 (what
+     * zt_config_init sets) means the built-in model's embedding tables instead of patterns
+     * (BERT's word, position and token-type embeddings, T5's shared table and relative-
+     * attention biases: every nn.Embedding, as the Hugging Face Trainer arranges with
+     * bitsandbytes); parameters added with zt_engine_add_param are never embedding tables,
+     * so name yours in fp32_state. 0: only the size rule.
      * Adafactor (transformers' Adafactor.step, with its defaults from zt_config_init): eps
      * (adafactor_eps1 1e-30 added to g^2, adafactor_eps2 1e-3 the least parameter scale),
      * clip_threshold 1, decay_rate -0.8, adafactor_beta1 < 0 = no first moment,

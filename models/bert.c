@@ -145,8 +145,11 @@ int bert_layout(const bert_config *c, zt_layout *l)
         (w = add(l, "bert.embeddings.word_embeddings.weight", c->vocab, C, ZT_INIT_NORMAL, 1)) < 0 ||
         add(l, "bert.embeddings.position_embeddings.weight", c->max_pos, C, ZT_INIT_NORMAL, 1) < 0 ||
         add(l, "bert.embeddings.token_type_embeddings.weight", c->type_vocab, C, ZT_INIT_NORMAL,
-            1) < 0 ||
-        add(l, "bert.embeddings.LayerNorm.weight", C, 0, ZT_INIT_ONES, 0) < 0 ||
+            1) < 0)
+        goto fail;
+    for (int k = w; k < l->n_params; k++) /* the three nn.Embedding tables */
+        l->params[k].embedding = 1;
+    if (add(l, "bert.embeddings.LayerNorm.weight", C, 0, ZT_INIT_ONES, 0) < 0 ||
         add(l, "bert.embeddings.LayerNorm.bias", C, 0, ZT_INIT_ZEROS, 0) < 0)
         goto fail;
     snprintf(l->params[w].alias, ZT_NAME_MAX, "cls.predictions.decoder.weight");

@@ -22,6 +22,8 @@ typedef struct zt_param_def {
     int init;                  /* ZT_INIT_* (zerotrain.h; normal: std, or the layout's) */
     int decay;                 /* 1 = weight decay applies by default */
     float std;                 /* ZT_INIT_NORMAL's standard deviation; 0 = the layout's */
+    int embedding;             /* an embedding table (nn.Embedding in transformers): AdamW8bit
+                                * keeps its state in fp32 by default, as the HF Trainer does */
 } zt_param_def;
 
 typedef struct zt_unit_def {

@@ -209,6 +209,7 @@ static int add_block(zt_layout *l, const t5_config *c, int dec, int i)
                      pre);
             if (add(l, n, c->buckets, c->heads, ZT_INIT_NORMAL, 1, f * pow(C, -0.5)) < 0)
                 return -1;
+            l->params[l->n_params - 1].embedding = 1; /* an nn.Embedding */
         }
         snprintf(n, sizeof n, "%s.layer.%d.layer_norm.weight", pre, s);
         if (add(l, n, c->d_model, 0, ZT_INIT_ONES, 0, 0) < 0)
@@ -237,6 +238,7 @@ int t5_layout(const t5_config *c, zt_layout *l)
         (w = add(l, "shared.weight", c->vocab, c->d_model, ZT_INIT_NORMAL, 1,
                  c->init_factor * 1.0)) < 0)
         goto fail;
+    l->params[w].embedding = 1;
     if (c->tie)
         snprintf(l->params[w].alias, ZT_NAME_MAX, "lm_head.weight");
     /* the stacks' copies transformers may store too */

@@ -170,9 +170,35 @@ $MPI -np 3 "$ZT" train --model bert-tiny --data synthetic:5 --config "$T/a8wrong
 st=$?
 if [ $st -ne 0 ] && grep -q "holds AdamW8bit state, and this run's optimizer is AdamW" "$T/wrong.log"; then ok
 else bad "resuming AdamW8bit state with AdamW: status $st"; tail -3 "$T/wrong.log"; fi
-# the report: bytes of optimizer state per parameter
-if grep -q "^optimizer state per rank: [0-9]* bytes, 2\.0[0-9]* per parameter updated" "$T/a82s1.log"; then ok
-else bad "AdamW8bit: the report does not show about 2 bytes of state per parameter"; grep "optimizer state" "$T/a82s1.log"; fi
+# which tensors keep fp32 state: by default the embedding tables (every nn.Embedding, as the
+# HF Trainer registers them with bitsandbytes) and the tensors below min_8bit_size; a
+# zerotrain.fp32_optimizer_state list replaces the embedding default. state.json says.
+fp32_list() { # CKPT_STEP: the fp32-state names of a checkpoint, one per line
+    $PY -c "import json,sys; print('\n'.join(json.load(open(sys.argv[1]))['optimizer']['fp32_state']))" "$1/state.json"
+}
+echo '{"train_batch_size": 2, "optimizer": {"type": "AdamW8bit", "params": {"lr": 2e-3}},
+       "zerotrain": {"fp32_optimizer_state": []}}' >"$T/a8none.json"
+echo '{"train_batch_size": 2, "optimizer": {"type": "AdamW8bit", "params": {"lr": 2e-3}}}' >"$T/a8emb.json"
+for m in bert-tiny t5-small; do
+    for c in a8emb a8none; do
+        "$ZT" train --model $m --data synthetic:5 --config "$T/$c.json" --seq-len 16 --steps 1 \
+            --threads 1 --checkpoint-dir "$T/$c-$m" --checkpoint-every 1 >"$T/$c-$m.log" 2>&1 ||
+            { echo "run $c $m failed:"; tail -3 "$T/$c-$m.log"; }
+        fp32_list "$T/$c-$m/step-1" | grep -E 'embeddings\.(word|position)|^shared\.|relative_attention_bias|query.weight|\.q\.weight' | sort >"$T/$c-$m.names"
+    done
+done
+printf '%s\n' bert.embeddings.position_embeddings.weight bert.embeddings.word_embeddings.weight >"$T/want-bert"
+printf '%s\n' decoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight \
+    encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight shared.weight >"$T/want-t5"
+if cmp -s "$T/want-bert" "$T/a8emb-bert-tiny.names" && cmp -s "$T/want-t5" "$T/a8emb-t5-small.names"; then ok
+else bad "AdamW8bit: the embedding tables do not keep fp32 state by default"; cat "$T/a8emb-bert-tiny.names" "$T/a8emb-t5-small.names"; fi
+# (t5-small's relative-attention biases are 32 x 8 = 256 elements: fp32 by size as well)
+if [ ! -s "$T/a8none-bert-tiny.names" ] && grep -qx 'decoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight' "$T/a8none-t5-small.names" \
+    && ! grep -q '^shared' "$T/a8none-t5-small.names"; then ok
+else bad "AdamW8bit: fp32_optimizer_state [] does not replace the embedding default"; cat "$T/a8none-bert-tiny.names" "$T/a8none-t5-small.names"; fi
+# the report: bytes of optimizer state per parameter (all in 8 bits but the small tensors)
+if grep -q "^optimizer state per rank: [0-9]* bytes, 2\.0[0-9]* per parameter updated" "$T/a8none-bert-tiny.log"; then ok
+else bad "AdamW8bit: the report does not show about 2 bytes of state per parameter"; grep "optimizer state" "$T/a8none-bert-tiny.log"; fi
 
 echo "optim: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -46,6 +46,8 @@ int cmd_check_config(int argc, char **argv)
                s->beta2, s->eps, s->weight_decay, s->grad_clip);
         if (s->optimizer == ZT_OPT_ADAMW8BIT) {
             printf(", fp32 state below %zu elements", s->min_8bit_size);
+            if (s->n_fp32_state < 0)
+                printf(" and for the embedding tables");
             for (int i = 0; i < s->n_fp32_state; i++)
                 printf("%s\"%s\"", i ? ", " : " and for ", zt_train_config_fp32_state(c, i));
         }
