@@ -145,8 +145,11 @@ static const key keys[] = {
         .doc = "Optimizer parameters, named as torch.optim.AdamW, bitsandbytes' AdamW8bit and "
                "transformers' Adafactor name them; each type takes its own (a key another "
                "type takes is an error naming the ones this type does)."},
-    [K_LR] = {"optimizer.params.lr", T_NUM, C_APPLIED, A_DEFAULT, F_NULL, 1e-4, 0, INFINITY,
-        .def_doc = "1e-4 (Adafactor: none, relative steps)",
+    [K_LR] = {"optimizer.params.lr", T_NUM, C_APPLIED, A_DERIVED, F_NULL, 1e-3, 0, INFINITY,
+        .def_doc = "1e-3 (DeepSpeed's Adam and AdamW, torch's AdamW, bitsandbytes' AdamW8bit; "
+                   "Adafactor: none, relative steps)",
+        .auto_doc = "5e-5, the Hugging Face Trainer's learning_rate default (Adafactor with "
+                    "relative_step: none)",
         .doc = "Learning rate: the constant lr without a scheduler, and the reference of "
                "WarmupLR (warmup_max_lr) and WarmupCosineLR. Adafactor takes it only with "
                "relative_step false (Hugging Face's rule)."},
@@ -157,8 +160,11 @@ static const key keys[] = {
         .def_doc = "1e-8 (Adafactor: [1e-30, 1e-3])",
         .doc = "AdamW, AdamW8bit: added to the denominator sqrt(v). Adafactor: [eps1, eps2], "
                "eps1 added to the squared gradient, eps2 the least parameter scale."},
-    [K_WD] = {"optimizer.params.weight_decay", T_NUM, C_APPLIED, A_DEFAULT, 0, 0.01, 0, INFINITY,
-        .def_doc = "0.01 (Adafactor: 0)",
+    [K_WD] = {"optimizer.params.weight_decay", T_NUM, C_APPLIED, A_DERIVED, 0, 0.0, 0, INFINITY,
+        .def_doc = "0, as DeepSpeed's Adam and AdamW (FusedAdam, DeepSpeedCPUAdam) and "
+                   "Adafactor; 0.01 with torch_adam true (torch's AdamW) and for AdamW8bit "
+                   "(bitsandbytes'). zt_config_init and the Python binding use torch's 0.01",
+        .auto_doc = "0, the Hugging Face Trainer's weight_decay default",
         .doc = "Decoupled weight decay (p -= lr x weight_decay x p), not applied to the "
                "zerotrain.no_decay parameters."},
     [K_ADAM_W_MODE] = {"optimizer.params.adam_w_mode", T_BOOL, C_APPLIED, A_NO, 0, 1, 0, 0,
@@ -1479,17 +1485,18 @@ static void resolve_optimizer(ctx *x, zt_train_settings *s, double *lr)
                         "scheduler to drive: remove the section, or set "
                         "optimizer.params.relative_step false and give lr");
             *lr = 0.0;
-        } else if (!GIVEN(K_LR) && !BAD(K_LR)) {
+        } else if (!GIVEN(K_LR) && !AUTO(K_LR) && !BAD(K_LR)) {
             problem(x, ZT_E_CONFIG, K_LR, keys[K_LR].path, "missing: Adafactor with "
                     "relative_step false needs a learning rate");
             *lr = 0.0;
         } else {
-            *lr = GIVEN(K_LR) ? NUM(K_LR) : 0.0;
+            *lr = resolve_num(x, K_LR, 5e-5, "the Hugging Face Trainer's learning_rate "
+                              "default");
         }
         s->lr = (float)*lr;
         return;
     }
-    *lr = resolve_num(x, K_LR, keys[K_LR].def, "zerotrain's default");
+    *lr = resolve_num(x, K_LR, 5e-5, "the Hugging Face Trainer's learning_rate default");
     s->lr = (float)*lr;
     if (GIVEN(K_BETAS)) {
         s->beta1 = (float)x->v[K_BETAS].pair[0];
@@ -1498,8 +1505,8 @@ static void resolve_optimizer(ctx *x, zt_train_settings *s, double *lr)
         s->beta1 = 0.9f;
         s->beta2 = 0.999f;
         if (AUTO(K_BETAS))
-            note(x, ZT_LOG_INFO, keys[K_BETAS].path, "\"auto\" -> [0.9, 0.999] (zerotrain's "
-                 "default)");
+            note(x, ZT_LOG_INFO, keys[K_BETAS].path, "\"auto\" -> [0.9, 0.999] (the Hugging "
+                 "Face Trainer's adam_beta1 and adam_beta2 defaults)");
     }
     if (GIVEN(K_EPS) && x->v[K_EPS].is_pair) {
         char tname[32];
@@ -1507,8 +1514,15 @@ static void resolve_optimizer(ctx *x, zt_train_settings *s, double *lr)
         problem(x, ZT_E_CONFIG, K_EPS, keys[K_EPS].path, "[eps1, eps2] is Adafactor's; %s "
                 "takes one number", tname);
     }
-    s->eps = (float)resolve_num(x, K_EPS, keys[K_EPS].def, "zerotrain's default");
-    s->weight_decay = (float)resolve_num(x, K_WD, keys[K_WD].def, "zerotrain's default");
+    s->eps = (float)resolve_num(x, K_EPS, keys[K_EPS].def, "the Hugging Face Trainer's "
+                                "adam_epsilon default");
+    /* absent: the default of the class DeepSpeed (or bitsandbytes) builds; "auto": what the
+     * HF Trainer fills in */
+    s->weight_decay = (float)resolve_num(x, K_WD, 0.0, "the Hugging Face Trainer's "
+                                         "weight_decay default");
+    if (!GIVEN(K_WD) && !AUTO(K_WD) &&
+        (type == OT_ADAMW8BIT || (GIVEN(K_TORCH_ADAM) && NUM(K_TORCH_ADAM) != 0)))
+        s->weight_decay = 0.01f;
     if (GIVEN(K_ADAM_W_MODE) && NUM(K_ADAM_W_MODE) == 0) {
         if (adam)
             problem(x, ZT_E_UNSUPPORTED, K_ADAM_W_MODE, keys[K_ADAM_W_MODE].path, "false "

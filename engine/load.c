@@ -200,6 +200,24 @@ int zt_load_weights_unambiguous(const char *dir)
     return 0;
 }
 
+/* A folder without safetensors weights: says which other format it holds, if any. */
+static int no_weights(const char *dir)
+{
+    static const char *const other[] = {"pytorch_model.bin", "pytorch_model.bin.index.json",
+                                        "tf_model.h5", "flax_model.msgpack"};
+    char path[4096];
+    struct stat st;
+    for (size_t k = 0; k < sizeof other / sizeof other[0]; k++) {
+        snprintf(path, sizeof path, "%s/%s", dir, other[k]);
+        if (stat(path, &st) == 0)
+            return zt_fail(-ENOENT, "%s: no model.safetensors or model.safetensors.index.json, "
+                           "only %s, a format zerotrain does not read: convert the folder "
+                           "where PyTorch and transformers run, with from_pretrained(DIR) and "
+                           "then save_pretrained(DIR, safe_serialization=True)", dir, other[k]);
+    }
+    return zt_fail(-ENOENT, "%s: no model.safetensors or model.safetensors.index.json", dir);
+}
+
 int zt_load_hf_weights(const char *dir, const zt_layout *l, float *const *P,
                        unsigned char *alias_seen, uint64_t seed, int report)
 {
@@ -217,7 +235,7 @@ int zt_load_hf_weights(const char *dir, const zt_layout *l, float *const *P,
     else if (rc == 0 && stat(index, &st) == 0)
         rc = load_index(&s, dir, index);
     else if (rc == 0)
-        rc = zt_fail(-ENOENT, "%s: no model.safetensors or model.safetensors.index.json", dir);
+        rc = no_weights(dir);
     for (int i = 0; rc == 0 && i < l->n_params; i++) {
         if (s.have[i] || !P[l->params[i].unit])
             continue;

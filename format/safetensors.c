@@ -372,6 +372,54 @@ static int map_file(zt_safetensors *f, const char *path)
     return rc;
 }
 
+/* What a file that is not safetensors is, from its first bytes (a safetensors file starts
+ * with a little-endian header length and then '{'), with what to do about it; NULL when
+ * nothing is recognised. */
+static const char *not_safetensors(const unsigned char *b, size_t n)
+{
+    size_t i = 0, k;
+    if (n >= 4 && memcmp(b, "PK\x03\x04", 4) == 0)
+        return "a zip archive: the format of torch.save (pytorch_model.bin, *.pt, *.pth)";
+    if (n >= 2 && b[0] == 0x80 && b[1] >= 2 && b[1] <= 5)
+        return "a Python pickle: torch.save's legacy format (pytorch_model.bin, *.pt)";
+    if (n >= 6 && memcmp(b, "\x93NUMPY", 6) == 0)
+        return "a NumPy .npy array";
+    if (n >= 4 && memcmp(b, "\x89HDF", 4) == 0)
+        return "an HDF5 file (Keras / TensorFlow .h5 weights)";
+    if (n >= 2 && b[0] == 0x1f && b[1] == 0x8b)
+        return "gzip-compressed data: decompress it first";
+    while (i < n && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r'))
+        i++;
+    if (i < n && (b[i] == '{' || b[i] == '[')) {
+        for (k = i; k + 10 <= n && k < 65536; k++)
+            if (memcmp(b + k, "weight_map", 10) == 0)
+                return "JSON: a sharded checkpoint's index (model.safetensors.index.json): "
+                       "pass the model folder, or one of the shards it lists";
+        return "JSON text (a config.json, tokenizer.json or the like), not tensors";
+    }
+    for (k = 0; k < n && k < 256; k++)
+        if (b[k] < 0x09 || (b[k] > 0x0d && b[k] < 0x20) || b[k] == 0x7f)
+            return NULL;
+    return "text, not tensors";
+}
+
+/* The message for a file whose first bytes are not a safetensors header: what it is, and
+ * for PyTorch's own formats how to convert it. */
+static int not_safetensors_fail(const unsigned char *b, size_t n, const char *path)
+{
+    const char *what = not_safetensors(b, n);
+    if (!what)
+        return 0;
+    if (strstr(what, "torch.save"))
+        return BAD("%s is not a safetensors file: it is %s, which zerotrain does not read; "
+                   "convert it where PyTorch and transformers run: "
+                   "AutoModelForMaskedLM.from_pretrained(DIR).save_pretrained(DIR, "
+                   "safe_serialization=True) writes model.safetensors (for a bare state dict: "
+                   "safetensors.torch.save_file(torch.load(FILE, map_location=\"cpu\"), "
+                   "\"model.safetensors\"))", path, what);
+    return BAD("%s is not a safetensors file: it is %s", path, what);
+}
+
 int zt_safetensors_open(const char *path, zt_safetensors **out)
 {
     zt_safetensors *f;
@@ -386,9 +434,13 @@ int zt_safetensors_open(const char *path, zt_safetensors **out)
     if ((rc = map_file(f, path)) < 0)
         goto fail;
     memcpy(&hlen, f->map, 8);
+    if ((hlen > f->map_size - 8 || f->map_size == 8 ||
+         ((const unsigned char *)f->map)[8] != '{') &&
+        (rc = not_safetensors_fail(f->map, f->map_size, path)) < 0)
+        goto fail;
     if (hlen > HEADER_MAX)
-        rc = BAD("%s: header length %llu exceeds the %llu-byte limit", path,
-                 (unsigned long long)hlen, HEADER_MAX);
+        rc = BAD("%s: not a safetensors file (unknown content): its header length %llu "
+                 "exceeds the %llu-byte limit", path, (unsigned long long)hlen, HEADER_MAX);
     else if (hlen > f->map_size - 8)
         rc = BAD("%s: header length %llu runs past the end of the %zu-byte file", path,
                  (unsigned long long)hlen, f->map_size);

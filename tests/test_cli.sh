@@ -103,6 +103,25 @@ expect_error "output folder missing" 1 "$T/nodir/out.st" -- "$ZT" grad --model "
 echo '{"lr": "fast"}' >"$T/step.json"
 expect_error "bad step.json" 1 "\"lr\" must be a number" -- "$ZT" grad --model "$FIX" --batch "$B" --step "$T/step.json" --out "$T/out.st"
 expect_error "inspect malformed" 1 "$T/trunc.safetensors" -- "$ZT" inspect "$T/trunc.safetensors"
+# files that are not safetensors: what they are (torch.save's zip and legacy pickle formats,
+# written with the standard library as torch.save lays them out, and JSON), not a header length
+$PY - "$T" <<'PY'
+import pickle, sys, zipfile
+t = sys.argv[1]
+with zipfile.ZipFile(t + "/pytorch_model.bin", "w") as z:   # torch.save's zip layout
+    z.writestr("archive/data.pkl", pickle.dumps({"w": [0.0] * 4}, protocol=2))
+open(t + "/legacy.pt", "wb").write(pickle.dumps({"w": [0.0] * 4}, protocol=2))
+open(t + "/index.json", "w").write('{"metadata": {"total_size": 4}, "weight_map": {"w": "model-00001-of-00002.safetensors"}}')
+open(t + "/rand.bin", "wb").write(bytes(range(7, 207)))
+PY
+expect_error "inspect pytorch_model.bin" 1 "pytorch_model.bin is not a safetensors file: it is a zip archive: the format of torch.save" -- "$ZT" inspect "$T/pytorch_model.bin"
+if grep -qF "save_pretrained(DIR, safe_serialization=True)" "$T/stderr"; then ok; else bad "inspect pytorch_model.bin: no way to convert it"; cat "$T/stderr"; fi
+expect_error "inspect legacy pickle" 1 "legacy.pt is not a safetensors file: it is a Python pickle" -- "$ZT" inspect "$T/legacy.pt"
+expect_error "inspect JSON index" 1 "index.json is not a safetensors file: it is JSON: a sharded checkpoint's index" -- "$ZT" inspect "$T/index.json"
+expect_error "inspect config.json" 1 "config.json is not a safetensors file: it is JSON text" -- "$ZT" inspect "$FIX/config.json"
+expect_error "inspect unknown bytes" 1 "rand.bin: not a safetensors file (unknown content)" -- "$ZT" inspect "$T/rand.bin"
+mkdir -p "$T/ptfolder" && cp "$FIX/config.json" "$T/pytorch_model.bin" "$T/ptfolder/"
+expect_error "train on a pytorch_model.bin folder" 1 "only pytorch_model.bin, a format zerotrain does not read" -- "$ZT" train --model "$T/ptfolder" --data synthetic --steps 1
 expect_error "train unknown preset" 1 "unknown model preset \"bert-enormous\"" -- "$ZT" train --model bert-enormous --data synthetic --steps 1
 expect_error "train bad steps" 2 "--steps must be an integer" -- "$ZT" train --model bert-tiny --data synthetic --steps -3
 expect_error "train no data" 2 "train needs --model DIR|PRESET|CONFIG_JSON and --data" -- "$ZT" train --model bert-tiny

@@ -248,7 +248,8 @@ typedef struct good_case {
     const char *notices;   /* every WARN notice, in order, each line "W <text>"; "" = none */
 } good_case;
 
-#define ADAMW_DEFAULTS "lr=0.0001 betas=0.9,0.999 eps=1e-08 wd=0.01"
+#define ADAMW_DEFAULTS "lr=0.001 betas=0.9,0.999 eps=1e-08 wd=0" /* DeepSpeed's FusedAdam */
+#define HF_AUTO_ADAMW "lr=5e-05 betas=0.9,0.999 eps=1e-08 wd=0" /* the HF Trainer's */
 #define NO_SCHED "sched=constant min_lr=0 max_lr=0 ratios=0/0 warmup=0 total=0"
 
 static const good_case good[] = {
@@ -268,12 +269,12 @@ static const good_case good[] = {
      "batch=48/8/2 " ADAMW_DEFAULTS " clip=0 print=10 seed=42(default) " NO_SCHED
      " zero=0 offload=none/none nvme='' ac=0 no_decay=-1 threads=0", ""},
     {"HF ZeRO-2 example (two values filled)", NULL /* hf_filled(HF_ZERO2) */, 2, 0,
-     "batch=16/8/1 " ADAMW_DEFAULTS " clip=1 print=2000 seed=42(default) sched=WarmupLR "
-     "min_lr=0 max_lr=0.0001 ratios=0/0 warmup=100(log) total=0 zero=2 offload=cpu/none "
+     "batch=16/8/1 " HF_AUTO_ADAMW " clip=1 print=2000 seed=42(default) sched=WarmupLR "
+     "min_lr=0 max_lr=5.0000000000000002e-05 ratios=0/0 warmup=100(log) total=0 zero=2 offload=cpu/none "
      "nvme='' ac=0 no_decay=-1 threads=0", ""},
     {"HF ZeRO-3 example (two values filled)", NULL /* hf_filled(HF_ZERO3) */, 1, 0,
-     "batch=8/8/1 " ADAMW_DEFAULTS " clip=1 print=2000 seed=42(default) sched=WarmupLR "
-     "min_lr=0 max_lr=0.0001 ratios=0/0 warmup=100(log) total=0 zero=3 offload=cpu/cpu "
+     "batch=8/8/1 " HF_AUTO_ADAMW " clip=1 print=2000 seed=42(default) sched=WarmupLR "
+     "min_lr=0 max_lr=5.0000000000000002e-05 ratios=0/0 warmup=100(log) total=0 zero=3 offload=cpu/cpu "
      "nvme='' ac=0 no_decay=-1 threads=0",
      "W cfg: zero_optimization.stage3_gather_fp16_weights_on_model_save: ignored: zerotrain "
      "always saves full fp32 weights (safetensors) gathered from all ranks\n"},
@@ -293,9 +294,20 @@ static const good_case good[] = {
      " \"optimizer\": {\"type\": \"Adam\", \"params\": {\"lr\": 1e-3, \"adam_w_mode\": true}},"
      " \"scheduler\": {\"type\": \"WarmupDecayLR\", \"params\": {\"warmup_max_lr\": \"auto\","
      " \"warmup_num_steps\": 10, \"total_num_steps\": \"auto\"}}}", 1, 1000,
-     "batch=1/1/1 lr=0.001 betas=0.9,0.999 eps=1e-08 wd=0.01 clip=0 print=10 seed=42(default) "
+     "batch=1/1/1 lr=0.001 betas=0.9,0.999 eps=1e-08 wd=0 clip=0 print=10 seed=42(default) "
      "sched=WarmupDecayLR min_lr=0 max_lr=0.001 ratios=0/0 warmup=10(log) total=1000 zero=0 "
      "offload=none/none nvme='' ac=0 no_decay=-1 threads=0", ""},
+    /* a weight_decay not given: the default of the class DeepSpeed builds (torch's AdamW
+     * with torch_adam, else FusedAdam / DeepSpeedCPUAdam), or bitsandbytes' */
+    {"torch_adam without weight_decay: torch.optim.AdamW's 0.01",
+     "{\"train_micro_batch_size_per_gpu\": 1,"
+     " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"torch_adam\": true}}}", 1, 0,
+     "batch=1/1/1 lr=0.001 betas=0.9,0.999 eps=1e-08 wd=0.01 clip=0 print=10 seed=42(default) "
+     NO_SCHED " zero=0 offload=none/none nvme='' ac=0 no_decay=-1 threads=0", ""},
+    {"AdamW8bit without weight_decay: bitsandbytes' 0.01",
+     "{\"train_micro_batch_size_per_gpu\": 1, \"optimizer\": {\"type\": \"AdamW8bit\"}}", 1, 0,
+     "batch=1/1/1 lr=0.001 betas=0.9,0.999 eps=1e-08 wd=0.01 clip=0 print=10 seed=42(default) "
+     NO_SCHED " zero=0 offload=none/none nvme='' ac=0 no_decay=-1 threads=0", ""},
     {"WarmupCosineLR, zerotrain section, NVMe offload, checkpointing",
      "{\"train_micro_batch_size_per_gpu\": 2, \"seed\": 7,"
      " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 5e-4}},"
@@ -313,7 +325,7 @@ static const good_case good[] = {
      " \"zerotrain\": {\"seed\": 7, \"threads\": 2, \"no_decay\": [\"bias\", \"norm\"],"
      " \"recompute\": \"full\"}}",
      1, 200,
-     "batch=2/2/1 lr=0.0005 betas=0.9,0.999 eps=1e-08 wd=0.01 clip=0 print=10 seed=7 "
+     "batch=2/2/1 lr=0.0005 betas=0.9,0.999 eps=1e-08 wd=0 clip=0 print=10 seed=7 "
      "sched=WarmupCosineLR min_lr=0 max_lr=0 ratios=0.10000000000000001/0.01 warmup=20(log) "
      "total=200 zero=3 offload=nvme/nvme nvme='/local_nvme' ac=1 no_decay=2 threads=2", ""},
     {"seed above 2^53 as a string, empty no_decay",
@@ -475,10 +487,13 @@ static void test_hf_auto_resolution_is_logged(void **state)
         "I ds_config_zero2.json: train_batch_size: \"auto\" -> 16 (train_batch_size 16 = micro "
         "batch 8 x accumulation 1 x world size 2)\n",
         "I ds_config_zero2.json: gradient_accumulation_steps: \"auto\" -> 1",
-        "I ds_config_zero2.json: optimizer.params.lr: \"auto\" -> 0.0001 (zerotrain's default)",
+        "I ds_config_zero2.json: optimizer.params.lr: \"auto\" -> 5e-05 (the Hugging Face "
+        "Trainer's learning_rate default)",
+        "I ds_config_zero2.json: optimizer.params.weight_decay: \"auto\" -> 0 (the Hugging Face "
+        "Trainer's weight_decay default)",
         "I ds_config_zero2.json: optimizer.params.betas: \"auto\" -> [0.9, 0.999]",
         "I ds_config_zero2.json: gradient_clipping: \"auto\" -> 1 (Hugging Face's max_grad_norm",
-        "I ds_config_zero2.json: scheduler.params.warmup_max_lr: \"auto\" -> 0.0001 "
+        "I ds_config_zero2.json: scheduler.params.warmup_max_lr: \"auto\" -> 5e-05 "
         "(optimizer.params.lr)",
         "I ds_config_zero2.json: fp16.enabled: \"auto\" -> false (zerotrain trains in fp32)",
     };
@@ -793,6 +808,7 @@ static void test_notices_for_keys_that_do_not_apply(void **state)
         "   \"zero_quantized_weights\": true,"     /* notice */
         "   \"offload_param\": {\"device\": \"cpu\"}}," /* stage 2: notice, not applied */
         " \"checkpoint\": {\"load_universal\": true}," /* notice */
+        " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 1e-4}},"
         " \"scheduler\": {\"type\": \"WarmupDecayLR\", \"params\": {\"warmup_num_steps\": 1,"
         "   \"total_num_steps\": 50}}}",
         "ds.json", 1, 100);
@@ -966,9 +982,10 @@ static void test_lr_warmup_cosine(void **state)
     c = parse_ok("{\"train_micro_batch_size_per_gpu\": 1, \"scheduler\": {\"type\":"
                  " \"WarmupCosineLR\", \"params\": {\"total_num_steps\": 3000}}}", "c", 1, 0);
     expect_lr(c, 1, 0.0, "default: iteration 0");
-    expect_lr(c, 1000, 1e-4 * log(1000.0) / log(1000.0), "default: last warmup iteration");
-    expect_lr(c, 2000, 1e-4 * (1e-4 + (1 - 1e-4) * 0.5), "default: half way");
-    expect_lr(c, 3001, 1e-4 * 1e-4, "default: after the end");
+    /* (and the optimizer's default lr 1e-3, DeepSpeed's) */
+    expect_lr(c, 1000, 1e-3 * log(1000.0) / log(1000.0), "default: last warmup iteration");
+    expect_lr(c, 2000, 1e-3 * (1e-4 + (1 - 1e-4) * 0.5), "default: half way");
+    expect_lr(c, 3001, 1e-3 * 1e-4, "default: after the end");
     zt_train_config_destroy(c);
 }
 
