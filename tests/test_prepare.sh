@@ -116,6 +116,15 @@ if run "wordpiece" -- "$ZT" prepare-data --input "$T/corpus" --tokenizer "wordpi
     if cmp -s "$T/vocab.txt" "$T/wp/vocab.txt"; then ok; else bad "vocab.txt not copied into the output"; fi
     if grep -q "^prepare-data: 2 documents, 10 tokens, 1 shard, " "$T/stdout"; then ok; else bad "summary line: $(cat "$T/stdout")"; fi
 fi
+# the unigram baseline train prints: the entropy (nats) of the maskable tokens' frequencies,
+# computed here from the shards' ids (the five special ids excluded, as masking does)
+if [ -f "$T/wp/manifest.json" ]; then
+    "$ZT" train --model bert-tiny --data "$T/wp" --seq-len 8 --steps 1 --threads 1 >"$T/ub.log" 2>&1
+    ub=$(sed -n 's/^unigram baseline \([0-9.]*\):.*/\1/p' "$T/ub.log")
+    if [ -n "$ub" ] && manifest_check "$T/wp" "(lambda ids, lg: abs(-sum(ids.count(i) / len(ids) * lg(ids.count(i) / len(ids)) for i in set(ids)) - $ub) < 1e-4)([i for i in stream if i not in (0, 1, 2, 3, 4)], __import__('math').log)" \
+        && grep -q "^step 1/1  loss [0-9.]* (unigram $(printf %.2f "$ub"))" "$T/ub.log"; then ok
+    else bad "train's unigram baseline ($ub) is not the corpus' token entropy"; cat "$T/ub.log"; fi
+fi
 # cased: "Hello" and "Café" and "NAIVE" are unknown; "caf" "##e" does not apply to "Café"
 if run "wordpiece cased" -- "$ZT" prepare-data --input "$T/corpus/a.txt" "$T/corpus/sub/b.txt" \
        --tokenizer "wordpiece:$T/vocab.txt" --out "$T/wp-cased" --no-lower-case; then

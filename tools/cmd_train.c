@@ -177,20 +177,72 @@ static void json_num(FILE *f, const char *key, double v, const char *fmt)
         fputs("null", f);
 }
 
-static void progress(int tty, int64_t step, int64_t total, double loss, double lr, double tps,
-                     double eta)
+/* The masked-LM loss of counting alone: the cross-entropy (nats) of predicting every masked
+ * token from the corpus' token frequencies, i.e. their entropy over the tokens that can be
+ * masked (the special ids never are). Synthetic ids are uniform: ln(vocab - 5). A corpus
+ * of more than 2^26 tokens is sampled in 64 evenly spaced stretches. NAN when it cannot be
+ * read. */
+static double unigram_loss(const zt_token_data *d, int vocab)
+{
+    enum { CHUNK = 1 << 20, CAP = 1 << 26, STRETCHES = 64 };
+    zt_token_data_info di;
+    uint64_t *count, n = 0;
+    int32_t *buf;
+    double h = NAN;
+    if (!d)
+        return log((double)(vocab - 5));
+    zt_token_data_info_get(d, &di);
+    if (!(count = calloc((size_t)vocab, sizeof *count)) || !(buf = malloc(sizeof *buf * CHUNK))) {
+        free(count);
+        return NAN;
+    }
+    int sampled = di.n_tokens > CAP;
+    uint64_t span = sampled ? CAP / STRETCHES : di.n_tokens;
+    for (int k = 0; k < (sampled ? STRETCHES : 1); k++) {
+        uint64_t start = sampled ? (di.n_tokens - span) / (STRETCHES - 1) * (uint64_t)k : 0;
+        for (uint64_t off = 0; off < span; off += CHUNK) {
+            size_t m = span - off < CHUNK ? (size_t)(span - off) : CHUNK;
+            if (zt_token_data_read(d, start + off, m, buf) < 0)
+                goto out;
+            for (size_t i = 0; i < m; i++) {
+                int32_t t = buf[i];
+                if (t >= 0 && t < vocab && t != di.tok.pad_id && t != di.tok.unk_id &&
+                    t != di.tok.cls_id && t != di.tok.sep_id && t != di.tok.mask_id) {
+                    count[t]++;
+                    n++;
+                }
+            }
+        }
+    }
+    if (n) {
+        h = 0.0;
+        for (int t = 0; t < vocab; t++)
+            if (count[t])
+                h -= (double)count[t] / (double)n * log((double)count[t] / (double)n);
+    }
+out:
+    free(buf);
+    free(count);
+    return h;
+}
+
+static void progress(int tty, int64_t step, int64_t total, double loss, double unigram,
+                     double lr, double tps, double eta)
 {
     zt_mem_report r;
+    char base[32] = "";
     zt_memory_report(&r);
+    if (isfinite(unigram))
+        snprintf(base, sizeof base, " (unigram %.2f)", unigram);
     if (tty) {
-        fprintf(stderr, "\rstep %" PRId64 "/%" PRId64 "  loss %.4f  lr %.3g  %.0f tokens/s  "
+        fprintf(stderr, "\rstep %" PRId64 "/%" PRId64 "  loss %.4f%s  lr %.3g  %.0f tokens/s  "
                         "ETA %.0fs  peak RSS %.0f MiB   ",
-                step, total, loss, lr, tps, eta, r.peak_rss / 1048576.0);
+                step, total, loss, base, lr, tps, eta, r.peak_rss / 1048576.0);
         fflush(stderr);
     } else {
-        printf("step %" PRId64 "/%" PRId64 "  loss %.4f  lr %.3g  %.0f tokens/s  ETA %.0fs  "
+        printf("step %" PRId64 "/%" PRId64 "  loss %.4f%s  lr %.3g  %.0f tokens/s  ETA %.0fs  "
                "peak RSS %.0f MiB\n",
-               step, total, loss, lr, tps, eta, r.peak_rss / 1048576.0);
+               step, total, loss, base, lr, tps, eta, r.peak_rss / 1048576.0);
         fflush(stdout);
     }
 }
@@ -387,6 +439,7 @@ int cmd_train(int argc, char **argv)
     FILE *metrics = NULL;
     const char **no_decay = NULL, **fp32_state = NULL;
     uint64_t synth_seed = 0;
+    double unigram = NAN;      /* the masked-LM loss of counting (rank 0; BERT only) */
     /* start-up: a rank's own failure (its status, already printed) waits for the agreement */
     int start_rc = 0, is_t5 = 0;
     int64_t skipped_total = 0, skipped_run = 0;
@@ -764,6 +817,11 @@ agree:
                 mi.hidden_size, mi.num_heads, mi.vocab_size,
                 mi.num_parameters, st.step + 1, steps, ts->train_batch_size, micro, gas, world,
                 seq, data_dir ? data_dir : "synthetic data");
+    if (rank == 0 && strcmp(mi.model_type, "t5") != 0 &&
+        isfinite(unigram = unigram_loss(data, mi.vocab_size)))
+        fprintf(stderr, "unigram baseline %.4f: the loss of predicting each masked token from "
+                        "its frequency in the %s alone; a loss below it is learning more than "
+                        "counting\n", unigram, data ? "corpus" : "(uniform) synthetic ids");
 
     /* (opened, or truncated, only now that the run has passed its start-up checks) */
     if (a.metrics && rank == 0 && !(metrics = fopen(a.metrics, st.step > 0 ? "a" : "w"))) {
@@ -901,7 +959,7 @@ agree:
         if (print_now && rank == 0) {
             double el = t1 - t_start, tps = tokens_total / (el > 1e-9 ? el : 1e-9);
             double eta = (double)(steps - st.step) * el / (double)(st.step - first_step);
-            progress(tty, st.step, steps, loss, lr, tps, eta);
+            progress(tty, st.step, steps, loss, unigram, lr, tps, eta);
             t_last = t1;
         }
         if (a.ckpt_dir && ckpt_every && st.step % ckpt_every == 0 && st.step < steps) {
