@@ -1460,12 +1460,14 @@ static void resolve_optimizer(ctx *x, zt_train_settings *s, double *lr)
                     "relative_step true (Hugging Face's rule: warmup_init shapes the relative "
                     "step size)");
         s->weight_decay = GIVEN(K_WD) ? (float)NUM(K_WD) : 0.0f;
-        if (s->relative_step) {
-            if (GIVEN(K_LR))
+        if (s->relative_step) { /* (an lr of 0 is no lr, as null is) */
+            if (GIVEN(K_LR) && NUM(K_LR) != 0.0)
                 problem(x, ZT_E_CONFIG, K_LR, keys[K_LR].path, "Adafactor with relative_step "
                         "true computes its own step size (min(1e-2, 1/sqrt(step))), so a "
-                        "manual lr cannot be combined with it (as in Hugging Face): remove lr "
-                        "(or null), or set relative_step false");
+                        "manual lr cannot be combined with it (as in Hugging Face: \"Cannot "
+                        "combine manual `lr` and `relative_step=True` options\"): remove "
+                        "optimizer.params.lr (or null, or 0), or set "
+                        "optimizer.params.relative_step false");
             if (AUTO(K_LR))
                 note(x, ZT_LOG_INFO, keys[K_LR].path, "\"auto\" -> none (Adafactor's relative "
                      "step size)");

@@ -191,6 +191,7 @@ static void adafactor_case(float beta1, int relative, float wd, float lr)
     c.optimizer = ZT_OPT_ADAFACTOR;
     c.adafactor_beta1 = beta1;
     c.relative_step = relative;
+    c.lr = relative ? 0.0f : lr;
     c.weight_decay = wd;
     int vocab, n, nmat = 0;
     zt_engine *e = tiny(&c, &vocab);
@@ -293,6 +294,7 @@ static double bytes_per_param(int opt, float beta1, size_t *bytes)
     c.model_preset = "bert-mini";
     c.optimizer = opt;
     c.adafactor_beta1 = beta1;
+    c.lr = opt == ZT_OPT_ADAFACTOR ? 0.0f : c.lr; /* (relative steps take no lr) */
     if (zt_engine_create(&c, MPI_COMM_NULL, &e) != 0)
         fail_msg("create: %s", zt_last_error());
     assert_int_equal(zt_engine_report_get(e, &er), 0);
@@ -336,6 +338,26 @@ static void test_misuse(void **state)
     c.warmup_init = 1;
     assert_int_equal(zt_engine_create(&c, MPI_COMM_NULL, &e), ZT_E_CONFIG);
     assert_non_null(strstr(zt_last_error(), "warmup_init"));
+    /* relative steps and a manual lr (zt_config_init's AdamW 1e-4): Hugging Face's error;
+     * an lr of 0 is none */
+    zt_config_init(&c);
+    c.model_dir = fixture();
+    c.optimizer = ZT_OPT_ADAFACTOR;
+    assert_int_equal(zt_engine_create(&c, MPI_COMM_NULL, &e), ZT_E_CONFIG);
+    assert_non_null(strstr(zt_last_error(), "Adafactor with relative_step 1 computes its own "
+                                            "step size, so it cannot be combined with a manual "
+                                            "lr (lr 0.0001"));
+    assert_non_null(strstr(zt_last_error(), "set lr 0"));
+    assert_null(e);
+    c.lr = 0.0f;
+    assert_int_equal(zt_engine_create(&c, MPI_COMM_NULL, &e), 0);
+    zt_engine_destroy(e);
+    e = NULL;
+    c.relative_step = c.scale_parameter = 0;
+    c.lr = 1e-3f; /* the T5 fine-tuning settings */
+    assert_int_equal(zt_engine_create(&c, MPI_COMM_NULL, &e), 0);
+    zt_engine_destroy(e);
+    e = NULL;
     zt_config_init(&c);
     c.model_dir = fixture();
     c.optimizer = ZT_OPT_ADAMW8BIT;
