@@ -138,8 +138,9 @@ static const key keys[] = {
                "same AdamW; \"AdamW8bit\": both moments one byte per element with one fp32 "
                "absolute maximum per 256 (about 2.03 bytes of state per parameter instead of "
                "8), tensors below min_8bit_size in fp32; \"Adafactor\": factored second "
-               "moments for matrices (rows + columns instead of rows x columns), Hugging "
-               "Face's parameters and defaults. Case-insensitive, as in DeepSpeed."},
+               "moments for tensors of two or more dimensions (over the last two: rows + "
+               "columns instead of rows x columns), Hugging Face's parameters and defaults. "
+               "Case-insensitive, as in DeepSpeed."},
     [K_OPT_PARAMS] = {"optimizer.params", T_OBJ, C_APPLIED, A_NO, 0, 0, 0, 0,
         .def_doc = "the defaults below",
         .doc = "Optimizer parameters, named as torch.optim.AdamW, bitsandbytes' AdamW8bit and "
@@ -149,7 +150,8 @@ static const key keys[] = {
         .def_doc = "1e-4 (Adafactor: none, relative steps)",
         .doc = "Learning rate: the constant lr without a scheduler, and the reference of "
                "WarmupLR (warmup_max_lr) and WarmupCosineLR. Adafactor takes it only with "
-               "relative_step false (Hugging Face's rule)."},
+               "relative_step false (Hugging Face's rule: with relative_step true an lr is an "
+               "error; null or 0 is no lr)."},
     [K_BETAS] = {"optimizer.params.betas", T_BETAS, C_APPLIED, A_DEFAULT, F_HI_OPEN, 0, 0, 1,
         .opt = O_ADAM_ALL,
         .def_doc = "[0.9, 0.999]", .doc = "Decay rates [beta1, beta2] of the two moments."},

@@ -4,8 +4,9 @@
  * traffic report (a replay of the recorded order) equals the gathers measured, for holds
  * that do not nest; ranks that register different shapes, or one rank that fails alone at
  * commit, are refused on every rank with a message naming the unit or that rank; with
- * "nonfinite DIR", a NaN in one rank's shard stops every rank's save. Prints one line per
- * check; the exit status is the verdict. */
+ * "nonfinite DIR", a NaN in one rank's shard stops every rank's save; with "adafactor ...",
+ * Adafactor over 3-D and 4-D tensors (adafactor_run). Prints one line per check; the exit
+ * status is the verdict. */
 #define ZT_EXPERIMENTAL
 #include "zerotrain.h"
 #include "../optimizer/adafactor.h"
