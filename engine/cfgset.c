@@ -99,6 +99,14 @@ int zt_config_set(zt_config *c, const char *name, const char *value)
         break;
     }
     default: {
+        /* lr "none" / "None" / "null": no lr, the 0 Adafactor's relative steps need (Python
+         * passes str(None)) */
+        if (strcmp(k->name, "lr") == 0 &&
+            (strcmp(value, "none") == 0 || strcmp(value, "None") == 0 ||
+             strcmp(value, "null") == 0)) {
+            *(float *)p = 0.0f;
+            return 0;
+        }
         double x = strtod(value, &end);
         if (*value && !*end && !errno && isfinite(x) &&
             (k->type != T_FLOAT || isfinite((float)x))) {

@@ -203,6 +203,30 @@ static cJSON *optimizer_json(const zt_engine *e)
     return o;
 }
 
+/* Adafactor's factored moments of parameter d (two or more dimensions) as Hugging Face
+ * shapes them: c = 0 exp_avg_sq_row, shape[:-1]; c = 1 exp_avg_sq_col, shape[:-2] +
+ * shape[-1:]. Fills ndim and shape, *at = their offset in the parameter's stretch of af_rc
+ * (the rows first); returns their count of floats. */
+static size_t af_state_shape(const zt_param_def *d, int c, int *ndim, int64_t *shape,
+                             size_t *at)
+{
+    int64_t R = d->shape[d->ndim - 2], C = d->shape[d->ndim - 1];
+    size_t n = 1;
+    *ndim = d->ndim - 1;
+    for (int k = 0; k < d->ndim - 2; k++)
+        shape[k] = d->shape[k];
+    shape[d->ndim - 2] = c ? C : R;
+    for (int k = 0; k < *ndim; k++)
+        n *= (size_t)shape[k];
+    *at = c ? d->numel / (size_t)C : 0;
+    return n;
+}
+
+static const char *af_state_name(int c)
+{
+    return c ? "exp_avg_sq_col" : "exp_avg_sq_row";
+}
+
 static int write_rank_file(zt_engine *e, const char *dir)
 {
     char path[4096], name[32], meta_v[3][32];
@@ -212,7 +236,7 @@ static int write_rank_file(zt_engine *e, const char *dir)
     rank_file rf = {e, zt_ost_sections(e->opt, e->beta1, &sd), NULL};
     int nrep = 0;
     for (int i = 0; r == 0 && e->af_rc && i < e->layout.n_params; i++)
-        nrep += e->layout.params[i].ndim == 2 ? 2 : 0;
+        nrep += e->layout.params[i].ndim >= 2 ? 2 : 0;
     int cap = nu * rf.ns + nrep;
     zt_tensor_view *v = calloc((size_t)cap, sizeof *v);
     char **names = calloc((size_t)cap, sizeof *names);
@@ -244,18 +268,19 @@ static int write_rank_file(zt_engine *e, const char *dir)
     }
     for (int i = 0; nrep && i < e->layout.n_params; i++) {
         const zt_param_def *d = &e->layout.params[i];
-        if (d->ndim != 2)
+        if (d->ndim < 2)
             continue;
         for (int c = 0; c < 2; c++, nt++) {
-            if (asprintf(&names[nt], "%s.%s", c ? "exp_avg_sq_col" : "exp_avg_sq_row",
-                         d->name) < 0) {
+            size_t at;
+            if (asprintf(&names[nt], "%s.%s", af_state_name(c), d->name) < 0) {
                 names[nt] = NULL;
                 rc = zt_fail(ZT_E_NOMEM, "out of memory");
                 goto out;
             }
             pieces[nt] = 1;
-            v[nt] = (zt_tensor_view){names[nt], ZT_F32, 1, {d->shape[c]},
-                                     e->af_rc + e->af_off[i] + (c ? (size_t)d->shape[0] : 0)};
+            v[nt] = (zt_tensor_view){names[nt], ZT_F32, 0, {0}, NULL};
+            af_state_shape(d, c, &v[nt].ndim, v[nt].shape, &at);
+            v[nt].data = e->af_rc + e->af_off[i] + at;
         }
     }
     snprintf(meta_v[0], sizeof meta_v[0], "%d", r);
@@ -1091,24 +1116,31 @@ static int fill_state(int u, const zt_spart *p, size_t c0, size_t c1, size_t f0,
     return 0;
 }
 
-/* Adafactor's factored moments, from rank 0's file */
+/* Adafactor's factored moments, from rank 0's file, in Hugging Face's shapes */
 static int read_replicated(zt_engine *e, const state_src *ss)
 {
     for (int i = 0; e->af_rc && i < e->layout.n_params; i++) {
         const zt_param_def *d = &e->layout.params[i];
-        if (d->ndim != 2)
+        if (d->ndim < 2)
             continue;
         for (int c = 0; c < 2; c++) {
-            char name[ZT_NAME_MAX + 32];
+            char name[ZT_NAME_MAX + 32], want[128];
+            int64_t shape[ZT_MAX_DIMS];
+            int ndim, same, w = 0;
+            size_t at, n = af_state_shape(d, c, &ndim, shape, &at);
             zt_tensor_info t;
-            snprintf(name, sizeof name, "%s.%s", c ? "exp_avg_sq_col" : "exp_avg_sq_row",
-                     d->name);
-            if (zt_safetensors_find(ss->f[0], name, &t) < 0 || t.dtype != ZT_F32 ||
-                t.numel != (size_t)d->shape[c])
+            snprintf(name, sizeof name, "%s.%s", af_state_name(c), d->name);
+            same = zt_safetensors_find(ss->f[0], name, &t) == 0 && t.dtype == ZT_F32 &&
+                   t.ndim == ndim && t.numel == n;
+            for (int k = 0; k < ndim; k++) {
+                same = same && t.shape[k] == shape[k];
+                w += snprintf(want + w, sizeof want - (size_t)w, "%s%lld", k ? ", " : "",
+                              (long long)shape[k]);
+            }
+            if (!same)
                 return zt_fail(ZT_E_FORMAT, "%s/rank-00000.safetensors: no F32 tensor \"%s\" "
-                               "of %lld floats", ss->dir, name, (long long)d->shape[c]);
-            memcpy(e->af_rc + e->af_off[i] + (c ? (size_t)d->shape[0] : 0), t.data,
-                   t.numel * sizeof(float));
+                               "of shape [%s]", ss->dir, name, want);
+            memcpy(e->af_rc + e->af_off[i] + at, t.data, n * sizeof(float));
         }
     }
     return 0;

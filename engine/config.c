@@ -138,8 +138,9 @@ static const key keys[] = {
                "same AdamW; \"AdamW8bit\": both moments one byte per element with one fp32 "
                "absolute maximum per 256 (about 2.03 bytes of state per parameter instead of "
                "8), tensors below min_8bit_size in fp32; \"Adafactor\": factored second "
-               "moments for matrices (rows + columns instead of rows x columns), Hugging "
-               "Face's parameters and defaults. Case-insensitive, as in DeepSpeed."},
+               "moments for tensors of two or more dimensions (over the last two: rows + "
+               "columns instead of rows x columns), Hugging Face's parameters and defaults. "
+               "Case-insensitive, as in DeepSpeed."},
     [K_OPT_PARAMS] = {"optimizer.params", T_OBJ, C_APPLIED, A_NO, 0, 0, 0, 0,
         .def_doc = "the defaults below",
         .doc = "Optimizer parameters, named as torch.optim.AdamW, bitsandbytes' AdamW8bit and "
@@ -152,7 +153,8 @@ static const key keys[] = {
                     "relative_step: none)",
         .doc = "Learning rate: the constant lr without a scheduler, and the reference of "
                "WarmupLR (warmup_max_lr) and WarmupCosineLR. Adafactor takes it only with "
-               "relative_step false (Hugging Face's rule)."},
+               "relative_step false (Hugging Face's rule: with relative_step true an lr is an "
+               "error; null or 0 is no lr)."},
     [K_BETAS] = {"optimizer.params.betas", T_BETAS, C_APPLIED, A_DEFAULT, F_HI_OPEN, 0, 0, 1,
         .opt = O_ADAM_ALL,
         .def_doc = "[0.9, 0.999]", .doc = "Decay rates [beta1, beta2] of the two moments."},
@@ -1470,12 +1472,14 @@ static void resolve_optimizer(ctx *x, zt_train_settings *s, double *lr)
                     "relative_step true (Hugging Face's rule: warmup_init shapes the relative "
                     "step size)");
         s->weight_decay = GIVEN(K_WD) ? (float)NUM(K_WD) : 0.0f;
-        if (s->relative_step) {
-            if (GIVEN(K_LR))
+        if (s->relative_step) { /* (an lr of 0 is no lr, as null is) */
+            if (GIVEN(K_LR) && NUM(K_LR) != 0.0)
                 problem(x, ZT_E_CONFIG, K_LR, keys[K_LR].path, "Adafactor with relative_step "
                         "true computes its own step size (min(1e-2, 1/sqrt(step))), so a "
-                        "manual lr cannot be combined with it (as in Hugging Face): remove lr "
-                        "(or null), or set relative_step false");
+                        "manual lr cannot be combined with it (as in Hugging Face: \"Cannot "
+                        "combine manual `lr` and `relative_step=True` options\"): remove "
+                        "optimizer.params.lr (or null, or 0), or set "
+                        "optimizer.params.relative_step false");
             if (AUTO(K_LR))
                 note(x, ZT_LOG_INFO, keys[K_LR].path, "\"auto\" -> none (Adafactor's relative "
                      "step size)");

@@ -162,6 +162,13 @@ static int check_config(const zt_config *c)
         return zt_fail(ZT_E_CONFIG, "config: Adafactor needs eps >= 0, clip_threshold > 0, "
                        "decay_rate < 0, beta1 < 1 (< 0: none) and relative_step with "
                        "warmup_init");
+    if (c->optimizer == ZT_OPT_ADAFACTOR && c->relative_step && c->lr != 0.0f)
+        return zt_fail(ZT_E_CONFIG, "config: Adafactor with relative_step 1 computes its own "
+                       "step size, so it cannot be combined with a manual lr (lr %g; Hugging "
+                       "Face: \"Cannot combine manual `lr` and `relative_step=True` options\"): "
+                       "set lr 0 (no lr; None in Python; zt_config_init's 1e-4 is AdamW's), or "
+                       "relative_step 0",
+                       (double)c->lr);
     if (!(c->grad_clip >= 0.0f) || c->threads < 0 || c->vocab_size < 0)
         return zt_fail(ZT_E_CONFIG, "config: grad_clip, threads and vocab_size must be >= 0");
     return 0;

@@ -112,7 +112,7 @@ struct zt_engine {
     size_t af_len, af_buf_n; /* doubles of one unit's sums at most; of af_buf */
     double *af_buf;
     float *af_lr;            /* the step sizes of the unit being updated */
-    float *af_cfac;          /* the column factors of the matrix being updated */
+    float *af_cfac;          /* the column factors and row means of the tensor being updated */
     zt_adafactor_hparams up_af; /* the update in progress (Adafactor) */
     float **Gs;              /* N > 1 or stage 2: this rank's shard of the reduced gradient */
     int overlap;             /* stages 2-3: reduce a unit while the next one computes */

@@ -154,14 +154,31 @@ const char *zt_ost_name(int opt)
 
 /* ---- the engine's state ------------------------------------------------------------------- */
 
-/* Adafactor's shape of parameter d: a matrix (factored, Hugging Face: two or more
- * dimensions) or a vector */
+/* Adafactor's shape of parameter d: factored over its last two dimensions when it has two
+ * or more (Hugging Face's rule: [..., R, C] is B = the product of the leading dimensions
+ * R x C matrices), otherwise a vector */
 static zt_adafactor_shape af_shape(const zt_param_def *d)
 {
-    zt_adafactor_shape sh = {d->numel, 0};
-    if (d->ndim == 2)
-        sh = (zt_adafactor_shape){(size_t)d->shape[0], (size_t)d->shape[1]};
+    zt_adafactor_shape sh = {d->numel, 0, 1};
+    if (d->ndim >= 2) {
+        sh = (zt_adafactor_shape){(size_t)d->shape[d->ndim - 2], (size_t)d->shape[d->ndim - 1],
+                                  1};
+        for (int k = 0; k < d->ndim - 2; k++)
+            sh.batch *= (size_t)d->shape[k];
+    }
     return sh;
+}
+
+/* the factored moments of a shape: its rows (B x R, the row sums' count and the column
+ * moments' offset) and all of them (B x (R + C)); 0 for a vector */
+static size_t af_rows(const zt_adafactor_shape *sh)
+{
+    return sh->cols ? sh->batch * sh->rows : 0;
+}
+
+static size_t af_moments(const zt_adafactor_shape *sh)
+{
+    return sh->cols ? sh->batch * (sh->rows + sh->cols) : 0;
 }
 
 static int param_compact(const zt_engine *e, int i)
@@ -211,7 +228,7 @@ int zt_ost_setup(zt_engine *e)
         zt_adam8_maps_init(e->maps);
     }
     if (e->opt == ZT_OPT_ADAFACTOR) {
-        size_t most = 0, mostp = 0, cols = 1;
+        size_t most = 0, mostp = 0, scratch = 1;
         if (!(e->af_off = calloc((size_t)np, sizeof *e->af_off)) ||
             !(e->af_soff = calloc((size_t)np, sizeof *e->af_soff)))
             return zt_fail(ZT_E_NOMEM, "out of memory");
@@ -222,15 +239,12 @@ int zt_ost_setup(zt_engine *e)
             for (int i = ud->first_param; i < ud->first_param + ud->n_params; i++) {
                 const zt_param_def *d = &e->layout.params[i];
                 zt_adafactor_shape sh = af_shape(d);
-                if (d->ndim > 2)
-                    return zt_fail(ZT_E_UNSUPPORTED, "Adafactor: parameter \"%s\" has %d "
-                                   "dimensions; factored moments are implemented for "
-                                   "matrices", d->name, d->ndim);
-                cols = sh.cols > cols ? sh.cols : cols;
+                size_t sc = zt_adafactor_scratch(&sh);
+                scratch = sc > scratch ? sc : scratch;
                 e->af_off[i] = e->af_floats;
-                e->af_floats += sh.cols ? sh.rows + sh.cols : 0;
+                e->af_floats += af_moments(&sh);
                 e->af_soff[i] = len; /* [row sums][column sums][p^2] */
-                len += (sh.cols ? sh.rows + sh.cols : 0) + 1;
+                len += af_moments(&sh) + 1;
             }
             most = len > most ? len : most;
             mostp = (size_t)ud->n_params > mostp ? (size_t)ud->n_params : mostp;
@@ -240,7 +254,7 @@ int zt_ost_setup(zt_engine *e)
         e->af_buf_n = e->af_len * (size_t)(2 + N);
         if (!(e->af_buf = malloc(e->af_buf_n * sizeof *e->af_buf)) ||
             !(e->af_lr = malloc(mostp * sizeof *e->af_lr)) ||
-            !(e->af_cfac = malloc(cols * sizeof *e->af_cfac)))
+            !(e->af_cfac = malloc(scratch * sizeof *e->af_cfac)))
             return zt_fail(ZT_E_NOMEM, "out of memory");
     }
     return 0;
@@ -362,10 +376,9 @@ static int af_phase(zt_engine *e, int u, zt_spart *const *parts, int n_parts,
     double *acc = e->af_buf, *all = e->af_buf + 2 * L;
     int i0 = ud->first_param, il = i0 + ud->n_params - 1;
     if (phase == 1) {
+        zt_adafactor_shape shl = af_shape(&e->layout.params[il]);
         r0 = 0;
-        r1 = e->af_soff[il] + 1 + (af_shape(&e->layout.params[il]).cols
-                                       ? af_shape(&e->layout.params[il]).rows +
-                                             af_shape(&e->layout.params[il]).cols : 0);
+        r1 = e->af_soff[il] + 1 + af_moments(&shl);
     } else {
         r0 = L - (size_t)ud->n_params;
         r1 = L;
@@ -380,17 +393,18 @@ static int af_phase(zt_engine *e, int u, zt_spart *const *parts, int n_parts,
             zt_adafactor_shape sh = af_shape(d);
             size_t off = x->a - d->offset, n = x->j1 - x->j0, s0 = e->af_soff[x->param];
             if (phase == 1) {
-                zt_adafactor_sums s = {acc + s0, acc + s0 + sh.rows,
-                                       acc[s0 + (sh.cols ? sh.rows + sh.cols : 0)]};
+                zt_adafactor_sums s = {acc + s0, acc + s0 + af_rows(&sh),
+                                       acc[s0 + af_moments(&sh)]};
                 zt_adafactor_sums_add(&sh, off, n, p_at(io, x, x->j0), g_at(io, x, x->j0), gs,
                                       hp->eps1, &s);
-                acc[s0 + (sh.cols ? sh.rows + sh.cols : 0)] = s.p_sumsq;
+                acc[s0 + af_moments(&sh)] = s.p_sumsq;
             } else {
                 const float *rc = sh.cols ? e->af_rc + e->af_off[x->param] : NULL;
                 float *vv = sh.cols ? NULL : views[k].fv + (x->f0 - views[k].f0);
                 acc[L - (size_t)ud->n_params + (size_t)(x->param - i0)] +=
                     zt_adafactor_precondition(&sh, hp, off, n, g_at(io, x, x->j0), gs, rc,
-                                              rc ? rc + sh.rows : NULL, vv, NULL, e->af_cfac);
+                                              rc ? rc + af_rows(&sh) : NULL, vv, NULL,
+                                              e->af_cfac);
             }
             ZT_TRY(poll(e));
         }
@@ -423,10 +437,10 @@ int zt_ost_adafactor_unit(zt_engine *e, int u, zt_spart *const *parts, int n_par
         const zt_param_def *d = &e->layout.params[i];
         zt_adafactor_shape sh = af_shape(d);
         size_t s0 = e->af_soff[i];
-        zt_adafactor_sums s = {total + s0, total + s0 + sh.rows,
-                               total[s0 + (sh.cols ? sh.rows + sh.cols : 0)]};
+        zt_adafactor_sums s = {total + s0, total + s0 + af_rows(&sh),
+                               total[s0 + af_moments(&sh)]};
         float *row = sh.cols ? e->af_rc + e->af_off[i] : NULL;
-        e->af_lr[i - i0] = zt_adafactor_stats(&sh, hp, &s, row, row ? row + sh.rows : NULL);
+        e->af_lr[i - i0] = zt_adafactor_stats(&sh, hp, &s, row, row ? row + af_rows(&sh) : NULL);
     }
     /* phase 2: the RMS of each tensor's preconditioned update */
     ZT_TRY(af_phase(e, u, parts, n_parts, views, io, 2, total));
@@ -441,7 +455,7 @@ int zt_ost_adafactor_unit(zt_engine *e, int u, zt_spart *const *parts, int n_par
             const float *vv = sh.cols ? NULL : views[k].fv + (x->f0 - views[k].f0);
             float *m = e->beta1 ? views[k].m + (x->j0 - views[k].c0) : NULL;
             zt_adafactor_apply_grad(&sh, hp, x->a - d->offset, x->j1 - x->j0, g_at(io, x, x->j0),
-                                    gs, rc, rc ? rc + sh.rows : NULL, vv,
+                                    gs, rc, rc ? rc + af_rows(&sh) : NULL, vv,
                                     total[L - (size_t)ud->n_params + (size_t)(x->param - i0)],
                                     e->af_lr[x->param - i0], m, p_at(io, x, x->j0), d->decay,
                                     e->af_cfac);
@@ -476,8 +490,10 @@ double zt_ost_predict_bytes(const zt_engine *e, int N, int whole, double *replic
         const zt_param_def *d = &e->layout.params[i];
         if (param_compact(e, i))
             compact += (double)d->numel * f;
-        else if (opt == ZT_OPT_ADAFACTOR)
-            rc += (double)(af_shape(d).rows + af_shape(d).cols);
+        else if (opt == ZT_OPT_ADAFACTOR) {
+            zt_adafactor_shape sh = af_shape(d);
+            rc += (double)af_moments(&sh);
+        }
     }
     *replicated = 4.0 * rc;
     switch (opt) {

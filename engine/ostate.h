@@ -17,8 +17,9 @@
  *               block maxima of every position, fp32 moments of the compact positions (the
  *               tensors below min_8bit_size or named by fp32_state; their codes are unused)
  *   Adafactor   m[n] (floats, only with beta1), v[nc]: the compact positions are the
- *               vectors' (their full second moment); matrices keep factored row / column
- *               moments replicated on every rank (zt_engine.af_rc), outside this layout. */
+ *               vectors' (their full second moment); tensors of two or more dimensions keep
+ *               factored row / column moments (per matrix of the last two dimensions)
+ *               replicated on every rank (zt_engine.af_rc), outside this layout. */
 #ifndef ZT_ENGINE_OSTATE_H
 #define ZT_ENGINE_OSTATE_H
 

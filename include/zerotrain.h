@@ -497,9 +497,12 @@ typedef struct zt_config {
      * (adafactor_eps1 1e-30 added to g^2, adafactor_eps2 1e-3 the least parameter scale),
      * clip_threshold 1, decay_rate -0.8, adafactor_beta1 < 0 = no first moment,
      * relative_step 1 (the step size is min(1e-2, 1/sqrt(t)), or 1e-6 t with warmup_init,
-     * and the lr argument of zt_engine_step is not used), scale_parameter 1 (times the
-     * parameter's RMS, at least eps2). Matrices keep factored row and column moments
-     * (replicated on every rank, small), vectors a full one. Every optimizer is
+     * and the lr argument of zt_engine_step is not used; lr here must be 0, no lr, as
+     * Hugging Face refuses a manual lr with relative steps), scale_parameter 1 (times the
+     * parameter's RMS, at least eps2). Tensors of two or more dimensions keep factored row
+     * and column moments over their last two dimensions (Hugging Face's exp_avg_sq_row
+     * shape[:-1] and exp_avg_sq_col shape[:-2] + shape[-1:]; replicated on every rank,
+     * small), vectors a full one. Every optimizer is
      * sharded by ZeRO, offloadable and checkpointed like AdamW, and gives the same bits at
      * every stage for one world size. */
     int optimizer;

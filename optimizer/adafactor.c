@@ -1,9 +1,10 @@
 /* adafactor.c - Adafactor in three phases over tensor pieces (adafactor.h), the arithmetic
  * of transformers' Adafactor.step in float32: beta2 = 1 - t^decay_rate; row / column
- * moments of g^2 + eps1 (factored) or a full moment; u = g / sqrt(v_hat); u /= max(1,
- * rms(u) / clip); u *= lr, lr = max(eps2, rms(p)) * min(1e-2 (or 1e-6 t with warmup_init),
- * 1 / sqrt(t)) with relative steps and parameter scaling; optional first moment; decay
- * p -= wd lr p; p -= u. */
+ * moments of g^2 + eps1 per matrix of the last two dimensions (factored) or a full moment;
+ * u = g / sqrt(v_hat); u /= max(1, rms(u) / clip); u *= lr, lr = max(eps2, rms(p)) *
+ * min(1e-2 (or 1e-6 t with warmup_init), 1 / sqrt(t)) with relative steps and parameter
+ * scaling; optional first moment; decay p -= wd lr p; p -= u. The RMS terms span the whole
+ * tensor. */
 #include "adafactor.h"
 #include "adamw.h"
 #include "../common/prof.h"
@@ -18,9 +19,19 @@ void zt_adafactor_defaults(zt_adafactor_hparams *hp)
                                  .scale_parameter = 1, .warmup_init = 0, .step = 1};
 }
 
+static size_t batch_of(const zt_adafactor_shape *sh)
+{
+    return sh->batch ? sh->batch : 1;
+}
+
 static size_t numel_of(const zt_adafactor_shape *sh)
 {
-    return sh->rows * (sh->cols ? sh->cols : 1);
+    return batch_of(sh) * sh->rows * (sh->cols ? sh->cols : 1);
+}
+
+size_t zt_adafactor_scratch(const zt_adafactor_shape *sh)
+{
+    return sh->cols ? batch_of(sh) * (sh->cols + 1) : 0;
 }
 
 /* beta2 of the step and 1 - beta2, computed in double and rounded as the reference passes
@@ -36,7 +47,9 @@ static void beta2_of(const zt_adafactor_hparams *hp, float *b2t, float *one_b2t)
  * squares of p and of the update in partial sums of SUM_CHUNK consecutive elements added in
  * order (zt_sumsq's rule; within a chunk eight interleaved partial sums added pairwise), the
  * row sums row by row (the same eight-lane rule over each piece's stretch of a row), the
- * column sums column by column over the rows in order. */
+ * column sums column by column over the rows of their matrix in order. Rows are numbered
+ * across the B matrices (row i is row i mod R of matrix i / R), so a tensor of B matrices
+ * sums its rows exactly as one matrix of B x R rows would. */
 #define SUM_CHUNK 4096
 #define SUM_GROUP 64 /* partial sums computed at once (in parallel) */
 
@@ -46,7 +59,7 @@ void zt_adafactor_sums_add(const zt_adafactor_shape *sh, size_t off, size_t n, c
     s->p_sumsq += zt_sumsq(p, n);
     if (!sh->cols || !n)
         return;
-    size_t cols = sh->cols, r0 = off / cols, r1 = (off + n - 1) / cols + 1;
+    size_t cols = sh->cols, rows = sh->rows, r0 = off / cols, r1 = (off + n - 1) / cols + 1;
     /* rows: each sums its own stretch of the piece */
 #pragma omp parallel for schedule(static) if (n > 65536)
     for (size_t i = r0; i < r1; i++) {
@@ -74,9 +87,10 @@ void zt_adafactor_sums_add(const zt_adafactor_shape *sh, size_t off, size_t n, c
         for (size_t i = r0; i < r1; i++) { /* elements [lo, hi) of the tensor */
             size_t lo = i * cols + c0 > off ? i * cols + c0 : off;
             size_t hi = i * cols + c1 < off + n ? i * cols + c1 : off + n;
+            double *cs = s->col_sum + (i / rows) * cols - i * cols; /* matrix i / R's */
             for (size_t e = lo; e < hi; e++) {
                 float gk = g[e - off] * grad_scale;
-                s->col_sum[e - i * cols] += gk * gk + eps1;
+                cs[e] += gk * gk + eps1;
             }
         }
     }
@@ -97,9 +111,10 @@ float zt_adafactor_stats(const zt_adafactor_shape *sh, const zt_adafactor_hparam
     float b2t, one_b2t;
     beta2_of(hp, &b2t, &one_b2t);
     if (sh->cols) {
-        for (size_t i = 0; i < sh->rows; i++) /* means over the columns */
+        size_t B = batch_of(sh);
+        for (size_t i = 0; i < B * sh->rows; i++) /* means over the columns */
             row[i] = row[i] * b2t + one_b2t * (float)(s->row_sum[i] / (double)sh->cols);
-        for (size_t j = 0; j < sh->cols; j++) /* over the rows */
+        for (size_t j = 0; j < B * sh->cols; j++) /* over the rows of each matrix */
             col[j] = col[j] * b2t + one_b2t * (float)(s->col_sum[j] / (double)sh->rows);
     }
     double rel = zt_adafactor_step_size(hp);
@@ -111,55 +126,72 @@ float zt_adafactor_stats(const zt_adafactor_shape *sh, const zt_adafactor_hparam
     return (float)(scale * rel);
 }
 
-/* the mean of the row moments (a matrix's preconditioner divides by it) */
-static float row_mean(const zt_adafactor_shape *sh, const float *row)
+/* the mean of matrix b's row moments (its preconditioner divides by it) */
+static float row_mean(const zt_adafactor_shape *sh, const float *row, size_t b)
 {
     double rsum = 0.0;
-    for (size_t i = 0; i < sh->rows; i++)
+    for (size_t i = b * sh->rows; i < (b + 1) * sh->rows; i++)
         rsum += row[i];
     return (float)(rsum / (double)sh->rows);
 }
 
-/* A matrix's preconditioner over the elements [off, off + n): for each row its factor
- * 1/sqrt(row_i / mean(row)) and the stretch of columns, with the column factors
- * 1/sqrt(col_j) from cfac (when given: computed once for all columns) or computed here. The
- * element's u is r * c * gk, gk = g * grad_scale. */
+/* A factored tensor's preconditioner over the elements [off, off + n): for each row i of
+ * matrix b its factor 1/sqrt(row_i / mean_b(row)) and the stretch of columns, with the
+ * column factors 1/sqrt(col_bj) and the row means from cfac (when given: computed once for
+ * all matrices) or computed here. The element's u is r * c * gk, gk = g * grad_scale. */
 typedef struct factors {
     const zt_adafactor_shape *sh;
     const float *row, *col;
-    float rmean;
+    const float *rmean; /* [B] (cfac's tail, or rmean1 for one matrix), or NULL */
+    float rmean1;
     float *cfac;
 } factors;
 
 static void factors_init(factors *f, const zt_adafactor_shape *sh, const float *row,
                          const float *col, float *cfac)
 {
+    size_t B = batch_of(sh);
     f->sh = sh;
     f->row = row;
     f->col = col;
-    f->rmean = row_mean(sh, row);
     f->cfac = cfac;
-    for (size_t j = 0; cfac && j < sh->cols; j++)
-        cfac[j] = 1.0f / sqrtf(col[j]);
+    f->rmean = NULL;
+    if (cfac) {
+        for (size_t j = 0; j < B * sh->cols; j++)
+            cfac[j] = 1.0f / sqrtf(col[j]);
+        for (size_t b = 0; b < B; b++)
+            cfac[B * sh->cols + b] = row_mean(sh, row, b);
+        f->rmean = cfac + B * sh->cols;
+    } else if (B == 1) {
+        f->rmean1 = row_mean(sh, row, 0);
+        f->rmean = &f->rmean1;
+    }
 }
 
-/* u of the elements [off, off + n) of a matrix into out, row stretch by row stretch (the
- * inner loops vectorize; each element's arithmetic is the same either way) */
+/* u of the elements [off, off + n) of a factored tensor into out, row stretch by row
+ * stretch (the inner loops vectorize; each element's arithmetic is the same either way) */
 static void factored_u(const factors *f, size_t off, size_t n, const float *g, float grad_scale,
                        float *out)
 {
-    size_t cols = f->sh->cols, i = off / cols, j = off % cols;
+    size_t cols = f->sh->cols, rows = f->sh->rows, i = off / cols, j = off % cols;
+    size_t mb = (size_t)-1; /* the matrix whose row mean is in rm (without f->rmean) */
+    float rm = 0.0f;
     for (size_t k = 0; k < n; i++, j = 0) {
-        float r = 1.0f / sqrtf(f->row[i] / f->rmean);
+        size_t b = i / rows;
+        if (f->rmean)
+            rm = f->rmean[b];
+        else if (b != mb)
+            rm = row_mean(f->sh, f->row, mb = b);
+        float r = 1.0f / sqrtf(f->row[i] / rm);
         size_t m = cols - j < n - k ? cols - j : n - k;
         const float *gk = g + k;
         float *o = out + k;
         if (f->cfac) {
-            const float *cf = f->cfac + j;
+            const float *cf = f->cfac + b * cols + j;
             for (size_t q = 0; q < m; q++)
                 o[q] = r * cf[q] * (gk[q] * grad_scale);
         } else {
-            const float *cl = f->col + j;
+            const float *cl = f->col + b * cols + j;
             for (size_t q = 0; q < m; q++)
                 o[q] = r * (1.0f / sqrtf(cl[q])) * (gk[q] * grad_scale);
         }

@@ -1,11 +1,14 @@
 /* adafactor.h - Adafactor (Shazeer & Stern 2018) as Hugging Face's transformers implements
  * it, on pieces of tensors: a ZeRO shard holds any flat range of a matrix, while the
  * factored second moment needs row and column sums over the whole matrix and the update's
- * RMS over the whole tensor. So a step has three phases per tensor, with sums the caller
- * reduces over all pieces in between (the engine all-reduces them; this code never calls
- * MPI):
- *   1. zt_adafactor_sums: each piece adds its g^2 + eps1 into the row and column sums (2-D
- *      tensors) and its p^2 into the parameter's sum of squares;
+ * RMS over the whole tensor. A tensor of two or more dimensions [..., R, C] is factored over
+ * its last two (Hugging Face's rule): B = the product of the leading dimensions independent
+ * R x C matrices, each with its own row and column moments, while the parameter's and the
+ * update's RMS span the whole tensor. So a step has three phases per tensor, with sums the
+ * caller reduces over all pieces in between (the engine all-reduces them; this code never
+ * calls MPI):
+ *   1. zt_adafactor_sums: each piece adds its g^2 + eps1 into the row and column sums
+ *      (factored tensors) and its p^2 into the parameter's sum of squares;
  *   2. zt_adafactor_stats on every rank with the reduced sums: the row / column moments
  *      (replicated state, small) and the step's lr; then zt_adafactor_precondition per
  *      piece: u = g / sqrt(v_hat) (1-D tensors update their per-element moment here), and
@@ -33,13 +36,17 @@ typedef struct zt_adafactor_hparams {
 
 void zt_adafactor_defaults(zt_adafactor_hparams *hp);
 
-/* A tensor's shape for Adafactor: rows x cols (a matrix: factored) or cols = 0 (a vector,
- * or any tensor of one dimension: a full second moment). numel = rows x max(cols, 1). */
+/* A tensor's shape for Adafactor: batch x rows x cols (factored: [..., R, C] with batch =
+ * B the product of the leading dimensions, 0 taken as 1 so that {rows, cols} is one
+ * matrix) or cols = 0 (a tensor of one dimension: a full second moment). numel = B x rows x
+ * max(cols, 1). The factored moments are row[B x rows] (Hugging Face's exp_avg_sq_row of
+ * shape [..., R]) and col[B x cols] (exp_avg_sq_col [..., C]), matrix b's at b x rows and
+ * b x cols. */
 typedef struct zt_adafactor_shape {
-    size_t rows, cols;
+    size_t rows, cols, batch;
 } zt_adafactor_shape;
 
-/* The reduced sums of phase 1 (row_sum[rows], col_sum[cols] for a matrix). */
+/* The reduced sums of phase 1 (row_sum[B x rows], col_sum[B x cols] when factored). */
 typedef struct zt_adafactor_sums {
     double *row_sum, *col_sum;
     double p_sumsq;
@@ -54,16 +61,20 @@ void zt_adafactor_sums_add(const zt_adafactor_shape *sh, size_t off, size_t n, c
  * (warmup_init: min(1e-6 t, 1/sqrt(t))). */
 double zt_adafactor_step_size(const zt_adafactor_hparams *hp);
 
-/* Phase 2a, identical on every rank: the factored moments row[rows], col[cols] updated with
- * the reduced sums (means over the other dimension), and the step's learning rate. */
+/* Phase 2a, identical on every rank: the factored moments row[B x rows], col[B x cols]
+ * updated with the reduced sums (means over the other dimension of each matrix), and the
+ * step's learning rate. */
 float zt_adafactor_stats(const zt_adafactor_shape *sh, const zt_adafactor_hparams *hp,
                          const zt_adafactor_sums *s, float *row, float *col);
 
-/* Phase 2b for a piece: u[n] = the preconditioned gradient (a matrix: g * rsqrt(row_i /
- * mean(row)) * rsqrt(col_j); a vector: its moment v[n] (the piece's) updated, g / sqrt(v));
- * returns the piece's sum of u^2. u may be NULL (only the sum, and a vector's moment).
- * cfac: NULL, or cols floats of scratch for the column factors (computed once per call
- * instead of once per element; the same values). */
+/* Phase 2b for a piece: u[n] = the preconditioned gradient (factored, element (b, i, j):
+ * rsqrt(row_bi / mean_i(row_bi)) * rsqrt(col_bj) * g; a vector: its moment v[n] (the
+ * piece's) updated, g / sqrt(v)); returns the piece's sum of u^2. u may be NULL (only the
+ * sum, and a vector's moment). cfac: NULL, or zt_adafactor_scratch(sh) floats for the
+ * column factors and the row means (computed once per call instead of once per element or
+ * row; the same values). */
+size_t zt_adafactor_scratch(const zt_adafactor_shape *sh);
+
 double zt_adafactor_precondition(const zt_adafactor_shape *sh, const zt_adafactor_hparams *hp,
                                  size_t off, size_t n, const float *g, float grad_scale,
                                  const float *row, const float *col, float *v, float *u,

@@ -379,7 +379,7 @@ class Optimizer:
             e.param(g, self._names[u])[...] += np.asarray(grads[u], dtype=np.float32)
             e.grads_ready(u)
             e.release(u)
-        info = e.step(self.lr if lr is None else lr)
+        info = e.step((self.lr or 0.0) if lr is None else lr)  # (None: no lr)
         e.zero_grad()
         self._copy_out()
         return info

@@ -4,13 +4,16 @@
  * traffic report (a replay of the recorded order) equals the gathers measured, for holds
  * that do not nest; ranks that register different shapes, or one rank that fails alone at
  * commit, are refused on every rank with a message naming the unit or that rank; with
- * "nonfinite DIR", a NaN in one rank's shard stops every rank's save. Prints one line per
- * check; the exit status is the verdict. */
+ * "nonfinite DIR", a NaN in one rank's shard stops every rank's save; with "adafactor ...",
+ * Adafactor over 3-D and 4-D tensors (adafactor_run). Prints one line per check; the exit
+ * status is the verdict. */
 #define ZT_EXPERIMENTAL
 #include "zerotrain.h"
+#include "../optimizer/adafactor.h"
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static zt_engine *model(int stage)
@@ -140,6 +143,192 @@ static int nonfinite(int rank, int size, const char *dir)
     return bad;
 }
 
+/* "adafactor STAGE STEPS OUT [save ROOT AT | load DIR]": Adafactor (Hugging Face's defaults
+ * with beta1 0.9 and weight decay) over tensors of 3, 4, 2 and 1 dimensions ([4, 24, 20],
+ * [2, 3, 8, 12], [48, 40], [20]) in two units at ZeRO stage STAGE. Rank 0 adds the whole
+ * gradient, the others zeros, so the reduced gradient has the same bits at every N. After
+ * step STEPS rank 0 writes every parameter to OUT (raw floats in order; the stages must give
+ * the same bytes) and compares them with the kernels on whole tensors from the start
+ * (test_adafactor.c holds those to transformers): within 1e-6 of each tensor's largest |p|
+ * (the sums over shards are added in another order). save: a checkpoint after step AT (and
+ * the steps go on); load: resumes from DIR first, then steps up to STEPS. */
+#define AF_T 4
+static const int af_nd[AF_T] = {3, 4, 2, 1};
+static const int64_t af_dims[AF_T][4] = {{4, 24, 20}, {2, 3, 8, 12}, {48, 40}, {20}};
+
+static size_t af_numel(int t)
+{
+    size_t n = 1;
+    for (int k = 0; k < af_nd[t]; k++)
+        n *= (size_t)af_dims[t][k];
+    return n;
+}
+
+static float af_p0(int t, size_t k) { return 0.05f * sinf(0.7f * (float)k + (float)t); }
+
+static float af_grad(int t, int step, size_t k)
+{
+    if (t == 0 && k % 97 < 3)
+        return 0.0f; /* zero gradients: the eps1 floor */
+    return 0.01f * cosf(0.37f * (float)k + 1.3f * (float)step + 0.5f * (float)t);
+}
+
+/* the kernels on whole tensors: p[t] after `steps` steps from the start */
+static void af_reference(int steps, float beta1, float wd, float **p)
+{
+    for (int t = 0; t < AF_T; t++) {
+        size_t n = af_numel(t);
+        zt_adafactor_shape sh = {n, 0, 1};
+        if (af_nd[t] >= 2) {
+            sh = (zt_adafactor_shape){(size_t)af_dims[t][af_nd[t] - 2],
+                                      (size_t)af_dims[t][af_nd[t] - 1], 1};
+            for (int k = 0; k < af_nd[t] - 2; k++)
+                sh.batch *= (size_t)af_dims[t][k];
+        }
+        size_t nr = sh.cols ? sh.batch * sh.rows : 1, ncl = sh.cols ? sh.batch * sh.cols : 1;
+        float *g = malloc(n * 4), *v = calloc(n, 4), *m = calloc(n, 4), *u = malloc(n * 4);
+        float *row = calloc(nr, 4), *col = calloc(ncl, 4);
+        double *rs = malloc(nr * 8), *cs = malloc(ncl * 8);
+        for (size_t k = 0; k < n; k++)
+            p[t][k] = af_p0(t, k);
+        for (int s = 1; s <= steps; s++) {
+            zt_adafactor_hparams hp;
+            zt_adafactor_defaults(&hp);
+            hp.beta1 = beta1;
+            hp.weight_decay = wd;
+            hp.step = s;
+            for (size_t k = 0; k < n; k++)
+                g[k] = af_grad(t, s, k);
+            memset(rs, 0, nr * 8);
+            memset(cs, 0, ncl * 8);
+            zt_adafactor_sums sm = {rs, cs, 0.0};
+            zt_adafactor_sums_add(&sh, 0, n, p[t], g, 1.0f, hp.eps1, &sm);
+            float lr = zt_adafactor_stats(&sh, &hp, &sm, row, col);
+            double usq = zt_adafactor_precondition(&sh, &hp, 0, n, g, 1.0f, row, col, v, u, NULL);
+            zt_adafactor_apply(&hp, n, usq, lr, n, u, m, p[t], 1);
+        }
+        free(g); free(v); free(m); free(u); free(row); free(col); free(rs); free(cs);
+    }
+}
+
+static int adafactor_run(int rank, int argc, char **argv)
+{
+    int stage = atoi(argv[2]), steps = atoi(argv[3]), save_at = -1, rc = 0, bad = 0;
+    const char *out = argv[4], *save = NULL, *load = NULL;
+    const float beta1 = 0.9f, wd = 0.01f;
+    if (argc == 8 && strcmp(argv[5], "save") == 0)
+        save = argv[6], save_at = atoi(argv[7]);
+    else if (argc == 7 && strcmp(argv[5], "load") == 0)
+        load = argv[6];
+    zt_config c;
+    zt_engine *e = NULL;
+    int idx[AF_T];
+    static char names[AF_T][8];
+    zt_config_init(&c);
+    c.zero_stage = stage;
+    c.persist_threshold = 0;
+    c.collective_timeout = 60;
+    c.optimizer = ZT_OPT_ADAFACTOR;
+    c.lr = 0.0f; /* relative steps */
+    c.adafactor_beta1 = beta1;
+    c.weight_decay = wd;
+    c.decay_all = 1;
+    c.bucket_size = 700; /* several pieces per unit */
+    rc = zt_engine_create(&c, MPI_COMM_WORLD, &e);
+    for (int u = 0; rc == 0 && u < 2; u++) {
+        int id;
+        rc = zt_engine_add_unit(e, u ? "u1" : "u0", 2, &id);
+        for (int t = 2 * u; rc == 0 && t < 2 * u + 2; t++) {
+            size_t n = af_numel(t);
+            float *v0 = malloc(n * 4);
+            for (size_t k = 0; k < n; k++)
+                v0[k] = af_p0(t, k);
+            snprintf(names[t], sizeof names[t], "t%d", t);
+            zt_param_spec sp = {names[t], af_nd[t], af_dims[t], ZT_INIT_VALUES, 0, v0, 0, NULL};
+            rc = zt_engine_add_param(e, id, &sp, &idx[t]);
+            free(v0);
+        }
+    }
+    if (rc == 0)
+        rc = zt_engine_commit(e);
+    zt_train_state st = {0, 0, 1};
+    if (rc == 0 && load)
+        rc = zt_checkpoint_load(e, load, &st);
+    for (int s = (int)st.step + 1; rc == 0 && s <= steps; s++) {
+        float *p, *g;
+        for (int u = 0; rc == 0 && u < 2; u++)
+            if ((rc = zt_engine_unit_acquire(e, u, ZT_FOR_FORWARD, &p, NULL)) == 0)
+                rc = zt_engine_unit_release(e, u);
+        for (int u = 1; rc == 0 && u >= 0; u--) {
+            if ((rc = zt_engine_unit_acquire(e, u, ZT_FOR_BACKWARD, &p, &g)) < 0)
+                break;
+            for (int t = 2 * u; rank == 0 && t < 2 * u + 2; t++) {
+                zt_param_info pi;
+                zt_engine_param_get(e, idx[t], &pi);
+                for (size_t k = 0; k < pi.numel; k++)
+                    g[pi.offset + k] += af_grad(t, s, k);
+            }
+            if ((rc = zt_engine_unit_grads_ready(e, u)) == 0)
+                rc = zt_engine_unit_release(e, u);
+        }
+        if (rc == 0)
+            rc = zt_engine_step(e, 0.0f, NULL);
+        if (rc == 0)
+            rc = zt_engine_zero_grad(e);
+        st.step = s;
+        if (rc == 0 && s == save_at)
+            rc = zt_checkpoint_save(e, save, &st, NULL, 0);
+    }
+    float *mine[AF_T] = {0}, *ref[AF_T] = {0};
+    for (int t = 0; t < AF_T; t++) {
+        mine[t] = calloc(af_numel(t), 4);
+        ref[t] = calloc(af_numel(t), 4);
+    }
+    for (int u = 0; rc == 0 && u < 2; u++) {
+        float *p;
+        if ((rc = zt_engine_unit_acquire(e, u, ZT_FOR_FORWARD | ZT_FOR_EVAL, &p, NULL)) < 0)
+            break;
+        for (int t = 2 * u; t < 2 * u + 2; t++) {
+            zt_param_info pi;
+            zt_engine_param_get(e, idx[t], &pi);
+            memcpy(mine[t], p + pi.offset, pi.numel * 4);
+        }
+        rc = zt_engine_unit_release(e, u);
+    }
+    if (rc < 0) {
+        printf("FAIL: rank %d: adafactor stage %d: %s\n", rank, stage,
+               e ? zt_engine_last_error(e) : zt_last_error());
+        bad = 1;
+    } else if (rank == 0) {
+        FILE *f = fopen(out, "wb");
+        double worst = 0.0;
+        af_reference(steps, beta1, wd, ref);
+        for (int t = 0; t < AF_T; t++) {
+            size_t n = af_numel(t);
+            float dmax = 0.0f, pmax = 0.0f, moved = 0.0f;
+            for (size_t k = 0; k < n; k++) {
+                float d = fabsf(mine[t][k] - ref[t][k]);
+                dmax = d > dmax ? d : dmax;
+                pmax = fabsf(ref[t][k]) > pmax ? fabsf(ref[t][k]) : pmax;
+                moved = fmaxf(moved, fabsf(mine[t][k] - af_p0(t, k)));
+            }
+            bad |= !(dmax <= 1e-6f * pmax) || !(moved > 1e-4f); /* (steps of ~5e-4) */
+            worst = dmax / pmax > worst ? dmax / pmax : worst;
+            if (f)
+                bad |= fwrite(mine[t], 4, n, f) != n;
+        }
+        bad |= !f || fclose(f) != 0;
+        printf("%s: rank 0: adafactor stage %d: %d steps: max |p - kernels| / max |p| = %.3g\n",
+               bad ? "FAIL" : "ok", stage, steps, worst);
+    }
+    for (int t = 0; t < AF_T; t++) {
+        free(mine[t]);
+        free(ref[t]);
+    }
+    zt_engine_destroy(e);
+    return bad;
+}
+
 int main(int argc, char **argv)
 {
     int rank, size, bad = 0;
@@ -149,6 +338,11 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     if (argc == 3 && strcmp(argv[1], "nonfinite") == 0) {
         bad = nonfinite(rank, size, argv[2]);
+        MPI_Finalize();
+        return bad;
+    }
+    if ((argc == 5 || argc == 7 || argc == 8) && strcmp(argv[1], "adafactor") == 0) {
+        bad = adafactor_run(rank, argc, argv);
         MPI_Finalize();
         return bad;
     }

@@ -432,6 +432,12 @@ static void test_optimizer_settings(void **state)
     assert_true(s->relative_step && s->scale_parameter && !s->warmup_init);
     assert_true(s->weight_decay == 0.0f && s->lr == 0.0f);
     zt_train_config_destroy(c);
+    /* an lr of 0 is no lr, as null is: relative steps accept it */
+    c = parse_ok("{\"train_micro_batch_size_per_gpu\": 1, \"optimizer\": {\"type\": "
+                 "\"Adafactor\", \"params\": {\"lr\": 0}}}", "o", 1, 0);
+    s = zt_train_config_settings(c);
+    assert_true(s->relative_step && s->lr == 0.0f);
+    zt_train_config_destroy(c);
     /* the T5 fine-tuning recipe: a fixed lr a scheduler drives */
     c = parse_ok("{\"train_micro_batch_size_per_gpu\": 1, \"optimizer\": {\"type\": "
                  "\"Adafactor\", \"params\": {\"lr\": 0.001, \"relative_step\": false, "

@@ -191,6 +191,7 @@ static void adafactor_case(float beta1, int relative, float wd, float lr)
     c.optimizer = ZT_OPT_ADAFACTOR;
     c.adafactor_beta1 = beta1;
     c.relative_step = relative;
+    c.lr = relative ? 0.0f : lr;
     c.weight_decay = wd;
     int vocab, n, nmat = 0;
     zt_engine *e = tiny(&c, &vocab);
@@ -208,9 +209,9 @@ static void adafactor_case(float beta1, int relative, float wd, float lr)
             assert_true(fabsf(si.lr - fminf(1e-2f, 1.0f / sqrtf((float)step))) < 1e-7f);
         for (int i = 0; i < n; i++) {
             const zt_param_info *pi = &r[i].pi;
-            zt_adafactor_shape sh = {pi->numel, 0};
+            zt_adafactor_shape sh = {pi->numel, 0, 1};
             if (pi->ndim == 2)
-                sh = (zt_adafactor_shape){(size_t)pi->shape[0], (size_t)pi->shape[1]};
+                sh = (zt_adafactor_shape){(size_t)pi->shape[0], (size_t)pi->shape[1], 1};
             nmat += step == 1 && sh.cols;
             double *rs = calloc(sh.rows + 1, sizeof *rs), *cs = calloc(sh.cols + 1, sizeof *cs);
             zt_adafactor_sums s = {rs, cs, 0.0};
@@ -237,39 +238,47 @@ static void test_adafactor_engine(void **state)
     adafactor_case(0.9f, 0, 0.01f, 1e-3f);  /* a first moment, a fixed lr, weight decay */
 }
 
-/* Adafactor's phase 3 from the gradient gives the bits of precondition + apply */
+/* Adafactor's phase 3 from the gradient gives the bits of precondition + apply: a vector, a
+ * matrix, and a [3, 7, 3] tensor (three matrices) in pieces that cut its rows and matrices */
 static void test_adafactor_apply_grad(void **state)
 {
     (void)state;
-    for (int mat = 0; mat < 2; mat++) {
-        zt_adafactor_shape sh = mat ? (zt_adafactor_shape){7, 9} : (zt_adafactor_shape){63, 0};
-        size_t n = 63;
+    const zt_adafactor_shape shapes[3] = {{63, 0, 1}, {7, 9, 1}, {7, 3, 3}};
+    for (int c = 0; c < 3; c++) {
+        zt_adafactor_shape sh = shapes[c];
+        size_t n = 63, cut[3] = {0, c == 2 ? 23 : n, n};
         float p[63], q[63], g[63], u[63], v1[63], v2[63], m1[63] = {0}, m2[63] = {0};
-        float row[7], col[9];
-        double rs[7] = {0}, cs[9] = {0};
+        float row[21] = {0}, col[9] = {0}, cf[30];
+        double rs[21] = {0}, cs[9] = {0};
         zt_adafactor_hparams hp;
         zt_adafactor_defaults(&hp);
         hp.beta1 = 0.9f;
         hp.weight_decay = 0.1f;
+        assert_true(zt_adafactor_scratch(&sh) <= 30);
         for (size_t k = 0; k < n; k++) {
             p[k] = q[k] = sinf((float)k) * 0.1f;
             g[k] = cosf((float)k * 1.3f) * 0.01f;
             v1[k] = v2[k] = 0.0f;
         }
-        for (int i = 0; i < 7; i++)
-            row[i] = 0.0f;
-        for (int j = 0; j < 9; j++)
-            col[j] = 0.0f;
         zt_adafactor_sums s = {rs, cs, 0.0};
         zt_adafactor_sums_add(&sh, 0, n, p, g, 0.5f, hp.eps1, &s);
         float lr = zt_adafactor_stats(&sh, &hp, &s, row, col);
-        float cf[9];
-        double usq = zt_adafactor_precondition(&sh, &hp, 0, n, g, 0.5f, row, col, v1, u, NULL);
-        double usq2 = zt_adafactor_precondition(&sh, &hp, 0, n, g, 0.5f, row, col, v2, NULL, cf);
-        assert_true(usq == usq2);
+        double usq = 0.0, usq2 = 0.0;
+        for (int k = 0; k < 2; k++) { /* u in pieces without scratch, the sum with it */
+            size_t a = cut[k], m = cut[k + 1] - a;
+            usq += zt_adafactor_precondition(&sh, &hp, a, m, g + a, 0.5f, row, col, v1 + a,
+                                             u + a, NULL);
+        }
+        usq2 = zt_adafactor_precondition(&sh, &hp, 0, n, g, 0.5f, row, col, v2, NULL, cf);
+        assert_true(c == 2 || usq == usq2); /* (pieces: the same sum in another order) */
+        assert_true(fabs(usq - usq2) <= 1e-12 * usq);
         assert_memory_equal(v1, v2, sizeof v1);
         zt_adafactor_apply(&hp, n, usq, lr, n, u, m1, p, 1);
-        zt_adafactor_apply_grad(&sh, &hp, 0, n, g, 0.5f, row, col, v2, usq, lr, m2, q, 1, cf);
+        for (int k = 0; k < 2; k++) {
+            size_t a = cut[k], m = cut[k + 1] - a;
+            zt_adafactor_apply_grad(&sh, &hp, a, m, g + a, 0.5f, row, col, v2 + a, usq, lr,
+                                    m2 + a, q + a, 1, k ? cf : NULL);
+        }
         assert_memory_equal(p, q, sizeof p);
         assert_memory_equal(m1, m2, sizeof m1);
     }
@@ -285,6 +294,7 @@ static double bytes_per_param(int opt, float beta1, size_t *bytes)
     c.model_preset = "bert-mini";
     c.optimizer = opt;
     c.adafactor_beta1 = beta1;
+    c.lr = opt == ZT_OPT_ADAFACTOR ? 0.0f : c.lr; /* (relative steps take no lr) */
     if (zt_engine_create(&c, MPI_COMM_NULL, &e) != 0)
         fail_msg("create: %s", zt_last_error());
     assert_int_equal(zt_engine_report_get(e, &er), 0);
@@ -328,6 +338,26 @@ static void test_misuse(void **state)
     c.warmup_init = 1;
     assert_int_equal(zt_engine_create(&c, MPI_COMM_NULL, &e), ZT_E_CONFIG);
     assert_non_null(strstr(zt_last_error(), "warmup_init"));
+    /* relative steps and a manual lr (zt_config_init's AdamW 1e-4): Hugging Face's error;
+     * an lr of 0 is none */
+    zt_config_init(&c);
+    c.model_dir = fixture();
+    c.optimizer = ZT_OPT_ADAFACTOR;
+    assert_int_equal(zt_engine_create(&c, MPI_COMM_NULL, &e), ZT_E_CONFIG);
+    assert_non_null(strstr(zt_last_error(), "Adafactor with relative_step 1 computes its own "
+                                            "step size, so it cannot be combined with a manual "
+                                            "lr (lr 0.0001"));
+    assert_non_null(strstr(zt_last_error(), "set lr 0"));
+    assert_null(e);
+    c.lr = 0.0f;
+    assert_int_equal(zt_engine_create(&c, MPI_COMM_NULL, &e), 0);
+    zt_engine_destroy(e);
+    e = NULL;
+    c.relative_step = c.scale_parameter = 0;
+    c.lr = 1e-3f; /* the T5 fine-tuning settings */
+    assert_int_equal(zt_engine_create(&c, MPI_COMM_NULL, &e), 0);
+    zt_engine_destroy(e);
+    e = NULL;
     zt_config_init(&c);
     c.model_dir = fixture();
     c.optimizer = ZT_OPT_ADAMW8BIT;

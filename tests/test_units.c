@@ -718,6 +718,9 @@ static void test_config_set(void **state)
     EXPECT_ERR(zt_config_set(&c, "zero_stage", "3x"), "zero_stage \"3x\" is not an integer");
     EXPECT_ERR(zt_config_set(&c, "optimizer", "sgd"), "one of adamw, adamw8bit, adafactor");
     EXPECT_ERR(zt_config_set(&c, "lr", "nan"), "not a finite number");
+    assert_int_equal(zt_config_set(&c, "lr", "None"), 0); /* no lr (Python's None) */
+    assert_true(c.lr == 0.0f);
+    EXPECT_ERR(zt_config_set(&c, "beta1", "None"), "not a finite number");
     int n = 0;
     while (zt_config_key(n))
         n++;

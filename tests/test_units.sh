@@ -5,7 +5,9 @@
 # same N; its loss falls; resume from its checkpoint bit-identical to not stopping), ranks
 # that disagree on the order caught, the exports (zt_ only), the header from C99 -pedantic and
 # C++, and the Python binding (numpy AdamW within 1e-6, PyTorch's AdamW loss curve within
-# 1e-5; mpi4py's communicator). UNITS_LONG=1 adds NVMe offload, 8-bit AdamW and N = 3 runs.
+# 1e-5; mpi4py's communicator); Adafactor over 3-D and 4-D tensors at N = 2 and 3, every
+# stage, with checkpoints resumed across N. UNITS_LONG=1 adds NVMe offload, 8-bit AdamW and
+# N = 3 runs.
 # Usage: test_units.sh (from the repository root, after make)
 set -u
 MPI="mpirun --allow-run-as-root --oversubscribe"
@@ -61,6 +63,44 @@ for np in 2 3; do
     if timeout 120 $MPI -np $np build/tests/mpi_units >"$T/mpi_units.log" 2>&1 \
        && [ "$(grep -c '^ok: ' "$T/mpi_units.log")" -eq $((7 * np)) ]; then ok
     else bad "mismatched orders and shapes across $np ranks"; cat "$T/mpi_units.log"; fi
+done
+
+# Adafactor over tensors of 3 and 4 dimensions (and a matrix and a vector) through the unit
+# API at N = 2 and 3, every stage: the same bytes at every stage and N, equal to the kernels
+# on whole tensors; each run saves a checkpoint after step 2 (exp_avg_sq_row / _col in
+# Hugging Face's shapes), which the other N resumes at every stage to the same bytes
+afrun() { # NAME NP STAGE ARGS...
+    local name=$1 np=$2 st=$3; shift 3
+    timeout 120 $MPI -np "$np" build/tests/mpi_units adafactor "$st" 4 "$T/af$name.bin" "$@" \
+        >"$T/af$name.log" 2>&1 && grep -q "^ok: rank 0: adafactor" "$T/af$name.log"
+}
+for np in 2 3; do
+    for st in 0 1 2 3; do
+        if afrun "n${np}s$st" "$np" "$st" save "$T/afck$np$st" 2 \
+           && cmp -s "$T/afn2s0.bin" "$T/afn${np}s$st.bin"; then ok
+        else bad "Adafactor (3-D, 4-D) N=$np stage $st: not the bytes of N=2 stage 0, or the kernels'"
+             tail -2 "$T/afn${np}s$st.log"; fi
+    done
+done
+if "$PY" - "$T/afck33/step-2/rank-00000.safetensors" <<'EOF_PY'
+import json, struct, sys
+f = open(sys.argv[1], "rb")
+h = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
+want = {"exp_avg_sq_row.t0": [4, 24], "exp_avg_sq_col.t0": [4, 20],
+        "exp_avg_sq_row.t1": [2, 3, 8], "exp_avg_sq_col.t1": [2, 3, 12],
+        "exp_avg_sq_row.t2": [48], "exp_avg_sq_col.t2": [40]}
+got = {k: h[k]["shape"] for k in want if k in h}
+sys.exit(0 if got == want and not any(k.endswith(".t3") for k in h) else 1)
+EOF_PY
+then ok; else bad "Adafactor's factored state in the checkpoint: not Hugging Face's shapes"; fi
+for np in 2 3; do
+    other=$((5 - np))
+    for st in 0 1 2 3; do
+        if afrun "r${np}s$st" "$np" "$st" load "$T/afck$other$((3 - st))/step-2" \
+           && cmp -s "$T/afn2s0.bin" "$T/afr${np}s$st.bin"; then ok
+        else bad "Adafactor (3-D, 4-D): N=$other stage $((3 - st))'s checkpoint resumed at N=$np stage $st differs"
+             tail -2 "$T/afr${np}s$st.log"; fi
+    done
 done
 
 # exports and the header

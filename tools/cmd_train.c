@@ -601,6 +601,8 @@ int cmd_train(int argc, char **argv)
         cfg.adafactor_beta1 = -1.0f;
         cfg.relative_step = cfg.scale_parameter = ts->scheduler == ZT_SCHED_CONSTANT;
         cfg.warmup_init = 0;
+        if (cfg.relative_step)
+            cfg.lr = 0.0f; /* (relative steps take no lr) */
         cfg.weight_decay = 0.0f;
         if (rank == 0)
             fprintf(stderr, "zerotrain: notice: no optimizer section: T5 trains with Adafactor "

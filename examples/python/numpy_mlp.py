@@ -56,10 +56,12 @@ def main():
     ap.add_argument("--lr", type=float, default=1e-2)
     a = ap.parse_args()
     params = init_params()
+    # Adafactor with an lr: the T5 fine-tuning settings (relative steps take no lr)
+    extra = {"relative_step": 0, "scale_parameter": 0} if a.optimizer == "adafactor" else {}
     opt = zt.Optimizer(params, lr=a.lr, names=["fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"],
                        no_decay=["fc1.bias", "fc2.bias"], zero_stage=a.stage,
                        optimizer=a.optimizer, offload_optimizer=a.offload,
-                       nvme_path=a.nvme_path, threads=1)
+                       nvme_path=a.nvme_path, threads=1, **extra)
     rank, size = opt.engine.rank, opt.engine.size
     rows = BATCH // size
     for s in range(a.steps):
