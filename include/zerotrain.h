@@ -860,10 +860,11 @@ typedef struct zt_train_state {
     uint64_t seed;           /* data, masking and dropout seed */
 } zt_train_state;
 
-/* train_config: JSON text stored beside the state (may be NULL). keep > 0 deletes all but
- * the newest `keep` checkpoints of this engine's lineage after a successful save (another
- * run's, an older version's without a run id and links are never deleted). Saving over an
- * existing step-N of another run replaces it, logged as a warning. Collective. */
+/* Saves ROOT/step-N, N = st->step, which must be >= 0 (ZT_E_INVAL otherwise, nothing
+ * written). train_config: JSON text stored beside the state (may be NULL). keep > 0 deletes
+ * all but the newest `keep` checkpoints of this engine's lineage after a successful save
+ * (another run's, an older version's without a run id and links are never deleted). Saving
+ * over an existing step-N of another run replaces it, logged as a warning. Collective. */
 ZT_API int zt_checkpoint_save(zt_engine *e, const char *root, const zt_train_state *st,
                               const char *train_config, int keep);
 /* Verifies dir (the manifest's fields and own checksum, every file's size and checksum)
