@@ -133,19 +133,33 @@ const char *zt_memory_category_name(int c)
 }
 
 /* ---- the heap's statistics, when the process's malloc is jemalloc -------------------------
- * Looked up, never linked: mallctl in the global scope, and only if it belongs to the same
- * object as the malloc every library calls (a library that carries a private jemalloc would
- * otherwise report on a heap that is not the process's). */
+ * Looked up, never linked: mallctl in the global scope, and only if the malloc every library
+ * calls is that jemalloc's (a library could carry a private jemalloc; by address it cannot be
+ * told, since a non-PIE executable such as python3 makes its PLT entry malloc's address): a
+ * malloc of our own must show up in the thread's allocation counter. */
 typedef int (*mallctl_fn)(const char *, void *, size_t *, void *, size_t);
 static mallctl_fn heap_ctl;
 static pthread_once_t heap_once = PTHREAD_ONCE_INIT;
 
 static void heap_find(void)
 {
-    void *ctl = dlsym(RTLD_DEFAULT, "mallctl"), *m = dlsym(RTLD_DEFAULT, "malloc");
-    Dl_info a, b;
-    if (ctl && m && dladdr(ctl, &a) && dladdr(m, &b) && a.dli_fbase == b.dli_fbase)
-        memcpy(&heap_ctl, &ctl, sizeof heap_ctl); /* (object to function pointer: POSIX) */
+    void *sym = dlsym(RTLD_DEFAULT, "mallctl");
+    mallctl_fn ctl;
+    uint64_t before = 0, after = 0;
+    size_t n = (size_t)64 << 10, sz = sizeof before;
+    if (!sym)
+        return;
+    memcpy(&ctl, &sym, sizeof ctl); /* (object to function pointer, as POSIX has it) */
+    if (ctl("thread.allocated", &before, &sz, NULL, 0) != 0)
+        return;
+    char *volatile p = malloc(n); /* (volatile: the pair must not be optimised away) */
+    if (!p)
+        return;
+    p[0] = 1;
+    sz = sizeof after;
+    if (ctl("thread.allocated", &after, &sz, NULL, 0) == 0 && after - before >= n)
+        heap_ctl = ctl;
+    free(p);
 }
 
 static size_t heap_stat(const char *name)

@@ -142,21 +142,23 @@ def check_negstep():
 
 
 def check_lr():
-    p, q = [np.ones(6, np.float32)], [np.ones(6, np.float32)]
-    opt = zt.Optimizer(p, lr=0.1, threads=1)
-    ref = zt.Optimizer(q, lr=0.1, threads=1)
-    g = [np.linspace(-1, 1, 6).astype(np.float32)]
-    for bad in (math.inf, -math.inf, math.nan, -1.0, 1e39, "x", True):
-        raises("lr", "step(lr=%r)" % (bad,), lambda: opt.step(g, lr=bad), "learning rate")
-    raises("lr", "Engine.step(inf)", lambda: opt.engine.step(math.inf), "learning rate")
-    raises("lr", "Optimizer(lr=nan)", lambda: zt.Optimizer([np.ones(2, np.float32)],
-                                                           lr=math.nan), "learning rate")
-    opt.step(g)
-    ref.step(g)
-    if not np.array_equal(p[0], q[0]) or np.array_equal(p[0], np.ones(6, np.float32)):
-        fail("lr", "refused steps changed something: %s vs %s" % (p[0], q[0]))
-    opt.close()
-    ref.close()
+    for stage in (0, 2):
+        p, q = [np.ones(6, np.float32)], [np.ones(6, np.float32)]
+        opt = zt.Optimizer(p, lr=0.1, zero_stage=stage, threads=1)
+        ref = zt.Optimizer(q, lr=0.1, zero_stage=stage, threads=1)
+        g = [np.linspace(-1, 1, 6).astype(np.float32)]
+        for bad in (math.inf, -math.inf, math.nan, -1.0, 1e39, "x", True):
+            raises("lr", "step(lr=%r)" % (bad,), lambda: opt.step(g, lr=bad), "learning rate")
+        raises("lr", "Engine.step(inf)", lambda: opt.engine.step(math.inf), "learning rate")
+        raises("lr", "Optimizer(lr=nan)", lambda: zt.Optimizer([np.ones(2, np.float32)],
+                                                               lr=math.nan), "learning rate")
+        opt.step(g)
+        ref.step(g)
+        if not np.array_equal(p[0], q[0]) or np.array_equal(p[0], np.ones(6, np.float32)):
+            fail("lr", "stage %d: refused steps changed something: %s vs %s" % (stage, p[0],
+                                                                                 q[0]))
+        opt.close()
+        ref.close()
     say("ok: lr: non-finite, negative, overflowing and non-numeric learning rates refused, "
         "the engine unchanged")
 
