@@ -174,7 +174,6 @@ def _check_lr(lr):
     return f
 
 
-
 def version():
     return _load().zt_version().decode()
 
@@ -189,10 +188,10 @@ class View:
     (v[...] = a, v[i] += x). Valid until the unit is released (gradients: until grads_ready);
     after Engine.close() every access raises Error, since the memory is freed by then."""
 
-    __slots__ = ("_a", "_live", "_what")
+    __slots__ = ("_a", "_live", "_what", "_kind")
 
-    def __init__(self, a, live, what):
-        self._a, self._live, self._what = a, live, what
+    def __init__(self, a, live, what, kind):
+        self._a, self._live, self._what, self._kind = a, live, what, kind
 
     def _get(self):
         if not self._live[0]:
@@ -222,13 +221,13 @@ class View:
         """A copy of the values as a numpy array."""
         return self._get().copy()
 
-    def _sub(self, off, n, shape, what):
-        return View(self._get()[off:off + n].reshape(shape), self._live, what)
+    def _sub(self, off, n, shape, name):
+        return View(self._get()[off:off + n].reshape(shape), self._live,
+                    "parameter %s's %s" % (name, self._kind), self._kind)
 
     def __repr__(self):
         state = "open" if self._live[0] else "closed"
         return "<zerotrain.View %s %s float32 (%s)>" % (self._what, self.shape, state)
-
 
 
 class Engine:
@@ -324,7 +323,7 @@ class Engine:
         if not ptr:
             return None
         a = np.ctypeslib.as_array(ptr, shape=(self._units[unit],))
-        return View(a, self._live, "unit %d's %s" % (unit, what))
+        return View(a, self._live, "unit %d's %s" % (unit, what), what)
 
     def acquire(self, unit, purpose):
         """(params, grads) of the unit as 1-D float32 Views (grads None unless FOR_BACKWARD),
@@ -350,7 +349,7 @@ class Engine:
         if buf.shape != (self._units[unit],):
             raise Error("param %s: buf has %s floats, unit %d has %d" % (name, buf.shape,
                                                                          unit, self._units[unit]))
-        return buf._sub(off, n, shape, "parameter %s (%s)" % (name, buf._what.split("'s ")[1]))
+        return buf._sub(off, n, shape, name)
 
     def release(self, unit):
         self._check(self._L.zt_engine_unit_release(self._handle(), unit))
@@ -373,7 +372,9 @@ class Engine:
 
     def report(self):
         """Model state per rank against the formula, collectives, offload traffic and the
-        process's memory by category (zt_engine_report_get), as a dict."""
+        process's memory by category (zt_engine_report_get), as a dict. memory["heap"] is
+        the heap's own statistics: source "jemalloc" when the process runs it (started with
+        it preloaded), else "none" with allocated and resident 0."""
         n = 1 << 14
         while True:
             buf = ctypes.create_string_buffer(n)

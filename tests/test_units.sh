@@ -102,7 +102,8 @@ else bad "mpi4py imported before the binding"; tail -3 "$T/pyfirst.log" "$T/pyfi
 if ! readelf -d build/libzerotrain.so | grep -q "NEEDED.*jemalloc" \
    && ! readelf -d build/libzerotrain.so | grep -q "STATIC_TLS" \
    && ! readelf -r build/libzerotrain.so | grep -q "TPOFF" \
-   && ! nm -D --defined-only build/libzerotrain.so | grep -qwE "malloc|free|calloc|realloc|posix_memalign|aligned_alloc|mallctl"; then ok
+   && ! nm -D --defined-only build/libzerotrain.so \
+        | grep -qwE "malloc|free|calloc|realloc|posix_memalign|aligned_alloc|memalign|mallctl"; then ok
 else bad "libzerotrain links jemalloc, defines an allocator or needs static TLS"; fi
 # ... imported after torch, after mpi4py, before both, after torch freed tensors: the code
 # before the import runs once, the PID stays, the host's malloc is untouched, it trains
@@ -116,8 +117,9 @@ if $PY -c "import torch, mpi4py" 2>/dev/null; then
     if $MPI -np 2 -x ZEROTRAIN_LIB $PY tests/python/test_inprocess.py --order mpi4py-first \
            --mark "$T/mark.mpi2" --stage 2 >"$T/inproc.mpi2.log" 2>&1 \
        && grep -q "^ok: " "$T/inproc.mpi2.log" && [ "$(wc -l <"$T/mark.mpi2")" -eq 2 ]; then ok
-    else bad "the binding in a running process (mpi4py first, N=2)"; tail -3 "$T/inproc.mpi2.log"; fi
-else echo "skipped: the binding beside torch and mpi4py (python3-torch or python3-mpi4py missing)"; fi
+    else bad "the binding in a running process (mpi4py first, N=2)"; tail -3 "$T/inproc.mpi2.log"
+    fi
+else echo "skipped: the binding beside torch and mpi4py (python3-torch or -mpi4py missing)"; fi
 # the binding's refusals (shapes, closed engines' views, steps, learning rates, -0), at N = 1
 # and 3 (uneven shards); under a preloaded jemalloc the report's heap source is jemalloc
 if pyrun bind1 1 tests/python/test_binding.py && grep -q "^ok: all" "$T/bind1.log" \

@@ -114,7 +114,8 @@ def main():
             with torch.no_grad():
                 losses.append(torch.nn.functional.cross_entropy(model(x), y).item())
             model.zero_grad()
-            (torch.nn.functional.cross_entropy(model(x[sl]), y[sl], reduction="sum") / 32).backward()
+            part = torch.nn.functional.cross_entropy(model(x[sl]), y[sl], reduction="sum")
+            (part / 32).backward()
             opt.step([p.grad.numpy() for p in model.parameters()])
             del churn
     else:
