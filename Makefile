@@ -23,8 +23,12 @@ CFLAGS_ALL := -std=c11 $(OPT) $(WARN) -fopenmp -fno-math-errno -fvect-cost-model
 # OpenBLAS's OpenMP build shares libgomp's thread pool with our own kernels; the pthread
 # build would leave two pools spinning against each other on the same cores (2-3x slower).
 OPENBLAS_DIR ?= /usr/lib/x86_64-linux-gnu/openblas-openmp
-LIBS     := -L$(OPENBLAS_DIR) -Wl,-rpath,$(OPENBLAS_DIR) -lopenblas -ljemalloc -lcjson -lxxhash -luring -lmvec -lm \
+# libzerotrain links no allocator (it may be dlopened into a running process: memory/mem.c);
+# the programs built here (the command, the tests, the benchmarks) are whole processes and
+# run on jemalloc throughout.
+LIB_LIBS := -L$(OPENBLAS_DIR) -Wl,-rpath,$(OPENBLAS_DIR) -lopenblas -lcjson -lxxhash -luring -lmvec -lm \
             -fopenmp $(MPI_LIBS)
+LIBS     := -ljemalloc $(LIB_LIBS)
 
 LIB_SRC  := $(sort $(wildcard common/*.c memory/*.c format/*.c data/*.c engine/*.c models/*.c \
                                optimizer/*.c offload/*.c))
@@ -50,7 +54,7 @@ ZT_ABI     := $(shell sed -n 's/^\#define ZT_ABI_VERSION \([0-9]*\).*/\1/p' incl
 ZT_VERSION := $(shell sed -n 's/^\#define ZT_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\).*/\2/p' include/zerotrain.h | paste -sd.)
 $(BUILD)/libzerotrain.so: $(LIB_OBJ) zerotrain.map
 	$(CC) -shared -Wl,-soname,libzerotrain.so.$(ZT_ABI) -Wl,--version-script=zerotrain.map \
-	    -o $@ $(LIB_OBJ) $(LIBS)
+	    -o $@ $(LIB_OBJ) $(LIB_LIBS)
 	ln -sf libzerotrain.so $(BUILD)/libzerotrain.so.$(ZT_ABI)
 
 # The command: tools/*.c (C11) and tools/*.cc (the C++ shim around SentencePiece).

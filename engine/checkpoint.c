@@ -726,6 +726,10 @@ int zt_checkpoint_save(zt_engine *e, const char *root, const zt_train_state *st,
     int rc = 0, r;
     if (!e || !root || !st)
         return zt_fail(ZT_E_INVAL, "zt_checkpoint_save: NULL argument");
+    if (st->step < 0) /* (step-N is the only name a checkpoint has, and is found by) */
+        return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "zt_checkpoint_save: step %" PRId64 " is "
+                                         "negative (a checkpoint is named step-N, N >= 0)",
+                                         st->step));
     ZT_TRY(zt_engine_commit(e));
     if ((rc = zt_units_pass_close(e, "zt_checkpoint_save")) < 0)
         return zt_engine_fail(e, rc);

@@ -692,7 +692,9 @@ int zt_engine_report_json(const zt_engine *e, char *buf, size_t n)
     for (int c = 0; c < ZT_MEM_NCAT; c++)
         PUT("%s\"%s\": {\"current\": %zu, \"peak\": %zu}", c ? ", " : "",
             zt_memory_category_name(c), m.current[c], m.peak[c]);
-    PUT(", \"peak_rss\": %zu}}", m.peak_rss);
+    PUT(", \"peak_rss\": %zu, \"heap\": {\"source\": \"%s\", \"allocated\": %zu, "
+        "\"resident\": %zu}}}", m.peak_rss, zt_memory_heap_source(), m.jemalloc_allocated,
+        m.jemalloc_resident);
 #undef PUT
     return len > (size_t)INT32_MAX ? ZT_E_RANGE : (int)len;
 }

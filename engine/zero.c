@@ -417,13 +417,15 @@ int zt_zero_setup(zt_engine *e)
         return ZT_E_NOMEM;
     if (st >= 2) {
         /* G[0] (the embeddings, which the tied MLM head adds into) stays whole for the
-         * backward pass; every other unit borrows one of two scratch buffers */
+         * backward pass; every other unit borrows one of two scratch buffers (none when unit
+         * 0 is the only one: m = 0) */
         size_t m = max_padded(e, 1), ms = max_padded(e, 0) / N;
         if (!(e->G = calloc((size_t)nu, sizeof *e->G)) ||
             !(e->G[0] = zt_mem_alloc(e->padded[0] * sizeof(float), ZT_ALIGN_PAGE, ZT_MEM_GRADS)))
             return ZT_E_NOMEM;
         for (int i = 0; i < 2; i++)
-            if (!(e->scratch[i] = zt_mem_alloc(m * sizeof(float), ZT_ALIGN_PAGE, ZT_MEM_GRADS)) ||
+            if ((m && !(e->scratch[i] = zt_mem_alloc(m * sizeof(float), ZT_ALIGN_PAGE,
+                                                     ZT_MEM_GRADS))) ||
                 !(e->rs_tmp[i] = zt_mem_alloc(ms * sizeof(float), ZT_ALIGN_PAGE, ZT_MEM_COMM)))
                 return ZT_E_NOMEM;
     }

@@ -101,11 +101,18 @@ typedef struct zt_mem_report {
     size_t current[ZT_MEM_NCAT]; /* bytes held now, by category */
     size_t peak[ZT_MEM_NCAT];    /* highest value of current[] seen */
     size_t total_current, total_peak;
-    size_t jemalloc_allocated;   /* jemalloc stats.allocated (0 if unavailable) */
+    /* The process heap's statistics when its malloc is jemalloc (zt_memory_heap_source() is
+     * "jemalloc": the zerotrain command, or a process started with jemalloc preloaded), 0
+     * otherwise. The counted buffers above are the library's own mappings, not in them. */
+    size_t jemalloc_allocated;   /* jemalloc stats.allocated */
     size_t jemalloc_resident;    /* jemalloc stats.resident */
     size_t peak_rss;             /* process peak resident set (getrusage), bytes */
 } zt_mem_report;
 ZT_API void zt_memory_report(zt_mem_report *out);
+/* Where zt_mem_report's heap fields come from: "jemalloc", or "none" (then they are 0).
+ * The library links no allocator and never replaces the host's malloc; it finds jemalloc's
+ * mallctl at run time when the process runs jemalloc. Never NULL. */
+ZT_API const char *zt_memory_heap_source(void);
 ZT_API const char *zt_memory_category_name(int category);
 
 /* ---- per-kernel profile ---------------------------------------------------------------
@@ -808,8 +815,9 @@ typedef struct zt_engine_report {
     double optimizer_bytes_per_param;
 } zt_engine_report;
 ZT_API int zt_engine_report_get(const zt_engine *e, zt_engine_report *out);
-/* The same report, with the process's memory by category (zt_memory_report), as one JSON
- * object in buf (n bytes; for bindings): returns the text's length (without the
+/* The same report, with the process's memory by category (zt_memory_report: "memory" holds
+ * each category's current and peak, "peak_rss", and "heap": {"source": "jemalloc" or "none",
+ * "allocated", "resident"}), as one JSON object in buf (n bytes; for bindings): returns the text's length (without the
  * terminator); a length >= n means buf was too small (nothing usable written). */
 ZT_API int zt_engine_report_json(const zt_engine *e, char *buf, size_t n);
 
@@ -860,10 +868,11 @@ typedef struct zt_train_state {
     uint64_t seed;           /* data, masking and dropout seed */
 } zt_train_state;
 
-/* train_config: JSON text stored beside the state (may be NULL). keep > 0 deletes all but
- * the newest `keep` checkpoints of this engine's lineage after a successful save (another
- * run's, an older version's without a run id and links are never deleted). Saving over an
- * existing step-N of another run replaces it, logged as a warning. Collective. */
+/* Saves ROOT/step-N, N = st->step, which must be >= 0 (ZT_E_INVAL otherwise, nothing
+ * written). train_config: JSON text stored beside the state (may be NULL). keep > 0 deletes
+ * all but the newest `keep` checkpoints of this engine's lineage after a successful save
+ * (another run's, an older version's without a run id and links are never deleted). Saving
+ * over an existing step-N of another run replaces it, logged as a warning. Collective. */
 ZT_API int zt_checkpoint_save(zt_engine *e, const char *root, const zt_train_state *st,
                               const char *train_config, int keep);
 /* Verifies dir (the manifest's fields and own checksum, every file's size and checksum)

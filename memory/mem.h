@@ -1,13 +1,21 @@
-/* mem.h - aligned allocation from a dedicated jemalloc arena, counted by category.
+/* mem.h - the library's aligned, zero-filled buffers (mmap when large), counted by category.
  * Does not pin, offload or pool memory; callers free what they allocate with its size. */
 #ifndef ZT_MEMORY_MEM_H
 #define ZT_MEMORY_MEM_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include "zerotrain.h"
 
 #define ZT_ALIGN_CACHE 64u
 #define ZT_ALIGN_PAGE 4096u    /* anything that may go through O_DIRECT */
+/* from this size on a buffer is a mapping of its own (whole pages, unmapped on free); under
+ * AddressSanitizer every buffer comes from malloc instead, whose bounds it checks */
+#if defined(__SANITIZE_ADDRESS__)
+#define ZT_MEM_MMAP_MIN SIZE_MAX
+#else
+#define ZT_MEM_MMAP_MIN ((size_t)256 << 10)
+#endif
 
 /* Zero-filled, aligned to align (a power of two >= 16), counted in category.
  * Returns NULL (and sets the last error) when bytes is 0 or memory is exhausted. */

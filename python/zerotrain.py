@@ -15,12 +15,20 @@ ranks with ``mpirun -np N python3 script.py``; each rank's gradients are *summed
 ranks, so each rank passes its share of the global batch's mean gradient.
 
 The library is found through $ZEROTRAIN_LIB, then next to this file's checkout
-(build/libzerotrain.so), then the system's loader path (libzerotrain.so.ABI). Importing the
-module may start the interpreter again once (see _ensure_jemalloc): import it first.
+(build/libzerotrain.so), then the system's loader path (libzerotrain.so.ABI). It is loaded
+into the running interpreter as it is, in any order with numpy, PyTorch and mpi4py: it links
+no allocator and leaves the process's malloc alone (its large buffers are mappings of its
+own), so nothing has to be preloaded and the interpreter is never restarted.
+
+Unit buffers are handed out as View objects, not numpy arrays: numpy cannot take memory
+back from an array that holds it, and the engine frees its buffers on close, so every
+access to a View checks that its engine is still open (Error otherwise).
 """
 import atexit
 import ctypes
 import json
+import math
+import numbers
 import os
 import sys
 import weakref
@@ -74,7 +82,6 @@ def _load():
     global _lib, _mpi
     if _lib is not None:
         return _lib
-    _ensure_jemalloc()
     # Open MPI's components resolve libmpi's symbols globally: load it so first
     for name in ("libmpi.so.40", "libmpi.so"):
         try:
@@ -91,7 +98,7 @@ def _load():
         if not path or (path.startswith("/") and not os.path.exists(path)):
             continue
         try:
-            _lib = ctypes.CDLL(path, mode=ctypes.RTLD_LOCAL)  # (its jemalloc stays private)
+            _lib = ctypes.CDLL(path, mode=ctypes.RTLD_LOCAL)
             break
         except OSError as e:
             err = e
@@ -124,42 +131,12 @@ def _load():
         "zt_checkpoint_load": (ip, [vp, cp, ctypes.POINTER(_TrainState)]),
         "zt_checkpoint_find_latest": (ip, [cp, cp, ctypes.c_size_t]),
         "zt_engine_report_json": (ip, [vp, cp, ctypes.c_size_t]),
-        "zt_engine_pass_abort": (ip, [vp]),
+        "zt_engine_pass_abort": (ip, [vp]), "zt_memory_heap_source": (cp, []),
     }
     for name, (res, args) in sigs.items():
         f = getattr(L, name)
         f.restype, f.argtypes = res, args
     return L
-
-
-_JEMALLOC = "libjemalloc.so.2"
-
-
-def _ensure_jemalloc():
-    """libzerotrain allocates through jemalloc (Debian's), which keeps its thread state in
-    static TLS: loaded into a running interpreter it either fails ("cannot allocate memory in
-    static TLS block") or, loaded beside PyTorch, breaks its frees. So jemalloc must be in the
-    process from the start: unless it is, the interpreter is started again, once, with
-    LD_PRELOAD=libjemalloc.so.2 (jemalloc is then every library's malloc). Not possible once
-    MPI runs in this process (mpi4py imported first): then the error says how to start it."""
-    try:
-        with open("/proc/self/maps") as f:
-            if "libjemalloc" in f.read():
-                return
-    except OSError:
-        return
-    if os.environ.get("ZEROTRAIN_REEXEC"):
-        raise Error("libzerotrain: %s is preloaded but not mapped" % _JEMALLOC)
-    if "mpi4py.MPI" in sys.modules:
-        raise Error("libzerotrain needs %s loaded at start-up: import zerotrain before mpi4py, "
-                    "or start Python with LD_PRELOAD=%s (mpirun -x LD_PRELOAD=%s ...)" %
-                    (_JEMALLOC, _JEMALLOC, _JEMALLOC))
-    pre = os.environ.get("LD_PRELOAD", "")
-    env = dict(os.environ, ZEROTRAIN_REEXEC="1",
-               LD_PRELOAD=_JEMALLOC + (" " + pre if pre else ""))
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os.execve(sys.executable, getattr(sys, "orig_argv", [sys.executable] + sys.argv), env)
 
 
 def _comm_handle(comm):
@@ -185,11 +162,72 @@ def _comm_handle(comm):
     return ctypes.c_void_p(ctypes.addressof(ctypes.c_char.in_dll(_mpi, "ompi_mpi_comm_world")))
 
 
+def _check_lr(lr):
+    """lr as the float32 the engine gets, refused unless a finite number >= 0 (also as float32:
+    1e39 would reach the engine as inf)."""
+    if isinstance(lr, bool) or not isinstance(lr, numbers.Real):
+        raise Error("learning rate must be a number, not %r" % (lr,))
+    with np.errstate(over="ignore"):
+        f = float(np.float32(lr))
+    if not (math.isfinite(f) and f >= 0):
+        raise Error("learning rate %r is not a finite float32 >= 0" % (lr,))
+    return f
+
+
 def version():
     return _load().zt_version().decode()
 
 
-_load()  # at import: a restart for TLS (above) happens before the script has done anything
+_load()  # at import: a missing or mismatched library is reported before anything else runs
+
+
+class View:
+    """A window on one of an engine's buffers: a unit's parameters or gradients (from
+    Engine.acquire), or one parameter within them (Engine.param). Reading gives numpy copies
+    (v[...], v[i:j], np.asarray(v), v.numpy()); writing goes through item assignment
+    (v[...] = a, v[i] += x). Valid until the unit is released (gradients: until grads_ready);
+    after Engine.close() every access raises Error, since the memory is freed by then."""
+
+    __slots__ = ("_a", "_live", "_what", "_kind")
+
+    def __init__(self, a, live, what, kind):
+        self._a, self._live, self._what, self._kind = a, live, what, kind
+
+    def _get(self):
+        if not self._live[0]:
+            raise Error("%s: used after Engine.close() (the engine's buffers are freed)" %
+                        self._what)
+        return self._a
+
+    shape = property(lambda self: self._a.shape)
+    dtype = property(lambda self: self._a.dtype)
+    size = property(lambda self: self._a.size)
+    ndim = property(lambda self: self._a.ndim)
+
+    def __len__(self):
+        return len(self._a)
+
+    def __getitem__(self, k):
+        r = self._get()[k]
+        return r.copy() if isinstance(r, np.ndarray) else r
+
+    def __setitem__(self, k, v):
+        self._get()[k] = v
+
+    def __array__(self, dtype=None, copy=None):
+        return np.array(self._get(), dtype=dtype, copy=True)
+
+    def numpy(self):
+        """A copy of the values as a numpy array."""
+        return self._get().copy()
+
+    def _sub(self, off, n, shape, name):
+        return View(self._get()[off:off + n].reshape(shape), self._live,
+                    "parameter %s's %s" % (name, self._kind), self._kind)
+
+    def __repr__(self):
+        state = "open" if self._live[0] else "closed"
+        return "<zerotrain.View %s %s float32 (%s)>" % (self._what, self.shape, state)
 
 
 class Engine:
@@ -223,14 +261,23 @@ class Engine:
         self.size = L.zt_engine_world_size(h)
         self._units = []  # per unit: its floats
         self._params = {}  # name -> (unit, offset, shape)
+        self._live = [True]  # shared with every View handed out; False once closed
 
     def _check(self, rc):
         if rc < 0:
             raise Error(self._L.zt_engine_last_error(self._h).decode())
         return rc
 
+    def _handle(self):
+        if self._h is None:
+            raise Error("the engine is closed")
+        return self._h
+
     def close(self):
-        if self._h is not None:
+        """Frees the engine and its buffers: Views of them raise from now on."""
+        if getattr(self, "_live", None):
+            self._live[0] = False
+        if getattr(self, "_h", None) is not None:
             self._L.zt_engine_destroy(self._h)
             self._h = None
 
@@ -242,7 +289,7 @@ class Engine:
         values, copied) or (name, shape, dict(init=INIT_*, std=..., no_decay=...)). Returns the
         unit's index."""
         u = ctypes.c_int()
-        self._check(self._L.zt_engine_add_unit(self._h, name.encode(), len(params),
+        self._check(self._L.zt_engine_add_unit(self._handle(), name.encode(), len(params),
                                                ctypes.byref(u)))
         for p in params:
             pname, second = p[0], p[1]
@@ -257,81 +304,103 @@ class Engine:
                               arr.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
                               if arr is not None else None,
                               int(opt.get("no_decay", False)), None)
-            self._check(self._L.zt_engine_add_param(self._h, u.value, ctypes.byref(spec), None))
+            self._check(self._L.zt_engine_add_param(self._handle(), u.value, ctypes.byref(spec),
+                                                    None))
         return u.value
 
     def commit(self):
         """Ends registration: allocates the stage's buffers (collective)."""
-        self._check(self._L.zt_engine_commit(self._h))
+        self._check(self._L.zt_engine_commit(self._handle()))
         info = _ParamInfo()
-        self._units = [0] * self._L.zt_engine_unit_count(self._h)
-        for i in range(self._L.zt_engine_param_count(self._h)):
-            self._check(self._L.zt_engine_param_get(self._h, i, ctypes.byref(info)))
+        self._units = [0] * self._L.zt_engine_unit_count(self._handle())
+        for i in range(self._L.zt_engine_param_count(self._handle())):
+            self._check(self._L.zt_engine_param_get(self._handle(), i, ctypes.byref(info)))
             shape = tuple(info.shape[k] for k in range(info.ndim))
             self._params[info.name.decode()] = (info.unit, info.offset, shape)
             self._units[info.unit] = max(self._units[info.unit], info.offset + info.numel)
 
-    def _view(self, ptr, unit):
-        return np.ctypeslib.as_array(ptr, shape=(self._units[unit],)) if ptr else None
+    def _view(self, ptr, unit, what):
+        if not ptr:
+            return None
+        a = np.ctypeslib.as_array(ptr, shape=(self._units[unit],))
+        return View(a, self._live, "unit %d's %s" % (unit, what), what)
 
     def acquire(self, unit, purpose):
-        """(params, grads) of the unit as 1-D float32 views (grads None unless FOR_BACKWARD),
+        """(params, grads) of the unit as 1-D float32 Views (grads None unless FOR_BACKWARD),
         valid until release (grads: until grads_ready)."""
+        h = self._handle()
         if not self._units:
             self.commit()
         p = ctypes.POINTER(ctypes.c_float)()
         g = ctypes.POINTER(ctypes.c_float)()
-        self._check(self._L.zt_engine_unit_acquire(self._h, unit, purpose, ctypes.byref(p),
+        self._check(self._L.zt_engine_unit_acquire(h, unit, purpose, ctypes.byref(p),
                                                    ctypes.byref(g)))
-        return self._view(p, unit), self._view(g, unit) if purpose == FOR_BACKWARD else None
+        return (self._view(p, unit, "parameters"),
+                self._view(g, unit, "gradients") if purpose == FOR_BACKWARD else None)
 
     def param(self, buf, name):
-        """The view of parameter `name` within its unit's buffer buf (from acquire)."""
+        """The View of parameter `name` within its unit's buffer buf (from acquire)."""
+        if name not in self._params:
+            raise Error("no parameter named %r" % name)
+        if not isinstance(buf, View):
+            raise Error("param: buf must be a View from acquire, not %s" % type(buf).__name__)
         unit, off, shape = self._params[name]
         n = int(np.prod(shape))
-        return buf[off:off + n].reshape(shape)
+        if buf.shape != (self._units[unit],):
+            raise Error("param %s: buf has %s floats, unit %d has %d" % (name, buf.shape,
+                                                                         unit, self._units[unit]))
+        return buf._sub(off, n, shape, name)
 
     def release(self, unit):
-        self._check(self._L.zt_engine_unit_release(self._h, unit))
+        self._check(self._L.zt_engine_unit_release(self._handle(), unit))
 
     def grads_ready(self, unit):
-        self._check(self._L.zt_engine_unit_grads_ready(self._h, unit))
+        self._check(self._L.zt_engine_unit_grads_ready(self._handle(), unit))
 
     def step(self, lr):
         """Clip, update, gather: returns dict(grad_norm, clip_coef, step, lr, skipped,
         nonfinite_unit); skipped is True when the divergence guard (config skip_nonfinite,
-        off by default here) left everything as it was."""
+        off by default here) left everything as it was. lr: a finite number >= 0."""
+        lr = _check_lr(lr)
         si = _StepInfo()
-        self._check(self._L.zt_engine_step(self._h, lr, ctypes.byref(si)))
+        self._check(self._L.zt_engine_step(self._handle(), lr, ctypes.byref(si)))
         return {"grad_norm": si.grad_norm, "clip_coef": si.clip_coef, "step": si.step,
                 "lr": si.lr, "skipped": bool(si.skipped), "nonfinite_unit": si.nonfinite_unit}
 
     def zero_grad(self):
-        self._check(self._L.zt_engine_zero_grad(self._h))
+        self._check(self._L.zt_engine_zero_grad(self._handle()))
 
     def report(self):
         """Model state per rank against the formula, collectives, offload traffic and the
-        process's memory by category (zt_engine_report_get), as a dict."""
+        process's memory by category (zt_engine_report_get), as a dict. memory["heap"] is
+        the heap's own statistics: source "jemalloc" when the process runs it (started with
+        it preloaded), else "none" with allocated and resident 0."""
         n = 1 << 14
         while True:
             buf = ctypes.create_string_buffer(n)
-            k = self._check(self._L.zt_engine_report_json(self._h, buf, n))
+            k = self._check(self._L.zt_engine_report_json(self._handle(), buf, n))
             if k < n:
                 return json.loads(buf.value.decode())
             n = k + 1
 
     def pass_abort(self):
         """Lets go of the pass in progress after an error of the trainer's (then zero_grad)."""
-        self._check(self._L.zt_engine_pass_abort(self._h))
+        self._check(self._L.zt_engine_pass_abort(self._handle()))
 
     def save_model(self, path):
-        self._check(self._L.zt_engine_save_model(self._h, path.encode()))
+        self._check(self._L.zt_engine_save_model(self._handle(), path.encode()))
 
     def checkpoint_save(self, root, step, samples=0, seed=0, keep=0):
-        """A training checkpoint ROOT/step-N (crash-safe; keep > 0: only the newest keep)."""
+        """A training checkpoint ROOT/step-N (crash-safe; keep > 0: only the newest keep).
+        step, samples, seed and keep: integers >= 0."""
+        for what, v in (("step", step), ("samples", samples), ("seed", seed), ("keep", keep)):
+            if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 0:
+                raise Error("checkpoint_save: %s must be an integer >= 0, not %r" % (what, v))
+        if step >= 1 << 63 or samples >= 1 << 64 or seed >= 1 << 64 or keep >= 1 << 31:
+            raise Error("checkpoint_save: step, samples, seed or keep out of range")
         st = _TrainState(step, samples, seed)
-        self._check(self._L.zt_checkpoint_save(self._h, root.encode(), ctypes.byref(st), None,
-                                               keep))
+        self._check(self._L.zt_checkpoint_save(self._handle(), root.encode(), ctypes.byref(st),
+                                               None, keep))
 
     def checkpoint_load(self, path):
         """Loads a checkpoint folder, or the newest valid one under a root: its state as a
@@ -342,21 +411,30 @@ class Engine:
         if found <= 0 and not os.path.exists(os.path.join(path, "manifest.json")):
             return None
         st = _TrainState()
-        self._check(self._L.zt_checkpoint_load(self._h, d, ctypes.byref(st)))
+        self._check(self._L.zt_checkpoint_load(self._handle(), d, ctypes.byref(st)))
         return {"step": st.step, "samples": st.samples, "seed": st.seed}
 
 
 class Optimizer:
     """zerotrain's optimizer over the caller's float32 arrays (each a unit of its own): after
     step(grads) the arrays hold the updated parameters. names: per array (default p0, p1, ...);
-    no_decay: names (or indices) without weight decay; lr ... weight_decay as torch.optim.AdamW;
+    no_decay: names (or indices) without weight decay; lr ... weight_decay as torch.optim.AdamW
+    (lr None: its 1e-3, or for optimizer="adafactor" with relative steps no lr at all, as
+    transformers' Adafactor(lr=None); a number there is refused, as transformers refuses it;
+    weight_decay None: torch's 0.01, Adafactor's 0.0);
     further keyword arguments are zt_config fields (zero_stage, optimizer, offload_optimizer,
     nvme_path, grad_clip, ...)."""
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01,
+    def __init__(self, params, lr=None, betas=(0.9, 0.999), eps=1e-8, weight_decay=None,
                  names=None, no_decay=(), comm=None, **config):
         self.params = params
-        self.lr = lr
+        adafactor = str(config.get("optimizer", "")).lower() == "adafactor"
+        if lr is None:
+            relative = adafactor and str(config.get("relative_step", 1)).lower() not in ("0", "false")
+            lr = 0.0 if relative else 1e-3
+        if weight_decay is None:
+            weight_decay = 0.0 if adafactor else 0.01
+        self.lr = _check_lr(lr)
         names = names or ["p%d" % i for i in range(len(params))]
         self.engine = Engine(comm=comm, lr=lr, beta1=betas[0], beta2=betas[1], eps=eps,
                              weight_decay=weight_decay, **config)
@@ -369,17 +447,32 @@ class Optimizer:
         self._names = names
 
     def step(self, grads, lr=None):
-        """One update from this rank's share of the gradients (a list like params)."""
+        """One update from this rank's share of the gradients: a list like params, each of
+        exactly its parameter's shape (no broadcasting). Everything is checked before the
+        engine is touched, so a refused call changes nothing."""
         e, n = self.engine, len(self.params)
+        lr = _check_lr(self.lr if lr is None else lr)
+        if len(grads) != n:
+            raise Error("step: %d gradients for %d parameters" % (len(grads), n))
+        gs = []
+        for u in range(n):
+            g = np.asarray(grads[u], dtype=np.float32)
+            if g.shape != self.params[u].shape:
+                raise Error("step: the gradient of %s has shape %s, the parameter %s (shapes "
+                            "must match exactly)" % (self._names[u], g.shape,
+                                                     self.params[u].shape))
+            gs.append(g)
         for u in range(n):  # a backward pass follows a forward pass
             e.acquire(u, FOR_FORWARD)
             e.release(u)
         for u in reversed(range(n)):
             _, g = e.acquire(u, FOR_BACKWARD)
-            e.param(g, self._names[u])[...] += np.asarray(grads[u], dtype=np.float32)
+            # the only contribution of the step: copied, not added to the zeroed buffer
+            # (0 + -0 is +0: a -0 gradient would reach the engine as +0)
+            e.param(g, self._names[u])[...] = gs[u]
             e.grads_ready(u)
             e.release(u)
-        info = e.step((self.lr or 0.0) if lr is None else lr)  # (None: no lr)
+        info = e.step(lr)
         e.zero_grad()
         self._copy_out()
         return info
@@ -388,7 +481,7 @@ class Optimizer:
         e = self.engine
         for u in range(len(self.params)):  # the engine's parameters into the caller's arrays
             p, _ = e.acquire(u, FOR_FORWARD | FOR_EVAL)
-            self.params[u][...] = e.param(p, self._names[u])
+            self.params[u][...] = e.param(p, self._names[u])._get()
             e.release(u)
 
     def save(self, root, step, keep=0):

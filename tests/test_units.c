@@ -431,6 +431,30 @@ static void flat_step(zt_engine *e, int nu)
     assert_int_equal(zt_engine_zero_grad(e), 0);
 }
 
+/* One unit alone at every stage (stages 2 and 3 have no other unit to lend their scratch
+ * gradient buffers to, and must not allocate them); a checkpoint of a negative step is
+ * refused and writes nothing. */
+static void test_single_unit(void **state)
+{
+    char root[400];
+    zt_train_state st = {-5, 0, 0};
+    zt_engine *e;
+    (void)state;
+    for (int stage = 0; stage <= 3; stage++) {
+        e = flat(1, stage);
+        if (zt_engine_commit(e) != 0)
+            fail_msg("stage %d: %s", stage, zt_engine_last_error(e));
+        flat_step(e, 1);
+        flat_step(e, 1);
+        zt_engine_destroy(e);
+    }
+    e = flat(1, 2);
+    snprintf(root, sizeof root, "%s/negative", tmpdir);
+    EXPECT_ERR(zt_checkpoint_save(e, root, &st, NULL, 0), "step -5 is negative");
+    assert_int_equal(access(root, F_OK), -1);
+    zt_engine_destroy(e);
+}
+
 static void test_schedule(void **state)
 {
     (void)state;
@@ -733,7 +757,8 @@ int main(void)
         cmocka_unit_test(test_register),     cmocka_unit_test(test_too_large),
         cmocka_unit_test(test_misuse),
         cmocka_unit_test(test_step),         cmocka_unit_test(test_accumulation),
-        cmocka_unit_test(test_stage2_buffers), cmocka_unit_test(test_schedule),
+        cmocka_unit_test(test_stage2_buffers), cmocka_unit_test(test_single_unit),
+        cmocka_unit_test(test_schedule),
         cmocka_unit_test(test_checkpoint),   cmocka_unit_test(test_lineage),
         cmocka_unit_test(test_config_set),   cmocka_unit_test(test_guard),
     };

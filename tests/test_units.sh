@@ -5,9 +5,10 @@
 # same N; its loss falls; resume from its checkpoint bit-identical to not stopping), ranks
 # that disagree on the order caught, the exports (zt_ only), the header from C99 -pedantic and
 # C++, and the Python binding (numpy AdamW within 1e-6, PyTorch's AdamW loss curve within
-# 1e-5; mpi4py's communicator); Adafactor over 3-D and 4-D tensors at N = 2 and 3, every
-# stage, with checkpoints resumed across N. UNITS_LONG=1 adds NVMe offload, 8-bit AdamW and
-# N = 3 runs.
+# 1e-5; mpi4py's communicator; loaded into a running process beside torch and mpi4py in any
+# order, nothing preloaded; its refusals); Adafactor over 3-D and 4-D tensors at N = 2 and 3,
+# every stage, with checkpoints resumed across N. UNITS_LONG=1 adds NVMe offload, 8-bit AdamW
+# and N = 3 runs.
 # Usage: test_units.sh (from the repository root, after make)
 set -u
 MPI="mpirun --allow-run-as-root --oversubscribe"
@@ -130,14 +131,42 @@ for spec in "1 0 none" "2 3 cpu" "3 2 none --mpi4py"; do
        && grep -q "^ok: " "$T/py$np.log"; then ok
     else bad "numpy AdamW via the binding (N=$np stage $st)"; tail -3 "$T/py$np.log"; fi
 done
-# mpi4py started MPI before the binding: with jemalloc preloaded it works, without it a
-# clear error says how to start
-if LD_PRELOAD=libjemalloc.so.2 $MPI -np 2 -x ZEROTRAIN_LIB -x LD_PRELOAD $PY \
-       tests/python/test_numpy_adamw.py --stage 1 --mpi4py-first >"$T/pyfirst.log" 2>&1 \
-   && grep -q "^ok: " "$T/pyfirst.log" \
-   && ! $PY tests/python/test_numpy_adamw.py --mpi4py-first >"$T/pynopre.log" 2>&1 \
-   && grep -q "import zerotrain before mpi4py, or start Python with LD_PRELOAD" "$T/pynopre.log"; then ok
-else bad "mpi4py imported before the binding"; tail -3 "$T/pyfirst.log" "$T/pynopre.log"; fi
+# mpi4py started MPI before the binding: nothing preloaded, at N = 1 and 2
+if $MPI -np 2 -x ZEROTRAIN_LIB $PY tests/python/test_numpy_adamw.py --stage 1 --mpi4py-first \
+       >"$T/pyfirst.log" 2>&1 && grep -q "^ok: " "$T/pyfirst.log" \
+   && $PY tests/python/test_numpy_adamw.py --mpi4py-first >"$T/pyfirst1.log" 2>&1 \
+   && grep -q "^ok: " "$T/pyfirst1.log"; then ok
+else bad "mpi4py imported before the binding"; tail -3 "$T/pyfirst.log" "$T/pyfirst1.log"; fi
+# the library in a running process: no allocator linked, no malloc of its own, no static TLS
+# (dlopened late, it must not need the surplus that initial-exec TLS takes)
+if ! readelf -d build/libzerotrain.so | grep -q "NEEDED.*jemalloc" \
+   && ! readelf -d build/libzerotrain.so | grep -q "STATIC_TLS" \
+   && ! readelf -r build/libzerotrain.so | grep -q "TPOFF" \
+   && ! nm -D --defined-only build/libzerotrain.so \
+        | grep -qwE "malloc|free|calloc|realloc|posix_memalign|aligned_alloc|memalign|mallctl"; then ok
+else bad "libzerotrain links jemalloc, defines an allocator or needs static TLS"; fi
+# ... imported after torch, after mpi4py, before both, after torch freed tensors: the code
+# before the import runs once, the PID stays, the host's malloc is untouched, it trains
+if $PY -c "import torch, mpi4py" 2>/dev/null; then
+    for order in torch-first mpi4py-first zerotrain-first torch-freed; do
+        if $PY tests/python/test_inprocess.py --order $order --mark "$T/mark.$order" --stage 3 \
+               >"$T/inproc.$order.log" 2>&1 && grep -q "^ok: " "$T/inproc.$order.log" \
+           && [ "$(wc -l <"$T/mark.$order")" -eq 1 ]; then ok
+        else bad "the binding in a running process ($order)"; tail -3 "$T/inproc.$order.log"; fi
+    done
+    if $MPI -np 2 -x ZEROTRAIN_LIB $PY tests/python/test_inprocess.py --order mpi4py-first \
+           --mark "$T/mark.mpi2" --stage 2 >"$T/inproc.mpi2.log" 2>&1 \
+       && grep -q "^ok: " "$T/inproc.mpi2.log" && [ "$(wc -l <"$T/mark.mpi2")" -eq 2 ]; then ok
+    else bad "the binding in a running process (mpi4py first, N=2)"; tail -3 "$T/inproc.mpi2.log"
+    fi
+else echo "skipped: the binding beside torch and mpi4py (python3-torch or -mpi4py missing)"; fi
+# the binding's refusals (shapes, closed engines' views, steps, learning rates, -0), at N = 1
+# and 3 (uneven shards); under a preloaded jemalloc the report's heap source is jemalloc
+if pyrun bind1 1 tests/python/test_binding.py && grep -q "^ok: all" "$T/bind1.log" \
+   && pyrun bind3 3 tests/python/test_binding.py && grep -q "^ok: all" "$T/bind3.log" \
+   && LD_PRELOAD=libjemalloc.so.2 $PY tests/python/test_binding.py --only heap \
+          --expect-heap jemalloc >"$T/bindje.log" 2>&1; then ok
+else bad "the binding's refusals"; tail -3 "$T/bind1.log" "$T/bind3.log" "$T/bindje.log"; fi
 if $PY -c "import torch" 2>/dev/null; then
     for spec in "1 0 none" "2 3 cpu"; do
         set -- $spec

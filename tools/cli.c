@@ -88,8 +88,8 @@ void print_memory(FILE *f)
     for (int c = 0; c < ZT_MEM_NCAT; c++)
         fprintf(f, " %s %.1f/%.1f", zt_memory_category_name(c), r.current[c] / 1048576.0,
                 r.peak[c] / 1048576.0);
-    fprintf(f, "\n               counted peak %.1f, jemalloc allocated %.1f resident %.1f, "
+    fprintf(f, "\n               counted peak %.1f, heap (%s) allocated %.1f resident %.1f, "
                     "peak RSS %.1f  (current/peak)\n",
-            r.total_peak / 1048576.0, r.jemalloc_allocated / 1048576.0,
+            r.total_peak / 1048576.0, zt_memory_heap_source(), r.jemalloc_allocated / 1048576.0,
             r.jemalloc_resident / 1048576.0, r.peak_rss / 1048576.0);
 }

@@ -12,7 +12,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
-import zerotrain as zt  # first: it may restart the interpreter once (see its docstring)
+import zerotrain as zt
 import numpy as np
 
 IN, HID, OUT, BATCH = 16, 64, 4, 48

@@ -12,9 +12,10 @@ import copy
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
-import zerotrain as zt  # first: it may restart the interpreter once (see its docstring)
 import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+import zerotrain as zt  # (after torch or before it: either order works)
 
 
 def main():

@@ -7,7 +7,7 @@ checkpoint at step 10 resumed in a new optimizer gives the same bits at step 20.
 
 Under mpirun -np N each rank passes the gradient of its slice of the batch (zerotrain sums
 them); --mpi4py imports mpi4py (after zerotrain) and runs the engine on its communicator;
---mpi4py-first imports it before zerotrain (then jemalloc must be preloaded: LD_PRELOAD).
+--mpi4py-first imports it before zerotrain (MPI started first; nothing to preload).
 The tolerance: both sides do the same float32 operations except the order of weight decay
 and update (torch decays first; zerotrain multiplies p + update by 1 - lr wd: they differ by
 lr^2 wd |update| ~ 1e-9 per step) and, with N > 1, the gradient summed over ranks (a few ulp
@@ -18,7 +18,7 @@ import sys
 
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(here, "..", "..", "python"))
-if "--mpi4py-first" in sys.argv:  # MPI started before the binding (jemalloc preloaded)
+if "--mpi4py-first" in sys.argv:  # MPI started before the binding
     from mpi4py import MPI
 sys.path.insert(0, os.path.join(here, "..", "..", "examples", "python"))
 import zerotrain as zt

@@ -1,0 +1,237 @@
+"""The Python binding's refusals and edge cases, one check each (every misuse must raise
+zerotrain.Error naming what is wrong, and a refused call must leave the engine as it was):
+
+  shape      a gradient of another shape than its parameter (a (1,) one for a (4, 3)
+             parameter would broadcast to all 12 elements) is refused
+  single     one small parameter alone (1 and 12 elements) trains at every ZeRO stage
+  closed     Views of unit buffers raise after Engine.close() (read, write, np.asarray), and
+             so does every engine call
+  negstep    save(step=-5) is refused and creates nothing; so is zt_checkpoint_save itself
+             (the C API, called directly) with a negative step
+  lr         step(lr=inf / nan / -1 / 1e39 / "x") is refused before anything changes: the
+             next valid step gives the bits of an optimizer that never saw the refused call;
+             Adafactor's default lr None means no lr (relative steps), an lr with them is
+             refused
+  negzero    a -0 gradient reaches the engine as -0 (the bits of its gradient buffer when
+             the unit's gradients are made ready), +0 as +0
+  heap       the report names its heap statistics' source: "none" in this process (no
+             jemalloc), "jemalloc" with --expect-heap jemalloc (started with it preloaded)
+
+    test_binding.py [--only NAME,...] [--expect-heap none|jemalloc]
+
+Under mpirun -np N the same checks run on every rank (single: sharded over N ranks, N = 3
+gives uneven shards). Prints "ok: NAME ..." per check, exits 1 on the first failure."""
+import math
+import os
+import shutil
+import sys
+import tempfile
+
+here = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(here, "..", "..", "python"))
+import numpy as np
+import zerotrain as zt
+
+RANK = int(os.environ.get("OMPI_COMM_WORLD_RANK", "0"))
+
+
+def say(msg):
+    if RANK == 0:
+        print(msg, flush=True)
+
+
+def fail(name, msg):
+    print("FAIL: %s: %s (rank %d)" % (name, msg, RANK), flush=True)
+    sys.exit(1)
+
+
+def raises(name, what, fn, *words):
+    """fn() must raise zt.Error whose message holds every word."""
+    try:
+        fn()
+    except zt.Error as e:
+        m = str(e)
+        if not all(w in m for w in words):
+            fail(name, "%s: the message %r does not name %s" % (what, m, words))
+        return m
+    fail(name, "%s: accepted" % what)
+
+
+def check_shape():
+    p = [np.ones((4, 3), np.float32)]
+    opt = zt.Optimizer(p, lr=0.1, names=["w"], threads=1)
+    raises("shape", "a (1,) gradient for a (4, 3) parameter",
+           lambda: opt.step([np.ones(1, np.float32)]), "w", "(1,)", "(4, 3)")
+    raises("shape", "a (3, 4) gradient", lambda: opt.step([np.ones((3, 4), np.float32)]),
+           "(3, 4)", "(4, 3)")
+    raises("shape", "a (12,) gradient", lambda: opt.step([np.ones(12, np.float32)]), "(12,)")
+    raises("shape", "two gradients for one parameter",
+           lambda: opt.step([np.ones((4, 3), np.float32)] * 2), "2 gradients", "1 parameter")
+    if not np.all(p[0] == 1.0):
+        fail("shape", "a refused step changed the parameters")
+    opt.step([np.ones((4, 3), np.float32)])
+    if not np.all(p[0] < 1.0):
+        fail("shape", "a valid step did not update every element")
+    opt.close()
+    say("ok: shape: gradients of another shape refused, naming both shapes")
+
+
+def check_single():
+    for stage in (0, 1, 2, 3):
+        for shape in ((1,), (4, 3)):
+            p = [np.full(shape, 2.0, np.float32)]
+            opt = zt.Optimizer(p, lr=0.1, weight_decay=0.0, zero_stage=stage, threads=1)
+            for _ in range(3):  # the loss 0.5 p^2 summed over the ranks: gradient p / N
+                opt.step([p[0] / opt.engine.size])
+            opt.close()
+            if not np.all((p[0] < 1.8) & (p[0] > 1.6)):  # Adam: about lr per step
+                fail("single", "stage %d shape %s: %s" % (stage, shape, p[0].ravel()[:3]))
+    say("ok: single: one parameter of 1 and 12 elements trains at stages 0-3")
+
+
+def check_closed():
+    e = zt.Engine(threads=1)
+    e.add_unit("u", [("w", np.arange(12, dtype=np.float32).reshape(4, 3))])
+    e.commit()
+    p, _ = e.acquire(0, zt.FOR_FORWARD)
+    w = e.param(p, "w")
+    before = np.asarray(w)
+    w[0, 0] = 7.0  # writes through to the engine while open
+    if p[0] != 7.0 or before[0, 0] != 0.0 or w.shape != (4, 3):
+        fail("closed", "a View while open: %s %s" % (p[0], before[0, 0]))
+    e.release(0)
+    e.close()
+    raises("closed", "reading a View after close", lambda: p[0], "close")
+    raises("closed", "reading a parameter View after close", lambda: w[1:], "parameter w")
+    raises("closed", "np.asarray of a View after close", lambda: np.asarray(w), "close")
+    raises("closed", "writing a View after close", lambda: w.__setitem__(0, 1.0), "close")
+    raises("closed", "numpy() after close", lambda: p.numpy(), "close")
+    raises("closed", "acquire after close", lambda: e.acquire(0, zt.FOR_FORWARD), "closed")
+    raises("closed", "step after close", lambda: e.step(0.1), "closed")
+    raises("closed", "report after close", lambda: e.report(), "closed")
+    say("ok: closed: Views and engine calls raise after close (%r)" % w)
+
+
+def check_negstep():
+    d = tempfile.mkdtemp(prefix="zt_binding.") if RANK == 0 else None
+    if int(os.environ.get("OMPI_COMM_WORLD_SIZE", "1")) > 1:  # one folder for all ranks
+        from mpi4py import MPI
+        d = MPI.COMM_WORLD.bcast(d)
+    p = [np.ones(5, np.float32)]
+    opt = zt.Optimizer(p, lr=0.1, threads=1)
+    opt.step([np.ones(5, np.float32)])
+    for bad in (-5, -1, 2.5, True, "3"):
+        raises("negstep", "save(step=%r)" % (bad,), lambda: opt.save(d, bad), "step")
+    raises("negstep", "save(keep=-1)", lambda: opt.save(d, 1, keep=-1), "keep")
+    # the C API: zt_checkpoint_save with a negative step (the binding's check bypassed)
+    st = zt._TrainState(-5, 0, 0)
+    L = zt._lib
+    rc = L.zt_checkpoint_save(opt.engine._handle(), d.encode(), st, None, 0)
+    msg = L.zt_engine_last_error(opt.engine._handle()).decode()
+    if rc >= 0 or "negative" not in msg or "-5" not in msg:
+        fail("negstep", "zt_checkpoint_save(step -5): rc %d, %r" % (rc, msg))
+    left = sorted(os.listdir(d)) if RANK == 0 else []  # (rank 0 creates the folders)
+    if left:
+        fail("negstep", "refused saves left %s in %s" % (left, d))
+    opt.save(d, 0)  # step 0 is a step
+    if RANK == 0 and sorted(os.listdir(d)) != ["step-0"]:
+        fail("negstep", "save(step=0) gave %s" % os.listdir(d))
+    opt.close()
+    if RANK == 0:
+        shutil.rmtree(d)
+    say("ok: negstep: negative, fractional and boolean steps refused by the binding, a "
+        "negative one by zt_checkpoint_save (%s); nothing created" % msg)
+
+
+def check_lr():
+    for stage in (0, 2):
+        p, q = [np.ones(6, np.float32)], [np.ones(6, np.float32)]
+        opt = zt.Optimizer(p, lr=0.1, zero_stage=stage, threads=1)
+        ref = zt.Optimizer(q, lr=0.1, zero_stage=stage, threads=1)
+        g = [np.linspace(-1, 1, 6).astype(np.float32)]
+        for bad in (math.inf, -math.inf, math.nan, -1.0, 1e39, "x", True):
+            raises("lr", "step(lr=%r)" % (bad,), lambda: opt.step(g, lr=bad), "learning rate")
+        raises("lr", "Engine.step(inf)", lambda: opt.engine.step(math.inf), "learning rate")
+        raises("lr", "Optimizer(lr=nan)", lambda: zt.Optimizer([np.ones(2, np.float32)],
+                                                               lr=math.nan), "learning rate")
+        opt.step(g)
+        ref.step(g)
+        if not np.array_equal(p[0], q[0]) or np.array_equal(p[0], np.ones(6, np.float32)):
+            fail("lr", "stage %d: refused steps changed something: %s vs %s" % (stage, p[0],
+                                                                                 q[0]))
+        opt.close()
+        ref.close()
+    # Adafactor as transformers' Adafactor: lr None (the default) is no lr, its relative
+    # step size min(1e-2, 1/sqrt(1)) = 1e-2 at step 1 (scaled by the parameter's RMS, 1 here,
+    # times the clipped update, whose RMS is 1 for a constant gradient: 1 - 1e-2 in real
+    # arithmetic, with no weight decay, Adafactor's default); an lr with relative steps is
+    # refused as transformers refuses it
+    p = [np.ones((4, 6, 5), np.float32)]
+    af = zt.Optimizer(p, optimizer="adafactor", threads=1)
+    af.step([np.full((4, 6, 5), 0.5, np.float32)])
+    if af.lr != 0.0 or not np.allclose(p[0], 0.99, rtol=0, atol=1e-6):
+        fail("lr", "Adafactor with lr None: lr %r, parameters %s" % (af.lr, p[0].ravel()[:3]))
+    af.close()
+    raises("lr", "Adafactor(lr=1e-3) with relative steps",
+           lambda: zt.Optimizer([np.ones(3, np.float32)], optimizer="adafactor", lr=1e-3),
+           "relative_step", "manual lr")
+    say("ok: lr: non-finite, negative, overflowing and non-numeric learning rates refused, "
+        "the engine unchanged; Adafactor's lr None is no lr, a number with relative steps "
+        "refused")
+
+
+def check_negzero():
+    p = [np.ones(4, np.float32)]
+    opt = zt.Optimizer(p, lr=0.1, threads=1)
+    e, seen, last = opt.engine, [], {}
+    acquire, grads_ready = e.acquire, e.grads_ready
+
+    def spy_acquire(unit, purpose):
+        r = acquire(unit, purpose)
+        if purpose == zt.FOR_BACKWARD:
+            last["g"] = r[1]
+        return r
+
+    def spy_ready(unit):  # the engine's gradient buffer as it is handed over
+        seen.append(np.signbit(np.asarray(last["g"])[:4]).copy())
+        grads_ready(unit)
+
+    e.acquire, e.grads_ready = spy_acquire, spy_ready
+    opt.step([np.array([-0.0, 0.0, -1.0, 1.0], np.float32)])
+    opt.close()
+    if not seen or list(seen[0]) != [True, False, True, False]:
+        fail("negzero", "the engine's gradient signs %s, want [-0, +0, -1, +1]'s" % seen)
+    say("ok: negzero: a -0 gradient reaches the engine's buffer as -0")
+
+
+def check_heap(expect):
+    e = zt.Engine(threads=1)
+    e.add_unit("u", [("w", np.ones(1 << 18, np.float32))])
+    e.commit()
+    heap = e.report()["memory"]["heap"]
+    src = zt._lib.zt_memory_heap_source().decode()
+    e.close()
+    if heap["source"] != expect or src != expect:
+        fail("heap", "source %s / %s, expected %s" % (heap["source"], src, expect))
+    if (heap["allocated"] > 0) != (expect == "jemalloc"):
+        fail("heap", "allocated %d with source %s" % (heap["allocated"], expect))
+    say("ok: heap: the report's heap source is %s (allocated %d)" % (expect,
+                                                                      heap["allocated"]))
+
+
+def main():
+    only = sys.argv[sys.argv.index("--only") + 1].split(",") if "--only" in sys.argv else None
+    expect = sys.argv[sys.argv.index("--expect-heap") + 1] if "--expect-heap" in sys.argv \
+        else "none"
+    checks = [("shape", check_shape), ("single", check_single), ("closed", check_closed),
+              ("negstep", check_negstep), ("lr", check_lr), ("negzero", check_negzero),
+              ("heap", lambda: check_heap(expect))]
+    for name, fn in checks:
+        if only is None or name in only:
+            fn()
+    say("ok: all %d checks" % len([n for n, _ in checks if only is None or n in only]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
