@@ -54,7 +54,7 @@ static int cached_init(cached *c, const zt_adam8_maps *q, size_t per, int thread
             c->p[i] = (float)((i * 2654435761u) % 1000) * 1e-4f - 0.05f;
             c->g[i] = (float)((i * 40503u) % 1000) * 1e-5f - 0.005f;
         }
-        zt_adam8bit_init(q, c->cm + lo, c->cv + lo, c->am + lo / ZT_QBLOCK,
+        zt_adam8bit_init(c->cm + lo, c->cv + lo, c->am + lo / ZT_QBLOCK,
                          c->av + lo / ZT_QBLOCK, per);
     }
     return 0;
@@ -118,8 +118,7 @@ int main(int argc, char **argv)
         p[i] = (float)((i * 2654435761u) % 1000) * 1e-4f - 0.05f;
         g[i] = (float)((i * 40503u) % 1000) * 1e-5f - 0.005f;
         m[i] = v[i] = 0.0f;
-        cm[i] = q.m_zero;
-        cv[i] = q.v_zero;
+        cm[i] = cv[i] = 0;
     }
 #pragma omp parallel for schedule(static)
     for (size_t b = 0; b < nb; b++)
