@@ -862,5 +862,8 @@ int main(void)
         cmocka_unit_test(test_path_avx2),
         cmocka_unit_test(test_path_avx512),
     };
+    const struct CMUnitTest one_case[] = {cmocka_unit_test(test_reference_fixture)};
+    if (getenv("ZT_ADAM8_CASE")) /* a reference case of tests/test_adam8bit_ref.sh: only it */
+        return cmocka_run_group_tests(one_case, NULL, NULL);
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
