@@ -575,6 +575,8 @@ static void make_grads(float *g, size_t n, uint64_t *r, int step, const float *t
             }
             if (nt)
                 gi = i == lo ? 1.0f : tv[lcg(r) % nt];
+            if (kind != 1 && lcg(r) % 31 == 0) /* finite, but not once scaled by 4 */
+                gi = z < 0 ? -3e38f : 3e38f;
             if (kind != 1 && lcg(r) % 29 == 0) { /* non-finite */
                 static const float bad[] = {NAN, -NAN, INFINITY, -INFINITY};
                 gi = bad[lcg(r) % 4];
@@ -746,7 +748,7 @@ static void check_update(int path, const zt_adam8_maps *q)
     for (int step = 1; step <= 8; step++) {
         int ties = step == 4 || step == 7;
         zt_adamw_hparams hp = {1e-3f, ties ? 0.0f : 0.9f, 0.999f, 1e-8f, 0.01f, step,
-                               step % 3 == 2 ? 0.5f : 1.0f};
+                               step == 8 ? 4.0f : step % 3 == 2 ? 0.5f : 1.0f};
         int decay = step % 2;
         make_grads(g, n, &r, step, tv, ties ? nt : 0);
         adam8bit_spec(q, ref.p, g, ref.cm, ref.cv, ref.am, ref.av, n, &hp, decay);
