@@ -4,10 +4,10 @@
  * the update, then each moment's quantization with only its zone tables live). All give the
  * same bytes: the same float operations in the same order, IEEE sqrt and division, never a
  * fused multiply-add in the update (the SIMD functions are compiled with fp-contract=off; the
- * build's -std=c11 implies it too), and zt_quantize_fast's codes (the SIMD quantizers compute
- * them from quant.c's zone tables, the AVX-512 one with an explicit fused multiply-add that
- * the tables are checked for, and leave the undecided lanes to it). Not here: the maps and
- * tables. */
+ * build's -std=c11 implies it too), and zt_quantize_fast's codes with the first moment's sign
+ * correction (the SIMD quantizers compute them from quant.c's zone tables, the AVX-512 one
+ * with an explicit fused multiply-add that the tables are checked for, and leave the
+ * undecided lanes to it). Not here: the maps and tables. */
 #include "adam8bit.h"
 #include "../common/prof.h"
 

@@ -21,8 +21,8 @@
  * way at its first index idx (the half chosen by idx) plus k step (k = 0..W-1, a product then
  * a sum), and only the remaining tail per element; and the AVX2 and AVX-512 builds of that
  * file fuse the base's and the tail's product and sum (one rounding) where the default build
- * does not. So the map depends on the CPU torch ran on: 12 to 45 entries differ by 1 ulp
- * between the flavours (tests/ref/qmap_ref.py, run under ATEN_CPU_CAPABILITY=default, avx2,
+ * does not. So the map depends on the CPU torch ran on: 12 to 45 entries differ, by 1 or 2
+ * ulp, between the flavours (tests/ref/qmap_ref.py, run under ATEN_CPU_CAPABILITY=default, avx2,
  * avx512, writes each; the unit test compares all 256 entries of each). zt_qmap_dynamic is
  * the AVX2 flavour: torch on an AVX2 CPU (and the one the issue's check compared against);
  * zt_qmap_dynamic_torch gives any. */
