@@ -101,11 +101,13 @@ test-parity: all
 
 # The heavy checks: 40 more random parity configurations (BERT and T5), T5 at N=3, a SIGKILL at every point of a
 # checkpoint save, 100,000 faulted I/O operations per backend, every float through each 8-bit
-# quantizer, every stage x world size for the 8-bit and Adafactor optimizers, and 10 minutes
-# of fuzzing.
+# quantizer, the 8-bit AdamW against its numpy reference on 8 more random cases (and the
+# committed fixtures regenerated), every stage x world size for the 8-bit and Adafactor
+# optimizers, and 10 minutes of fuzzing.
 test-long: all unit-tests
 	ZT_FAULT_OPS=100000 $(BUILD)/tests/test_offload
 	ZT_QUANT_EXHAUSTIVE=1 $(BUILD)/tests/test_adam8bit
+	bash tests/test_adam8bit_ref.sh $(BUILD)/tests/test_adam8bit
 	ZERO_LONG=1 bash tests/test_zero.sh $(BUILD)/zerotrain
 	ROBUST_LONG=1 bash tests/test_robust.sh $(BUILD)/zerotrain
 	RECOMPUTE_LONG=1 bash tests/test_recompute.sh $(BUILD)/zerotrain

@@ -8,7 +8,7 @@
  * parameter against fp32 AdamW over the large shard): the least adam8bit_vs_adamw this
  * kernel's arithmetic allows on this machine, whatever the memory does. Prints one JSON
  * object.
- * Usage: bench_optim [--threads N] [--mib S] [--iters N] */
+ * Usage: bench_optim [--threads N] [--mib S] [--iters N] [--path scalar|avx2|avx512] */
 #include "../optimizer/adam8bit.h"
 #include "sgemm_time.h"
 
@@ -33,13 +33,15 @@ static double copy_bw(float *a, const float *b, size_t n, int iters)
 
 /* The 8-bit kernel with all threads busy, each on a shard of its own of `per` parameters
  * that stays in its cache (the nested call runs on the calling thread). */
+static int path = ZT_ADAM8_AUTO; /* --path: the kernel timed */
+
 typedef struct cached {
     size_t per;
     float *p, *g, *am, *av; /* thread t's shard at t * per (t * per / ZT_QBLOCK) */
     uint8_t *cm, *cv;
 } cached;
 
-static int cached_init(cached *c, const zt_adam8_maps *q, size_t per, int threads)
+static int cached_init(cached *c, size_t per, int threads)
 {
     size_t n = per * (size_t)threads, nb = n / ZT_QBLOCK;
     c->per = per;
@@ -54,7 +56,7 @@ static int cached_init(cached *c, const zt_adam8_maps *q, size_t per, int thread
             c->p[i] = (float)((i * 2654435761u) % 1000) * 1e-4f - 0.05f;
             c->g[i] = (float)((i * 40503u) % 1000) * 1e-5f - 0.005f;
         }
-        zt_adam8bit_init(q, c->cm + lo, c->cv + lo, c->am + lo / ZT_QBLOCK,
+        zt_adam8bit_init(c->cm + lo, c->cv + lo, c->am + lo / ZT_QBLOCK,
                          c->av + lo / ZT_QBLOCK, per);
     }
     return 0;
@@ -71,8 +73,9 @@ static double cached_run(cached *c, const zt_adam8_maps *q, int reps)
         double t0 = now();
         for (int k = 1; k <= reps; k++) {
             zt_adamw_hparams hp = {1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, k, 1.0f};
-            zt_adam8bit_update(q, c->p + lo, c->g + lo, c->cm + lo, c->cv + lo,
-                               c->am + lo / ZT_QBLOCK, c->av + lo / ZT_QBLOCK, c->per, &hp, 1);
+            zt_adam8bit_update_path(path, q, c->p + lo, c->g + lo, c->cm + lo, c->cv + lo,
+                                    c->am + lo / ZT_QBLOCK, c->av + lo / ZT_QBLOCK, c->per, &hp,
+                                    1);
         }
         double t = now() - t0;
 #pragma omp critical
@@ -95,6 +98,10 @@ int main(int argc, char **argv)
             threads = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--mib"))
             mib = atol(argv[i + 1]);
+        else if (!strcmp(argv[i], "--path"))
+            path = !strcmp(argv[i + 1], "scalar") ? ZT_ADAM8_SCALAR
+                   : !strcmp(argv[i + 1], "avx2") ? ZT_ADAM8_AVX2
+                   : !strcmp(argv[i + 1], "avx512") ? ZT_ADAM8_AVX512 : ZT_ADAM8_AUTO;
         else if (!strcmp(argv[i], "--iters"))
             iters = atoi(argv[i + 1]);
     }
@@ -118,15 +125,14 @@ int main(int argc, char **argv)
         p[i] = (float)((i * 2654435761u) % 1000) * 1e-4f - 0.05f;
         g[i] = (float)((i * 40503u) % 1000) * 1e-5f - 0.005f;
         m[i] = v[i] = 0.0f;
-        cm[i] = q.m_zero;
-        cv[i] = q.v_zero;
+        cm[i] = cv[i] = 0;
     }
 #pragma omp parallel for schedule(static)
     for (size_t b = 0; b < nb; b++)
         am[b] = av[b] = 0.0f;
     /* 131072 parameters a thread: 1.3 MB of p, g and codes, inside a 2 MiB L2 */
     cached c;
-    if (cached_init(&c, &q, 131072, omp_get_max_threads())) {
+    if (cached_init(&c, 131072, omp_get_max_threads())) {
         fprintf(stderr, "bench_optim: out of memory\n");
         return 1;
     }
@@ -137,7 +143,7 @@ int main(int argc, char **argv)
         double t0 = now();
         zt_adamw_update(p, g, m, v, n, &hp, 1);
         double t1 = now();
-        zt_adam8bit_update(&q, p, g, cm, cv, am, av, n, &hp, 1);
+        zt_adam8bit_update_path(path, &q, p, g, cm, cv, am, av, n, &hp, 1);
         double t2 = now();
         t32 = t1 - t0 < t32 ? t1 - t0 : t32;
         t8 = t2 - t1 < t8 ? t2 - t1 : t8;
@@ -151,7 +157,7 @@ int main(int argc, char **argv)
            "\"adam8bit_seconds\": %.6f, \"adam8bit_vs_adamw\": %.3f, "
            "\"adam8bit_in_cache_ns_per_param\": %.4f, \"adam8bit_in_cache_vs_adamw\": %.3f, "
            "\"state_bytes_per_param_fp32\": 8, \"state_bytes_per_param_8bit\": %.4f}\n",
-           omp_get_max_threads(), n, zt_adam8bit_path_name(zt_adam8bit_path(&q)), bw, t32,
+           omp_get_max_threads(), n, zt_adam8bit_path_name(path == ZT_ADAM8_AUTO ? zt_adam8bit_path(&q) : path), bw, t32,
            28.0 * (double)n / t32, 28.0 * (double)n / t32 / bw, t8, t8 / t32,
            s8 / omp_get_max_threads() * 1e9, s8 / omp_get_max_threads() / (t32 / (double)n),
            2.0 + 8.0 / ZT_QBLOCK);

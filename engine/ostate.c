@@ -298,11 +298,8 @@ zt_spart *zt_ost_part(const zt_engine *e, int u, int r)
 
 void zt_ost_init(const zt_engine *e, uint8_t *base, size_t n, size_t nc)
 {
+    /* zeros throughout: AdamW8bit's fresh codes are 0, as zt_adam8bit_init */
     memset(base, 0, zt_ost_bytes(e->opt, e->beta1, n, nc));
-    if (e->opt == ZT_OPT_ADAMW8BIT) { /* the codes of zero */
-        memset(base, e->maps->m_zero, n);
-        memset(base + n, e->maps->v_zero, n);
-    }
 }
 
 int zt_ost_alloc_replicated(zt_engine *e)

@@ -4,10 +4,10 @@
  * the update, then each moment's quantization with only its zone tables live). All give the
  * same bytes: the same float operations in the same order, IEEE sqrt and division, never a
  * fused multiply-add in the update (the SIMD functions are compiled with fp-contract=off; the
- * build's -std=c11 implies it too), and zt_quantize_fast's codes (the SIMD quantizers compute
- * them from quant.c's zone tables, the AVX-512 one with an explicit fused multiply-add that
- * the tables are checked for, and leave the undecided lanes to it). Not here: the maps and
- * tables. */
+ * build's -std=c11 implies it too), and zt_quantize_fast's codes with the first moment's sign
+ * correction (the SIMD quantizers compute them from quant.c's zone tables, the AVX-512 one
+ * with an explicit fused multiply-add that the tables are checked for, and leave the
+ * undecided lanes to it). Not here: the maps and tables. */
 #include "adam8bit.h"
 #include "../common/prof.h"
 
@@ -43,10 +43,8 @@ void zt_adam8_maps_init(zt_adam8_maps *q)
 {
     zt_qmap_dynamic(q->m, 1);
     zt_qmap_dynamic(q->v, 0);
-    q->m_zero = zt_qmap_zero(q->m);
-    q->v_zero = zt_qmap_zero(q->v);
-    zt_qmap_index(q->m, q->m_idx);
-    zt_qmap_index(q->v, q->v_idx);
+    zt_qmap_index(q->m, 1, q->m_idx);
+    zt_qmap_index(q->v, 0, q->v_idx);
     q->zones_ok = zt_qmap_zones(q->m, q->m_idx, 1, &q->m_zones) == 0 &&
                   zt_qmap_zones(q->v, q->v_idx, 0, &q->v_zones) == 0;
     for (int k = 0; k < 4; k++)
@@ -56,12 +54,11 @@ void zt_adam8_maps_init(zt_adam8_maps *q)
         }
 }
 
-void zt_adam8bit_init(const zt_adam8_maps *q, uint8_t *cm, uint8_t *cv, float *am, float *av,
-                      size_t n)
+void zt_adam8bit_init(uint8_t *cm, uint8_t *cv, float *am, float *av, size_t n)
 {
     size_t nb = (n + ZT_QBLOCK - 1) / ZT_QBLOCK;
-    memset(cm, q->m_zero, n);
-    memset(cv, q->v_zero, n);
+    memset(cm, 0, n);
+    memset(cv, 0, n);
     memset(am, 0, nb * sizeof(float));
     memset(av, 0, nb * sizeof(float));
 }
@@ -87,42 +84,54 @@ static consts make_consts(const zt_adamw_hparams *hp, int decay)
     return k;
 }
 
-/* One block: p, g, cm, cv: [len] (len <= ZT_QBLOCK), am, av: the block's absmax. The
- * reference every other kernel matches byte for byte. */
+/* p + t with p the first operand: where both are NaN the result is p's (x86), whichever
+ * order the compiler would pick for a plain sum (the SIMD kernels do the same) */
+static inline float add_p_first(float p, float t)
+{
+#ifdef ZT_X86
+    __asm__("addss %1, %0" : "+x"(p) : "x"(t));
+    return p;
+#else
+    return p + t;
+#endif
+}
+
+/* One block: p, g, cm, cv: [len] (len <= ZT_QBLOCK; len < ZT_QBLOCK only for a tensor's last
+ * block), am, av: the block's absmax. The reference every other kernel matches byte for
+ * byte; bitsandbytes' kOptimizerStatic8bit2StateBlockwise (adam8bit.h) element for element. */
 static void block_scalar(const zt_adam8_maps *q, const consts *k, float *p, const float *g,
                          uint8_t *cm, uint8_t *cv, float *am, float *av, size_t len)
 {
-    float m[ZT_QBLOCK], v[ZT_QBLOCK], gb[ZT_QBLOCK], am1 = 0.0f, av1 = 0.0f;
+    float m[ZT_QBLOCK], v[ZT_QBLOCK], am1 = -FLT_MAX, av1 = -FLT_MAX;
     float a_m = *am, a_v = *av;
-    for (size_t j = 0; j < len; j++) { /* dequantize (a table read each) */
-        m[j] = q->m[cm[j]] * a_m;
-        v[j] = q->v[cv[j]] * a_v;
-        gb[j] = g[j] * k->gs;
-    }
     for (size_t j = 0; j < len; j++) { /* the moments, their block maxima */
-        int fin = isfinite(gb[j]);
-        float gj = fin ? gb[j] : 0.0f;
-        float mj = m[j] * k->b1 + k->one_b1 * gj, vj = v[j] * k->b2 + k->one_b2 * gj * gj;
-        m[j] = fin ? mj : 0.0f; /* a non-finite gradient: the element starts again */
-        v[j] = fin ? vj : 0.0f;
-        float am_j = fabsf(m[j]), av_j = fabsf(v[j]);
+        if (isfinite(g[j])) {
+            float gj = g[j] * k->gs;
+            float vj = q->v[cv[j]] * a_v, mj = q->m[cm[j]] * a_m;
+            v[j] = vj * k->b2 + k->one_b2 * gj * gj;
+            m[j] = mj * k->b1 + k->one_b1 * gj;
+        } else { /* a non-finite gradient: the element starts again */
+            m[j] = 0.0f;
+            v[j] = 0.0f;
+        }
+        float am_j = fabsf(m[j]), av_j = fabsf(v[j]); /* fmaxf: a NaN is passed over */
         am1 = am_j > am1 ? am_j : am1;
         av1 = av_j > av1 ? av_j : av1;
     }
-    for (size_t j = 0; j < len; j++) { /* the parameters (unchanged where g is not finite) */
-        float upd = (p[j] + k->step_size * (m[j] / (sqrtf(v[j]) + k->eps_c2))) * k->keep;
-        p[j] = isfinite(gb[j]) ? upd : p[j];
+    if (len < ZT_QBLOCK) { /* the padding of a partial block (adam8bit.h) */
+        float g0 = 0.0f * k->gs, mj = q->m[128] * a_m, vj = q->v[0] * a_v;
+        float pm = fabsf(mj * k->b1 + k->one_b1 * g0), pv = fabsf(vj * k->b2 + k->one_b2 * g0 * g0);
+        am1 = pm > am1 ? pm : am1;
+        av1 = pv > av1 ? pv : av1;
     }
-    if (am1 > 0.0f)
-        for (size_t j = 0; j < len; j++)
-            cm[j] = zt_quantize_fast(q->m, q->m_idx, m[j] / am1);
-    else
-        memset(cm, q->m_zero, len);
-    if (av1 > 0.0f)
-        for (size_t j = 0; j < len; j++)
-            cv[j] = zt_quantize_fast(q->v, q->v_idx, v[j] / av1);
-    else
-        memset(cv, q->v_zero, len);
+    for (size_t j = 0; j < len; j++) /* the parameters (unchanged where g is not finite) */
+        if (isfinite(g[j]))
+            p[j] = add_p_first(p[j], k->step_size * (m[j] / (sqrtf(v[j]) + k->eps_c2))) *
+                   k->keep;
+    for (size_t j = 0; j < len; j++) {
+        cm[j] = zt_qsign_fix(zt_quantize_fast(q->m, q->m_idx, m[j] / am1), m[j]);
+        cv[j] = zt_quantize_fast(q->v, q->v_idx, v[j] / av1);
+    }
     *am = am1;
     *av = av1;
 }
@@ -140,20 +149,34 @@ static void range_scalar(const zt_adam8_maps *q, const consts *k, float *p, cons
 }
 
 #ifdef ZT_X86
-/* The SIMD quantizers leave some lanes to zt_quantize_fast (quant.h): x, codes: [16]. */
-static void requantize(const float *map, const uint16_t *idx, const float *x, uint8_t *codes,
-                       unsigned lanes)
+/* The first moment's codes of a block whose absmax a1 is not positive: 0 (all m are +-0, or
+ * all NaN and a1 = -FLT_MAX), so every m / a1 is NaN, code 0 before the sign correction. */
+static void codes_m_unscaled(const float *m, uint8_t *cm, size_t len)
+{
+    for (size_t j = 0; j < len; j++)
+        cm[j] = zt_qsign_fix(0, m[j]);
+}
+
+/* The SIMD quantizers leave some lanes to the scalar code: the codes of x / *scale (of x where
+ * scale is NULL) as block_scalar gives them, with the sign correction by x (the moment) on
+ * the signed map. x, codes: [16]. */
+static void requantize(const zt_adam8_maps *q, int is_signed, const float *x,
+                       const float *scale, uint8_t *codes, unsigned lanes)
 {
     for (; lanes; lanes &= lanes - 1) {
         int i = __builtin_ctz(lanes);
-        codes[i] = zt_quantize_fast(map, idx, x[i]);
+        float xi = scale ? x[i] / *scale : x[i];
+        codes[i] = is_signed ? zt_qsign_fix(zt_quantize_fast(q->m, q->m_idx, xi), x[i])
+                             : zt_quantize_fast(q->v, q->v_idx, xi);
     }
 }
 
-/* The SIMD kernels quantize m / am1 and v / av1: in [-1, 1] or NaN by construction (each
- * block's absmax is its largest magnitude), NaN left over by the zone tables themselves
- * (quant.h); negative v exist only for a negative absmax read back, and are left over.
- * zt_adam8_quantize_path takes any x: check = 1 leaves |x| > 1 over as well. */
+/* The SIMD kernels quantize m / am1 and v / av1 for am1, av1 > 0: in [-1, 1] or NaN by
+ * construction (each block's absmax is its largest magnitude), NaN left over by the zone
+ * tables themselves (quant.h); negative v exist only for a negative absmax read back, and are
+ * left over. On the signed map the sign correction is, for x not NaN (whose sign is m's),
+ * min(code, 126) for negative x (a negative x or -0 at most 127 before it). zt_adam8_quantize_path
+ * takes any x (the moment, absmax 1): check = 1 leaves |x| > 1 over as well. */
 
 /* ---- AVX2: 8 lanes; dequantization by gathers, quantization by the zone tables ---------- */
 
@@ -209,8 +232,9 @@ static inline T_AVX2 __m256i quant256(const zq256 *t, __m256 x, int is_signed, i
                                                   zero));
     __m256i code = _mm256_min_epi32(_mm256_srli_epi32(p, 12),
                                     _mm256_castps_si256(look16_256(t->top, zone)));
-    if (is_signed) { /* negative x: 254 - code, at least 0 */
-        __m256i mirror = _mm256_sub_epi32(_mm256_set1_epi32(254), code);
+    if (is_signed) { /* negative x: 254 - code, at most 126 (the sign correction), at least 0 */
+        __m256i mirror = _mm256_min_epi32(_mm256_sub_epi32(_mm256_set1_epi32(254), code),
+                                          _mm256_set1_epi32(126));
         code = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(code),
                                                     _mm256_castsi256_ps(mirror), x));
         code = _mm256_max_epi32(code, zero);
@@ -234,7 +258,7 @@ static inline T_AVX2 void store8_codes(uint8_t *out, __m256i c)
     _mm_storel_epi64((__m128i *)out, _mm_packus_epi16(w, w));
 }
 
-/* the largest lane (every lane >= +0 and not NaN: the order does not matter) */
+/* the largest lane (every lane >= -FLT_MAX and not NaN: the order does not matter) */
 static inline T_AVX2 float hmax256(__m256 x)
 {
     __m128 a = _mm_max_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
@@ -243,22 +267,18 @@ static inline T_AVX2 float hmax256(__m256 x)
     return _mm_cvtss_f32(a);
 }
 
-/* x, codes: [ZT_QBLOCK]; x is overwritten where lanes are requantized */
-static inline T_AVX2 void quant_block256(const zt_adam8_maps *q, int is_signed, float *x,
+/* x, codes: [ZT_QBLOCK]: the codes of x / scale (scale > 0) */
+static inline T_AVX2 void quant_block256(const zt_adam8_maps *q, int is_signed, const float *x,
                                          float scale, uint8_t *codes)
 {
-    const float *map = is_signed ? q->m : q->v;
-    const uint16_t *idx = is_signed ? q->m_idx : q->v_idx;
     zq256 t = zq256_load(is_signed ? &q->m_zones : &q->v_zones);
     __m256 d = _mm256_set1_ps(scale);
     for (int j = 0; j < ZT_QBLOCK; j += 8) {
         __m256 xj = _mm256_div_ps(_mm256_loadu_ps(x + j), d);
         int lanes;
         store8_codes(codes + j, quant256(&t, xj, is_signed, 0, &lanes));
-        if (lanes) {
-            _mm256_storeu_ps(x + j, xj);
-            requantize(map, idx, x + j, codes + j, (unsigned)lanes);
-        }
+        if (lanes)
+            requantize(q, is_signed, x + j, &scale, codes + j, (unsigned)lanes);
     }
 }
 
@@ -274,16 +294,16 @@ block_avx2_body(const zt_adam8_maps *q, const consts *k, float *p, const float *
                  a_m = _mm256_set1_ps(*am), a_v = _mm256_set1_ps(*av),
                  absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF)),
                  inf = _mm256_set1_ps(INFINITY);
-    __m256 mx_m = _mm256_setzero_ps(), mx_v = _mm256_setzero_ps();
+    __m256 mx_m = _mm256_set1_ps(-FLT_MAX), mx_v = _mm256_set1_ps(-FLT_MAX);
     for (int j = 0; j < ZT_QBLOCK; j += 8) {
         __m256i ic = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(cm + j)));
         __m256i iv = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(cv + j)));
         __m256 mj = _mm256_mul_ps(_mm256_i32gather_ps(q->m, ic, 4), a_m);
         __m256 vj = _mm256_mul_ps(_mm256_i32gather_ps(q->v, iv, 4), a_v);
         __m256 gj = _mm256_loadu_ps(g + j);
+        __m256 fin = _mm256_cmp_ps(_mm256_and_ps(gj, absmask), inf, _CMP_LT_OQ); /* g's own */
         if (!unit_gs) /* g * 1 is g (where it matters: g finite) */
             gj = _mm256_mul_ps(gj, gs);
-        __m256 fin = _mm256_cmp_ps(_mm256_and_ps(gj, absmask), inf, _CMP_LT_OQ);
         mj = _mm256_and_ps(fin, _mm256_add_ps(_mm256_mul_ps(mj, b1), _mm256_mul_ps(one_b1, gj)));
         vj = _mm256_and_ps(fin, _mm256_add_ps(_mm256_mul_ps(vj, b2),
                                               _mm256_mul_ps(_mm256_mul_ps(one_b2, gj), gj)));
@@ -302,11 +322,11 @@ block_avx2_body(const zt_adam8_maps *q, const consts *k, float *p, const float *
     if (am1 > 0.0f)
         quant_block256(q, 1, m, am1, cm);
     else
-        memset(cm, q->m_zero, ZT_QBLOCK);
+        codes_m_unscaled(m, cm, ZT_QBLOCK);
     if (av1 > 0.0f)
         quant_block256(q, 0, v, av1, cv);
-    else
-        memset(cv, q->v_zero, ZT_QBLOCK);
+    else /* every v / av1 NaN: code 0 */
+        memset(cv, 0, ZT_QBLOCK);
     *am = am1;
     *av = av1;
 }
@@ -327,8 +347,7 @@ static T_AVX2 void quant_avx2(const zt_adam8_maps *q, int is_signed, const float
     for (size_t j = 0; j + 8 <= n; j += 8) {
         int lanes;
         store8_codes(codes + j, quant256(&t, _mm256_loadu_ps(x + j), is_signed, 1, &lanes));
-        requantize(is_signed ? q->m : q->v, is_signed ? q->m_idx : q->v_idx, x + j, codes + j,
-                   (unsigned)lanes);
+        requantize(q, is_signed, x + j, NULL, codes + j, (unsigned)lanes);
     }
 }
 
@@ -350,7 +369,7 @@ static inline T_AVX512 zq512 zq512_load(const zt_qzones *z)
 
 /* The codes of 16 values by the zone tables (by pair of binades and side of its boundary), as
  * int32 lanes in -1..255 to be packed with unsigned saturation (a negative x on the signed
- * map: 254 - code, -1 saturating to 0); *lanes: those to take from zt_quantize_fast instead.
+ * map: min(254 - code, 126), -1 saturating to 0); *lanes: those to take from zt_quantize_fast instead.
  * P by one fused multiply-add (zt_qmap_zones checks the tables for it as for AVX2's product
  * and sum). */
 static inline T_AVX512 __m512i quant512(const zq512 *t, __m512 x, int is_signed, int check,
@@ -373,9 +392,11 @@ static inline T_AVX512 __m512i quant512(const zq512 *t, __m512 x, int is_signed,
     bad |= _mm512_testn_epi32_mask(p, _mm512_set1_epi32(4094));
     __m512i code = _mm512_min_epi32(_mm512_srli_epi32(p, 12),
                                     _mm512_permutex2var_epi32(t->top_lo, key, t->top_hi));
-    if (is_signed) /* negative x: 254 - code */
-        code = _mm512_mask_sub_epi32(code, _mm512_movepi32_mask(bits), _mm512_set1_epi32(254),
-                                     code);
+    if (is_signed) { /* negative x: 254 - code, at most 126 (the sign correction) */
+        __mmask16 neg = _mm512_movepi32_mask(bits);
+        code = _mm512_mask_sub_epi32(code, neg, _mm512_set1_epi32(254), code);
+        code = _mm512_mask_min_epi32(code, neg, code, _mm512_set1_epi32(126));
+    }
     *lanes = bad;
     return code;
 }
@@ -393,14 +414,13 @@ static inline T_AVX512 void store64_codes(uint8_t *out, const __m512i c[4])
                                  w));
 }
 
-/* 64 codes of x (x: [64]), or of x / *scale where scale is given (then x / *scale is written
- * into xs: [64] where lanes are requantized): four vectors quantized, packed and stored at
- * once. The loops are unrolled and the requantization (a call, rarely needed) is
+/* 64 codes of x (x: [64]), or of x / *scale where scale is given: four vectors quantized,
+ * packed and stored at once. The loops are unrolled and the requantization (a call, rarely needed) is
  * behind one unlikely test: rolled, the compiler kept the vectors on the stack and saved the
  * zone tables around the calls on every group. */
 static inline T_AVX512 __attribute__((always_inline)) void
 quant64_512(const zt_adam8_maps *q, const zq512 *t, int is_signed, int check, const float *x,
-            const __m512 *scale, float *xs, uint8_t *codes)
+            const float *scale, uint8_t *codes)
 {
     __m512 xr[4];
     __m512i c[4];
@@ -409,7 +429,7 @@ quant64_512(const zt_adam8_maps *q, const zq512 *t, int is_signed, int check, co
     for (int r = 0; r < 4; r++) {
         xr[r] = _mm512_loadu_ps(x + 16 * r);
         if (scale)
-            xr[r] = _mm512_div_ps(xr[r], *scale);
+            xr[r] = _mm512_div_ps(xr[r], _mm512_set1_ps(*scale));
         c[r] = quant512(t, xr[r], is_signed, check, &lanes[r]);
     }
     store64_codes(codes, c);
@@ -417,12 +437,8 @@ quant64_512(const zt_adam8_maps *q, const zq512 *t, int is_signed, int check, co
         return;
 #pragma GCC unroll 4
     for (int r = 0; r < 4; r++)
-        if (lanes[r]) {
-            if (scale)
-                _mm512_storeu_ps(xs + 16 * r, xr[r]);
-            requantize(is_signed ? q->m : q->v, is_signed ? q->m_idx : q->v_idx,
-                       (scale ? xs : x) + 16 * r, codes + 16 * r, lanes[r]);
-        }
+        if (lanes[r])
+            requantize(q, is_signed, x + 16 * r, scale, codes + 16 * r, lanes[r]);
 }
 
 /* The floats of 64 codes (a table of 256 as 4 byte planes, bytes[k][code] = byte k):
@@ -476,10 +492,10 @@ step16_512(const k512 *c, __m512 mf, __m512 vf, float *p, const float *g, float 
            __m512 *mx_m, __m512 *mx_v, int unit_gs, int unit_keep)
 {
     __m512 gj = _mm512_loadu_ps(g);
+    /* g's own finiteness: not NaN (quiet 0x01, signalling 0x80) nor infinite (0x08, 0x10) */
+    __mmask16 fin = (__mmask16)~_mm512_fpclass_ps_mask(gj, 0x99);
     if (!unit_gs) /* g * 1 is g (where it matters: g finite) */
         gj = _mm512_mul_ps(gj, c->gs);
-    /* finite: not NaN (quiet 0x01, signalling 0x80) nor infinite (0x08, 0x10) */
-    __mmask16 fin = (__mmask16)~_mm512_fpclass_ps_mask(gj, 0x99);
     __m512 mj = _mm512_maskz_add_ps(fin, _mm512_mul_ps(_mm512_mul_ps(mf, c->a_m), c->b1),
                                     _mm512_mul_ps(c->one_b1, gj));
     __m512 vj = _mm512_maskz_add_ps(fin, _mm512_mul_ps(_mm512_mul_ps(vf, c->a_v), c->b2),
@@ -496,14 +512,13 @@ step16_512(const k512 *c, __m512 mf, __m512 vf, float *p, const float *g, float 
     _mm512_storeu_ps(v, vj);
 }
 
-/* a block's codes of x / amax (x: [ZT_QBLOCK], overwritten where lanes are requantized) */
+/* a block's codes of x / amax (x: [ZT_QBLOCK], amax > 0) */
 static inline T_AVX512 __attribute__((always_inline)) void
-quant_block512(const zt_adam8_maps *q, const zq512 *t, int is_signed, float *x, float amax,
-               uint8_t *codes)
+quant_block512(const zt_adam8_maps *q, const zq512 *t, int is_signed, const float *x,
+               float amax, uint8_t *codes)
 {
-    __m512 d = _mm512_set1_ps(amax);
     for (int j = 0; j < ZT_QBLOCK; j += 64)
-        quant64_512(q, t, is_signed, 0, x + j, &d, x + j, codes + j);
+        quant64_512(q, t, is_signed, 0, x + j, &amax, codes + j);
 }
 
 /* Blocks [0, nb) (p, g, cm, cv: [nb * ZT_QBLOCK]; am, av: [nb]): per block the moments and
@@ -525,7 +540,7 @@ range_avx512_body(const zt_adam8_maps *q, const consts *k, float *p, const float
               _mm512_setzero_ps(),       _mm512_setzero_ps()};
     for (size_t b = 0; b < nb; b++) {
         size_t lo = b * ZT_QBLOCK;
-        __m512 mx_m = _mm512_setzero_ps(), mx_v = _mm512_setzero_ps();
+        __m512 mx_m = _mm512_set1_ps(-FLT_MAX), mx_v = _mm512_set1_ps(-FLT_MAX);
         c.a_m = _mm512_set1_ps(am[b]);
         c.a_v = _mm512_set1_ps(av[b]);
         for (int o = 0; o < ZT_QBLOCK; o += 64) {
@@ -546,12 +561,12 @@ range_avx512_body(const zt_adam8_maps *q, const consts *k, float *p, const float
             zq512 tm = zq512_load(&q->m_zones);
             quant_block512(q, &tm, 1, mbuf, am1, cm + lo);
         } else
-            memset(cm + lo, q->m_zero, ZT_QBLOCK);
+            codes_m_unscaled(mbuf, cm + lo, ZT_QBLOCK);
         if (av1 > 0.0f) {
             zq512 tv = zq512_load(&q->v_zones);
             quant_block512(q, &tv, 0, vbuf, av1, cv + lo);
-        } else
-            memset(cv + lo, q->v_zero, ZT_QBLOCK);
+        } else /* every v / av1 NaN: code 0 */
+            memset(cv + lo, 0, ZT_QBLOCK);
     }
 }
 
@@ -562,12 +577,12 @@ static T_AVX512 void quant_avx512(const zt_adam8_maps *q, int is_signed, const f
     zq512 t = zq512_load(is_signed ? &q->m_zones : &q->v_zones);
     size_t j = 0;
     for (; j + 64 <= n; j += 64)
-        quant64_512(q, &t, is_signed, 1, x + j, NULL, NULL, codes + j);
+        quant64_512(q, &t, is_signed, 1, x + j, NULL, codes + j);
     if (j < n) {
         float tail[64] = {0};
         uint8_t tc[64];
         memcpy(tail, x + j, (n - j) * sizeof(float));
-        quant64_512(q, &t, is_signed, 1, tail, NULL, NULL, tc);
+        quant64_512(q, &t, is_signed, 1, tail, NULL, tc);
         memcpy(codes + j, tc, n - j);
     }
 }
@@ -707,8 +722,8 @@ int zt_adam8_quantize_path(int path, const zt_adam8_maps *q, int is_signed, cons
     }
 #endif
     for (size_t j = done; j < n; j++)
-        codes[j] = zt_quantize_fast(is_signed ? q->m : q->v, is_signed ? q->m_idx : q->v_idx,
-                                    x[j]);
+        codes[j] = is_signed ? zt_qsign_fix(zt_quantize_fast(q->m, q->m_idx, x[j]), x[j])
+                             : zt_quantize_fast(q->v, q->v_idx, x[j]);
     return 0;
 }
 
@@ -725,7 +740,8 @@ static inline __attribute__((always_inline)) void adam32_range(const consts *k, 
     for (size_t i = lo; i < hi; i++) {
         float gi = g[i] * k->gs, p0 = p[i];
         uint32_t fin = 0u - (uint32_t)(fabsf(gi) <= FLT_MAX); /* isfinite: all ones */
-        float mi = m[i] * k->b1 + k->one_b1 * gi, vi = v[i] * k->b2 + k->one_b2 * gi * gi;
+        /* (1 - b2) (g g): the 32-bit kernel's order (the 8-bit one's is ((1 - b2) g) g) */
+        float mi = m[i] * k->b1 + k->one_b1 * gi, vi = v[i] * k->b2 + k->one_b2 * (gi * gi);
         float pi = (p0 + k->step_size * (mi / (sqrtf(vi) + k->eps_c2))) * k->keep;
         p[i] = bitsf((fbits(pi) & fin) | (fbits(p0) & ~fin));
         m[i] = bitsf(fbits(mi) & fin);

@@ -16,7 +16,6 @@
 /* The two maps: signed for the first moment, unsigned for the second. */
 typedef struct zt_adam8_maps {
     float m[256], v[256];
-    uint8_t m_zero, v_zero; /* the codes of 0.0 */
     uint16_t m_idx[65536], v_idx[65536]; /* zt_qmap_index of each */
     /* for the SIMD kernels: the maps' zone tables (quant.h), 1 when both were built (else
      * only the scalar kernel runs), and byte k of each code's float, [k][code] */
@@ -27,19 +26,29 @@ typedef struct zt_adam8_maps {
 
 void zt_adam8_maps_init(zt_adam8_maps *q);
 
-/* The fresh state of n elements: codes of zero, absmax 0 (n rounded up to whole blocks for
- * the absmax arrays). */
-void zt_adam8bit_init(const zt_adam8_maps *q, uint8_t *cm, uint8_t *cv, float *am, float *av,
-                      size_t n);
+/* The fresh state of n elements: codes 0 and absmax 0, as bitsandbytes allocates it (zeros;
+ * the codes dequantize to -0 and +0), n rounded up to whole blocks for the absmax arrays. */
+void zt_adam8bit_init(uint8_t *cm, uint8_t *cv, float *am, float *av, size_t n);
 
 /* One step over n elements of one tensor (or of a stretch of it that starts on a block
- * boundary counted from the tensor's start; the last block may be partial). Per block:
- * dequantize m = map_m[cm] * am, v = map_v[cv] * av; m = b1 m + (1 - b1) g,
- * v = b2 v + (1 - b2) g^2 (g scaled by grad_scale); the block's new absmax of |m| and v;
- * p += step_size * m / (sqrt(v) + eps * c2), then p *= 1 - lr * wd when decay; requantize
- * m / am and v / av to the nearest codes. c1 = 1 - b1^t, c2 = sqrt(1 - b2^t), step_size =
- * -lr * c2 / c1, all in float32 as the reference kernel. A non-finite gradient leaves its
- * parameter unchanged and its moments zero. Multi-threaded over blocks. */
+ * boundary counted from the tensor's start; a partial block only as the tensor's last), as
+ * bitsandbytes' kOptimizerStatic8bit2StateBlockwise (csrc/kernels.cu, 256-element blocks)
+ * computes it, in float32 with float32 hyperparameters, element for element:
+ *  - where g is finite (g itself, before the scale): g' = g * grad_scale,
+ *    v = (map_v[cv] * av) * b2 + ((1 - b2) * g') * g', m = (map_m[cm] * am) * b1 + (1 - b1) g';
+ *    elsewhere m = v = +0 (the element starts again) and the parameter stays;
+ *  - the block's new absmax: the largest |m| (|v|) from -FLT_MAX, a NaN passed over (fmaxf),
+ *    so a block of NaN moments keeps -FLT_MAX; a partial block also counts bitsandbytes'
+ *    padding elements (g = 0, codes 128 and 0: |(map_m[128] * am) * b1 + (1 - b1) 0 g'|);
+ *  - p = (p + step_size * (m / (sqrt(v) + eps * c2))) * (1 - lr wd) (the factor only when
+ *    decay and wd > 0); c1 = 1 - b1^t, c2 = sqrt(1 - b2^t), step_size = -lr * c2 / c1;
+ *  - codes: zt_quantize_bnb of m / am (the signed map) then zt_qsign_fix by m, and of v / av
+ *    (unsigned). An all-zero block (am = 0) is NaN throughout: first-moment codes 255 for +0
+ *    and 0 for -0, second-moment codes 0.
+ * The CUDA kernel's __powf and __fdividef are approximations (2 ulp); here the power is C's
+ * powf and division and sqrt are correctly rounded, as in the numpy reference. Where p and
+ * its step are both NaN, p's NaN is kept (x86 keeps the first operand's). Multi-threaded
+ * over blocks. */
 void zt_adam8bit_update(const zt_adam8_maps *q, float *p, const float *g, uint8_t *cm,
                         uint8_t *cv, float *am, float *av, size_t n, const zt_adamw_hparams *hp,
                         int decay);
@@ -59,9 +68,10 @@ int zt_adam8bit_update_path(int path, const zt_adam8_maps *q, float *p, const fl
                             uint8_t *cm, uint8_t *cv, float *am, float *av, size_t n,
                             const zt_adamw_hparams *hp, int decay);
 
-/* Nearest codes of n values (x, codes: [n]) on the signed map (is_signed = 1: the first
- * moment's) or the unsigned one, by the given kernel's quantizer: zt_quantize_fast's code
- * for every x. -ENOTSUP when the kernel cannot run here. */
+/* Codes of n values (x, codes: [n]) on the signed map (is_signed = 1: the first moment's code
+ * of m = x with absmax 1, zt_qsign_fix(zt_quantize_fast(x), x)) or the unsigned one
+ * (zt_quantize_fast), by the given kernel's quantizer. -ENOTSUP when the kernel cannot run
+ * here. */
 int zt_adam8_quantize_path(int path, const zt_adam8_maps *q, int is_signed, const float *x,
                            uint8_t *codes, size_t n);
 
@@ -69,8 +79,9 @@ int zt_adam8_quantize_path(int path, const zt_adam8_maps *q, int is_signed, cons
 int zt_adam32_update_path(int path, float *p, const float *g, float *m, float *v, size_t n,
                           const zt_adamw_hparams *hp, int decay);
 
-/* The same update with fp32 moments (bitsandbytes' 32-bit Adam: the state of tensors below
- * min_8bit_size). */
+/* The same update with fp32 moments (bitsandbytes' kOptimizer32bit2State for Adam with decay:
+ * the state of tensors below min_8bit_size), except for a non-finite g * grad_scale: there
+ * m = v = +0 and the parameter stays (the 32-bit kernel has no such rule: NaN would spread). */
 void zt_adam32_update(float *p, const float *g, float *m, float *v, size_t n,
                       const zt_adamw_hparams *hp, int decay);
 

@@ -1,71 +1,120 @@
-/* quant.c - the dynamic quantization map and nearest-code quantization (quant.h). */
+/* quant.c - the dynamic quantization map, bitsandbytes' quantizer and its lookup, and the SIMD
+ * quantizer's zone tables (quant.h). Not here: the moments' update (adam8bit.c). */
 #include "quant.h"
 
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 
-static int cmp_double(const void *a, const void *b)
+static int cmp_float(const void *a, const void *b)
 {
-    double x = *(const double *)a, y = *(const double *)b;
+    float x = *(const float *)a, y = *(const float *)b;
     return (x > y) - (x < y);
+}
+
+/* torch.linspace(0.1, 1, k, dtype=float32) as torch's CPU kernel computes it (quant.h): w
+ * lanes per vector, fused: the base and the tail in one rounding (fmaf; the file is built
+ * with fp-contract off, so the other products and sums round separately) */
+static void torch_linspace(float *b, int k, int w, int fused)
+{
+    const float start = 0.1f, end = 1.0f, step = (end - start) / (float)(k - 1);
+    const int half = k / 2;
+    int i = 0;
+    for (; i + 2 * w <= k; i += 2 * w)
+        for (int v = 0; v < 2; v++) {
+            int idx = i + v * w;
+            float base;
+            if (idx < half) {
+                float prod = step * (float)idx;
+                base = fused ? fmaf(step, (float)idx, start) : start + prod;
+            } else {
+                float prod = step * (float)(k - idx - 1);
+                base = fused ? fmaf(-step, (float)(k - idx - 1), end) : end - prod;
+            }
+            for (int j = 0; j < w; j++) {
+                float prod = (float)j * step;
+                b[idx + j] = base + prod;
+            }
+        }
+    for (; i < k; i++) {
+        if (i < half) {
+            float prod = step * (float)i;
+            b[i] = fused ? fmaf(step, (float)i, start) : start + prod;
+        } else {
+            float prod = step * (float)(k - i - 1);
+            b[i] = fused ? fmaf(-step, (float)(k - i - 1), end) : end - prod;
+        }
+    }
+}
+
+void zt_qmap_dynamic_torch(float map[256], int is_signed, int flavour)
+{
+    /* (float)10^(i-6): python's 10 ** (i - 6), a double, as torch multiplies a float32
+     * tensor by it */
+    static const double decade[7] = {1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0};
+    int w = flavour == ZT_QMAP_TORCH_AVX512 ? 16 : 8, fused = flavour != ZT_QMAP_TORCH_DEFAULT;
+    float b[129];
+    int n = 0;
+    for (int i = 0; i < 7; i++) {
+        int items = is_signed ? (1 << i) + 1 : (1 << (i + 1)) + 1; /* boundaries */
+        float scale = (float)decade[i];
+        torch_linspace(b, items, w, fused);
+        for (int j = 0; j + 1 < items; j++) {
+            float sum = b[j] + b[j + 1], mean = sum / 2.0f;
+            map[n++] = scale * mean;
+            if (is_signed)
+                map[n++] = -scale * mean;
+        }
+    }
+    map[n++] = 0.0f;
+    map[n++] = 1.0f;
+    qsort(map, (size_t)n, sizeof map[0], cmp_float);
 }
 
 void zt_qmap_dynamic(float map[256], int is_signed)
 {
-    double v[256];
-    int n = 0;
-    for (int i = 0; i < 7; i++) {
-        int items = is_signed ? (1 << i) + 1 : (1 << (i + 1)) + 1; /* boundaries */
-        double scale = 1.0;
-        for (int k = i; k < 6; k++) /* 10^(i-6), exactly as a product of tenths */
-            scale /= 10.0;
-        for (int j = 0; j + 1 < items; j++) {
-            double lo = 0.1 + 0.9 * j / (items - 1), hi = 0.1 + 0.9 * (j + 1) / (items - 1);
-            double mid = scale * (lo + hi) / 2.0;
-            v[n++] = mid;
-            if (is_signed)
-                v[n++] = -mid;
-        }
-    }
-    v[n++] = 0.0;
-    v[n++] = 1.0;
-    qsort(v, (size_t)n, sizeof v[0], cmp_double);
-    for (int i = 0; i < 256; i++)
-        map[i] = (float)v[i];
+    zt_qmap_dynamic_torch(map, is_signed, ZT_QMAP_TORCH_AVX2);
 }
 
-uint8_t zt_quantize_nearest(const float map[256], float x)
+uint8_t zt_quantize_bnb(const float map[256], int is_signed, float x)
 {
-    int lo = 0, hi = 255;
-    if (x <= map[0])
-        return 0;
-    if (x >= map[255])
-        return 255;
-    while (hi - lo > 1) { /* map[lo] < x < map[hi] (or equal to map[lo]) */
-        int mid = (lo + hi) / 2;
-        if (map[mid] <= x)
-            lo = mid;
-        else
-            hi = mid;
+    int pivot = 127, upper_pivot = 255, lower_pivot = 0;
+    float lower = is_signed ? -1.0f : 0.0f, upper = 1.0f, val = map[pivot];
+    for (int i = 64; i > 0; i >>= 1) {
+        if (x > val) {
+            lower_pivot = pivot;
+            lower = val;
+            pivot += i;
+        } else {
+            upper_pivot = pivot;
+            upper = val;
+            pivot -= i;
+        }
+        val = map[pivot];
     }
-    /* nearest; equal distances go to the lower code */
-    return (uint8_t)(x - map[lo] <= map[hi] - x ? lo : hi);
+    if (x > val) {
+        float sum = upper + val, mid = sum * 0.5f;
+        return (uint8_t)(x > mid ? upper_pivot : pivot);
+    }
+    float sum = lower + val, mid = sum * 0.5f;
+    return (uint8_t)(x < mid ? lower_pivot : pivot);
 }
 
-void zt_qmap_index(const float map[256], uint16_t idx[65536])
+void zt_qmap_index(const float map[256], int is_signed, uint16_t idx[65536])
 {
     for (uint32_t b = 0; b < 65536; b++) {
         /* the bucket's least and greatest values: positive floats grow with their bits,
          * negative ones shrink */
         union { uint32_t u; float f; } lo = {(b << 16) | (b & 0x8000 ? 0xFFFFu : 0u)},
                                        hi = {(b << 16) | (b & 0x8000 ? 0u : 0xFFFFu)};
-        if (lo.f != lo.f || hi.f != hi.f) { /* NaN: never quantized */
+        if (lo.f != lo.f || hi.f != hi.f) { /* NaN (and the infinities' buckets): scanned */
             idx[b] = ZT_QIDX_SCAN;
             continue;
         }
-        /* the nearest code is monotonic in x: equal at both ends means the whole bucket */
-        unsigned c = zt_quantize_nearest(map, lo.f), d = zt_quantize_nearest(map, hi.f);
+        /* the code is monotonic in x (a count of thresholds passed): equal at both ends
+         * means the whole bucket */
+        unsigned c = zt_quantize_bnb(map, is_signed, lo.f),
+                 d = zt_quantize_bnb(map, is_signed, hi.f);
         idx[b] = (uint16_t)(c == d ? c : d == c + 1 ? c | ZT_QIDX_PAIR : c | ZT_QIDX_SCAN);
     }
 }

@@ -150,7 +150,7 @@ static void adam8_case(size_t min8, const char *const *fp32, int n_fp32)
         r[i].fp32 = r[i].pi.numel < min8;
         for (int k = 0; k < n_fp32; k++)
             r[i].fp32 |= strstr(r[i].pi.name, fp32[k]) != NULL;
-        zt_adam8bit_init(q, r[i].cm, r[i].cv, r[i].am, r[i].av, r[i].pi.numel);
+        zt_adam8bit_init(r[i].cm, r[i].cv, r[i].am, r[i].av, r[i].pi.numel);
         n8 += !r[i].fp32;
         n32 += r[i].fp32;
     }
