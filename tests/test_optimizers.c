@@ -285,7 +285,7 @@ static void test_adafactor_apply_grad(void **state)
 }
 
 /* the state bytes per parameter the report gives for bert-mini (random init, no step) */
-static double bytes_per_param(int opt, float beta1, size_t *bytes)
+static double bytes_per_param(int opt, float beta1, int n_fp32_state, size_t *bytes)
 {
     zt_config c;
     zt_engine *e = NULL;
@@ -293,6 +293,7 @@ static double bytes_per_param(int opt, float beta1, size_t *bytes)
     zt_config_init(&c);
     c.model_preset = "bert-mini";
     c.optimizer = opt;
+    c.n_fp32_state = n_fp32_state;
     c.adafactor_beta1 = beta1;
     c.lr = opt == ZT_OPT_ADAFACTOR ? 0.0f : c.lr; /* (relative steps take no lr) */
     if (zt_engine_create(&c, MPI_COMM_NULL, &e) != 0)
@@ -305,17 +306,24 @@ static double bytes_per_param(int opt, float beta1, size_t *bytes)
 
 static void test_state_bytes(void **state)
 {
-    size_t b32, b8, baf, baf1;
+    size_t b32, b8, b8e, baf, baf1;
     (void)state;
-    double adamw = bytes_per_param(ZT_OPT_ADAMW, -1.0f, &b32);
-    double a8 = bytes_per_param(ZT_OPT_ADAMW8BIT, -1.0f, &b8);
-    double af = bytes_per_param(ZT_OPT_ADAFACTOR, -1.0f, &baf);
-    double af1 = bytes_per_param(ZT_OPT_ADAFACTOR, 0.9f, &baf1);
+    double adamw = bytes_per_param(ZT_OPT_ADAMW, -1.0f, -1, &b32);
+    double a8 = bytes_per_param(ZT_OPT_ADAMW8BIT, -1.0f, 0, &b8);
+    double a8e = bytes_per_param(ZT_OPT_ADAMW8BIT, -1.0f, -1, &b8e);
+    double af = bytes_per_param(ZT_OPT_ADAFACTOR, -1.0f, -1, &baf);
+    double af1 = bytes_per_param(ZT_OPT_ADAFACTOR, 0.9f, -1, &baf1);
     print_message("optimizer state bytes per parameter (bert-mini): AdamW %.4f, AdamW8bit "
-                  "%.4f, Adafactor %.4f, with beta1 %.4f\n", adamw, a8, af, af1);
+                  "%.4f (embedding tables in fp32, the default: %.4f), Adafactor %.4f, with "
+                  "beta1 %.4f\n", adamw, a8, a8e, af, af1);
     assert_true(adamw == 8.0);
-    /* 2 code bytes + 8 bytes of maxima per 256, plus fp32 moments of the small tensors */
+    /* size rule only: 2 code bytes + 8 bytes of maxima per 256, plus fp32 moments of the
+     * small tensors */
     assert_true(a8 >= 2.0 + 8.0 / 256 && a8 <= 2.05);
+    /* by default the embedding tables keep their two moments in fp32 too, 8 bytes more per
+     * element: the word (30522 rows of 256) and position (512) tables; token types (2 x 256)
+     * are below min_8bit_size already */
+    assert_true(b8e - b8 == 8u * (30522u + 512u) * 256u);
     assert_true(af < 0.05);             /* rows + columns, and the vectors */
     assert_true(fabs(af1 - af - 4.0) < 1e-3);
 }
