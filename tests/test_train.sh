@@ -350,5 +350,20 @@ if [ $st -ne 0 ] && grep -q "$T/inf/model.safetensors: tensor \"cls.predictions.
    && [ ! -e "$T/inf.model" ]; then ok
 else bad "train --model with an infinity: status $st"; cat "$T/inf.err"; fi
 
+# the progress line's loss is the mean of the steps since the previous line (steps_per_print
+# 3 over 7 steps: steps 1-3, 4-6, 7), each step's own loss in the metrics
+sed 's/"steps_per_print": 1/"steps_per_print": 3/' "$T/ds.json" >"$T/ds3.json"
+"$ZT" train --model "$T/model" --data synthetic:7 --config "$T/ds3.json" --seq-len 16 --steps 7 \
+    --metrics "$T/win.jsonl" >"$T/win.log" 2>&1
+if "$PY" - "$T/win.jsonl" "$T/win.log" <<'PY'; then ok; else bad "the progress line's loss is not the mean since the previous line"; cat "$T/win.log"; fi
+import json, re, sys
+L = [json.loads(l)["loss"] for l in open(sys.argv[1])]
+got = [(int(m.group(1)), float(m.group(2))) for m in
+       re.finditer(r"^step (\d+)/7  loss ([0-9.]+) \(unigram", open(sys.argv[2]).read(), re.M)]
+want = [(3, sum(L[0:3]) / 3), (6, sum(L[3:6]) / 3), (7, L[6])]
+assert len(L) == 7 and [s for s, _ in got] == [3, 6, 7], (L, got)
+assert all(abs(g - w) <= 5.1e-5 for (_, g), (_, w) in zip(got, want)), (got, want)  # (%.4f)
+PY
+
 echo "train: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

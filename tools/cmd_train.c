@@ -846,7 +846,8 @@ agree:
         }
     }
     uint64_t tokens_total = 0;
-    double loss = 0.0;
+    double loss = 0.0, shown_sum = 0.0; /* (the finite losses since the last progress line) */
+    int shown_n = 0;
     for (; st.step < steps; ) {
         double t0 = now(), lr = zt_train_config_lr(tc, st.step), loss_sum = 0.0, *evp = NULL,
                ev = 0.0;
@@ -956,13 +957,20 @@ agree:
         if (metrics && rank == 0)
             write_metrics(metrics, st.step, loss, lr, si.grad_norm, step_tokens, t1 - t0, evp,
                           0, skipped_total);
+        if (isfinite(loss)) {
+            shown_sum += loss;
+            shown_n++;
+        }
         int print_now = tty ? (t1 - t_last > 0.25 || st.step == steps)
                             : (st.step % ts->steps_per_print == 0 || st.step == steps);
-        if (print_now && rank == 0) {
+        if (print_now && rank == 0) { /* the mean loss since the last line, as HF logs it */
             double el = t1 - t_start, tps = tokens_total / (el > 1e-9 ? el : 1e-9);
             double eta = (double)(steps - st.step) * el / (double)(st.step - first_step);
-            progress(tty, st.step, steps, loss, unigram, lr, tps, eta);
+            progress(tty, st.step, steps, shown_n ? shown_sum / shown_n : loss, unigram, lr,
+                     tps, eta);
             t_last = t1;
+            shown_sum = 0.0;
+            shown_n = 0;
         }
         if (a.ckpt_dir && ckpt_every && st.step % ckpt_every == 0 && st.step < steps) {
             if (zt_checkpoint_save(e, a.ckpt_dir, &st, cfg_text, (int)keep) < 0) {
