@@ -117,6 +117,8 @@ test-long: all unit-tests
 	PARITY_EXTRA=40 ZT=$(BUILD)/zerotrain bash tests/test_t5_random.sh
 	UNITS_LONG=1 bash tests/test_units.sh
 	CRASH_POINTS=all bash tests/test_train.sh $(BUILD)/zerotrain
+	bash tests/bits_hash.sh --check tests/bits-main.txt $(BUILD)/zerotrain >/dev/null; rc=$$?; \
+	    [ $$rc -eq 0 ] || [ $$rc -eq 77 ]
 	$(MAKE) fuzz FUZZ_SECONDS=600
 
 ASAN_OPT := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
