@@ -152,7 +152,8 @@ $(BUILD)/bench_limits: benchmarks/limits.c
 $(BUILD)/bench_optim: benchmarks/bench_optim.c $(BUILD)/libzerotrain.a $(HDRS)
 	$(CC) $(CFLAGS_ALL) -o $@ benchmarks/bench_optim.c $(BUILD)/libzerotrain.a $(LIBS)
 
-# the optimizer kernels against copy bandwidth, one shard (issue 8's ratios)
+# the optimizer kernels against copy bandwidth, one shard (their time as ratios to a copy
+# loop and to AdamW's)
 bench-optim: $(BUILD)/bench_optim
 	$(BUILD)/bench_optim --threads 2 --mib 256
 

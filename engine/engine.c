@@ -874,12 +874,14 @@ int zt_engine_logits(const zt_engine *e, const float **logits, int64_t shape[3])
     return 0;
 }
 
-/* The step (DESIGN: one reduction for every stage):
+/* The step (one reduction for every stage, docs/architecture.md):
  *   every unit's summed gradient is reduce-scattered into this rank's shard (Gs);
  *   the global norm is each rank's sum of squares over its shards, added in rank order;
- *   stage 0: shards all-gathered back, AdamW on whole units with whole moments;
- *   stage 1: AdamW on this rank's shard only (sharded moments), parameters all-gathered.
- * AdamW is elementwise, so both stages give bit-identical parameters. One rank: Gs = G. */
+ *   stage 0: shards all-gathered back, the optimizer on whole units with whole state;
+ *   stages 1-3: the optimizer on this rank's shard only (sharded state), parameters
+ *   all-gathered (stage 3: gathered when next used).
+ * Each update gives the same bits on a shard as on the whole (zero.c), so every stage gives
+ * bit-identical parameters. One rank: Gs = G. */
 int zt_engine_step(zt_engine *e, float lr, zt_step_info *out)
 {
     double sumsq, norm;

@@ -8,7 +8,9 @@
  *   3     | shard       | reduced unit by unit         | shard     | (gathered before use)
  *
  * Every stage reduces a unit's gradient with the same reduce-scatters over the same pieces,
- * and AdamW is elementwise, so stages 0-3 at one world size give the same bits. */
+ * and every optimizer computes each element (AdamW, AdamW8bit's blocks) or each tensor's
+ * sums (Adafactor: per shard, added across ranks in rank order) the same way whatever the
+ * cut, so stages 0-3 at one world size give the same bits. */
 
 #include "engine_impl.h"
 #include "../memory/mem.h"
@@ -497,8 +499,9 @@ void zt_zero_teardown(zt_engine *e)
  * update reads a tensor's state twice); each sub-group's state (ostate.h's layout) is one
  * blob of a store in a RAM pool or a swap file. The step walks the sub-groups in order with
  * n_owork working buffers: sub-group g is updated in buffer g % n while the next n - 1 are
- * read ahead and the previous ones are written back. The optimizers are elementwise within
- * a sub-group's tensors, so the cut changes no result. */
+ * read ahead and the previous ones are written back. AdamW and AdamW8bit update each element
+ * (each 8-bit block) on its own and Adafactor takes whole shards, so the cut changes no
+ * result. */
 
 static size_t group_floats(const zt_engine *e)
 {

@@ -773,7 +773,8 @@ ZT_API int zt_engine_set_order(zt_engine *e, int kind, const int *units, const i
                                const unsigned char *hold, int n);
 #endif
 
-/* Per-rank model state against DESIGN's formula, and the collectives issued so far. */
+/* Per-rank model state against the footprint formula (docs/architecture.md), and the
+ * collectives issued so far. */
 enum { ZT_COLL_KIND_REDUCE_SCATTER = 0, ZT_COLL_KIND_ALLGATHER, ZT_COLL_KIND_OTHER };
 typedef struct zt_engine_report {
     int world_size, rank, zero_stage;
