@@ -23,6 +23,8 @@ typedef struct key {
 
 static const char *const optimizers[] = {"adamw", "adamw8bit", "adafactor", NULL};
 static const char *const devices[] = {"none", "cpu", "nvme", NULL};
+/* ZT_RECOMPUTE_*, named as zerotrain.recompute names them ("every-k" takes recompute_k) */
+static const char *const recomputes[] = {"none", "full", "selective", "every-k", "auto", NULL};
 
 #define F(n, t) {#n, t, offsetof(zt_config, n), NULL}
 static const key keys[] = {
@@ -41,7 +43,13 @@ static const key keys[] = {
     F(min_8bit_size, T_SIZE), F(adafactor_eps1, T_FLOAT), F(adafactor_eps2, T_FLOAT),
     F(clip_threshold, T_FLOAT), F(decay_rate, T_FLOAT), F(adafactor_beta1, T_FLOAT),
     F(relative_step, T_INT), F(scale_parameter, T_INT), F(warmup_init, T_INT),
-    F(skip_nonfinite, T_INT),
+    F(skip_nonfinite, T_INT), F(progress, T_INT), F(aio_threads, T_INT),
+    F(aio_single_submit, T_INT), F(aio_overlap_events, T_INT), F(offload_param_buffers, T_INT),
+    F(offload_param_buffer_size, T_SIZE), F(offload_param_max_in_cpu, T_SIZE),
+    {"recompute", T_ENUM, offsetof(zt_config, recompute), recomputes},
+    F(recompute_k, T_INT), F(number_checkpoints, T_INT), F(offload_checkpoints, T_INT),
+    F(recompute_profile, T_INT), F(plan_micro_batch, T_INT), F(plan_seq_len, T_INT),
+    F(n_no_decay, T_INT), F(n_fp32_state, T_INT),
 };
 #undef F
 
@@ -76,8 +84,13 @@ int zt_config_set(zt_config *c, const char *name, const char *value)
                 *(int *)p = v;
                 return 0;
             }
-        return zt_fail(ZT_E_CONFIG, "zt_config_set: %s \"%s\": one of %s, %s, %s", name, value,
-                       k->names[0], k->names[1], k->names[2]);
+    {
+        char list[128] = "";
+        for (int v = 0; k->names[v]; v++)
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", v ? ", " : "",
+                     k->names[v]);
+        return zt_fail(ZT_E_CONFIG, "zt_config_set: %s \"%s\": one of %s", name, value, list);
+    }
     case T_INT: {
         long x = strtol(value, &end, 10);
         if (*value && !*end && !errno && x >= -2147483647L - 1 && x <= 2147483647L) {
@@ -144,8 +157,10 @@ int zt_config_describe(const zt_config *c, char *buf, size_t n)
         case T_FLOAT: snprintf(v, sizeof v, "%.9g", (double)*(const float *)p); break;
         case T_DOUBLE: snprintf(v, sizeof v, "%.17g", *(const double *)p); break;
         default: {
-            int x = *(const int *)p;
-            snprintf(v, sizeof v, "%s", x >= 0 && x < 3 ? k->names[x] : "?");
+            int x = *(const int *)p, nv = 0;
+            while (k->names[nv])
+                nv++;
+            snprintf(v, sizeof v, "%s", x >= 0 && x < nv ? k->names[x] : "?");
         }
         }
         int w = snprintf(buf + at, at < n ? n - at : 0, "%s=%s\n", k->name, v);

@@ -751,6 +751,94 @@ static void test_config_set(void **state)
     assert_true(n > 30);
 }
 
+/* Every field of the public zt_config, written out here from the header: each is settable by
+ * its name through zt_config_set (which writes its bytes and nothing else, and zt_config_key
+ * lists it), but the two pattern arrays (pointers to arrays of strings: set in C, or from a
+ * JSON config). The list is checked to be the whole struct: sorted by offset, the only gaps
+ * are shorter than the next field's alignment (padding), and it ends at sizeof (rounded). A
+ * field added to the header without a key fails here once it is added to the list, and the
+ * coverage check fails until it is. */
+typedef struct cfg_field {
+    const char *name, *value; /* value NULL: not settable by name */
+    size_t off, size, align;
+} cfg_field;
+#define CF(f, v) {#f, v, offsetof(zt_config, f), sizeof(((zt_config *)0)->f), \
+                  _Alignof(__typeof__(((zt_config *)0)->f))}
+static const cfg_field cfg_fields[] = {
+    CF(model_dir, "x"), CF(model_preset, "x"), CF(model_config, "x"), CF(vocab_size, "7"),
+    CF(seed, "7"), CF(threads, "7"), CF(dropout, "7"), CF(lr, "0.5"), CF(beta1, "0.5"),
+    CF(beta2, "0.5"), CF(eps, "0.5"), CF(weight_decay, "0.5"), CF(grad_clip, "0.5"),
+    CF(decay_all, "7"), CF(no_decay, NULL), CF(n_no_decay, "7"), CF(zero_stage, "7"),
+    CF(bucket_size, "7"), CF(overlap_comm, "7"), CF(grad_accum_steps, "7"),
+    CF(prefetch_size, "7"), CF(max_live, "7"), CF(persist_threshold, "7"), CF(progress, "7"),
+    CF(collective_timeout, "0.5"), CF(check_collectives, "7"), CF(offload_optimizer, "cpu"),
+    CF(nvme_path, "x"), CF(aio_block_size, "7"), CF(aio_queue_depth, "7"),
+    CF(aio_threads, "7"), CF(aio_single_submit, "7"), CF(aio_overlap_events, "7"),
+    CF(offload_buffers, "7"), CF(sub_group_size, "7"), CF(offload_param, "cpu"),
+    CF(offload_param_buffers, "7"), CF(offload_param_buffer_size, "7"),
+    CF(offload_param_max_in_cpu, "7"), CF(offload_gradients, "7"), CF(recompute, "every-k"),
+    CF(recompute_k, "7"), CF(number_checkpoints, "7"), CF(offload_checkpoints, "7"),
+    CF(recompute_profile, "7"), CF(direct_io, "7"), CF(memory_limit, "7"),
+    CF(plan_micro_batch, "7"), CF(plan_seq_len, "7"), CF(optimizer, "adafactor"),
+    CF(min_8bit_size, "7"), CF(fp32_state, NULL), CF(n_fp32_state, "7"),
+    CF(adafactor_eps1, "0.5"), CF(adafactor_eps2, "0.5"), CF(clip_threshold, "0.5"),
+    CF(decay_rate, "0.5"), CF(adafactor_beta1, "0.5"), CF(relative_step, "7"),
+    CF(scale_parameter, "7"), CF(warmup_init, "7"), CF(skip_nonfinite, "7"),
+};
+#undef CF
+
+static void test_config_every_field(void **state)
+{
+    (void)state;
+    size_t nf = sizeof cfg_fields / sizeof cfg_fields[0], end = 0, max_align = 1;
+    int keys = 0, named = 0;
+    while (zt_config_key(keys))
+        keys++;
+    /* the list is the whole struct: fields in offset order, gaps only padding */
+    for (size_t i = 0; i < nf; i++) {
+        const cfg_field *f = &cfg_fields[i];
+        if (f->off < end || f->off - end >= f->align)
+            fail_msg("zt_config: %zu bytes before %s at offset %zu not covered by this list "
+                     "(a field of the header missing here?)", f->off - end, f->name, f->off);
+        end = f->off + f->size;
+        max_align = f->align > max_align ? f->align : max_align;
+    }
+    if ((end + max_align - 1) / max_align * max_align != sizeof(zt_config))
+        fail_msg("zt_config is %zu bytes, the listed fields end at %zu: a field of the header "
+                 "missing here?", sizeof(zt_config), end);
+    /* each settable by its name: its bytes change, and no other's */
+    for (size_t i = 0; i < nf; i++) {
+        const cfg_field *f = &cfg_fields[i];
+        int listed = 0;
+        for (int k = 0; k < keys; k++)
+            listed |= strcmp(zt_config_key(k), f->name) == 0;
+        if (!f->value) {
+            assert_false(listed);
+            continue;
+        }
+        if (!listed)
+            fail_msg("zt_config.%s: zt_config_key does not list it", f->name);
+        zt_config a, b;
+        memset(&a, 0, sizeof a);
+        memset(&b, 0, sizeof b);
+        if (zt_config_set(&b, f->name, f->value) != 0)
+            fail_msg("zt_config_set(%s, %s): %s", f->name, f->value, zt_last_error());
+        unsigned char *pa = (unsigned char *)&a, *pb = (unsigned char *)&b;
+        int changed = 0;
+        for (size_t j = 0; j < sizeof a; j++) {
+            if (pa[j] == pb[j])
+                continue;
+            if (j < f->off || j >= f->off + f->size)
+                fail_msg("zt_config_set(%s) wrote byte %zu, outside the field", f->name, j);
+            changed = 1;
+        }
+        if (!changed)
+            fail_msg("zt_config_set(%s, %s) changed nothing", f->name, f->value);
+        named++;
+    }
+    assert_int_equal(named, keys); /* and no key names something not in the struct */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -761,6 +849,7 @@ int main(void)
         cmocka_unit_test(test_schedule),
         cmocka_unit_test(test_checkpoint),   cmocka_unit_test(test_lineage),
         cmocka_unit_test(test_config_set),   cmocka_unit_test(test_guard),
+        cmocka_unit_test(test_config_every_field),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
