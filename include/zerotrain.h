@@ -550,9 +550,10 @@ ZT_API int zt_ranks_agree(MPI_Comm comm, int status, const char *message,
 ZT_API void zt_config_init(zt_config *cfg);
 /* For language bindings, which need not mirror this struct: its size, and a field set by its
  * name from text ("zero_stage" "3", "lr" "1e-3", "optimizer" "adamw8bit", "offload_optimizer"
- * "nvme", "nvme_path" DIR, ...; strings are borrowed like the struct's own). Unknown names
- * and values that do not parse are ZT_E_CONFIG. zt_config_key(i) names the settable fields
- * (NULL past the last). */
+ * "nvme", "recompute" "every-k", "nvme_path" DIR, ...; strings are borrowed like the struct's
+ * own). Every field is settable so but the two pattern arrays no_decay and fp32_state (their
+ * counts are: n_fp32_state 0 or -1). Unknown names and values that do not parse are
+ * ZT_E_CONFIG. zt_config_key(i) names the settable fields (NULL past the last). */
 ZT_API size_t zt_config_size(void);
 ZT_API int zt_config_set(zt_config *cfg, const char *name, const char *value);
 ZT_API const char *zt_config_key(int i);
