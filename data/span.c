@@ -4,7 +4,7 @@
 #include "span.h"
 
 #include "../common/err.h"
-#include "../engine/rng.h"
+#include "../common/rng.h"
 
 #include <limits.h>
 #include <math.h>
@@ -12,7 +12,7 @@
 
 /* Philox purposes of this file, with unit 0: zt_rng_stream(0, 7) draws the noise-span
  * composition, zt_rng_stream(0, 8) the non-noise one (T5 splits its seed in two the same way).
- * Not in engine/rng.h's enum, which leaves 7 and 8 to this file. */
+ * Not in common/rng.h's enum, which leaves 7 and 8 to this file. */
 enum { SPAN_PURPOSE_NOISE = 7, SPAN_PURPOSE_NONNOISE = 8 };
 
 #define DRAW_BATCH 32

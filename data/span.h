@@ -3,7 +3,7 @@
  * inputs length. Pure functions of their arguments; it does not read data, tokenize, pad,
  * pack or batch, and it allocates nothing.
  *
- * Randomness: Philox (engine/rng.h) streams zt_rng_stream(0, 7) (noise-span lengths) and
+ * Randomness: Philox (common/rng.h) streams zt_rng_stream(0, 7) (noise-span lengths) and
  * zt_rng_stream(0, 8) (non-noise-span lengths), keyed by (seed, sample): a mask depends only
  * on (seed, sample, length, noise_density, mean_span), never on threads, ranks or on which
  * other samples were drawn. The bits differ from TensorFlow's; the distribution is T5's. */

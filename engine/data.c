@@ -3,7 +3,7 @@
  * memory) and how it is masked (Philox per position, data/span.c's spans). Knows nothing of
  * ranks or micro-batches by design. */
 #include "zerotrain.h"
-#include "rng.h"
+#include "../common/rng.h"
 #include "../common/err.h"
 #include "../data/span.h"
 #include "../data/tokens.h"

@@ -9,7 +9,7 @@
 #include "engine_impl.h"
 #include "../offload/store.h"
 #include "load.h"
-#include "rng.h"
+#include "../common/rng.h"
 #include "../common/err.h"
 #include "../common/prof.h"
 #include "../format/fileio.h"

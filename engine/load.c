@@ -3,7 +3,7 @@
  * pooler, the NSP head and position_ids buffers; warns about anything else it does not use. */
 
 #include "load.h"
-#include "rng.h"
+#include "../common/rng.h"
 #include "../common/err.h"
 #include "../format/fileio.h"
 #include "../format/hfweights.h"

@@ -9,7 +9,7 @@
 #include "lmrows.h"
 #include "../common/err.h"
 #include "../format/fileio.h"
-#include "../engine/rng.h"
+#include "../common/rng.h"
 #include "../memory/mem.h"
 
 #include <cjson/cJSON.h>

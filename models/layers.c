@@ -1,10 +1,10 @@
 /* layers.c - the math of BERT's and T5's building blocks, forward and backward, in fp32.
  * Matrix products go to cblas_sgemm with transposes and leading dimensions instead of
  * copies; everything else is OpenMP loops whose results do not depend on the thread count
- * (no cross-thread float reductions). Masks and dropout come from Philox (engine/rng.h). */
+ * (no cross-thread float reductions). Masks and dropout come from Philox (common/rng.h). */
 #include "layers.h"
 #include "../common/prof.h"
-#include "../engine/rng.h"
+#include "../common/rng.h"
 #include "vmath.h"
 
 #include <cblas.h>

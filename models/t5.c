@@ -9,7 +9,7 @@
 #include "../common/err.h"
 #include "../common/prof.h"
 #include "../data/span.h"
-#include "../engine/rng.h"
+#include "../common/rng.h"
 #include "../format/fileio.h"
 #include "../memory/mem.h"
 #include "hfconfig.h"

@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../engine/rng.h"
+#include "../common/rng.h"
 #include "../models/layers.h"
 #include "../models/vmath.h"
 

@@ -10,7 +10,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "../engine/rng.h"
+#include "../common/rng.h"
 
 static void test_philox_kat(void **state)
 {

@@ -37,7 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../engine/rng.h"
+#include "../common/rng.h"
 #include "../models/layers.h"
 
 #define U32 0x1p-24 /* fp32 unit roundoff */

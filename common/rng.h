@@ -1,8 +1,8 @@
 /* rng.h - Philox 4x32-10, counter-based: every random number is a pure function of
  * (seed, global sample index, stream, element index), so results never depend on how
  * work is split across ranks, micro-batches or threads. No global state. */
-#ifndef ZT_ENGINE_RNG_H
-#define ZT_ENGINE_RNG_H
+#ifndef ZT_COMMON_RNG_H
+#define ZT_COMMON_RNG_H
 
 #include <stdint.h>
 
