@@ -97,8 +97,7 @@ struct zt_token_writer {
     int n_shards, cap_shards;
     source_rec *sources;
     size_t n_sources, cap_sources, last_source;
-    char **created;             /* folders this writer created, parents first */
-    int n_created;
+    zt_dirs_made created;       /* folders this writer created, parents first */
     uint64_t total_tokens, total_docs;
     int failed;                 /* a write failed: the writer refuses further calls */
     int finished;
@@ -108,44 +107,6 @@ struct zt_token_writer {
 static void shard_path(const char *dir, int k, char *out, size_t n)
 {
     snprintf(out, n, "%s/shard-%05d.zts", dir, k);
-}
-
-/* mkdir -p that remembers which folders it created, so an unfinished writer can remove them */
-static int make_dirs(zt_token_writer *w, const char *dir)
-{
-    size_t n = strlen(dir);
-    char *p = malloc(n + 1);
-    int rc = 0;
-    if (!p)
-        return zt_fail(ZT_E_NOMEM, "out of memory");
-    memcpy(p, dir, n + 1);
-    for (size_t i = 1; i <= n && rc == 0; i++) {
-        struct stat sb;
-        if (p[i] != '/' && p[i] != '\0')
-            continue;
-        if (p[i - 1] == '/') /* "a//b" */
-            continue;
-        char c = p[i];
-        p[i] = '\0';
-        if (mkdir(p, 0755) == 0) {
-            char **grown = realloc(w->created, sizeof *grown * (size_t)(w->n_created + 1));
-            if (!grown || !(grown[w->n_created] = strdup(p))) {
-                if (grown)
-                    w->created = grown;
-                rc = zt_fail(ZT_E_NOMEM, "out of memory");
-            } else {
-                w->created = grown;
-                w->n_created++;
-            }
-        } else if (errno != EEXIST) {
-            rc = zt_fail(-errno, "%s: cannot create folder: %s", p, strerror(errno));
-        } else if (stat(p, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
-            rc = zt_fail(-ENOTDIR, "%s: exists and is not a folder", p);
-        }
-        p[i] = c;
-    }
-    free(p);
-    return rc;
 }
 
 int zt_token_writer_create(const char *dir, const zt_tokenizer_info *tok, uint64_t shard_tokens,
@@ -176,7 +137,7 @@ int zt_token_writer_create(const char *dir, const zt_tokenizer_info *tok, uint64
     w->shard_tokens = shard_tokens;
     w->id_bytes = id_bytes_for(tok->vocab_size);
     w->last_source = SIZE_MAX;
-    if ((rc = make_dirs(w, dir)) < 0)
+    if ((rc = zt_mkdirs(dir, 0755, &w->created)) < 0)
         goto fail;
     /* From here on the folder is not a dataset until finish writes the new manifest. */
     sprintf(manifest, "%s/manifest.json", dir);
@@ -493,12 +454,8 @@ void zt_token_writer_destroy(zt_token_writer *w)
             shard_path(w->dir, k, path, sizeof path);
             unlink(path);
         }
-        for (int i = w->n_created - 1; i >= 0; i--)
-            rmdir(w->created[i]); /* fails, harmlessly, when something else is inside */
     }
-    for (int i = 0; i < w->n_created; i++)
-        free(w->created[i]);
-    free(w->created);
+    zt_dirs_made_release(&w->created, !w->finished);
     for (size_t i = 0; i < w->n_sources; i++)
         free(w->sources[i].name);
     free(w->sources);

@@ -741,7 +741,7 @@ int zt_checkpoint_save(zt_engine *e, const char *root, const zt_train_state *st,
     snprintf(final, sizeof final, "%s/step-%" PRId64, root, st->step);
     if ((rc = zt_engine_check_finite(e, "saving checkpoint", final)) < 0) /* nothing written */
         return zt_engine_fail(e, rc);
-    if (r == 0 && (rc = zt_mkdirs(root)) == 0) {
+    if (r == 0 && (rc = zt_mkdirs(root, 0755, NULL)) == 0) {
         remove_in(root, tmpn); /* left by a save that died (a link there: the link) */
         if (mkdir(tmp, 0755) != 0)
             rc = zt_fail(-errno, "%s: %s", tmp, strerror(errno));

@@ -1084,7 +1084,7 @@ int zt_engine_save_weights(zt_engine *e, const char *dir, size_t max_shard_bytes
     if (st3 && !(a.buf = zt_mem_alloc(zt_zero_max_padded(e) * sizeof(float), ZT_ALIGN_PAGE,
                                       ZT_MEM_COMM)))
         rc = ZT_E_NOMEM;
-    if (rc == 0 && r == 0 && (rc = zt_mkdirs(dir)) == 0 &&
+    if (rc == 0 && r == 0 && (rc = zt_mkdirs(dir, 0755, NULL)) == 0 &&
         !(v = calloc((size_t)n, sizeof *v)))
         rc = zt_fail(ZT_E_NOMEM, "out of memory");
     if (rc == 0 && r == 0) {

@@ -134,23 +134,54 @@ out:
     return rc;
 }
 
-int zt_mkdirs(const char *dir)
+int zt_mkdirs(const char *dir, unsigned mode, zt_dirs_made *made)
 {
-    char p[4096];
-    size_t n = strlen(dir);
-    if (n == 0 || n >= sizeof p)
-        return zt_fail(ZT_E_INVAL, "bad folder name \"%s\"", dir);
+    size_t n = dir ? strlen(dir) : 0;
+    char *p;
+    int rc = 0;
+    if (n == 0)
+        return zt_fail(ZT_E_INVAL, "zt_mkdirs: no folder name");
+    if (!(p = malloc(n + 1)))
+        return zt_fail(ZT_E_NOMEM, "out of memory");
     memcpy(p, dir, n + 1);
-    for (size_t i = 1; i <= n; i++) {
-        if (p[i] != '/' && p[i] != '\0')
+    for (size_t i = 1; i <= n && rc == 0; i++) {
+        struct stat sb;
+        if ((p[i] != '/' && p[i] != '\0') || p[i - 1] == '/') /* ("a//b") */
             continue;
         char c = p[i];
         p[i] = '\0';
-        if (mkdir(p, 0755) != 0 && errno != EEXIST)
-            return zt_fail(-errno, "%s: cannot create folder: %s", p, strerror(errno));
+        if (mkdir(p, (mode_t)mode) == 0) {
+            char **grown = made ? realloc(made->dir, sizeof *grown * (size_t)(made->n + 1)) : NULL;
+            if (made && (!grown || !(grown[made->n] = strdup(p)))) {
+                if (grown)
+                    made->dir = grown;
+                rc = zt_fail(ZT_E_NOMEM, "out of memory");
+            } else if (made) {
+                made->dir = grown;
+                made->n++;
+            }
+        } else if (errno != EEXIST) {
+            rc = zt_fail(-errno, "%s: cannot create folder: %s", p, strerror(errno));
+        } else if (stat(p, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+            rc = zt_fail(-ENOTDIR, "%s: exists and is not a folder", p);
+        }
         p[i] = c;
     }
-    return 0;
+    free(p);
+    return rc;
+}
+
+void zt_dirs_made_release(zt_dirs_made *made, int remove)
+{
+    if (!made)
+        return;
+    for (int i = made->n - 1; remove && i >= 0; i--)
+        rmdir(made->dir[i]); /* fails, harmlessly, when something else is inside */
+    for (int i = 0; i < made->n; i++)
+        free(made->dir[i]);
+    free(made->dir);
+    made->dir = NULL;
+    made->n = 0;
 }
 
 
@@ -301,7 +332,7 @@ int zt_dir_stage(const char *dir, char *tmp, size_t n)
     char parent[4096], name[256];
     ZT_TRY(split_path(dir, parent, sizeof parent, name, sizeof name));
     ZT_TRY(sibling(dir, "zt-new", tmp, n));
-    ZT_TRY(zt_mkdirs(parent));
+    ZT_TRY(zt_mkdirs(parent, 0755, NULL));
     ZT_TRY(remove_flat(tmp)); /* left by a save that died */
     if (mkdir(tmp, 0755) != 0)
         return zt_fail(-errno, "%s: cannot create folder: %s", tmp, strerror(errno));

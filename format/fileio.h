@@ -18,9 +18,6 @@ int zt_file_write_atomic_cb(const char *path, int n, zt_part_fn part, void *arg)
 /* zt_open_regular and zt_file_read_all are public (zerotrain.h): the command reads its
  * inputs through them too. */
 
-/* mkdir -p: creates dir and its missing parents (mode 0755). */
-int zt_mkdirs(const char *dir);
-
 /* A folder written whole and swapped in, so that no file of an older one survives and a
  * failure leaves the older one as it was:
  *   zt_dir_stage(dir, tmp, n): creates dir's parents and the empty hidden folder

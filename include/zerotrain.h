@@ -83,6 +83,18 @@ ZT_API int zt_file_write_atomic(const char *path, const void *const *parts, cons
  * target never touched. Returns 0 (also when name is gone already) or -errno. */
 ZT_API int zt_remove_at(int dirfd, const char *name);
 
+/* mkdir -p: dir and its missing parents, with mode (less the umask); a part of the path that
+ * exists and is not a folder is an error naming it. made (NULL: not kept) collects the
+ * folders the call created, outermost first, so that a writer that fails can take them away
+ * again: zt_dirs_made_release(made, 1) removes them (innermost first, each only if it is
+ * empty) and frees the list, (made, 0) only frees it. Returns 0 or a negative ZT_E_* code. */
+typedef struct zt_dirs_made {
+    char **dir;
+    int n;
+} zt_dirs_made;
+ZT_API int zt_mkdirs(const char *dir, unsigned mode, zt_dirs_made *made);
+ZT_API void zt_dirs_made_release(zt_dirs_made *made, int remove);
+
 /* ZT_ABI_VERSION of the library linked: a client built against another header must not run */
 ZT_API int zt_abi_version(void);
 

@@ -46,6 +46,43 @@ static void expect_refused(const char *path, int code, const char *what)
         fail_msg("%s: expected %d with '%s', got %d: %s", path, code, what, fd, zt_last_error());
 }
 
+/* zt_mkdirs: the folders it made, outermost first, and only those; release removes them
+ * (innermost first, only when empty) or only frees the list; a file in the path refused */
+static void test_mkdirs(void **state)
+{
+    char a[512], abc[600], file[512], want[600];
+    struct stat sb;
+    zt_dirs_made made = {NULL, 0};
+    (void)state;
+    snprintf(a, sizeof a, "%s/a", tmpdir);
+    snprintf(abc, sizeof abc, "%s//b/c/", a);
+    assert_int_equal(mkdir(a, 0755), 0);
+    assert_int_equal(zt_mkdirs(abc, 0755, &made), 0);
+    assert_int_equal(made.n, 2); /* a existed: b and c made */
+    snprintf(want, sizeof want, "%s//b", a);
+    assert_string_equal(made.dir[0], want);
+    snprintf(want, sizeof want, "%s//b/c", a);
+    assert_string_equal(made.dir[1], want);
+    assert_int_equal(zt_mkdirs(abc, 0755, NULL), 0); /* all there: nothing to do */
+    zt_dirs_made_release(&made, 1);
+    assert_int_equal(made.n, 0);
+    assert_int_equal(stat(a, &sb), 0);               /* not made by the call: kept */
+    snprintf(want, sizeof want, "%s/b", a);
+    assert_int_not_equal(stat(want, &sb), 0);        /* b and c removed */
+    assert_int_equal(zt_mkdirs(abc, 0755, &made), 0);
+    zt_dirs_made_release(&made, 0);                  /* only the list freed */
+    snprintf(want, sizeof want, "%s/b/c", a);
+    assert_int_equal(stat(want, &sb), 0);
+    snprintf(file, sizeof file, "%s/f", tmpdir);
+    FILE *fp = fopen(file, "w");
+    assert_non_null(fp);
+    fclose(fp);
+    snprintf(want, sizeof want, "%s/g", file);
+    assert_int_equal(zt_mkdirs(file, 0755, NULL), -ENOTDIR);
+    assert_non_null(strstr(zt_last_error(), "exists and is not a folder"));
+    assert_true(zt_mkdirs(want, 0755, NULL) < 0);
+}
+
 static void test_regular(void **state)
 {
     char path[512], buf[8], *text = NULL;
@@ -123,6 +160,7 @@ static void test_special_files(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_mkdirs),
         cmocka_unit_test(test_regular),
         cmocka_unit_test(test_special_files),
     };

@@ -18,7 +18,8 @@
 #include <unistd.h>
 
 /* Hidden siblings of --out: ".NAME" + tag + six random characters, which mkdtemp(3) writes
- * in place of the six X's of its template. */
+ * in place of the six X's of its template. The X's are mkdtemp's required template, the
+ * finished value, not a placeholder. */
 #define MKDTEMP_TAIL "XXXXXX"
 #define SUFFIX_LEN (sizeof MKDTEMP_TAIL - 1)
 #define STAGE_TAG ".prepare-"   /* the folder being written */
@@ -34,8 +35,7 @@ struct outdir {
     mode_t mode;                /* its permission bits, for the staging folder */
     char stage[NAME_MAX + 1];   /* the staging folder's name in parent; "" when none */
     char stage_path[PATH_MAX];
-    char **made;                /* parents outdir_lock created, outermost first */
-    int n_made;
+    zt_dirs_made made;          /* parents outdir_lock created, outermost first */
     int committed;
 };
 
@@ -56,39 +56,6 @@ int outdir_fault(const char *point)
             return 0;
         }
         p = end ? end + 1 : NULL;
-    }
-    return 0;
-}
-
-static int make_parents(outdir *o, char *err, size_t errlen)
-{
-    char p[PATH_MAX];
-    size_t n = strlen(o->parent);
-    memcpy(p, o->parent, n + 1);
-    for (size_t i = 1; i <= n; i++) {
-        struct stat sb;
-        char c = p[i];
-        if ((c != '/' && c != '\0') || p[i - 1] == '/')
-            continue;
-        p[i] = '\0';
-        if (mkdir(p, 0777) == 0) {
-            char **g = realloc(o->made, sizeof *g * (size_t)(o->n_made + 1));
-            if (!g || !(g[o->n_made] = strdup(p))) {
-                if (g)
-                    o->made = g;
-                snprintf(err, errlen, "out of memory");
-                return -1;
-            }
-            o->made = g;
-            o->n_made++;
-        } else if (errno != EEXIST) {
-            snprintf(err, errlen, "%s: cannot create folder: %s", p, strerror(errno));
-            return -1;
-        } else if (stat(p, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
-            snprintf(err, errlen, "%s: exists and is not a folder", p);
-            return -1;
-        }
-        p[i] = c;
     }
     return 0;
 }
@@ -241,8 +208,10 @@ int outdir_lock(const char *dir, outdir_ours_fn ours, outdir **out, char *err, s
                  (size_t)NAME_MAX - 1 - strlen(STAGE_TAG) - SUFFIX_LEN);
         goto fail;
     }
-    if (make_parents(o, err, errlen) < 0)
+    if (zt_mkdirs(o->parent, 0777, &o->made) < 0) {
+        snprintf(err, errlen, "%s", zt_last_error());
         goto fail;
+    }
     if ((o->pfd = open(o->parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
         snprintf(err, errlen, "%s: cannot open: %s", o->parent, strerror(errno));
         goto fail;
@@ -373,12 +342,7 @@ void outdir_close(outdir *o)
         return;
     if (!o->committed && o->stage[0] && o->pfd >= 0)
         zt_remove_at(o->pfd, o->stage);
-    if (!o->committed)
-        for (int i = o->n_made - 1; i >= 0; i--)
-            rmdir(o->made[i]); /* fails, harmlessly, when something else is inside */
-    for (int i = 0; i < o->n_made; i++)
-        free(o->made[i]);
-    free(o->made);
+    zt_dirs_made_release(&o->made, !o->committed);
     if (o->pfd >= 0)
         close(o->pfd);
     free(o);
