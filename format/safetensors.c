@@ -373,15 +373,17 @@ static int map_file(zt_safetensors *f, const char *path)
 }
 
 /* What a file that is not safetensors is, from its first bytes (a safetensors file starts
- * with a little-endian header length and then '{'), with what to do about it; NULL when
- * nothing is recognised. */
-static const char *not_safetensors(const unsigned char *b, size_t n)
+ * with a little-endian header length and then '{'); NULL when nothing is recognised. *torch:
+ * one of torch.save's formats (which can be converted). */
+static const char *not_safetensors(const unsigned char *b, size_t n, int *torch)
 {
     size_t i = 0, k;
+    *torch = 1;
     if (n >= 4 && memcmp(b, "PK\x03\x04", 4) == 0)
         return "a zip archive: the format of torch.save (pytorch_model.bin, *.pt, *.pth)";
     if (n >= 2 && b[0] == 0x80 && b[1] >= 2 && b[1] <= 5)
         return "a Python pickle: torch.save's legacy format (pytorch_model.bin, *.pt)";
+    *torch = 0;
     if (n >= 6 && memcmp(b, "\x93NUMPY", 6) == 0)
         return "a NumPy .npy array";
     if (n >= 4 && memcmp(b, "\x89HDF", 4) == 0)
@@ -407,10 +409,11 @@ static const char *not_safetensors(const unsigned char *b, size_t n)
  * for PyTorch's own formats how to convert it. */
 static int not_safetensors_fail(const unsigned char *b, size_t n, const char *path)
 {
-    const char *what = not_safetensors(b, n);
+    int torch;
+    const char *what = not_safetensors(b, n, &torch);
     if (!what)
         return 0;
-    if (strstr(what, "torch.save"))
+    if (torch)
         return BAD("%s is not a safetensors file: it is %s, which zerotrain does not read; "
                    "convert it where PyTorch and transformers run: "
                    "AutoModelForMaskedLM.from_pretrained(DIR).save_pretrained(DIR, "
