@@ -352,15 +352,15 @@ static int write_manifest(const char *dir, const zt_engine *e)
     cJSON_AddStringToObject(m, "run_id", e->run_id);
     cJSON_AddNumberToObject(m, "world_size", e->comm.size);
     cJSON_AddNumberToObject(m, "zero_stage", e->cfg.zero_stage);
-    cJSON_AddNumberToObject(m, "bucket_size", (double)e->bucket);
+    cJSON_AddNumberToObject(m, "bucket_size", (double)e->geo.bucket);
     {
         cJSON *units = cJSON_AddArrayToObject(m, "units");
         for (int u = 0; units && u < e->layout.n_units; u++) {
             cJSON *o = cJSON_CreateObject();
             cJSON_AddStringToObject(o, "name", e->layout.units[u].name);
             cJSON_AddNumberToObject(o, "numel", (double)e->layout.units[u].numel);
-            cJSON_AddNumberToObject(o, "padded", (double)e->padded[u]);
-            cJSON_AddNumberToObject(o, "piece", (double)e->piece[u]);
+            cJSON_AddNumberToObject(o, "padded", (double)e->geo.padded[u]);
+            cJSON_AddNumberToObject(o, "piece", (double)e->geo.piece[u]);
             cJSON_AddItemToArray(units, o);
         }
     }
@@ -659,7 +659,7 @@ static int commit_rank0(zt_engine *e, const char *root, const zt_train_state *st
                  "  \"step\": %" PRId64 ",\n  \"samples\": %" PRIu64 ",\n  \"seed\": %" PRIu64
                  ",\n  \"world_size\": %d,\n  \"zero_stage\": %d,\n  \"bucket_size\": %zu,\n"
                  "  \"optimizer\": %s\n}\n",
-                 st->step, st->samples, st->seed, e->comm.size, e->cfg.zero_stage, e->bucket,
+                 st->step, st->samples, st->seed, e->comm.size, e->cfg.zero_stage, e->geo.bucket,
                  opt) < 0)
         text = NULL;
     cJSON_Delete(oj);
@@ -1019,7 +1019,7 @@ static int src_unit(state_src *ss, int u)
     }
     ss->ru = -1;
     ss->g0.N = (size_t)ss->world0;
-    ss->g0.piece = zt_zero_piece_for(e->layout.units[u].numel, ss->g0.N, ss->bucket0,
+    ss->g0.piece = zt_geom_piece_for(e->layout.units[u].numel, ss->g0.N, ss->bucket0,
                                      &ss->g0.padded);
     for (int k = 0; k < ss->world0; k++)
         ZT_TRY(zt_ost_runs(&e->layout, e->pcompact, u, &ss->g0, k, &ss->runs[k],
@@ -1089,7 +1089,7 @@ static int reslice(state_src *ss, int u, const zt_spart *p, int sec, size_t c0, 
     /* each run of this part's segments within [c0, c1), cut where the saved slices change
      * rank; per-block sections move whole blocks (every cut is on a multiple of 1024) */
     zt_seg d;
-    for (int j = 0; zt_zero_seg(e, u, p->rank, j, &d); j++) {
+    for (int j = 0; zt_geometry_seg(&e->geo, u, p->rank, j, &d); j++) {
         if (d.soff >= c1 || d.soff + d.len <= c0)
             continue;
         size_t lo = d.off + (d.soff < c0 ? c0 - d.soff : 0);

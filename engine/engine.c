@@ -184,7 +184,7 @@ static int gather_into(zt_engine *e, int u, float *buf, const float **whole)
         return 0;
     }
     ZT_TRY(zt_zero_shard_to_whole(e, u, buf));
-    for (int k = 0; zt_zero_seg(e, u, e->comm.rank, k, &s); k++) /* in place */
+    for (int k = 0; zt_geometry_seg(&e->geo, u, e->comm.rank, k, &s); k++) /* in place */
         ZT_TRY(zt_comm_allgather(&e->comm, buf + s.off, buf + s.soff * (size_t)e->comm.size,
                                  s.len * (size_t)e->comm.size));
     *whole = buf;
@@ -723,7 +723,7 @@ int zt_engine_zero_grad(zt_engine *e)
     e->micro = 0;
     ZT_TRY(zt_zero_pass_grads_begin(e)); /* reductions still reading G finish first */
     if (e->cfg.zero_stage >= 2) {
-        memset(e->G[0], 0, e->padded[0] * sizeof(float));
+        memset(e->G[0], 0, e->geo.padded[0] * sizeof(float));
         /* the shards are left (a deferred update may still read them): the next backward
          * pass overwrites them (its first reduction is not added), and a step without one
          * zeroes them first */
@@ -732,7 +732,7 @@ int zt_engine_zero_grad(zt_engine *e)
         return 0;
     }
     for (int u = 0; u < e->layout.n_units; u++)
-        memset(e->G[u], 0, e->padded[u] * sizeof(float));
+        memset(e->G[u], 0, e->geo.padded[u] * sizeof(float));
     return 0;
 }
 
@@ -991,7 +991,7 @@ int zt_engine_report_get(const zt_engine *e, zt_engine_report *o)
                                          "buffers yet (zt_engine_commit)"));
     N = (size_t)e->comm.size;
     for (int u = 0; u < e->layout.n_units; u++)
-        P += e->padded[u];
+        P += e->geo.padded[u];
     o->world_size = (int)N;
     o->rank = e->comm.rank;
     o->zero_stage = e->cfg.zero_stage;
@@ -1081,7 +1081,7 @@ int zt_engine_save_weights(zt_engine *e, const char *dir, size_t max_shard_bytes
     save_arg a = {e, NULL, NULL, -1};
     zt_tensor_view *v = NULL;
     ZT_TRY(zt_zero_flush(e));
-    if (st3 && !(a.buf = zt_mem_alloc(zt_zero_max_padded(e) * sizeof(float), ZT_ALIGN_PAGE,
+    if (st3 && !(a.buf = zt_mem_alloc(zt_geometry_max(&e->geo, -1) * sizeof(float), ZT_ALIGN_PAGE,
                                       ZT_MEM_COMM)))
         rc = ZT_E_NOMEM;
     if (rc == 0 && r == 0 && (rc = zt_mkdirs(dir, 0755, NULL)) == 0 &&
@@ -1111,7 +1111,7 @@ int zt_engine_save_weights(zt_engine *e, const char *dir, size_t max_shard_bytes
     }
     free(v);
     if (a.buf)
-        zt_mem_free(a.buf, zt_zero_max_padded(e) * sizeof(float), ZT_MEM_COMM);
+        zt_mem_free(a.buf, zt_geometry_max(&e->geo, -1) * sizeof(float), ZT_MEM_COMM);
     return zt_engine_agree(e, rc, "saving the weights");
 }
 
@@ -1147,7 +1147,7 @@ int zt_engine_gather_f64(zt_engine *e, const double *x, int n, double *all)
 static int first_nonfinite_here(zt_engine *e, int *param, size_t *elem, float *value)
 {
     int st3 = e->cfg.zero_stage >= 3, rc = 0;
-    size_t cap = zt_zero_max_padded(e) * sizeof(float);
+    size_t cap = zt_geometry_max(&e->geo, -1) * sizeof(float);
     float *buf = NULL;
     *param = -1;
     if (st3 && !(buf = zt_mem_alloc(cap, ZT_ALIGN_PAGE, ZT_MEM_OTHER)))
@@ -1156,7 +1156,7 @@ static int first_nonfinite_here(zt_engine *e, int *param, size_t *elem, float *v
         const zt_unit_def *ud = &e->layout.units[u];
         const float *p = e->P[u];
         if (st3 && !e->persist[u]) {
-            memset(buf, 0, e->padded[u] * sizeof(float));
+            memset(buf, 0, e->geo.padded[u] * sizeof(float));
             if ((rc = zt_zero_shard_to_whole(e, u, buf)) < 0)
                 break;
             p = buf;

@@ -9,20 +9,12 @@
 #include "../models/zoo.h"
 #include "../optimizer/adamw.h"
 #include "../optimizer/adafactor.h"
+#include "geom.h"
 #include "ostate.h"
 
-#define ZT_SHARD_ALIGN 1024 /* floats: 4 KiB, O_DIRECT-aligned, whole 8-bit Adam blocks */
 #define ZT_POOL_MAX 32      /* stage 3: most whole-unit parameter buffers */
 #define ZT_MAX_PARTS 1024   /* stage 0: most ranks (it keeps every rank's state shard) */
 #define ZT_TRAINER_INFO_MAX 4096 /* bytes of a trainer's record, its NUL included */
-
-/* One contiguous run of a rank's shard of a unit: floats [off, off + len) of the padded
- * unit buffer are floats [soff, soff + len) of the rank's shard buffer. A unit is cut into
- * pieces (the ZeRO bucket; one piece unless the unit is larger); each piece is split into
- * N equal slices, and rank r's shard is its slice of every piece, in order. */
-typedef struct zt_seg {
-    size_t off, len, soff;
-} zt_seg;
 
 /* A use: one acquire of one unit (zt_engine_unit_acquire), as a pass's order has it; until:
  * the trainer released it before the acquire `until` uses later (1: the next one; tied units
@@ -91,10 +83,7 @@ struct zt_engine {
     zt_layout layout;
     const zt_model_ops *ops;
     void *model;
-    size_t *padded;          /* per unit: floats incl. padding to N * ZT_SHARD_ALIGN */
-    size_t *piece;           /* per unit: floats per piece (a multiple of N * ZT_SHARD_ALIGN;
-                              * the last piece may be shorter) */
-    size_t bucket;           /* floats per collective at most (0 = whole units) */
+    zt_geometry geo;         /* the units over the world size, cut into pieces (geom.h) */
     float **P, **G;
     /* the optimizer state (ostate.c): per unit n_parts parts (stage 0: every rank's shard,
      * which together are the whole unit; otherwise this rank's), each with its runs and,
@@ -260,18 +249,6 @@ int zt_zero_setup(zt_engine *e);
 void zt_zero_teardown(zt_engine *e);
 /* A store for `purpose` on device (ZT_OFFLOAD_*), with the engine's aio settings. */
 int zt_zero_open_store(zt_engine *e, int device, const char *purpose, struct zt_store **out);
-/* floats per piece of a unit of numel floats over N ranks with the given bucket (0 = whole
- * units); *padded = the unit padded to N x ZT_SHARD_ALIGN */
-size_t zt_zero_piece_for(size_t numel, size_t N, size_t bucket, size_t *padded);
-/* floats of unit u in a buffer that holds the whole unit (shard = 0) or one rank's shard */
-size_t zt_zero_len(const zt_engine *e, int u, int shard);
-/* floats of the largest unit */
-size_t zt_zero_max_padded(const zt_engine *e);
-/* Segment k of rank r's shard of unit u; 0 past the last. */
-int zt_zero_seg(const zt_engine *e, int u, int r, int k, zt_seg *s);
-/* Copies rank r's shard of unit u out of a whole-unit buffer, or back into one. */
-void zt_zero_take_shard(const zt_engine *e, int u, int r, const float *whole, float *shard);
-void zt_zero_put_shard(const zt_engine *e, int u, int r, const float *shard, float *whole);
 /* Stage 3: a pass walks the uses e->uses[0..n_uses) (units.c sets them). zt_zero_pass_begin
  * lets go of anything gathered (a pass's end, or after an error); zt_zero_enter(k) makes use
  * k's unit present (gathering ahead within the prefetch budget) after letting go of the uses

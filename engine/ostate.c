@@ -14,18 +14,6 @@
 
 /* ---- geometry and runs ------------------------------------------------------------------ */
 
-int zt_geom_seg(const zt_geom *g, int r, int k, zt_seg *s)
-{
-    size_t off0 = (size_t)k * g->piece, len;
-    if (k < 0 || off0 >= g->padded)
-        return 0;
-    len = g->padded - off0 < g->piece ? g->padded - off0 : g->piece;
-    s->len = len / g->N;
-    s->off = off0 + (size_t)r * s->len;
-    s->soff = off0 / g->N;
-    return 1;
-}
-
 int zt_ost_runs(const zt_layout *L, const unsigned char *compact, int u, const zt_geom *g,
                 int r, zt_srun **out, int *n, size_t *n_compact)
 {
@@ -213,11 +201,11 @@ int zt_ost_setup(zt_engine *e)
     for (int i = 0; i < np; i++)
         e->pcompact[i] = (unsigned char)param_compact(e, i);
     for (int u = 0; u < nu; u++) {
-        zt_geom g = {e->padded[u], e->piece[u], (size_t)N};
+        zt_geom g = zt_geometry_unit(&e->geo, u);
         for (int k = 0; k < e->n_parts; k++) {
             zt_spart *p = &e->parts[u * e->n_parts + k];
             p->rank = e->n_parts > 1 ? k : e->comm.rank;
-            p->len = e->padded[u] / (size_t)N;
+            p->len = e->geo.padded[u] / (size_t)N;
             ZT_TRY(zt_ost_runs(&e->layout, e->pcompact, u, &g, p->rank, &p->run, &p->n_run,
                                &p->n_compact));
         }
@@ -479,7 +467,7 @@ double zt_ost_predict_bytes(const zt_engine *e, int N, int whole, double *replic
     int opt = e->cfg.optimizer, beta1 = opt == ZT_OPT_ADAFACTOR && e->cfg.adafactor_beta1 >= 0;
     for (int u = 0; u < e->layout.n_units; u++) {
         size_t padded;
-        (void)zt_zero_piece_for(e->layout.units[u].numel, (size_t)N, e->cfg.bucket_size,
+        (void)zt_geom_piece_for(e->layout.units[u].numel, (size_t)N, e->cfg.bucket_size,
                                 &padded);
         own += (double)padded * f;
     }

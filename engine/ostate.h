@@ -26,19 +26,10 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "zerotrain.h"
+#include "geom.h"
 
 struct zt_engine;
 struct zt_layout;
-
-/* where a rank's slice of a unit lies: the unit padded to a multiple of N x 1024 floats,
- * cut into pieces of `piece` floats (the last may be shorter), each split into N slices */
-typedef struct zt_geom {
-    size_t padded, piece, N;
-} zt_geom;
-
-/* Segment k of rank r's shard (zt_seg of engine_impl.h); 0 past the last. */
-struct zt_seg;
-int zt_geom_seg(const zt_geom *g, int r, int k, struct zt_seg *s);
 
 typedef struct zt_srun {
     size_t j0, j1;   /* shard positions */

@@ -52,7 +52,7 @@ static void predict_at(const zt_engine *e, placement pl, int st, int Nr, plan_by
     double N = Nr, P = 0.0, maxu = 0.0, maxs = 0.0, F = sizeof(float);
     for (int u = 0; u < nu; u++) {
         size_t padded;
-        zt_zero_piece_for(e->layout.units[u].numel, (size_t)Nr, e->cfg.bucket_size, &padded);
+        zt_geom_piece_for(e->layout.units[u].numel, (size_t)Nr, e->cfg.bucket_size, &padded);
         P += (double)padded;
         maxu = (double)padded > maxu ? (double)padded : maxu;
         maxs = (double)padded / N > maxs ? (double)padded / N : maxs;

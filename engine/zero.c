@@ -23,43 +23,6 @@
 #include <math.h>
 #include <string.h>
 
-/* ---- layout ----------------------------------------------------------------------------- */
-
-size_t zt_zero_len(const zt_engine *e, int u, int shard)
-{
-    return shard ? e->padded[u] / (size_t)e->comm.size : e->padded[u];
-}
-
-int zt_zero_seg(const zt_engine *e, int u, int r, int k, zt_seg *s)
-{
-    zt_geom g = {e->padded[u], e->piece[u], (size_t)e->comm.size};
-    return zt_geom_seg(&g, r, k, s);
-}
-
-void zt_zero_take_shard(const zt_engine *e, int u, int r, const float *whole, float *shard)
-{
-    zt_seg s;
-    for (int k = 0; zt_zero_seg(e, u, r, k, &s); k++)
-        memcpy(shard + s.soff, whole + s.off, s.len * sizeof(float));
-}
-
-void zt_zero_put_shard(const zt_engine *e, int u, int r, const float *shard, float *whole)
-{
-    zt_seg s;
-    for (int k = 0; zt_zero_seg(e, u, r, k, &s); k++)
-        memcpy(whole + s.off, shard + s.soff, s.len * sizeof(float));
-}
-
-static size_t max_padded(const zt_engine *e, int from)
-{
-    size_t m = 0;
-    for (int u = from; u < e->layout.n_units; u++)
-        m = e->padded[u] > m ? e->padded[u] : m;
-    return m;
-}
-
-size_t zt_zero_max_padded(const zt_engine *e) { return max_padded(e, 0); }
-
 /* ---- collectives over a unit's pieces ------------------------------------------------- */
 
 /* One collective per piece of unit u, started back to back; *lo..*hi = their sequence
@@ -71,7 +34,7 @@ static int start_pieces(zt_engine *e, int u, int gather, const float *full_or_sh
     zt_seg s;
     size_t N = (size_t)e->comm.size;
     *lo = *hi = -1;
-    for (int k = 0; zt_zero_seg(e, u, e->comm.rank, k, &s); k++) {
+    for (int k = 0; zt_geometry_seg(&e->geo, u, e->comm.rank, k, &s); k++) {
         int64_t h;
         size_t off0 = s.soff * N;
         if (gather)
@@ -110,10 +73,10 @@ static float **alloc_units(const zt_engine *e, int category, int shard)
         return NULL;
     }
     for (int u = 0; u < n; u++)
-        if (!(b[u] = zt_mem_alloc(zt_zero_len(e, u, shard) * sizeof(float), ZT_ALIGN_PAGE,
+        if (!(b[u] = zt_mem_alloc(zt_geometry_len(&e->geo, u, shard) * sizeof(float), ZT_ALIGN_PAGE,
                                   category))) {
             for (int v = 0; v < u; v++)
-                zt_mem_free(b[v], zt_zero_len(e, v, shard) * sizeof(float), category);
+                zt_mem_free(b[v], zt_geometry_len(&e->geo, v, shard) * sizeof(float), category);
             free(b);
             return NULL;
         }
@@ -125,7 +88,7 @@ static void free_units(const zt_engine *e, float **b, int category, int shard)
     if (!b)
         return;
     for (int u = 0; u < e->layout.n_units; u++)
-        zt_mem_free(b[u], zt_zero_len(e, u, shard) * sizeof(float), category);
+        zt_mem_free(b[u], zt_geometry_len(&e->geo, u, shard) * sizeof(float), category);
     free(b);
 }
 
@@ -144,7 +107,7 @@ static int lazy_upto(zt_engine *e, int u);
 /* floats of the largest shard */
 static size_t shard_max(const zt_engine *e)
 {
-    return max_padded(e, 0) / (size_t)e->comm.size;
+    return zt_geometry_max_shard(&e->geo);
 }
 
 /* a store for one kind of offloaded state of this rank (purpose names its swap file) */
@@ -216,7 +179,7 @@ static int pstore_open(zt_engine *e)
                        sm);
     ZT_TRY(zt_zero_open_store(e, e->cfg.offload_param, "params", &e->pstore));
     for (int u = 0; u < e->layout.n_units; u++)
-        if (zt_store_add(e->pstore, zt_zero_len(e, u, 1) * sizeof(float), ZT_MEM_PARAMS) != u)
+        if (zt_store_add(e->pstore, zt_geometry_len(&e->geo, u, 1) * sizeof(float), ZT_MEM_PARAMS) != u)
             return zt_fail(ZT_E_NOMEM, "parameter offload: cannot declare unit %d", u);
     ZT_TRY(zt_store_reserve(e->pstore));
     for (; e->n_pslot < pslots_for(e); e->n_pslot++) {
@@ -324,7 +287,7 @@ static int pshard_set(zt_engine *e, int u, const float *whole)
 {
     float *p;
     if (!e->pstore) {
-        zt_zero_take_shard(e, u, e->comm.rank, whole, e->Ps[u]);
+        zt_geometry_take(&e->geo, u, e->comm.rank, whole, e->Ps[u]);
         return 0;
     }
     int k = pslot_find(e, u);
@@ -336,7 +299,7 @@ static int pshard_set(zt_engine *e, int u, const float *whole)
     ZT_TRY(zt_store_wait(e->pstore, u)); /* a read into the slot lands first */
     e->pslot[k].loading = e->pslot[k].ahead = 0; /* the old contents are replaced */
     p = e->pslot[k].p;
-    zt_zero_take_shard(e, u, e->comm.rank, whole, p);
+    zt_geometry_take(&e->geo, u, e->comm.rank, whole, p);
     e->pslot[k].pinned = 1;
     return pshard_done(e, u, 1);
 }
@@ -345,7 +308,7 @@ int zt_zero_shard_to_whole(zt_engine *e, int u, float *whole)
 {
     float *p;
     ZT_TRY(pshard_get(e, u, &p));
-    zt_zero_put_shard(e, u, e->comm.rank, p, whole);
+    zt_geometry_put(&e->geo, u, e->comm.rank, p, whole);
     return pshard_done(e, u, 0);
 }
 
@@ -357,32 +320,18 @@ static int64_t *pending(int n)
     return p;
 }
 
-size_t zt_zero_piece_for(size_t numel, size_t N, size_t bucket, size_t *padded)
-{
-    size_t q = (size_t)ZT_SHARD_ALIGN * N, most = ZT_COMM_MAX_SLICE * N / q * q, p;
-    *padded = (numel + q - 1) / q * q;
-    p = bucket ? bucket / q * q : *padded;
-    p = p < q ? q : p;
-    p = p > most ? most : p; /* a piece's slice must fit an int count */
-    return p < *padded ? p : *padded;
-}
-
 int zt_zero_setup(zt_engine *e)
 {
     int nu = e->layout.n_units, st = e->cfg.zero_stage;
     size_t N = (size_t)e->comm.size;
-    if (!(e->padded = calloc((size_t)nu, sizeof *e->padded)) ||
-        !(e->piece = calloc((size_t)nu, sizeof *e->piece)) ||
-        !(e->rpend_lo = pending(nu)) || !(e->rpend_hi = pending(nu)) ||
-        !(e->rpend_tmp = calloc((size_t)nu, sizeof *e->rpend_tmp)))
-        return zt_fail(ZT_E_NOMEM, "out of memory");
     /* reduce_bucket_size / allgather_bucket_size cap one collective: a larger unit is cut
      * into pieces of a multiple of N x 1024 floats, the same for every stage */
-    e->bucket = e->cfg.bucket_size;
-    for (int u = 0; u < nu; u++) {
-        e->piece[u] = zt_zero_piece_for(e->layout.units[u].numel, N, e->bucket, &e->padded[u]);
+    ZT_TRY(zt_geometry_init(&e->geo, &e->layout, N, e->cfg.bucket_size));
+    if (!(e->rpend_lo = pending(nu)) || !(e->rpend_hi = pending(nu)) ||
+        !(e->rpend_tmp = calloc((size_t)nu, sizeof *e->rpend_tmp)))
+        return zt_fail(ZT_E_NOMEM, "out of memory");
+    for (int u = 0; u < nu; u++)
         e->rpend_tmp[u] = -1;
-    }
     e->scratch_unit[0] = e->scratch_unit[1] = -1;
     e->sched.acquired = -1;
     e->skip_unit = -1;
@@ -406,9 +355,9 @@ int zt_zero_setup(zt_engine *e)
         if (e->cfg.offload_param)
             ZT_TRY(pstore_open(e));
         for (int u = 0; u < nu; u++) {
-            e->persist[u] = e->padded[u] < e->cfg.persist_threshold;
+            e->persist[u] = e->geo.padded[u] < e->cfg.persist_threshold;
             e->any_persist |= e->persist[u];
-            if (e->persist[u] && !(e->P[u] = zt_mem_alloc(e->padded[u] * sizeof(float),
+            if (e->persist[u] && !(e->P[u] = zt_mem_alloc(e->geo.padded[u] * sizeof(float),
                                                            ZT_ALIGN_PAGE, ZT_MEM_PARAMS)))
                 return ZT_E_NOMEM;
         }
@@ -421,9 +370,9 @@ int zt_zero_setup(zt_engine *e)
         /* G[0] (the embeddings, which the tied MLM head adds into) stays whole for the
          * backward pass; every other unit borrows one of two scratch buffers (none when unit
          * 0 is the only one: m = 0) */
-        size_t m = max_padded(e, 1), ms = max_padded(e, 0) / N;
+        size_t m = zt_geometry_max(&e->geo, 0), ms = zt_geometry_max(&e->geo, -1) / N;
         if (!(e->G = calloc((size_t)nu, sizeof *e->G)) ||
-            !(e->G[0] = zt_mem_alloc(e->padded[0] * sizeof(float), ZT_ALIGN_PAGE, ZT_MEM_GRADS)))
+            !(e->G[0] = zt_mem_alloc(e->geo.padded[0] * sizeof(float), ZT_ALIGN_PAGE, ZT_MEM_GRADS)))
             return ZT_E_NOMEM;
         for (int i = 0; i < 2; i++)
             if ((m && !(e->scratch[i] = zt_mem_alloc(m * sizeof(float), ZT_ALIGN_PAGE,
@@ -448,7 +397,7 @@ int zt_zero_setup(zt_engine *e)
 void zt_zero_teardown(zt_engine *e)
 {
     int st = e->cfg.zero_stage;
-    if (!e->padded)
+    if (!e->geo.padded)
         return;
     if (e->comm.open > 0)
         zt_comm_wait_all(&e->comm);
@@ -456,7 +405,7 @@ void zt_zero_teardown(zt_engine *e)
     if (st >= 3) {
         for (int u = 0; e->P && u < e->layout.n_units; u++)
             if (e->persist && e->persist[u])
-                zt_mem_free(e->P[u], e->padded[u] * sizeof(float), ZT_MEM_PARAMS);
+                zt_mem_free(e->P[u], e->geo.padded[u] * sizeof(float), ZT_MEM_PARAMS);
         free(e->P);
         for (int i = 0; i < e->n_pool; i++)
             zt_mem_free(e->pool[i].p, e->pool[i].cap * sizeof(float), ZT_MEM_PARAMS);
@@ -471,9 +420,9 @@ void zt_zero_teardown(zt_engine *e)
         free_units(e, e->P, ZT_MEM_PARAMS, 0);
     }
     if (st >= 2) {
-        size_t m = max_padded(e, 1), ms = max_padded(e, 0) / (size_t)e->comm.size;
+        size_t m = zt_geometry_max(&e->geo, 0), ms = zt_geometry_max(&e->geo, -1) / (size_t)e->comm.size;
         if (e->G)
-            zt_mem_free(e->G[0], e->padded[0] * sizeof(float), ZT_MEM_GRADS);
+            zt_mem_free(e->G[0], e->geo.padded[0] * sizeof(float), ZT_MEM_GRADS);
         free(e->G);
         for (int i = 0; i < 2; i++) {
             zt_mem_free(e->scratch[i], m * sizeof(float), ZT_MEM_GRADS);
@@ -488,9 +437,7 @@ void zt_zero_teardown(zt_engine *e)
     free(e->rpend_lo);
     free(e->rpend_hi);
     free(e->rpend_tmp);
-    free(e->piece);
-    free(e->padded);
-    e->padded = NULL;
+    zt_geometry_free(&e->geo);
 }
 
 /* ---- optimizer offload ------------------------------------------------------------------
@@ -517,7 +464,7 @@ static int count_groups(const zt_engine *e)
     size_t g = group_floats(e);
     int n = 0;
     for (int u = 0; u < e->layout.n_units; u++)
-        n += (int)((zt_zero_len(e, u, 1) + g - 1) / g);
+        n += (int)((zt_geometry_len(&e->geo, u, 1) + g - 1) / g);
     return n;
 }
 
@@ -724,7 +671,7 @@ static float *pool_get(zt_engine *e, int u)
 {
     int best = -1;
     for (int i = 0; i < e->n_pool; i++)
-        if (e->pool[i].unit < 0 && e->pool[i].cap >= e->padded[u] &&
+        if (e->pool[i].unit < 0 && e->pool[i].cap >= e->geo.padded[u] &&
             (best < 0 || e->pool[i].cap < e->pool[best].cap))
             best = i;
     if (best < 0) {
@@ -733,10 +680,10 @@ static float *pool_get(zt_engine *e, int u)
             return NULL;
         }
         best = e->n_pool;
-        if (!(e->pool[best].p = zt_mem_alloc(e->padded[u] * sizeof(float), ZT_ALIGN_PAGE,
+        if (!(e->pool[best].p = zt_mem_alloc(e->geo.padded[u] * sizeof(float), ZT_ALIGN_PAGE,
                                              ZT_MEM_PARAMS)))
             return NULL;
-        e->pool[best].cap = e->padded[u];
+        e->pool[best].cap = e->geo.padded[u];
         e->n_pool++;
     }
     e->pool[best].unit = u;
@@ -756,7 +703,7 @@ static void pool_put(zt_engine *e, int u)
 static size_t use_need(const zt_engine *e, const zt_sched *S, int k)
 {
     int u = e->uses[k].unit;
-    return !e->persist[u] && S->refs[u] == 0 ? e->padded[u] : 0;
+    return !e->persist[u] && S->refs[u] == 0 ? e->geo.padded[u] : 0;
 }
 
 static int acquire(zt_engine *e, zt_sched *S, int k)
@@ -765,10 +712,10 @@ static int acquire(zt_engine *e, zt_sched *S, int k)
     S->acquired = k;
     if (e->persist[u] || S->refs[u]++ > 0)
         return 0;
-    S->live += e->padded[u];
+    S->live += e->geo.padded[u];
     S->units_live++;
     S->live_peak = S->live > S->live_peak ? S->live : S->live_peak;
-    S->moved += (double)e->padded[u];
+    S->moved += (double)e->geo.padded[u];
     if (S->dry)
         return 0;
     ZT_TRY(lazy_upto(e, u)); /* the previous step's update of u, deferred to here */
@@ -786,7 +733,7 @@ static void release(zt_engine *e, zt_sched *S, int k)
     int u = e->uses[k].unit;
     if (e->persist[u] || --S->refs[u] > 0)
         return;
-    S->live -= e->padded[u];
+    S->live -= e->geo.padded[u];
     S->units_live--;
     if (S->dry)
         return;
@@ -813,7 +760,7 @@ static int sched_enter(zt_engine *e, zt_sched *S, int k, const int *rel, int nre
     for (int i = 0; i < nrel; i++)
         release(e, S, rel[i]);
     for (int j = k + 1; j <= S->acquired; j++)
-        ahead += e->persist[e->uses[j].unit] ? 0 : e->padded[e->uses[j].unit];
+        ahead += e->persist[e->uses[j].unit] ? 0 : e->geo.padded[e->uses[j].unit];
     while (S->acquired + 1 < e->n_uses) {
         size_t need = use_need(e, S, S->acquired + 1);
         if (need > 0 && (ahead + need > budget || (cap && S->live + need > cap) ||
@@ -888,7 +835,7 @@ static int gstore_open(zt_engine *e)
     int nu = e->layout.n_units;
     ZT_TRY(zt_zero_open_store(e, e->cfg.offload_optimizer, "grads", &e->gstore));
     for (int u = 0; u < nu; u++)
-        if (zt_store_add(e->gstore, zt_zero_len(e, u, 1) * sizeof(float), ZT_MEM_GRADS) != u)
+        if (zt_store_add(e->gstore, zt_geometry_len(&e->geo, u, 1) * sizeof(float), ZT_MEM_GRADS) != u)
             return zt_fail(ZT_E_NOMEM, "gradient offload: cannot declare unit %d", u);
     ZT_TRY(zt_store_reserve(e->gstore));
     if (!(e->gsq = malloc((size_t)nu * sizeof *e->gsq)))
@@ -938,7 +885,7 @@ static int gacc_alloc(zt_engine *e)
 /* unit u's reduced shard in rs_tmp[t]: added to the shard so far, written back */
 static int gshard_finish(zt_engine *e, int u, int t)
 {
-    size_t s = zt_zero_len(e, u, 1);
+    size_t s = zt_geometry_len(&e->geo, u, 1);
     float *x = e->rs_tmp[t];
     if (!e->accum_first) { /* (read ahead when the unit's backward began; unit 0: now) */
         ZT_TRY(gacc_alloc(e));
@@ -960,7 +907,7 @@ int zt_zero_clear_shards(zt_engine *e)
     size_t N = (size_t)e->comm.size;
     if (!e->gstore) {
         for (int u = 0; u < nu; u++)
-            memset(e->Gs[u], 0, e->padded[u] / N * sizeof(float));
+            memset(e->Gs[u], 0, e->geo.padded[u] / N * sizeof(float));
         return 0;
     }
     ZT_TRY(gbuf_take(e, 0));
@@ -983,7 +930,7 @@ static int finish_reduce(zt_engine *e, int u)
         ZT_TRY(gshard_finish(e, u, t));
         e->rpend_tmp[u] = -1;
     } else if (t >= 0) { /* a later micro-batch: add its shard */
-        size_t s = zt_zero_len(e, u, 1);
+        size_t s = zt_geometry_len(&e->geo, u, 1);
         float *g = e->Gs[u], *x = e->rs_tmp[t];
         for (size_t i = 0; i < s; i++)
             g[i] += x[i];
@@ -1052,7 +999,7 @@ int zt_zero_grads_lend(zt_engine *e, int u)
         ZT_TRY(finish_reduce(e, e->scratch_unit[i]));
     e->G[u] = e->scratch[i];
     e->scratch_unit[i] = u;
-    memset(e->G[u], 0, e->padded[u] * sizeof(float));
+    memset(e->G[u], 0, e->geo.padded[u] * sizeof(float));
     if (e->gstore && !e->accum_first) { /* the shard so far, for gshard_finish */
         ZT_TRY(gacc_alloc(e));
         ZT_TRY(zt_store_prefetch(e->gstore, u, e->gacc[i]));
@@ -1099,7 +1046,7 @@ int zt_zero_grads_end(zt_engine *e)
             ZT_TRY(finish_reduce(e, e->scratch_unit[i]));
     ZT_TRY(reduce_into_shard(e, 0, 0));
     ZT_TRY(finish_reduce(e, 0));
-    memset(e->G[0], 0, e->padded[0] * sizeof(float));
+    memset(e->G[0], 0, e->geo.padded[0] * sizeof(float));
     e->accum_first = 0;
     return 0;
 }
@@ -1121,9 +1068,9 @@ int zt_zero_reduce(zt_engine *e, double *sumsq, int *bad_unit)
         if (e->gstore && e->gsq[u] < 0.0) {
             /* not summed in a last micro-batch (fewer than configured): read it */
             ZT_TRY(gbuf_read(e, u, 1));
-            e->gsq[u] = zt_sumsq(e->rs_tmp[u & 1], zt_zero_len(e, u, 1));
+            e->gsq[u] = zt_sumsq(e->rs_tmp[u & 1], zt_geometry_len(&e->geo, u, 1));
         }
-        double x = e->gstore ? e->gsq[u] : zt_sumsq(gs[u], zt_zero_len(e, u, 1));
+        double x = e->gstore ? e->gsq[u] : zt_sumsq(gs[u], zt_geometry_len(&e->geo, u, 1));
         if (!isfinite(x) && *bad_unit < 0)
             *bad_unit = u;
         local += x;
@@ -1197,7 +1144,7 @@ static int update_unit(zt_engine *e, int u)
         }
     }
     if (st >= 3 && e->persist[u] && e->pstore) { /* in place: the shard copy may go */
-        zt_zero_put_shard(e, u, r, ps, e->P[u]);
+        zt_geometry_put(&e->geo, u, r, ps, e->P[u]);
         ZT_TRY(start_ag(e, u, NULL, e->P[u], &e->rpend_lo[u], &e->rpend_hi[u]));
     } else if (st >= 3 && e->persist[u]) {
         ZT_TRY(start_ag(e, u, e->Ps[u], e->P[u], &e->rpend_lo[u], &e->rpend_hi[u]));
@@ -1309,25 +1256,25 @@ int zt_zero_fill_params(zt_engine *e, int (*fill)(int u, float *buf, void *arg),
     float *tmp;
     if (e->cfg.zero_stage < 3) {
         for (int u = 0; u < nu; u++) {
-            memset(e->P[u], 0, e->padded[u] * sizeof(float));
+            memset(e->P[u], 0, e->geo.padded[u] * sizeof(float));
             ZT_TRY(fill(u, e->P[u], arg));
         }
         return 0;
     }
     /* stage 3: one unit at a time in a scratch buffer; the whole model never exists here */
-    if (!(tmp = zt_mem_alloc(max_padded(e, 0) * sizeof(float), ZT_ALIGN_PAGE, ZT_MEM_OTHER)))
+    if (!(tmp = zt_mem_alloc(zt_geometry_max(&e->geo, -1) * sizeof(float), ZT_ALIGN_PAGE, ZT_MEM_OTHER)))
         return ZT_E_NOMEM;
     int rc = 0;
     for (int u = 0; u < nu && rc == 0; u++) {
-        memset(tmp, 0, e->padded[u] * sizeof(float));
+        memset(tmp, 0, e->geo.padded[u] * sizeof(float));
         if ((rc = fill(u, tmp, arg)) < 0)
             break;
         if ((rc = pshard_set(e, u, tmp)) < 0)
             break;
         if (e->persist[u])
-            memcpy(e->P[u], tmp, e->padded[u] * sizeof(float));
+            memcpy(e->P[u], tmp, e->geo.padded[u] * sizeof(float));
     }
-    zt_mem_free(tmp, max_padded(e, 0) * sizeof(float), ZT_MEM_OTHER);
+    zt_mem_free(tmp, zt_geometry_max(&e->geo, -1) * sizeof(float), ZT_MEM_OTHER);
     return rc;
 }
 
@@ -1338,15 +1285,15 @@ size_t zt_zero_buffer_floats(const zt_engine *e)
     size_t n = zt_zero_offload_bytes(e) / sizeof(float) + zt_zero_param_offload_floats(e);
     size_t N = (size_t)e->comm.size;
     if (e->cfg.zero_stage >= 2)
-        n += e->padded[0] + 2 * max_padded(e, 1) + (e->gacc[0] ? 2 * shard_max(e) : 0);
+        n += e->geo.padded[0] + 2 * zt_geometry_max(&e->geo, 0) + (e->gacc[0] ? 2 * shard_max(e) : 0);
     else if (e->Gs)
         for (int u = 0; u < e->layout.n_units; u++)
-            n += e->padded[u] / N;
+            n += e->geo.padded[u] / N;
     if (e->cfg.zero_stage >= 3) {
         for (int i = 0; i < e->n_pool; i++)
             n += e->pool[i].cap;
         for (int u = 0; u < e->layout.n_units; u++)
-            n += e->persist[u] ? e->padded[u] : 0;
+            n += e->persist[u] ? e->geo.padded[u] : 0;
     }
     return n;
 }
@@ -1369,7 +1316,7 @@ double zt_zero_traffic_theory(zt_engine *e, double *plain)
     if (e->comm.size == 1)
         return 0.0;
     for (int u = 0; u < nu; u++)
-        P += (double)e->padded[u];
+        P += (double)e->geo.padded[u];
     *plain = 2.0;
     if (e->cfg.zero_stage < 2)
         return 2.0;
@@ -1377,7 +1324,7 @@ double zt_zero_traffic_theory(zt_engine *e, double *plain)
         return A + 1.0;
     *plain = 3.0;
     for (int u = 0; u < nu; u++)
-        pers += e->persist[u] ? (double)e->padded[u] : 0.0;
+        pers += e->persist[u] ? (double)e->geo.padded[u] : 0.0;
     zt_use *saved = e->uses;
     int n_saved = e->n_uses, *until = NULL, *rel = NULL;
     zt_use *train = NULL;

@@ -1,4 +1,4 @@
-/* test_zero_layout.c - the sharding arithmetic of engine/zero.c: for many unit sizes, world
+/* test_zero_layout.c - the sharding arithmetic of engine/geom.c: for many unit sizes, world
  * sizes and buckets, the pieces respect the bucket and Open MPI's int counts, and the ranks'
  * shards tile the padded unit exactly once (every float owned by one rank, shards of equal
  * length); taking a shard out of a whole unit and putting it back restores the unit. */
@@ -11,18 +11,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../engine/engine_impl.h"
+#include "../engine/geom.h"
+#include "../engine/comm.h"
 
-/* a fake engine holding just what the layout functions read */
-static void one_unit(zt_engine *e, size_t numel, int N, size_t bucket, size_t *padded,
+/* a geometry of one unit */
+static void one_unit(zt_geometry *g, size_t numel, int N, size_t bucket, size_t *padded,
                      size_t *piece)
 {
-    memset(e, 0, sizeof *e);
-    e->comm.size = N;
-    e->padded = padded;
-    e->piece = piece;
-    e->layout.n_units = 1;
-    piece[0] = zt_zero_piece_for(numel, (size_t)N, bucket, &padded[0]);
+    memset(g, 0, sizeof *g);
+    g->N = (size_t)N;
+    g->bucket = bucket;
+    g->padded = padded;
+    g->piece = piece;
+    g->n_units = 1;
+    piece[0] = zt_geom_piece_for(numel, (size_t)N, bucket, &padded[0]);
 }
 
 static void test_pieces_and_shards(void **state)
@@ -34,7 +36,7 @@ static void test_pieces_and_shards(void **state)
     for (size_t a = 0; a < sizeof numels / sizeof *numels; a++)
         for (size_t b = 0; b < sizeof worlds / sizeof *worlds; b++)
             for (size_t c = 0; c < sizeof buckets / sizeof *buckets; c++) {
-                zt_engine e;
+                zt_geometry e;
                 size_t padded, piece, numel = numels[a], bucket = buckets[c];
                 int N = worlds[b];
                 size_t q = 1024 * (size_t)N;
@@ -51,7 +53,7 @@ static void test_pieces_and_shards(void **state)
                 for (int r = 0; r < N; r++) {
                     zt_seg s;
                     size_t total = 0, next_soff = 0;
-                    for (int k = 0; zt_zero_seg(&e, 0, r, k, &s); k++) {
+                    for (int k = 0; zt_geometry_seg(&e, 0, r, k, &s); k++) {
                         assert_int_equal(s.soff, next_soff); /* runs are back to back */
                         assert_true(s.off + s.len <= padded);
                         for (size_t i = s.off; i < s.off + s.len; i++)
@@ -59,7 +61,7 @@ static void test_pieces_and_shards(void **state)
                         next_soff += s.len;
                         total += s.len;
                     }
-                    assert_int_equal(total, zt_zero_len(&e, 0, 1));
+                    assert_int_equal(total, zt_geometry_len(&e, 0, 1));
                 }
                 for (size_t i = 0; i < padded; i++)
                     if (owner[i] != 1)
@@ -71,7 +73,7 @@ static void test_pieces_and_shards(void **state)
 
 static void test_take_put_round_trip(void **state)
 {
-    zt_engine e;
+    zt_geometry e;
     size_t padded, piece;
     (void)state;
     one_unit(&e, 50000, 3, 7000, &padded, &piece);
@@ -82,12 +84,12 @@ static void test_take_put_round_trip(void **state)
     for (size_t i = 0; i < padded; i++)
         whole[i] = (float)i;
     for (int r = 0; r < 3; r++) {
-        zt_zero_take_shard(&e, 0, r, whole, shard);
-        zt_zero_put_shard(&e, 0, r, shard, back);
+        zt_geometry_take(&e, 0, r, whole, shard);
+        zt_geometry_put(&e, 0, r, shard, back);
     }
     assert_memory_equal(whole, back, padded * sizeof(float));
     /* rank 1's shard starts with its slice of the first piece */
-    zt_zero_take_shard(&e, 0, 1, whole, shard);
+    zt_geometry_take(&e, 0, 1, whole, shard);
     assert_true(shard[0] == (float)(piece / 3));
     free(whole);
     free(back);
