@@ -6,6 +6,7 @@
  * engine's, and it must be the same optimizer's. */
 #include "engine_impl.h"
 #include "load.h"
+#include "../common/faults.h"
 #include "../format/fileio.h"
 #include "../format/hfweights.h"
 #include "../optimizer/quant.h"
@@ -30,16 +31,16 @@
 static const char *const ckpt_files[] = {"config.json", "state.json", "train_config.json"};
 #define N_FILES (int)(sizeof ckpt_files / sizeof ckpt_files[0])
 
-/* Tests only: ZT_FAULT_POINT="before:state.json" (or "after:manifest.json@2", the second
- * time the point is reached, "before:rename", ...) kills the process there with SIGKILL, to
- * check that a crash at any moment of a save loses nothing. */
+/* Tests only (zt_fault_hooks.point): "before:state.json" (or "after:manifest.json@2", the
+ * second time the point is reached, "before:rename", ...) kills the process there with
+ * SIGKILL, to check that a crash at any moment of a save loses nothing. */
 static void fault_point(const char *where, const char *what)
 {
     static int hits;
-    const char *p = getenv("ZT_FAULT_POINT"), *at;
+    const char *p = zt_faults()->point, *at;
     char name[128];
     size_t len;
-    if (!p)
+    if (!*p)
         return;
     snprintf(name, sizeof name, "%s:%s", where, what);
     at = strchr(p, '@');

@@ -2,6 +2,7 @@
  * failures to ZT_E_MPI with MPI_Error_string. Never calls MPI_Init or MPI_Finalize. */
 #include "comm.h"
 #include "../common/err.h"
+#include "../common/faults.h"
 #include "../common/prof.h"
 
 #include <pthread.h>
@@ -238,7 +239,7 @@ static void inflight(zt_comm *c, int on, uint64_t seq, const char *op, size_t co
 
 static const char *const kind_names[] = {"reduce-scatter", "all-gather", "sum"};
 
-/* Before collective c->seq: tests inject a stalled rank (ZT_FAULT_STALL="rank:seq"); the
+/* Before collective c->seq: tests inject a stalled rank (zt_fault_hooks.stall_*); the
  * desync check compares (seq, op, count) across ranks. */
 static void begin(zt_comm *c, int op, const char *name, size_t count)
 {
@@ -303,13 +304,8 @@ int zt_comm_open(zt_comm *c, MPI_Comm parent)
         MPI_Comm_free(&c->comm);
         return mpi_fail(rc, "setting up the communicator");
     }
-    {   /* tests only: ZT_FAULT_STALL="rank:seq" stalls that rank before collective seq */
-        const char *stall = getenv("ZT_FAULT_STALL");
-        int r = -1;
-        unsigned long long s = 0;
-        if (stall && sscanf(stall, "%d:%llu", &r, &s) == 2 && r == c->rank)
-            c->stall_seq = (int64_t)s;
-    }
+    if (zt_faults()->stall_rank == c->rank) /* tests only: this rank stalls */
+        c->stall_seq = (int64_t)zt_faults()->stall_seq;
     return 0;
 }
 

@@ -47,7 +47,7 @@ typedef struct zt_comm {
     pthread_mutex_t lock; /* guards reqs against the progress thread */
     zt_comm_req reqs[ZT_COMM_MAXREQ];
     int open;        /* requests started and not yet waited for */
-    int64_t stall_seq; /* tests (ZT_FAULT_STALL): stall before this collective, -1 = never */
+    int64_t stall_seq; /* tests (zt_fault_hooks): stall before this collective, -1 = never */
 } zt_comm;
 
 /* parent may be MPI_COMM_NULL: one rank, no MPI calls. Otherwise MPI must be initialised;

@@ -114,7 +114,7 @@ struct zt_engine {
     int accum_first;         /* stage 2: the next micro-batch is the step's first */
     int micro;               /* micro-batches since the last step */
     int last_micro;          /* the pass running is the step's last micro-batch */
-    int skip_unit;           /* tests (ZT_FAULT_SKIP_UNIT): this unit's reductions are skipped */
+    int skip_unit;           /* tests (zt_fault_hooks): this unit's reductions are skipped */
     /* stage 3 */
     float **Ps;              /* this rank's shard of every unit's parameters */
     zt_pool_buf pool[ZT_POOL_MAX];
@@ -224,7 +224,7 @@ const char *zt_keep_name(int mode);
  * what the config asked for); report gets the plan. 0 without a limit. Before zt_zero_setup. */
 int zt_plan_memory(zt_engine *e, char *report, size_t n);
 /* ZT_E_NOMEM when the predicted bytes (the planner's prediction, per rank, times this
- * engine's ranks on this machine) exceed the machine's RAM and swap (ZT_MEMORY_TOTAL, bytes,
+ * engine's ranks on this machine) exceed the machine's RAM and swap (zt_fault_hooks.memory_total,
  * pretends a smaller machine: tests only), or what offload puts on NVMe exceeds nvme_path's
  * free space; the message gives the bytes and what would fit. what: the model's source.
  * After zt_plan_memory, before anything large is allocated. Every rank decides alike from

@@ -5,6 +5,7 @@
  * offload does not fit, saying what would. The placement it prints is the one the engine
  * builds; the numbers are the same formulas the memory report checks afterwards. */
 #include "engine_impl.h"
+#include "../common/faults.h"
 
 #include <errno.h>
 #include <math.h>
@@ -452,16 +453,15 @@ int zt_plan_memory(zt_engine *e, char *report, size_t n)
 
 #define GIB (1024.0 * 1048576.0)
 
-/* MemTotal + SwapTotal in bytes (*ram, *swap: the two), 0 when unknown. ZT_MEMORY_TOTAL
- * (bytes; tests only) pretends a machine of that size without swap. */
+/* MemTotal + SwapTotal in bytes (*ram, *swap: the two), 0 when unknown. The fault hooks'
+ * memory_total (tests only) pretends a machine of that size without swap. */
 static double machine_bytes(double *ram, double *swap)
 {
-    const char *fake = getenv("ZT_MEMORY_TOTAL");
     char line[256];
     FILE *f;
     *ram = *swap = 0.0;
-    if (fake && *fake)
-        return *ram = strtod(fake, NULL);
+    if (zt_faults()->memory_total > 0.0)
+        return *ram = zt_faults()->memory_total;
     if (!(f = fopen("/proc/meminfo", "r")))
         return 0.0;
     while (fgets(line, sizeof line, f)) {

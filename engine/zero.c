@@ -13,6 +13,7 @@
  * cut, so stages 0-3 at one world size give the same bits. */
 
 #include "engine_impl.h"
+#include "../common/faults.h"
 #include "../memory/mem.h"
 #include "../optimizer/adamw.h"
 #include "../offload/store.h"
@@ -126,12 +127,9 @@ int zt_zero_open_store(zt_engine *e, int device, const char *purpose, zt_store *
     o.io.single_submit = e->cfg.aio_single_submit;
     o.io.no_overlap = !e->cfg.aio_overlap_events;
     o.io.direct = e->cfg.direct_io;
-    /* tests (ZT_FAULT_IO): "odirect" = the filesystem refuses O_DIRECT, "nouring" = io_uring
-     * is unavailable (ENOSYS) */
-    const char *fault = getenv("ZT_FAULT_IO");
-    if (fault && strstr(fault, "odirect"))
-        o.io.fault_open_einval = 1;
-    if (fault && strstr(fault, "nouring"))
+    /* tests only: the filesystem refuses O_DIRECT, io_uring is unavailable */
+    o.io.fault_open_einval = zt_faults()->io_no_odirect;
+    if (zt_faults()->io_no_uring)
         o.io.fault_setup_errno = ENOSYS;
     return zt_store_open(out, &o);
 }
@@ -334,13 +332,8 @@ int zt_zero_setup(zt_engine *e)
         e->rpend_tmp[u] = -1;
     e->scratch_unit[0] = e->scratch_unit[1] = -1;
     e->sched.acquired = -1;
-    e->skip_unit = -1;
-    {   /* tests only: ZT_FAULT_SKIP_UNIT="rank:unit" skips that unit's reductions */
-        const char *skip = getenv("ZT_FAULT_SKIP_UNIT");
-        int fr = -1, fu = -1;
-        if (skip && sscanf(skip, "%d:%d", &fr, &fu) == 2 && fr == e->comm.rank)
-            e->skip_unit = fu;
-    }
+    /* tests only: this rank skips that unit's reductions */
+    e->skip_unit = zt_faults()->skip_rank == e->comm.rank ? zt_faults()->skip_unit : -1;
     /* on unless asked off: unlike DeepSpeed's default (stage 3 only), since overlapping
      * never changes a result here */
     e->overlap = e->cfg.overlap_comm != 0;

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "zerotrain.h"
+#include "zerotrain_faults.h"
 #include "tmpdir.h"
 
 static char tmpdir[256];
@@ -878,7 +879,10 @@ static void test_direct_io(void **state)
     (void)state;
     snprintf(nv, sizeof nv, "%s/nvd", tmpdir);
     mkdir(nv, 0700);
-    setenv("ZT_FAULT_IO", "odirect", 1);
+    zt_fault_hooks fh;
+    zt_fault_hooks_init(&fh);
+    fh.io_no_odirect = 1;
+    zt_fault_hooks_set(&fh);
     for (int k = 0; k < 3; k++) {
         zt_config c;
         zt_engine *e = NULL;
@@ -900,7 +904,7 @@ static void test_direct_io(void **state)
         assert_true((strstr(logbuf, "refuses O_DIRECT") != NULL) == (mode[k] == 0));
         zt_engine_destroy(e);
     }
-    unsetenv("ZT_FAULT_IO");
+    zt_fault_hooks_set(NULL);
 }
 
 /* model_config: a config.json alone gives that architecture initialised from the seed --

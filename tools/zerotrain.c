@@ -1,7 +1,10 @@
 /* zerotrain.c - the command-line tool's entry point: MPI set-up where a command needs it,
  * logging to stderr, dispatch to the commands (cmd_*.c). Built only on the public API. */
 #include "cli.h"
+#include "zerotrain_faults.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static void log_to_stderr(int level, const char *msg, void *user)
@@ -60,6 +63,32 @@ static const struct command {
     {"config-reference", cmd_config_reference, 0},
 };
 
+/* The command is also the test suite's driver: ZT_FAULT_POINT="before:NAME[@K]",
+ * ZT_FAULT_IO="odirect,nouring", ZT_FAULT_STALL="rank:seq", ZT_FAULT_SKIP_UNIT="rank:unit"
+ * and ZT_MEMORY_TOTAL=bytes become the library's fault hooks (zerotrain_faults.h). */
+static void fault_hooks_from_env(void)
+{
+    zt_fault_hooks h;
+    const char *v;
+    int any = 0;
+    zt_fault_hooks_init(&h);
+    if ((v = getenv("ZT_FAULT_POINT")) && *v)
+        any = snprintf(h.point, sizeof h.point, "%s", v) > 0;
+    if ((v = getenv("ZT_FAULT_IO"))) {
+        h.io_no_odirect = strstr(v, "odirect") != NULL;
+        h.io_no_uring = strstr(v, "nouring") != NULL;
+        any |= h.io_no_odirect || h.io_no_uring;
+    }
+    if ((v = getenv("ZT_FAULT_STALL")))
+        any |= sscanf(v, "%d:%lld", &h.stall_rank, &h.stall_seq) == 2;
+    if ((v = getenv("ZT_FAULT_SKIP_UNIT")))
+        any |= sscanf(v, "%d:%d", &h.skip_rank, &h.skip_unit) == 2;
+    if ((v = getenv("ZT_MEMORY_TOTAL")) && *v)
+        any |= (h.memory_total = strtod(v, NULL)) > 0.0;
+    if (any)
+        zt_fault_hooks_set(&h);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
@@ -67,6 +96,7 @@ int main(int argc, char **argv)
         return argc < 2 ? 2 : 0;
     }
     zt_log_set(log_to_stderr, NULL, ZT_LOG_WARN);
+    fault_hooks_from_env();
     if (strcmp(argv[1], "version") == 0 || strcmp(argv[1], "--version") == 0) {
         printf("zerotrain %s\n", zt_version());
         return 0;
