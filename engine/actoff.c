@@ -5,6 +5,7 @@
  * written when its previous contents are saved, and only read into when no step before the
  * read's use still needs it. Same bits as keeping the outputs in RAM. */
 #include "engine_impl.h"
+#include "stores.h"
 #include "../offload/store.h"
 #include "../memory/mem.h"
 
@@ -73,8 +74,9 @@ int zt_act_begin(zt_engine *e, int train)
         return 0;
     }
     zt_act_close(e); /* re-carved (a larger batch, more threads): blobs and buffers anew */
-    ZT_TRY(zt_zero_open_store(e, e->nvme_path[0] ? ZT_OFFLOAD_NVME : ZT_OFFLOAD_CPU, "acts",
-                              &e->cstore));
+    ZT_TRY(zt_offload_store_open(&e->cfg, e->nvme_path, e->comm.rank,
+                                 e->nvme_path[0] ? ZT_OFFLOAD_NVME : ZT_OFFLOAD_CPU, "acts",
+                                 &e->cstore));
     if (!(e->cblob = malloc((size_t)nu * sizeof *e->cblob))) {
         zt_act_close(e);
         return zt_fail(ZT_E_NOMEM, "out of memory");

@@ -30,6 +30,12 @@
 #include <string.h>
 #include <sys/stat.h>
 
+int zt_engine_ensure_moments(zt_engine *e)
+{
+    int rc = zt_zero_ensure_moments(e);
+    return rc < 0 ? zt_engine_fail(e, rc) : 0;
+}
+
 int zt_engine_fail(const zt_engine *e, int rc)
 {
     if (e)
@@ -238,62 +244,6 @@ static void poll_engine(void *arg)
         (void)zt_store_poll(e->ostore);
 }
 
-int zt_engine_set_recompute(zt_engine *e)
-{
-    ZT_TRY(e->ops->set_recompute(e->model, e->rmode, e->rk));
-    e->n_bsteps = e->ops->backward_steps(e->model, e->bsteps);
-    if (e->cfg.plan_micro_batch > 0 && e->cfg.plan_seq_len > 0)
-        e->act_predicted = e->ops->act_bytes(e->model, e->cfg.plan_micro_batch,
-                                             e->cfg.plan_seq_len, NULL, 0);
-    return 0;
-}
-
-/* The recomputation plan of the config (recompute "auto": the planner's, see plan.c). */
-static int recompute_setup(zt_engine *e)
-{
-    int nu = e->layout.n_units, L = 0, md = ZT_KEEP_ALL;
-    const zt_config *c = &e->cfg;
-    if (!(e->rmode = calloc((size_t)nu, 1)) ||
-        !(e->bsteps = calloc(3 * (size_t)nu, sizeof *e->bsteps)) ||
-        !(e->rc_calls = calloc((size_t)nu, sizeof *e->rc_calls)) ||
-        !(e->rc_bytes = calloc((size_t)nu, sizeof *e->rc_bytes)) ||
-        !(e->rc_sec = calloc((size_t)nu, sizeof *e->rc_sec)))
-        return zt_fail(ZT_E_NOMEM, "out of memory");
-    if (!e->ops) /* a model of your own: nothing to plan */
-        return 0;
-    for (int u = 0; u < nu; u++)
-        L += e->ops->recompute_flops(e->model, 1, 1, u, ZT_KEEP_OUTPUT) > 0;
-    e->rk = 0;
-    switch (c->recompute) {
-    case ZT_RECOMPUTE_SELECTIVE: md = ZT_KEEP_SELECTIVE; break;
-    case ZT_RECOMPUTE_FULL:
-        md = c->offload_checkpoints ? ZT_KEEP_OFFLOAD : ZT_KEEP_OUTPUT;
-        if (c->number_checkpoints > 0) /* that many inputs kept: segments */
-            e->rk = (L + c->number_checkpoints - 1) / c->number_checkpoints;
-        break;
-    case ZT_RECOMPUTE_EVERY_K:
-        md = c->offload_checkpoints ? ZT_KEEP_OFFLOAD : ZT_KEEP_OUTPUT;
-        e->rk = c->recompute_k;
-        break;
-    default: break; /* NONE; AUTO is decided by the planner */
-    }
-    e->rk = e->rk >= 2 ? e->rk : 0;
-    if (e->rk >= L && L > 0) /* one segment: its K working sets hold every layer */
-        zt_log(ZT_LOG_WARN, "recompute every-k:%d with %d layers keeps every layer's "
-               "activations (in %d working sets) and recomputes none: use \"none\", or K "
-               "below the layer count", e->rk, L, L);
-    for (int u = 0; u < nu; u++)
-        e->rmode[u] = e->ops->recompute_flops(e->model, 1, 1, u, ZT_KEEP_OUTPUT) > 0
-                          ? (unsigned char)md : ZT_KEEP_ALL;
-    return zt_engine_set_recompute(e);
-}
-
-const char *zt_keep_name(int mode)
-{
-    static const char *names[ZT_KEEP_MODES] = {"keep", "selective", "full", "full+offload"};
-    return mode >= 0 && mode < ZT_KEEP_MODES ? names[mode] : "?";
-}
-
 int zt_engine_recompute_info(const zt_engine *e, int u, zt_recompute_info *o)
 {
     if (!e || !o)
@@ -460,7 +410,7 @@ static int commit(zt_engine *e, const char *model_dir)
     if (rc == 0 && !e->custom)
         rc = zt_model_create(&e->mc, &e->layout, cfg->dropout, cfg->seed, &e->ops, &e->model);
     if (rc == 0)
-        rc = recompute_setup(e);
+        rc = zt_recompute_setup(e);
     ZT_TRY(zt_engine_agree(e, rc, "setting up the model"));
     ZT_TRY(zt_plan_memory(e, e->plan, sizeof e->plan));
     rc = zt_plan_check_fit(e, e->source[0] ? e->source : "the model registered with "
@@ -623,6 +573,71 @@ void zt_engine_destroy(zt_engine *e)
         free(e->patterns[k]);
     free(e->patterns);
     free(e);
+}
+
+/* ---- the unit API (units.c keeps its state; here the errors are recorded) ---------- */
+
+static int recorded(const zt_engine *e, int rc) { return rc < 0 ? zt_engine_fail(e, rc) : rc; }
+
+int zt_engine_add_unit(zt_engine *e, const char *name, int n_params, int *unit)
+{
+    return recorded(e, zt_units_add_unit(e, name, n_params, unit));
+}
+
+int zt_engine_add_param(zt_engine *e, int unit, const zt_param_spec *p, int *index)
+{
+    return recorded(e, zt_units_add_param(e, unit, p, index));
+}
+
+int zt_engine_add_param_alias(zt_engine *e, int index, const char *name)
+{
+    return recorded(e, zt_units_add_param_alias(e, index, name));
+}
+
+int zt_engine_unit_acquire(zt_engine *e, int u, int purpose, float **params, float **grads)
+{
+    if (params)
+        *params = NULL;
+    if (grads)
+        *grads = NULL;
+    if (!e)
+        return zt_fail(ZT_E_INVAL, "zt_engine_unit_acquire: NULL engine");
+    zt_clear_error();
+    ZT_TRY(zt_engine_commit(e));
+    return recorded(e, zt_units_acquire(e, u, purpose, params, grads));
+}
+
+int zt_engine_unit_release(zt_engine *e, int u) { return recorded(e, zt_units_release(e, u)); }
+
+int zt_engine_unit_grads_ready(zt_engine *e, int u)
+{
+    return recorded(e, zt_units_grads_ready(e, u));
+}
+
+int zt_engine_set_order(zt_engine *e, int kind, const int *units, const int *purposes,
+                        const unsigned char *hold, int n)
+{
+    return recorded(e, zt_units_set_order(e, kind, units, purposes, hold, n));
+}
+
+int zt_engine_rank(const zt_engine *e) { return e ? e->comm.rank : ZT_E_INVAL; }
+
+int zt_engine_world_size(const zt_engine *e) { return e ? e->comm.size : ZT_E_INVAL; }
+
+int zt_engine_unit_count(const zt_engine *e) { return e ? e->layout.n_units : ZT_E_INVAL; }
+
+const char *zt_engine_unit_name(const zt_engine *e, int unit)
+{
+    return e && unit >= 0 && unit < e->layout.n_units ? e->layout.units[unit].name : NULL;
+}
+
+int zt_engine_pass_abort(zt_engine *e)
+{
+    if (!e)
+        return zt_fail(ZT_E_INVAL, "zt_engine_pass_abort: NULL engine");
+    zt_clear_error();
+    zt_units_abort(e, 0);
+    return 0;
 }
 
 const char *zt_engine_last_error(const zt_engine *e) { return e ? e->err : zt_last_error(); }
@@ -1013,7 +1028,13 @@ int zt_engine_report_get(const zt_engine *e, zt_engine_report *o)
     o->optimizer_state_bytes = ost;
     o->optimizer_bytes_per_param = own ? (double)ost / (double)own : 0.0;
     o->buffer_bytes = zt_zero_buffer_floats(e) * F;
-    o->traffic_schedule = zt_zero_traffic_theory((zt_engine *)e, &o->traffic_theory);
+    {
+        zt_use *train = NULL;
+        int n = zt_units_train_schedule(e, &train);
+        o->traffic_schedule = zt_zero_traffic_theory((zt_engine *)e, train, n,
+                                                     &o->traffic_theory);
+        free(train);
+    }
     o->gathered_peak = e->cfg.zero_stage >= 3 ? e->sched.live_peak * F : 0;
     o->progress = e->comm.mode;
     zt_memory_report(&m);
@@ -1287,4 +1308,51 @@ int zt_engine_save_model(zt_engine *e, const char *dir)
 const char *zt_engine_memory_plan(const zt_engine *e)
 {
     return e ? e->plan : "";
+}
+
+/* ---- the report as JSON -------------------------------------------------------------------- */
+
+int zt_engine_report_json(const zt_engine *e, char *buf, size_t n)
+{
+    zt_engine_report r;
+    zt_mem_report m;
+    static const char *const coll[3] = {"reduce_scatter", "all_gather", "other"};
+    int rc = zt_engine_report_get(e, &r);
+    if (rc < 0)
+        return rc;
+    if (!buf && n)
+        return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "zt_engine_report_json: NULL buffer"));
+    zt_memory_report(&m);
+    size_t len = 0;
+#define PUT(...)                                                                              \
+    do {                                                                                      \
+        int k_ = snprintf(buf ? buf + (len < n ? len : n) : NULL, len < n ? n - len : 0,     \
+                          __VA_ARGS__);                                                       \
+        len += k_ > 0 ? (size_t)k_ : 0;                                                       \
+    } while (0)
+    PUT("{\"world_size\": %d, \"rank\": %d, \"zero_stage\": %d, \"params\": %zu, "
+        "\"predicted_state_bytes\": %zu, \"measured_state_bytes\": %zu, \"buffer_bytes\": %zu, "
+        "\"optimizer_state_bytes\": %zu, \"optimizer_bytes_per_param\": %.6g, "
+        "\"traffic_theory\": %.6g, \"traffic_schedule\": %.6g, \"gathered_peak\": %zu, "
+        "\"collectives\": %llu, \"nvme_read_bytes\": %llu, \"nvme_written_bytes\": %llu, "
+        "\"pool_read_bytes\": %llu, \"pool_written_bytes\": %llu, \"io_wait_seconds\": %.6g",
+        r.world_size, r.rank, r.zero_stage, r.params, r.predicted_state_bytes,
+        r.measured_state_bytes, r.buffer_bytes, r.optimizer_state_bytes,
+        r.optimizer_bytes_per_param, r.traffic_theory, r.traffic_schedule, r.gathered_peak,
+        (unsigned long long)r.collectives, (unsigned long long)r.nvme_read_bytes,
+        (unsigned long long)r.nvme_written_bytes, (unsigned long long)r.pool_read_bytes,
+        (unsigned long long)r.pool_written_bytes, r.io_wait_seconds);
+    for (int k = 0; k < 3; k++)
+        PUT(", \"%s\": {\"calls\": %llu, \"bytes\": %llu, \"seconds\": %.6g, \"flight\": %.6g}",
+            coll[k], (unsigned long long)r.coll_calls[k], (unsigned long long)r.coll_bytes[k],
+            r.coll_seconds[k], r.coll_flight[k]);
+    PUT(", \"memory\": {");
+    for (int c = 0; c < ZT_MEM_NCAT; c++)
+        PUT("%s\"%s\": {\"current\": %zu, \"peak\": %zu}", c ? ", " : "",
+            zt_memory_category_name(c), m.current[c], m.peak[c]);
+    PUT(", \"peak_rss\": %zu, \"heap\": {\"source\": \"%s\", \"allocated\": %zu, "
+        "\"resident\": %zu}}}", m.peak_rss, zt_memory_heap_source(), m.jemalloc_allocated,
+        m.jemalloc_resident);
+#undef PUT
+    return len > (size_t)INT32_MAX ? ZT_E_RANGE : (int)len;
 }

@@ -213,9 +213,12 @@ struct zt_engine {
     char trainer_info[ZT_TRAINER_INFO_MAX], loaded_info[ZT_TRAINER_INFO_MAX];
 };
 
-/* Hands e->rmode / e->rk to the model; the backward steps and the predicted activation
- * bytes follow. */
-int zt_engine_set_recompute(zt_engine *e);
+/* ---- recompute.c ----------------------------------------------------------------------
+ * zt_recompute_setup: the plan of the config (per unit ZT_KEEP_*, the segment length);
+ * zt_recompute_apply hands e->rmode / e->rk to the model, and the backward steps and the
+ * predicted activation bytes follow. */
+int zt_recompute_setup(zt_engine *e);
+int zt_recompute_apply(zt_engine *e);
 /* "keep", "selective", "full", "full+offload" (ZT_KEEP_*) */
 const char *zt_keep_name(int mode);
 
@@ -247,8 +250,6 @@ void zt_act_close(zt_engine *e);
 /* Pads and cuts units for the world size and allocates every buffer the stage keeps. */
 int zt_zero_setup(zt_engine *e);
 void zt_zero_teardown(zt_engine *e);
-/* A store for `purpose` on device (ZT_OFFLOAD_*), with the engine's aio settings. */
-int zt_zero_open_store(zt_engine *e, int device, const char *purpose, struct zt_store **out);
 /* Stage 3: a pass walks the uses e->uses[0..n_uses) (units.c sets them). zt_zero_pass_begin
  * lets go of anything gathered (a pass's end, or after an error); zt_zero_enter(k) makes use
  * k's unit present (gathering ahead within the prefetch budget) after letting go of the uses
@@ -268,6 +269,16 @@ int zt_units_pass_close(zt_engine *e, const char *what);
 int zt_units_abort(zt_engine *e, int rc);
 /* the unit API's state, freed */
 void zt_units_free(zt_engine *e);
+/* The unit API (zerotrain.h's zt_engine_add_unit ... zt_engine_set_order, which record the
+ * error in the engine and commit before an acquire): the thread's error set on failure. */
+int zt_units_add_unit(zt_engine *e, const char *name, int n_params, int *unit);
+int zt_units_add_param(zt_engine *e, int unit, const zt_param_spec *p, int *index);
+int zt_units_add_param_alias(zt_engine *e, int index, const char *name);
+int zt_units_acquire(zt_engine *e, int u, int purpose, float **params, float **grads);
+int zt_units_release(zt_engine *e, int u);
+int zt_units_grads_ready(zt_engine *e, int u);
+int zt_units_set_order(zt_engine *e, int kind, const int *units, const int *purposes,
+                       const unsigned char *hold, int n);
 /* checkpoints of a trainer's own model: config.json lists the units and parameters;
  * a checkpoint fits when its list is this engine's */
 int zt_units_config_save(const zt_engine *e, const char *path);
@@ -323,9 +334,11 @@ size_t zt_zero_buffer_floats(const zt_engine *e);
 /* *plain: the stage's textbook figure (2 for stages 0-2, 3 for stage 3, one micro-batch);
  * returns what this engine's schedule moves per step of grad_accum_steps micro-batches
  * (stage 3: replayed without MPI) */
-double zt_zero_traffic_theory(zt_engine *e, double *plain);
+double zt_zero_traffic_theory(zt_engine *e, const zt_use *train, int n, double *plain);
 
-/* Creates the optimizer state (zero moments) if it does not exist yet. */
+/* Creates the optimizer state (zero moments) if it does not exist yet (zt_engine_: the
+ * error also recorded in the engine). */
+int zt_zero_ensure_moments(zt_engine *e);
 int zt_engine_ensure_moments(zt_engine *e);
 /* Writes the parameters as a Hugging Face folder (weights + config.json). Collective: rank
  * 0 writes; stage 3 streams, one gathered unit at a time. Every rank returns the same

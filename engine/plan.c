@@ -375,7 +375,7 @@ static int plan_auto(zt_engine *e, placement *cand, int ncand, double limit, int
     free(bmode);
     rc_costs_free(&c);
     *chosen = best;
-    return zt_engine_set_recompute(e);
+    return zt_recompute_apply(e);
 }
 
 int zt_plan_memory(zt_engine *e, char *report, size_t n)

@@ -41,101 +41,101 @@ static int registering(zt_engine *e, const char *fn)
     if (!e)
         return zt_fail(ZT_E_INVAL, "%s: NULL engine", fn);
     if (e->committed < 0)
-        return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "%s: the engine failed to commit: destroy "
-                                         "it", fn));
+        return zt_fail(ZT_E_INVAL, "%s: the engine failed to commit: destroy "
+                       "it", fn);
     if (e->committed)
-        return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "%s: the model is fixed once the engine "
-                                         "has run (its first acquire, step, save or commit): "
-                                         "register every unit and parameter before", fn));
+        return zt_fail(ZT_E_INVAL, "%s: the model is fixed once the engine "
+                       "has run (its first acquire, step, save or commit): "
+                       "register every unit and parameter before", fn);
     return 0;
 }
 
-int zt_engine_add_unit(zt_engine *e, const char *name, int n_params, int *unit)
+int zt_units_add_unit(zt_engine *e, const char *name, int n_params, int *unit)
 {
     ZT_TRY(registering(e, "zt_engine_add_unit"));
     if (!name || !*name || strlen(name) >= sizeof e->layout.units[0].name || n_params < 1 ||
         !unit)
-        return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "zt_engine_add_unit: needs a name of 1 to "
-                                         "%zu bytes, n_params >= 1 and unit (got \"%s\", %d)",
-                                         sizeof e->layout.units[0].name - 1,
-                                         name ? name : "(null)", n_params));
+        return zt_fail(ZT_E_INVAL, "zt_engine_add_unit: needs a name of 1 to "
+                       "%zu bytes, n_params >= 1 and unit (got \"%s\", %d)",
+                       sizeof e->layout.units[0].name - 1,
+                       name ? name : "(null)", n_params);
     int nu = e->layout.n_units;
     for (int u = 0; u < nu; u++)
         if (strcmp(e->layout.units[u].name, name) == 0)
-            return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "zt_engine_add_unit: unit \"%s\" is "
-                                             "registered already (unit %d)", name, u));
+            return zt_fail(ZT_E_INVAL, "zt_engine_add_unit: unit \"%s\" is "
+                           "registered already (unit %d)", name, u);
     if (nu > 0) {
         const zt_unit_def *last = &e->layout.units[nu - 1];
         if (last->n_params != e->unit_nparams[nu - 1])
-            return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "zt_engine_add_unit \"%s\": unit %d "
-                                             "\"%s\" was declared with %d parameters and has "
-                                             "%d", name, nu - 1, last->name,
-                                             e->unit_nparams[nu - 1], last->n_params));
+            return zt_fail(ZT_E_INVAL, "zt_engine_add_unit \"%s\": unit %d "
+                           "\"%s\" was declared with %d parameters and has "
+                           "%d", name, nu - 1, last->name,
+                           e->unit_nparams[nu - 1], last->n_params);
     }
     int *np = realloc(e->unit_nparams, sizeof *np * (size_t)(nu + 1));
     if (!np)
-        return zt_engine_fail(e, zt_fail(ZT_E_NOMEM, "out of memory"));
+        return zt_fail(ZT_E_NOMEM, "out of memory");
     e->unit_nparams = np;
     int rc = zt_layout_add_unit(&e->layout, name);
     if (rc < 0)
-        return zt_engine_fail(e, rc);
+        return rc;
     np[rc] = n_params;
     *unit = rc;
     return 0;
 }
 
-int zt_engine_add_param(zt_engine *e, int unit, const zt_param_spec *p, int *index)
+int zt_units_add_param(zt_engine *e, int unit, const zt_param_spec *p, int *index)
 {
     const char *fn = "zt_engine_add_param";
     ZT_TRY(registering(e, fn));
     int nu = e->layout.n_units;
     if (!p || !p->name || !*p->name || strlen(p->name) >= ZT_NAME_MAX)
-        return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "%s: needs a spec with a name of 1 to %d "
-                                         "bytes", fn, ZT_NAME_MAX - 1));
+        return zt_fail(ZT_E_INVAL, "%s: needs a spec with a name of 1 to %d "
+                       "bytes", fn, ZT_NAME_MAX - 1);
     if (nu == 0 || unit != nu - 1)
-        return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "%s \"%s\": parameters are added to the "
-                                         "last unit added (%d), not unit %d", fn, p->name,
-                                         nu - 1, unit));
+        return zt_fail(ZT_E_INVAL, "%s \"%s\": parameters are added to the "
+                       "last unit added (%d), not unit %d", fn, p->name,
+                       nu - 1, unit);
     if (e->layout.units[unit].n_params >= e->unit_nparams[unit])
-        return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "%s \"%s\": unit %d \"%s\" was declared "
-                                         "with %d parameters, all added", fn, p->name, unit,
-                                         uname(e, unit), e->unit_nparams[unit]));
+        return zt_fail(ZT_E_INVAL, "%s \"%s\": unit %d \"%s\" was declared "
+                       "with %d parameters, all added", fn, p->name, unit,
+                       uname(e, unit), e->unit_nparams[unit]);
     if (p->ndim < 1 || p->ndim > 4 || !p->shape)
-        return zt_engine_fail(e, zt_fail(ZT_E_SHAPE, "%s \"%s\": ndim %d: 1 to 4 dimensions "
-                                         "with a shape", fn, p->name, p->ndim));
+        return zt_fail(ZT_E_SHAPE, "%s \"%s\": ndim %d: 1 to 4 dimensions "
+                       "with a shape", fn, p->name, p->ndim);
     size_t numel = 1;
     for (int k = 0; k < p->ndim; k++) {
         if (p->shape[k] < 1 || (size_t)p->shape[k] > ((size_t)1 << 40) / numel)
-            return zt_engine_fail(e, zt_fail(ZT_E_SHAPE, "%s \"%s\": dimension %d is %lld: "
-                                             "each must be >= 1 (and the tensor below 2^40 "
-                                             "elements)", fn, p->name, k,
-                                             (long long)p->shape[k]));
+            return zt_fail(ZT_E_SHAPE, "%s \"%s\": dimension %d is %lld: "
+                           "each must be >= 1 (and the tensor below 2^40 "
+                           "elements)", fn, p->name, k,
+                           (long long)p->shape[k]);
         numel *= (size_t)p->shape[k];
     }
     if (p->init < ZT_INIT_NORMAL || p->init > ZT_INIT_VALUES ||
         (p->init == ZT_INIT_NORMAL && !(p->std > 0.0f && isfinite(p->std))) ||
         (p->init == ZT_INIT_VALUES && !p->values))
-        return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "%s \"%s\": init %d: ZT_INIT_NORMAL with "
-                                         "std > 0, ZT_INIT_ZEROS, ZT_INIT_ONES or "
-                                         "ZT_INIT_VALUES with values", fn, p->name, p->init));
+        return zt_fail(ZT_E_INVAL, "%s \"%s\": init %d: ZT_INIT_NORMAL with "
+                       "std > 0, ZT_INIT_ZEROS, ZT_INIT_ONES or "
+                       "ZT_INIT_VALUES with values", fn, p->name, p->init);
     if (zt_layout_find(&e->layout, p->name) >= 0 ||
         (p->alias && zt_layout_find(&e->layout, p->alias) >= 0))
-        return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "%s: the name \"%s\" is registered "
-                                         "already", fn, zt_layout_find(&e->layout, p->name) >= 0
-                                         ? p->name : p->alias));
+        return zt_fail(ZT_E_INVAL, "%s: the name \"%s\" is registered "
+                       "already", fn, zt_layout_find(&e->layout, p->name) >= 0
+                       ? p->name : p->alias);
     if (p->alias && strlen(p->alias) >= ZT_NAME_MAX)
-        return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "%s \"%s\": alias longer than %d bytes",
-                                         fn, p->name, ZT_NAME_MAX - 1));
+        return zt_fail(ZT_E_INVAL, "%s \"%s\": alias longer than %d bytes",
+                       fn, p->name, ZT_NAME_MAX - 1);
     int np = e->layout.n_params;
     float **iv = realloc(e->init_vals, sizeof *iv * (size_t)(np + 1));
     if (!iv)
-        return zt_engine_fail(e, zt_fail(ZT_E_NOMEM, "out of memory"));
+        return zt_fail(ZT_E_NOMEM, "out of memory");
     e->init_vals = iv;
     iv[np] = NULL;
     if (p->init == ZT_INIT_VALUES) {
         if (!(iv[np] = malloc(numel * sizeof(float))))
-            return zt_engine_fail(e, zt_fail(ZT_E_NOMEM, "%s \"%s\": %zu initial values: out "
-                                             "of memory", fn, p->name, numel));
+            return zt_fail(ZT_E_NOMEM, "%s \"%s\": %zu initial values: out "
+                           "of memory", fn, p->name, numel);
         memcpy(iv[np], p->values, numel * sizeof(float));
     }
     int i = zt_layout_add_param(&e->layout, p->name, p->ndim, p->shape,
@@ -144,7 +144,7 @@ int zt_engine_add_param(zt_engine *e, int unit, const zt_param_spec *p, int *ind
     if (i < 0) {
         free(iv[np]);
         iv[np] = NULL;
-        return zt_engine_fail(e, i);
+        return i;
     }
     zt_param_def *d = &e->layout.params[i];
     d->std = p->init == ZT_INIT_NORMAL ? p->std : 0.0f;
@@ -155,30 +155,19 @@ int zt_engine_add_param(zt_engine *e, int unit, const zt_param_spec *p, int *ind
     return 0;
 }
 
-int zt_engine_add_param_alias(zt_engine *e, int index, const char *name)
+int zt_units_add_param_alias(zt_engine *e, int index, const char *name)
 {
     ZT_TRY(registering(e, "zt_engine_add_param_alias"));
     if (index < 0 || index >= e->layout.n_params || !name || !*name ||
         strlen(name) >= ZT_NAME_MAX)
-        return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "zt_engine_add_param_alias: parameter %d "
-                                         "of %d, name of 1 to %d bytes", index,
-                                         e->layout.n_params, ZT_NAME_MAX - 1));
+        return zt_fail(ZT_E_INVAL, "zt_engine_add_param_alias: parameter %d "
+                       "of %d, name of 1 to %d bytes", index,
+                       e->layout.n_params, ZT_NAME_MAX - 1);
     if (zt_layout_find(&e->layout, name) >= 0)
-        return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "zt_engine_add_param_alias: the name "
-                                         "\"%s\" is registered already", name));
+        return zt_fail(ZT_E_INVAL, "zt_engine_add_param_alias: the name "
+                       "\"%s\" is registered already", name);
     int rc = zt_layout_add_alias(&e->layout, index, name);
-    return rc < 0 ? zt_engine_fail(e, rc) : 0;
-}
-
-int zt_engine_rank(const zt_engine *e) { return e ? e->comm.rank : ZT_E_INVAL; }
-
-int zt_engine_world_size(const zt_engine *e) { return e ? e->comm.size : ZT_E_INVAL; }
-
-int zt_engine_unit_count(const zt_engine *e) { return e ? e->layout.n_units : ZT_E_INVAL; }
-
-const char *zt_engine_unit_name(const zt_engine *e, int unit)
-{
-    return e && unit >= 0 && unit < e->layout.n_units ? e->layout.units[unit].name : NULL;
+    return rc < 0 ? rc : 0;
 }
 
 void zt_units_free(zt_engine *e)
@@ -360,15 +349,6 @@ int zt_units_abort(zt_engine *e, int rc)
     return rc;
 }
 
-int zt_engine_pass_abort(zt_engine *e)
-{
-    if (!e)
-        return zt_fail(ZT_E_INVAL, "zt_engine_pass_abort: NULL engine");
-    zt_clear_error();
-    zt_units_abort(e, 0);
-    return 0;
-}
-
 /* the backward pass ends when every unit's gradients are ready and no unit is held */
 static int maybe_end_backward(zt_engine *e)
 {
@@ -440,7 +420,7 @@ static void note_releases(zt_engine *e, int k)
     }
 }
 
-int zt_engine_unit_acquire(zt_engine *e, int u, int purpose, float **params, float **grads)
+int zt_units_acquire(zt_engine *e, int u, int purpose, float **params, float **grads)
 {
     const char *fn = "zt_engine_unit_acquire";
     if (params)
@@ -450,19 +430,18 @@ int zt_engine_unit_acquire(zt_engine *e, int u, int purpose, float **params, flo
     if (!e)
         return zt_fail(ZT_E_INVAL, "%s: NULL engine", fn);
     zt_clear_error();
-    ZT_TRY(zt_engine_commit(e));
     int base = purpose & ~ZT_FOR_EVAL, kind = base != ZT_FOR_FORWARD;
     if (u < 0 || u >= e->layout.n_units)
-        return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "%s: unit %d is not registered (units 0 "
-                                         "to %d)", fn, u, e->layout.n_units - 1));
+        return zt_fail(ZT_E_INVAL, "%s: unit %d is not registered (units 0 "
+                       "to %d)", fn, u, e->layout.n_units - 1);
     if ((base != ZT_FOR_FORWARD && base != ZT_FOR_BACKWARD && base != ZT_FOR_RECOMPUTE) ||
         (kind && (purpose & ZT_FOR_EVAL)))
-        return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "%s: unit %d: purpose %d is not one of "
-                                         "ZT_FOR_FORWARD (| ZT_FOR_EVAL), ZT_FOR_BACKWARD, "
-                                         "ZT_FOR_RECOMPUTE", fn, u, purpose));
+        return zt_fail(ZT_E_INVAL, "%s: unit %d: purpose %d is not one of "
+                       "ZT_FOR_FORWARD (| ZT_FOR_EVAL), ZT_FOR_BACKWARD, "
+                       "ZT_FOR_RECOMPUTE", fn, u, purpose);
     if (base == ZT_FOR_BACKWARD && !grads)
-        return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "%s: unit %d for backward: grads must not "
-                                         "be NULL", fn, u));
+        return zt_fail(ZT_E_INVAL, "%s: unit %d for backward: grads must not "
+                       "be NULL", fn, u);
     /* the pass this acquire belongs to (the one in progress, or a new one: begin), where it
      * is checked, and every check, before anything changes */
     int rc = 0, begin = 0, eval = (purpose & ZT_FOR_EVAL) != 0;
@@ -479,12 +458,12 @@ int zt_engine_unit_acquire(zt_engine *e, int u, int purpose, float **params, flo
         begin = 2;
     } else if (e->pass != PASS_BACKWARD || (e->ord[1].known && !e->recording &&
                                             e->pass_pos >= e->ord[1].n)) {
-        return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "%s: unit %d \"%s\" for %s: a backward "
-                                         "pass follows a forward pass acquired for training "
-                                         "(ZT_FOR_FORWARD without ZT_FOR_EVAL)%s", fn, u,
-                                         uname(e, u), purpose_name(base),
-                                         e->pass == PASS_BACKWARD
-                                             ? "; this backward pass is complete" : ""));
+        return zt_fail(ZT_E_INVAL, "%s: unit %d \"%s\" for %s: a backward "
+                       "pass follows a forward pass acquired for training "
+                       "(ZT_FOR_FORWARD without ZT_FOR_EVAL)%s", fn, u,
+                       uname(e, u), purpose_name(base),
+                       e->pass == PASS_BACKWARD
+                       ? "; this backward pass is complete" : "");
     }
     zt_order *o = &e->ord[kind];
     int rec = begin ? (o->known ? REC_NONE : eval ? REC_UNSCHEDULED : REC_ORDER) : e->recording;
@@ -501,26 +480,26 @@ int zt_engine_unit_acquire(zt_engine *e, int u, int purpose, float **params, flo
                          "pass, or declared) has unit %d \"%s\" for %s", fn, pos,
                          kind_name[kind], u, uname(e, u), purpose_name(base), kind_name[kind],
                          ou, uname(e, ou), purpose_name(o->use[pos].purpose));
-        return zt_engine_fail(e, rc);
+        return rc;
     }
     int fresh = begin == 2 || (base == ZT_FOR_BACKWARD && e->gstate[u] == G_CLOSED);
     if (base == ZT_FOR_BACKWARD && !fresh && e->gstate[u] == G_READY)
-        return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "%s: unit %d \"%s\": its gradients were "
-                                         "made ready already in this backward pass", fn, u,
-                                         uname(e, u)));
+        return zt_fail(ZT_E_INVAL, "%s: unit %d \"%s\": its gradients were "
+                       "made ready already in this backward pass", fn, u,
+                       uname(e, u));
     if ((base == ZT_FOR_BACKWARD && fresh && (rc = zt_zero_grads_can_lend(e, u)) < 0) ||
         (rec && (rc = check_ranks(e, kind, pos, u, base)) < 0))
-        return zt_engine_fail(e, rc);
+        return rc;
     /* the pass changes from here on (a failure now is the machinery's: zt_engine_pass_abort) */
     if ((begin == 1 && (rc = forward_begin(e, eval)) < 0) ||
         (begin == 2 && (rc = backward_begin(e)) < 0))
-        return zt_engine_fail(e, rc);
+        return rc;
     int k = e->pass_base + pos;
     zt_use w = {u, 0, base};
     if (e->recording) {
         if ((e->recording == REC_ORDER && (rc = grow_uses(&o->use, &o->cap, pos + 1)) < 0) ||
             (rc = sched_append(e, &w, 1)) < 0)
-            return zt_engine_fail(e, rc);
+            return rc;
         if (e->recording == REC_ORDER) {
             o->use[pos] = w;
             o->n = pos + 1;
@@ -528,13 +507,13 @@ int zt_engine_unit_acquire(zt_engine *e, int u, int purpose, float **params, flo
     }
     note_releases(e, k);
     if ((rc = zt_zero_enter(e, k, e->rel, e->n_rel)) < 0)
-        return zt_engine_fail(e, rc);
+        return rc;
     for (int i = 0; i < e->n_rel; i++)
         e->use_state[e->rel[i]] = USE_DONE;
     e->n_rel = 0;
     if (base == ZT_FOR_BACKWARD && e->gstate[u] == G_CLOSED) {
         if ((rc = zt_zero_grads_lend(e, u)) < 0)
-            return zt_engine_fail(e, rc);
+            return rc;
         e->gstate[u] = G_OPEN;
     }
     e->use_state[k] = USE_HELD;
@@ -547,16 +526,16 @@ int zt_engine_unit_acquire(zt_engine *e, int u, int purpose, float **params, flo
     return 0;
 }
 
-int zt_engine_unit_release(zt_engine *e, int u)
+int zt_units_release(zt_engine *e, int u)
 {
     if (!e)
         return zt_fail(ZT_E_INVAL, "zt_engine_unit_release: NULL engine");
     if (u < 0 || u >= e->layout.n_units || e->committed <= 0 || e->held[u] == 0)
-        return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "zt_engine_unit_release: unit %d%s%s%s is "
-                                         "not acquired (released twice?)", u,
-                                         u >= 0 && u < e->layout.n_units ? " \"" : "",
-                                         u >= 0 && u < e->layout.n_units ? uname(e, u) : "",
-                                         u >= 0 && u < e->layout.n_units ? "\"" : ""));
+        return zt_fail(ZT_E_INVAL, "zt_engine_unit_release: unit %d%s%s%s is "
+                       "not acquired (released twice?)", u,
+                       u >= 0 && u < e->layout.n_units ? " \"" : "",
+                       u >= 0 && u < e->layout.n_units ? uname(e, u) : "",
+                       u >= 0 && u < e->layout.n_units ? "\"" : "");
     int j = 0;
     while (j < e->n_uses && !(e->uses[j].unit == u && e->use_state[j] == USE_HELD))
         j++;
@@ -569,67 +548,67 @@ int zt_engine_unit_release(zt_engine *e, int u)
     if (rc == 0 && e->pass == PASS_EVAL && e->recording == REC_NONE &&
         e->pass_pos >= e->ord[0].n && held_unit(e) < 0)
         rc = end_pass(e); /* an evaluation pass is over: nothing stays gathered */
-    return rc < 0 ? zt_engine_fail(e, rc) : 0;
+    return rc < 0 ? rc : 0;
 }
 
-int zt_engine_unit_grads_ready(zt_engine *e, int u)
+int zt_units_grads_ready(zt_engine *e, int u)
 {
     const char *fn = "zt_engine_unit_grads_ready";
     int rc;
     if (!e)
         return zt_fail(ZT_E_INVAL, "%s: NULL engine", fn);
     if (u < 0 || u >= e->layout.n_units)
-        return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "%s: unit %d is not registered (units 0 "
-                                         "to %d)", fn, u, e->layout.n_units - 1));
+        return zt_fail(ZT_E_INVAL, "%s: unit %d is not registered (units 0 "
+                       "to %d)", fn, u, e->layout.n_units - 1);
     if (e->committed <= 0 || e->pass != PASS_BACKWARD || e->gstate[u] != G_OPEN)
-        return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "%s: unit %d \"%s\" %s", fn, u, uname(e, u),
-                                         e->pass == PASS_BACKWARD && e->gstate[u] == G_READY
-                                             ? "was made ready already in this backward pass"
-                                             : "was not acquired for backward in this pass"));
+        return zt_fail(ZT_E_INVAL, "%s: unit %d \"%s\" %s", fn, u, uname(e, u),
+                       e->pass == PASS_BACKWARD && e->gstate[u] == G_READY
+                       ? "was made ready already in this backward pass"
+                       : "was not acquired for backward in this pass");
     e->gstate[u] = G_READY;
     e->n_ready++;
     if (u != 0 && (rc = zt_zero_grads_reduce(e, u)) < 0) /* (unit 0: with the last) */
-        return zt_engine_fail(e, rc);
+        return rc;
     if (e->n_ready == e->layout.n_units) {
         if ((rc = zt_zero_grads_end(e)) < 0)
-            return zt_engine_fail(e, rc);
+            return rc;
         e->gs_stale = 0; /* every shard was overwritten by its first reduction */
     }
     rc = maybe_end_backward(e);
-    return rc < 0 ? zt_engine_fail(e, rc) : 0;
+    return rc < 0 ? rc : 0;
 }
 
-int zt_engine_set_order(zt_engine *e, int kind, const int *units, const int *purposes,
-                        const unsigned char *hold, int n)
+int zt_units_set_order(zt_engine *e, int kind, const int *units, const int *purposes,
+                       const unsigned char *hold, int n)
 {
     const char *fn = "zt_engine_set_order";
     if (!e)
         return zt_fail(ZT_E_INVAL, "%s: NULL engine", fn);
     if ((kind != ZT_FOR_FORWARD && kind != ZT_FOR_BACKWARD) || n < 1 || !units || !purposes)
-        return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "%s: kind ZT_FOR_FORWARD or "
-                                         "ZT_FOR_BACKWARD and n >= 1 units and purposes", fn));
+        return zt_fail(ZT_E_INVAL, "%s: kind ZT_FOR_FORWARD or "
+                       "ZT_FOR_BACKWARD and n >= 1 units and purposes", fn);
     int ki = kind == ZT_FOR_BACKWARD;
     /* (a training forward pass schedules the backward order after its own) */
     if (ki ? e->pass == PASS_FORWARD || e->pass == PASS_BACKWARD
            : e->pass == PASS_FORWARD || e->pass == PASS_EVAL)
-        return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "%s: between passes only (a %s pass is in "
-                                         "progress)", fn, e->pass == PASS_BACKWARD ? "backward"
-                                         : "forward"));
+        return zt_fail(ZT_E_INVAL, "%s: between passes only (a %s pass is in "
+                       "progress)", fn, e->pass == PASS_BACKWARD ? "backward"
+                       : "forward");
     for (int k = 0; k < n; k++)
         if (units[k] < 0 || units[k] >= e->layout.n_units ||
             (ki ? purposes[k] != ZT_FOR_BACKWARD && purposes[k] != ZT_FOR_RECOMPUTE
                 : purposes[k] != ZT_FOR_FORWARD))
-            return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "%s: entry %d: unit %d (of %d) for %s "
-                                             "does not belong in a %s pass", fn, k, units[k],
-                                             e->layout.n_units, purpose_name(purposes[k]),
-                                             kind_name[ki]));
+            return zt_fail(ZT_E_INVAL, "%s: entry %d: unit %d (of %d) for %s "
+                           "does not belong in a %s pass", fn, k, units[k],
+                           e->layout.n_units, purpose_name(purposes[k]),
+                           kind_name[ki]);
     zt_order *o = &e->ord[ki];
     int rc = grow_uses(&o->use, &o->cap, n);
     if (rc < 0)
-        return zt_engine_fail(e, rc);
+        return rc;
     XXH64_state_t *h = XXH64_createState();
     if (!h)
-        return zt_engine_fail(e, zt_fail(ZT_E_NOMEM, "out of memory"));
+        return zt_fail(ZT_E_NOMEM, "out of memory");
     XXH64_reset(h, (unsigned)ki);
     for (int k = n - 1; k >= 0; k--) /* held with the next: released with it */
         o->use[k] = (zt_use){units[k], hold && hold[k] && k + 1 < n ? o->use[k + 1].until + 1 : 1,
@@ -647,56 +626,9 @@ int zt_engine_set_order(zt_engine *e, int kind, const int *units, const int *pur
                      "and %d acquires)", fn, r, kind_name[ki], e->comm.rank, (int)th[2], n);
     if (rc < 0) {
         o->known = 0;
-        return zt_engine_fail(e, rc);
+        return rc;
     }
     return 0;
-}
-
-/* ---- the report as JSON -------------------------------------------------------------------- */
-
-int zt_engine_report_json(const zt_engine *e, char *buf, size_t n)
-{
-    zt_engine_report r;
-    zt_mem_report m;
-    static const char *const coll[3] = {"reduce_scatter", "all_gather", "other"};
-    int rc = zt_engine_report_get(e, &r);
-    if (rc < 0)
-        return rc;
-    if (!buf && n)
-        return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "zt_engine_report_json: NULL buffer"));
-    zt_memory_report(&m);
-    size_t len = 0;
-#define PUT(...)                                                                              \
-    do {                                                                                      \
-        int k_ = snprintf(buf ? buf + (len < n ? len : n) : NULL, len < n ? n - len : 0,     \
-                          __VA_ARGS__);                                                       \
-        len += k_ > 0 ? (size_t)k_ : 0;                                                       \
-    } while (0)
-    PUT("{\"world_size\": %d, \"rank\": %d, \"zero_stage\": %d, \"params\": %zu, "
-        "\"predicted_state_bytes\": %zu, \"measured_state_bytes\": %zu, \"buffer_bytes\": %zu, "
-        "\"optimizer_state_bytes\": %zu, \"optimizer_bytes_per_param\": %.6g, "
-        "\"traffic_theory\": %.6g, \"traffic_schedule\": %.6g, \"gathered_peak\": %zu, "
-        "\"collectives\": %llu, \"nvme_read_bytes\": %llu, \"nvme_written_bytes\": %llu, "
-        "\"pool_read_bytes\": %llu, \"pool_written_bytes\": %llu, \"io_wait_seconds\": %.6g",
-        r.world_size, r.rank, r.zero_stage, r.params, r.predicted_state_bytes,
-        r.measured_state_bytes, r.buffer_bytes, r.optimizer_state_bytes,
-        r.optimizer_bytes_per_param, r.traffic_theory, r.traffic_schedule, r.gathered_peak,
-        (unsigned long long)r.collectives, (unsigned long long)r.nvme_read_bytes,
-        (unsigned long long)r.nvme_written_bytes, (unsigned long long)r.pool_read_bytes,
-        (unsigned long long)r.pool_written_bytes, r.io_wait_seconds);
-    for (int k = 0; k < 3; k++)
-        PUT(", \"%s\": {\"calls\": %llu, \"bytes\": %llu, \"seconds\": %.6g, \"flight\": %.6g}",
-            coll[k], (unsigned long long)r.coll_calls[k], (unsigned long long)r.coll_bytes[k],
-            r.coll_seconds[k], r.coll_flight[k]);
-    PUT(", \"memory\": {");
-    for (int c = 0; c < ZT_MEM_NCAT; c++)
-        PUT("%s\"%s\": {\"current\": %zu, \"peak\": %zu}", c ? ", " : "",
-            zt_memory_category_name(c), m.current[c], m.peak[c]);
-    PUT(", \"peak_rss\": %zu, \"heap\": {\"source\": \"%s\", \"allocated\": %zu, "
-        "\"resident\": %zu}}}", m.peak_rss, zt_memory_heap_source(), m.jemalloc_allocated,
-        m.jemalloc_resident);
-#undef PUT
-    return len > (size_t)INT32_MAX ? ZT_E_RANGE : (int)len;
 }
 
 /* ---- config.json of a trainer's own model --------------------------------------------------- */

@@ -13,6 +13,7 @@
  * cut, so stages 0-3 at one world size give the same bits. */
 
 #include "engine_impl.h"
+#include "stores.h"
 #include "../common/faults.h"
 #include "../memory/mem.h"
 #include "../optimizer/adamw.h"
@@ -111,29 +112,6 @@ static size_t shard_max(const zt_engine *e)
     return zt_geometry_max_shard(&e->geo);
 }
 
-/* a store for one kind of offloaded state of this rank (purpose names its swap file) */
-int zt_zero_open_store(zt_engine *e, int device, const char *purpose, zt_store **out)
-{
-    char tag[64];
-    zt_store_opts o;
-    zt_store_opts_init(&o);
-    o.device = device == ZT_OFFLOAD_NVME ? ZT_STORE_NVME : ZT_STORE_RAM;
-    o.dir = e->nvme_path;
-    snprintf(tag, sizeof tag, "%s-rank%d", purpose, e->comm.rank);
-    o.tag = tag;
-    o.io.block_size = e->cfg.aio_block_size;
-    o.io.queue_depth = e->cfg.aio_queue_depth;
-    o.io.io_threads = e->cfg.aio_threads;
-    o.io.single_submit = e->cfg.aio_single_submit;
-    o.io.no_overlap = !e->cfg.aio_overlap_events;
-    o.io.direct = e->cfg.direct_io;
-    /* tests only: the filesystem refuses O_DIRECT, io_uring is unavailable */
-    o.io.fault_open_einval = zt_faults()->io_no_odirect;
-    if (zt_faults()->io_no_uring)
-        o.io.fault_setup_errno = ENOSYS;
-    return zt_store_open(out, &o);
-}
-
 int zt_zero_param_slots(const zt_config *c, size_t largest_shard)
 {
     int n = c->offload_param_buffers < 3 ? 3 : c->offload_param_buffers;
@@ -175,7 +153,8 @@ static int pstore_open(zt_engine *e)
         return zt_fail(ZT_E_CONFIG, "offload_param.max_in_cpu %zu elements holds fewer than "
                        "the 3 shard buffers parameter offload needs (3 x %zu elements)", mic,
                        sm);
-    ZT_TRY(zt_zero_open_store(e, e->cfg.offload_param, "params", &e->pstore));
+    ZT_TRY(zt_offload_store_open(&e->cfg, e->nvme_path, e->comm.rank, e->cfg.offload_param,
+                                 "params", &e->pstore));
     for (int u = 0; u < e->layout.n_units; u++)
         if (zt_store_add(e->pstore, zt_geometry_len(&e->geo, u, 1) * sizeof(float), ZT_MEM_PARAMS) != u)
             return zt_fail(ZT_E_NOMEM, "parameter offload: cannot declare unit %d", u);
@@ -503,7 +482,8 @@ static void offload_close(zt_engine *e)
 static int offload_open(zt_engine *e)
 {
     int nu = e->layout.n_units;
-    ZT_TRY(zt_zero_open_store(e, e->cfg.offload_optimizer, "optimizer", &e->ostore));
+    ZT_TRY(zt_offload_store_open(&e->cfg, e->nvme_path, e->comm.rank, e->cfg.offload_optimizer,
+                                 "optimizer", &e->ostore));
     size_t gf = group_floats(e);
     int ng = count_groups(e), n = offload_nbuf(e);
     e->ocached = -1;
@@ -617,17 +597,17 @@ int zt_zero_state_fill(zt_engine *e, zt_state_fill_fn fill, void *arg)
     return 0;
 }
 
-int zt_engine_ensure_moments(zt_engine *e)
+int zt_zero_ensure_moments(zt_engine *e)
 {
     int rc = zt_ost_alloc_replicated(e);
     if (rc < 0)
-        return zt_engine_fail(e, rc);
+        return rc;
     if (e->cfg.offload_optimizer != ZT_OFFLOAD_NONE) {
         if (e->ostore)
             return 0;
         if ((rc = offload_open(e)) < 0) {
             offload_close(e);
-            return zt_engine_fail(e, rc);
+            return rc;
         }
         e->state_ready = 1;
         return 0;
@@ -645,8 +625,8 @@ int zt_engine_ensure_moments(zt_engine *e)
                             ZT_MEM_OPTIMIZER);
                 q->state = NULL;
             }
-            return zt_engine_fail(e, zt_fail(ZT_E_NOMEM, "optimizer state: %zu bytes: out of "
-                                             "memory", zt_ost_state_bytes(e)));
+            return zt_fail(ZT_E_NOMEM, "optimizer state: %zu bytes: out of memory",
+                           zt_ost_state_bytes(e));
         }
         zt_ost_init(e, p->state, p->len, p->n_compact);
     }
@@ -826,7 +806,8 @@ static void gstore_close(zt_engine *e)
 static int gstore_open(zt_engine *e)
 {
     int nu = e->layout.n_units;
-    ZT_TRY(zt_zero_open_store(e, e->cfg.offload_optimizer, "grads", &e->gstore));
+    ZT_TRY(zt_offload_store_open(&e->cfg, e->nvme_path, e->comm.rank, e->cfg.offload_optimizer,
+                                 "grads", &e->gstore));
     for (int u = 0; u < nu; u++)
         if (zt_store_add(e->gstore, zt_geometry_len(&e->geo, u, 1) * sizeof(float), ZT_MEM_GRADS) != u)
             return zt_fail(ZT_E_NOMEM, "gradient offload: cannot declare unit %d", u);
@@ -1300,7 +1281,7 @@ size_t zt_zero_buffer_floats(const zt_engine *e)
  * prefetching or consecutive uses keep a unit; plus the persistent units gathered after the
  * step. The figure replays the pass's schedule without buffers or MPI. *plain stays the
  * textbook figure of one micro-batch. */
-double zt_zero_traffic_theory(zt_engine *e, double *plain)
+double zt_zero_traffic_theory(zt_engine *e, const zt_use *train, int n, double *plain)
 {
     int nu = e->layout.n_units;
     double P = 0.0, pers = 0.0, A = e->cfg.grad_accum_steps > 1 ? e->cfg.grad_accum_steps : 1;
@@ -1320,18 +1301,15 @@ double zt_zero_traffic_theory(zt_engine *e, double *plain)
         pers += e->persist[u] ? (double)e->geo.padded[u] : 0.0;
     zt_use *saved = e->uses;
     int n_saved = e->n_uses, *until = NULL, *rel = NULL;
-    zt_use *train = NULL;
-    int n = zt_units_train_schedule(e, &train);
     if (n <= 0 || !(S.refs = calloc((size_t)nu, sizeof *S.refs)) ||
         !(until = malloc(sizeof *until * (size_t)n)) || !(rel = malloc(sizeof *rel * (size_t)n))) {
-        free(train);
         free(S.refs);
         free(until);
         return 0.0; /* no order known yet */
     }
     S.dry = 1;
     S.acquired = -1;
-    e->uses = train;
+    e->uses = (zt_use *)train; /* (read only: the dry run changes no use) */
     e->n_uses = n;
     /* use j is released before acquire until[j] (the order's own record; not known: never) */
     for (int j = 0; j < n; j++)
@@ -1345,7 +1323,6 @@ double zt_zero_traffic_theory(zt_engine *e, double *plain)
     }
     e->uses = saved;
     e->n_uses = n_saved;
-    free(train);
     free(until);
     free(rel);
     free(S.refs);
