@@ -384,6 +384,24 @@ static int agree_shapes(zt_engine *e, int rc)
     return rc;
 }
 
+/* Stages 2-3: the unit whose gradient stays whole through the backward pass, because
+ * another unit's backward adds into it (the built-in models' tied_unit: the embeddings
+ * under a tied head; none when nothing is tied, e.g. T5 with tie_word_embeddings false).
+ * A trainer's own model ties to unit 0, as zerotrain.h documents. */
+static int whole_grad_unit(zt_engine *e)
+{
+    e->whole_grad = e->custom ? 0 : -1;
+    for (int u = 0; !e->custom && u < e->layout.n_units; u++) {
+        int t = e->ops->tied_unit(e->model, u);
+        if (t >= 0 && e->whole_grad >= 0 && t != e->whole_grad)
+            return zt_fail(ZT_E_UNSUPPORTED, "the model ties units %d and %d to two different "
+                           "units: one unit may be tied to", e->whole_grad, t);
+        if (t >= 0)
+            e->whole_grad = t;
+    }
+    return 0;
+}
+
 static int commit(zt_engine *e, const char *model_dir)
 {
     const zt_config *cfg = &e->cfg;
@@ -409,6 +427,8 @@ static int commit(zt_engine *e, const char *model_dir)
         rc = zt_fail(ZT_E_NOMEM, "out of memory");
     if (rc == 0 && !e->custom)
         rc = zt_model_create(&e->mc, &e->layout, cfg->dropout, cfg->seed, &e->ops, &e->model);
+    if (rc == 0)
+        rc = whole_grad_unit(e);
     if (rc == 0)
         rc = zt_recompute_setup(e);
     ZT_TRY(zt_engine_agree(e, rc, "setting up the model"));
@@ -738,7 +758,8 @@ int zt_engine_zero_grad(zt_engine *e)
     e->micro = 0;
     ZT_TRY(zt_zero_pass_grads_begin(e)); /* reductions still reading G finish first */
     if (e->cfg.zero_stage >= 2) {
-        memset(e->G[0], 0, e->geo.padded[0] * sizeof(float));
+        if (e->whole_grad >= 0)
+            memset(e->G[e->whole_grad], 0, e->geo.padded[e->whole_grad] * sizeof(float));
         /* the shards are left (a deferred update may still read them): the next backward
          * pass overwrites them (its first reduction is not added), and a step without one
          * zeroes them first */

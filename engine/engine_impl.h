@@ -84,6 +84,8 @@ struct zt_engine {
     const zt_model_ops *ops;
     void *model;
     zt_geometry geo;         /* the units over the world size, cut into pieces (geom.h) */
+    int whole_grad;          /* stages 2-3: the unit whose gradient stays whole through the
+                              * backward pass (a tied unit adds into it), or -1 */
     float **P, **G;
     /* the optimizer state (ostate.c): per unit n_parts parts (stage 0: every rank's shard,
      * which together are the whole unit; otherwise this rank's), each with its runs and,

@@ -567,7 +567,8 @@ int zt_units_grads_ready(zt_engine *e, int u)
                        : "was not acquired for backward in this pass");
     e->gstate[u] = G_READY;
     e->n_ready++;
-    if (u != 0 && (rc = zt_zero_grads_reduce(e, u)) < 0) /* (unit 0: with the last) */
+    /* (the whole-gradient unit: with the last) */
+    if (u != e->whole_grad && (rc = zt_zero_grads_reduce(e, u)) < 0)
         return rc;
     if (e->n_ready == e->layout.n_units) {
         if ((rc = zt_zero_grads_end(e)) < 0)

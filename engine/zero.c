@@ -156,7 +156,8 @@ static int pstore_open(zt_engine *e)
     ZT_TRY(zt_offload_store_open(&e->cfg, e->nvme_path, e->comm.rank, e->cfg.offload_param,
                                  "params", &e->pstore));
     for (int u = 0; u < e->layout.n_units; u++)
-        if (zt_store_add(e->pstore, zt_geometry_len(&e->geo, u, 1) * sizeof(float), ZT_MEM_PARAMS) != u)
+        if (zt_store_add(e->pstore, zt_geometry_len(&e->geo, u, 1) * sizeof(float),
+                         ZT_MEM_PARAMS) != u)
             return zt_fail(ZT_E_NOMEM, "parameter offload: cannot declare unit %d", u);
     ZT_TRY(zt_store_reserve(e->pstore));
     for (; e->n_pslot < pslots_for(e); e->n_pslot++) {
@@ -339,12 +340,14 @@ int zt_zero_setup(zt_engine *e)
     if (st < 2 && !(e->G = alloc_units(e, ZT_MEM_GRADS, 0)))
         return ZT_E_NOMEM;
     if (st >= 2) {
-        /* G[0] (the embeddings, which the tied MLM head adds into) stays whole for the
-         * backward pass; every other unit borrows one of two scratch buffers (none when unit
-         * 0 is the only one: m = 0) */
-        size_t m = zt_geometry_max(&e->geo, 0), ms = zt_geometry_max(&e->geo, -1) / N;
+        /* the unit a tied unit's backward adds into (e->whole_grad) keeps a whole gradient
+         * through the backward pass; every other unit borrows one of two scratch buffers
+         * (none when the whole one is the only unit: m = 0) */
+        int w = e->whole_grad;
+        size_t m = zt_geometry_max(&e->geo, w), ms = zt_geometry_max(&e->geo, -1) / N;
         if (!(e->G = calloc((size_t)nu, sizeof *e->G)) ||
-            !(e->G[0] = zt_mem_alloc(e->geo.padded[0] * sizeof(float), ZT_ALIGN_PAGE, ZT_MEM_GRADS)))
+            (w >= 0 && !(e->G[w] = zt_mem_alloc(e->geo.padded[w] * sizeof(float),
+                                                ZT_ALIGN_PAGE, ZT_MEM_GRADS))))
             return ZT_E_NOMEM;
         for (int i = 0; i < 2; i++)
             if ((m && !(e->scratch[i] = zt_mem_alloc(m * sizeof(float), ZT_ALIGN_PAGE,
@@ -392,9 +395,11 @@ void zt_zero_teardown(zt_engine *e)
         free_units(e, e->P, ZT_MEM_PARAMS, 0);
     }
     if (st >= 2) {
-        size_t m = zt_geometry_max(&e->geo, 0), ms = zt_geometry_max(&e->geo, -1) / (size_t)e->comm.size;
-        if (e->G)
-            zt_mem_free(e->G[0], e->geo.padded[0] * sizeof(float), ZT_MEM_GRADS);
+        int w = e->whole_grad;
+        size_t m = zt_geometry_max(&e->geo, w), ms = zt_geometry_max(&e->geo, -1) /
+                                                      (size_t)e->comm.size;
+        if (e->G && w >= 0)
+            zt_mem_free(e->G[w], e->geo.padded[w] * sizeof(float), ZT_MEM_GRADS);
         free(e->G);
         for (int i = 0; i < 2; i++) {
             zt_mem_free(e->scratch[i], m * sizeof(float), ZT_MEM_GRADS);
@@ -809,7 +814,8 @@ static int gstore_open(zt_engine *e)
     ZT_TRY(zt_offload_store_open(&e->cfg, e->nvme_path, e->comm.rank, e->cfg.offload_optimizer,
                                  "grads", &e->gstore));
     for (int u = 0; u < nu; u++)
-        if (zt_store_add(e->gstore, zt_geometry_len(&e->geo, u, 1) * sizeof(float), ZT_MEM_GRADS) != u)
+        if (zt_store_add(e->gstore, zt_geometry_len(&e->geo, u, 1) * sizeof(float),
+                         ZT_MEM_GRADS) != u)
             return zt_fail(ZT_E_NOMEM, "gradient offload: cannot declare unit %d", u);
     ZT_TRY(zt_store_reserve(e->gstore));
     if (!(e->gsq = malloc((size_t)nu * sizeof *e->gsq)))
@@ -861,7 +867,7 @@ static int gshard_finish(zt_engine *e, int u, int t)
 {
     size_t s = zt_geometry_len(&e->geo, u, 1);
     float *x = e->rs_tmp[t];
-    if (!e->accum_first) { /* (read ahead when the unit's backward began; unit 0: now) */
+    if (!e->accum_first) { /* (read ahead when the unit's backward began; whole_grad: now) */
         ZT_TRY(gacc_alloc(e));
         const float *g = e->gacc[t];
         ZT_TRY(zt_store_get(e->gstore, u, e->gacc[t]));
@@ -917,7 +923,7 @@ static int finish_reduce(zt_engine *e, int u)
 }
 
 /* Stages 0-1 with overlap: in the step's last micro-batch a unit's summed gradient is
- * final as soon as its backward is done (unit 0: at the end of the pass), so its
+ * final as soon as its backward is done (the whole-gradient unit: at the end of the pass), so its
  * reduce-scatter starts then instead of in the step; the step waits for it. */
 static int early_reduce(const zt_engine *e)
 {
@@ -955,17 +961,17 @@ static int lend_slot(const zt_engine *e, int u)
 
 int zt_zero_grads_can_lend(const zt_engine *e, int u)
 {
-    if (e->cfg.zero_stage < 2 || u == 0 || lend_slot(e, u) >= 0)
+    if (e->cfg.zero_stage < 2 || u == e->whole_grad || lend_slot(e, u) >= 0)
         return 0;
     return zt_fail(ZT_E_INVAL, "stage %d lends gradient buffers to two units at a time "
-                   "(besides unit 0): units %d and %d still have theirs; make one's gradients "
+                   "(besides unit %d): units %d and %d still have theirs; make one's gradients "
                    "ready (zt_engine_unit_grads_ready) before acquiring unit %d for backward",
-                   e->cfg.zero_stage, e->scratch_unit[0], e->scratch_unit[1], u);
+                   e->cfg.zero_stage, e->whole_grad, e->scratch_unit[0], e->scratch_unit[1], u);
 }
 
 int zt_zero_grads_lend(zt_engine *e, int u)
 {
-    if (e->cfg.zero_stage < 2 || u == 0)
+    if (e->cfg.zero_stage < 2 || u == e->whole_grad)
         return 0;
     ZT_TRY(zt_zero_grads_can_lend(e, u));
     int i = lend_slot(e, u); /* the reduction of a unit that holds it finishes first */
@@ -995,9 +1001,9 @@ static int reduce_into_shard(zt_engine *e, int u, int tmp)
 
 int zt_zero_grads_reduce(zt_engine *e, int u)
 {
-    if (early_reduce(e) && u != 0)
+    if (early_reduce(e) && u != e->whole_grad)
         return start_rs(e, u, e->G[u], e->Gs[u], &e->rpend_lo[u], &e->rpend_hi[u]);
-    if (e->cfg.zero_stage < 2 || u == 0)
+    if (e->cfg.zero_stage < 2 || u == e->whole_grad)
         return 0;
     if (u == e->skip_unit) {
         e->scratch_unit[slot_of(e, u)] = -1;
@@ -1011,16 +1017,19 @@ int zt_zero_grads_reduce(zt_engine *e, int u)
 
 int zt_zero_grads_end(zt_engine *e)
 {
+    int w = e->whole_grad;
     if (early_reduce(e))
-        return start_rs(e, 0, e->G[0], e->Gs[0], &e->rpend_lo[0], &e->rpend_hi[0]);
+        return w >= 0 ? start_rs(e, w, e->G[w], e->Gs[w], &e->rpend_lo[w], &e->rpend_hi[w]) : 0;
     if (e->cfg.zero_stage < 2)
         return 0;
     for (int i = 0; i < 2; i++)
         if (e->scratch_unit[i] >= 0)
             ZT_TRY(finish_reduce(e, e->scratch_unit[i]));
-    ZT_TRY(reduce_into_shard(e, 0, 0));
-    ZT_TRY(finish_reduce(e, 0));
-    memset(e->G[0], 0, e->geo.padded[0] * sizeof(float));
+    if (w >= 0) {
+        ZT_TRY(reduce_into_shard(e, w, 0));
+        ZT_TRY(finish_reduce(e, w));
+        memset(e->G[w], 0, e->geo.padded[w] * sizeof(float));
+    }
     e->accum_first = 0;
     return 0;
 }
@@ -1236,7 +1245,8 @@ int zt_zero_fill_params(zt_engine *e, int (*fill)(int u, float *buf, void *arg),
         return 0;
     }
     /* stage 3: one unit at a time in a scratch buffer; the whole model never exists here */
-    if (!(tmp = zt_mem_alloc(zt_geometry_max(&e->geo, -1) * sizeof(float), ZT_ALIGN_PAGE, ZT_MEM_OTHER)))
+    if (!(tmp = zt_mem_alloc(zt_geometry_max(&e->geo, -1) * sizeof(float), ZT_ALIGN_PAGE,
+                             ZT_MEM_OTHER)))
         return ZT_E_NOMEM;
     int rc = 0;
     for (int u = 0; u < nu && rc == 0; u++) {
@@ -1259,7 +1269,8 @@ size_t zt_zero_buffer_floats(const zt_engine *e)
     size_t n = zt_zero_offload_bytes(e) / sizeof(float) + zt_zero_param_offload_floats(e);
     size_t N = (size_t)e->comm.size;
     if (e->cfg.zero_stage >= 2)
-        n += e->geo.padded[0] + 2 * zt_geometry_max(&e->geo, 0) + (e->gacc[0] ? 2 * shard_max(e) : 0);
+        n += (e->whole_grad >= 0 ? e->geo.padded[e->whole_grad] : 0) +
+             2 * zt_geometry_max(&e->geo, e->whole_grad) + (e->gacc[0] ? 2 * shard_max(e) : 0);
     else if (e->Gs)
         for (int u = 0; u < e->layout.n_units; u++)
             n += e->geo.padded[u] / N;
