@@ -1,6 +1,8 @@
 /* config.c - DeepSpeed JSON training config (plus a "zerotrain" section) checked against one key
- * table and resolved ("auto", batch sizes) into zt_train_settings; docs/config.md is generated
- * from the same table. Acts on nothing, never prints: all problems form one error message. */
+ * table and resolved ("auto", batch sizes) into zt_train_settings; the one list of zt_config's
+ * fields (config.h), which says the JSON key that sets each, so a parsed config applies to a
+ * zt_config from it; docs/config.md is generated from both. Acts on nothing, never prints: all
+ * problems form one error message. */
 #include "err.h"
 
 #include <cjson/cJSON.h>
@@ -18,7 +20,9 @@
 #include <strings.h>
 #include <sys/stat.h>
 
+#include "config.h"
 #include "../format/fileio.h"
+#include "../optimizer/adam8bit.h"
 #include "../optimizer/schedule.h"
 
 /* ---- the key table -------------------------------------------------------------------- */
@@ -59,6 +63,8 @@ enum { OT_ADAMW = 0, OT_ADAM, OT_ADAMW8BIT, OT_ADAFACTOR, OT_COUNT };
 
 #define BIG 9007199254740992.0   /* 2^53: integers above it are not exact in JSON numbers */
 #define IMAX 2147483647.0
+/* a row's default is zt_config_init's value of the field the row sets (zt_cfg_fields) */
+#define FIELD_DEF NAN
 
 typedef struct key {
     const char *path;      /* dotted; "fp16.*" = any other key of fp16 */
@@ -120,7 +126,7 @@ static const key keys[] = {
         .doc = "Clip the global gradient L2 norm to this value; 0 = no clipping."},
     [K_STEPS_PER_PRINT] = {"steps_per_print", T_INT, C_APPLIED, A_NO, 0, 10, 1, IMAX,
         .doc = "Optimizer steps between progress reports (printed by the command)."},
-    [K_SEED_TOP] = {"seed", T_SEED, C_APPLIED, A_NO, 0, 42, 0, 0,
+    [K_SEED_TOP] = {"seed", T_SEED, C_APPLIED, A_NO, 0, FIELD_DEF, 0, 0,
         .doc = "Same as zerotrain.seed (accepted here because Hugging Face users write it "
                "here); if both are given they must be equal."},
 
@@ -158,7 +164,7 @@ static const key keys[] = {
     [K_BETAS] = {"optimizer.params.betas", T_BETAS, C_APPLIED, A_DEFAULT, F_HI_OPEN, 0, 0, 1,
         .opt = O_ADAM_ALL,
         .def_doc = "[0.9, 0.999]", .doc = "Decay rates [beta1, beta2] of the two moments."},
-    [K_EPS] = {"optimizer.params.eps", T_EPS, C_APPLIED, A_DEFAULT, 0, 1e-8, 0, INFINITY,
+    [K_EPS] = {"optimizer.params.eps", T_EPS, C_APPLIED, A_DEFAULT, 0, FIELD_DEF, 0, INFINITY,
         .def_doc = "1e-8 (Adafactor: [1e-30, 1e-3])",
         .doc = "AdamW, AdamW8bit: added to the denominator sqrt(v). Adafactor: [eps1, eps2], "
                "eps1 added to the squared gradient, eps2 the least parameter scale."},
@@ -180,26 +186,26 @@ static const key keys[] = {
                "is torch.optim.AdamW's."},
     [K_BIAS_CORR] = {"optimizer.params.bias_correction", T_BOOL, C_APPLIED, A_NO, 0, 1, 0, 0,
         .opt = O_ADAM_ALL, .doc = "Adam bias correction; only true is supported."},
-    [K_MIN8] = {"optimizer.params.min_8bit_size", T_INT, C_APPLIED, A_NO, 0, 4096, 0, BIG,
+    [K_MIN8] = {"optimizer.params.min_8bit_size", T_INT, C_APPLIED, A_NO, 0, FIELD_DEF, 0, BIG,
         .opt = O_8BIT,
         .doc = "Tensors with fewer elements keep fp32 moments (bitsandbytes' rule; the "
                "parameter table decides, not the shard)."},
-    [K_AF_CLIP] = {"optimizer.params.clip_threshold", T_NUM, C_APPLIED, A_NO, 0, 1.0, 0,
+    [K_AF_CLIP] = {"optimizer.params.clip_threshold", T_NUM, C_APPLIED, A_NO, 0, FIELD_DEF, 0,
         INFINITY, .opt = O_AF,
         .doc = "The update is divided by max(1, RMS(update) / clip_threshold); > 0."},
-    [K_AF_DECAY] = {"optimizer.params.decay_rate", T_NUM, C_APPLIED, A_NO, F_HI_OPEN, -0.8,
+    [K_AF_DECAY] = {"optimizer.params.decay_rate", T_NUM, C_APPLIED, A_NO, F_HI_OPEN, FIELD_DEF,
         -INFINITY, 0, .opt = O_AF,
         .doc = "The second moments' decay at step t is 1 - t^decay_rate."},
     [K_AF_BETA1] = {"optimizer.params.beta1", T_NUM, C_APPLIED, A_NO, F_NULL | F_HI_OPEN, 0, 0, 1,
         .opt = O_AF, .def_doc = "null (no first moment)",
         .doc = "Decay of a first moment of the update (4 more bytes per parameter)."},
-    [K_AF_SCALE] = {"optimizer.params.scale_parameter", T_BOOL, C_APPLIED, A_NO, 0, 1, 0, 0,
+    [K_AF_SCALE] = {"optimizer.params.scale_parameter", T_BOOL, C_APPLIED, A_NO, 0, FIELD_DEF, 0, 0,
         .opt = O_AF, .doc = "The step size is multiplied by max(eps2, RMS(parameter))."},
-    [K_AF_REL] = {"optimizer.params.relative_step", T_BOOL, C_APPLIED, A_NO, 0, 1, 0, 0,
+    [K_AF_REL] = {"optimizer.params.relative_step", T_BOOL, C_APPLIED, A_NO, 0, FIELD_DEF, 0, 0,
         .opt = O_AF,
         .doc = "The step size is min(1e-2, 1/sqrt(t)) (Adafactor's own schedule: no lr, no "
                "scheduler); false: lr, which a scheduler may drive."},
-    [K_AF_WARMUP] = {"optimizer.params.warmup_init", T_BOOL, C_APPLIED, A_NO, 0, 0, 0, 0,
+    [K_AF_WARMUP] = {"optimizer.params.warmup_init", T_BOOL, C_APPLIED, A_NO, 0, FIELD_DEF, 0, 0,
         .opt = O_AF,
         .doc = "With relative_step: the step size is min(1e-6 t, 1/sqrt(t))."},
 
@@ -246,7 +252,7 @@ static const key keys[] = {
 
     [K_ZERO] = {"zero_optimization", T_OBJ, C_LATER, A_NO, 0, 0, 0, 0,
         .def_doc = "stage 0", .doc = "ZeRO partitioning and offload."},
-    [K_STAGE] = {"zero_optimization.stage", T_INT, C_APPLIED, A_NO, 0, 0, 0, 3,
+    [K_STAGE] = {"zero_optimization.stage", T_INT, C_APPLIED, A_NO, 0, FIELD_DEF, 0, 3,
         .doc = "0 = off, 1 = optimizer state, 2 = and gradients, 3 = and parameters "
                "partitioned across ranks (all four implemented)."},
     [K_OVERLAP] = {"zero_optimization.overlap_comm", T_BOOL, C_APPLIED, A_NO, 0, 0, 0, 0,
@@ -255,14 +261,14 @@ static const key keys[] = {
                "reduce-scatter a unit while the next unit's backward runs, stages 0-1 do so in "
                "the step's last micro-batch (false: reduce after the backward)."},
     [K_REDUCE_BUCKET] = {"zero_optimization.reduce_bucket_size", T_INT, C_APPLIED, A_DEFAULT, 0,
-        5e8, 0, BIG, .auto_doc = "500000000 (DeepSpeed's default; Hugging Face would use "
+        FIELD_DEF, 0, BIG, .auto_doc = "500000000 (DeepSpeed's default; Hugging Face would use "
                                  "hidden_size^2)",
         .doc = "Elements per collective at most: a larger unit is cut into pieces of a "
                "multiple of 1024 x ranks elements when the engine is built, the same for every "
                "stage (the smaller of this and allgather_bucket_size applies to both; 0 = one "
                "collective per unit)."},
     [K_ALLGATHER_BUCKET] = {"zero_optimization.allgather_bucket_size", T_INT, C_APPLIED,
-        A_DEFAULT, 0, 5e8, 0, BIG, .auto_doc = "500000000 (DeepSpeed's default)",
+        A_DEFAULT, 0, FIELD_DEF, 0, BIG, .auto_doc = "500000000 (DeepSpeed's default)",
         .doc = "Elements per all-gather at most (see reduce_bucket_size: the smaller of the two "
                "applies)."},
     [K_REDUCE_SCATTER] = {"zero_optimization.reduce_scatter", T_BOOL, C_APPLIED, A_NO, 0, 1, 0,
@@ -275,23 +281,24 @@ static const key keys[] = {
         0, 0, .doc = "Always true in zerotrain: gradients live in contiguous per-unit buffers "
                      "(false is accepted with a notice)."},
     [K_PREFETCH_BUCKET] = {"zero_optimization.stage3_prefetch_bucket_size", T_INT, C_APPLIED,
-        A_DEFAULT, 0, 5e7, 0, BIG,
+        A_DEFAULT, 0, FIELD_DEF, 0, BIG,
         .auto_doc = "50000000 (DeepSpeed's default; Hugging Face would use 0.9 x "
                     "hidden_size^2)",
         .doc = "Stage 3: parameter elements gathered ahead of use while the current unit "
                "computes (whole units; 0 = gather each unit when it is needed)."},
     [K_PERSIST] = {"zero_optimization.stage3_param_persistence_threshold", T_INT, C_APPLIED,
-        A_DEFAULT, 0, 1e5, 0, BIG,
+        A_DEFAULT, 0, FIELD_DEF, 0, BIG,
         .auto_doc = "100000 (DeepSpeed's default; Hugging Face would use 10 x hidden_size)",
         .doc = "Stage 3: units (not single tensors, as in DeepSpeed) with fewer elements stay "
                "gathered; their shards are still updated by one rank each."},
     [K_MAX_LIVE] = {"zero_optimization.stage3_max_live_parameters", T_INT, C_APPLIED, A_NO, 0,
-        1e9, 0, BIG, .doc = "Stage 3: most parameter elements gathered at once; prefetching "
+        FIELD_DEF, 0, BIG, .doc = "Stage 3: most parameter elements gathered at once; prefetching "
                             "stops at this cap (the unit in use is always gathered)."},
     [K_MAX_REUSE] = {"zero_optimization.stage3_max_reuse_distance", T_INT, C_LATER, A_NO, 0, 1e9,
         0, BIG, .doc = "Accepted; zerotrain keeps a unit gathered while consecutive uses (or "
                        "prefetched ones) need it, so there is no distance to set."},
-    [K_SUB_GROUP] = {"zero_optimization.sub_group_size", T_INT, C_APPLIED, A_NO, 0, 1e9, 0, BIG,
+    [K_SUB_GROUP] = {"zero_optimization.sub_group_size", T_INT, C_APPLIED, A_NO, 0, FIELD_DEF, 0,
+        BIG,
         .doc = "With offload_optimizer: floats of a shard whose optimizer state is read, "
                "updated and written back together (the working buffers hold one such "
                "sub-group); rounded down to a multiple of 1024 (whole 8-bit blocks). Adafactor "
@@ -312,7 +319,8 @@ static const key keys[] = {
                            "a device and none needs page-locking; the NVMe staging buffers are "
                            "registered (locked) with io_uring whenever RLIMIT_MEMLOCK allows."},
     [K_OFFOPT_BUFCOUNT] = {"zero_optimization.offload_optimizer.buffer_count", T_INT, C_APPLIED,
-        A_NO, 0, 4, 0, IMAX, .doc = "Units of optimizer state in flight during the step (read ahead, update, "
+        A_NO, 0, FIELD_DEF, 0, IMAX,
+        .doc = "Units of optimizer state in flight during the step (read ahead, update, "
                "write back); at least 3 are used."},
     [K_OFFOPT_FASTINIT] = {"zero_optimization.offload_optimizer.fast_init", T_BOOL, C_LATER,
         A_NO, 0, 0, 0, 0, .doc = "Accepted; the swap file's space is reserved at once "
@@ -329,7 +337,7 @@ static const key keys[] = {
     [K_OFFPAR_PIN] = {"zero_optimization.offload_param.pin_memory", T_BOOL, C_LATER, A_NO, 0, 0,
         0, 0, .doc = "Accepted; as offload_optimizer.pin_memory (nothing to copy to a device)."},
     [K_OFFPAR_BUFCOUNT] = {"zero_optimization.offload_param.buffer_count", T_INT, C_APPLIED, A_NO,
-        0, 5, 0, IMAX, .doc = "Parameter shards cached in RAM (read ahead along the unit "
+        0, FIELD_DEF, 0, IMAX, .doc = "Parameter shards cached in RAM (read ahead along the unit "
                                "order; at least 3 are used)."},
     [K_OFFPAR_BUFSIZE] = {"zero_optimization.offload_param.buffer_size", T_INT, C_APPLIED, A_NO,
         0, 1e8, 0, BIG, .def_doc = "the largest unit shard",
@@ -373,19 +381,19 @@ static const key keys[] = {
 
     [K_AIO] = {"aio", T_OBJ, C_APPLIED, A_NO, 0, 0, 0, 0, .def_doc = "the defaults below",
         .doc = "Asynchronous NVMe I/O (used by nvme offload)."},
-    [K_AIO_BLOCK] = {"aio.block_size", T_INT, C_APPLIED, A_NO, 0, 1048576, 1, IMAX,
+    [K_AIO_BLOCK] = {"aio.block_size", T_INT, C_APPLIED, A_NO, 0, FIELD_DEF, 1, IMAX,
         .doc = "Bytes per I/O request."},
-    [K_AIO_QDEPTH] = {"aio.queue_depth", T_INT, C_APPLIED, A_NO, 0, 8, 1, IMAX,
+    [K_AIO_QDEPTH] = {"aio.queue_depth", T_INT, C_APPLIED, A_NO, 0, FIELD_DEF, 1, IMAX,
         .doc = "I/O requests in flight."},
-    [K_AIO_INTRA] = {"aio.intra_op_parallelism", T_INT, C_APPLIED, A_NO, 0, 1, 1, 16,
+    [K_AIO_INTRA] = {"aio.intra_op_parallelism", T_INT, C_APPLIED, A_NO, 0, FIELD_DEF, 1, 16,
         .doc = "I/O threads per swap file: 1 = the engine's thread drives one io_uring ring "
                "(io_uring needs no threads to keep queue_depth requests in flight); n > 1 = n "
                "threads with a ring each, sharing the queue depth."},
-    [K_AIO_THREADS] = {"aio.thread_count", T_INT, C_APPLIED, A_NO, 0, 1, 1, 16,
+    [K_AIO_THREADS] = {"aio.thread_count", T_INT, C_APPLIED, A_NO, 0, FIELD_DEF, 1, 16,
         .doc = "Older name of intra_op_parallelism; if both are given they must be equal."},
-    [K_AIO_SINGLE] = {"aio.single_submit", T_BOOL, C_APPLIED, A_NO, 0, 0, 0, 0,
+    [K_AIO_SINGLE] = {"aio.single_submit", T_BOOL, C_APPLIED, A_NO, 0, FIELD_DEF, 0, 0,
         .doc = "Submit each request to the ring on its own instead of in batches."},
-    [K_AIO_OVERLAP] = {"aio.overlap_events", T_BOOL, C_APPLIED, A_NO, 0, 1, 0, 0,
+    [K_AIO_OVERLAP] = {"aio.overlap_events", T_BOOL, C_APPLIED, A_NO, 0, FIELD_DEF, 0, 0,
         .doc = "Start new requests while others are in flight; false: in waves, the next "
                "when the last one completed."},
 
@@ -409,16 +417,16 @@ static const key keys[] = {
         .def_doc = "biases and LayerNorm weights",
         .doc = "Parameter-name substrings exempt from weight decay; [] = decay every "
                "parameter."},
-    [K_ZT_THREADS] = {"zerotrain.threads", T_INT, C_APPLIED, A_NO, 0, 0, 0, IMAX,
+    [K_ZT_THREADS] = {"zerotrain.threads", T_INT, C_APPLIED, A_NO, 0, FIELD_DEF, 0, IMAX,
         .doc = "Worker threads; 0 = all cores."},
-    [K_ZT_SEED] = {"zerotrain.seed", T_SEED, C_APPLIED, A_NO, 0, 42, 0, 0,
+    [K_ZT_SEED] = {"zerotrain.seed", T_SEED, C_APPLIED, A_NO, 0, FIELD_DEF, 0, 0,
         .doc = "Random seed (initialisation, dropout); an integer, or a decimal string for "
                "values above 2^53."},
-    [K_ZT_COLL_TIMEOUT] = {"zerotrain.collective_timeout", T_NUM, C_APPLIED, A_NO, 0, 300, 0,
+    [K_ZT_COLL_TIMEOUT] = {"zerotrain.collective_timeout", T_NUM, C_APPLIED, A_NO, 0, FIELD_DEF, 0,
         INFINITY, .doc = "Seconds a collective may take before the rank logs rank, sequence "
                          "number and operation and calls the hang handler (default MPI_Abort); "
                          "0 = no watchdog."},
-    [K_ZT_CHECK_COLL] = {"zerotrain.check_collectives", T_BOOL, C_APPLIED, A_NO, 0, 0, 0, 0,
+    [K_ZT_CHECK_COLL] = {"zerotrain.check_collectives", T_BOOL, C_APPLIED, A_NO, 0, FIELD_DEF, 0, 0,
         .doc = "Before each collective, compare (sequence, operation, count) across ranks and "
                "stop at the first mismatch naming both sides (debugging; costs one small "
                "all-gather per collective)."},
@@ -616,6 +624,204 @@ static const key keys[] = {
 };
 
 #define NKEYS ((int)(sizeof keys / sizeof keys[0]))
+
+/* ---- the fields of zt_config ---------------------------------------------------------- */
+
+/* A parsed config: the resolved settings, the schedule and the pattern arrays zt_config
+ * borrows (zt_train_config_apply). */
+struct zt_train_config {
+    zt_train_settings s;
+    zt_sched_params sp;
+    char **no_decay;      /* n_no_decay strings, in the same allocation */
+    char **fp32_state;    /* n_fp32_state strings, likewise */
+};
+
+static const char *const optimizers[] = {"adamw", "adamw8bit", "adafactor", NULL};
+static const char *const devices[] = {"none", "cpu", "nvme", NULL};
+/* ZT_RECOMPUTE_*, named as zerotrain.recompute names them ("every-k" takes recompute_k) */
+static const char *const recomputes[] = {"none", "full", "selective", "every-k", "auto", NULL};
+
+#define CFG_SIZE(f) sizeof(((zt_config *)0)->f)
+/* where field f's resolved value is (settings member m, of f's size: checked when compiled) */
+#define FROM(f, m) (offsetof(struct zt_train_config, s.m) + \
+                    0 * sizeof(char[CFG_SIZE(f) == sizeof(((zt_train_settings *)0)->m) ? 1 : -1]))
+#define FIELD(f, t) .name = #f, .type = t, .off = offsetof(zt_config, f), .size = CFG_SIZE(f)
+/* set by JSON rows k (and k2), resolved into zt_train_settings.m */
+#define JSON(k, k2, m, f) .key = k, .key2 = k2, .from = FROM(f, m)
+/* no JSON key sets it */
+#define OWN .key = -1, .key2 = -1, .from = ZT_CF_NO_SETTING
+
+/* Every field of zt_config (include/zerotrain.h), in the struct's order: zt_config_init,
+ * zt_config_set / zt_config_get / zt_config_key / zt_config_describe (cfgset.c),
+ * zt_train_config_apply and the zt_config column and table of docs/config.md all come from
+ * here. A JSON row whose default is FIELD_DEF takes the field's. */
+const zt_cfg_field zt_cfg_fields[] = {
+    {FIELD(model_dir, ZT_CF_STR), .flags = ZT_CF_LOCAL, OWN,
+     .doc = "A Hugging Face model folder (config.json plus model.safetensors or "
+            "model.safetensors.index.json); one of model_dir, model_preset, model_config, or "
+            "none for a model of your own (`zerotrain train --model`)."},
+    {FIELD(model_preset, ZT_CF_STR), .flags = ZT_CF_LOCAL, OWN,
+     .doc = "A built-in model by name (\"bert-tiny\" ... \"bert-large\", \"t5-small\", ...), "
+            "weights initialised from the seed."},
+    {FIELD(model_config, ZT_CF_STR), .flags = ZT_CF_LOCAL, OWN,
+     .doc = "A Hugging Face config.json alone: that architecture, weights initialised from the "
+            "seed (from_config)."},
+    {FIELD(vocab_size, ZT_CF_INT), OWN,
+     .doc = "Presets only: the vocabulary size (0 = the preset's; `zerotrain train` takes the "
+            "tokenizer's)."},
+    {FIELD(seed, ZT_CF_U64), .def = 42, JSON(K_ZT_SEED, K_SEED_TOP, seed, seed)},
+    {FIELD(threads, ZT_CF_INT), .flags = ZT_CF_LOCAL, JSON(K_ZT_THREADS, -1, threads, threads)},
+    {FIELD(dropout, ZT_CF_INT), .def = 1, OWN,
+     .doc = "1 = the model's dropout probabilities, 0 = no dropout."},
+    {FIELD(lr, ZT_CF_FLOAT), .flags = ZT_CF_NONE_IS_0, .def = 1e-4, JSON(K_LR, -1, lr, lr),
+     .doc = "AdamW's 1e-4 here (1e-3 in a config file without the key); 0 = no lr."},
+    {FIELD(beta1, ZT_CF_FLOAT), .def = 0.9, JSON(K_BETAS, -1, beta1, beta1)},
+    {FIELD(beta2, ZT_CF_FLOAT), .def = 0.999, JSON(K_BETAS, -1, beta2, beta2)},
+    {FIELD(eps, ZT_CF_FLOAT), .def = 1e-8, JSON(K_EPS, -1, eps, eps)},
+    {FIELD(weight_decay, ZT_CF_FLOAT), .def = 0.01, JSON(K_WD, -1, weight_decay, weight_decay),
+     .doc = "torch's AdamW default here (see the key for a config file's)."},
+    {FIELD(grad_clip, ZT_CF_FLOAT), JSON(K_CLIP, -1, grad_clip, grad_clip)},
+    {FIELD(decay_all, ZT_CF_INT), OWN,
+     .doc = "1 = weight decay on every parameter, 0 = not on biases and LayerNorm weights (the "
+            "BERT recipe), unless no_decay says otherwise."},
+    {FIELD(no_decay, ZT_CF_PATTERNS), .key = K_ZT_NO_DECAY, .key2 = -1,
+     .from = offsetof(struct zt_train_config, no_decay),
+     .doc = "n_no_decay parameter-name substrings exempt from weight decay (borrowed)."},
+    {FIELD(n_no_decay, ZT_CF_INT), .def = -1, JSON(K_ZT_NO_DECAY, -1, n_no_decay, n_no_decay),
+     .doc = "-1 = the default rule (decay_all), else the number of no_decay patterns."},
+    {FIELD(zero_stage, ZT_CF_INT), JSON(K_STAGE, -1, zero_stage, zero_stage)},
+    {FIELD(bucket_size, ZT_CF_SIZE), .def = 5e8,
+     JSON(K_REDUCE_BUCKET, K_ALLGATHER_BUCKET, bucket_size, bucket_size)},
+    {FIELD(overlap_comm, ZT_CF_INT), .def = -1, JSON(K_OVERLAP, -1, overlap_comm, overlap_comm),
+     .doc = "1 on, 0 off, -1 the default (on)."},
+    {FIELD(grad_accum_steps, ZT_CF_INT), JSON(K_GAS, -1, grad_accum_steps, grad_accum_steps)},
+    {FIELD(prefetch_size, ZT_CF_SIZE), .def = 5e7,
+     JSON(K_PREFETCH_BUCKET, -1, prefetch_size, prefetch_size)},
+    {FIELD(max_live, ZT_CF_SIZE), .def = 1e9, JSON(K_MAX_LIVE, -1, max_live, max_live)},
+    {FIELD(persist_threshold, ZT_CF_SIZE), .def = 1e5,
+     JSON(K_PERSIST, -1, persist_threshold, persist_threshold)},
+    {FIELD(progress, ZT_CF_INT), .def = ZT_PROGRESS_POLL,
+     JSON(K_ZT_PROGRESS, -1, comm_progress, progress),
+     .doc = "ZT_PROGRESS_POLL 0 (\"poll\"), ZT_PROGRESS_THREAD 1 (\"thread\")."},
+    {FIELD(collective_timeout, ZT_CF_DOUBLE), .def = 300,
+     JSON(K_ZT_COLL_TIMEOUT, -1, collective_timeout, collective_timeout)},
+    {FIELD(check_collectives, ZT_CF_INT),
+     JSON(K_ZT_CHECK_COLL, -1, check_collectives, check_collectives)},
+    {FIELD(offload_optimizer, ZT_CF_ENUM), .names = devices,
+     JSON(K_OFFOPT_DEVICE, -1, offload_optimizer, offload_optimizer)},
+    /* (the settings hold the folder; the field points to it) */
+    {FIELD(nvme_path, ZT_CF_STR), .flags = ZT_CF_LOCAL, .key = K_OFFOPT_NVME,
+     .key2 = K_OFFPAR_NVME, .from = offsetof(struct zt_train_config, s.nvme_path)},
+    {FIELD(aio_block_size, ZT_CF_SIZE), .def = 1 << 20,
+     JSON(K_AIO_BLOCK, -1, aio_block_size, aio_block_size)},
+    {FIELD(aio_queue_depth, ZT_CF_INT), .def = 8,
+     JSON(K_AIO_QDEPTH, -1, aio_queue_depth, aio_queue_depth)},
+    {FIELD(aio_threads, ZT_CF_INT), .def = 1,
+     JSON(K_AIO_INTRA, K_AIO_THREADS, aio_threads, aio_threads)},
+    {FIELD(aio_single_submit, ZT_CF_INT),
+     JSON(K_AIO_SINGLE, -1, aio_single_submit, aio_single_submit)},
+    {FIELD(aio_overlap_events, ZT_CF_INT), .def = 1,
+     JSON(K_AIO_OVERLAP, -1, aio_overlap_events, aio_overlap_events)},
+    {FIELD(offload_buffers, ZT_CF_INT), .def = 4,
+     JSON(K_OFFOPT_BUFCOUNT, -1, offload_buffers, offload_buffers)},
+    {FIELD(sub_group_size, ZT_CF_SIZE), .def = 1e9,
+     JSON(K_SUB_GROUP, -1, sub_group_size, sub_group_size)},
+    {FIELD(offload_param, ZT_CF_ENUM), .names = devices,
+     JSON(K_OFFPAR_DEVICE, -1, offload_param, offload_param)},
+    {FIELD(offload_param_buffers, ZT_CF_INT), .def = 5,
+     JSON(K_OFFPAR_BUFCOUNT, -1, offload_param_buffers, offload_param_buffers)},
+    {FIELD(offload_param_buffer_size, ZT_CF_SIZE),
+     JSON(K_OFFPAR_BUFSIZE, -1, offload_param_buffer_size, offload_param_buffer_size)},
+    {FIELD(offload_param_max_in_cpu, ZT_CF_SIZE),
+     JSON(K_OFFPAR_MAXCPU, -1, offload_param_max_in_cpu, offload_param_max_in_cpu)},
+    {FIELD(offload_gradients, ZT_CF_INT),
+     JSON(K_ZT_OFFGRAD, -1, offload_gradients, offload_gradients),
+     .doc = "0 automatic, 1 yes (true), -1 keep them in RAM (false)."},
+    {FIELD(recompute, ZT_CF_ENUM), .names = recomputes,
+     JSON(K_ZT_RECOMPUTE, -1, recompute, recompute)},
+    {FIELD(recompute_k, ZT_CF_INT), JSON(K_ZT_RECOMPUTE, -1, recompute_k, recompute_k),
+     .doc = "K of \"every-k:K\"."},
+    {FIELD(number_checkpoints, ZT_CF_INT),
+     JSON(K_AC_NUMBER, -1, number_checkpoints, number_checkpoints)},
+    {FIELD(offload_checkpoints, ZT_CF_INT),
+     JSON(K_AC_CPU, -1, offload_checkpoints, offload_checkpoints)},
+    {FIELD(recompute_profile, ZT_CF_INT),
+     JSON(K_AC_PROFILE, -1, recompute_profile, recompute_profile)},
+    {FIELD(direct_io, ZT_CF_INT), JSON(K_ZT_DIRECT, -1, direct_io, direct_io),
+     .doc = "0 probe (\"auto\"), 1 \"required\", -1 buffered (\"off\")."},
+    {FIELD(memory_limit, ZT_CF_SIZE), JSON(K_ZT_MEMLIMIT, -1, memory_limit, memory_limit),
+     .doc = "Bytes; 0 = no plan."},
+    {FIELD(plan_micro_batch, ZT_CF_INT),
+     JSON(K_MICRO_BATCH, -1, micro_batch_size, plan_micro_batch),
+     .doc = "The micro batch the memory planner counts activations for."},
+    {FIELD(plan_seq_len, ZT_CF_INT), OWN,
+     .doc = "The sequence length the memory planner (memory_limit, recompute \"auto\") counts "
+            "activations for (`zerotrain train` takes the data's)."},
+    {FIELD(optimizer, ZT_CF_ENUM), .names = optimizers,
+     JSON(K_OPT_TYPE, -1, optimizer, optimizer)},
+    {FIELD(min_8bit_size, ZT_CF_SIZE), .def = ZT_MIN_8BIT_SIZE,
+     JSON(K_MIN8, -1, min_8bit_size, min_8bit_size)},
+    {FIELD(fp32_state, ZT_CF_PATTERNS), .key = K_ZT_FP32_STATE, .key2 = -1,
+     .from = offsetof(struct zt_train_config, fp32_state),
+     .doc = "n_fp32_state parameter-name substrings whose AdamW8bit moments stay fp32 "
+            "(borrowed)."},
+    {FIELD(n_fp32_state, ZT_CF_INT), .def = -1,
+     JSON(K_ZT_FP32_STATE, -1, n_fp32_state, n_fp32_state),
+     .doc = "-1 = the model's embedding tables, else the number of fp32_state patterns."},
+    /* transformers' Adafactor defaults */
+    {FIELD(adafactor_eps1, ZT_CF_FLOAT), .def = 1e-30,
+     JSON(K_EPS, -1, adafactor_eps1, adafactor_eps1), .doc = "Adafactor's eps[0]."},
+    {FIELD(adafactor_eps2, ZT_CF_FLOAT), .def = 1e-3,
+     JSON(K_EPS, -1, adafactor_eps2, adafactor_eps2), .doc = "Adafactor's eps[1]."},
+    {FIELD(clip_threshold, ZT_CF_FLOAT), .def = 1.0,
+     JSON(K_AF_CLIP, -1, clip_threshold, clip_threshold)},
+    {FIELD(decay_rate, ZT_CF_FLOAT), .def = -0.8, JSON(K_AF_DECAY, -1, decay_rate, decay_rate)},
+    {FIELD(adafactor_beta1, ZT_CF_FLOAT), .def = -1.0,
+     JSON(K_AF_BETA1, -1, adafactor_beta1, adafactor_beta1), .doc = "< 0: no first moment."},
+    {FIELD(relative_step, ZT_CF_INT), .def = 1,
+     JSON(K_AF_REL, -1, relative_step, relative_step)},
+    {FIELD(scale_parameter, ZT_CF_INT), .def = 1,
+     JSON(K_AF_SCALE, -1, scale_parameter, scale_parameter)},
+    {FIELD(warmup_init, ZT_CF_INT), JSON(K_AF_WARMUP, -1, warmup_init, warmup_init)},
+    {FIELD(skip_nonfinite, ZT_CF_INT),
+     JSON(K_ZT_SKIP_NONFINITE, -1, skip_nonfinite, skip_nonfinite),
+     .doc = "The divergence guard: 0 here, 1 in a config file without the key."},
+};
+const int zt_cfg_n_fields = (int)(sizeof zt_cfg_fields / sizeof zt_cfg_fields[0]);
+
+#undef OWN
+#undef JSON
+#undef FIELD
+#undef FROM
+#undef CFG_SIZE
+
+const zt_cfg_field *zt_cfg_field_find(const char *name)
+{
+    for (int i = 0; i < zt_cfg_n_fields; i++)
+        if (strcmp(zt_cfg_fields[i].name, name) == 0)
+            return &zt_cfg_fields[i];
+    return NULL;
+}
+
+/* zt_config_init's value of field name (a name of the list above) */
+static double field_def(const char *name)
+{
+    const zt_cfg_field *f = zt_cfg_field_find(name);
+    assert(f);
+    return f->def;
+}
+
+/* Row k's default: its own, or (FIELD_DEF) that of the first field it sets. */
+static double key_def(int k)
+{
+    if (!isnan(keys[k].def))
+        return keys[k].def;
+    for (int i = 0; i < zt_cfg_n_fields; i++)
+        if (zt_cfg_fields[i].key == k || zt_cfg_fields[i].key2 == k)
+            return zt_cfg_fields[i].def;
+    assert(!"a FIELD_DEF row sets no field");
+    return 0.0;
+}
 
 /* ---- small helpers -------------------------------------------------------------------- */
 
@@ -1311,7 +1517,7 @@ static void walk(ctx *x, const cJSON *obj, const char *prefix)
 #define AUTO(k) (x->v[k].given && x->v[k].is_auto && !x->v[k].bad)
 #define BAD(k) (x->v[k].bad)
 #define NUM(k) (x->v[k].num)
-#define NUM_OR_DEF(k) (GIVEN(k) ? NUM(k) : keys[k].def)
+#define NUM_OR_DEF(k) (GIVEN(k) ? NUM(k) : key_def(k))
 
 typedef struct resolved {
     zt_train_settings s;
@@ -1412,7 +1618,7 @@ static double resolve_num(ctx *x, int k, double auto_value, const char *why)
              fmt_num(auto_value, a, sizeof a), why);
         return auto_value;
     }
-    return keys[k].def;
+    return key_def(k);
 }
 
 /* optimizer.params keys the chosen type does not take: one problem each, naming the ones
@@ -1446,18 +1652,19 @@ static void resolve_optimizer(ctx *x, zt_train_settings *s, double *lr)
     s->grad_clip = (float)resolve_num(x, K_CLIP, 1.0, "Hugging Face's max_grad_norm default");
     s->min_8bit_size = (size_t)NUM_OR_DEF(K_MIN8);
     /* Adafactor: transformers' defaults and rules */
-    s->adafactor_eps1 = 1e-30f;
-    s->adafactor_eps2 = 1e-3f;
+    s->adafactor_eps1 = (float)field_def("adafactor_eps1");
+    s->adafactor_eps2 = (float)field_def("adafactor_eps2");
     s->clip_threshold = (float)NUM_OR_DEF(K_AF_CLIP);
     s->decay_rate = (float)NUM_OR_DEF(K_AF_DECAY);
-    s->adafactor_beta1 = GIVEN(K_AF_BETA1) ? (float)NUM(K_AF_BETA1) : -1.0f;
+    s->adafactor_beta1 =
+        (float)(GIVEN(K_AF_BETA1) ? NUM(K_AF_BETA1) : field_def("adafactor_beta1"));
     s->scale_parameter = (int)NUM_OR_DEF(K_AF_SCALE);
     s->relative_step = (int)NUM_OR_DEF(K_AF_REL);
     s->warmup_init = (int)NUM_OR_DEF(K_AF_WARMUP);
     if (af) { /* (betas and eps keep AdamW's defaults: Adafactor does not read them) */
-        s->beta1 = 0.9f;
-        s->beta2 = 0.999f;
-        s->eps = 1e-8f;
+        s->beta1 = (float)field_def("beta1");
+        s->beta2 = (float)field_def("beta2");
+        s->eps = (float)field_def("eps");
         if (GIVEN(K_EPS) && !x->v[K_EPS].is_pair)
             problem(x, ZT_E_CONFIG, K_EPS, keys[K_EPS].path, "Adafactor takes [eps1, eps2] "
                     "(Hugging Face's default [1e-30, 1e-3]), not one number");
@@ -1506,8 +1713,8 @@ static void resolve_optimizer(ctx *x, zt_train_settings *s, double *lr)
         s->beta1 = (float)x->v[K_BETAS].pair[0];
         s->beta2 = (float)x->v[K_BETAS].pair[1];
     } else {
-        s->beta1 = 0.9f;
-        s->beta2 = 0.999f;
+        s->beta1 = (float)field_def("beta1");
+        s->beta2 = (float)field_def("beta2");
         if (AUTO(K_BETAS))
             note(x, ZT_LOG_INFO, keys[K_BETAS].path, "\"auto\" -> [0.9, 0.999] (the Hugging "
                  "Face Trainer's adam_beta1 and adam_beta2 defaults)");
@@ -1518,7 +1725,7 @@ static void resolve_optimizer(ctx *x, zt_train_settings *s, double *lr)
         problem(x, ZT_E_CONFIG, K_EPS, keys[K_EPS].path, "[eps1, eps2] is Adafactor's; %s "
                 "takes one number", tname);
     }
-    s->eps = (float)resolve_num(x, K_EPS, keys[K_EPS].def, "the Hugging Face Trainer's "
+    s->eps = (float)resolve_num(x, K_EPS, key_def(K_EPS), "the Hugging Face Trainer's "
                                 "adam_epsilon default");
     /* absent: the default of the class DeepSpeed (or bitsandbytes) builds; "auto": what the
      * HF Trainer fills in */
@@ -1566,7 +1773,7 @@ static void resolve_scheduler(ctx *x, int64_t total_steps, double lr, zt_train_s
                 "on it too): remove it; %s takes %s", tname, tname, list);
     }
     s->scheduler = sp->type = t;
-    sp->warmup_num_steps = GIVEN(K_WNUM) ? (int64_t)NUM(K_WNUM) : (int64_t)keys[K_WNUM].def;
+    sp->warmup_num_steps = GIVEN(K_WNUM) ? (int64_t)NUM(K_WNUM) : (int64_t)key_def(K_WNUM);
     if (sp->warmup_num_steps < 2 && GIVEN(K_WNUM))
         note(x, ZT_LOG_WARN, keys[K_WNUM].path, "%lld acts as 2 (DeepSpeed warms up over at "
              "least 2 steps): set 2, or remove the warmup with a constant lr",
@@ -1589,9 +1796,9 @@ static void resolve_scheduler(ctx *x, int64_t total_steps, double lr, zt_train_s
                      "\"auto\") to choose", fmt_num(lr, a, sizeof a));
         }
     } else {
-        sp->warmup_min_ratio = GIVEN(K_WMIN_RATIO) ? NUM(K_WMIN_RATIO) : keys[K_WMIN_RATIO].def;
+        sp->warmup_min_ratio = GIVEN(K_WMIN_RATIO) ? NUM(K_WMIN_RATIO) : key_def(K_WMIN_RATIO);
         sp->cos_min_ratio = GIVEN(K_COS_MIN_RATIO) ? NUM(K_COS_MIN_RATIO)
-                                                   : keys[K_COS_MIN_RATIO].def;
+                                                   : key_def(K_COS_MIN_RATIO);
     }
     if (t != ZT_SCHED_WARMUP_LR) {
         const char *tp = keys[K_TOTAL].path;
@@ -1655,7 +1862,7 @@ static zt_offload_device resolve_offload(ctx *x, int sect, int dev, int nvme, in
 
 static void resolve_zero(ctx *x, zt_train_settings *s)
 {
-    s->zero_stage = GIVEN(K_STAGE) ? (int)NUM(K_STAGE) : 0;
+    s->zero_stage = (int)NUM_OR_DEF(K_STAGE);
     s->overlap_comm = GIVEN(K_OVERLAP) ? (int)NUM(K_OVERLAP) : -1;
     {
         double rb = NUM_OR_DEF(K_REDUCE_BUCKET), ab = NUM_OR_DEF(K_ALLGATHER_BUCKET);
@@ -1728,14 +1935,14 @@ static void resolve(ctx *x, int world, int64_t total_steps, resolved *r)
     resolve_batch(x, world, s);
     resolve_optimizer(x, s, &lr);
     s->steps_per_print = GIVEN(K_STEPS_PER_PRINT) ? (int)NUM(K_STEPS_PER_PRINT)
-                                                  : (int)keys[K_STEPS_PER_PRINT].def;
+                                                  : (int)key_def(K_STEPS_PER_PRINT);
     resolve_scheduler(x, total_steps, lr, s, &r->sp);
     resolve_zero(x, s);
     resolve_precision(x, K_FP16_ON, "fp16");
     resolve_precision(x, K_BF16_ON, "bf16");
     resolve_precision(x, K_BFLOAT16_ON, "bf16");
 
-    s->seed = (uint64_t)keys[K_ZT_SEED].def;
+    s->seed = (uint64_t)key_def(K_ZT_SEED);
     if (GIVEN(K_ZT_SEED) && GIVEN(K_SEED_TOP) && x->v[K_ZT_SEED].u64 != x->v[K_SEED_TOP].u64)
         problem(x, ZT_E_CONFIG, K_SEED_TOP, keys[K_SEED_TOP].path, "%llu differs from "
                 "zerotrain.seed %llu: keep one", (unsigned long long)x->v[K_SEED_TOP].u64,
@@ -1744,7 +1951,7 @@ static void resolve(ctx *x, int world, int64_t total_steps, resolved *r)
         s->seed = x->v[GIVEN(K_ZT_SEED) ? K_ZT_SEED : K_SEED_TOP].u64;
         s->seed_given = 1;
     }
-    s->threads = GIVEN(K_ZT_THREADS) ? (int)NUM(K_ZT_THREADS) : 0;
+    s->threads = (int)NUM_OR_DEF(K_ZT_THREADS);
     if (GIVEN(K_CONTIG_GRADS) && !NUM(K_CONTIG_GRADS))
         note(x, ZT_LOG_WARN, keys[K_CONTIG_GRADS].path, "false has no effect: gradients always "
              "live in zerotrain's contiguous per-unit buffers");
@@ -1755,8 +1962,8 @@ static void resolve(ctx *x, int world, int64_t total_steps, resolved *r)
         note(x, ZT_LOG_WARN, keys[K_ALLGATHER_PART].path, "false has no effect: zerotrain always "
              "all-gathers updated parameters");
     s->collective_timeout = GIVEN(K_ZT_COLL_TIMEOUT) ? NUM(K_ZT_COLL_TIMEOUT)
-                                                     : keys[K_ZT_COLL_TIMEOUT].def;
-    s->check_collectives = GIVEN(K_ZT_CHECK_COLL) ? (int)NUM(K_ZT_CHECK_COLL) : 0;
+                                                     : key_def(K_ZT_COLL_TIMEOUT);
+    s->check_collectives = (int)NUM_OR_DEF(K_ZT_CHECK_COLL);
     s->comm_progress = GIVEN(K_ZT_PROGRESS) ? (int)NUM(K_ZT_PROGRESS) : 0;
     s->recompute = ZT_RECOMPUTE_NONE;
     if (GIVEN(K_ZT_RECOMPUTE)) {
@@ -1810,9 +2017,9 @@ static void resolve(ctx *x, int world, int64_t total_steps, resolved *r)
     r->no_decay = GIVEN(K_ZT_NO_DECAY) ? x->v[K_ZT_NO_DECAY].node : NULL;
     s->n_no_decay = r->no_decay ? cJSON_GetArraySize(r->no_decay) : -1;
     s->skip_nonfinite = GIVEN(K_ZT_SKIP_NONFINITE) ? (int)NUM(K_ZT_SKIP_NONFINITE)
-                                                   : (int)keys[K_ZT_SKIP_NONFINITE].def;
+                                                   : (int)key_def(K_ZT_SKIP_NONFINITE);
     s->max_skipped_steps = GIVEN(K_ZT_MAX_SKIPPED) ? (int)NUM(K_ZT_MAX_SKIPPED)
-                                                   : (int)keys[K_ZT_MAX_SKIPPED].def;
+                                                   : (int)key_def(K_ZT_MAX_SKIPPED);
     r->fp32_state = GIVEN(K_ZT_FP32_STATE) ? x->v[K_ZT_FP32_STATE].node : NULL;
     s->n_fp32_state = r->fp32_state ? cJSON_GetArraySize(r->fp32_state) : -1;
     if (r->fp32_state && s->optimizer != ZT_OPT_ADAMW8BIT)
@@ -1821,13 +2028,6 @@ static void resolve(ctx *x, int world, int64_t total_steps, resolved *r)
 }
 
 /* ---- the public API ------------------------------------------------------------------- */
-
-struct zt_train_config {
-    zt_train_settings s;
-    zt_sched_params sp;
-    char **no_decay;      /* n_no_decay strings, in the same allocation */
-    char **fp32_state;    /* n_fp32_state strings, likewise */
-};
 
 static void emit_notes(const char *notes)
 {
@@ -1981,6 +2181,28 @@ double zt_train_config_lr(const zt_train_config *c, int64_t step)
     return c ? zt_sched_lr(&c->sp, step) : 0.0;
 }
 
+/* Each field of the list that a JSON key sets, from its resolved value (the folder and the
+ * pattern arrays borrowed from c). */
+int zt_train_config_apply(const zt_train_config *c, zt_config *cfg)
+{
+    if (!c || !cfg)
+        return zt_fail(ZT_E_INVAL, "zt_train_config_apply: c and cfg must not be NULL");
+    for (int i = 0; i < zt_cfg_n_fields; i++) {
+        const zt_cfg_field *f = &zt_cfg_fields[i];
+        const char *src = (const char *)c + f->from;
+        char *dst = (char *)cfg + f->off;
+        if (f->from == ZT_CF_NO_SETTING)
+            continue;
+        if (f->type == ZT_CF_STR) /* nvme_path: the settings hold the folder */
+            *(const char **)dst = src;
+        else if (f->type == ZT_CF_PATTERNS)
+            *(const char *const **)dst = (const char *const *)*(char **const *)src;
+        else
+            memcpy(dst, src, f->size);
+    }
+    return 0;
+}
+
 /* ---- the reference (docs/config.md) --------------------------------------------------- */
 
 static char ref[96 * 1024];
@@ -2017,11 +2239,12 @@ static const char *doc_type(const key *r)
 
 static const char *doc_default(const key *r, char *buf, size_t size)
 {
+    double def = key_def((int)(r - keys));
     if (r->def_doc)
         return r->def_doc;
     switch (r->type) {
-    case T_BOOL: return r->def ? "true" : "false";
-    case T_INT: case T_NUM: case T_SEED: return fmt_num(r->def, buf, size);
+    case T_BOOL: return def ? "true" : "false";
+    case T_INT: case T_NUM: case T_SEED: return fmt_num(def, buf, size);
     default: return "";
     }
 }
@@ -2066,6 +2289,18 @@ static const char *doc_auto(const key *r, char *buf, size_t size)
     }
 }
 
+/* The zt_config fields row k sets: "`a`, `b`", or "" */
+static const char *doc_fields(int k, char *buf, size_t size)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < zt_cfg_n_fields; i++)
+        if (zt_cfg_fields[i].key == k || zt_cfg_fields[i].key2 == k)
+            len += (size_t)snprintf(buf + len, len < size ? size - len : 0, "%s`%s`",
+                                    len ? ", " : "", zt_cfg_fields[i].name);
+    return buf;
+}
+
 static const char *group_of(const char *path, char *buf, size_t size)
 {
     size_t len = strcspn(path, ".");
@@ -2078,12 +2313,58 @@ static const char *group_of(const char *path, char *buf, size_t size)
     return buf;
 }
 
+/* The table of every zt_config field: what a library user sets by name. */
+static void reference_fields(void)
+{
+    static const char *const ctype[] = {"int", "size_t", "uint64_t", "float", "double",
+                                        "const char *", "int (by name)",
+                                        "const char *const *"};
+    char d1[200], d2[200];
+    put("\n## zt_config fields\n\n"
+        "Every field of `zt_config` (include/zerotrain.h) by the name `zt_config_set`, "
+        "`zt_config_get` and `zt_config_key` use, with `zt_config_init`'s default. "
+        "`zt_train_config_apply` sets each field from the JSON key in the fourth column (of a "
+        "parsed config); the fields without one are set by the program (`zerotrain train`: "
+        "from its options and the data). Where the two defaults differ, the library's is "
+        "the one of this table (lr, weight_decay, skip_nonfinite, ...), the config file's "
+        "the one of its key above. Integers are set in decimal, enumerations by the name of "
+        "their value, strings are borrowed like the struct's own; the pattern arrays are set "
+        "in C or from the JSON config only (zt_config_set refuses them).\n\n"
+        "| Field | C type | Default | Values | JSON key | Description |\n"
+        "|---|---|---|---|---|---|\n");
+    for (int i = 0; i < zt_cfg_n_fields; i++) {
+        const zt_cfg_field *f = &zt_cfg_fields[i];
+        size_t len = 0;
+        d2[0] = '\0';
+        if (f->type == ZT_CF_ENUM)
+            for (int v = 0; f->names[v]; v++)
+                len += (size_t)snprintf(d2 + len, len < sizeof d2 ? sizeof d2 - len : 0,
+                                        "%s\"%s\"", v ? ", " : "", f->names[v]);
+        else if (f->flags & ZT_CF_NONE_IS_0)
+            snprintf(d2, sizeof d2, "\"none\" = 0 (no lr)");
+        if (f->type == ZT_CF_STR || f->type == ZT_CF_PATTERNS)
+            snprintf(d1, sizeof d1, "NULL");
+        else if (f->type == ZT_CF_ENUM)
+            snprintf(d1, sizeof d1, "\"%s\"", f->names[(int)f->def]);
+        else
+            fmt_num(f->def, d1, sizeof d1);
+        put("| `%s` | %s | %s | %s | ", f->name, ctype[f->type], d1, d2);
+        if (f->key < 0)
+            put("none");
+        else if (f->key2 < 0)
+            put("`%s`", keys[f->key].path);
+        else
+            put("`%s`, `%s`", keys[f->key].path, keys[f->key2].path);
+        put(" | %s |\n", f->doc ? f->doc : "");
+    }
+}
+
 static void build_reference(void)
 {
-    char prev[64] = "-", gbuf[64], d1[200], d2[400], d3[400];
+    char prev[64] = "-", gbuf[64], d1[200], d2[400], d3[400], d4[200];
     put("# zerotrain training configuration\n\n"
-        "<!-- Generated by zt_train_config_reference() from the key table in engine/config.c; "
-        "regenerate with `build/zerotrain config-reference > docs/config.md`. -->\n\n"
+        "<!-- Generated by zt_train_config_reference() from the key table and the zt_config "
+        "field list in engine/config.c; regenerate with `make docs`. -->\n\n"
         "zerotrain reads a DeepSpeed JSON config (`zt_train_config_load`, "
         "`zt_train_config_parse`): the DeepSpeed keys that apply here, plus a `zerotrain` "
         "section of its own. Hugging Face Trainer's DeepSpeed configs load once the values "
@@ -2102,6 +2383,9 @@ static void build_reference(void)
         "- **Status**: *applied* keys resolve into `zt_train_settings` for the trainer now; "
         "*validated* keys are checked now and acted on by the ZeRO, offload and recomputation "
         "work.\n"
+        "- **zt_config**: the column names the `zt_config` fields a key sets "
+        "(`zt_train_config_apply`), by the names `zt_config_set` takes; the last table lists "
+        "every field, the ones no JSON key sets too (model_dir, ...).\n"
         "- **Learning rate**: `zt_train_config_lr(c, k)` is the lr of optimizer update k "
         "(k = 0 first) exactly as DeepSpeed's scheduler gives it (deepspeedai/DeepSpeed "
         "`deepspeed/runtime/lr_schedules.py` at commit 22779f2c): the engine steps the "
@@ -2115,12 +2399,13 @@ static void build_reference(void)
             snprintf(prev, sizeof prev, "%s", g);
             put("\n## %s\n\n", !*g ? "Top-level keys" : !strcmp(g, "precision")
                     ? "Precision (fp16, bf16)" : g);
-            put("| Key | Type | Default | Allowed | `\"auto\"` | Status | Description |\n"
-                "|---|---|---|---|---|---|---|\n");
+            put("| Key | Type | Default | Allowed | `\"auto\"` | Status | zt_config | "
+                "Description |\n|---|---|---|---|---|---|---|---|\n");
         }
-        put("| `%s` | %s | %s | %s | %s | %s | %s", r->path, doc_type(r),
+        put("| `%s` | %s | %s | %s | %s | %s | %s | %s", r->path, doc_type(r),
             doc_default(r, d1, sizeof d1), doc_allowed(r, d2, sizeof d2),
-            doc_auto(r, d3, sizeof d3), r->cls == C_APPLIED ? "applied" : "validated", r->doc);
+            doc_auto(r, d3, sizeof d3), r->cls == C_APPLIED ? "applied" : "validated",
+            doc_fields(k, d4, sizeof d4), r->doc);
         if (r->opt) {
             put(" Taken by");
             for (int t = 0, first = 1; t < OT_COUNT; t++)
@@ -2166,6 +2451,7 @@ static void build_reference(void)
         else
             put("| `%s` | %s | notice: ignored, %s |\n", r->path, d1, r->doc);
     }
+    reference_fields();
 }
 
 const char *zt_train_config_reference(void)

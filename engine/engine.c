@@ -43,43 +43,6 @@ int zt_engine_fail(const zt_engine *e, int rc)
     return rc;
 }
 
-void zt_config_init(zt_config *c)
-{
-    memset(c, 0, sizeof *c);
-    c->seed = 42;
-    c->dropout = 1;
-    c->lr = 1e-4f;
-    c->beta1 = 0.9f;
-    c->beta2 = 0.999f;
-    c->eps = 1e-8f;
-    c->weight_decay = 0.01f;
-    c->n_no_decay = -1;
-    c->collective_timeout = 300.0;
-    /* DeepSpeed's defaults */
-    c->bucket_size = 500000000;
-    c->overlap_comm = -1;
-    c->prefetch_size = 50000000;
-    c->persist_threshold = 100000;
-    c->max_live = 1000000000;
-    c->progress = ZT_PROGRESS_POLL;
-    c->aio_block_size = 1u << 20;
-    c->aio_queue_depth = 8;
-    c->aio_threads = 1;
-    c->aio_overlap_events = 1;
-    c->offload_buffers = 4;
-    c->sub_group_size = 1000000000;
-    c->offload_param_buffers = 5;
-    c->min_8bit_size = ZT_MIN_8BIT_SIZE;
-    c->n_fp32_state = -1; /* the embedding tables, as the HF Trainer arranges */
-    c->adafactor_eps1 = 1e-30f; /* transformers' Adafactor defaults */
-    c->adafactor_eps2 = 1e-3f;
-    c->clip_threshold = 1.0f;
-    c->decay_rate = -0.8f;
-    c->adafactor_beta1 = -1.0f;
-    c->relative_step = 1;
-    c->scale_parameter = 1;
-}
-
 static int check_config(const zt_config *c)
 {
     const struct { const char *name; double v; } hp[] = {

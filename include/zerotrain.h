@@ -390,7 +390,8 @@ ZT_API const char *zt_train_config_fp32_state(const zt_train_config *c, int i);
 /* Learning rate of optimizer step `step` (0 = the first update), as DeepSpeed's scheduler
  * gives it; the optimizer lr when there is no scheduler. */
 ZT_API double zt_train_config_lr(const zt_train_config *c, int64_t step);
-/* The config reference (Markdown) generated from the key table: docs/config.md. */
+/* The config reference (Markdown) generated from the key table and the zt_config field list:
+ * docs/config.md. */
 ZT_API const char *zt_train_config_reference(void);
 
 /* ---- engine -------------------------------------------------------------------------- */
@@ -558,17 +559,33 @@ ZT_API int zt_ranks_agree(MPI_Comm comm, int status, const char *message,
                           const char *settings, double timeout);
 
 
-/* Fills defaults: AdamW lr 1e-4, betas (0.9, 0.999), eps 1e-8, wd 0.01, seed 42. */
+/* Fills defaults: AdamW lr 1e-4, betas (0.9, 0.999), eps 1e-8, wd 0.01, seed 42 (every
+ * field's default: docs/config.md, "zt_config fields"). */
 ZT_API void zt_config_init(zt_config *cfg);
-/* For language bindings, which need not mirror this struct: its size, and a field set by its
- * name from text ("zero_stage" "3", "lr" "1e-3", "optimizer" "adamw8bit", "offload_optimizer"
- * "nvme", "recompute" "every-k", "nvme_path" DIR, ...; strings are borrowed like the struct's
- * own). Every field is settable so but the two pattern arrays no_decay and fp32_state (their
- * counts are: n_fp32_state 0 or -1). Unknown names and values that do not parse are
- * ZT_E_CONFIG. zt_config_key(i) names the settable fields (NULL past the last). */
+/* The keyed interface, the recommended one (zstd's ZSTD_CCtx_setParameter): a program that
+ * allocates zt_config_size() bytes, fills them with zt_config_init and sets fields only by
+ * name does not depend on this struct's layout, so a field added later (fields are only ever
+ * appended) needs no change there, and bindings need not mirror the struct. C code may still
+ * use the struct's members; it is then compiled against the header it runs with (a new field
+ * changes sizeof, and with it ZT_ABI_VERSION).
+ * zt_config_set sets a field by its name from text ("zero_stage" "3", "lr" "1e-3",
+ * "optimizer" "adamw8bit", "offload_optimizer" "nvme", "recompute" "every-k", "nvme_path"
+ * DIR, ...; strings are borrowed like the struct's own). Every field is settable so but the
+ * two pattern arrays no_decay and fp32_state (their counts are: n_fp32_state 0 or -1).
+ * Unknown names and values that do not parse are ZT_E_CONFIG; ranges are checked by
+ * zt_engine_create. zt_config_get writes a field's value as zt_config_set reads it (enums by
+ * name) into buf: its length, or < 0 (ZT_E_NOMEM: buf too small). zt_config_key(i) names the
+ * settable fields (NULL past the last). All come from one list of the fields, which also
+ * gives the DeepSpeed JSON key that sets each (docs/config.md). */
 ZT_API size_t zt_config_size(void);
 ZT_API int zt_config_set(zt_config *cfg, const char *name, const char *value);
+ZT_API int zt_config_get(const zt_config *cfg, const char *name, char *buf, size_t n);
 ZT_API const char *zt_config_key(int i);
+/* Sets every field of cfg that a key of the parsed config c determines (docs/config.md's
+ * zt_config column; the others, such as the model and plan_seq_len, stay as they are), from
+ * its resolved value: what a trainer does with a config file after zt_config_init. nvme_path
+ * and the no_decay / fp32_state patterns point into c, which must outlive cfg's use. */
+ZT_API int zt_train_config_apply(const zt_train_config *c, zt_config *cfg);
 
 /* The library duplicates comm and never calls MPI_Init/Finalize. comm may be
  * MPI_COMM_NULL: one rank, no MPI calls at all. */

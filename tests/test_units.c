@@ -839,6 +839,103 @@ static void test_config_every_field(void **state)
     assert_int_equal(named, keys); /* and no key names something not in the struct */
 }
 
+/* Every key of docs/config.md's zt_config table (zt_train_config_reference, generated from the
+ * field list) is settable through zt_config_set: set to a value other than zt_config_init's,
+ * its bytes change and no other's, and zt_config_get reads the value back; the pattern arrays
+ * are refused. The table lists exactly the header's fields (cfg_fields) and zt_config_key's
+ * keys, so a library user sees every settable key. */
+static void test_config_documented_keys(void **state)
+{
+    (void)state;
+    size_t nf = sizeof cfg_fields / sizeof cfg_fields[0];
+    int seen[sizeof cfg_fields / sizeof cfg_fields[0]] = {0}, rows = 0, settable = 0, keys = 0;
+    const char *p = strstr(zt_train_config_reference(), "\n## zt_config fields\n");
+    while (zt_config_key(keys))
+        keys++;
+    assert_non_null(p);
+    assert_non_null(p = strstr(p, "\n|---"));
+    for (p = strchr(p + 1, '\n') + 1; *p == '|'; p = strchr(p, '\n') + 1) {
+        char line[2048], *col[8] = {0}, *save = NULL, name[64], value[64];
+        int nc = 0;
+        snprintf(line, sizeof line, "%.*s", (int)strcspn(p, "\n"), p);
+        for (char *c = strtok_r(line, "|", &save); c && nc < 8; c = strtok_r(NULL, "|", &save)) {
+            while (*c == ' ')
+                c++;
+            for (char *e = c + strlen(c); e > c && e[-1] == ' ';)
+                *--e = '\0';
+            col[nc++] = c;
+        }
+        assert_true(nc >= 5);
+        if (sscanf(col[0], "`%63[a-z0-9_]`", name) != 1)
+            fail_msg("docs/config.md: zt_config row without a `name`: %s", col[0]);
+        size_t i = 0;
+        while (i < nf && strcmp(cfg_fields[i].name, name))
+            i++;
+        if (i == nf)
+            fail_msg("docs/config.md documents zt_config.%s, which the header lacks", name);
+        if (seen[i]++)
+            fail_msg("docs/config.md documents zt_config.%s twice", name);
+        rows++;
+        const char *type = col[1];
+        if (!strcmp(type, "const char *const *")) { /* a pattern array: C or JSON only */
+            zt_config c;
+            zt_config_init(&c);
+            assert_int_equal(zt_config_set(&c, name, "x"), ZT_E_CONFIG);
+            continue;
+        }
+        if (!strcmp(type, "int (by name)")) { /* an enumeration: its last value, not the default */
+            const char *last = strrchr(col[3], '"');
+            const char *open = last ? last - 1 : NULL;
+            while (open && open > col[3] && *open != '"')
+                open--;
+            assert_true(open && last > open);
+            snprintf(value, sizeof value, "%.*s", (int)(last - open - 1), open + 1);
+            assert_true(strstr(col[2], value) == NULL);
+        } else if (!strcmp(type, "float") || !strcmp(type, "double")) {
+            snprintf(value, sizeof value, "0.5");
+        } else if (!strcmp(type, "const char *")) {
+            snprintf(value, sizeof value, "x");
+        } else if (!strcmp(type, "int") || !strcmp(type, "size_t") || !strcmp(type, "uint64_t")) {
+            snprintf(value, sizeof value, "7");
+        } else {
+            fail_msg("docs/config.md: zt_config.%s has the type \"%s\", which this test does not "
+                     "know", name, type);
+        }
+        assert_true(strcmp(col[2], value) != 0); /* (not the default) */
+        const cfg_field *f = &cfg_fields[i];
+        zt_config a, b;
+        char got[64];
+        zt_config_init(&a);
+        zt_config_init(&b);
+        if (zt_config_set(&b, name, value) != 0)
+            fail_msg("zt_config_set(%s, %s): %s", name, value, zt_last_error());
+        unsigned char *pa = (unsigned char *)&a, *pb = (unsigned char *)&b;
+        int changed = 0;
+        for (size_t j = 0; j < sizeof a; j++) {
+            if (pa[j] == pb[j])
+                continue;
+            if (j < f->off || j >= f->off + f->size)
+                fail_msg("zt_config_set(%s) wrote byte %zu, outside the field", name, j);
+            changed = 1;
+        }
+        if (!changed)
+            fail_msg("zt_config_set(%s, %s) left zt_config_init's value", name, value);
+        if (zt_config_get(&b, name, got, sizeof got) < 0 || strcmp(got, value))
+            fail_msg("zt_config_get(%s) after setting %s: %s", name, value, got);
+        settable++;
+    }
+    for (size_t i = 0; i < nf; i++)
+        if (!seen[i])
+            fail_msg("zt_config.%s: not in docs/config.md's zt_config table", cfg_fields[i].name);
+    assert_int_equal(rows, (int)nf);
+    assert_int_equal(settable, keys); /* every key zt_config_key lists is documented */
+    char tiny[2];
+    zt_config c;
+    zt_config_init(&c);
+    assert_int_equal(zt_config_get(&c, "optimizer", tiny, sizeof tiny), ZT_E_NOMEM);
+    EXPECT_ERR(zt_config_get(&c, "no_decay", tiny, sizeof tiny), "no key \"no_decay\"");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -850,6 +947,7 @@ int main(void)
         cmocka_unit_test(test_checkpoint),   cmocka_unit_test(test_lineage),
         cmocka_unit_test(test_config_set),   cmocka_unit_test(test_guard),
         cmocka_unit_test(test_config_every_field),
+        cmocka_unit_test(test_config_documented_keys),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -333,16 +333,6 @@ static void print_recompute(const zt_engine *e, const zt_model_info *mi, int pro
     }
 }
 
-/* the config's n name patterns as the array zt_config borrows (NULL: out of memory) */
-static const char **patterns(const zt_train_config *tc, int n,
-                             const char *(*get)(const zt_train_config *, int))
-{
-    const char **v = calloc((size_t)n + 1, sizeof *v);
-    for (int i = 0; v && i < n; i++)
-        v[i] = get(tc, i);
-    return v;
-}
-
 /* 1 when every rank is ok (collective). A rank that is fine but sees another fail says
  * nothing more: the failed rank printed its message. */
 static int all_ok(zt_engine *e, int ok)
@@ -437,7 +427,6 @@ int cmd_train(int argc, char **argv)
     batch_buf *bufs = NULL;
     zt_batch *batches = NULL;
     FILE *metrics = NULL;
-    const char **no_decay = NULL, **fp32_state = NULL;
     uint64_t synth_seed = 0;
     double unigram = NAN;      /* the masked-LM loss of counting (rank 0; BERT only) */
     /* start-up: a rank's own failure (its status, already printed) waits for the agreement */
@@ -543,6 +532,8 @@ int cmd_train(int argc, char **argv)
     }
 
     zt_config_init(&cfg);
+    zt_train_config_apply(tc, &cfg); /* every field the config file sets */
+    /* what the command line, the model and the data decide */
     {
         struct stat sb;
         if (stat(a.model, &sb) != 0)
@@ -565,7 +556,8 @@ int cmd_train(int argc, char **argv)
         cfg.vocab_size = di.tok.vocab_size + (cfg.model_preset && is_t5 ? ZT_SPAN_EXTRA_IDS : 0);
     }
     cfg.seed = st.seed;
-    cfg.threads = threads >= 0 ? (int)threads : ts->threads;
+    if (threads >= 0)
+        cfg.threads = (int)threads;
     {   /* mpirun binds each rank to one core by default when ranks <= 2: threads beyond
          * the cores a rank may run on only take turns */
         cpu_set_t cs;
@@ -575,32 +567,12 @@ int cmd_train(int argc, char **argv)
                             "threads; give mpirun --bind-to none (or --map-by slot:PE=%d)\n",
                     CPU_COUNT(&cs), CPU_COUNT(&cs) == 1 ? "" : "s", want, want);
     }
-    cfg.optimizer = ts->optimizer;
-    cfg.min_8bit_size = ts->min_8bit_size;
-    cfg.adafactor_eps1 = ts->adafactor_eps1;
-    cfg.adafactor_eps2 = ts->adafactor_eps2;
-    cfg.clip_threshold = ts->clip_threshold;
-    cfg.decay_rate = ts->decay_rate;
-    cfg.adafactor_beta1 = ts->adafactor_beta1;
-    cfg.relative_step = ts->relative_step;
-    cfg.scale_parameter = ts->scale_parameter;
-    cfg.warmup_init = ts->warmup_init;
-    cfg.lr = ts->lr;
-    cfg.beta1 = ts->beta1;
-    cfg.beta2 = ts->beta2;
-    cfg.eps = ts->eps;
-    cfg.weight_decay = ts->weight_decay;
-    /* T5's own optimizer, transformers' defaults; with a scheduler its T5 recipe: Adafactor
-     * at the scheduler's lr, no relative steps */
+    /* T5's own optimizer when the config names none: Adafactor with transformers' defaults
+     * (the config's, which without an optimizer section are zt_config_init's); with a
+     * scheduler its T5 recipe: at the scheduler's lr, no relative steps */
     if (is_t5 && !ts->optimizer_given) {
         cfg.optimizer = ZT_OPT_ADAFACTOR;
-        cfg.adafactor_eps1 = 1e-30f;
-        cfg.adafactor_eps2 = 1e-3f;
-        cfg.clip_threshold = 1.0f;
-        cfg.decay_rate = -0.8f;
-        cfg.adafactor_beta1 = -1.0f;
         cfg.relative_step = cfg.scale_parameter = ts->scheduler == ZT_SCHED_CONSTANT;
-        cfg.warmup_init = 0;
         if (cfg.relative_step)
             cfg.lr = 0.0f; /* (relative steps take no lr) */
         cfg.weight_decay = 0.0f;
@@ -610,45 +582,16 @@ int cmd_train(int argc, char **argv)
                             "defaults" : "the scheduler's lr, relative_step and "
                             "scale_parameter false");
     }
-    cfg.grad_clip = ts->grad_clip;
-    cfg.zero_stage = ts->zero_stage;
-    cfg.collective_timeout = ts->collective_timeout;
-    cfg.check_collectives = ts->check_collectives || a.check_coll;
-    cfg.progress = ts->comm_progress;
-    cfg.overlap_comm = ts->overlap_comm;
-    cfg.grad_accum_steps = ts->grad_accum_steps;
-    cfg.bucket_size = ts->bucket_size;
-    cfg.prefetch_size = ts->prefetch_size;
-    cfg.persist_threshold = ts->persist_threshold;
-    cfg.max_live = ts->max_live;
-    cfg.offload_optimizer = ts->offload_optimizer;
-    cfg.nvme_path = ts->nvme_path;
-    cfg.aio_block_size = ts->aio_block_size;
-    cfg.aio_queue_depth = ts->aio_queue_depth;
-    cfg.aio_threads = ts->aio_threads;
-    cfg.aio_single_submit = ts->aio_single_submit;
-    cfg.aio_overlap_events = ts->aio_overlap_events;
-    cfg.offload_buffers = ts->offload_buffers;
-    cfg.sub_group_size = ts->sub_group_size;
-    cfg.offload_param = ts->offload_param;
-    cfg.offload_param_buffers = ts->offload_param_buffers;
-    cfg.offload_param_buffer_size = ts->offload_param_buffer_size;
-    cfg.offload_param_max_in_cpu = ts->offload_param_max_in_cpu;
-    cfg.offload_gradients = ts->offload_gradients;
-    cfg.direct_io = ts->direct_io;
-    cfg.recompute = ts->recompute;
+    if (a.check_coll)
+        cfg.check_collectives = 1;
+    if (a.profile)
+        cfg.recompute_profile = 1;
     if (ts->recompute == ZT_RECOMPUTE_EVERY_K)
         snprintf(rc_name, sizeof rc_name, "every-k:%d", ts->recompute_k);
     else
         snprintf(rc_name, sizeof rc_name, "%s",
                  (const char *[]){"none", "full", "selective", "every-k", "auto"}[ts->recompute]);
-    cfg.recompute_k = ts->recompute_k;
-    cfg.number_checkpoints = ts->number_checkpoints;
-    cfg.offload_checkpoints = ts->offload_checkpoints;
-    cfg.recompute_profile = ts->recompute_profile || a.profile;
-    cfg.memory_limit = ts->memory_limit;
-    cfg.plan_micro_batch = ts->micro_batch_size;
-    cfg.plan_seq_len = (int)seq;
+    cfg.plan_seq_len = (int)seq; /* (plan_micro_batch: the config's micro batch) */
     if (a.timeout) {
         double tmo;
         if (parse_float(a.timeout, "--collective-timeout", 0, 1e9, &tmo))
@@ -656,18 +599,6 @@ int cmd_train(int argc, char **argv)
         cfg.collective_timeout = tmo;
         agree_timeout = tmo;
     }
-    cfg.skip_nonfinite = ts->skip_nonfinite;
-    if ((ts->n_no_decay >= 0 &&
-         !(no_decay = patterns(tc, ts->n_no_decay, zt_train_config_no_decay))) ||
-        (ts->n_fp32_state > 0 &&
-         !(fp32_state = patterns(tc, ts->n_fp32_state, zt_train_config_fp32_state)))) {
-        die("out of memory");
-        START_FAIL(1);
-    }
-    cfg.no_decay = no_decay;
-    cfg.n_no_decay = ts->n_no_decay;
-    cfg.fp32_state = fp32_state;
-    cfg.n_fp32_state = ts->n_fp32_state;
     {   /* every output can be written and the checkpoint folder is this run's, before any
          * work: rank 0 checks them and holds the folder's lock for the run */
         int mode = a.overwrite ? CKPTDIR_OVERWRITE
@@ -1069,8 +1000,6 @@ done:
     for (int k = 0; bufs && k < ts->grad_accum_steps; k++)
         batch_release(&bufs[k]);
     free(bufs);
-    free(no_decay);
-    free(fp32_state);
     source_destroy(&src);
     source_destroy(&eval_src);
     free(batches);
