@@ -996,22 +996,15 @@ int zt_engine_report_get(const zt_engine *e, zt_engine_report *o)
     o->zero_stage = e->cfg.zero_stage;
     o->params = P;
     /* parameters and gradients (4 bytes per float each, whole or sharded by the stage),
-     * and the optimizer's state of what the rank updates (AdamW: 8 bytes per float) */
+     * and the optimizer's state of what the rank updates (AdamW: 8 bytes per float): the
+     * formula, and the engine's buffers beyond it (footprint.h) */
     size_t ost = zt_ost_state_bytes(e), own = e->cfg.zero_stage == 0 ? P : P / N;
-    switch (e->cfg.zero_stage) {
-    case 0: case 1: o->predicted_state_bytes = 8 * P + ost; break;
-    case 2: o->predicted_state_bytes = 4 * P + 4 * P / N + ost; break;
-    default: o->predicted_state_bytes = 8 * P / N + ost; break;
-    }
-    if (e->cfg.offload_optimizer == ZT_OFFLOAD_NVME) /* the state lives in the swap file */
-        o->predicted_state_bytes -= ost - (e->opt == ZT_OPT_ADAFACTOR ? e->af_floats * F : 0);
-    if (e->cfg.offload_param == ZT_OFFLOAD_NVME && e->cfg.zero_stage >= 3)
-        o->predicted_state_bytes -= 4 * P / N; /* so do the parameter shards */
-    if (e->cfg.offload_optimizer == ZT_OFFLOAD_NVME && e->cfg.offload_gradients > 0)
-        o->predicted_state_bytes -= 4 * P / N; /* and the gradient shards */
+    zt_footprint fp;
+    zt_zero_footprint(e, &fp);
+    o->predicted_state_bytes = (size_t)fp.formula;
+    o->buffer_bytes = (size_t)(fp.params + fp.grads + fp.optimizer - fp.formula);
     o->optimizer_state_bytes = ost;
     o->optimizer_bytes_per_param = own ? (double)ost / (double)own : 0.0;
-    o->buffer_bytes = zt_zero_buffer_floats(e) * F;
     {
         zt_use *train = NULL;
         int n = zt_units_train_schedule(e, &train);

@@ -9,6 +9,7 @@
 #include "../models/zoo.h"
 #include "../optimizer/adamw.h"
 #include "../optimizer/adafactor.h"
+#include "footprint.h"
 #include "geom.h"
 #include "ostate.h"
 
@@ -51,7 +52,6 @@ typedef struct zt_pool_buf {
     int unit;     /* -1 = free */
 } zt_pool_buf;
 
-#define ZT_OFF_MAXBUF 16
 
 typedef struct zt_pslot {
     float *p;                /* the largest shard's floats */
@@ -228,6 +228,8 @@ const char *zt_keep_name(int mode);
  * Sets cfg.offload_optimizer / offload_param so the predicted peak fits the limit (keeping
  * what the config asked for); report gets the plan. 0 without a limit. Before zt_zero_setup. */
 int zt_plan_memory(zt_engine *e, char *report, size_t n);
+/* The planner's footprint of this engine's placement, stage and world size (footprint.h). */
+void zt_plan_footprint(const zt_engine *e, zt_footprint *fp);
 /* ZT_E_NOMEM when the predicted bytes (the planner's prediction, per rank, times this
  * engine's ranks on this machine) exceed the machine's RAM and swap (zt_fault_hooks.memory_total,
  * pretends a smaller machine: tests only), or what offload puts on NVMe exceeds nvme_path's
@@ -322,17 +324,13 @@ typedef int (*zt_state_fill_fn)(int u, const zt_spart *p, size_t c0, size_t c1, 
 int zt_zero_state_fill(zt_engine *e, zt_state_fill_fn fill, void *arg);
 /* the optimizer offload's working buffers (bytes; 0 without offload) */
 size_t zt_zero_offload_bytes(const zt_engine *e);
-/* parameter offload: how many shard buffers (buffer_count, capped by max_in_cpu) */
-int zt_zero_param_slots(const zt_config *c, size_t largest_shard);
-/* parameter offload's shard buffers (floats; 0 without it) */
-size_t zt_zero_param_offload_floats(const zt_engine *e);
 /* stage 3: this rank's slices of unit u's parameters into a whole-unit buffer */
 int zt_zero_shard_to_whole(zt_engine *e, int u, float *whole);
 /* Sets every unit's parameters from whole-unit data: fill(u, buf, arg) writes unit u into
  * buf (padded[u] floats, zeroed); stage 3 keeps only this rank's shard. */
 int zt_zero_fill_params(zt_engine *e, int (*fill)(int u, float *buf, void *arg), void *arg);
-/* floats of the stage's fixed buffers beyond the formula, and the traffic theory */
-size_t zt_zero_buffer_floats(const zt_engine *e);
+/* this engine's bytes per category now (footprint.h) */
+void zt_zero_footprint(const zt_engine *e, zt_footprint *o);
 /* *plain: the stage's textbook figure (2 for stages 0-2, 3 for stage 3, one micro-batch);
  * returns what this engine's schedule moves per step of grad_accum_steps micro-batches
  * (stage 3: replayed without MPI) */

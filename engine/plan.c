@@ -45,12 +45,14 @@ typedef struct placement {
     int opt, par, grads;
 } placement;
 
-/* the bytes per rank of one placement at ZeRO stage st over Nr ranks */
-static void predict_at(const zt_engine *e, placement pl, int st, int Nr, plan_bytes *b)
+/* The footprint (footprint.h) of one placement at ZeRO stage st over Nr ranks, with the
+ * stage-3 gather pool at its budget (the prefetch window and two units, capped by max_live)
+ * and the optimizer's state and working buffers predicted. */
+static void plan_footprint(const zt_engine *e, placement pl, int st, int Nr, zt_footprint *fp)
 {
     int nu = e->layout.n_units, opt = pl.opt, par = pl.par;
     int goff = pl.grads && opt != ZT_OFFLOAD_NONE && st >= 2;
-    double N = Nr, P = 0.0, maxu = 0.0, maxs = 0.0, F = sizeof(float);
+    double N = Nr, P = 0.0, maxu = 0.0, maxs = 0.0;
     for (int u = 0; u < nu; u++) {
         size_t padded;
         zt_geom_piece_for(e->layout.units[u].numel, (size_t)Nr, e->cfg.bucket_size, &padded);
@@ -58,55 +60,52 @@ static void predict_at(const zt_engine *e, placement pl, int st, int Nr, plan_by
         maxu = (double)padded > maxu ? (double)padded : maxu;
         maxs = (double)padded / N > maxs ? (double)padded / N : maxs;
     }
-    memset(b, 0, sizeof *b);
-    b->base = e->plan_base;
-    /* parameters: whole below stage 3; the shard plus what is gathered at once in stage 3
-     * (the prefetch window and two units) */
-    if (st < 3) {
-        b->params = 4 * P;
-    } else {
-        double live = (double)e->cfg.prefetch_size + 2 * maxu;
-        if (e->cfg.max_live && live > (double)e->cfg.max_live + maxu)
-            live = (double)e->cfg.max_live + maxu;
-        live = live < P ? live : P; /* never more than the whole model */
-        b->params = F * live;
-        if (par != ZT_OFFLOAD_NONE) /* the shard buffers; the shards in the RAM pool */
-            b->params += F * zt_zero_param_slots(&e->cfg, (size_t)maxs) * maxs;
-        if (par == ZT_OFFLOAD_NVME)
-            b->params_off = 4 * P / N;
-        else
-            b->params += 4 * P / N;
-    }
-    /* gradients: whole units below stage 2; stage 2-3 keep the embeddings whole and two
-     * scratch units; the reduced shard with N > 1 or stage >= 2, unless it goes where the
-     * optimizer state goes (then two more shard buffers when micro-batches accumulate) */
-    b->grads = st < 2 ? 4 * P : F * (double)e->layout.units[0].numel + 2 * F * maxu;
-    if (goff && e->cfg.grad_accum_steps > 1)
-        b->grads += 2 * F * maxs;
-    if (goff && opt == ZT_OFFLOAD_NVME)
-        b->grads_off = 4 * P / N;
-    else if (N > 1 || st >= 2)
-        b->grads += 4 * P / N;
-    /* optimizer: the state of what the rank owns (AdamW: two moments; ostate.c), or the
-     * working buffers of offload; Adafactor's replicated factored moments stay in RAM */
-    double rep, own = zt_ost_predict_bytes(e, Nr, st == 0, &rep);
-    if (opt != ZT_OFFLOAD_NONE) { /* the working buffers; the state in the RAM pool */
+    double live = (double)e->cfg.prefetch_size + 2 * maxu;
+    if (e->cfg.max_live && live > (double)e->cfg.max_live + maxu)
+        live = (double)e->cfg.max_live + maxu;
+    double rep, own = zt_ost_predict_bytes(e, Nr, st == 0, &rep), work = 0.0;
+    if (opt != ZT_OFFLOAD_NONE) { /* the working buffers (the state's bytes per float) */
         double g = (double)e->cfg.sub_group_size, per = own / (st == 0 ? P : P / N);
         g = g > 0 && g < maxs && e->cfg.optimizer != ZT_OPT_ADAFACTOR ? g : maxs;
-        int n = e->cfg.offload_buffers < 3 ? 3 : e->cfg.offload_buffers;
-        b->optimizer = per * g * n;
+        work = per * g * (e->cfg.offload_buffers < 3 ? 3 : e->cfg.offload_buffers);
     }
-    if (opt == ZT_OFFLOAD_NVME)
-        b->optimizer_off = own;
-    else
-        b->optimizer += own;
-    b->optimizer += rep;
+    zt_fp_in in = {
+        .L = &e->layout, .N = Nr, .stage = st, .bucket = e->cfg.bucket_size,
+        .whole_grad = e->whole_grad, .opt_off = opt, .par_off = st >= 3 ? par : ZT_OFFLOAD_NONE,
+        .grads_off = goff, .grad_acc_buffers = goff && e->cfg.grad_accum_steps > 1,
+        .param_slots = zt_fp_param_slots(&e->cfg, (size_t)maxs),
+        .persist_threshold = e->cfg.persist_threshold,
+        .gathered = live < P ? live : P, /* never more than the whole model */
+        .opt_state = own, .opt_replicated = rep, .opt_work = work};
+    zt_footprint_of(&in, fp);
+}
+
+void zt_plan_footprint(const zt_engine *e, zt_footprint *fp)
+{
+    placement pl = {e->cfg.offload_optimizer, e->cfg.offload_param, e->cfg.offload_gradients > 0};
+    plan_footprint(e, pl, e->cfg.zero_stage, e->comm.size, fp);
+}
+
+/* the bytes per rank of one placement at ZeRO stage st over Nr ranks */
+static void predict_at(const zt_engine *e, placement pl, int st, int Nr, plan_bytes *b)
+{
+    int nu = e->layout.n_units, opt = pl.opt, par = pl.par;
+    int goff = pl.grads && opt != ZT_OFFLOAD_NONE && st >= 2;
+    zt_footprint fp;
+    plan_footprint(e, pl, st, Nr, &fp);
+    memset(b, 0, sizeof *b);
+    b->base = e->plan_base;
+    b->params = fp.params;
+    b->grads = fp.grads;
+    b->optimizer = fp.optimizer;
+    b->comm = fp.comm;
+    b->params_off = fp.params_off;
+    b->grads_off = fp.grads_off;
+    b->optimizer_off = fp.optimizer_off;
     /* activations of one micro-batch (when the batch shape is known) */
     if (e->cfg.plan_micro_batch > 0 && e->cfg.plan_seq_len > 0 && e->ops && e->ops->act_bytes)
         b->activations = (double)e->ops->act_bytes(e->model, e->cfg.plan_micro_batch,
                                                     e->cfg.plan_seq_len, NULL, 0);
-    /* communication: the stage 2 late-micro-batch shard and the reduce buffers */
-    b->comm = st >= 2 ? 2 * F * maxs : 0.0;
     /* I/O staging buffers, one pool per store (offloaded layer inputs: one more) */
     int acts_off = 0;
     for (int u = 0; u < nu; u++)

@@ -112,24 +112,9 @@ static size_t shard_max(const zt_engine *e)
     return zt_geometry_max_shard(&e->geo);
 }
 
-int zt_zero_param_slots(const zt_config *c, size_t largest_shard)
-{
-    int n = c->offload_param_buffers < 3 ? 3 : c->offload_param_buffers;
-    size_t cap = largest_shard ? c->offload_param_max_in_cpu / largest_shard : 0;
-    if (c->offload_param_max_in_cpu && cap < (size_t)n) /* max_in_cpu: at least 3 */
-        n = cap < 3 ? 3 : (int)cap;
-    return n > ZT_OFF_MAXBUF ? ZT_OFF_MAXBUF : n;
-}
-
 static int pslots_for(const zt_engine *e)
 {
-    return zt_zero_param_slots(&e->cfg, shard_max(e));
-}
-
-size_t zt_zero_param_offload_floats(const zt_engine *e)
-{
-    return e->cfg.offload_param && e->cfg.zero_stage >= 3 ? (size_t)pslots_for(e) * shard_max(e)
-                                                          : 0;
+    return zt_fp_param_slots(&e->cfg, shard_max(e));
 }
 
 static void pstore_close(zt_engine *e)
@@ -429,11 +414,7 @@ void zt_zero_teardown(zt_engine *e)
 
 static size_t group_floats(const zt_engine *e)
 {
-    size_t g = e->cfg.sub_group_size ? e->cfg.sub_group_size : (size_t)1 << 62;
-    if (e->cfg.optimizer == ZT_OPT_ADAFACTOR)
-        g = (size_t)1 << 62;
-    g = g < ZT_SHARD_ALIGN ? ZT_SHARD_ALIGN : g / ZT_SHARD_ALIGN * ZT_SHARD_ALIGN;
-    return g < shard_max(e) ? g : shard_max(e);
+    return zt_fp_group_floats(&e->cfg, shard_max(e));
 }
 
 static int count_groups(const zt_engine *e)
@@ -447,9 +428,7 @@ static int count_groups(const zt_engine *e)
 
 static int offload_nbuf(const zt_engine *e)
 {
-    int n = e->cfg.offload_buffers < 3 ? 3 : e->cfg.offload_buffers, ng = count_groups(e);
-    n = n > ng + 1 ? ng + 1 : n;
-    return n > ZT_OFF_MAXBUF ? ZT_OFF_MAXBUF : n;
+    return zt_fp_offload_buffers(&e->cfg, count_groups(e));
 }
 
 /* bytes of the largest sub-group's state (before setup: the layout's bound) */
@@ -1264,23 +1243,22 @@ int zt_zero_fill_params(zt_engine *e, int (*fill)(int u, float *buf, void *arg),
 
 /* ---- the report -------------------------------------------------------------------------- */
 
-size_t zt_zero_buffer_floats(const zt_engine *e)
+void zt_zero_footprint(const zt_engine *e, zt_footprint *o)
 {
-    size_t n = zt_zero_offload_bytes(e) / sizeof(float) + zt_zero_param_offload_floats(e);
-    size_t N = (size_t)e->comm.size;
-    if (e->cfg.zero_stage >= 2)
-        n += (e->whole_grad >= 0 ? e->geo.padded[e->whole_grad] : 0) +
-             2 * zt_geometry_max(&e->geo, e->whole_grad) + (e->gacc[0] ? 2 * shard_max(e) : 0);
-    else if (e->Gs)
-        for (int u = 0; u < e->layout.n_units; u++)
-            n += e->geo.padded[u] / N;
-    if (e->cfg.zero_stage >= 3) {
-        for (int i = 0; i < e->n_pool; i++)
-            n += e->pool[i].cap;
-        for (int u = 0; u < e->layout.n_units; u++)
-            n += e->persist[u] ? e->geo.padded[u] : 0;
-    }
-    return n;
+    double pool = 0.0;
+    for (int i = 0; e->cfg.zero_stage >= 3 && i < e->n_pool; i++)
+        pool += (double)e->pool[i].cap;
+    zt_fp_in in = {
+        .L = &e->layout, .N = e->comm.size, .stage = e->cfg.zero_stage, .bucket = e->geo.bucket,
+        .whole_grad = e->whole_grad, .opt_off = e->cfg.offload_optimizer,
+        .par_off = e->cfg.zero_stage >= 3 ? e->cfg.offload_param : ZT_OFFLOAD_NONE,
+        .grads_off = e->gstore != NULL, .grad_acc_buffers = e->gacc[0] != NULL,
+        .param_slots = e->n_pslot, .persist_threshold = e->cfg.persist_threshold,
+        .gathered = pool, .opt_work = (double)zt_zero_offload_bytes(e)};
+    size_t rep = e->opt == ZT_OPT_ADAFACTOR ? e->af_floats * sizeof(float) : 0;
+    in.opt_replicated = (double)rep;
+    in.opt_state = (double)(zt_ost_state_bytes(e) - rep);
+    zt_footprint_of(&in, o);
 }
 
 /* reduce-scatter + all-gather floats per step over the parameter floats P, with the step's

@@ -1,0 +1,98 @@
+/* footprint.c - the bytes one rank holds (footprint.h). Each line is the allocation zero.c
+ * and ostate.c make for it. */
+#include "footprint.h"
+#include "geom.h"
+#include "../models/model.h"
+
+#include "zerotrain.h"
+
+void zt_footprint_of(const zt_fp_in *in, zt_footprint *o)
+{
+    const zt_layout *L = in->L;
+    double F = sizeof(float), N = in->N, P = 0.0, maxs = 0.0, maxo = 0.0, whole = 0.0;
+    double persist = 0.0;
+    int st = in->stage;
+    for (int u = 0; u < L->n_units; u++) {
+        size_t padded;
+        zt_geom_piece_for(L->units[u].numel, (size_t)in->N, in->bucket, &padded);
+        double p = (double)padded;
+        P += p;
+        maxs = p / N > maxs ? p / N : maxs;
+        if (u == in->whole_grad)
+            whole = p;
+        else
+            maxo = p > maxo ? p : maxo;
+        persist += padded < in->persist_threshold ? p : 0.0;
+    }
+    *o = (zt_footprint){0};
+    /* parameters: whole units below stage 3; stage 3: this rank's shards (in RAM, the
+     * offload's RAM pool with its shard buffers, or the swap file with them), the units kept
+     * gathered and the gather pool */
+    if (st < 3) {
+        o->params = F * P;
+    } else {
+        o->params = F * (persist + in->gathered);
+        if (in->par_off != ZT_OFFLOAD_NONE)
+            o->params += F * in->param_slots * maxs;
+        if (in->par_off == ZT_OFFLOAD_NVME)
+            o->params_off = F * P / N;
+        else
+            o->params += F * P / N;
+    }
+    /* gradients: whole units below stage 2; stages 2-3 the whole-gradient unit and two
+     * scratch buffers of the largest other unit; the reduced shards with N > 1 or stage >= 2
+     * (in RAM, or where the optimizer state goes, with two accumulation buffers) */
+    o->grads = st < 2 ? F * P : F * (whole + 2 * maxo);
+    if (in->grads_off) {
+        o->grads += in->grad_acc_buffers ? 2 * F * maxs : 0.0;
+        if (in->opt_off == ZT_OFFLOAD_NVME)
+            o->grads_off = F * P / N;
+        else
+            o->grads += F * P / N;
+    } else if (in->N > 1 || st >= 2) {
+        o->grads += F * P / N;
+    }
+    /* the optimizer: the state of the parts this rank holds (in RAM, or the offload's RAM
+     * pool or swap file, with its working buffers) and what every rank keeps whole */
+    o->optimizer = in->opt_replicated + (in->opt_off != ZT_OFFLOAD_NONE ? in->opt_work : 0.0);
+    if (in->opt_off == ZT_OFFLOAD_NVME)
+        o->optimizer_off = in->opt_state;
+    else
+        o->optimizer += in->opt_state;
+    /* stages 2-3: a later micro-batch's reduced shard waits in one of two buffers */
+    o->comm = st >= 2 ? 2 * F * maxs : 0.0;
+    /* the ZeRO paper's figure */
+    double ost = in->opt_state + in->opt_replicated;
+    o->formula = st < 2 ? 8 * P + ost : st == 2 ? 4 * P + 4 * P / N + ost : 8 * P / N + ost;
+    if (in->opt_off == ZT_OFFLOAD_NVME)
+        o->formula -= in->opt_state;
+    if (st >= 3 && in->par_off == ZT_OFFLOAD_NVME)
+        o->formula -= 4 * P / N;
+    if (in->grads_off && in->opt_off == ZT_OFFLOAD_NVME)
+        o->formula -= 4 * P / N;
+}
+
+int zt_fp_param_slots(const zt_config *c, size_t largest_shard)
+{
+    int n = c->offload_param_buffers < 3 ? 3 : c->offload_param_buffers;
+    size_t cap = largest_shard ? c->offload_param_max_in_cpu / largest_shard : 0;
+    if (c->offload_param_max_in_cpu && cap < (size_t)n) /* max_in_cpu: at least 3 */
+        n = cap < 3 ? 3 : (int)cap;
+    return n > ZT_OFF_MAXBUF ? ZT_OFF_MAXBUF : n;
+}
+
+size_t zt_fp_group_floats(const zt_config *c, size_t largest_shard)
+{
+    size_t g = c->sub_group_size ? c->sub_group_size : (size_t)1 << 62;
+    if (c->optimizer == ZT_OPT_ADAFACTOR) /* (its update reads a tensor's state twice) */
+        g = (size_t)1 << 62;
+    g = g < ZT_SHARD_ALIGN ? ZT_SHARD_ALIGN : g / ZT_SHARD_ALIGN * ZT_SHARD_ALIGN;
+    return g < largest_shard ? g : largest_shard;
+}
+
+int zt_fp_offload_buffers(const zt_config *c, int groups)
+{
+    int n = c->offload_buffers < 3 ? 3 : c->offload_buffers;
+    n = n > groups + 1 ? groups + 1 : n;
+    return n > ZT_OFF_MAXBUF ? ZT_OFF_MAXBUF : n;
+}
