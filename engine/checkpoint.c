@@ -194,12 +194,12 @@ static int state_piece(int i, int k, void *arg, const void **data, size_t *len)
 static cJSON *optimizer_json(const zt_engine *e)
 {
     cJSON *o = cJSON_CreateObject(), *c;
-    cJSON_AddStringToObject(o, "type", zt_ost_name(e->opt));
-    if (e->opt == ZT_OPT_ADAFACTOR)
-        cJSON_AddBoolToObject(o, "beta1", e->beta1);
-    if (e->opt == ZT_OPT_ADAMW8BIT && (c = cJSON_AddArrayToObject(o, "fp32_state")))
+    cJSON_AddStringToObject(o, "type", zt_ost_name(e->os.opt));
+    if (e->os.opt == ZT_OPT_ADAFACTOR)
+        cJSON_AddBoolToObject(o, "beta1", e->os.beta1);
+    if (e->os.opt == ZT_OPT_ADAMW8BIT && (c = cJSON_AddArrayToObject(o, "fp32_state")))
         for (int i = 0; i < e->layout.n_params; i++)
-            if (e->pcompact[i])
+            if (e->os.pcompact[i])
                 cJSON_AddItemToArray(c, cJSON_CreateString(e->layout.params[i].name));
     return o;
 }
@@ -232,11 +232,11 @@ static int write_rank_file(zt_engine *e, const char *dir)
 {
     char path[4096], name[32], meta_v[3][32];
     int nu = e->layout.n_units, N = e->comm.size, r = e->comm.rank, rc = 0, nt = 0;
-    int off = e->ostore != NULL;
+    int off = e->oo.store != NULL;
     const zt_ost_sec *sd;
-    rank_file rf = {e, zt_ost_sections(e->opt, e->beta1, &sd), NULL};
+    rank_file rf = {e, zt_ost_sections(e->os.opt, e->os.beta1, &sd), NULL};
     int nrep = 0;
-    for (int i = 0; r == 0 && e->af_rc && i < e->layout.n_params; i++)
+    for (int i = 0; r == 0 && e->os.af_rc && i < e->layout.n_params; i++)
         nrep += e->layout.params[i].ndim >= 2 ? 2 : 0;
     int cap = nu * rf.ns + nrep;
     zt_tensor_view *v = calloc((size_t)cap, sizeof *v);
@@ -281,7 +281,7 @@ static int write_rank_file(zt_engine *e, const char *dir)
             pieces[nt] = 1;
             v[nt] = (zt_tensor_view){names[nt], ZT_F32, 0, {0}, NULL};
             af_state_shape(d, c, &v[nt].ndim, v[nt].shape, &at);
-            v[nt].data = e->af_rc + e->af_off[i] + at;
+            v[nt].data = e->os.af_rc + e->os.af_off[i] + at;
         }
     }
     snprintf(meta_v[0], sizeof meta_v[0], "%d", r);
@@ -291,7 +291,7 @@ static int write_rank_file(zt_engine *e, const char *dir)
     snprintf(path, sizeof path, "%s/%s", dir, name);
     {
         const char *meta[] = {"rank", meta_v[0], "world_size", meta_v[1], "step", meta_v[2],
-                              "optimizer", zt_ost_name(e->opt)};
+                              "optimizer", zt_ost_name(e->os.opt)};
         fault_point("before", name);
         rc = zt_safetensors_write_pieces(path, v, nt, meta, 4, off ? pieces : NULL,
                                          off ? state_piece : NULL, &rf);
@@ -350,7 +350,7 @@ static int write_manifest(const char *dir, const zt_engine *e)
         qsort(names, (size_t)n, sizeof *names, cmp_str);
     cJSON_AddStringToObject(m, "format", "zerotrain-checkpoint");
     cJSON_AddNumberToObject(m, "version", MANIFEST_VERSION);
-    cJSON_AddStringToObject(m, "run_id", e->run_id);
+    cJSON_AddStringToObject(m, "run_id", e->ck.run_id);
     cJSON_AddNumberToObject(m, "world_size", e->comm.size);
     cJSON_AddNumberToObject(m, "zero_stage", e->cfg.zero_stage);
     cJSON_AddNumberToObject(m, "bucket_size", (double)e->geo.bucket);
@@ -651,8 +651,8 @@ static int commit_rank0(zt_engine *e, const char *root, const zt_train_state *st
     snprintf(tmp, sizeof tmp, "%s/%s", root, tmpn);
     snprintf(final, sizeof final, "%s/%s", root, finaln);
     snprintf(old, sizeof old, "%s/%s", root, oldn);
-    if (!e->run_id[0]) /* a fresh engine's first save starts a lineage */
-        ZT_TRY(new_run_id(e->run_id));
+    if (!e->ck.run_id[0]) /* a fresh engine's first save starts a lineage */
+        ZT_TRY(new_run_id(e->ck.run_id));
     oj = optimizer_json(e);
     if (!oj || !(opt = cJSON_PrintUnformatted(oj)) ||
         asprintf(&text,
@@ -671,7 +671,7 @@ static int commit_rank0(zt_engine *e, const char *root, const zt_train_state *st
     free(text);
     if (rc < 0 ||
         (rc = write_text(tmp, "train_config.json", train_config ? train_config : "{}\n")) < 0 ||
-        (e->trainer_info[0] && (rc = write_text(tmp, "trainer.json", e->trainer_info)) < 0) ||
+        (e->ck.trainer_info[0] && (rc = write_text(tmp, "trainer.json", e->ck.trainer_info)) < 0) ||
         (rc = write_manifest(tmp, e)) < 0 || (rc = fsync_path(tmp)) < 0)
         return rc;
     /* a save that died between the two renames below left the checkpoint it replaced as
@@ -683,7 +683,7 @@ static int commit_rank0(zt_engine *e, const char *root, const zt_train_state *st
         if (!S_ISDIR(sb.st_mode))
             zt_log(ZT_LOG_WARN, "replacing %s, which is not a checkpoint folder (a link's "
                    "target is left as it is)", final);
-        else if (!of_run(root, finaln, e->run_id))
+        else if (!of_run(root, finaln, e->ck.run_id))
             zt_log(ZT_LOG_WARN, "replacing %s, a checkpoint of another run", final);
         fault_point("before", "rename");
         /* one atomic swap: step-N is at every moment the old checkpoint or the new one */
@@ -712,7 +712,7 @@ static int commit_rank0(zt_engine *e, const char *root, const zt_train_state *st
     remove_in(root, oldn);
 committed:
     if (keep > 0)
-        prune(root, e->run_id, keep);
+        prune(root, e->ck.run_id, keep);
     return 0;
 }
 
@@ -849,21 +849,21 @@ int zt_checkpoint_remove_other_runs(zt_engine *e, const char *root)
         return zt_fail(ZT_E_INVAL, "zt_checkpoint_remove_other_runs: NULL argument");
     if (e->comm.rank != 0)
         return 0;
-    if (!e->run_id[0])
+    if (!e->ck.run_id[0])
         return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "zt_checkpoint_remove_other_runs: the "
                                          "engine has saved or loaded no checkpoint yet"));
     if ((n = list_steps(root, &v)) < 0)
         return zt_engine_fail(e, n);
     for (int i = 0; i < n; i++) {
         int r;
-        if (of_run(root, v[i].name, e->run_id))
+        if (of_run(root, v[i].name, e->ck.run_id))
             continue;
         if ((r = remove_in(root, v[i].name)) < 0) {
             if (rc == 0)
                 rc = zt_fail(r, "%s/%s: cannot remove: %s", root, v[i].name, strerror(-r));
             continue;
         }
-        zt_log(ZT_LOG_INFO, "removed %s/%s (not of run %s)", root, v[i].name, e->run_id);
+        zt_log(ZT_LOG_INFO, "removed %s/%s (not of run %s)", root, v[i].name, e->ck.run_id);
         removed++;
     }
     free(v);
@@ -877,7 +877,7 @@ int zt_checkpoint_set_trainer_info(zt_engine *e, const char *json)
     if (!e)
         return zt_fail(ZT_E_INVAL, "zt_checkpoint_set_trainer_info: NULL engine");
     if (!json) {
-        e->trainer_info[0] = '\0';
+        e->ck.trainer_info[0] = '\0';
         return 0;
     }
     if ((len = strlen(json)) >= ZT_TRAINER_INFO_MAX)
@@ -890,13 +890,13 @@ int zt_checkpoint_set_trainer_info(zt_engine *e, const char *json)
                                          "JSON object"));
     }
     cJSON_Delete(o);
-    memcpy(e->trainer_info, json, len + 1);
+    memcpy(e->ck.trainer_info, json, len + 1);
     return 0;
 }
 
 const char *zt_checkpoint_trainer_info(const zt_engine *e)
 {
-    return e && e->loaded_info[0] ? e->loaded_info : NULL;
+    return e && e->ck.loaded_info[0] ? e->ck.loaded_info : NULL;
 }
 
 /* The checkpoint's optimizer must be laid out as this engine's (a checkpoint without the
@@ -907,29 +907,29 @@ static int check_optimizer(const zt_engine *e, const char *path, const cJSON *o)
     const char *name = cJSON_IsString(t) ? t->valuestring : o ? NULL : "AdamW";
     if (!name)
         return zt_fail(ZT_E_FORMAT, "%s: \"optimizer\" has no \"type\"", path);
-    if (strcmp(name, zt_ost_name(e->opt)))
+    if (strcmp(name, zt_ost_name(e->os.opt)))
         return zt_fail(ZT_E_CONFIG, "%s: the checkpoint holds %s state, and this run's "
                        "optimizer is %s: resume with optimizer.type \"%s\" (or start from the "
                        "checkpoint's weights alone, as a Hugging Face folder)", path, name,
-                       zt_ost_name(e->opt), name);
-    if (e->opt == ZT_OPT_ADAFACTOR) {
+                       zt_ost_name(e->os.opt), name);
+    if (e->os.opt == ZT_OPT_ADAFACTOR) {
         const cJSON *b1 = cJSON_GetObjectItemCaseSensitive(o, "beta1");
-        if (!cJSON_IsBool(b1) || cJSON_IsTrue(b1) != e->beta1)
+        if (!cJSON_IsBool(b1) || cJSON_IsTrue(b1) != e->os.beta1)
             return zt_fail(ZT_E_CONFIG, "%s: the checkpoint's Adafactor %s a first moment and "
                            "this run's %s: set optimizer.params.beta1 %s", path,
-                           cJSON_IsTrue(b1) ? "has" : "has no", e->beta1 ? "has" : "has not",
+                           cJSON_IsTrue(b1) ? "has" : "has no", e->os.beta1 ? "has" : "has not",
                            cJSON_IsTrue(b1) ? "as it was" : "to null");
     }
-    if (e->opt == ZT_OPT_ADAMW8BIT) {
+    if (e->os.opt == ZT_OPT_ADAMW8BIT) {
         const cJSON *f = cJSON_GetObjectItemCaseSensitive(o, "fp32_state"), *x;
         int n = 0, want = 0;
         if (!cJSON_IsArray(f))
             return zt_fail(ZT_E_FORMAT, "%s: \"optimizer\" has no \"fp32_state\" list", path);
         for (int i = 0; i < e->layout.n_params; i++)
-            want += e->pcompact[i];
+            want += e->os.pcompact[i];
         cJSON_ArrayForEach(x, f) {
             int i = cJSON_IsString(x) ? zt_layout_find(&e->layout, x->valuestring) : -1;
-            if (i < 0 || !e->pcompact[i])
+            if (i < 0 || !e->os.pcompact[i])
                 return zt_fail(ZT_E_CONFIG, "%s: the checkpoint kept fp32 AdamW8bit state for "
                                "\"%s\", this run does not: set min_8bit_size and "
                                "zerotrain.fp32_optimizer_state as when it was saved", path,
@@ -1023,7 +1023,7 @@ static int src_unit(state_src *ss, int u)
     ss->g0.piece = zt_geom_piece_for(e->layout.units[u].numel, ss->g0.N, ss->bucket0,
                                      &ss->g0.padded);
     for (int k = 0; k < ss->world0; k++)
-        ZT_TRY(zt_ost_runs(&e->layout, e->pcompact, u, &ss->g0, k, &ss->runs[k],
+        ZT_TRY(zt_ost_runs(&e->layout, e->os.pcompact, u, &ss->g0, k, &ss->runs[k],
                            &ss->n_runs[k], &ss->n_compact[k]));
     ss->ru = u;
     return 0;
@@ -1052,11 +1052,11 @@ static int reslice(state_src *ss, int u, const zt_spart *p, int sec, size_t c0, 
     zt_engine *e = ss->e;
     const zt_ost_sec *sd;
     char path[4096], name[ZT_NAME_MAX + 16];
-    (void)zt_ost_sections(e->opt, e->beta1, &sd);
+    (void)zt_ost_sections(e->os.opt, e->os.beta1, &sd);
     const zt_ost_sec *S = &sd[sec];
     size_t es = zt_dtype_size(S->dtype), numel = e->layout.units[u].numel;
     size_t q = S->kind == ZT_SEC_BLOCK ? ZT_QBLOCK : 1; /* positions per element */
-    uint8_t *dst = base + zt_ost_sec_offset(e->opt, e->beta1, sec, c1 - c0, nc);
+    uint8_t *dst = base + zt_ost_sec_offset(e->os.opt, e->os.beta1, sec, c1 - c0, nc);
     snprintf(name, sizeof name, "%s.%s", S->name, e->layout.units[u].name);
     ZT_TRY(src_unit(ss, u));
     for (int k = 0; k < ss->world0; k++) {
@@ -1114,7 +1114,7 @@ static int fill_state(int u, const zt_spart *p, size_t c0, size_t c1, size_t f0,
 {
     state_src *ss = arg;
     const zt_ost_sec *sd;
-    int ns = zt_ost_sections(ss->e->opt, ss->e->beta1, &sd);
+    int ns = zt_ost_sections(ss->e->os.opt, ss->e->os.beta1, &sd);
     zt_ost_init(ss->e, base, c1 - c0, nc);
     for (int sec = 0; sec < ns; sec++)
         ZT_TRY(reslice(ss, u, p, sec, c0, c1, f0, nc, base));
@@ -1124,7 +1124,7 @@ static int fill_state(int u, const zt_spart *p, size_t c0, size_t c1, size_t f0,
 /* Adafactor's factored moments, from rank 0's file, in Hugging Face's shapes */
 static int read_replicated(zt_engine *e, const state_src *ss)
 {
-    for (int i = 0; e->af_rc && i < e->layout.n_params; i++) {
+    for (int i = 0; e->os.af_rc && i < e->layout.n_params; i++) {
         const zt_param_def *d = &e->layout.params[i];
         if (d->ndim < 2)
             continue;
@@ -1145,7 +1145,7 @@ static int read_replicated(zt_engine *e, const state_src *ss)
             if (!same)
                 return zt_fail(ZT_E_FORMAT, "%s/rank-00000.safetensors: no F32 tensor \"%s\" "
                                "of shape [%s]", ss->dir, name, want);
-            memcpy(e->af_rc + e->af_off[i] + at, t.data, n * sizeof(float));
+            memcpy(e->os.af_rc + e->os.af_off[i] + at, t.data, n * sizeof(float));
         }
     }
     return 0;
@@ -1239,8 +1239,8 @@ int zt_checkpoint_load(zt_engine *e, const char *dir, zt_train_state *st)
     e->step = st->step;
     /* the run goes on in the checkpoint's lineage (an older version's has none: the next
      * save starts one) */
-    snprintf(e->run_id, sizeof e->run_id, "%s", mf.run_id);
-    memcpy(e->loaded_info, info, sizeof info);
+    snprintf(e->ck.run_id, sizeof e->ck.run_id, "%s", mf.run_id);
+    memcpy(e->ck.loaded_info, info, sizeof info);
     return 0;
 }
 

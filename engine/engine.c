@@ -148,7 +148,7 @@ static int check_config(const zt_config *c)
 static int gather_into(zt_engine *e, int u, float *buf, const float **whole)
 {
     zt_seg s;
-    if (e->persist[u]) {
+    if (e->ga.persist[u]) {
         *whole = e->P[u];
         return 0;
     }
@@ -174,8 +174,8 @@ static int init_unit(int u, float *buf, void *p)
     a->one[u] = buf;
     for (int i = ud->first_param; i < ud->first_param + ud->n_params; i++) {
         const zt_param_def *d = &a->e->layout.params[i];
-        if (a->e->init_vals && a->e->init_vals[i]) /* ZT_INIT_VALUES */
-            memcpy(buf + d->offset, a->e->init_vals[i], d->numel * sizeof(float));
+        if (a->e->un.init_vals && a->e->un.init_vals[i]) /* ZT_INIT_VALUES */
+            memcpy(buf + d->offset, a->e->un.init_vals[i], d->numel * sizeof(float));
         else
             zt_param_init(&a->e->layout, i, a->one, a->seed);
     }
@@ -201,10 +201,10 @@ static void poll_engine(void *arg)
 {
     zt_engine *e = arg;
     zt_comm_poll(&e->comm);
-    if (e->pstore)
-        (void)zt_store_poll(e->pstore);
-    if (e->ostore)
-        (void)zt_store_poll(e->ostore);
+    if (e->ps.store)
+        (void)zt_store_poll(e->ps.store);
+    if (e->oo.store)
+        (void)zt_store_poll(e->oo.store);
 }
 
 int zt_engine_recompute_info(const zt_engine *e, int u, zt_recompute_info *o)
@@ -216,17 +216,17 @@ int zt_engine_recompute_info(const zt_engine *e, int u, zt_recompute_info *o)
                                          "outside [0, %d)", u, e->layout.n_units));
     memset(o, 0, sizeof *o);
     o->name = e->layout.units[u].name;
-    o->mode = e->rk && e->rmode[u] != ZT_KEEP_ALL ? "segment" : zt_keep_name(e->rmode[u]);
-    o->segment_k = e->rmode[u] != ZT_KEEP_ALL ? e->rk : 0;
-    o->calls = e->rc_calls[u];
-    o->bytes = e->rc_bytes[u];
-    o->seconds = e->rc_sec[u];
+    o->mode = e->rc.k && e->rc.mode[u] != ZT_KEEP_ALL ? "segment" : zt_keep_name(e->rc.mode[u]);
+    o->segment_k = e->rc.mode[u] != ZT_KEEP_ALL ? e->rc.k : 0;
+    o->calls = e->rc.calls[u];
+    o->bytes = e->rc.bytes[u];
+    o->seconds = e->rc.sec[u];
     return 0;
 }
 
-size_t zt_engine_activation_prediction(const zt_engine *e) { return e ? e->act_predicted : 0; }
+size_t zt_engine_activation_prediction(const zt_engine *e) { return e ? e->rc.act_predicted : 0; }
 
-const char *zt_engine_recompute_plan(const zt_engine *e) { return e ? e->rplan : ""; }
+const char *zt_engine_recompute_plan(const zt_engine *e) { return e ? e->rc.plan : ""; }
 
 /* The config's name patterns (borrowed by the call), copied: a model of your own commits
  * later. */
@@ -297,17 +297,17 @@ static int register_layout(zt_engine *e, const zt_layout *l)
 static int declare_orders(zt_engine *e)
 {
     int nu = e->layout.n_units, n = 0, rc = 0;
-    int cap = 2 * (nu > e->n_bsteps ? nu : e->n_bsteps);
+    int cap = 2 * (nu > e->rc.n_bsteps ? nu : e->rc.n_bsteps);
     int *units = malloc(sizeof *units * (size_t)cap), *purp = malloc(sizeof *purp * (size_t)cap);
     unsigned char *hold = malloc((size_t)cap);
     if (!units || !purp || !hold)
         rc = zt_fail(ZT_E_NOMEM, "out of memory");
     for (int pass = 0; rc == 0 && pass < 2; pass++) {
         n = 0;
-        for (int k = 0; k < (pass ? e->n_bsteps : nu); k++) {
-            int u = pass ? e->bsteps[k].unit : k, t = e->ops->tied_unit(e->model, u);
+        for (int k = 0; k < (pass ? e->rc.n_bsteps : nu); k++) {
+            int u = pass ? e->rc.bsteps[k].unit : k, t = e->ops->tied_unit(e->model, u);
             int p = !pass ? ZT_FOR_FORWARD
-                    : e->bsteps[k].op == ZT_STEP_RECOMPUTE ? ZT_FOR_RECOMPUTE : ZT_FOR_BACKWARD;
+                    : e->rc.bsteps[k].op == ZT_STEP_RECOMPUTE ? ZT_FOR_RECOMPUTE : ZT_FOR_BACKWARD;
             units[n] = u, purp[n] = p, hold[n++] = t >= 0;
             if (t >= 0)
                 units[n] = t, purp[n] = p, hold[n++] = 0;
@@ -353,14 +353,14 @@ static int agree_shapes(zt_engine *e, int rc)
  * A trainer's own model ties to unit 0, as zerotrain.h documents. */
 static int whole_grad_unit(zt_engine *e)
 {
-    e->whole_grad = e->custom ? 0 : -1;
+    e->gr.whole_grad = e->custom ? 0 : -1;
     for (int u = 0; !e->custom && u < e->layout.n_units; u++) {
         int t = e->ops->tied_unit(e->model, u);
-        if (t >= 0 && e->whole_grad >= 0 && t != e->whole_grad)
+        if (t >= 0 && e->gr.whole_grad >= 0 && t != e->gr.whole_grad)
             return zt_fail(ZT_E_UNSUPPORTED, "the model ties units %d and %d to two different "
-                           "units: one unit may be tied to", e->whole_grad, t);
+                           "units: one unit may be tied to", e->gr.whole_grad, t);
         if (t >= 0)
-            e->whole_grad = t;
+            e->gr.whole_grad = t;
     }
     return 0;
 }
@@ -378,15 +378,15 @@ static int commit(zt_engine *e, const char *model_dir)
     int rc = 0;
     if (nu == 0)
         rc = zt_fail(ZT_E_INVAL, "zt_engine_commit: no units registered (zt_engine_add_unit)");
-    else if (e->layout.units[nu - 1].n_params != e->unit_nparams[nu - 1])
+    else if (e->layout.units[nu - 1].n_params != e->un.unit_nparams[nu - 1])
         rc = zt_fail(ZT_E_INVAL, "zt_engine_commit: unit %d \"%s\" was declared with %d "
                      "parameters and has %d", nu - 1, e->layout.units[nu - 1].name,
-                     e->unit_nparams[nu - 1], e->layout.units[nu - 1].n_params);
+                     e->un.unit_nparams[nu - 1], e->layout.units[nu - 1].n_params);
     ZT_TRY(agree_shapes(e, rc));
-    if (!(e->alias_seen = calloc((size_t)e->layout.n_params, 1)) ||
-        !(e->held = calloc((size_t)nu, sizeof *e->held)) || !(e->gstate = calloc((size_t)nu, 1)) ||
-        !(e->drvP = calloc((size_t)nu, sizeof *e->drvP)) ||
-        !(e->drvG = calloc((size_t)nu, sizeof *e->drvG)))
+    if (!(e->ck.alias_seen = calloc((size_t)e->layout.n_params, 1)) ||
+        !(e->un.held = calloc((size_t)nu, sizeof *e->un.held)) || !(e->un.gstate = calloc((size_t)nu, 1)) ||
+        !(e->un.drvP = calloc((size_t)nu, sizeof *e->un.drvP)) ||
+        !(e->un.drvG = calloc((size_t)nu, sizeof *e->un.drvG)))
         rc = zt_fail(ZT_E_NOMEM, "out of memory");
     if (rc == 0 && !e->custom)
         rc = zt_model_create(&e->mc, &e->layout, cfg->dropout, cfg->seed, &e->ops, &e->model);
@@ -404,8 +404,8 @@ static int commit(zt_engine *e, const char *model_dir)
         rc = zt_ost_setup(e);
     if (e->plan[0])
         zt_log(ZT_LOG_INFO, "%s", e->plan);
-    if (e->rplan[0])
-        zt_log(ZT_LOG_INFO, "%s", e->rplan);
+    if (e->rc.plan[0])
+        zt_log(ZT_LOG_INFO, "%s", e->rc.plan);
     /* offloaded moments: the swap file and its space now, not at the first step */
     if (rc == 0 && cfg->offload_optimizer != ZT_OFFLOAD_NONE)
         rc = zt_engine_ensure_moments(e);
@@ -425,9 +425,9 @@ static int commit(zt_engine *e, const char *model_dir)
                     d->decay = 0;
         }
     }
-    for (int i = 0; e->init_vals && i < e->layout.n_params; i++) {
-        free(e->init_vals[i]);
-        e->init_vals[i] = NULL;
+    for (int i = 0; e->un.init_vals && i < e->layout.n_params; i++) {
+        free(e->un.init_vals[i]);
+        e->un.init_vals[i] = NULL;
     }
     if (e->ops)
         ZT_TRY(declare_orders(e));
@@ -543,15 +543,15 @@ void zt_engine_destroy(zt_engine *e)
     if (e->ops && e->model)
         e->ops->destroy(e->model);
     zt_zero_teardown(e);
-    free(e->rmode);
-    free(e->bsteps);
-    free(e->rc_calls);
-    free(e->rc_bytes);
-    free(e->rc_sec);
+    free(e->rc.mode);
+    free(e->rc.bsteps);
+    free(e->rc.calls);
+    free(e->rc.bytes);
+    free(e->rc.sec);
     zt_comm_close(&e->comm);
     zt_units_free(e);
     zt_layout_free(&e->layout);
-    free(e->alias_seen);
+    free(e->ck.alias_seen);
     for (int k = 0; k < e->n_patterns; k++)
         free(e->patterns[k]);
     free(e->patterns);
@@ -651,7 +651,7 @@ int zt_engine_param_get(const zt_engine *e, int i, zt_param_info *o)
     d = &e->layout.params[i];
     memset(o, 0, sizeof *o);
     o->name = d->name;
-    o->alias = e->alias_seen && e->alias_seen[i] && d->alias[0] ? d->alias : NULL;
+    o->alias = e->ck.alias_seen && e->ck.alias_seen[i] && d->alias[0] ? d->alias : NULL;
     o->ndim = d->ndim;
     memcpy(o->shape, d->shape, sizeof o->shape);
     o->numel = d->numel;
@@ -697,7 +697,7 @@ int zt_engine_read_param(const zt_engine *e, const char *name, float *dst, size_
 int zt_engine_read_grad(const zt_engine *e, const char *name, float *dst, size_t n)
 {
     float *p = NULL;
-    ZT_TRY(locate(e, e ? e->G : NULL, name, n, &p));
+    ZT_TRY(locate(e, e ? e->gr.G : NULL, name, n, &p));
     memcpy(dst, p, n * sizeof(float));
     return 0;
 }
@@ -718,20 +718,20 @@ int zt_engine_zero_grad(zt_engine *e)
     if ((rc = zt_engine_commit(e)) < 0 ||
         (rc = zt_units_pass_close(e, "zt_engine_zero_grad")) < 0)
         return zt_engine_fail(e, rc);
-    e->micro = 0;
+    e->gr.micro = 0;
     ZT_TRY(zt_zero_pass_grads_begin(e)); /* reductions still reading G finish first */
     if (e->cfg.zero_stage >= 2) {
-        if (e->whole_grad >= 0)
-            memset(e->G[e->whole_grad], 0, e->geo.padded[e->whole_grad] * sizeof(float));
+        if (e->gr.whole_grad >= 0)
+            memset(e->gr.G[e->gr.whole_grad], 0, e->geo.padded[e->gr.whole_grad] * sizeof(float));
         /* the shards are left (a deferred update may still read them): the next backward
          * pass overwrites them (its first reduction is not added), and a step without one
          * zeroes them first */
-        e->gs_stale = 1;
-        e->accum_first = 1;
+        e->gr.gs_stale = 1;
+        e->gr.accum_first = 1;
         return 0;
     }
     for (int u = 0; u < e->layout.n_units; u++)
-        memset(e->G[u], 0, e->geo.padded[u] * sizeof(float));
+        memset(e->gr.G[u], 0, e->geo.padded[u] * sizeof(float));
     return 0;
 }
 
@@ -742,8 +742,8 @@ static int acquire_pair(zt_engine *e, int u, int purpose)
     int t = e->ops->tied_unit(e->model, u);
     for (int i = 0; i < (t >= 0 ? 2 : 1); i++) {
         int w = i ? t : u;
-        ZT_TRY(zt_engine_unit_acquire(e, w, purpose, &e->drvP[w],
-                                      purpose == ZT_FOR_BACKWARD ? &e->drvG[w] : NULL));
+        ZT_TRY(zt_engine_unit_acquire(e, w, purpose, &e->un.drvP[w],
+                                      purpose == ZT_FOR_BACKWARD ? &e->un.drvG[w] : NULL));
     }
     return 0;
 }
@@ -761,7 +761,7 @@ static int run_forward(zt_engine *e, int eval)
     for (int u = 0; u < e->layout.n_units; u++) {
         ZT_TRY(acquire_pair(e, u, ZT_FOR_FORWARD | (eval ? ZT_FOR_EVAL : 0)));
         ZT_TRY(zt_act_before(e, 0, u));
-        e->ops->forward_unit(e->model, u, e->drvP);
+        e->ops->forward_unit(e->model, u, e->un.drvP);
         ZT_TRY(zt_act_after(e, 0, u, -1));
         ZT_TRY(release_pair(e, u));
     }
@@ -772,11 +772,11 @@ static int run_forward(zt_engine *e, int eval)
 static void recompute(zt_engine *e, int u)
 {
     double t0 = e->cfg.recompute_profile ? zt_prof_now() : 0.0;
-    e->ops->recompute_unit(e->model, u, e->drvP);
+    e->ops->recompute_unit(e->model, u, e->un.drvP);
     if (e->cfg.recompute_profile) {
-        e->rc_sec[u] += zt_prof_now() - t0;
-        e->rc_calls[u]++;
-        e->rc_bytes[u] += e->ops->recompute_bytes(e->model, u);
+        e->rc.sec[u] += zt_prof_now() - t0;
+        e->rc.calls[u]++;
+        e->rc.bytes[u] += e->ops->recompute_bytes(e->model, u);
     }
 }
 
@@ -785,14 +785,14 @@ static void recompute(zt_engine *e, int u)
  * the next steps run). */
 static int run_backward(zt_engine *e)
 {
-    for (int k = 0; k < e->n_bsteps; k++) {
-        int u = e->bsteps[k].unit, op = e->bsteps[k].op;
+    for (int k = 0; k < e->rc.n_bsteps; k++) {
+        int u = e->rc.bsteps[k].unit, op = e->rc.bsteps[k].op;
         ZT_TRY(acquire_pair(e, u, op == ZT_STEP_RECOMPUTE ? ZT_FOR_RECOMPUTE : ZT_FOR_BACKWARD));
         ZT_TRY(zt_act_before(e, op, u));
         if (op == ZT_STEP_RECOMPUTE) {
             recompute(e, u);
         } else {
-            e->ops->backward_unit(e->model, u, e->drvP, e->drvG);
+            e->ops->backward_unit(e->model, u, e->un.drvP, e->un.drvG);
             ZT_TRY(zt_engine_unit_grads_ready(e, u));
         }
         ZT_TRY(zt_act_after(e, op, u, k));
@@ -894,7 +894,7 @@ int zt_engine_step(zt_engine *e, float lr, zt_step_info *out)
                                          "a finite number >= 0", lr));
     if ((rc = zt_engine_commit(e)) < 0)
         return rc;
-    if (e->pass == ZT_PASS_FORWARD)
+    if (e->un.pass == ZT_PASS_FORWARD)
         return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "zt_engine_step: the forward pass "
                                          "(acquired for training) has no backward pass: the "
                                          "gradients are not ready"));
@@ -905,10 +905,10 @@ int zt_engine_step(zt_engine *e, float lr, zt_step_info *out)
      * gradients it was computed from; then the shards zero_grad left are zeroed */
     if ((rc = zt_zero_flush(e)) < 0)
         return zt_engine_fail(e, rc);
-    if (e->gs_stale) {
+    if (e->gr.gs_stale) {
         if ((rc = zt_zero_clear_shards(e)) < 0)
             return zt_engine_fail(e, rc);
-        e->gs_stale = 0;
+        e->gr.gs_stale = 0;
     }
     int bad_unit = -1;
     if ((rc = zt_zero_reduce(e, &sumsq, &bad_unit)) < 0)
@@ -934,7 +934,7 @@ int zt_engine_step(zt_engine *e, float lr, zt_step_info *out)
             if (all[r] >= 0 && (first < 0 || all[r] < first))
                 first = (int)all[r];
         free(all);
-        e->micro = 0;
+        e->gr.micro = 0;
         e->skipped_steps++;
         if (out) {
             out->grad_norm = norm;
@@ -954,13 +954,13 @@ int zt_engine_step(zt_engine *e, float lr, zt_step_info *out)
     if (e->cfg.grad_clip > 0.0f && norm > e->cfg.grad_clip)
         coef = (float)(e->cfg.grad_clip / (norm + 1e-6));
     e->step++;
-    e->micro = 0;
+    e->gr.micro = 0;
     hp = (zt_adamw_hparams){lr, e->cfg.beta1, e->cfg.beta2, e->cfg.eps, e->cfg.weight_decay,
                             e->step, coef};
-    e->up_hp = hp;
-    if (e->opt == ZT_OPT_ADAFACTOR) {
+    e->up.hp = hp;
+    if (e->os.opt == ZT_OPT_ADAFACTOR) {
         const zt_config *c = &e->cfg;
-        e->up_af = (zt_adafactor_hparams){lr, c->adafactor_eps1, c->adafactor_eps2,
+        e->up.af = (zt_adafactor_hparams){lr, c->adafactor_eps1, c->adafactor_eps2,
                                           c->clip_threshold, c->decay_rate, c->adafactor_beta1,
                                           c->weight_decay, c->relative_step, c->scale_parameter,
                                           c->warmup_init, e->step};
@@ -971,7 +971,7 @@ int zt_engine_step(zt_engine *e, float lr, zt_step_info *out)
         out->grad_norm = norm;
         out->clip_coef = coef;
         out->step = e->step;
-        out->lr = e->opt == ZT_OPT_ADAFACTOR ? (float)zt_adafactor_step_size(&e->up_af) : lr;
+        out->lr = e->os.opt == ZT_OPT_ADAFACTOR ? (float)zt_adafactor_step_size(&e->up.af) : lr;
         out->skipped = 0;
         out->nonfinite_unit = -1;
     }
@@ -1012,7 +1012,7 @@ int zt_engine_report_get(const zt_engine *e, zt_engine_report *o)
                                                      &o->traffic_theory);
         free(train);
     }
-    o->gathered_peak = e->cfg.zero_stage >= 3 ? e->sched.live_peak * F : 0;
+    o->gathered_peak = e->cfg.zero_stage >= 3 ? e->ga.sched.live_peak * F : 0;
     o->progress = e->comm.mode;
     zt_memory_report(&m);
     o->measured_state_bytes = m.current[ZT_MEM_PARAMS] + m.current[ZT_MEM_GRADS] +
@@ -1021,7 +1021,7 @@ int zt_engine_report_get(const zt_engine *e, zt_engine_report *o)
     o->offload_optimizer = e->cfg.offload_optimizer;
     o->offload_param = e->cfg.offload_param;
     o->offload_gradients = e->cfg.offload_gradients > 0;
-    zt_store *stores[4] = {e->ostore, e->pstore, e->gstore, e->cstore};
+    zt_store *stores[4] = {e->oo.store, e->ps.store, e->gr.store, e->ao.store};
     for (int i = 0; i < 4; i++) {
         zt_store_stats ss;
         if (!stores[i])
@@ -1153,7 +1153,7 @@ static int first_nonfinite_here(zt_engine *e, int *param, size_t *elem, float *v
     for (int u = 0; u < e->layout.n_units && *param < 0; u++) {
         const zt_unit_def *ud = &e->layout.units[u];
         const float *p = e->P[u];
-        if (st3 && !e->persist[u]) {
+        if (st3 && !e->ga.persist[u]) {
             memset(buf, 0, e->geo.padded[u] * sizeof(float));
             if ((rc = zt_zero_shard_to_whole(e, u, buf)) < 0)
                 break;
@@ -1210,7 +1210,7 @@ int zt_engine_check_finite(zt_engine *e, const char *what, const char *path)
     const zt_param_def *d = &e->layout.params[param];
     char at[160], where[48] = "";
     zt_nonfinite_text(at, sizeof at, ZT_F32, &value, d->ndim, d->shape, elem);
-    if (e->cfg.zero_stage >= 3 && N > 1 && !e->persist[d->unit])
+    if (e->cfg.zero_stage >= 3 && N > 1 && !e->ga.persist[d->unit])
         snprintf(where, sizeof where, ", in rank %d's shard", owner);
     return zt_fail(ZT_E_RANGE, "not %s %s: parameter \"%s\" %s (its first non-finite "
                    "value%s): nothing was written", what, path, d->name, at, where);
@@ -1257,7 +1257,7 @@ static int load_unit(int u, float *buf, void *p)
     load_arg *a = p;
     int rc;
     a->one[u] = buf;
-    rc = zt_load_hf_weights(a->dir, &a->e->layout, a->one, a->e->alias_seen, a->e->cfg.seed,
+    rc = zt_load_hf_weights(a->dir, &a->e->layout, a->one, a->e->ck.alias_seen, a->e->cfg.seed,
                             u == a->e->layout.n_units - 1);
     a->one[u] = NULL;
     return rc;
@@ -1269,7 +1269,7 @@ int zt_engine_load_params(zt_engine *e, const char *dir)
     int rc;
     ZT_TRY(zt_zero_flush(e)); /* nothing deferred may land on what is loaded */
     if (e->cfg.zero_stage < 3)
-        return zt_load_hf_weights(dir, &e->layout, e->P, e->alias_seen, e->cfg.seed, 1);
+        return zt_load_hf_weights(dir, &e->layout, e->P, e->ck.alias_seen, e->cfg.seed, 1);
     if (!(a.one = calloc((size_t)e->layout.n_units, sizeof *a.one)))
         return zt_fail(ZT_E_NOMEM, "out of memory");
     rc = zt_zero_fill_params(e, load_unit, &a);

@@ -189,38 +189,38 @@ static int param_compact(const zt_engine *e, int i)
 int zt_ost_setup(zt_engine *e)
 {
     int nu = e->layout.n_units, np = e->layout.n_params, N = e->comm.size;
-    e->opt = e->cfg.optimizer;
-    e->beta1 = e->opt == ZT_OPT_ADAFACTOR && e->cfg.adafactor_beta1 >= 0.0f;
-    e->n_parts = e->cfg.zero_stage == 0 ? N : 1;
-    if (e->n_parts > ZT_MAX_PARTS)
+    e->os.opt = e->cfg.optimizer;
+    e->os.beta1 = e->os.opt == ZT_OPT_ADAFACTOR && e->cfg.adafactor_beta1 >= 0.0f;
+    e->os.n_parts = e->cfg.zero_stage == 0 ? N : 1;
+    if (e->os.n_parts > ZT_MAX_PARTS)
         return zt_fail(ZT_E_UNSUPPORTED, "ZeRO stage 0 over %d ranks: at most %d (use stage 1 "
                        "or more, which shards the optimizer state)", N, ZT_MAX_PARTS);
-    if (!(e->pcompact = calloc((size_t)np, 1)) ||
-        !(e->parts = calloc((size_t)nu * (size_t)e->n_parts, sizeof *e->parts)))
+    if (!(e->os.pcompact = calloc((size_t)np, 1)) ||
+        !(e->os.parts = calloc((size_t)nu * (size_t)e->os.n_parts, sizeof *e->os.parts)))
         return zt_fail(ZT_E_NOMEM, "out of memory");
     for (int i = 0; i < np; i++)
-        e->pcompact[i] = (unsigned char)param_compact(e, i);
+        e->os.pcompact[i] = (unsigned char)param_compact(e, i);
     for (int u = 0; u < nu; u++) {
         zt_geom g = zt_geometry_unit(&e->geo, u);
-        for (int k = 0; k < e->n_parts; k++) {
-            zt_spart *p = &e->parts[u * e->n_parts + k];
-            p->rank = e->n_parts > 1 ? k : e->comm.rank;
+        for (int k = 0; k < e->os.n_parts; k++) {
+            zt_spart *p = &e->os.parts[u * e->os.n_parts + k];
+            p->rank = e->os.n_parts > 1 ? k : e->comm.rank;
             p->len = e->geo.padded[u] / (size_t)N;
-            ZT_TRY(zt_ost_runs(&e->layout, e->pcompact, u, &g, p->rank, &p->run, &p->n_run,
+            ZT_TRY(zt_ost_runs(&e->layout, e->os.pcompact, u, &g, p->rank, &p->run, &p->n_run,
                                &p->n_compact));
         }
     }
-    if (e->opt == ZT_OPT_ADAMW8BIT) {
-        if (!(e->maps = zt_mem_alloc(sizeof *e->maps, 64, ZT_MEM_OTHER))) /* (tables) */
+    if (e->os.opt == ZT_OPT_ADAMW8BIT) {
+        if (!(e->os.maps = zt_mem_alloc(sizeof *e->os.maps, 64, ZT_MEM_OTHER))) /* (tables) */
             return zt_fail(ZT_E_NOMEM, "out of memory");
-        zt_adam8_maps_init(e->maps);
+        zt_adam8_maps_init(e->os.maps);
     }
-    if (e->opt == ZT_OPT_ADAFACTOR) {
+    if (e->os.opt == ZT_OPT_ADAFACTOR) {
         size_t most = 0, mostp = 0, scratch = 1;
-        if (!(e->af_off = calloc((size_t)np, sizeof *e->af_off)) ||
-            !(e->af_soff = calloc((size_t)np, sizeof *e->af_soff)))
+        if (!(e->os.af_off = calloc((size_t)np, sizeof *e->os.af_off)) ||
+            !(e->os.af_soff = calloc((size_t)np, sizeof *e->os.af_soff)))
             return zt_fail(ZT_E_NOMEM, "out of memory");
-        e->af_floats = 0;
+        e->os.af_floats = 0;
         for (int u = 0; u < nu; u++) {
             const zt_unit_def *ud = &e->layout.units[u];
             size_t len = 0;
@@ -229,20 +229,20 @@ int zt_ost_setup(zt_engine *e)
                 zt_adafactor_shape sh = af_shape(d);
                 size_t sc = zt_adafactor_scratch(&sh);
                 scratch = sc > scratch ? sc : scratch;
-                e->af_off[i] = e->af_floats;
-                e->af_floats += af_moments(&sh);
-                e->af_soff[i] = len; /* [row sums][column sums][p^2] */
+                e->os.af_off[i] = e->os.af_floats;
+                e->os.af_floats += af_moments(&sh);
+                e->os.af_soff[i] = len; /* [row sums][column sums][p^2] */
                 len += af_moments(&sh) + 1;
             }
             most = len > most ? len : most;
             mostp = (size_t)ud->n_params > mostp ? (size_t)ud->n_params : mostp;
         }
         /* scratch: a part's sums, the total, and every rank's sums */
-        e->af_len = most + mostp;
-        e->af_buf_n = e->af_len * (size_t)(2 + N);
-        if (!(e->af_buf = malloc(e->af_buf_n * sizeof *e->af_buf)) ||
-            !(e->af_lr = malloc(mostp * sizeof *e->af_lr)) ||
-            !(e->af_cfac = malloc(scratch * sizeof *e->af_cfac)))
+        e->os.af_len = most + mostp;
+        e->os.af_buf_n = e->os.af_len * (size_t)(2 + N);
+        if (!(e->os.af_buf = malloc(e->os.af_buf_n * sizeof *e->os.af_buf)) ||
+            !(e->os.af_lr = malloc(mostp * sizeof *e->os.af_lr)) ||
+            !(e->os.af_cfac = malloc(scratch * sizeof *e->os.af_cfac)))
             return zt_fail(ZT_E_NOMEM, "out of memory");
     }
     return 0;
@@ -251,53 +251,53 @@ int zt_ost_setup(zt_engine *e)
 void zt_ost_teardown(zt_engine *e)
 {
     int nu = e->layout.n_units;
-    for (int i = 0; e->parts && i < nu * e->n_parts; i++) {
-        zt_spart *p = &e->parts[i];
+    for (int i = 0; e->os.parts && i < nu * e->os.n_parts; i++) {
+        zt_spart *p = &e->os.parts[i];
         if (p->state)
-            zt_mem_free(p->state, ZT_OST_ALLOC(zt_ost_bytes(e->opt, e->beta1, p->len,
+            zt_mem_free(p->state, ZT_OST_ALLOC(zt_ost_bytes(e->os.opt, e->os.beta1, p->len,
                                                             p->n_compact)), ZT_MEM_OPTIMIZER);
         free(p->run);
     }
-    free(e->parts);
-    e->parts = NULL;
-    free(e->pcompact);
-    e->pcompact = NULL;
-    if (e->maps)
-        zt_mem_free(e->maps, sizeof *e->maps, ZT_MEM_OTHER);
-    e->maps = NULL;
-    if (e->af_rc)
-        zt_mem_free(e->af_rc, e->af_floats * sizeof(float), ZT_MEM_OPTIMIZER);
-    e->af_rc = NULL;
-    free(e->af_off);
-    free(e->af_soff);
-    free(e->af_buf);
-    free(e->af_lr);
-    free(e->af_cfac);
-    e->af_cfac = NULL;
-    e->af_off = e->af_soff = NULL;
-    e->af_buf = NULL;
-    e->af_lr = NULL;
+    free(e->os.parts);
+    e->os.parts = NULL;
+    free(e->os.pcompact);
+    e->os.pcompact = NULL;
+    if (e->os.maps)
+        zt_mem_free(e->os.maps, sizeof *e->os.maps, ZT_MEM_OTHER);
+    e->os.maps = NULL;
+    if (e->os.af_rc)
+        zt_mem_free(e->os.af_rc, e->os.af_floats * sizeof(float), ZT_MEM_OPTIMIZER);
+    e->os.af_rc = NULL;
+    free(e->os.af_off);
+    free(e->os.af_soff);
+    free(e->os.af_buf);
+    free(e->os.af_lr);
+    free(e->os.af_cfac);
+    e->os.af_cfac = NULL;
+    e->os.af_off = e->os.af_soff = NULL;
+    e->os.af_buf = NULL;
+    e->os.af_lr = NULL;
 }
 
 zt_spart *zt_ost_part(const zt_engine *e, int u, int r)
 {
-    return &e->parts[u * e->n_parts + (e->n_parts > 1 ? r : 0)];
+    return &e->os.parts[u * e->os.n_parts + (e->os.n_parts > 1 ? r : 0)];
 }
 
 void zt_ost_init(const zt_engine *e, uint8_t *base, size_t n, size_t nc)
 {
     /* zeros throughout: AdamW8bit's fresh codes are 0, as zt_adam8bit_init */
-    memset(base, 0, zt_ost_bytes(e->opt, e->beta1, n, nc));
+    memset(base, 0, zt_ost_bytes(e->os.opt, e->os.beta1, n, nc));
 }
 
 int zt_ost_alloc_replicated(zt_engine *e)
 {
-    if (e->opt != ZT_OPT_ADAFACTOR || e->af_rc || !e->af_floats)
+    if (e->os.opt != ZT_OPT_ADAFACTOR || e->os.af_rc || !e->os.af_floats)
         return 0;
-    if (!(e->af_rc = zt_mem_alloc(e->af_floats * sizeof(float), 64, ZT_MEM_OPTIMIZER)))
+    if (!(e->os.af_rc = zt_mem_alloc(e->os.af_floats * sizeof(float), 64, ZT_MEM_OPTIMIZER)))
         return zt_fail(ZT_E_NOMEM, "Adafactor: %zu bytes of factored moments: out of memory",
-                       e->af_floats * sizeof(float));
-    memset(e->af_rc, 0, e->af_floats * sizeof(float));
+                       e->os.af_floats * sizeof(float));
+    memset(e->os.af_rc, 0, e->os.af_floats * sizeof(float));
     return 0;
 }
 
@@ -306,7 +306,7 @@ int zt_ost_alloc_replicated(zt_engine *e)
 static int poll(zt_engine *e)
 {
     zt_comm_poll(&e->comm);
-    return e->ostore ? zt_store_poll(e->ostore) : 0;
+    return e->oo.store ? zt_store_poll(e->oo.store) : 0;
 }
 
 /* parameter and gradient pointers of shard position j of run x */
@@ -323,7 +323,7 @@ static const float *g_at(const zt_ost_io *io, const zt_srun *x, size_t j)
 int zt_ost_update_range(zt_engine *e, const zt_spart *p, size_t c0, size_t c1,
                         const zt_ost_view *v, const zt_ost_io *io)
 {
-    const zt_adamw_hparams *hp = &e->up_hp;
+    const zt_adamw_hparams *hp = &e->up.hp;
     for (int k = 0; k < p->n_run; k++) {
         const zt_srun *x = &p->run[k];
         size_t lo = x->j0 > c0 ? x->j0 : c0, hi = x->j1 < c1 ? x->j1 : c1;
@@ -333,13 +333,13 @@ int zt_ost_update_range(zt_engine *e, const zt_spart *p, size_t c0, size_t c1,
         float *pp = p_at(io, x, lo);
         const float *gg = g_at(io, x, lo);
         size_t o = lo - v->c0, n = hi - lo;
-        if (e->opt == ZT_OPT_ADAMW) {
+        if (e->os.opt == ZT_OPT_ADAMW) {
             zt_adamw_update(pp, gg, v->m + o, v->v + o, n, hp, decay);
         } else if (x->compact) {
             size_t f = x->f0 + (lo - x->j0) - v->f0;
             zt_adam32_update(pp, gg, v->fm + f, v->fv + f, n, hp, decay);
         } else { /* lo is on a block of the tensor (ostate.h) */
-            zt_adam8bit_update(e->maps, pp, gg, v->cm + o, v->cv + o, v->am + o / ZT_QBLOCK,
+            zt_adam8bit_update(e->os.maps, pp, gg, v->cm + o, v->cv + o, v->am + o / ZT_QBLOCK,
                                v->av + o / ZT_QBLOCK, n, hp, decay);
         }
         ZT_TRY(poll(e));
@@ -355,15 +355,15 @@ static int af_phase(zt_engine *e, int u, zt_spart *const *parts, int n_parts,
                     const zt_ost_view *views, const zt_ost_io *io, int phase, double *total)
 {
     const zt_unit_def *ud = &e->layout.units[u];
-    const zt_adafactor_hparams *hp = &e->up_af;
-    float gs = e->up_hp.grad_scale;
-    size_t L = e->af_len, r0, r1; /* the stretch of sums this phase reduces */
-    double *acc = e->af_buf, *all = e->af_buf + 2 * L;
+    const zt_adafactor_hparams *hp = &e->up.af;
+    float gs = e->up.hp.grad_scale;
+    size_t L = e->os.af_len, r0, r1; /* the stretch of sums this phase reduces */
+    double *acc = e->os.af_buf, *all = e->os.af_buf + 2 * L;
     int i0 = ud->first_param, il = i0 + ud->n_params - 1;
     if (phase == 1) {
         zt_adafactor_shape shl = af_shape(&e->layout.params[il]);
         r0 = 0;
-        r1 = e->af_soff[il] + 1 + af_moments(&shl);
+        r1 = e->os.af_soff[il] + 1 + af_moments(&shl);
     } else {
         r0 = L - (size_t)ud->n_params;
         r1 = L;
@@ -376,7 +376,7 @@ static int af_phase(zt_engine *e, int u, zt_spart *const *parts, int n_parts,
             const zt_srun *x = &p->run[q];
             const zt_param_def *d = &e->layout.params[x->param];
             zt_adafactor_shape sh = af_shape(d);
-            size_t off = x->a - d->offset, n = x->j1 - x->j0, s0 = e->af_soff[x->param];
+            size_t off = x->a - d->offset, n = x->j1 - x->j0, s0 = e->os.af_soff[x->param];
             if (phase == 1) {
                 zt_adafactor_sums s = {acc + s0, acc + s0 + af_rows(&sh),
                                        acc[s0 + af_moments(&sh)]};
@@ -384,12 +384,12 @@ static int af_phase(zt_engine *e, int u, zt_spart *const *parts, int n_parts,
                                       hp->eps1, &s);
                 acc[s0 + af_moments(&sh)] = s.p_sumsq;
             } else {
-                const float *rc = sh.cols ? e->af_rc + e->af_off[x->param] : NULL;
+                const float *rc = sh.cols ? e->os.af_rc + e->os.af_off[x->param] : NULL;
                 float *vv = sh.cols ? NULL : views[k].fv + (x->f0 - views[k].f0);
                 acc[L - (size_t)ud->n_params + (size_t)(x->param - i0)] +=
                     zt_adafactor_precondition(&sh, hp, off, n, g_at(io, x, x->j0), gs, rc,
                                               rc ? rc + af_rows(&sh) : NULL, vv, NULL,
-                                              e->af_cfac);
+                                              e->os.af_cfac);
             }
             ZT_TRY(poll(e));
         }
@@ -411,21 +411,21 @@ int zt_ost_adafactor_unit(zt_engine *e, int u, zt_spart *const *parts, int n_par
                           const zt_ost_view *views, const zt_ost_io *io)
 {
     const zt_unit_def *ud = &e->layout.units[u];
-    const zt_adafactor_hparams *hp = &e->up_af;
-    float gs = e->up_hp.grad_scale;
-    size_t L = e->af_len;
-    double *total = e->af_buf + L;
+    const zt_adafactor_hparams *hp = &e->up.af;
+    float gs = e->up.hp.grad_scale;
+    size_t L = e->os.af_len;
+    double *total = e->os.af_buf + L;
     int i0 = ud->first_param;
     /* phase 1 and the factored moments, the step size of each tensor */
     ZT_TRY(af_phase(e, u, parts, n_parts, views, io, 1, total));
     for (int i = i0; i < i0 + ud->n_params; i++) {
         const zt_param_def *d = &e->layout.params[i];
         zt_adafactor_shape sh = af_shape(d);
-        size_t s0 = e->af_soff[i];
+        size_t s0 = e->os.af_soff[i];
         zt_adafactor_sums s = {total + s0, total + s0 + af_rows(&sh),
                                total[s0 + af_moments(&sh)]};
-        float *row = sh.cols ? e->af_rc + e->af_off[i] : NULL;
-        e->af_lr[i - i0] = zt_adafactor_stats(&sh, hp, &s, row, row ? row + af_rows(&sh) : NULL);
+        float *row = sh.cols ? e->os.af_rc + e->os.af_off[i] : NULL;
+        e->os.af_lr[i - i0] = zt_adafactor_stats(&sh, hp, &s, row, row ? row + af_rows(&sh) : NULL);
     }
     /* phase 2: the RMS of each tensor's preconditioned update */
     ZT_TRY(af_phase(e, u, parts, n_parts, views, io, 2, total));
@@ -436,14 +436,14 @@ int zt_ost_adafactor_unit(zt_engine *e, int u, zt_spart *const *parts, int n_par
             const zt_srun *x = &p->run[q];
             const zt_param_def *d = &e->layout.params[x->param];
             zt_adafactor_shape sh = af_shape(d);
-            const float *rc = sh.cols ? e->af_rc + e->af_off[x->param] : NULL;
+            const float *rc = sh.cols ? e->os.af_rc + e->os.af_off[x->param] : NULL;
             const float *vv = sh.cols ? NULL : views[k].fv + (x->f0 - views[k].f0);
-            float *m = e->beta1 ? views[k].m + (x->j0 - views[k].c0) : NULL;
+            float *m = e->os.beta1 ? views[k].m + (x->j0 - views[k].c0) : NULL;
             zt_adafactor_apply_grad(&sh, hp, x->a - d->offset, x->j1 - x->j0, g_at(io, x, x->j0),
                                     gs, rc, rc ? rc + af_rows(&sh) : NULL, vv,
                                     total[L - (size_t)ud->n_params + (size_t)(x->param - i0)],
-                                    e->af_lr[x->param - i0], m, p_at(io, x, x->j0), d->decay,
-                                    e->af_cfac);
+                                    e->os.af_lr[x->param - i0], m, p_at(io, x, x->j0), d->decay,
+                                    e->os.af_cfac);
             ZT_TRY(poll(e));
         }
     }
@@ -454,10 +454,10 @@ int zt_ost_adafactor_unit(zt_engine *e, int u, zt_spart *const *parts, int n_par
 
 size_t zt_ost_state_bytes(const zt_engine *e)
 {
-    size_t b = e->opt == ZT_OPT_ADAFACTOR ? e->af_floats * sizeof(float) : 0;
-    for (int i = 0; e->parts && i < e->layout.n_units * e->n_parts; i++) /* as allocated */
-        b += ZT_OST_ALLOC(zt_ost_bytes(e->opt, e->beta1, e->parts[i].len,
-                                       e->parts[i].n_compact));
+    size_t b = e->os.opt == ZT_OPT_ADAFACTOR ? e->os.af_floats * sizeof(float) : 0;
+    for (int i = 0; e->os.parts && i < e->layout.n_units * e->os.n_parts; i++) /* as allocated */
+        b += ZT_OST_ALLOC(zt_ost_bytes(e->os.opt, e->os.beta1, e->os.parts[i].len,
+                                       e->os.parts[i].n_compact));
     return b;
 }
 

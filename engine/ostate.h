@@ -89,6 +89,26 @@ size_t zt_ost_sec_offset(int opt, int beta1, int sec, size_t n, size_t nc);
 /* The optimizer's name as optimizer.type spells it. */
 const char *zt_ost_name(int opt);
 
+/* The engine's optimizer state: per unit n_parts parts (stage 0: every rank's shard, which
+ * together are the whole unit; otherwise this rank's), each with its runs and, without
+ * offload, its bytes; Adafactor's replicated factored moments and working arrays. */
+typedef struct zt_ostate {
+    int opt, beta1;          /* ZT_OPT_*; Adafactor keeps a first moment */
+    unsigned char *pcompact; /* per parameter: compact state */
+    zt_spart *parts;
+    int n_parts;
+    int state_ready;         /* the parts' state exists (RAM; offload: the store's blobs) */
+    struct zt_adam8_maps *maps;
+    float *af_rc;            /* Adafactor: the factored row and column moments, replicated */
+    size_t *af_off;          /* per parameter: its rows and columns in af_rc */
+    size_t af_floats;
+    size_t *af_soff;         /* per parameter: its sums within its unit's */
+    size_t af_len, af_buf_n; /* doubles of one unit's sums at most; of af_buf */
+    double *af_buf;
+    float *af_lr;            /* the step sizes of the unit being updated */
+    float *af_cfac;          /* the column factors and row means of the tensor being updated */
+} zt_ostate;
+
 /* ---- the engine's optimizer state (ostate.c) --------------------------------------------
  * Setup after zt_zero_setup: which parameters are compact, the parts this rank holds (every
  * rank's shard at stage 0, which keeps whole units; its own otherwise) and their runs, the

@@ -71,7 +71,7 @@ static void plan_footprint(const zt_engine *e, placement pl, int st, int Nr, zt_
     }
     zt_fp_in in = {
         .L = &e->layout, .N = Nr, .stage = st, .bucket = e->cfg.bucket_size,
-        .whole_grad = e->whole_grad, .opt_off = opt, .par_off = st >= 3 ? par : ZT_OFFLOAD_NONE,
+        .whole_grad = e->gr.whole_grad, .opt_off = opt, .par_off = st >= 3 ? par : ZT_OFFLOAD_NONE,
         .grads_off = goff, .grad_acc_buffers = goff && e->cfg.grad_accum_steps > 1,
         .param_slots = zt_fp_param_slots(&e->cfg, (size_t)maxs),
         .persist_threshold = e->cfg.persist_threshold,
@@ -109,7 +109,7 @@ static void predict_at(const zt_engine *e, placement pl, int st, int Nr, plan_by
     /* I/O staging buffers, one pool per store (offloaded layer inputs: one more) */
     int acts_off = 0;
     for (int u = 0; u < nu; u++)
-        acts_off |= e->rmode && e->rmode[u] == ZT_KEEP_OFFLOAD;
+        acts_off |= e->rc.mode && e->rc.mode[u] == ZT_KEEP_OFFLOAD;
     int stores = (opt == ZT_OFFLOAD_NVME) * (1 + goff) + (par == ZT_OFFLOAD_NVME) +
                  (acts_off && e->nvme_path[0]);
     b->io = (double)stores * (double)e->cfg.aio_block_size *
@@ -281,7 +281,7 @@ static void rc_describe(const zt_engine *e, const unsigned char *mode, char *out
     }
 }
 
-/* Plans recomputation for placement pl: *cost and e->rmode, or -1 when nothing fits. */
+/* Plans recomputation for placement pl: *cost and e->rc.mode, or -1 when nothing fits. */
 static int plan_recompute(zt_engine *e, const rc_costs *c, double limit, placement pl,
                           unsigned char *mode, double *cost, double *act)
 {
@@ -290,7 +290,7 @@ static int plan_recompute(zt_engine *e, const rc_costs *c, double limit, placeme
     unsigned char *m = malloc((size_t)nu);
     if (!m)
         return -1;
-    memset(e->rmode, ZT_KEEP_ALL, (size_t)nu);
+    memset(e->rc.mode, ZT_KEEP_ALL, (size_t)nu);
     predict(e, pl, &b);
     double rest = total(&b) - b.activations;
     double io = (double)e->cfg.aio_block_size *
@@ -341,7 +341,7 @@ static int plan_auto(zt_engine *e, placement *cand, int ncand, double limit, int
                      * activations take */
         plan_bytes b;
         double rest = INFINITY, floor_b = c.fixed[e->nvme_path[0] ? 2 : 1];
-        memset(e->rmode, ZT_KEEP_ALL, (size_t)nu);
+        memset(e->rc.mode, ZT_KEEP_ALL, (size_t)nu);
         for (int i = 0; i < ncand; i++) {
             predict(e, cand[i], &b);
             rest = total(&b) - b.activations < rest ? total(&b) - b.activations : rest;
@@ -361,11 +361,11 @@ static int plan_auto(zt_engine *e, placement *cand, int ncand, double limit, int
                        cf->plan_seq_len, floor_b / 1048576.0, c.ws / 1048576.0,
                        rest / 1048576.0);
     }
-    memcpy(e->rmode, bmode, (size_t)nu);
-    e->rk = 0;
+    memcpy(e->rc.mode, bmode, (size_t)nu);
+    e->rc.k = 0;
     char runs[700];
     rc_describe(e, bmode, runs, sizeof runs);
-    snprintf(e->rplan, sizeof e->rplan,
+    snprintf(e->rc.plan, sizeof e->rc.plan,
              "recompute plan (auto) for a %d x %d micro-batch: %s; predicted activations %.1f "
              "MiB, recomputed FLOPs %.1f%% of the step's", cf->plan_micro_batch,
              cf->plan_seq_len, runs, best_act / 1048576.0,

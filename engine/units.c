@@ -17,7 +17,7 @@
 
 enum { PASS_NONE = ZT_PASS_NONE, PASS_FORWARD = ZT_PASS_FORWARD, PASS_EVAL = ZT_PASS_EVAL,
        PASS_BACKWARD = ZT_PASS_BACKWARD };
-enum { USE_AHEAD = 0, USE_HELD, USE_RELEASED, USE_DONE }; /* RELEASED: in e->rel */
+enum { USE_AHEAD = 0, USE_HELD, USE_RELEASED, USE_DONE }; /* RELEASED: in e->un.rel */
 enum { G_CLOSED = 0, G_OPEN, G_READY };
 enum { REC_NONE = 0, REC_ORDER, REC_UNSCHEDULED }; /* recording the order / no order yet */
 
@@ -66,16 +66,16 @@ int zt_units_add_unit(zt_engine *e, const char *name, int n_params, int *unit)
                            "registered already (unit %d)", name, u);
     if (nu > 0) {
         const zt_unit_def *last = &e->layout.units[nu - 1];
-        if (last->n_params != e->unit_nparams[nu - 1])
+        if (last->n_params != e->un.unit_nparams[nu - 1])
             return zt_fail(ZT_E_INVAL, "zt_engine_add_unit \"%s\": unit %d "
                            "\"%s\" was declared with %d parameters and has "
                            "%d", name, nu - 1, last->name,
-                           e->unit_nparams[nu - 1], last->n_params);
+                           e->un.unit_nparams[nu - 1], last->n_params);
     }
-    int *np = realloc(e->unit_nparams, sizeof *np * (size_t)(nu + 1));
+    int *np = realloc(e->un.unit_nparams, sizeof *np * (size_t)(nu + 1));
     if (!np)
         return zt_fail(ZT_E_NOMEM, "out of memory");
-    e->unit_nparams = np;
+    e->un.unit_nparams = np;
     int rc = zt_layout_add_unit(&e->layout, name);
     if (rc < 0)
         return rc;
@@ -96,10 +96,10 @@ int zt_units_add_param(zt_engine *e, int unit, const zt_param_spec *p, int *inde
         return zt_fail(ZT_E_INVAL, "%s \"%s\": parameters are added to the "
                        "last unit added (%d), not unit %d", fn, p->name,
                        nu - 1, unit);
-    if (e->layout.units[unit].n_params >= e->unit_nparams[unit])
+    if (e->layout.units[unit].n_params >= e->un.unit_nparams[unit])
         return zt_fail(ZT_E_INVAL, "%s \"%s\": unit %d \"%s\" was declared "
                        "with %d parameters, all added", fn, p->name, unit,
-                       uname(e, unit), e->unit_nparams[unit]);
+                       uname(e, unit), e->un.unit_nparams[unit]);
     if (p->ndim < 1 || p->ndim > 4 || !p->shape)
         return zt_fail(ZT_E_SHAPE, "%s \"%s\": ndim %d: 1 to 4 dimensions "
                        "with a shape", fn, p->name, p->ndim);
@@ -127,10 +127,10 @@ int zt_units_add_param(zt_engine *e, int unit, const zt_param_spec *p, int *inde
         return zt_fail(ZT_E_INVAL, "%s \"%s\": alias longer than %d bytes",
                        fn, p->name, ZT_NAME_MAX - 1);
     int np = e->layout.n_params;
-    float **iv = realloc(e->init_vals, sizeof *iv * (size_t)(np + 1));
+    float **iv = realloc(e->un.init_vals, sizeof *iv * (size_t)(np + 1));
     if (!iv)
         return zt_fail(ZT_E_NOMEM, "out of memory");
-    e->init_vals = iv;
+    e->un.init_vals = iv;
     iv[np] = NULL;
     if (p->init == ZT_INIT_VALUES) {
         if (!(iv[np] = malloc(numel * sizeof(float))))
@@ -172,19 +172,19 @@ int zt_units_add_param_alias(zt_engine *e, int index, const char *name)
 
 void zt_units_free(zt_engine *e)
 {
-    for (int i = 0; e->init_vals && i < e->layout.n_params; i++)
-        free(e->init_vals[i]);
-    free(e->init_vals);
-    free(e->unit_nparams);
-    free(e->uses);
-    free(e->use_state);
-    free(e->rel);
-    free(e->ord[0].use);
-    free(e->ord[1].use);
-    free(e->held);
-    free(e->gstate);
-    free(e->drvP);
-    free(e->drvG);
+    for (int i = 0; e->un.init_vals && i < e->layout.n_params; i++)
+        free(e->un.init_vals[i]);
+    free(e->un.init_vals);
+    free(e->un.unit_nparams);
+    free(e->un.uses);
+    free(e->un.use_state);
+    free(e->un.rel);
+    free(e->un.ord[0].use);
+    free(e->un.ord[1].use);
+    free(e->un.held);
+    free(e->un.gstate);
+    free(e->un.drvP);
+    free(e->un.drvG);
 }
 
 /* ---- orders and the schedule -------------------------------------------------------------- */
@@ -207,15 +207,15 @@ static int grow_uses(zt_use **a, int *cap, int need)
 /* room for `need` uses in the schedule */
 static int sched_room(zt_engine *e, int need)
 {
-    int cap = e->uses_cap;
-    ZT_TRY(grow_uses(&e->uses, &e->uses_cap, need));
-    if (e->uses_cap != cap || !e->use_state) {
-        unsigned char *st = realloc(e->use_state, (size_t)e->uses_cap);
-        int *rel = realloc(e->rel, sizeof *rel * (size_t)e->uses_cap);
+    int cap = e->un.uses_cap;
+    ZT_TRY(grow_uses(&e->un.uses, &e->un.uses_cap, need));
+    if (e->un.uses_cap != cap || !e->un.use_state) {
+        unsigned char *st = realloc(e->un.use_state, (size_t)e->un.uses_cap);
+        int *rel = realloc(e->un.rel, sizeof *rel * (size_t)e->un.uses_cap);
         if (st)
-            e->use_state = st;
+            e->un.use_state = st;
         if (rel)
-            e->rel = rel;
+            e->un.rel = rel;
         if (!st || !rel)
             return zt_fail(ZT_E_NOMEM, "out of memory");
     }
@@ -224,16 +224,16 @@ static int sched_room(zt_engine *e, int need)
 
 static int sched_append(zt_engine *e, const zt_use *w, int n)
 {
-    ZT_TRY(sched_room(e, e->n_uses + n));
-    memcpy(e->uses + e->n_uses, w, sizeof *w * (size_t)n);
-    memset(e->use_state + e->n_uses, USE_AHEAD, (size_t)n);
-    e->n_uses += n;
+    ZT_TRY(sched_room(e, e->un.n_uses + n));
+    memcpy(e->un.uses + e->un.n_uses, w, sizeof *w * (size_t)n);
+    memset(e->un.use_state + e->un.n_uses, USE_AHEAD, (size_t)n);
+    e->un.n_uses += n;
     return 0;
 }
 
 int zt_units_train_schedule(const zt_engine *e, zt_use **out)
 {
-    const zt_order *f = &e->ord[0], *b = &e->ord[1];
+    const zt_order *f = &e->un.ord[0], *b = &e->un.ord[1];
     *out = NULL;
     if (!f->known || !b->known)
         return 0;
@@ -286,13 +286,13 @@ static int check_ranks(zt_engine *e, int kind, int pos, int u, int purpose)
  * go of; a pass whose kind was recording has its order. */
 static int end_pass(zt_engine *e)
 {
-    if (e->pass == PASS_NONE)
+    if (e->un.pass == PASS_NONE)
         return 0;
-    if (e->recording == REC_ORDER)
-        e->ord[e->pass == PASS_BACKWARD].known = 1;
-    e->recording = REC_NONE;
-    e->pass = PASS_NONE;
-    e->n_uses = e->n_rel = 0;
+    if (e->un.recording == REC_ORDER)
+        e->un.ord[e->un.pass == PASS_BACKWARD].known = 1;
+    e->un.recording = REC_NONE;
+    e->un.pass = PASS_NONE;
+    e->un.n_uses = e->un.n_rel = 0;
     zt_zero_pass_begin(e); /* (nothing is held: every gathered unit is let go of) */
     return 0;
 }
@@ -300,7 +300,7 @@ static int end_pass(zt_engine *e)
 static int held_unit(const zt_engine *e)
 {
     for (int u = 0; u < e->layout.n_units; u++)
-        if (e->held[u] > 0)
+        if (e->un.held[u] > 0)
             return u;
     return -1;
 }
@@ -313,8 +313,8 @@ int zt_units_pass_close(zt_engine *e, const char *what)
     if (u >= 0)
         return zt_fail(ZT_E_INVAL, "%s: unit %d \"%s\" is still acquired: release it first",
                        what, u, uname(e, u));
-    if (e->pass == PASS_BACKWARD && e->n_ready < e->layout.n_units) {
-        for (u = 0; e->gstate[u] == G_READY; u++)
+    if (e->un.pass == PASS_BACKWARD && e->un.n_ready < e->layout.n_units) {
+        for (u = 0; e->un.gstate[u] == G_READY; u++)
             ;
         return zt_fail(ZT_E_INVAL, "%s before the backward pass is complete: unit %d \"%s\"'s "
                        "gradients are not ready (zt_engine_unit_grads_ready)", what, u,
@@ -331,18 +331,18 @@ int zt_units_abort(zt_engine *e, int rc)
     snprintf(msg, sizeof msg, "%s", zt_last_error());
     zt_comm_wait_all(&e->comm);
     for (int u = 0; u < e->layout.n_units; u++) {
-        e->held[u] = 0;
-        if (e->cfg.zero_stage >= 2 && u > 0 && e->G[u]) { /* lent, never reduced */
-            e->G[u] = NULL;
+        e->un.held[u] = 0;
+        if (e->cfg.zero_stage >= 2 && u > 0 && e->gr.G[u]) { /* lent, never reduced */
+            e->gr.G[u] = NULL;
             for (int i = 0; i < 2; i++)
-                if (e->scratch_unit[i] == u)
-                    e->scratch_unit[i] = -1;
+                if (e->gr.scratch_unit[i] == u)
+                    e->gr.scratch_unit[i] = -1;
         }
     }
-    e->n_rel = 0;
-    e->recording = REC_NONE; /* (an order half recorded stays unknown) */
-    e->pass = PASS_NONE;
-    e->n_uses = 0;
+    e->un.n_rel = 0;
+    e->un.recording = REC_NONE; /* (an order half recorded stays unknown) */
+    e->un.pass = PASS_NONE;
+    e->un.n_uses = 0;
     zt_zero_pass_begin(e);
     if (rc < 0)
         zt_fail(rc, "%s", msg);
@@ -352,7 +352,7 @@ int zt_units_abort(zt_engine *e, int rc)
 /* the backward pass ends when every unit's gradients are ready and no unit is held */
 static int maybe_end_backward(zt_engine *e)
 {
-    if (e->pass == PASS_BACKWARD && e->n_ready == e->layout.n_units && held_unit(e) < 0)
+    if (e->un.pass == PASS_BACKWARD && e->un.n_ready == e->layout.n_units && held_unit(e) < 0)
         return end_pass(e);
     return 0;
 }
@@ -360,62 +360,62 @@ static int maybe_end_backward(zt_engine *e)
 static int forward_begin(zt_engine *e, int eval)
 {
     ZT_TRY(zt_units_pass_close(e, "a new forward pass"));
-    const zt_order *f = &e->ord[0], *b = &e->ord[1];
-    e->n_uses = 0;
-    e->recording = REC_NONE;
+    const zt_order *f = &e->un.ord[0], *b = &e->un.ord[1];
+    e->un.n_uses = 0;
+    e->un.recording = REC_NONE;
     if (f->known) {
         ZT_TRY(sched_append(e, f->use, f->n));
         if (!eval && b->known) /* stage 3 prefetches into the backward pass */
             ZT_TRY(sched_append(e, b->use, b->n));
     } else {
-        e->recording = eval ? REC_UNSCHEDULED : REC_ORDER;
+        e->un.recording = eval ? REC_UNSCHEDULED : REC_ORDER;
         if (!eval)
-            e->ord[0].n = 0;
+            e->un.ord[0].n = 0;
     }
-    e->pass = eval ? PASS_EVAL : PASS_FORWARD;
-    e->pass_base = e->pass_pos = 0;
+    e->un.pass = eval ? PASS_EVAL : PASS_FORWARD;
+    e->un.pass_base = e->un.pass_pos = 0;
     return 0;
 }
 
 static int backward_begin(zt_engine *e)
 {
     int accum = e->cfg.grad_accum_steps > 1 ? e->cfg.grad_accum_steps : 1;
-    if (e->recording == REC_ORDER) /* the first forward pass ends: its order */
-        e->ord[0].known = 1;
-    e->recording = REC_NONE;
-    e->last_micro = e->micro + 1 >= accum;
-    e->micro++;
+    if (e->un.recording == REC_ORDER) /* the first forward pass ends: its order */
+        e->un.ord[0].known = 1;
+    e->un.recording = REC_NONE;
+    e->gr.last_micro = e->gr.micro + 1 >= accum;
+    e->gr.micro++;
     ZT_TRY(zt_zero_flush(e)); /* (the forward pass applied any deferred update) */
     ZT_TRY(zt_zero_pass_grads_begin(e));
-    memset(e->gstate, G_CLOSED, (size_t)e->layout.n_units);
-    e->n_ready = 0;
-    e->pass = PASS_BACKWARD;
-    e->pass_base = e->ord[0].n;
-    e->pass_pos = 0;
-    if (!e->ord[1].known) {
-        e->recording = REC_ORDER;
-        e->ord[1].n = 0;
-        e->n_uses = e->pass_base; /* (the forward order alone was scheduled) */
-    } else if (e->n_uses == e->pass_base) { /* scheduled (or recorded) without the backward */
-        ZT_TRY(sched_append(e, e->ord[1].use, e->ord[1].n));
+    memset(e->un.gstate, G_CLOSED, (size_t)e->layout.n_units);
+    e->un.n_ready = 0;
+    e->un.pass = PASS_BACKWARD;
+    e->un.pass_base = e->un.ord[0].n;
+    e->un.pass_pos = 0;
+    if (!e->un.ord[1].known) {
+        e->un.recording = REC_ORDER;
+        e->un.ord[1].n = 0;
+        e->un.n_uses = e->un.pass_base; /* (the forward order alone was scheduled) */
+    } else if (e->un.n_uses == e->un.pass_base) { /* scheduled (or recorded) without the backward */
+        ZT_TRY(sched_append(e, e->un.ord[1].use, e->un.ord[1].n));
     }
     return 0;
 }
 
 /* ---- acquire, release, gradients ---------------------------------------------------------- */
 
-/* A recorded order learns when the trainer released each use: the uses in e->rel are let go
+/* A recorded order learns when the trainer released each use: the uses in e->un.rel are let go
  * of before schedule use k, so `until` of each (its order's, where not known yet) is the
  * distance. The schedule is the forward order (uses [0, F)) then the backward order. */
 static void note_releases(zt_engine *e, int k)
 {
-    if (e->recording == REC_UNSCHEDULED)
+    if (e->un.recording == REC_UNSCHEDULED)
         return;
-    for (int i = 0; i < e->n_rel; i++) {
-        int r = e->rel[i], f = e->ord[0].n;
-        zt_order *o = &e->ord[r < f ? 0 : 1];
+    for (int i = 0; i < e->un.n_rel; i++) {
+        int r = e->un.rel[i], f = e->un.ord[0].n;
+        zt_order *o = &e->un.ord[r < f ? 0 : 1];
         int j = r < f ? r : r - f;
-        if (j < o->n && o->use[j].until == 0 && o->use[j].unit == e->uses[r].unit)
+        if (j < o->n && o->use[j].until == 0 && o->use[j].unit == e->un.uses[r].unit)
             o->use[j].until = k - r;
     }
 }
@@ -446,28 +446,28 @@ int zt_units_acquire(zt_engine *e, int u, int purpose, float **params, float **g
      * is checked, and every check, before anything changes */
     int rc = 0, begin = 0, eval = (purpose & ZT_FOR_EVAL) != 0;
     if (!kind) {
-        const zt_order *f = &e->ord[0];
-        if (e->pass == PASS_NONE || e->pass == PASS_BACKWARD || (e->pass == PASS_EVAL) != eval ||
-            (f->known && e->recording == REC_NONE && e->pass_pos >= f->n) ||
+        const zt_order *f = &e->un.ord[0];
+        if (e->un.pass == PASS_NONE || e->un.pass == PASS_BACKWARD || (e->un.pass == PASS_EVAL) != eval ||
+            (f->known && e->un.recording == REC_NONE && e->un.pass_pos >= f->n) ||
             /* evaluation before any order is known: a pass ends where its first unit comes
              * again with nothing held */
-            (e->recording == REC_UNSCHEDULED && e->pass_pos > 0 && held_unit(e) < 0 &&
-             u == e->uses[0].unit))
+            (e->un.recording == REC_UNSCHEDULED && e->un.pass_pos > 0 && held_unit(e) < 0 &&
+             u == e->un.uses[0].unit))
             begin = 1;
-    } else if (e->pass == PASS_FORWARD) {
+    } else if (e->un.pass == PASS_FORWARD) {
         begin = 2;
-    } else if (e->pass != PASS_BACKWARD || (e->ord[1].known && !e->recording &&
-                                            e->pass_pos >= e->ord[1].n)) {
+    } else if (e->un.pass != PASS_BACKWARD || (e->un.ord[1].known && !e->un.recording &&
+                                            e->un.pass_pos >= e->un.ord[1].n)) {
         return zt_fail(ZT_E_INVAL, "%s: unit %d \"%s\" for %s: a backward "
                        "pass follows a forward pass acquired for training "
                        "(ZT_FOR_FORWARD without ZT_FOR_EVAL)%s", fn, u,
                        uname(e, u), purpose_name(base),
-                       e->pass == PASS_BACKWARD
+                       e->un.pass == PASS_BACKWARD
                        ? "; this backward pass is complete" : "");
     }
-    zt_order *o = &e->ord[kind];
-    int rec = begin ? (o->known ? REC_NONE : eval ? REC_UNSCHEDULED : REC_ORDER) : e->recording;
-    int pos = begin ? 0 : e->pass_pos;
+    zt_order *o = &e->un.ord[kind];
+    int rec = begin ? (o->known ? REC_NONE : eval ? REC_UNSCHEDULED : REC_ORDER) : e->un.recording;
+    int pos = begin ? 0 : e->un.pass_pos;
     if (!rec && (pos >= o->n || o->use[pos].unit != u || o->use[pos].purpose != base)) {
         int ou = pos < o->n ? o->use[pos].unit : -1;
         if (pos >= o->n)
@@ -482,8 +482,8 @@ int zt_units_acquire(zt_engine *e, int u, int purpose, float **params, float **g
                          ou, uname(e, ou), purpose_name(o->use[pos].purpose));
         return rc;
     }
-    int fresh = begin == 2 || (base == ZT_FOR_BACKWARD && e->gstate[u] == G_CLOSED);
-    if (base == ZT_FOR_BACKWARD && !fresh && e->gstate[u] == G_READY)
+    int fresh = begin == 2 || (base == ZT_FOR_BACKWARD && e->un.gstate[u] == G_CLOSED);
+    if (base == ZT_FOR_BACKWARD && !fresh && e->un.gstate[u] == G_READY)
         return zt_fail(ZT_E_INVAL, "%s: unit %d \"%s\": its gradients were "
                        "made ready already in this backward pass", fn, u,
                        uname(e, u));
@@ -494,35 +494,35 @@ int zt_units_acquire(zt_engine *e, int u, int purpose, float **params, float **g
     if ((begin == 1 && (rc = forward_begin(e, eval)) < 0) ||
         (begin == 2 && (rc = backward_begin(e)) < 0))
         return rc;
-    int k = e->pass_base + pos;
+    int k = e->un.pass_base + pos;
     zt_use w = {u, 0, base};
-    if (e->recording) {
-        if ((e->recording == REC_ORDER && (rc = grow_uses(&o->use, &o->cap, pos + 1)) < 0) ||
+    if (e->un.recording) {
+        if ((e->un.recording == REC_ORDER && (rc = grow_uses(&o->use, &o->cap, pos + 1)) < 0) ||
             (rc = sched_append(e, &w, 1)) < 0)
             return rc;
-        if (e->recording == REC_ORDER) {
+        if (e->un.recording == REC_ORDER) {
             o->use[pos] = w;
             o->n = pos + 1;
         }
     }
     note_releases(e, k);
-    if ((rc = zt_zero_enter(e, k, e->rel, e->n_rel)) < 0)
+    if ((rc = zt_zero_enter(e, k, e->un.rel, e->un.n_rel)) < 0)
         return rc;
-    for (int i = 0; i < e->n_rel; i++)
-        e->use_state[e->rel[i]] = USE_DONE;
-    e->n_rel = 0;
-    if (base == ZT_FOR_BACKWARD && e->gstate[u] == G_CLOSED) {
+    for (int i = 0; i < e->un.n_rel; i++)
+        e->un.use_state[e->un.rel[i]] = USE_DONE;
+    e->un.n_rel = 0;
+    if (base == ZT_FOR_BACKWARD && e->un.gstate[u] == G_CLOSED) {
         if ((rc = zt_zero_grads_lend(e, u)) < 0)
             return rc;
-        e->gstate[u] = G_OPEN;
+        e->un.gstate[u] = G_OPEN;
     }
-    e->use_state[k] = USE_HELD;
-    e->held[u]++;
-    e->pass_pos++;
+    e->un.use_state[k] = USE_HELD;
+    e->un.held[u]++;
+    e->un.pass_pos++;
     if (params)
         *params = e->P[u];
     if (grads && base == ZT_FOR_BACKWARD)
-        *grads = e->G[u];
+        *grads = e->gr.G[u];
     return 0;
 }
 
@@ -530,23 +530,23 @@ int zt_units_release(zt_engine *e, int u)
 {
     if (!e)
         return zt_fail(ZT_E_INVAL, "zt_engine_unit_release: NULL engine");
-    if (u < 0 || u >= e->layout.n_units || e->committed <= 0 || e->held[u] == 0)
+    if (u < 0 || u >= e->layout.n_units || e->committed <= 0 || e->un.held[u] == 0)
         return zt_fail(ZT_E_INVAL, "zt_engine_unit_release: unit %d%s%s%s is "
                        "not acquired (released twice?)", u,
                        u >= 0 && u < e->layout.n_units ? " \"" : "",
                        u >= 0 && u < e->layout.n_units ? uname(e, u) : "",
                        u >= 0 && u < e->layout.n_units ? "\"" : "");
     int j = 0;
-    while (j < e->n_uses && !(e->uses[j].unit == u && e->use_state[j] == USE_HELD))
+    while (j < e->un.n_uses && !(e->un.uses[j].unit == u && e->un.use_state[j] == USE_HELD))
         j++;
-    e->held[u]--;
-    if (j < e->n_uses) { /* (always) let go of at the next acquire, or at the pass's end */
-        e->use_state[j] = USE_RELEASED;
-        e->rel[e->n_rel++] = j;
+    e->un.held[u]--;
+    if (j < e->un.n_uses) { /* (always) let go of at the next acquire, or at the pass's end */
+        e->un.use_state[j] = USE_RELEASED;
+        e->un.rel[e->un.n_rel++] = j;
     }
     int rc = maybe_end_backward(e);
-    if (rc == 0 && e->pass == PASS_EVAL && e->recording == REC_NONE &&
-        e->pass_pos >= e->ord[0].n && held_unit(e) < 0)
+    if (rc == 0 && e->un.pass == PASS_EVAL && e->un.recording == REC_NONE &&
+        e->un.pass_pos >= e->un.ord[0].n && held_unit(e) < 0)
         rc = end_pass(e); /* an evaluation pass is over: nothing stays gathered */
     return rc < 0 ? rc : 0;
 }
@@ -560,20 +560,20 @@ int zt_units_grads_ready(zt_engine *e, int u)
     if (u < 0 || u >= e->layout.n_units)
         return zt_fail(ZT_E_INVAL, "%s: unit %d is not registered (units 0 "
                        "to %d)", fn, u, e->layout.n_units - 1);
-    if (e->committed <= 0 || e->pass != PASS_BACKWARD || e->gstate[u] != G_OPEN)
+    if (e->committed <= 0 || e->un.pass != PASS_BACKWARD || e->un.gstate[u] != G_OPEN)
         return zt_fail(ZT_E_INVAL, "%s: unit %d \"%s\" %s", fn, u, uname(e, u),
-                       e->pass == PASS_BACKWARD && e->gstate[u] == G_READY
+                       e->un.pass == PASS_BACKWARD && e->un.gstate[u] == G_READY
                        ? "was made ready already in this backward pass"
                        : "was not acquired for backward in this pass");
-    e->gstate[u] = G_READY;
-    e->n_ready++;
+    e->un.gstate[u] = G_READY;
+    e->un.n_ready++;
     /* (the whole-gradient unit: with the last) */
-    if (u != e->whole_grad && (rc = zt_zero_grads_reduce(e, u)) < 0)
+    if (u != e->gr.whole_grad && (rc = zt_zero_grads_reduce(e, u)) < 0)
         return rc;
-    if (e->n_ready == e->layout.n_units) {
+    if (e->un.n_ready == e->layout.n_units) {
         if ((rc = zt_zero_grads_end(e)) < 0)
             return rc;
-        e->gs_stale = 0; /* every shard was overwritten by its first reduction */
+        e->gr.gs_stale = 0; /* every shard was overwritten by its first reduction */
     }
     rc = maybe_end_backward(e);
     return rc < 0 ? rc : 0;
@@ -590,10 +590,10 @@ int zt_units_set_order(zt_engine *e, int kind, const int *units, const int *purp
                        "ZT_FOR_BACKWARD and n >= 1 units and purposes", fn);
     int ki = kind == ZT_FOR_BACKWARD;
     /* (a training forward pass schedules the backward order after its own) */
-    if (ki ? e->pass == PASS_FORWARD || e->pass == PASS_BACKWARD
-           : e->pass == PASS_FORWARD || e->pass == PASS_EVAL)
+    if (ki ? e->un.pass == PASS_FORWARD || e->un.pass == PASS_BACKWARD
+           : e->un.pass == PASS_FORWARD || e->un.pass == PASS_EVAL)
         return zt_fail(ZT_E_INVAL, "%s: between passes only (a %s pass is in "
-                       "progress)", fn, e->pass == PASS_BACKWARD ? "backward"
+                       "progress)", fn, e->un.pass == PASS_BACKWARD ? "backward"
                        : "forward");
     for (int k = 0; k < n; k++)
         if (units[k] < 0 || units[k] >= e->layout.n_units ||
@@ -603,7 +603,7 @@ int zt_units_set_order(zt_engine *e, int kind, const int *units, const int *purp
                            "does not belong in a %s pass", fn, k, units[k],
                            e->layout.n_units, purpose_name(purposes[k]),
                            kind_name[ki]);
-    zt_order *o = &e->ord[ki];
+    zt_order *o = &e->un.ord[ki];
     int rc = grow_uses(&o->use, &o->cap, n);
     if (rc < 0)
         return rc;

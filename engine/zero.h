@@ -1,0 +1,180 @@
+/* zero.h - the ZeRO stages (zero.c): the gradients' lending, reduction and offload,
+ * stage 3's gather schedule and pool, parameter offload, the optimizer offload's sub-groups and
+ * the update in progress. */
+#ifndef ZT_ENGINE_ZERO_H
+#define ZT_ENGINE_ZERO_H
+
+#include "zerotrain.h"
+#include "footprint.h"
+#include "ostate.h"
+#include "units.h"
+#include "../optimizer/adamw.h"
+#include "../optimizer/adafactor.h"
+
+struct zt_store;
+
+#define ZT_POOL_MAX 32      /* stage 3: most whole-unit parameter buffers */
+#define ZT_MAX_PARTS 1024   /* stage 0: most ranks (it keeps every rank's state shard) */
+
+/* Gradients: whole per unit below stage 2; stages 2-3 lend scratch buffers during the
+ * backward pass and keep this rank's reduced shards. */
+typedef struct zt_grads {
+    float **G;               /* per unit: the gradient the backward adds into (stages 2-3:
+                              * lent while the unit's backward runs) */
+    float **Gs;              /* N > 1 or stage 2: this rank's shard of the reduced gradient */
+    int whole_grad;          /* stages 2-3: the unit whose gradient stays whole through the
+                              * backward pass (a tied unit adds into it), or -1 */
+    int overlap;             /* stages 2-3: reduce a unit while the next one computes */
+    float *scratch[2];       /* stages 2-3: lent to one unit at a time */
+    int scratch_unit[2];     /* the unit whose reduction still reads scratch[i], or -1 */
+    float *rs_tmp[2];        /* a later micro-batch's shard before it is added */
+    int64_t *rpend_lo, *rpend_hi; /* per unit: the open reduce-scatters (sequence numbers) */
+    int *rpend_tmp;          /* per unit: rs_tmp buffer to add from on completion, or -1 */
+    int accum_first;         /* stage 2: the next micro-batch is the step's first */
+    int micro;               /* micro-batches since the last step */
+    int last_micro;          /* the pass running is the step's last micro-batch */
+    int skip_unit;           /* tests (zt_fault_hooks): this unit's reductions are skipped */
+    int gs_stale;            /* zero_grad was called and no backward pass ran since */
+    /* gradient offload (stages 2-3 with optimizer offload, cfg.offload_gradients > 0): blob
+     * u of store is unit u's reduced gradient shard; it passes through rs_tmp[u & 1]: buf[i]
+     * is the blob rs_tmp[i] holds (a put may still read it) or -1, buf_loading[i] a read
+     * into it under way */
+    struct zt_store *store;
+    int buf[2], buf_loading[2];
+    float *acc[2];           /* a later micro-batch: the shard so far, read ahead */
+    double *sumsq;           /* per unit: the final shard's sum of squares, or -1 */
+} zt_grads;
+
+/* Stage 3's gather schedule over the uses of a pass. */
+typedef struct zt_sched {
+    int *refs;               /* per unit: acquired uses that need it */
+    int acquired;            /* uses [.., acquired] are acquired */
+    int dry;                 /* count only: no buffers, no MPI */
+    size_t live, live_peak;  /* floats gathered now / at most */
+    int units_live;          /* units gathered now (each takes a pool buffer) */
+    double moved;            /* floats all-gathered */
+} zt_sched;
+
+typedef struct zt_pool_buf {
+    float *p;
+    size_t cap;   /* floats */
+    int unit;     /* -1 = free */
+} zt_pool_buf;
+
+/* stage 3: the shards, the gather pool and schedule */
+typedef struct zt_gather {
+    float **Ps;              /* this rank's shard of every unit's parameters */
+    zt_pool_buf pool[ZT_POOL_MAX];
+    int n_pool;
+    zt_sched sched;
+    int64_t *gpend_lo, *gpend_hi; /* per unit: its open all-gathers */
+    unsigned char *persist;  /* kept gathered (smaller than persist_threshold) */
+    int any_persist;         /* some unit stays gathered (no deferred update then) */
+} zt_gather;
+
+typedef struct zt_pslot {
+    float *p;                /* the largest shard's floats */
+    int unit;                /* the shard it holds, -1 = none */
+    int pinned, loading;     /* in use; a read into it may be in flight */
+    int ahead;               /* read ahead and not used yet (evicted last) */
+    uint64_t used;           /* last use (least recently used goes first) */
+} zt_pslot;
+
+/* parameter offload (stage 3): blob u = unit u's shard; slots cache shards in RAM */
+typedef struct zt_pshards {
+    struct zt_store *store;
+    zt_pslot slot[ZT_OFF_MAXBUF];
+    int n_slot;
+    uint64_t clock;
+} zt_pshards;
+
+typedef struct zt_ogroup {
+    int unit, blob;
+    size_t c0, c1;           /* positions [c0, c1) of the unit's shard */
+    size_t f0, nc;           /* its compact positions [f0, f0 + nc) (ostate.h) */
+    size_t bytes;            /* its state's bytes (the blob) */
+} zt_ogroup;
+
+/* optimizer offload: the state of each sub-group of each unit's shard is one blob */
+typedef struct zt_optoff {
+    struct zt_store *store;
+    zt_ogroup *group;        /* the sub-groups in step order */
+    int n_group;
+    uint8_t *work[ZT_OFF_MAXBUF]; /* working buffers: the largest sub-group's state each */
+    size_t work_bytes;
+    int n_work;
+    int cached;              /* the sub-group work[0] holds for a checkpoint, or -1 */
+} zt_optoff;
+
+/* the update in progress (zt_zero_update): hyperparameters, next sub-group, an error from
+ * the read-ahead; stage 3 with offload defers each unit's update to its next use */
+typedef struct zt_update {
+    zt_adamw_hparams hp;
+    zt_adafactor_hparams af;
+    int g, err;
+    int lz_pending, lz_next;  /* deferred updates pending from unit lz_next on */
+} zt_update;
+
+/* ---- zero.c: sharding and the stage logic ----------------------------------------------- */
+/* Pads and cuts units for the world size and allocates every buffer the stage keeps. */
+int zt_zero_setup(zt_engine *e);
+void zt_zero_teardown(zt_engine *e);
+/* Stage 3: a pass walks the uses e->uses[0..n_uses) (units.c sets them). zt_zero_pass_begin
+ * lets go of anything gathered (a pass's end, or after an error); zt_zero_enter(k) makes use
+ * k's unit present (gathering ahead within the prefetch budget) after letting go of the uses
+ * rel[0..nrel) (a unit the next uses need again stays gathered). Below stage 3 these do
+ * nothing. */
+void zt_zero_pass_begin(zt_engine *e);
+int zt_zero_enter(zt_engine *e, int k, const int *rel, int nrel);
+
+/* Backward pass. zt_zero_pass_grads_begin first (stages 0-1: settles reductions that
+ * started early). Stages 2-3: lends unit u a gradient buffer before its backward, starts its
+ * reduce-scatter after; zt_zero_grads_end reduces unit 0 and waits for every reduction.
+ * Stages 0-1 in the step's last micro-batch (overlap on): start each unit's reduction after
+ * its backward; the step waits for them. */
+int zt_zero_pass_grads_begin(zt_engine *e);
+int zt_zero_grads_lend(zt_engine *e, int u);
+/* 0 when zt_zero_grads_lend(u) would find a buffer, else the error it would give */
+int zt_zero_grads_can_lend(const zt_engine *e, int u);
+int zt_zero_grads_reduce(zt_engine *e, int u);
+int zt_zero_grads_end(zt_engine *e);
+/* The step after the micro-batches: reductions of stages 0-1, this rank's sum of squares. */
+int zt_zero_reduce(zt_engine *e, double *sumsq, int *bad_unit); /* first non-finite unit here */
+/* Stages 2-3: every gradient shard becomes zero (a step after zero_grad with no backward). */
+int zt_zero_clear_shards(zt_engine *e);
+/* The optimizer (e->up_hp, e->up_af) on what this rank owns, then the all-gathers the stage
+ * needs. */
+int zt_zero_update(zt_engine *e);
+/* Applies the updates a stage 3 step with offload deferred to the next forward pass; call
+ * before anything reads or replaces parameters or optimizer state outside a pass. */
+int zt_zero_flush(zt_engine *e);
+/* Checkpoints stream the optimizer state. Saving: after zt_zero_state_stream_begin, section
+ * `sec` (ostate.h) of unit u's part for rank r comes in zt_zero_state_pieces(e, u) pieces
+ * (one without offload; with offload its sub-groups): piece k is read into a working buffer,
+ * valid until the next call. Loading: zt_zero_state_fill asks fill for the state of part
+ * (u, r) positions [c0, c1) with compact [f0, f0 + nc) into the block at base (ostate.h's
+ * layout): every part this engine holds (stage 0: every rank's), whole without offload,
+ * sub-group by sub-group with it, each written back at once. */
+int zt_zero_state_pieces(const zt_engine *e, int u);
+int zt_zero_state_piece(zt_engine *e, int u, int r, int sec, int k, const void **data,
+                        size_t *bytes);
+int zt_zero_state_stream_begin(zt_engine *e);
+typedef int (*zt_state_fill_fn)(int u, const zt_spart *p, size_t c0, size_t c1, size_t f0,
+                                size_t nc, uint8_t *base, void *arg);
+int zt_zero_state_fill(zt_engine *e, zt_state_fill_fn fill, void *arg);
+/* the optimizer offload's working buffers (bytes; 0 without offload) */
+size_t zt_zero_offload_bytes(const zt_engine *e);
+/* stage 3: this rank's slices of unit u's parameters into a whole-unit buffer */
+int zt_zero_shard_to_whole(zt_engine *e, int u, float *whole);
+/* Sets every unit's parameters from whole-unit data: fill(u, buf, arg) writes unit u into
+ * buf (padded[u] floats, zeroed); stage 3 keeps only this rank's shard. */
+int zt_zero_fill_params(zt_engine *e, int (*fill)(int u, float *buf, void *arg), void *arg);
+/* this engine's bytes per category now (footprint.h) */
+void zt_zero_footprint(const zt_engine *e, zt_footprint *o);
+/* *plain: the stage's textbook figure (2 for stages 0-2, 3 for stage 3, one micro-batch);
+ * returns what this engine's schedule moves per step of grad_accum_steps micro-batches
+ * (stage 3: replayed without MPI) */
+double zt_zero_traffic_theory(zt_engine *e, const zt_use *train, int n, double *plain);
+
+
+#endif
