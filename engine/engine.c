@@ -384,7 +384,8 @@ static int commit(zt_engine *e, const char *model_dir)
                      e->un.unit_nparams[nu - 1], e->layout.units[nu - 1].n_params);
     ZT_TRY(agree_shapes(e, rc));
     if (!(e->ck.alias_seen = calloc((size_t)e->layout.n_params, 1)) ||
-        !(e->un.held = calloc((size_t)nu, sizeof *e->un.held)) || !(e->un.gstate = calloc((size_t)nu, 1)) ||
+        !(e->un.held = calloc((size_t)nu, sizeof *e->un.held)) ||
+        !(e->un.gstate = calloc((size_t)nu, 1)) ||
         !(e->un.drvP = calloc((size_t)nu, sizeof *e->un.drvP)) ||
         !(e->un.drvG = calloc((size_t)nu, sizeof *e->un.drvG)))
         rc = zt_fail(ZT_E_NOMEM, "out of memory");

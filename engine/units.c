@@ -447,7 +447,8 @@ int zt_units_acquire(zt_engine *e, int u, int purpose, float **params, float **g
     int rc = 0, begin = 0, eval = (purpose & ZT_FOR_EVAL) != 0;
     if (!kind) {
         const zt_order *f = &e->un.ord[0];
-        if (e->un.pass == PASS_NONE || e->un.pass == PASS_BACKWARD || (e->un.pass == PASS_EVAL) != eval ||
+        if (e->un.pass == PASS_NONE || e->un.pass == PASS_BACKWARD ||
+            (e->un.pass == PASS_EVAL) != eval ||
             (f->known && e->un.recording == REC_NONE && e->un.pass_pos >= f->n) ||
             /* evaluation before any order is known: a pass ends where its first unit comes
              * again with nothing held */

@@ -695,7 +695,8 @@ static void release(zt_engine *e, zt_sched *S, int k)
     if (S->dry)
         return;
     /* (a gather still in flight, e.g. prefetched for a use an error skipped, ends first) */
-    if (e->ga.gpend_lo[u] >= 0 && zt_comm_wait_range(&e->comm, e->ga.gpend_lo[u], e->ga.gpend_hi[u]) < 0)
+    if (e->ga.gpend_lo[u] >= 0 &&
+        zt_comm_wait_range(&e->comm, e->ga.gpend_lo[u], e->ga.gpend_hi[u]) < 0)
         zt_log(ZT_LOG_WARN, "stage 3: the gather of unit %d failed: %s", u, zt_last_error());
     e->ga.gpend_lo[u] = e->ga.gpend_hi[u] = -1;
     pool_put(e, u);
@@ -945,7 +946,8 @@ int zt_zero_grads_can_lend(const zt_engine *e, int u)
     return zt_fail(ZT_E_INVAL, "stage %d lends gradient buffers to two units at a time "
                    "(besides unit %d): units %d and %d still have theirs; make one's gradients "
                    "ready (zt_engine_unit_grads_ready) before acquiring unit %d for backward",
-                   e->cfg.zero_stage, e->gr.whole_grad, e->gr.scratch_unit[0], e->gr.scratch_unit[1], u);
+                   e->cfg.zero_stage, e->gr.whole_grad, e->gr.scratch_unit[0],
+                   e->gr.scratch_unit[1], u);
 }
 
 int zt_zero_grads_lend(zt_engine *e, int u)
@@ -971,7 +973,8 @@ static int reduce_into_shard(zt_engine *e, int u, int tmp)
     if (e->gr.store) { /* into rs_tmp, written back when complete */
         ZT_TRY(gbuf_take(e, tmp));
         e->gr.rpend_tmp[u] = tmp;
-        return start_rs(e, u, e->gr.G[u], e->gr.rs_tmp[tmp], &e->gr.rpend_lo[u], &e->gr.rpend_hi[u]);
+        return start_rs(e, u, e->gr.G[u], e->gr.rs_tmp[tmp], &e->gr.rpend_lo[u],
+                        &e->gr.rpend_hi[u]);
     }
     float *dst = e->gr.accum_first ? e->gr.Gs[u] : e->gr.rs_tmp[tmp];
     e->gr.rpend_tmp[u] = e->gr.accum_first ? -1 : tmp;
@@ -998,7 +1001,9 @@ int zt_zero_grads_end(zt_engine *e)
 {
     int w = e->gr.whole_grad;
     if (early_reduce(e))
-        return w >= 0 ? start_rs(e, w, e->gr.G[w], e->gr.Gs[w], &e->gr.rpend_lo[w], &e->gr.rpend_hi[w]) : 0;
+        return w >= 0 ? start_rs(e, w, e->gr.G[w], e->gr.Gs[w], &e->gr.rpend_lo[w],
+                                 &e->gr.rpend_hi[w])
+                      : 0;
     if (e->cfg.zero_stage < 2)
         return 0;
     for (int i = 0; i < 2; i++)
@@ -1023,7 +1028,8 @@ int zt_zero_reduce(zt_engine *e, double *sumsq, int *bad_unit)
     if (e->cfg.zero_stage < 2 && e->gr.Gs) /* stages 0-1: every unit's summed gradient, unless */
         for (int u = 0; u < nu; u++)   /* its reduction started in the last backward pass */
             if (e->gr.rpend_lo[u] < 0)
-                ZT_TRY(start_rs(e, u, e->gr.G[u], e->gr.Gs[u], &e->gr.rpend_lo[u], &e->gr.rpend_hi[u]));
+                ZT_TRY(start_rs(e, u, e->gr.G[u], e->gr.Gs[u], &e->gr.rpend_lo[u],
+                                &e->gr.rpend_hi[u]));
     for (int u = 0; u < nu; u++) {
         ZT_TRY(zt_comm_wait_range(&e->comm, e->gr.rpend_lo[u], e->gr.rpend_hi[u]));
         e->gr.rpend_lo[u] = e->gr.rpend_hi[u] = -1;
@@ -1086,8 +1092,8 @@ static int update_unit(zt_engine *e, int u)
             const zt_ogroup *og = &e->oo.group[e->up.g];
             c1 = og->c1;
             ZT_TRY(zt_store_get(e->oo.store, og->blob, e->oo.work[e->up.g % nw]));
-            zt_ost_view_of(e->os.opt, e->os.beta1, e->oo.work[e->up.g % nw], c0, c1 - c0, og->f0, og->nc,
-                           &v);
+            zt_ost_view_of(e->os.opt, e->os.beta1, e->oo.work[e->up.g % nw], c0, c1 - c0, og->f0,
+                           og->nc, &v);
         } else {
             zt_ost_view_of(e->os.opt, e->os.beta1, part->state, 0, len, 0, part->n_compact, &v);
         }
