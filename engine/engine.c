@@ -886,7 +886,7 @@ int zt_engine_step(zt_engine *e, float lr, zt_step_info *out)
 {
     double sumsq, norm;
     float coef = 1.0f;
-    zt_adamw_hparams hp;
+    zt_ost_hparams hp = {0};
     int rc;
     if (!e)
         return zt_fail(ZT_E_INVAL, "zt_engine_step: NULL engine");
@@ -956,23 +956,22 @@ int zt_engine_step(zt_engine *e, float lr, zt_step_info *out)
         coef = (float)(e->cfg.grad_clip / (norm + 1e-6));
     e->step++;
     e->gr.micro = 0;
-    hp = (zt_adamw_hparams){lr, e->cfg.beta1, e->cfg.beta2, e->cfg.eps, e->cfg.weight_decay,
-                            e->step, coef};
-    e->up.hp = hp;
+    hp.adamw = (zt_adamw_hparams){lr, e->cfg.beta1, e->cfg.beta2, e->cfg.eps,
+                                  e->cfg.weight_decay, e->step, coef};
     if (e->os.opt == ZT_OPT_ADAFACTOR) {
         const zt_config *c = &e->cfg;
-        e->up.af = (zt_adafactor_hparams){lr, c->adafactor_eps1, c->adafactor_eps2,
-                                          c->clip_threshold, c->decay_rate, c->adafactor_beta1,
-                                          c->weight_decay, c->relative_step, c->scale_parameter,
-                                          c->warmup_init, e->step};
+        hp.af = (zt_adafactor_hparams){lr, c->adafactor_eps1, c->adafactor_eps2,
+                                       c->clip_threshold, c->decay_rate, c->adafactor_beta1,
+                                       c->weight_decay, c->relative_step, c->scale_parameter,
+                                       c->warmup_init, e->step};
     }
-    if ((rc = zt_zero_update(e)) < 0)
+    if ((rc = zt_zero_update(e, &hp)) < 0)
         return zt_engine_fail(e, rc);
     if (out) {
         out->grad_norm = norm;
         out->clip_coef = coef;
         out->step = e->step;
-        out->lr = e->os.opt == ZT_OPT_ADAFACTOR ? (float)zt_adafactor_step_size(&e->up.af) : lr;
+        out->lr = e->os.opt == ZT_OPT_ADAFACTOR ? (float)zt_adafactor_step_size(&hp.af) : lr;
         out->skipped = 0;
         out->nonfinite_unit = -1;
     }

@@ -290,6 +290,27 @@ void zt_ost_init(const zt_engine *e, uint8_t *base, size_t n, size_t nc)
     memset(base, 0, zt_ost_bytes(e->os.opt, e->os.beta1, n, nc));
 }
 
+int zt_ost_alloc_parts(zt_engine *e)
+{
+    for (int i = 0; i < e->layout.n_units * e->os.n_parts; i++) {
+        zt_spart *p = &e->os.parts[i];
+        size_t b = zt_ost_bytes(e->os.opt, e->os.beta1, p->len, p->n_compact);
+        if (!(p->state = zt_mem_alloc(ZT_OST_ALLOC(b), ZT_ALIGN_PAGE, ZT_MEM_OPTIMIZER))) {
+            for (int j = 0; j < i; j++) {
+                zt_spart *q = &e->os.parts[j];
+                zt_mem_free(q->state, ZT_OST_ALLOC(zt_ost_bytes(e->os.opt, e->os.beta1, q->len,
+                                                                q->n_compact)),
+                            ZT_MEM_OPTIMIZER);
+                q->state = NULL;
+            }
+            return zt_fail(ZT_E_NOMEM, "optimizer state: %zu bytes: out of memory",
+                           zt_ost_state_bytes(e));
+        }
+        zt_ost_init(e, p->state, p->len, p->n_compact);
+    }
+    return 0;
+}
+
 int zt_ost_alloc_replicated(zt_engine *e)
 {
     if (e->os.opt != ZT_OPT_ADAFACTOR || e->os.af_rc || !e->os.af_floats)
@@ -320,10 +341,10 @@ static const float *g_at(const zt_ost_io *io, const zt_srun *x, size_t j)
     return io->g + (io->g_shard ? j : x->a + (j - x->j0));
 }
 
-int zt_ost_update_range(zt_engine *e, const zt_spart *p, size_t c0, size_t c1,
-                        const zt_ost_view *v, const zt_ost_io *io)
+int zt_ost_update_range(zt_engine *e, const zt_ost_hparams *hps, const zt_spart *p,
+                        size_t c0, size_t c1, const zt_ost_view *v, const zt_ost_io *io)
 {
-    const zt_adamw_hparams *hp = &e->up.hp;
+    const zt_adamw_hparams *hp = &hps->adamw;
     for (int k = 0; k < p->n_run; k++) {
         const zt_srun *x = &p->run[k];
         size_t lo = x->j0 > c0 ? x->j0 : c0, hi = x->j1 < c1 ? x->j1 : c1;
@@ -351,12 +372,13 @@ int zt_ost_update_range(zt_engine *e, const zt_spart *p, size_t c0, size_t c1,
  * parameter), each part's partial sums added in rank order: with sharded parts every rank
  * contributes its own (gathered); at stage 0 this rank computes them all. phase 1: g^2 rows
  * and columns, p^2; phase 2: u^2 (updating the vectors' moments). */
-static int af_phase(zt_engine *e, int u, zt_spart *const *parts, int n_parts,
-                    const zt_ost_view *views, const zt_ost_io *io, int phase, double *total)
+static int af_phase(zt_engine *e, const zt_ost_hparams *hps, int u, zt_spart *const *parts,
+                    int n_parts, const zt_ost_view *views, const zt_ost_io *io, int phase,
+                    double *total)
 {
     const zt_unit_def *ud = &e->layout.units[u];
-    const zt_adafactor_hparams *hp = &e->up.af;
-    float gs = e->up.hp.grad_scale;
+    const zt_adafactor_hparams *hp = &hps->af;
+    float gs = hps->adamw.grad_scale;
     size_t L = e->os.af_len, r0, r1; /* the stretch of sums this phase reduces */
     double *acc = e->os.af_buf, *all = e->os.af_buf + 2 * L;
     int i0 = ud->first_param, il = i0 + ud->n_params - 1;
@@ -407,17 +429,18 @@ static int af_phase(zt_engine *e, int u, zt_spart *const *parts, int n_parts,
     return 0;
 }
 
-int zt_ost_adafactor_unit(zt_engine *e, int u, zt_spart *const *parts, int n_parts,
-                          const zt_ost_view *views, const zt_ost_io *io)
+int zt_ost_adafactor_unit(zt_engine *e, const zt_ost_hparams *hps, int u,
+                          zt_spart *const *parts, int n_parts, const zt_ost_view *views,
+                          const zt_ost_io *io)
 {
     const zt_unit_def *ud = &e->layout.units[u];
-    const zt_adafactor_hparams *hp = &e->up.af;
-    float gs = e->up.hp.grad_scale;
+    const zt_adafactor_hparams *hp = &hps->af;
+    float gs = hps->adamw.grad_scale;
     size_t L = e->os.af_len;
     double *total = e->os.af_buf + L;
     int i0 = ud->first_param;
     /* phase 1 and the factored moments, the step size of each tensor */
-    ZT_TRY(af_phase(e, u, parts, n_parts, views, io, 1, total));
+    ZT_TRY(af_phase(e, hps, u, parts, n_parts, views, io, 1, total));
     for (int i = i0; i < i0 + ud->n_params; i++) {
         const zt_param_def *d = &e->layout.params[i];
         zt_adafactor_shape sh = af_shape(d);
@@ -428,7 +451,7 @@ int zt_ost_adafactor_unit(zt_engine *e, int u, zt_spart *const *parts, int n_par
         e->os.af_lr[i - i0] = zt_adafactor_stats(&sh, hp, &s, row, row ? row + af_rows(&sh) : NULL);
     }
     /* phase 2: the RMS of each tensor's preconditioned update */
-    ZT_TRY(af_phase(e, u, parts, n_parts, views, io, 2, total));
+    ZT_TRY(af_phase(e, hps, u, parts, n_parts, views, io, 2, total));
     /* phase 3 */
     for (int k = 0; k < n_parts; k++) {
         const zt_spart *p = parts[k];

@@ -27,6 +27,8 @@
 #include <stdint.h>
 #include "zerotrain.h"
 #include "geom.h"
+#include "../optimizer/adafactor.h"
+#include "../optimizer/adamw.h"
 
 struct zt_engine;
 struct zt_layout;
@@ -119,6 +121,8 @@ void zt_ost_teardown(struct zt_engine *e);
 zt_spart *zt_ost_part(const struct zt_engine *e, int u, int r);
 /* Fresh state (zero moments) of positions [c0, c0 + n) with nc compact at base. */
 void zt_ost_init(const struct zt_engine *e, uint8_t *base, size_t n, size_t nc);
+/* Every part's state in RAM, zero (without offload; zt_ost_teardown frees it). */
+int zt_ost_alloc_parts(struct zt_engine *e);
 /* Adafactor's replicated factored moments: allocated zero (once). */
 int zt_ost_alloc_replicated(struct zt_engine *e);
 
@@ -131,16 +135,24 @@ typedef struct zt_ost_io {
     int p_shard, g_shard;
 } zt_ost_io;
 
+/* A step's hyperparameters: the elementwise optimizers' (whose grad_scale, the clipping
+ * coefficient, applies to Adafactor too) and Adafactor's. */
+typedef struct zt_ost_hparams {
+    zt_adamw_hparams adamw;
+    zt_adafactor_hparams af;
+} zt_ost_hparams;
+
 /* The elementwise optimizers (AdamW, AdamW8bit): part p's positions [c0, c1) with state
  * view v. */
-int zt_ost_update_range(struct zt_engine *e, const zt_spart *p, size_t c0, size_t c1,
-                        const zt_ost_view *v, const zt_ost_io *io);
+int zt_ost_update_range(struct zt_engine *e, const zt_ost_hparams *hp, const zt_spart *p,
+                        size_t c0, size_t c1, const zt_ost_view *v, const zt_ost_io *io);
 /* Adafactor on every part this rank holds of unit u (views[k]: part k's whole state):
  * partial sums per part, added in rank order across ranks (collective when the parts are
  * sharded), the replicated moments and step sizes, the preconditioned update's RMS the same
  * way, then the update. */
-int zt_ost_adafactor_unit(struct zt_engine *e, int u, zt_spart *const *parts, int n_parts,
-                          const zt_ost_view *views, const zt_ost_io *io);
+int zt_ost_adafactor_unit(struct zt_engine *e, const zt_ost_hparams *hp, int u,
+                          zt_spart *const *parts, int n_parts, const zt_ost_view *views,
+                          const zt_ost_io *io);
 
 /* Bytes of optimizer state the engine holds (parts, replicated moments), and its prediction
  * before setup for world size N: the state of a rank's shards (whole: every rank's, stage 0)

@@ -598,22 +598,7 @@ int zt_zero_ensure_moments(zt_engine *e)
     }
     if (e->os.state_ready)
         return 0;
-    for (int i = 0; i < e->layout.n_units * e->os.n_parts; i++) {
-        zt_spart *p = &e->os.parts[i];
-        size_t b = zt_ost_bytes(e->os.opt, e->os.beta1, p->len, p->n_compact);
-        if (!(p->state = zt_mem_alloc(ZT_OST_ALLOC(b), ZT_ALIGN_PAGE, ZT_MEM_OPTIMIZER))) {
-            for (int j = 0; j < i; j++) {
-                zt_spart *q = &e->os.parts[j];
-                zt_mem_free(q->state, ZT_OST_ALLOC(zt_ost_bytes(e->os.opt, e->os.beta1, q->len,
-                                                                q->n_compact)),
-                            ZT_MEM_OPTIMIZER);
-                q->state = NULL;
-            }
-            return zt_fail(ZT_E_NOMEM, "optimizer state: %zu bytes: out of memory",
-                           zt_ost_state_bytes(e));
-        }
-        zt_ost_init(e, p->state, p->len, p->n_compact);
-    }
+    ZT_TRY(zt_ost_alloc_parts(e));
     e->os.state_ready = 1;
     return 0;
 }
@@ -1098,9 +1083,9 @@ static int update_unit(zt_engine *e, int u)
             zt_ost_view_of(e->os.opt, e->os.beta1, part->state, 0, len, 0, part->n_compact, &v);
         }
         if (e->os.opt == ZT_OPT_ADAFACTOR) /* (one sub-group per unit: group_floats) */
-            ZT_TRY(zt_ost_adafactor_unit(e, u, &part, 1, &v, &io));
+            ZT_TRY(zt_ost_adafactor_unit(e, &e->up.hp, u, &part, 1, &v, &io));
         else
-            ZT_TRY(zt_ost_update_range(e, part, c0, c1, &v, &io));
+            ZT_TRY(zt_ost_update_range(e, &e->up.hp, part, c0, c1, &v, &io));
         if (nw) { /* write back; the buffer of group g - 1 then reads group g + nw - 1 */
             ZT_TRY(zt_store_put(e->oo.store, e->oo.group[e->up.g].blob, e->oo.work[e->up.g % nw]));
             if (e->up.g >= 1)
@@ -1186,16 +1171,17 @@ static int update_whole(zt_engine *e)
             parts[k] = p;
             zt_ost_view_of(e->os.opt, e->os.beta1, p->state, 0, p->len, 0, p->n_compact, &views[k]);
             if (e->os.opt != ZT_OPT_ADAFACTOR)
-                ZT_TRY(zt_ost_update_range(e, p, 0, p->len, &views[k], &io));
+                ZT_TRY(zt_ost_update_range(e, &e->up.hp, p, 0, p->len, &views[k], &io));
         }
         if (e->os.opt == ZT_OPT_ADAFACTOR)
-            ZT_TRY(zt_ost_adafactor_unit(e, u, parts, np, views, &io));
+            ZT_TRY(zt_ost_adafactor_unit(e, &e->up.hp, u, parts, np, views, &io));
     }
     return 0;
 }
 
-int zt_zero_update(zt_engine *e)
+int zt_zero_update(zt_engine *e, const zt_ost_hparams *hp)
 {
+    e->up.hp = *hp; /* (a deferred update of stage 3 applies it at the unit's next use) */
     int nu = e->layout.n_units, st = e->cfg.zero_stage;
     if (st == 0)
         return update_whole(e);

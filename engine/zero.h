@@ -109,8 +109,7 @@ typedef struct zt_optoff {
 /* the update in progress (zt_zero_update): hyperparameters, next sub-group, an error from
  * the read-ahead; stage 3 with offload defers each unit's update to its next use */
 typedef struct zt_update {
-    zt_adamw_hparams hp;
-    zt_adafactor_hparams af;
+    zt_ost_hparams hp;       /* the step's, as zt_zero_update was given them */
     int g, err;
     int lz_pending, lz_next;  /* deferred updates pending from unit lz_next on */
 } zt_update;
@@ -144,7 +143,7 @@ int zt_zero_reduce(zt_engine *e, double *sumsq, int *bad_unit); /* first non-fin
 int zt_zero_clear_shards(zt_engine *e);
 /* The optimizer (e->up_hp, e->up_af) on what this rank owns, then the all-gathers the stage
  * needs. */
-int zt_zero_update(zt_engine *e);
+int zt_zero_update(zt_engine *e, const zt_ost_hparams *hp);
 /* Applies the updates a stage 3 step with offload deferred to the next forward pass; call
  * before anything reads or replaces parameters or optimizer state outside a pass. */
 int zt_zero_flush(zt_engine *e);
