@@ -394,7 +394,10 @@ static int commit(zt_engine *e, const char *model_dir)
     if (rc == 0)
         rc = whole_grad_unit(e);
     if (rc == 0)
-        rc = zt_recompute_setup(e);
+        rc = zt_rplan_setup(&e->rc, &e->cfg, e->layout.n_units, e->ops, e->model);
+    if (rc == 0 && e->ops)
+        zt_act_init(&e->ao, &e->cfg, e->nvme_path, e->comm.rank, e->layout.n_units, e->ops,
+                    e->model, &e->rc);
     ZT_TRY(zt_engine_agree(e, rc, "setting up the model"));
     ZT_TRY(zt_plan_memory(e, e->plan, sizeof e->plan));
     rc = zt_plan_check_fit(e, e->source[0] ? e->source : "the model registered with "
@@ -540,15 +543,11 @@ void zt_engine_destroy(zt_engine *e)
 {
     if (!e)
         return;
-    zt_act_close(e); /* (its transfers use the model's buffers) */
+    zt_act_close(&e->ao); /* (its transfers use the model's buffers) */
     if (e->ops && e->model)
         e->ops->destroy(e->model);
     zt_zero_teardown(e);
-    free(e->rc.mode);
-    free(e->rc.bsteps);
-    free(e->rc.calls);
-    free(e->rc.bytes);
-    free(e->rc.sec);
+    zt_rplan_free(&e->rc);
     zt_comm_close(&e->comm);
     zt_units_free(e);
     zt_layout_free(&e->layout);
@@ -761,9 +760,9 @@ static int run_forward(zt_engine *e, int eval)
 {
     for (int u = 0; u < e->layout.n_units; u++) {
         ZT_TRY(acquire_pair(e, u, ZT_FOR_FORWARD | (eval ? ZT_FOR_EVAL : 0)));
-        ZT_TRY(zt_act_before(e, 0, u));
+        ZT_TRY(zt_act_before(&e->ao, 0, u));
         e->ops->forward_unit(e->model, u, e->un.drvP);
-        ZT_TRY(zt_act_after(e, 0, u, -1));
+        ZT_TRY(zt_act_after(&e->ao, 0, u, -1));
         ZT_TRY(release_pair(e, u));
     }
     return 0;
@@ -789,14 +788,14 @@ static int run_backward(zt_engine *e)
     for (int k = 0; k < e->rc.n_bsteps; k++) {
         int u = e->rc.bsteps[k].unit, op = e->rc.bsteps[k].op;
         ZT_TRY(acquire_pair(e, u, op == ZT_STEP_RECOMPUTE ? ZT_FOR_RECOMPUTE : ZT_FOR_BACKWARD));
-        ZT_TRY(zt_act_before(e, op, u));
+        ZT_TRY(zt_act_before(&e->ao, op, u));
         if (op == ZT_STEP_RECOMPUTE) {
             recompute(e, u);
         } else {
             e->ops->backward_unit(e->model, u, e->un.drvP, e->un.drvG);
             ZT_TRY(zt_engine_unit_grads_ready(e, u));
         }
-        ZT_TRY(zt_act_after(e, op, u, k));
+        ZT_TRY(zt_act_after(&e->ao, op, u, k));
         ZT_TRY(release_pair(e, u));
     }
     return 0;
@@ -817,7 +816,7 @@ int zt_engine_forward_backward(zt_engine *e, const zt_batch *b, int keep_logits,
                                          "zt_engine_unit_acquire"));
     e->have_logits = 0;
     if ((rc = e->ops->prepare(e->model, b, keep_logits, &n)) < 0 ||
-        (rc = zt_act_begin(e, 1)) < 0 || (rc = run_forward(e, 0)) < 0)
+        (rc = zt_act_begin(&e->ao, 1)) < 0 || (rc = run_forward(e, 0)) < 0)
         return zt_engine_fail(e, zt_units_abort(e, rc));
     {
         int64_t denom = b->label_count > 0 ? b->label_count : n;
@@ -847,7 +846,7 @@ int zt_engine_evaluate(zt_engine *e, const zt_batch *b, zt_fb_result *out)
         return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "zt_engine_evaluate: the engine has no "
                                          "built-in model"));
     e->have_logits = 0;
-    if ((rc = e->ops->prepare(e->model, b, 0, &n)) < 0 || (rc = zt_act_begin(e, 0)) < 0)
+    if ((rc = e->ops->prepare(e->model, b, 0, &n)) < 0 || (rc = zt_act_begin(&e->ao, 0)) < 0)
         return zt_engine_fail(e, rc);
     e->ops->set_train(e->model, 0);
     rc = run_forward(e, 1);

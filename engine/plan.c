@@ -374,7 +374,7 @@ static int plan_auto(zt_engine *e, placement *cand, int ncand, double limit, int
     free(bmode);
     rc_costs_free(&c);
     *chosen = best;
-    return zt_recompute_apply(e);
+    return zt_rplan_apply(&e->rc, &e->cfg, e->ops, e->model);
 }
 
 int zt_plan_memory(zt_engine *e, char *report, size_t n)

@@ -4,9 +4,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "zerotrain.h"
 #include "../models/model.h"
-
-typedef struct zt_engine zt_engine;
 
 /* per unit ZT_KEEP_*, the segment length (0: none) and the backward pass as steps
  * (models/model.h); the activation bytes the plan predicts for the planned batch shape (0:
@@ -22,14 +21,14 @@ typedef struct zt_rplan {
     double *sec;
 } zt_rplan;
 
-/* ---- recompute.c ----------------------------------------------------------------------
- * zt_recompute_setup: the plan of the config (per unit ZT_KEEP_*, the segment length);
- * zt_recompute_apply hands e->rmode / e->rk to the model, and the backward steps and the
- * predicted activation bytes follow. */
-int zt_recompute_setup(zt_engine *e);
-int zt_recompute_apply(zt_engine *e);
+/* zt_rplan_setup: the plan of the config for a model of nu units (per unit ZT_KEEP_*, the
+ * segment length; a model of your own, ops NULL: nothing); zt_rplan_apply hands rc->mode /
+ * rc->k to the model, and the backward steps and the predicted activation bytes follow. */
+int zt_rplan_setup(zt_rplan *rc, const zt_config *c, int nu, const zt_model_ops *ops,
+                   void *model);
+int zt_rplan_apply(zt_rplan *rc, const zt_config *c, const zt_model_ops *ops, void *model);
+void zt_rplan_free(zt_rplan *rc);
 /* "keep", "selective", "full", "full+offload" (ZT_KEEP_*) */
 const char *zt_keep_name(int mode);
-
 
 #endif
