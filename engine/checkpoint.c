@@ -250,7 +250,7 @@ static int write_rank_file(zt_engine *e, const char *dir)
     if ((rc = zt_zero_state_stream_begin(e)) < 0)
         goto out;
     for (int u = 0; u < nu; u++) {
-        const zt_spart *p = zt_ost_part(e, u, r);
+        const zt_spart *p = zt_ost_part(&e->os, u, r);
         for (int k = 0; k < rf.ns; k++, nt++) {
             const void *data = NULL;
             size_t bytes;
@@ -1115,7 +1115,7 @@ static int fill_state(int u, const zt_spart *p, size_t c0, size_t c1, size_t f0,
     state_src *ss = arg;
     const zt_ost_sec *sd;
     int ns = zt_ost_sections(ss->e->os.opt, ss->e->os.beta1, &sd);
-    zt_ost_init(ss->e, base, c1 - c0, nc);
+    zt_ost_init(&ss->e->os, base, c1 - c0, nc);
     for (int sec = 0; sec < ns; sec++)
         ZT_TRY(reslice(ss, u, p, sec, c0, c1, f0, nc, base));
     return 0;

@@ -405,7 +405,7 @@ static int commit(zt_engine *e, const char *model_dir)
     if (rc == 0)
         rc = zt_zero_setup(e);
     if (rc == 0)
-        rc = zt_ost_setup(e);
+        rc = zt_ost_setup(&e->os, &e->cfg, &e->layout, &e->geo, &e->comm);
     if (e->plan[0])
         zt_log(ZT_LOG_INFO, "%s", e->plan);
     if (e->rc.plan[0])
@@ -997,7 +997,7 @@ int zt_engine_report_get(const zt_engine *e, zt_engine_report *o)
     /* parameters and gradients (4 bytes per float each, whole or sharded by the stage),
      * and the optimizer's state of what the rank updates (AdamW: 8 bytes per float): the
      * formula, and the engine's buffers beyond it (footprint.h) */
-    size_t ost = zt_ost_state_bytes(e), own = e->cfg.zero_stage == 0 ? P : P / N;
+    size_t ost = zt_ost_state_bytes(&e->os), own = e->cfg.zero_stage == 0 ? P : P / N;
     zt_footprint fp;
     zt_zero_footprint(e, &fp);
     o->predicted_state_bytes = (size_t)fp.formula;

@@ -2,7 +2,8 @@
  * the runs of each shard, the layout of a stretch of state, the elementwise updates (AdamW,
  * AdamW8bit) and Adafactor's three phases with their reductions in rank order. It does not
  * decide where the state lives or when a unit is updated (zero.c). */
-#include "engine_impl.h"
+#include "ostate.h"
+#include "../common/err.h"
 #include "../memory/mem.h"
 #include "../offload/store.h"
 #include "../optimizer/adafactor.h"
@@ -169,165 +170,170 @@ static size_t af_moments(const zt_adafactor_shape *sh)
     return sh->cols ? sh->batch * (sh->rows + sh->cols) : 0;
 }
 
-static int param_compact(const zt_engine *e, int i)
+static int param_compact(const zt_config *c, const zt_layout *L, int i)
 {
-    const zt_param_def *d = &e->layout.params[i];
-    if (e->cfg.optimizer == ZT_OPT_ADAFACTOR)
+    const zt_param_def *d = &L->params[i];
+    if (c->optimizer == ZT_OPT_ADAFACTOR)
         return d->ndim < 2;
-    if (e->cfg.optimizer != ZT_OPT_ADAMW8BIT)
+    if (c->optimizer != ZT_OPT_ADAMW8BIT)
         return 0;
-    if (d->numel < e->cfg.min_8bit_size)
+    if (d->numel < c->min_8bit_size)
         return 1;
-    if (e->cfg.n_fp32_state < 0) /* the default: the embedding tables */
+    if (c->n_fp32_state < 0) /* the default: the embedding tables */
         return d->embedding;
-    for (int k = 0; k < e->cfg.n_fp32_state; k++)
-        if (e->cfg.fp32_state && e->cfg.fp32_state[k] && strstr(d->name, e->cfg.fp32_state[k]))
+    for (int k = 0; k < c->n_fp32_state; k++)
+        if (c->fp32_state && c->fp32_state[k] && strstr(d->name, c->fp32_state[k]))
             return 1;
     return 0;
 }
 
-int zt_ost_setup(zt_engine *e)
+int zt_ost_setup(zt_ostate *os, const zt_config *cfg, const zt_layout *L,
+                 const zt_geometry *geo, zt_comm *comm)
 {
-    int nu = e->layout.n_units, np = e->layout.n_params, N = e->comm.size;
-    e->os.opt = e->cfg.optimizer;
-    e->os.beta1 = e->os.opt == ZT_OPT_ADAFACTOR && e->cfg.adafactor_beta1 >= 0.0f;
-    e->os.n_parts = e->cfg.zero_stage == 0 ? N : 1;
-    if (e->os.n_parts > ZT_MAX_PARTS)
+    os->cfg = cfg;
+    os->L = L;
+    os->geo = geo;
+    os->comm = comm;
+    int nu = L->n_units, np = L->n_params, N = comm->size;
+    os->opt = os->cfg->optimizer;
+    os->beta1 = os->opt == ZT_OPT_ADAFACTOR && os->cfg->adafactor_beta1 >= 0.0f;
+    os->n_parts = os->cfg->zero_stage == 0 ? N : 1;
+    if (os->n_parts > ZT_MAX_PARTS)
         return zt_fail(ZT_E_UNSUPPORTED, "ZeRO stage 0 over %d ranks: at most %d (use stage 1 "
                        "or more, which shards the optimizer state)", N, ZT_MAX_PARTS);
-    if (!(e->os.pcompact = calloc((size_t)np, 1)) ||
-        !(e->os.parts = calloc((size_t)nu * (size_t)e->os.n_parts, sizeof *e->os.parts)))
+    if (!(os->pcompact = calloc((size_t)np, 1)) ||
+        !(os->parts = calloc((size_t)nu * (size_t)os->n_parts, sizeof *os->parts)))
         return zt_fail(ZT_E_NOMEM, "out of memory");
     for (int i = 0; i < np; i++)
-        e->os.pcompact[i] = (unsigned char)param_compact(e, i);
+        os->pcompact[i] = (unsigned char)param_compact(cfg, L, i);
     for (int u = 0; u < nu; u++) {
-        zt_geom g = zt_geometry_unit(&e->geo, u);
-        for (int k = 0; k < e->os.n_parts; k++) {
-            zt_spart *p = &e->os.parts[u * e->os.n_parts + k];
-            p->rank = e->os.n_parts > 1 ? k : e->comm.rank;
-            p->len = e->geo.padded[u] / (size_t)N;
-            ZT_TRY(zt_ost_runs(&e->layout, e->os.pcompact, u, &g, p->rank, &p->run, &p->n_run,
+        zt_geom g = zt_geometry_unit(os->geo, u);
+        for (int k = 0; k < os->n_parts; k++) {
+            zt_spart *p = &os->parts[u * os->n_parts + k];
+            p->rank = os->n_parts > 1 ? k : os->comm->rank;
+            p->len = os->geo->padded[u] / (size_t)N;
+            ZT_TRY(zt_ost_runs(os->L, os->pcompact, u, &g, p->rank, &p->run, &p->n_run,
                                &p->n_compact));
         }
     }
-    if (e->os.opt == ZT_OPT_ADAMW8BIT) {
-        if (!(e->os.maps = zt_mem_alloc(sizeof *e->os.maps, 64, ZT_MEM_OTHER))) /* (tables) */
+    if (os->opt == ZT_OPT_ADAMW8BIT) {
+        if (!(os->maps = zt_mem_alloc(sizeof *os->maps, 64, ZT_MEM_OTHER))) /* (tables) */
             return zt_fail(ZT_E_NOMEM, "out of memory");
-        zt_adam8_maps_init(e->os.maps);
+        zt_adam8_maps_init(os->maps);
     }
-    if (e->os.opt == ZT_OPT_ADAFACTOR) {
+    if (os->opt == ZT_OPT_ADAFACTOR) {
         size_t most = 0, mostp = 0, scratch = 1;
-        if (!(e->os.af_off = calloc((size_t)np, sizeof *e->os.af_off)) ||
-            !(e->os.af_soff = calloc((size_t)np, sizeof *e->os.af_soff)))
+        if (!(os->af_off = calloc((size_t)np, sizeof *os->af_off)) ||
+            !(os->af_soff = calloc((size_t)np, sizeof *os->af_soff)))
             return zt_fail(ZT_E_NOMEM, "out of memory");
-        e->os.af_floats = 0;
+        os->af_floats = 0;
         for (int u = 0; u < nu; u++) {
-            const zt_unit_def *ud = &e->layout.units[u];
+            const zt_unit_def *ud = &os->L->units[u];
             size_t len = 0;
             for (int i = ud->first_param; i < ud->first_param + ud->n_params; i++) {
-                const zt_param_def *d = &e->layout.params[i];
+                const zt_param_def *d = &os->L->params[i];
                 zt_adafactor_shape sh = af_shape(d);
                 size_t sc = zt_adafactor_scratch(&sh);
                 scratch = sc > scratch ? sc : scratch;
-                e->os.af_off[i] = e->os.af_floats;
-                e->os.af_floats += af_moments(&sh);
-                e->os.af_soff[i] = len; /* [row sums][column sums][p^2] */
+                os->af_off[i] = os->af_floats;
+                os->af_floats += af_moments(&sh);
+                os->af_soff[i] = len; /* [row sums][column sums][p^2] */
                 len += af_moments(&sh) + 1;
             }
             most = len > most ? len : most;
             mostp = (size_t)ud->n_params > mostp ? (size_t)ud->n_params : mostp;
         }
         /* scratch: a part's sums, the total, and every rank's sums */
-        e->os.af_len = most + mostp;
-        e->os.af_buf_n = e->os.af_len * (size_t)(2 + N);
-        if (!(e->os.af_buf = malloc(e->os.af_buf_n * sizeof *e->os.af_buf)) ||
-            !(e->os.af_lr = malloc(mostp * sizeof *e->os.af_lr)) ||
-            !(e->os.af_cfac = malloc(scratch * sizeof *e->os.af_cfac)))
+        os->af_len = most + mostp;
+        os->af_buf_n = os->af_len * (size_t)(2 + N);
+        if (!(os->af_buf = malloc(os->af_buf_n * sizeof *os->af_buf)) ||
+            !(os->af_lr = malloc(mostp * sizeof *os->af_lr)) ||
+            !(os->af_cfac = malloc(scratch * sizeof *os->af_cfac)))
             return zt_fail(ZT_E_NOMEM, "out of memory");
     }
     return 0;
 }
 
-void zt_ost_teardown(zt_engine *e)
+void zt_ost_teardown(zt_ostate *os)
 {
-    int nu = e->layout.n_units;
-    for (int i = 0; e->os.parts && i < nu * e->os.n_parts; i++) {
-        zt_spart *p = &e->os.parts[i];
+    int nu = os->L ? os->L->n_units : 0; /* (setup may not have run) */
+    for (int i = 0; os->parts && i < nu * os->n_parts; i++) {
+        zt_spart *p = &os->parts[i];
         if (p->state)
-            zt_mem_free(p->state, ZT_OST_ALLOC(zt_ost_bytes(e->os.opt, e->os.beta1, p->len,
+            zt_mem_free(p->state, ZT_OST_ALLOC(zt_ost_bytes(os->opt, os->beta1, p->len,
                                                             p->n_compact)), ZT_MEM_OPTIMIZER);
         free(p->run);
     }
-    free(e->os.parts);
-    e->os.parts = NULL;
-    free(e->os.pcompact);
-    e->os.pcompact = NULL;
-    if (e->os.maps)
-        zt_mem_free(e->os.maps, sizeof *e->os.maps, ZT_MEM_OTHER);
-    e->os.maps = NULL;
-    if (e->os.af_rc)
-        zt_mem_free(e->os.af_rc, e->os.af_floats * sizeof(float), ZT_MEM_OPTIMIZER);
-    e->os.af_rc = NULL;
-    free(e->os.af_off);
-    free(e->os.af_soff);
-    free(e->os.af_buf);
-    free(e->os.af_lr);
-    free(e->os.af_cfac);
-    e->os.af_cfac = NULL;
-    e->os.af_off = e->os.af_soff = NULL;
-    e->os.af_buf = NULL;
-    e->os.af_lr = NULL;
+    free(os->parts);
+    os->parts = NULL;
+    free(os->pcompact);
+    os->pcompact = NULL;
+    if (os->maps)
+        zt_mem_free(os->maps, sizeof *os->maps, ZT_MEM_OTHER);
+    os->maps = NULL;
+    if (os->af_rc)
+        zt_mem_free(os->af_rc, os->af_floats * sizeof(float), ZT_MEM_OPTIMIZER);
+    os->af_rc = NULL;
+    free(os->af_off);
+    free(os->af_soff);
+    free(os->af_buf);
+    free(os->af_lr);
+    free(os->af_cfac);
+    os->af_cfac = NULL;
+    os->af_off = os->af_soff = NULL;
+    os->af_buf = NULL;
+    os->af_lr = NULL;
 }
 
-zt_spart *zt_ost_part(const zt_engine *e, int u, int r)
+zt_spart *zt_ost_part(const zt_ostate *os, int u, int r)
 {
-    return &e->os.parts[u * e->os.n_parts + (e->os.n_parts > 1 ? r : 0)];
+    return &os->parts[u * os->n_parts + (os->n_parts > 1 ? r : 0)];
 }
 
-void zt_ost_init(const zt_engine *e, uint8_t *base, size_t n, size_t nc)
+void zt_ost_init(const zt_ostate *os, uint8_t *base, size_t n, size_t nc)
 {
     /* zeros throughout: AdamW8bit's fresh codes are 0, as zt_adam8bit_init */
-    memset(base, 0, zt_ost_bytes(e->os.opt, e->os.beta1, n, nc));
+    memset(base, 0, zt_ost_bytes(os->opt, os->beta1, n, nc));
 }
 
-int zt_ost_alloc_parts(zt_engine *e)
+int zt_ost_alloc_parts(zt_ostate *os)
 {
-    for (int i = 0; i < e->layout.n_units * e->os.n_parts; i++) {
-        zt_spart *p = &e->os.parts[i];
-        size_t b = zt_ost_bytes(e->os.opt, e->os.beta1, p->len, p->n_compact);
+    for (int i = 0; i < os->L->n_units * os->n_parts; i++) {
+        zt_spart *p = &os->parts[i];
+        size_t b = zt_ost_bytes(os->opt, os->beta1, p->len, p->n_compact);
         if (!(p->state = zt_mem_alloc(ZT_OST_ALLOC(b), ZT_ALIGN_PAGE, ZT_MEM_OPTIMIZER))) {
             for (int j = 0; j < i; j++) {
-                zt_spart *q = &e->os.parts[j];
-                zt_mem_free(q->state, ZT_OST_ALLOC(zt_ost_bytes(e->os.opt, e->os.beta1, q->len,
+                zt_spart *q = &os->parts[j];
+                zt_mem_free(q->state, ZT_OST_ALLOC(zt_ost_bytes(os->opt, os->beta1, q->len,
                                                                 q->n_compact)),
                             ZT_MEM_OPTIMIZER);
                 q->state = NULL;
             }
             return zt_fail(ZT_E_NOMEM, "optimizer state: %zu bytes: out of memory",
-                           zt_ost_state_bytes(e));
+                           zt_ost_state_bytes(os));
         }
-        zt_ost_init(e, p->state, p->len, p->n_compact);
+        zt_ost_init(os, p->state, p->len, p->n_compact);
     }
     return 0;
 }
 
-int zt_ost_alloc_replicated(zt_engine *e)
+int zt_ost_alloc_replicated(zt_ostate *os)
 {
-    if (e->os.opt != ZT_OPT_ADAFACTOR || e->os.af_rc || !e->os.af_floats)
+    if (os->opt != ZT_OPT_ADAFACTOR || os->af_rc || !os->af_floats)
         return 0;
-    if (!(e->os.af_rc = zt_mem_alloc(e->os.af_floats * sizeof(float), 64, ZT_MEM_OPTIMIZER)))
+    if (!(os->af_rc = zt_mem_alloc(os->af_floats * sizeof(float), 64, ZT_MEM_OPTIMIZER)))
         return zt_fail(ZT_E_NOMEM, "Adafactor: %zu bytes of factored moments: out of memory",
-                       e->os.af_floats * sizeof(float));
-    memset(e->os.af_rc, 0, e->os.af_floats * sizeof(float));
+                       os->af_floats * sizeof(float));
+    memset(os->af_rc, 0, os->af_floats * sizeof(float));
     return 0;
 }
 
 /* ---- the updates -------------------------------------------------------------------------- */
 
-static int poll(zt_engine *e)
+static int poll(zt_ostate *os, const zt_ost_io *io)
 {
-    zt_comm_poll(&e->comm);
-    return e->oo.store ? zt_store_poll(e->oo.store) : 0;
+    zt_comm_poll(os->comm);
+    return io->poll ? zt_store_poll(io->poll) : 0;
 }
 
 /* parameter and gradient pointers of shard position j of run x */
@@ -341,7 +347,7 @@ static const float *g_at(const zt_ost_io *io, const zt_srun *x, size_t j)
     return io->g + (io->g_shard ? j : x->a + (j - x->j0));
 }
 
-int zt_ost_update_range(zt_engine *e, const zt_ost_hparams *hps, const zt_spart *p,
+int zt_ost_update_range(zt_ostate *os, const zt_ost_hparams *hps, const zt_spart *p,
                         size_t c0, size_t c1, const zt_ost_view *v, const zt_ost_io *io)
 {
     const zt_adamw_hparams *hp = &hps->adamw;
@@ -350,20 +356,20 @@ int zt_ost_update_range(zt_engine *e, const zt_ost_hparams *hps, const zt_spart 
         size_t lo = x->j0 > c0 ? x->j0 : c0, hi = x->j1 < c1 ? x->j1 : c1;
         if (lo >= hi)
             continue;
-        int decay = e->layout.params[x->param].decay;
+        int decay = os->L->params[x->param].decay;
         float *pp = p_at(io, x, lo);
         const float *gg = g_at(io, x, lo);
         size_t o = lo - v->c0, n = hi - lo;
-        if (e->os.opt == ZT_OPT_ADAMW) {
+        if (os->opt == ZT_OPT_ADAMW) {
             zt_adamw_update(pp, gg, v->m + o, v->v + o, n, hp, decay);
         } else if (x->compact) {
             size_t f = x->f0 + (lo - x->j0) - v->f0;
             zt_adam32_update(pp, gg, v->fm + f, v->fv + f, n, hp, decay);
         } else { /* lo is on a block of the tensor (ostate.h) */
-            zt_adam8bit_update(e->os.maps, pp, gg, v->cm + o, v->cv + o, v->am + o / ZT_QBLOCK,
+            zt_adam8bit_update(os->maps, pp, gg, v->cm + o, v->cv + o, v->am + o / ZT_QBLOCK,
                                v->av + o / ZT_QBLOCK, n, hp, decay);
         }
-        ZT_TRY(poll(e));
+        ZT_TRY(poll(os, io));
     }
     return 0;
 }
@@ -372,20 +378,20 @@ int zt_ost_update_range(zt_engine *e, const zt_ost_hparams *hps, const zt_spart 
  * parameter), each part's partial sums added in rank order: with sharded parts every rank
  * contributes its own (gathered); at stage 0 this rank computes them all. phase 1: g^2 rows
  * and columns, p^2; phase 2: u^2 (updating the vectors' moments). */
-static int af_phase(zt_engine *e, const zt_ost_hparams *hps, int u, zt_spart *const *parts,
+static int af_phase(zt_ostate *os, const zt_ost_hparams *hps, int u, zt_spart *const *parts,
                     int n_parts, const zt_ost_view *views, const zt_ost_io *io, int phase,
                     double *total)
 {
-    const zt_unit_def *ud = &e->layout.units[u];
+    const zt_unit_def *ud = &os->L->units[u];
     const zt_adafactor_hparams *hp = &hps->af;
     float gs = hps->adamw.grad_scale;
-    size_t L = e->os.af_len, r0, r1; /* the stretch of sums this phase reduces */
-    double *acc = e->os.af_buf, *all = e->os.af_buf + 2 * L;
+    size_t L = os->af_len, r0, r1; /* the stretch of sums this phase reduces */
+    double *acc = os->af_buf, *all = os->af_buf + 2 * L;
     int i0 = ud->first_param, il = i0 + ud->n_params - 1;
     if (phase == 1) {
-        zt_adafactor_shape shl = af_shape(&e->layout.params[il]);
+        zt_adafactor_shape shl = af_shape(&os->L->params[il]);
         r0 = 0;
-        r1 = e->os.af_soff[il] + 1 + af_moments(&shl);
+        r1 = os->af_soff[il] + 1 + af_moments(&shl);
     } else {
         r0 = L - (size_t)ud->n_params;
         r1 = L;
@@ -396,9 +402,9 @@ static int af_phase(zt_engine *e, const zt_ost_hparams *hps, int u, zt_spart *co
         memset(acc, 0, L * sizeof *acc);
         for (int q = 0; q < p->n_run; q++) {
             const zt_srun *x = &p->run[q];
-            const zt_param_def *d = &e->layout.params[x->param];
+            const zt_param_def *d = &os->L->params[x->param];
             zt_adafactor_shape sh = af_shape(d);
-            size_t off = x->a - d->offset, n = x->j1 - x->j0, s0 = e->os.af_soff[x->param];
+            size_t off = x->a - d->offset, n = x->j1 - x->j0, s0 = os->af_soff[x->param];
             if (phase == 1) {
                 zt_adafactor_sums s = {acc + s0, acc + s0 + af_rows(&sh),
                                        acc[s0 + af_moments(&sh)]};
@@ -406,22 +412,22 @@ static int af_phase(zt_engine *e, const zt_ost_hparams *hps, int u, zt_spart *co
                                       hp->eps1, &s);
                 acc[s0 + af_moments(&sh)] = s.p_sumsq;
             } else {
-                const float *rc = sh.cols ? e->os.af_rc + e->os.af_off[x->param] : NULL;
+                const float *rc = sh.cols ? os->af_rc + os->af_off[x->param] : NULL;
                 float *vv = sh.cols ? NULL : views[k].fv + (x->f0 - views[k].f0);
                 acc[L - (size_t)ud->n_params + (size_t)(x->param - i0)] +=
                     zt_adafactor_precondition(&sh, hp, off, n, g_at(io, x, x->j0), gs, rc,
                                               rc ? rc + af_rows(&sh) : NULL, vv, NULL,
-                                              e->os.af_cfac);
+                                              os->af_cfac);
             }
-            ZT_TRY(poll(e));
+            ZT_TRY(poll(os, io));
         }
-        if (n_parts > 1 || e->comm.size == 1) {
+        if (n_parts > 1 || os->comm->size == 1) {
             for (size_t j = r0; j < r1; j++)
                 total[j] += acc[j];
         } else {
             size_t n = r1 - r0;
-            ZT_TRY(zt_comm_gather_d(&e->comm, acc + r0, all, n));
-            for (int r = 0; r < e->comm.size; r++)
+            ZT_TRY(zt_comm_gather_d(os->comm, acc + r0, all, n));
+            for (int r = 0; r < os->comm->size; r++)
                 for (size_t j = 0; j < n; j++)
                     total[r0 + j] += all[(size_t)r * n + j];
         }
@@ -429,45 +435,45 @@ static int af_phase(zt_engine *e, const zt_ost_hparams *hps, int u, zt_spart *co
     return 0;
 }
 
-int zt_ost_adafactor_unit(zt_engine *e, const zt_ost_hparams *hps, int u,
+int zt_ost_adafactor_unit(zt_ostate *os, const zt_ost_hparams *hps, int u,
                           zt_spart *const *parts, int n_parts, const zt_ost_view *views,
                           const zt_ost_io *io)
 {
-    const zt_unit_def *ud = &e->layout.units[u];
+    const zt_unit_def *ud = &os->L->units[u];
     const zt_adafactor_hparams *hp = &hps->af;
     float gs = hps->adamw.grad_scale;
-    size_t L = e->os.af_len;
-    double *total = e->os.af_buf + L;
+    size_t L = os->af_len;
+    double *total = os->af_buf + L;
     int i0 = ud->first_param;
     /* phase 1 and the factored moments, the step size of each tensor */
-    ZT_TRY(af_phase(e, hps, u, parts, n_parts, views, io, 1, total));
+    ZT_TRY(af_phase(os, hps, u, parts, n_parts, views, io, 1, total));
     for (int i = i0; i < i0 + ud->n_params; i++) {
-        const zt_param_def *d = &e->layout.params[i];
+        const zt_param_def *d = &os->L->params[i];
         zt_adafactor_shape sh = af_shape(d);
-        size_t s0 = e->os.af_soff[i];
+        size_t s0 = os->af_soff[i];
         zt_adafactor_sums s = {total + s0, total + s0 + af_rows(&sh),
                                total[s0 + af_moments(&sh)]};
-        float *row = sh.cols ? e->os.af_rc + e->os.af_off[i] : NULL;
-        e->os.af_lr[i - i0] = zt_adafactor_stats(&sh, hp, &s, row, row ? row + af_rows(&sh) : NULL);
+        float *row = sh.cols ? os->af_rc + os->af_off[i] : NULL;
+        os->af_lr[i - i0] = zt_adafactor_stats(&sh, hp, &s, row, row ? row + af_rows(&sh) : NULL);
     }
     /* phase 2: the RMS of each tensor's preconditioned update */
-    ZT_TRY(af_phase(e, hps, u, parts, n_parts, views, io, 2, total));
+    ZT_TRY(af_phase(os, hps, u, parts, n_parts, views, io, 2, total));
     /* phase 3 */
     for (int k = 0; k < n_parts; k++) {
         const zt_spart *p = parts[k];
         for (int q = 0; q < p->n_run; q++) {
             const zt_srun *x = &p->run[q];
-            const zt_param_def *d = &e->layout.params[x->param];
+            const zt_param_def *d = &os->L->params[x->param];
             zt_adafactor_shape sh = af_shape(d);
-            const float *rc = sh.cols ? e->os.af_rc + e->os.af_off[x->param] : NULL;
+            const float *rc = sh.cols ? os->af_rc + os->af_off[x->param] : NULL;
             const float *vv = sh.cols ? NULL : views[k].fv + (x->f0 - views[k].f0);
-            float *m = e->os.beta1 ? views[k].m + (x->j0 - views[k].c0) : NULL;
+            float *m = os->beta1 ? views[k].m + (x->j0 - views[k].c0) : NULL;
             zt_adafactor_apply_grad(&sh, hp, x->a - d->offset, x->j1 - x->j0, g_at(io, x, x->j0),
                                     gs, rc, rc ? rc + af_rows(&sh) : NULL, vv,
                                     total[L - (size_t)ud->n_params + (size_t)(x->param - i0)],
-                                    e->os.af_lr[x->param - i0], m, p_at(io, x, x->j0), d->decay,
-                                    e->os.af_cfac);
-            ZT_TRY(poll(e));
+                                    os->af_lr[x->param - i0], m, p_at(io, x, x->j0), d->decay,
+                                    os->af_cfac);
+            ZT_TRY(poll(os, io));
         }
     }
     return 0;
@@ -475,28 +481,29 @@ int zt_ost_adafactor_unit(zt_engine *e, const zt_ost_hparams *hps, int u,
 
 /* ---- bytes -------------------------------------------------------------------------------- */
 
-size_t zt_ost_state_bytes(const zt_engine *e)
+size_t zt_ost_state_bytes(const zt_ostate *os)
 {
-    size_t b = e->os.opt == ZT_OPT_ADAFACTOR ? e->os.af_floats * sizeof(float) : 0;
-    for (int i = 0; e->os.parts && i < e->layout.n_units * e->os.n_parts; i++) /* as allocated */
-        b += ZT_OST_ALLOC(zt_ost_bytes(e->os.opt, e->os.beta1, e->os.parts[i].len,
-                                       e->os.parts[i].n_compact));
+    size_t b = os->opt == ZT_OPT_ADAFACTOR ? os->af_floats * sizeof(float) : 0;
+    for (int i = 0; os->parts && i < os->L->n_units * os->n_parts; i++) /* as allocated */
+        b += ZT_OST_ALLOC(zt_ost_bytes(os->opt, os->beta1, os->parts[i].len,
+                                       os->parts[i].n_compact));
     return b;
 }
 
-double zt_ost_predict_bytes(const zt_engine *e, int N, int whole, double *replicated)
+double zt_ost_predict_bytes(const zt_config *c, const zt_layout *L, int N, int whole,
+                            double *replicated)
 {
     double own = 0.0, compact = 0.0, rc = 0.0, f = whole ? 1.0 : 1.0 / N;
-    int opt = e->cfg.optimizer, beta1 = opt == ZT_OPT_ADAFACTOR && e->cfg.adafactor_beta1 >= 0;
-    for (int u = 0; u < e->layout.n_units; u++) {
+    int opt = c->optimizer, beta1 = opt == ZT_OPT_ADAFACTOR && c->adafactor_beta1 >= 0;
+    for (int u = 0; u < L->n_units; u++) {
         size_t padded;
-        (void)zt_geom_piece_for(e->layout.units[u].numel, (size_t)N, e->cfg.bucket_size,
+        (void)zt_geom_piece_for(L->units[u].numel, (size_t)N, c->bucket_size,
                                 &padded);
         own += (double)padded * f;
     }
-    for (int i = 0; i < e->layout.n_params; i++) {
-        const zt_param_def *d = &e->layout.params[i];
-        if (param_compact(e, i))
+    for (int i = 0; i < L->n_params; i++) {
+        const zt_param_def *d = &L->params[i];
+        if (param_compact(c, L, i))
             compact += (double)d->numel * f;
         else if (opt == ZT_OPT_ADAFACTOR) {
             zt_adafactor_shape sh = af_shape(d);

@@ -19,18 +19,20 @@
  *   Adafactor   m[n] (floats, only with beta1), v[nc]: the compact positions are the
  *               vectors' (their full second moment); tensors of two or more dimensions keep
  *               factored row / column moments (per matrix of the last two dimensions)
- *               replicated on every rank (zt_engine.af_rc), outside this layout. */
+ *               replicated on every rank (zt_ostate.af_rc), outside this layout. */
 #ifndef ZT_ENGINE_OSTATE_H
 #define ZT_ENGINE_OSTATE_H
 
 #include <stddef.h>
 #include <stdint.h>
 #include "zerotrain.h"
+#include "comm.h"
 #include "geom.h"
+#include "../models/model.h"
 #include "../optimizer/adafactor.h"
 #include "../optimizer/adamw.h"
 
-struct zt_engine;
+struct zt_store;
 struct zt_layout;
 
 typedef struct zt_srun {
@@ -94,7 +96,14 @@ const char *zt_ost_name(int opt);
 /* The engine's optimizer state: per unit n_parts parts (stage 0: every rank's shard, which
  * together are the whole unit; otherwise this rank's), each with its runs and, without
  * offload, its bytes; Adafactor's replicated factored moments and working arrays. */
+#define ZT_MAX_PARTS 1024   /* stage 0: most ranks (it keeps every rank's state shard) */
+
 typedef struct zt_ostate {
+    /* what it works with (zt_ost_setup) */
+    const zt_config *cfg;
+    const zt_layout *L;
+    const zt_geometry *geo;
+    zt_comm *comm;           /* Adafactor's sums across ranks */
     int opt, beta1;          /* ZT_OPT_*; Adafactor keeps a first moment */
     unsigned char *pcompact; /* per parameter: compact state */
     zt_spart *parts;
@@ -111,20 +120,21 @@ typedef struct zt_ostate {
     float *af_cfac;          /* the column factors and row means of the tensor being updated */
 } zt_ostate;
 
-/* ---- the engine's optimizer state (ostate.c) --------------------------------------------
- * Setup after zt_zero_setup: which parameters are compact, the parts this rank holds (every
- * rank's shard at stage 0, which keeps whole units; its own otherwise) and their runs, the
- * 8-bit maps, Adafactor's shapes. No state memory yet. */
-int zt_ost_setup(struct zt_engine *e);
-void zt_ost_teardown(struct zt_engine *e);
+/* ---- the optimizer state (ostate.c) -------------------------------------------------------
+ * Setup once the geometry exists: which parameters are compact, the parts this rank holds
+ * (every rank's shard at stage 0, which keeps whole units; its own otherwise) and their runs,
+ * the 8-bit maps, Adafactor's shapes. No state memory yet. The arguments must outlive os. */
+int zt_ost_setup(zt_ostate *os, const zt_config *cfg, const zt_layout *L,
+                 const zt_geometry *geo, zt_comm *comm);
+void zt_ost_teardown(zt_ostate *os);
 /* The part of unit u for rank r (stage 0: any rank; otherwise this rank's). */
-zt_spart *zt_ost_part(const struct zt_engine *e, int u, int r);
+zt_spart *zt_ost_part(const zt_ostate *os, int u, int r);
 /* Fresh state (zero moments) of positions [c0, c0 + n) with nc compact at base. */
-void zt_ost_init(const struct zt_engine *e, uint8_t *base, size_t n, size_t nc);
+void zt_ost_init(const zt_ostate *os, uint8_t *base, size_t n, size_t nc);
 /* Every part's state in RAM, zero (without offload; zt_ost_teardown frees it). */
-int zt_ost_alloc_parts(struct zt_engine *e);
+int zt_ost_alloc_parts(zt_ostate *os);
 /* Adafactor's replicated factored moments: allocated zero (once). */
-int zt_ost_alloc_replicated(struct zt_engine *e);
+int zt_ost_alloc_replicated(zt_ostate *os);
 
 /* Where the parameters and gradients of unit u are during its update: p (and g) indexed by
  * shard position (stage 3's shard; the reduced gradient shard) or by unit position (a whole
@@ -133,6 +143,7 @@ typedef struct zt_ost_io {
     float *p;
     const float *g;
     int p_shard, g_shard;
+    struct zt_store *poll;   /* a store the update streams through (polled while it runs) */
 } zt_ost_io;
 
 /* A step's hyperparameters: the elementwise optimizers' (whose grad_scale, the clipping
@@ -144,20 +155,21 @@ typedef struct zt_ost_hparams {
 
 /* The elementwise optimizers (AdamW, AdamW8bit): part p's positions [c0, c1) with state
  * view v. */
-int zt_ost_update_range(struct zt_engine *e, const zt_ost_hparams *hp, const zt_spart *p,
+int zt_ost_update_range(zt_ostate *os, const zt_ost_hparams *hp, const zt_spart *p,
                         size_t c0, size_t c1, const zt_ost_view *v, const zt_ost_io *io);
 /* Adafactor on every part this rank holds of unit u (views[k]: part k's whole state):
  * partial sums per part, added in rank order across ranks (collective when the parts are
  * sharded), the replicated moments and step sizes, the preconditioned update's RMS the same
  * way, then the update. */
-int zt_ost_adafactor_unit(struct zt_engine *e, const zt_ost_hparams *hp, int u,
+int zt_ost_adafactor_unit(zt_ostate *os, const zt_ost_hparams *hp, int u,
                           zt_spart *const *parts, int n_parts, const zt_ost_view *views,
                           const zt_ost_io *io);
 
 /* Bytes of optimizer state the engine holds (parts, replicated moments), and its prediction
  * before setup for world size N: the state of a rank's shards (whole: every rank's, stage 0)
  * returned, Adafactor's replicated factored moments in *replicated. */
-size_t zt_ost_state_bytes(const struct zt_engine *e);
-double zt_ost_predict_bytes(const struct zt_engine *e, int N, int whole, double *replicated);
+size_t zt_ost_state_bytes(const zt_ostate *os);
+double zt_ost_predict_bytes(const zt_config *c, const zt_layout *L, int N, int whole,
+                            double *replicated);
 
 #endif

@@ -63,7 +63,7 @@ static void plan_footprint(const zt_engine *e, placement pl, int st, int Nr, zt_
     double live = (double)e->cfg.prefetch_size + 2 * maxu;
     if (e->cfg.max_live && live > (double)e->cfg.max_live + maxu)
         live = (double)e->cfg.max_live + maxu;
-    double rep, own = zt_ost_predict_bytes(e, Nr, st == 0, &rep), work = 0.0;
+    double rep, own = zt_ost_predict_bytes(&e->cfg, &e->layout, Nr, st == 0, &rep), work = 0.0;
     if (opt != ZT_OFFLOAD_NONE) { /* the working buffers (the state's bytes per float) */
         double g = (double)e->cfg.sub_group_size, per = own / (st == 0 ? P : P / N);
         g = g > 0 && g < maxs && e->cfg.optimizer != ZT_OPT_ADAFACTOR ? g : maxs;

@@ -395,7 +395,7 @@ void zt_zero_teardown(zt_engine *e)
     }
     free_units(e, e->gr.Gs, ZT_MEM_GRADS, 1);
     offload_close(e);
-    zt_ost_teardown(e);
+    zt_ost_teardown(&e->os);
     free(e->gr.rpend_lo);
     free(e->gr.rpend_hi);
     free(e->gr.rpend_tmp);
@@ -474,7 +474,7 @@ static int offload_open(zt_engine *e)
     if (!(e->oo.group = calloc((size_t)ng, sizeof *e->oo.group)))
         return zt_fail(ZT_E_NOMEM, "out of memory");
     for (int u = 0; u < nu; u++) {
-        const zt_spart *p = zt_ost_part(e, u, e->comm.rank);
+        const zt_spart *p = zt_ost_part(&e->os, u, e->comm.rank);
         for (size_t c0 = 0; c0 < p->len; c0 += gf) {
             zt_ogroup *g = &e->oo.group[e->oo.n_group++];
             g->unit = u;
@@ -499,7 +499,7 @@ static int offload_open(zt_engine *e)
         uint8_t *w = e->oo.work[k % n];
         if (k >= n)
             ZT_TRY(zt_store_wait(e->oo.store, e->oo.group[k - n].blob));
-        zt_ost_init(e, w, g->c1 - g->c0, g->nc);
+        zt_ost_init(&e->os, w, g->c1 - g->c0, g->nc);
         ZT_TRY(zt_store_put(e->oo.store, g->blob, w));
     }
     return zt_store_sync(e->oo.store);
@@ -531,7 +531,7 @@ int zt_zero_state_piece(zt_engine *e, int u, int r, int sec, int k, const void *
     if (sec < 0 || sec >= ns)
         return zt_fail(ZT_E_INVAL, "optimizer state: no section %d", sec);
     if (!e->oo.store) {
-        const zt_spart *p = zt_ost_part(e, u, r);
+        const zt_spart *p = zt_ost_part(&e->os, u, r);
         if (k != 0 || !p->state)
             return zt_fail(ZT_E_INVAL, "optimizer state: no piece %d of unit %d", k, u);
         *data = p->state + zt_ost_sec_offset(e->os.opt, e->os.beta1, sec, p->len, p->n_compact);
@@ -573,7 +573,7 @@ int zt_zero_state_fill(zt_engine *e, zt_state_fill_fn fill, void *arg)
     ZT_TRY(zt_store_sync(e->oo.store));
     for (int k = 0; k < e->oo.n_group; k++) { /* one working buffer: fill, write, wait */
         const zt_ogroup *g = &e->oo.group[k];
-        ZT_TRY(fill(g->unit, zt_ost_part(e, g->unit, e->comm.rank), g->c0, g->c1, g->f0, g->nc,
+        ZT_TRY(fill(g->unit, zt_ost_part(&e->os, g->unit, e->comm.rank), g->c0, g->c1, g->f0, g->nc,
                     e->oo.work[0], arg));
         ZT_TRY(zt_store_put(e->oo.store, g->blob, e->oo.work[0]));
         ZT_TRY(zt_store_wait(e->oo.store, g->blob));
@@ -583,7 +583,7 @@ int zt_zero_state_fill(zt_engine *e, zt_state_fill_fn fill, void *arg)
 
 int zt_zero_ensure_moments(zt_engine *e)
 {
-    int rc = zt_ost_alloc_replicated(e);
+    int rc = zt_ost_alloc_replicated(&e->os);
     if (rc < 0)
         return rc;
     if (e->cfg.offload_optimizer != ZT_OFFLOAD_NONE) {
@@ -598,7 +598,7 @@ int zt_zero_ensure_moments(zt_engine *e)
     }
     if (e->os.state_ready)
         return 0;
-    ZT_TRY(zt_ost_alloc_parts(e));
+    ZT_TRY(zt_ost_alloc_parts(&e->os));
     e->os.state_ready = 1;
     return 0;
 }
@@ -1057,7 +1057,7 @@ static int update_unit(zt_engine *e, int u)
     int nw = e->oo.store ? e->oo.n_work : 0, ng = e->oo.n_group;
     float **gs = e->gr.Gs ? e->gr.Gs : e->gr.G;
     ZT_TRY(e->up.err);
-    zt_spart *part = zt_ost_part(e, u, r);
+    zt_spart *part = zt_ost_part(&e->os, u, r);
     size_t len = part->len;
     float *ps = NULL, *gu = e->gr.store ? e->gr.rs_tmp[u & 1] : gs[u];
     if (st >= 3)
@@ -1069,7 +1069,7 @@ static int update_unit(zt_engine *e, int u)
     }
     /* parameters: stage 3's shard, else the whole unit; gradients: the reduced shard (one
      * rank: the whole unit, which is its shard) */
-    zt_ost_io io = {st >= 3 ? ps : e->P[u], gu, st >= 3, 1};
+    zt_ost_io io = {st >= 3 ? ps : e->P[u], gu, st >= 3, 1, e->oo.store};
     /* this unit's sub-groups [c0, c1) of the shard (one, [0, len), without offload) */
     for (size_t c0 = 0, c1 = len; c0 < len; c0 = c1) {
         zt_ost_view v;
@@ -1083,9 +1083,9 @@ static int update_unit(zt_engine *e, int u)
             zt_ost_view_of(e->os.opt, e->os.beta1, part->state, 0, len, 0, part->n_compact, &v);
         }
         if (e->os.opt == ZT_OPT_ADAFACTOR) /* (one sub-group per unit: group_floats) */
-            ZT_TRY(zt_ost_adafactor_unit(e, &e->up.hp, u, &part, 1, &v, &io));
+            ZT_TRY(zt_ost_adafactor_unit(&e->os, &e->up.hp, u, &part, 1, &v, &io));
         else
-            ZT_TRY(zt_ost_update_range(e, &e->up.hp, part, c0, c1, &v, &io));
+            ZT_TRY(zt_ost_update_range(&e->os, &e->up.hp, part, c0, c1, &v, &io));
         if (nw) { /* write back; the buffer of group g - 1 then reads group g + nw - 1 */
             ZT_TRY(zt_store_put(e->oo.store, e->oo.group[e->up.g].blob, e->oo.work[e->up.g % nw]));
             if (e->up.g >= 1)
@@ -1163,7 +1163,7 @@ static int update_whole(zt_engine *e)
     zt_spart *parts[ZT_MAX_PARTS];
     zt_ost_view views[ZT_MAX_PARTS];
     for (int u = 0; u < nu; u++) {
-        zt_ost_io io = {e->P[u], e->gr.G[u], 0, 0};
+        zt_ost_io io = {e->P[u], e->gr.G[u], 0, 0, e->oo.store};
         ZT_TRY(zt_comm_wait_range(&e->comm, e->gr.rpend_lo[u], e->gr.rpend_hi[u]));
         e->gr.rpend_lo[u] = e->gr.rpend_hi[u] = -1;
         for (int k = 0; k < np; k++) {
@@ -1171,10 +1171,10 @@ static int update_whole(zt_engine *e)
             parts[k] = p;
             zt_ost_view_of(e->os.opt, e->os.beta1, p->state, 0, p->len, 0, p->n_compact, &views[k]);
             if (e->os.opt != ZT_OPT_ADAFACTOR)
-                ZT_TRY(zt_ost_update_range(e, &e->up.hp, p, 0, p->len, &views[k], &io));
+                ZT_TRY(zt_ost_update_range(&e->os, &e->up.hp, p, 0, p->len, &views[k], &io));
         }
         if (e->os.opt == ZT_OPT_ADAFACTOR)
-            ZT_TRY(zt_ost_adafactor_unit(e, &e->up.hp, u, parts, np, views, &io));
+            ZT_TRY(zt_ost_adafactor_unit(&e->os, &e->up.hp, u, parts, np, views, &io));
     }
     return 0;
 }
@@ -1249,7 +1249,7 @@ void zt_zero_footprint(const zt_engine *e, zt_footprint *o)
         .gathered = pool, .opt_work = (double)zt_zero_offload_bytes(e)};
     size_t rep = e->os.opt == ZT_OPT_ADAFACTOR ? e->os.af_floats * sizeof(float) : 0;
     in.opt_replicated = (double)rep;
-    in.opt_state = (double)(zt_ost_state_bytes(e) - rep);
+    in.opt_state = (double)(zt_ost_state_bytes(&e->os) - rep);
     zt_footprint_of(&in, o);
 }
 

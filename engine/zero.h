@@ -14,7 +14,6 @@
 struct zt_store;
 
 #define ZT_POOL_MAX 32      /* stage 3: most whole-unit parameter buffers */
-#define ZT_MAX_PARTS 1024   /* stage 0: most ranks (it keeps every rank's state shard) */
 
 /* Gradients: whole per unit below stage 2; stages 2-3 lend scratch buffers during the
  * backward pass and keep this rank's reduced shards. */
