@@ -185,7 +185,8 @@ static int state_piece(int i, int k, void *arg, const void **data, size_t *len)
         *data = rf->v[i].data;
         return 0;
     }
-    return zt_zero_state_piece(rf->e, i / rf->ns, rf->e->comm.rank, i % rf->ns, k, data, len);
+    return zt_zero_state_piece(&rf->e->z, i / rf->ns, rf->e->comm.rank, i % rf->ns, k, data,
+                               len);
 }
 
 /* The optimizer as state.json records it: type, Adafactor's first moment, and the
@@ -232,7 +233,7 @@ static int write_rank_file(zt_engine *e, const char *dir)
 {
     char path[4096], name[32], meta_v[3][32];
     int nu = e->layout.n_units, N = e->comm.size, r = e->comm.rank, rc = 0, nt = 0;
-    int off = e->oo.store != NULL;
+    int off = e->z.oo.store != NULL;
     const zt_ost_sec *sd;
     rank_file rf = {e, zt_ost_sections(e->os.opt, e->os.beta1, &sd), NULL};
     int nrep = 0;
@@ -247,7 +248,7 @@ static int write_rank_file(zt_engine *e, const char *dir)
         goto out;
     }
     rf.v = v;
-    if ((rc = zt_zero_state_stream_begin(e)) < 0)
+    if ((rc = zt_zero_state_stream_begin(&e->z)) < 0)
         goto out;
     for (int u = 0; u < nu; u++) {
         const zt_spart *p = zt_ost_part(&e->os, u, r);
@@ -259,8 +260,8 @@ static int write_rank_file(zt_engine *e, const char *dir)
                 rc = zt_fail(ZT_E_NOMEM, "out of memory");
                 goto out;
             }
-            pieces[nt] = zt_zero_state_pieces(e, u);
-            if (!off && (rc = zt_zero_state_piece(e, u, r, k, 0, &data, &bytes)) < 0)
+            pieces[nt] = zt_zero_state_pieces(&e->z, u);
+            if (!off && (rc = zt_zero_state_piece(&e->z, u, r, k, 0, &data, &bytes)) < 0)
                 goto out;
             v[nt] = (zt_tensor_view){names[nt], sd[k].dtype, 1,
                                      {(int64_t)zt_ost_sec_elems(&sd[k], p->len, p->n_compact)},
@@ -735,7 +736,7 @@ int zt_checkpoint_save(zt_engine *e, const char *root, const zt_train_state *st,
     if ((rc = zt_units_pass_close(e, "zt_checkpoint_save")) < 0)
         return zt_engine_fail(e, rc);
     ZT_TRY(zt_engine_ensure_moments(e));
-    ZT_TRY(zt_zero_flush(e)); /* the checkpoint holds the step's result */
+    ZT_TRY(zt_zero_flush(&e->z)); /* the checkpoint holds the step's result */
     r = e->comm.rank;
     snprintf(tmpn, sizeof tmpn, ".tmp-step-%" PRId64, st->step);
     snprintf(tmp, sizeof tmp, "%s/%s", root, tmpn);
@@ -1166,7 +1167,7 @@ static int read_optimizer(zt_engine *e, const char *dir, int world0, size_t buck
         rc = zt_safetensors_open(path, &ss.f[k]);
     }
     if (rc == 0)
-        rc = zt_zero_state_fill(e, fill_state, &ss);
+        rc = zt_zero_state_fill(&e->z, fill_state, &ss);
     if (rc == 0)
         rc = read_replicated(e, &ss);
     for (int k = 0; k < world0; k++) {
@@ -1212,7 +1213,7 @@ int zt_checkpoint_load(zt_engine *e, const char *dir, zt_train_state *st)
         return zt_fail(ZT_E_INVAL, "zt_checkpoint_load: NULL argument");
     if ((rc = zt_engine_commit(e)) < 0)
         return rc;
-    if ((rc = zt_units_pass_close(e, "zt_checkpoint_load")) < 0 || (rc = zt_zero_flush(e)) < 0)
+    if ((rc = zt_units_pass_close(e, "zt_checkpoint_load")) < 0 || (rc = zt_zero_flush(&e->z)) < 0)
         return zt_engine_fail(e, rc);
     if ((rc = verify_dir(dir, &mf)) < 0)
         return zt_engine_fail(e, rc);

@@ -32,7 +32,7 @@
 
 int zt_engine_ensure_moments(zt_engine *e)
 {
-    int rc = zt_zero_ensure_moments(e);
+    int rc = zt_zero_ensure_moments(&e->z);
     return rc < 0 ? zt_engine_fail(e, rc) : 0;
 }
 
@@ -148,11 +148,11 @@ static int check_config(const zt_config *c)
 static int gather_into(zt_engine *e, int u, float *buf, const float **whole)
 {
     zt_seg s;
-    if (e->ga.persist[u]) {
-        *whole = e->P[u];
+    if (e->z.ga.persist[u]) {
+        *whole = e->z.P[u];
         return 0;
     }
-    ZT_TRY(zt_zero_shard_to_whole(e, u, buf));
+    ZT_TRY(zt_zero_shard_to_whole(&e->z, u, buf));
     for (int k = 0; zt_geometry_seg(&e->geo, u, e->comm.rank, k, &s); k++) /* in place */
         ZT_TRY(zt_comm_allgather(&e->comm, buf + s.off, buf + s.soff * (size_t)e->comm.size,
                                  s.len * (size_t)e->comm.size));
@@ -189,7 +189,7 @@ static int init_params(zt_engine *e, uint64_t seed)
     int rc;
     if (!a.one)
         return zt_fail(ZT_E_NOMEM, "out of memory");
-    rc = zt_zero_fill_params(e, init_unit, &a);
+    rc = zt_zero_fill_params(&e->z, init_unit, &a);
     free(a.one);
     return rc;
 }
@@ -201,10 +201,10 @@ static void poll_engine(void *arg)
 {
     zt_engine *e = arg;
     zt_comm_poll(&e->comm);
-    if (e->ps.store)
-        (void)zt_store_poll(e->ps.store);
-    if (e->oo.store)
-        (void)zt_store_poll(e->oo.store);
+    if (e->z.ps.store)
+        (void)zt_store_poll(e->z.ps.store);
+    if (e->z.oo.store)
+        (void)zt_store_poll(e->z.oo.store);
 }
 
 int zt_engine_recompute_info(const zt_engine *e, int u, zt_recompute_info *o)
@@ -353,14 +353,14 @@ static int agree_shapes(zt_engine *e, int rc)
  * A trainer's own model ties to unit 0, as zerotrain.h documents. */
 static int whole_grad_unit(zt_engine *e)
 {
-    e->gr.whole_grad = e->custom ? 0 : -1;
+    e->z.gr.whole_grad = e->custom ? 0 : -1;
     for (int u = 0; !e->custom && u < e->layout.n_units; u++) {
         int t = e->ops->tied_unit(e->model, u);
-        if (t >= 0 && e->gr.whole_grad >= 0 && t != e->gr.whole_grad)
+        if (t >= 0 && e->z.gr.whole_grad >= 0 && t != e->z.gr.whole_grad)
             return zt_fail(ZT_E_UNSUPPORTED, "the model ties units %d and %d to two different "
-                           "units: one unit may be tied to", e->gr.whole_grad, t);
+                           "units: one unit may be tied to", e->z.gr.whole_grad, t);
         if (t >= 0)
-            e->gr.whole_grad = t;
+            e->z.gr.whole_grad = t;
     }
     return 0;
 }
@@ -402,8 +402,13 @@ static int commit(zt_engine *e, const char *model_dir)
     ZT_TRY(zt_plan_memory(e, e->plan, sizeof e->plan));
     rc = zt_plan_check_fit(e, e->source[0] ? e->source : "the model registered with "
                                                         "zt_engine_add_unit");
+    /* reduce_bucket_size / allgather_bucket_size cap one collective: a larger unit is cut
+     * into pieces of a multiple of N x 1024 floats, the same for every stage */
     if (rc == 0)
-        rc = zt_zero_setup(e);
+        rc = zt_geometry_init(&e->geo, &e->layout, (size_t)e->comm.size, e->cfg.bucket_size);
+    if (rc == 0)
+        rc = zt_zero_setup(&e->z, &e->cfg, &e->comm, &e->layout, &e->geo, &e->os, &e->un,
+                           e->nvme_path);
     if (rc == 0)
         rc = zt_ost_setup(&e->os, &e->cfg, &e->layout, &e->geo, &e->comm);
     if (e->plan[0])
@@ -546,7 +551,9 @@ void zt_engine_destroy(zt_engine *e)
     zt_act_close(&e->ao); /* (its transfers use the model's buffers) */
     if (e->ops && e->model)
         e->ops->destroy(e->model);
-    zt_zero_teardown(e);
+    zt_zero_teardown(&e->z);
+    zt_ost_teardown(&e->os);
+    zt_geometry_free(&e->geo);
     zt_rplan_free(&e->rc);
     zt_comm_close(&e->comm);
     zt_units_free(e);
@@ -689,7 +696,7 @@ static int locate(const zt_engine *e, float *const *bufs, const char *name, size
 int zt_engine_read_param(const zt_engine *e, const char *name, float *dst, size_t n)
 {
     float *p = NULL;
-    ZT_TRY(locate(e, e ? e->P : NULL, name, n, &p));
+    ZT_TRY(locate(e, e ? e->z.P : NULL, name, n, &p));
     memcpy(dst, p, n * sizeof(float));
     return 0;
 }
@@ -697,7 +704,7 @@ int zt_engine_read_param(const zt_engine *e, const char *name, float *dst, size_
 int zt_engine_read_grad(const zt_engine *e, const char *name, float *dst, size_t n)
 {
     float *p = NULL;
-    ZT_TRY(locate(e, e ? e->gr.G : NULL, name, n, &p));
+    ZT_TRY(locate(e, e ? e->z.gr.G : NULL, name, n, &p));
     memcpy(dst, p, n * sizeof(float));
     return 0;
 }
@@ -705,7 +712,7 @@ int zt_engine_read_grad(const zt_engine *e, const char *name, float *dst, size_t
 int zt_engine_write_param(zt_engine *e, const char *name, const float *src, size_t n)
 {
     float *p = NULL;
-    ZT_TRY(locate(e, e ? e->P : NULL, name, n, &p));
+    ZT_TRY(locate(e, e ? e->z.P : NULL, name, n, &p));
     memcpy(p, src, n * sizeof(float));
     return 0;
 }
@@ -718,20 +725,20 @@ int zt_engine_zero_grad(zt_engine *e)
     if ((rc = zt_engine_commit(e)) < 0 ||
         (rc = zt_units_pass_close(e, "zt_engine_zero_grad")) < 0)
         return zt_engine_fail(e, rc);
-    e->gr.micro = 0;
-    ZT_TRY(zt_zero_pass_grads_begin(e)); /* reductions still reading G finish first */
+    e->z.gr.micro = 0;
+    ZT_TRY(zt_zero_pass_grads_begin(&e->z)); /* reductions still reading G finish first */
     if (e->cfg.zero_stage >= 2) {
-        if (e->gr.whole_grad >= 0)
-            memset(e->gr.G[e->gr.whole_grad], 0, e->geo.padded[e->gr.whole_grad] * sizeof(float));
+        if (e->z.gr.whole_grad >= 0)
+            memset(e->z.gr.G[e->z.gr.whole_grad], 0, e->geo.padded[e->z.gr.whole_grad] * sizeof(float));
         /* the shards are left (a deferred update may still read them): the next backward
          * pass overwrites them (its first reduction is not added), and a step without one
          * zeroes them first */
-        e->gr.gs_stale = 1;
-        e->gr.accum_first = 1;
+        e->z.gr.gs_stale = 1;
+        e->z.gr.accum_first = 1;
         return 0;
     }
     for (int u = 0; u < e->layout.n_units; u++)
-        memset(e->gr.G[u], 0, e->geo.padded[u] * sizeof(float));
+        memset(e->z.gr.G[u], 0, e->geo.padded[u] * sizeof(float));
     return 0;
 }
 
@@ -903,15 +910,15 @@ int zt_engine_step(zt_engine *e, float lr, zt_step_info *out)
     ZT_TRY(zt_engine_ensure_moments(e));
     /* a deferred update no forward pass applied (a step without one) goes first, on the
      * gradients it was computed from; then the shards zero_grad left are zeroed */
-    if ((rc = zt_zero_flush(e)) < 0)
+    if ((rc = zt_zero_flush(&e->z)) < 0)
         return zt_engine_fail(e, rc);
-    if (e->gr.gs_stale) {
-        if ((rc = zt_zero_clear_shards(e)) < 0)
+    if (e->z.gr.gs_stale) {
+        if ((rc = zt_zero_clear_shards(&e->z)) < 0)
             return zt_engine_fail(e, rc);
-        e->gr.gs_stale = 0;
+        e->z.gr.gs_stale = 0;
     }
     int bad_unit = -1;
-    if ((rc = zt_zero_reduce(e, &sumsq, &bad_unit)) < 0)
+    if ((rc = zt_zero_reduce(&e->z, &sumsq, &bad_unit)) < 0)
         return zt_engine_fail(e, rc);
     if (e->cfg.skip_nonfinite && e->loss_bad) /* (the reduced sum then tells every rank) */
         sumsq = NAN;
@@ -934,7 +941,7 @@ int zt_engine_step(zt_engine *e, float lr, zt_step_info *out)
             if (all[r] >= 0 && (first < 0 || all[r] < first))
                 first = (int)all[r];
         free(all);
-        e->gr.micro = 0;
+        e->z.gr.micro = 0;
         e->skipped_steps++;
         if (out) {
             out->grad_norm = norm;
@@ -954,7 +961,7 @@ int zt_engine_step(zt_engine *e, float lr, zt_step_info *out)
     if (e->cfg.grad_clip > 0.0f && norm > e->cfg.grad_clip)
         coef = (float)(e->cfg.grad_clip / (norm + 1e-6));
     e->step++;
-    e->gr.micro = 0;
+    e->z.gr.micro = 0;
     hp.adamw = (zt_adamw_hparams){lr, e->cfg.beta1, e->cfg.beta2, e->cfg.eps,
                                   e->cfg.weight_decay, e->step, coef};
     if (e->os.opt == ZT_OPT_ADAFACTOR) {
@@ -964,7 +971,7 @@ int zt_engine_step(zt_engine *e, float lr, zt_step_info *out)
                                        c->weight_decay, c->relative_step, c->scale_parameter,
                                        c->warmup_init, e->step};
     }
-    if ((rc = zt_zero_update(e, &hp)) < 0)
+    if ((rc = zt_zero_update(&e->z, &hp)) < 0)
         return zt_engine_fail(e, rc);
     if (out) {
         out->grad_norm = norm;
@@ -999,7 +1006,7 @@ int zt_engine_report_get(const zt_engine *e, zt_engine_report *o)
      * formula, and the engine's buffers beyond it (footprint.h) */
     size_t ost = zt_ost_state_bytes(&e->os), own = e->cfg.zero_stage == 0 ? P : P / N;
     zt_footprint fp;
-    zt_zero_footprint(e, &fp);
+    zt_zero_footprint(&e->z, &fp);
     o->predicted_state_bytes = (size_t)fp.formula;
     o->buffer_bytes = (size_t)(fp.params + fp.grads + fp.optimizer - fp.formula);
     o->optimizer_state_bytes = ost;
@@ -1007,11 +1014,11 @@ int zt_engine_report_get(const zt_engine *e, zt_engine_report *o)
     {
         zt_use *train = NULL;
         int n = zt_units_train_schedule(e, &train);
-        o->traffic_schedule = zt_zero_traffic_theory((zt_engine *)e, train, n,
+        o->traffic_schedule = zt_zero_traffic_theory((zt_zero *)&e->z, train, n,
                                                      &o->traffic_theory);
         free(train);
     }
-    o->gathered_peak = e->cfg.zero_stage >= 3 ? e->ga.sched.live_peak * F : 0;
+    o->gathered_peak = e->cfg.zero_stage >= 3 ? e->z.ga.sched.live_peak * F : 0;
     o->progress = e->comm.mode;
     zt_memory_report(&m);
     o->measured_state_bytes = m.current[ZT_MEM_PARAMS] + m.current[ZT_MEM_GRADS] +
@@ -1020,7 +1027,7 @@ int zt_engine_report_get(const zt_engine *e, zt_engine_report *o)
     o->offload_optimizer = e->cfg.offload_optimizer;
     o->offload_param = e->cfg.offload_param;
     o->offload_gradients = e->cfg.offload_gradients > 0;
-    zt_store *stores[4] = {e->oo.store, e->ps.store, e->gr.store, e->ao.store};
+    zt_store *stores[4] = {e->z.oo.store, e->z.ps.store, e->z.gr.store, e->ao.store};
     for (int i = 0; i < 4; i++) {
         zt_store_stats ss;
         if (!stores[i])
@@ -1077,7 +1084,7 @@ int zt_engine_save_weights(zt_engine *e, const char *dir, size_t max_shard_bytes
     int n = e->layout.n_params, rc = 0, st3 = e->cfg.zero_stage >= 3, r = e->comm.rank;
     save_arg a = {e, NULL, NULL, -1};
     zt_tensor_view *v = NULL;
-    ZT_TRY(zt_zero_flush(e));
+    ZT_TRY(zt_zero_flush(&e->z));
     if (st3 && !(a.buf = zt_mem_alloc(zt_geometry_max(&e->geo, -1) * sizeof(float), ZT_ALIGN_PAGE,
                                       ZT_MEM_COMM)))
         rc = ZT_E_NOMEM;
@@ -1088,7 +1095,7 @@ int zt_engine_save_weights(zt_engine *e, const char *dir, size_t max_shard_bytes
         for (int i = 0; i < n; i++) {
             const zt_param_def *d = &e->layout.params[i];
             v[i] = (zt_tensor_view){d->name, ZT_F32, d->ndim, {0},
-                                    st3 ? NULL : e->P[d->unit] + d->offset};
+                                    st3 ? NULL : e->z.P[d->unit] + d->offset};
             for (int k = 0; k < d->ndim; k++)
                 v[i].shape[k] = d->shape[k];
         }
@@ -1151,10 +1158,10 @@ static int first_nonfinite_here(zt_engine *e, int *param, size_t *elem, float *v
         return ZT_E_NOMEM;
     for (int u = 0; u < e->layout.n_units && *param < 0; u++) {
         const zt_unit_def *ud = &e->layout.units[u];
-        const float *p = e->P[u];
-        if (st3 && !e->ga.persist[u]) {
+        const float *p = e->z.P[u];
+        if (st3 && !e->z.ga.persist[u]) {
             memset(buf, 0, e->geo.padded[u] * sizeof(float));
-            if ((rc = zt_zero_shard_to_whole(e, u, buf)) < 0)
+            if ((rc = zt_zero_shard_to_whole(&e->z, u, buf)) < 0)
                 break;
             p = buf;
         }
@@ -1179,7 +1186,7 @@ int zt_engine_check_finite(zt_engine *e, const char *what, const char *path)
     int param = -1, owner = e->comm.rank, N = e->comm.size, rc;
     size_t elem = 0;
     float value = 0.0f;
-    ZT_TRY(zt_zero_flush(e)); /* the step's result is what is checked */
+    ZT_TRY(zt_zero_flush(&e->z)); /* the step's result is what is checked */
     rc = first_nonfinite_here(e, &param, &elem, &value);
     if (N > 1) { /* every rank learns the first over all ranks (lowest parameter, element) */
         double mine[4] = {rc < 0, param, (double)elem, value}, *all = malloc(sizeof mine * N);
@@ -1209,7 +1216,7 @@ int zt_engine_check_finite(zt_engine *e, const char *what, const char *path)
     const zt_param_def *d = &e->layout.params[param];
     char at[160], where[48] = "";
     zt_nonfinite_text(at, sizeof at, ZT_F32, &value, d->ndim, d->shape, elem);
-    if (e->cfg.zero_stage >= 3 && N > 1 && !e->ga.persist[d->unit])
+    if (e->cfg.zero_stage >= 3 && N > 1 && !e->z.ga.persist[d->unit])
         snprintf(where, sizeof where, ", in rank %d's shard", owner);
     return zt_fail(ZT_E_RANGE, "not %s %s: parameter \"%s\" %s (its first non-finite "
                    "value%s): nothing was written", what, path, d->name, at, where);
@@ -1266,12 +1273,12 @@ int zt_engine_load_params(zt_engine *e, const char *dir)
 {
     load_arg a = {e, dir, NULL};
     int rc;
-    ZT_TRY(zt_zero_flush(e)); /* nothing deferred may land on what is loaded */
+    ZT_TRY(zt_zero_flush(&e->z)); /* nothing deferred may land on what is loaded */
     if (e->cfg.zero_stage < 3)
-        return zt_load_hf_weights(dir, &e->layout, e->P, e->ck.alias_seen, e->cfg.seed, 1);
+        return zt_load_hf_weights(dir, &e->layout, e->z.P, e->ck.alias_seen, e->cfg.seed, 1);
     if (!(a.one = calloc((size_t)e->layout.n_units, sizeof *a.one)))
         return zt_fail(ZT_E_NOMEM, "out of memory");
-    rc = zt_zero_fill_params(e, load_unit, &a);
+    rc = zt_zero_fill_params(&e->z, load_unit, &a);
     free(a.one);
     return rc;
 }

@@ -5,8 +5,9 @@
  *   module        header        sub-struct   what it owns
  *   geom.c        geom.h        geo          where each float of a unit lies over N ranks
  *   units.c       units.h       un           passes, orders of acquires, held units
- *   zero.c        zero.h        gr, ga, ps,  gradients; stage 3's gathers; parameter and
- *                               oo, up       optimizer offload; the update in progress
+ *   zero.c        zero.h        z (P, gr,    gradients; stage 3's gathers; parameter and
+ *                               ga, ps, oo,  optimizer offload; the update in progress
+ *                               up)
  *   ostate.c      ostate.h      os           the optimizer state's parts and layout
  *   recompute.c   recompute.h   rc           the recomputation plan
  *   actoff.c      actoff.h      ao           activation checkpoint offload
@@ -49,7 +50,6 @@ struct zt_engine {
     char plan[2048];         /* zerotrain.memory_limit: the plan, "" without a limit */
     double plan_base;        /* the planner's process bytes (measured once, with headroom;
                               * the largest over the ranks, so all plan alike) */
-    float **P;               /* per unit: its parameters, whole (stage 3: while gathered) */
     int64_t step;
     /* the divergence guard: a non-finite loss since the last step (this rank), steps
      * skipped so far, whether the unguarded warning was given */
@@ -58,12 +58,8 @@ struct zt_engine {
     int have_logits;
     zt_geometry geo;
     zt_units un;
-    zt_grads gr;
-    zt_gather ga;
-    zt_pshards ps;
+    zt_zero z;               /* the stage logic: P, gr, ga, ps, oo, up */
     zt_ostate os;
-    zt_optoff oo;
-    zt_update up;
     zt_rplan rc;
     zt_actoff ao;
     zt_ckpt ck;
@@ -71,7 +67,7 @@ struct zt_engine {
 
 /* Creates the optimizer state (zero moments) if it does not exist yet (zt_engine_: the
  * error also recorded in the engine). */
-int zt_zero_ensure_moments(zt_engine *e);
+int zt_zero_ensure_moments(zt_zero *z);
 int zt_engine_ensure_moments(zt_engine *e);
 /* Writes the parameters as a Hugging Face folder (weights + config.json). Collective: rank
  * 0 writes; stage 3 streams, one gathered unit at a time. Every rank returns the same

@@ -71,7 +71,7 @@ static void plan_footprint(const zt_engine *e, placement pl, int st, int Nr, zt_
     }
     zt_fp_in in = {
         .L = &e->layout, .N = Nr, .stage = st, .bucket = e->cfg.bucket_size,
-        .whole_grad = e->gr.whole_grad, .opt_off = opt, .par_off = st >= 3 ? par : ZT_OFFLOAD_NONE,
+        .whole_grad = e->z.gr.whole_grad, .opt_off = opt, .par_off = st >= 3 ? par : ZT_OFFLOAD_NONE,
         .grads_off = goff, .grad_acc_buffers = goff && e->cfg.grad_accum_steps > 1,
         .param_slots = zt_fp_param_slots(&e->cfg, (size_t)maxs),
         .persist_threshold = e->cfg.persist_threshold,

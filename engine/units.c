@@ -293,7 +293,7 @@ static int end_pass(zt_engine *e)
     e->un.recording = REC_NONE;
     e->un.pass = PASS_NONE;
     e->un.n_uses = e->un.n_rel = 0;
-    zt_zero_pass_begin(e); /* (nothing is held: every gathered unit is let go of) */
+    zt_zero_pass_begin(&e->z); /* (nothing is held: every gathered unit is let go of) */
     return 0;
 }
 
@@ -332,18 +332,18 @@ int zt_units_abort(zt_engine *e, int rc)
     zt_comm_wait_all(&e->comm);
     for (int u = 0; u < e->layout.n_units; u++) {
         e->un.held[u] = 0;
-        if (e->cfg.zero_stage >= 2 && u > 0 && e->gr.G[u]) { /* lent, never reduced */
-            e->gr.G[u] = NULL;
+        if (e->cfg.zero_stage >= 2 && u > 0 && e->z.gr.G[u]) { /* lent, never reduced */
+            e->z.gr.G[u] = NULL;
             for (int i = 0; i < 2; i++)
-                if (e->gr.scratch_unit[i] == u)
-                    e->gr.scratch_unit[i] = -1;
+                if (e->z.gr.scratch_unit[i] == u)
+                    e->z.gr.scratch_unit[i] = -1;
         }
     }
     e->un.n_rel = 0;
     e->un.recording = REC_NONE; /* (an order half recorded stays unknown) */
     e->un.pass = PASS_NONE;
     e->un.n_uses = 0;
-    zt_zero_pass_begin(e);
+    zt_zero_pass_begin(&e->z);
     if (rc < 0)
         zt_fail(rc, "%s", msg);
     return rc;
@@ -383,10 +383,10 @@ static int backward_begin(zt_engine *e)
     if (e->un.recording == REC_ORDER) /* the first forward pass ends: its order */
         e->un.ord[0].known = 1;
     e->un.recording = REC_NONE;
-    e->gr.last_micro = e->gr.micro + 1 >= accum;
-    e->gr.micro++;
-    ZT_TRY(zt_zero_flush(e)); /* (the forward pass applied any deferred update) */
-    ZT_TRY(zt_zero_pass_grads_begin(e));
+    e->z.gr.last_micro = e->z.gr.micro + 1 >= accum;
+    e->z.gr.micro++;
+    ZT_TRY(zt_zero_flush(&e->z)); /* (the forward pass applied any deferred update) */
+    ZT_TRY(zt_zero_pass_grads_begin(&e->z));
     memset(e->un.gstate, G_CLOSED, (size_t)e->layout.n_units);
     e->un.n_ready = 0;
     e->un.pass = PASS_BACKWARD;
@@ -488,7 +488,7 @@ int zt_units_acquire(zt_engine *e, int u, int purpose, float **params, float **g
         return zt_fail(ZT_E_INVAL, "%s: unit %d \"%s\": its gradients were "
                        "made ready already in this backward pass", fn, u,
                        uname(e, u));
-    if ((base == ZT_FOR_BACKWARD && fresh && (rc = zt_zero_grads_can_lend(e, u)) < 0) ||
+    if ((base == ZT_FOR_BACKWARD && fresh && (rc = zt_zero_grads_can_lend(&e->z, u)) < 0) ||
         (rec && (rc = check_ranks(e, kind, pos, u, base)) < 0))
         return rc;
     /* the pass changes from here on (a failure now is the machinery's: zt_engine_pass_abort) */
@@ -507,13 +507,13 @@ int zt_units_acquire(zt_engine *e, int u, int purpose, float **params, float **g
         }
     }
     note_releases(e, k);
-    if ((rc = zt_zero_enter(e, k, e->un.rel, e->un.n_rel)) < 0)
+    if ((rc = zt_zero_enter(&e->z, k, e->un.rel, e->un.n_rel)) < 0)
         return rc;
     for (int i = 0; i < e->un.n_rel; i++)
         e->un.use_state[e->un.rel[i]] = USE_DONE;
     e->un.n_rel = 0;
     if (base == ZT_FOR_BACKWARD && e->un.gstate[u] == G_CLOSED) {
-        if ((rc = zt_zero_grads_lend(e, u)) < 0)
+        if ((rc = zt_zero_grads_lend(&e->z, u)) < 0)
             return rc;
         e->un.gstate[u] = G_OPEN;
     }
@@ -521,9 +521,9 @@ int zt_units_acquire(zt_engine *e, int u, int purpose, float **params, float **g
     e->un.held[u]++;
     e->un.pass_pos++;
     if (params)
-        *params = e->P[u];
+        *params = e->z.P[u];
     if (grads && base == ZT_FOR_BACKWARD)
-        *grads = e->gr.G[u];
+        *grads = e->z.gr.G[u];
     return 0;
 }
 
@@ -569,12 +569,12 @@ int zt_units_grads_ready(zt_engine *e, int u)
     e->un.gstate[u] = G_READY;
     e->un.n_ready++;
     /* (the whole-gradient unit: with the last) */
-    if (u != e->gr.whole_grad && (rc = zt_zero_grads_reduce(e, u)) < 0)
+    if (u != e->z.gr.whole_grad && (rc = zt_zero_grads_reduce(&e->z, u)) < 0)
         return rc;
     if (e->un.n_ready == e->layout.n_units) {
-        if ((rc = zt_zero_grads_end(e)) < 0)
+        if ((rc = zt_zero_grads_end(&e->z)) < 0)
             return rc;
-        e->gr.gs_stale = 0; /* every shard was overwritten by its first reduction */
+        e->z.gr.gs_stale = 0; /* every shard was overwritten by its first reduction */
     }
     rc = maybe_end_backward(e);
     return rc < 0 ? rc : 0;

@@ -5,7 +5,9 @@
 #define ZT_ENGINE_ZERO_H
 
 #include "zerotrain.h"
+#include "comm.h"
 #include "footprint.h"
+#include "geom.h"
 #include "ostate.h"
 #include "units.h"
 #include "../optimizer/adamw.h"
@@ -46,6 +48,8 @@ typedef struct zt_grads {
 
 /* Stage 3's gather schedule over the uses of a pass. */
 typedef struct zt_sched {
+    const zt_use *uses;      /* the uses it walks (the pass's, or a replay's) */
+    int n_uses;
     int *refs;               /* per unit: acquired uses that need it */
     int acquired;            /* uses [.., acquired] are acquired */
     int dry;                 /* count only: no buffers, no MPI */
@@ -113,39 +117,59 @@ typedef struct zt_update {
     int lz_pending, lz_next;  /* deferred updates pending from unit lz_next on */
 } zt_update;
 
+/* The stage logic's state and what it works with (zt_zero_setup; the arguments must outlive
+ * it): the parameters each unit has whole now, the gradients, stage 3's gathers, the
+ * offloads and the update in progress. */
+typedef struct zt_zero {
+    zt_config *cfg;          /* (setup settles cfg->offload_gradients to 1 or -1) */
+    zt_comm *comm;
+    const zt_layout *L;
+    const zt_geometry *geo;
+    zt_ostate *os;
+    const zt_units *un;      /* the pass's uses, which stage 3 gathers along */
+    const char *nvme;        /* nvme_path */
+    float **P;               /* per unit: its parameters, whole (stage 3: while gathered) */
+    zt_grads gr;
+    zt_gather ga;
+    zt_pshards ps;
+    zt_optoff oo;
+    zt_update up;
+} zt_zero;
+
 /* ---- zero.c: sharding and the stage logic ----------------------------------------------- */
 /* Pads and cuts units for the world size and allocates every buffer the stage keeps. */
-int zt_zero_setup(zt_engine *e);
-void zt_zero_teardown(zt_engine *e);
+int zt_zero_setup(zt_zero *z, zt_config *cfg, zt_comm *comm, const zt_layout *L,
+                  const zt_geometry *geo, zt_ostate *os, const zt_units *un, const char *nvme);
+void zt_zero_teardown(zt_zero *z);
 /* Stage 3: a pass walks the uses e->uses[0..n_uses) (units.c sets them). zt_zero_pass_begin
  * lets go of anything gathered (a pass's end, or after an error); zt_zero_enter(k) makes use
  * k's unit present (gathering ahead within the prefetch budget) after letting go of the uses
  * rel[0..nrel) (a unit the next uses need again stays gathered). Below stage 3 these do
  * nothing. */
-void zt_zero_pass_begin(zt_engine *e);
-int zt_zero_enter(zt_engine *e, int k, const int *rel, int nrel);
+void zt_zero_pass_begin(zt_zero *z);
+int zt_zero_enter(zt_zero *z, int k, const int *rel, int nrel);
 
 /* Backward pass. zt_zero_pass_grads_begin first (stages 0-1: settles reductions that
  * started early). Stages 2-3: lends unit u a gradient buffer before its backward, starts its
  * reduce-scatter after; zt_zero_grads_end reduces unit 0 and waits for every reduction.
  * Stages 0-1 in the step's last micro-batch (overlap on): start each unit's reduction after
  * its backward; the step waits for them. */
-int zt_zero_pass_grads_begin(zt_engine *e);
-int zt_zero_grads_lend(zt_engine *e, int u);
+int zt_zero_pass_grads_begin(zt_zero *z);
+int zt_zero_grads_lend(zt_zero *z, int u);
 /* 0 when zt_zero_grads_lend(u) would find a buffer, else the error it would give */
-int zt_zero_grads_can_lend(const zt_engine *e, int u);
-int zt_zero_grads_reduce(zt_engine *e, int u);
-int zt_zero_grads_end(zt_engine *e);
+int zt_zero_grads_can_lend(const zt_zero *z, int u);
+int zt_zero_grads_reduce(zt_zero *z, int u);
+int zt_zero_grads_end(zt_zero *z);
 /* The step after the micro-batches: reductions of stages 0-1, this rank's sum of squares. */
-int zt_zero_reduce(zt_engine *e, double *sumsq, int *bad_unit); /* first non-finite unit here */
+int zt_zero_reduce(zt_zero *z, double *sumsq, int *bad_unit); /* first non-finite unit here */
 /* Stages 2-3: every gradient shard becomes zero (a step after zero_grad with no backward). */
-int zt_zero_clear_shards(zt_engine *e);
+int zt_zero_clear_shards(zt_zero *z);
 /* The optimizer (e->up_hp, e->up_af) on what this rank owns, then the all-gathers the stage
  * needs. */
-int zt_zero_update(zt_engine *e, const zt_ost_hparams *hp);
+int zt_zero_update(zt_zero *z, const zt_ost_hparams *hp);
 /* Applies the updates a stage 3 step with offload deferred to the next forward pass; call
  * before anything reads or replaces parameters or optimizer state outside a pass. */
-int zt_zero_flush(zt_engine *e);
+int zt_zero_flush(zt_zero *z);
 /* Checkpoints stream the optimizer state. Saving: after zt_zero_state_stream_begin, section
  * `sec` (ostate.h) of unit u's part for rank r comes in zt_zero_state_pieces(e, u) pieces
  * (one without offload; with offload its sub-groups): piece k is read into a working buffer,
@@ -153,26 +177,26 @@ int zt_zero_flush(zt_engine *e);
  * (u, r) positions [c0, c1) with compact [f0, f0 + nc) into the block at base (ostate.h's
  * layout): every part this engine holds (stage 0: every rank's), whole without offload,
  * sub-group by sub-group with it, each written back at once. */
-int zt_zero_state_pieces(const zt_engine *e, int u);
-int zt_zero_state_piece(zt_engine *e, int u, int r, int sec, int k, const void **data,
+int zt_zero_state_pieces(const zt_zero *z, int u);
+int zt_zero_state_piece(zt_zero *z, int u, int r, int sec, int k, const void **data,
                         size_t *bytes);
-int zt_zero_state_stream_begin(zt_engine *e);
+int zt_zero_state_stream_begin(zt_zero *z);
 typedef int (*zt_state_fill_fn)(int u, const zt_spart *p, size_t c0, size_t c1, size_t f0,
                                 size_t nc, uint8_t *base, void *arg);
-int zt_zero_state_fill(zt_engine *e, zt_state_fill_fn fill, void *arg);
+int zt_zero_state_fill(zt_zero *z, zt_state_fill_fn fill, void *arg);
 /* the optimizer offload's working buffers (bytes; 0 without offload) */
-size_t zt_zero_offload_bytes(const zt_engine *e);
+size_t zt_zero_offload_bytes(const zt_zero *z);
 /* stage 3: this rank's slices of unit u's parameters into a whole-unit buffer */
-int zt_zero_shard_to_whole(zt_engine *e, int u, float *whole);
+int zt_zero_shard_to_whole(zt_zero *z, int u, float *whole);
 /* Sets every unit's parameters from whole-unit data: fill(u, buf, arg) writes unit u into
  * buf (padded[u] floats, zeroed); stage 3 keeps only this rank's shard. */
-int zt_zero_fill_params(zt_engine *e, int (*fill)(int u, float *buf, void *arg), void *arg);
+int zt_zero_fill_params(zt_zero *z, int (*fill)(int u, float *buf, void *arg), void *arg);
 /* this engine's bytes per category now (footprint.h) */
-void zt_zero_footprint(const zt_engine *e, zt_footprint *o);
+void zt_zero_footprint(const zt_zero *z, zt_footprint *o);
 /* *plain: the stage's textbook figure (2 for stages 0-2, 3 for stage 3, one micro-batch);
  * returns what this engine's schedule moves per step of grad_accum_steps micro-batches
  * (stage 3: replayed without MPI) */
-double zt_zero_traffic_theory(zt_engine *e, const zt_use *train, int n, double *plain);
+double zt_zero_traffic_theory(zt_zero *z, const zt_use *train, int n, double *plain);
 
 
 #endif

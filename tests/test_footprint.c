@@ -80,9 +80,9 @@ static void check_case(const fp_case *k)
             fail_msg("%s: %s", what, zt_engine_last_error(e));
     if (zt_engine_step(e, 1e-3f, NULL) != 0)
         fail_msg("%s: %s", what, zt_engine_last_error(e));
-    zt_zero_flush(e);
+    zt_zero_flush(&e->z);
     zt_memory_report(&m1);
-    zt_zero_footprint(e, &now);
+    zt_zero_footprint(&e->z, &now);
     zt_plan_footprint(e, &plan);
     const double held[4] = {
         (double)(m1.current[ZT_MEM_PARAMS] - m0.current[ZT_MEM_PARAMS]),
