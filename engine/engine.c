@@ -729,7 +729,8 @@ int zt_engine_zero_grad(zt_engine *e)
     ZT_TRY(zt_zero_pass_grads_begin(&e->z)); /* reductions still reading G finish first */
     if (e->cfg.zero_stage >= 2) {
         if (e->z.gr.whole_grad >= 0)
-            memset(e->z.gr.G[e->z.gr.whole_grad], 0, e->geo.padded[e->z.gr.whole_grad] * sizeof(float));
+            memset(e->z.gr.G[e->z.gr.whole_grad], 0,
+                   e->geo.padded[e->z.gr.whole_grad] * sizeof(float));
         /* the shards are left (a deferred update may still read them): the next backward
          * pass overwrites them (its first reduction is not added), and a step without one
          * zeroes them first */

@@ -1176,7 +1176,8 @@ static int update_whole(zt_zero *z)
         for (int k = 0; k < np; k++) {
             zt_spart *p = &z->os->parts[u * np + k];
             parts[k] = p;
-            zt_ost_view_of(z->os->opt, z->os->beta1, p->state, 0, p->len, 0, p->n_compact, &views[k]);
+            zt_ost_view_of(z->os->opt, z->os->beta1, p->state, 0, p->len, 0, p->n_compact,
+                           &views[k]);
             if (z->os->opt != ZT_OPT_ADAFACTOR)
                 ZT_TRY(zt_ost_update_range(z->os, &z->up.hp, p, 0, p->len, &views[k], &io));
         }
