@@ -733,7 +733,7 @@ int zt_checkpoint_save(zt_engine *e, const char *root, const zt_train_state *st,
                                          "negative (a checkpoint is named step-N, N >= 0)",
                                          st->step));
     ZT_TRY(zt_engine_commit(e));
-    if ((rc = zt_units_pass_close(e, "zt_checkpoint_save")) < 0)
+    if ((rc = zt_units_pass_close(&e->un, "zt_checkpoint_save")) < 0)
         return zt_engine_fail(e, rc);
     ZT_TRY(zt_engine_ensure_moments(e));
     ZT_TRY(zt_zero_flush(&e->z)); /* the checkpoint holds the step's result */
@@ -1213,7 +1213,7 @@ int zt_checkpoint_load(zt_engine *e, const char *dir, zt_train_state *st)
         return zt_fail(ZT_E_INVAL, "zt_checkpoint_load: NULL argument");
     if ((rc = zt_engine_commit(e)) < 0)
         return rc;
-    if ((rc = zt_units_pass_close(e, "zt_checkpoint_load")) < 0 || (rc = zt_zero_flush(&e->z)) < 0)
+    if ((rc = zt_units_pass_close(&e->un, "zt_checkpoint_load")) < 0 || (rc = zt_zero_flush(&e->z)) < 0)
         return zt_engine_fail(e, rc);
     if ((rc = verify_dir(dir, &mf)) < 0)
         return zt_engine_fail(e, rc);
@@ -1222,8 +1222,8 @@ int zt_checkpoint_load(zt_engine *e, const char *dir, zt_train_state *st)
     if (rc < 0)
         return zt_engine_fail(e, rc);
     snprintf(path, sizeof path, "%s/config.json", dir);
-    if (e->custom) {
-        if ((rc = zt_units_config_check(e, path)) < 0)
+    if (e->un.custom) {
+        if ((rc = zt_units_config_check(&e->un, path)) < 0)
             return zt_engine_fail(e, rc);
     } else if ((rc = zt_model_config_load(path, &mc)) < 0) {
         return zt_engine_fail(e, rc);

@@ -353,8 +353,8 @@ static int agree_shapes(zt_engine *e, int rc)
  * A trainer's own model ties to unit 0, as zerotrain.h documents. */
 static int whole_grad_unit(zt_engine *e)
 {
-    e->z.gr.whole_grad = e->custom ? 0 : -1;
-    for (int u = 0; !e->custom && u < e->layout.n_units; u++) {
+    e->z.gr.whole_grad = e->un.custom ? 0 : -1;
+    for (int u = 0; !e->un.custom && u < e->layout.n_units; u++) {
         int t = e->ops->tied_unit(e->model, u);
         if (t >= 0 && e->z.gr.whole_grad >= 0 && t != e->z.gr.whole_grad)
             return zt_fail(ZT_E_UNSUPPORTED, "the model ties units %d and %d to two different "
@@ -369,10 +369,10 @@ static int commit(zt_engine *e, const char *model_dir)
 {
     const zt_config *cfg = &e->cfg;
     int nu = e->layout.n_units;
-    if (e->committed)
-        return e->committed > 0 ? 0 : zt_fail(ZT_E_INVAL, "the engine failed to commit "
+    if (e->un.committed)
+        return e->un.committed > 0 ? 0 : zt_fail(ZT_E_INVAL, "the engine failed to commit "
                                               "earlier: destroy it");
-    e->committed = -1; /* until it succeeds */
+    e->un.committed = -1; /* until it succeeds */
     /* Between collectives every rank's own failures (checks, memory, files) are agreed on,
      * so that no rank is left waiting in a collective the failed one never reaches. */
     int rc = 0;
@@ -389,7 +389,7 @@ static int commit(zt_engine *e, const char *model_dir)
         !(e->un.drvP = calloc((size_t)nu, sizeof *e->un.drvP)) ||
         !(e->un.drvG = calloc((size_t)nu, sizeof *e->un.drvG)))
         rc = zt_fail(ZT_E_NOMEM, "out of memory");
-    if (rc == 0 && !e->custom)
+    if (rc == 0 && !e->un.custom)
         rc = zt_model_create(&e->mc, &e->layout, cfg->dropout, cfg->seed, &e->ops, &e->model);
     if (rc == 0)
         rc = whole_grad_unit(e);
@@ -444,14 +444,14 @@ static int commit(zt_engine *e, const char *model_dir)
         zt_model_info mi;
         char desc[160];
         zt_engine_model_info(e, &mi);
-        if (e->custom)
+        if (e->un.custom)
             snprintf(desc, sizeof desc, "registered by the trainer");
         else
             zt_model_describe(&e->mc, desc, sizeof desc);
         zt_log(ZT_LOG_INFO, "model: %s, %d units, %zu parameters", desc, mi.num_units,
                mi.num_parameters);
     }
-    e->committed = 1;
+    e->un.committed = 1;
     return 0;
 }
 
@@ -459,7 +459,7 @@ int zt_engine_commit(zt_engine *e)
 {
     if (!e)
         return zt_fail(ZT_E_INVAL, "zt_engine_commit: NULL engine");
-    if (e->committed > 0)
+    if (e->un.committed > 0)
         return 0;
     int rc = commit(e, NULL);
     return rc < 0 ? zt_engine_fail(e, rc) : 0;
@@ -499,7 +499,8 @@ int zt_engine_create(const zt_config *cfg, MPI_Comm comm, zt_engine **out)
     if (cfg->nvme_path)
         snprintf(e->nvme_path, sizeof e->nvme_path, "%s", cfg->nvme_path);
     e->cfg.nvme_path = e->nvme_path;
-    e->custom = !cfg->model_dir && !cfg->model_config && !cfg->model_preset;
+    zt_units_init(&e->un, &e->layout, &e->comm, &e->z,
+                  !cfg->model_dir && !cfg->model_config && !cfg->model_preset);
     if (cfg->model_dir) {
         snprintf(path, sizeof path, "%s/config.json", cfg->model_dir);
         rc = zt_model_config_load(path, &e->mc);
@@ -514,7 +515,7 @@ int zt_engine_create(const zt_config *cfg, MPI_Comm comm, zt_engine **out)
         rc = 0;
     }
     snprintf(e->source, sizeof e->source, "%s", path);
-    if (rc == 0 && !e->custom)
+    if (rc == 0 && !e->un.custom)
         rc = zt_model_layout(&e->mc, &l);
     if (rc == 0)
         rc = copy_patterns(e, cfg);
@@ -526,7 +527,7 @@ int zt_engine_create(const zt_config *cfg, MPI_Comm comm, zt_engine **out)
         openblas_set_num_threads(cfg->threads);
         omp_set_num_threads(cfg->threads);
     }
-    if (e->custom) { /* the trainer registers the units next */
+    if (e->un.custom) { /* the trainer registers the units next */
         snprintf(e->layout.arch, sizeof e->layout.arch, "ZerotrainModel");
         *out = e;
         return 0;
@@ -556,7 +557,7 @@ void zt_engine_destroy(zt_engine *e)
     zt_geometry_free(&e->geo);
     zt_rplan_free(&e->rc);
     zt_comm_close(&e->comm);
-    zt_units_free(e);
+    zt_units_free(&e->un);
     zt_layout_free(&e->layout);
     free(e->ck.alias_seen);
     for (int k = 0; k < e->n_patterns; k++)
@@ -569,19 +570,22 @@ void zt_engine_destroy(zt_engine *e)
 
 static int recorded(const zt_engine *e, int rc) { return rc < 0 ? zt_engine_fail(e, rc) : rc; }
 
+/* (NULL for a NULL engine: the unit API names the function that got it) */
+static zt_units *units_of(zt_engine *e) { return e ? &e->un : NULL; }
+
 int zt_engine_add_unit(zt_engine *e, const char *name, int n_params, int *unit)
 {
-    return recorded(e, zt_units_add_unit(e, name, n_params, unit));
+    return recorded(e, zt_units_add_unit(units_of(e), name, n_params, unit));
 }
 
 int zt_engine_add_param(zt_engine *e, int unit, const zt_param_spec *p, int *index)
 {
-    return recorded(e, zt_units_add_param(e, unit, p, index));
+    return recorded(e, zt_units_add_param(units_of(e), unit, p, index));
 }
 
 int zt_engine_add_param_alias(zt_engine *e, int index, const char *name)
 {
-    return recorded(e, zt_units_add_param_alias(e, index, name));
+    return recorded(e, zt_units_add_param_alias(units_of(e), index, name));
 }
 
 int zt_engine_unit_acquire(zt_engine *e, int u, int purpose, float **params, float **grads)
@@ -594,20 +598,20 @@ int zt_engine_unit_acquire(zt_engine *e, int u, int purpose, float **params, flo
         return zt_fail(ZT_E_INVAL, "zt_engine_unit_acquire: NULL engine");
     zt_clear_error();
     ZT_TRY(zt_engine_commit(e));
-    return recorded(e, zt_units_acquire(e, u, purpose, params, grads));
+    return recorded(e, zt_units_acquire(&e->un, u, purpose, params, grads));
 }
 
-int zt_engine_unit_release(zt_engine *e, int u) { return recorded(e, zt_units_release(e, u)); }
+int zt_engine_unit_release(zt_engine *e, int u) { return recorded(e, zt_units_release(units_of(e), u)); }
 
 int zt_engine_unit_grads_ready(zt_engine *e, int u)
 {
-    return recorded(e, zt_units_grads_ready(e, u));
+    return recorded(e, zt_units_grads_ready(units_of(e), u));
 }
 
 int zt_engine_set_order(zt_engine *e, int kind, const int *units, const int *purposes,
                         const unsigned char *hold, int n)
 {
-    return recorded(e, zt_units_set_order(e, kind, units, purposes, hold, n));
+    return recorded(e, zt_units_set_order(units_of(e), kind, units, purposes, hold, n));
 }
 
 int zt_engine_rank(const zt_engine *e) { return e ? e->comm.rank : ZT_E_INVAL; }
@@ -626,7 +630,7 @@ int zt_engine_pass_abort(zt_engine *e)
     if (!e)
         return zt_fail(ZT_E_INVAL, "zt_engine_pass_abort: NULL engine");
     zt_clear_error();
-    zt_units_abort(e, 0);
+    zt_units_abort(&e->un, 0);
     return 0;
 }
 
@@ -637,7 +641,7 @@ int zt_engine_model_info(const zt_engine *e, zt_model_info *o)
     if (!e || !o)
         return zt_fail(ZT_E_INVAL, "zt_engine_model_info: NULL argument");
     memset(o, 0, sizeof *o);
-    if (e->custom)
+    if (e->un.custom)
         snprintf(o->model_type, sizeof o->model_type, "zerotrain");
     else
         zt_model_info_fill(&e->mc, o);
@@ -676,7 +680,7 @@ static int locate(const zt_engine *e, float *const *bufs, const char *name, size
     int i;
     if (!e || !name)
         return zt_fail(ZT_E_INVAL, "NULL engine or name");
-    if (e->committed <= 0)
+    if (e->un.committed <= 0)
         return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "\"%s\": the engine has no buffers yet "
                                          "(zt_engine_commit)", name));
     if ((i = zt_layout_find(&e->layout, name)) < 0)
@@ -723,7 +727,7 @@ int zt_engine_zero_grad(zt_engine *e)
         return zt_fail(ZT_E_INVAL, "zt_engine_zero_grad: NULL engine");
     int rc;
     if ((rc = zt_engine_commit(e)) < 0 ||
-        (rc = zt_units_pass_close(e, "zt_engine_zero_grad")) < 0)
+        (rc = zt_units_pass_close(&e->un, "zt_engine_zero_grad")) < 0)
         return zt_engine_fail(e, rc);
     e->z.gr.micro = 0;
     ZT_TRY(zt_zero_pass_grads_begin(&e->z)); /* reductions still reading G finish first */
@@ -825,13 +829,13 @@ int zt_engine_forward_backward(zt_engine *e, const zt_batch *b, int keep_logits,
     e->have_logits = 0;
     if ((rc = e->ops->prepare(e->model, b, keep_logits, &n)) < 0 ||
         (rc = zt_act_begin(&e->ao, 1)) < 0 || (rc = run_forward(e, 0)) < 0)
-        return zt_engine_fail(e, zt_units_abort(e, rc));
+        return zt_engine_fail(e, zt_units_abort(&e->un, rc));
     {
         int64_t denom = b->label_count > 0 ? b->label_count : n;
         sum = e->ops->loss(e->model, denom > 0 ? (float)(1.0 / (double)denom) : 0.0f);
     }
     if ((rc = run_backward(e)) < 0)
-        return zt_engine_fail(e, zt_units_abort(e, rc));
+        return zt_engine_fail(e, zt_units_abort(&e->un, rc));
     e->have_logits = keep_logits;
     e->loss_bad |= !isfinite(sum);
     if (out) {
@@ -860,7 +864,7 @@ int zt_engine_evaluate(zt_engine *e, const zt_batch *b, zt_fb_result *out)
     rc = run_forward(e, 1);
     e->ops->set_train(e->model, 1);
     if (rc < 0)
-        return zt_engine_fail(e, zt_units_abort(e, rc));
+        return zt_engine_fail(e, zt_units_abort(&e->un, rc));
     sum = e->ops->loss(e->model, 0.0f);
     if (out) {
         out->loss_sum = sum;
@@ -906,7 +910,7 @@ int zt_engine_step(zt_engine *e, float lr, zt_step_info *out)
         return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "zt_engine_step: the forward pass "
                                          "(acquired for training) has no backward pass: the "
                                          "gradients are not ready"));
-    if ((rc = zt_units_pass_close(e, "zt_engine_step")) < 0)
+    if ((rc = zt_units_pass_close(&e->un, "zt_engine_step")) < 0)
         return zt_engine_fail(e, rc);
     ZT_TRY(zt_engine_ensure_moments(e));
     /* a deferred update no forward pass applied (a step without one) goes first, on the
@@ -992,7 +996,7 @@ int zt_engine_report_get(const zt_engine *e, zt_engine_report *o)
     if (!e || !o)
         return zt_fail(ZT_E_INVAL, "zt_engine_report_get: NULL argument");
     memset(o, 0, sizeof *o);
-    if (e->committed <= 0)
+    if (e->un.committed <= 0)
         return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "zt_engine_report_get: the engine has no "
                                          "buffers yet (zt_engine_commit)"));
     N = (size_t)e->comm.size;
@@ -1014,7 +1018,7 @@ int zt_engine_report_get(const zt_engine *e, zt_engine_report *o)
     o->optimizer_bytes_per_param = own ? (double)ost / (double)own : 0.0;
     {
         zt_use *train = NULL;
-        int n = zt_units_train_schedule(e, &train);
+        int n = zt_units_train_schedule(&e->un, &train);
         o->traffic_schedule = zt_zero_traffic_theory((zt_zero *)&e->z, train, n,
                                                      &o->traffic_theory);
         free(train);
@@ -1103,7 +1107,7 @@ int zt_engine_save_weights(zt_engine *e, const char *dir, size_t max_shard_bytes
         rc = zt_hf_write_weights_cb(dir, v, n, max_shard_bytes, st3 ? fetch_param : NULL, &a);
         if (rc >= 0) {
             snprintf(path, sizeof path, "%s/config.json", dir);
-            rc = e->custom ? zt_units_config_save(e, path) : zt_model_config_save(&e->mc, path);
+            rc = e->un.custom ? zt_units_config_save(&e->un, path) : zt_model_config_save(&e->mc, path);
         }
     }
     /* every rank gathers every unit, whatever rank 0's writer did, to stay in step */
@@ -1245,7 +1249,7 @@ int zt_engine_save_model_ex(zt_engine *e, const char *dir, size_t max_shard_byte
         return zt_fail(ZT_E_INVAL, "zt_engine_save_model: NULL argument");
     if ((rc = zt_engine_commit(e)) < 0)
         return rc;
-    if ((rc = zt_units_pass_close(e, "zt_engine_save_model")) < 0 ||
+    if ((rc = zt_units_pass_close(&e->un, "zt_engine_save_model")) < 0 ||
         (rc = zt_engine_check_finite(e, "saving the model to", dir)) < 0 ||
         (rc = save_folder(e, dir, max_shard_bytes)) < 0)
         return zt_engine_fail(e, rc);

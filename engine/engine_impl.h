@@ -42,8 +42,6 @@ struct zt_engine {
     void *model;
     char source[640];        /* where the model comes from, for messages ("" for a
                               * trainer's own) */
-    int custom;              /* no built-in model: the trainer registered the units */
-    int committed;           /* registration is over: the buffers exist */
     char **patterns;         /* copies of cfg.no_decay, then cfg.fp32_state */
     int n_patterns;
     char nvme_path[3000];

@@ -4,9 +4,11 @@
 #define ZT_ENGINE_UNITS_H
 
 #include "zerotrain.h"
+#include "comm.h"
 #include "../models/model.h"
 
-typedef struct zt_engine zt_engine;
+struct zt_zero;
+
 
 /* A use: one acquire of one unit (zt_engine_unit_acquire), as a pass's order has it; until:
  * the trainer released it before the acquire `until` uses later (1: the next one; tied units
@@ -31,6 +33,13 @@ typedef struct zt_order {
  * the backward's), each use's state (USE_*), the uses the trainer released since the last
  * acquire; per unit what is held and the gradients' state. */
 typedef struct zt_units {
+    /* what it works with (zt_units_init) */
+    zt_layout *L;            /* the units and parameters, registered here for a model of
+                              * the trainer's own */
+    zt_comm *comm;           /* (ranks compared while an order is recorded) */
+    struct zt_zero *z;       /* the stage logic each acquire and release drives */
+    int custom;              /* no built-in model: the trainer registers the units */
+    int committed;           /* registration is over: the buffers exist (-1: commit failed) */
     zt_use *uses;
     int n_uses, uses_cap;
     unsigned char *use_state;
@@ -51,27 +60,30 @@ typedef struct zt_units {
 /* ---- units.c: the unit API's bookkeeping ------------------------------------------------ */
 /* The schedule of a training micro-batch (forward order, then backward order) as a new
  * array in *out: its length, 0 while an order is unknown, < 0 on error. */
-int zt_units_train_schedule(const zt_engine *e, zt_use **out);
+/* What the unit API works with; custom: the trainer registers the units (no built-in
+ * model). The arguments must outlive un. */
+void zt_units_init(zt_units *un, zt_layout *L, zt_comm *comm, struct zt_zero *z, int custom);
+int zt_units_train_schedule(const zt_units *un, zt_use **out);
 /* Ends the pass in progress (a step, zero_grad, save or load): checks nothing is held. */
-int zt_units_pass_close(zt_engine *e, const char *what);
+int zt_units_pass_close(zt_units *un, const char *what);
 /* After an error inside a pass: every acquire let go of, the pass ended without checks
  * (stages 2-3: lent gradient buffers taken back). Returns rc. */
-int zt_units_abort(zt_engine *e, int rc);
+int zt_units_abort(zt_units *un, int rc);
 /* the unit API's state, freed */
-void zt_units_free(zt_engine *e);
+void zt_units_free(zt_units *un);
 /* The unit API (zerotrain.h's zt_engine_add_unit ... zt_engine_set_order, which record the
  * error in the engine and commit before an acquire): the thread's error set on failure. */
-int zt_units_add_unit(zt_engine *e, const char *name, int n_params, int *unit);
-int zt_units_add_param(zt_engine *e, int unit, const zt_param_spec *p, int *index);
-int zt_units_add_param_alias(zt_engine *e, int index, const char *name);
-int zt_units_acquire(zt_engine *e, int u, int purpose, float **params, float **grads);
-int zt_units_release(zt_engine *e, int u);
-int zt_units_grads_ready(zt_engine *e, int u);
-int zt_units_set_order(zt_engine *e, int kind, const int *units, const int *purposes,
+int zt_units_add_unit(zt_units *un, const char *name, int n_params, int *unit);
+int zt_units_add_param(zt_units *un, int unit, const zt_param_spec *p, int *index);
+int zt_units_add_param_alias(zt_units *un, int index, const char *name);
+int zt_units_acquire(zt_units *un, int u, int purpose, float **params, float **grads);
+int zt_units_release(zt_units *un, int u);
+int zt_units_grads_ready(zt_units *un, int u);
+int zt_units_set_order(zt_units *un, int kind, const int *units, const int *purposes,
                        const unsigned char *hold, int n);
 /* checkpoints of a trainer's own model: config.json lists the units and parameters;
  * a checkpoint fits when its list is this engine's */
-int zt_units_config_save(const zt_engine *e, const char *path);
-int zt_units_config_check(const zt_engine *e, const char *path);
+int zt_units_config_save(const zt_units *un, const char *path);
+int zt_units_config_check(const zt_units *un, const char *path);
 
 #endif

@@ -1007,8 +1007,35 @@ int zt_zero_grads_end(zt_zero *z)
         memset(z->gr.G[w], 0, z->geo->padded[w] * sizeof(float));
     }
     z->gr.accum_first = 0;
+    z->gr.gs_stale = 0; /* every shard was overwritten by its first reduction */
     return 0;
 }
+
+void zt_zero_take_back(zt_zero *z)
+{
+    zt_comm_wait_all(z->comm);
+    for (int u = 0; z->cfg->zero_stage >= 2 && u < z->L->n_units; u++) {
+        if (u == z->gr.whole_grad || !z->gr.G[u]) /* (lent, never reduced) */
+            continue;
+        z->gr.G[u] = NULL;
+        for (int i = 0; i < 2; i++)
+            if (z->gr.scratch_unit[i] == u)
+                z->gr.scratch_unit[i] = -1;
+    }
+}
+
+void zt_zero_micro_begin(zt_zero *z)
+{
+    int accum = z->cfg->grad_accum_steps > 1 ? z->cfg->grad_accum_steps : 1;
+    z->gr.last_micro = z->gr.micro + 1 >= accum;
+    z->gr.micro++;
+}
+
+float *zt_zero_params(const zt_zero *z, int u) { return z->P[u]; }
+
+float *zt_zero_grads(const zt_zero *z, int u) { return z->gr.G[u]; }
+
+int zt_zero_whole_grad(const zt_zero *z) { return z->gr.whole_grad; }
 
 /* ---- the step ------------------------------------------------------------------------------ */
 

@@ -160,6 +160,17 @@ int zt_zero_grads_lend(zt_zero *z, int u);
 int zt_zero_grads_can_lend(const zt_zero *z, int u);
 int zt_zero_grads_reduce(zt_zero *z, int u);
 int zt_zero_grads_end(zt_zero *z);
+/* After an error inside a pass (collectives settled): stages 2-3 take back the gradient
+ * buffers lent to units whose reductions never started. */
+void zt_zero_take_back(zt_zero *z);
+/* A backward pass begins: one more micro-batch (the step's last when grad_accum_steps are
+ * done). */
+void zt_zero_micro_begin(zt_zero *z);
+/* What an acquire hands the trainer: unit u's parameters (whole) and gradient buffer; the
+ * whole-gradient unit (-1: none). */
+float *zt_zero_params(const zt_zero *z, int u);
+float *zt_zero_grads(const zt_zero *z, int u);
+int zt_zero_whole_grad(const zt_zero *z);
 /* The step after the micro-batches: reductions of stages 0-1, this rank's sum of squares. */
 int zt_zero_reduce(zt_zero *z, double *sumsq, int *bad_unit); /* first non-finite unit here */
 /* Stages 2-3: every gradient shard becomes zero (a step after zero_grad with no backward). */
