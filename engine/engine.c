@@ -399,8 +399,10 @@ static int commit(zt_engine *e, const char *model_dir)
         zt_act_init(&e->ao, &e->cfg, e->nvme_path, e->comm.rank, e->layout.n_units, e->ops,
                     e->model, &e->rc);
     ZT_TRY(zt_engine_agree(e, rc, "setting up the model"));
-    ZT_TRY(zt_plan_memory(e, e->plan, sizeof e->plan));
-    rc = zt_plan_check_fit(e, e->source[0] ? e->source : "the model registered with "
+    zt_plan_init(&e->pn, &e->cfg, &e->layout, &e->comm, &e->rc, e->ops, e->model, e->nvme_path,
+                 e->z.gr.whole_grad);
+    ZT_TRY(zt_plan_memory(&e->pn, e->plan, sizeof e->plan));
+    rc = zt_plan_check_fit(&e->pn, e->source[0] ? e->source : "the model registered with "
                                                         "zt_engine_add_unit");
     /* reduce_bucket_size / allgather_bucket_size cap one collective: a larger unit is cut
      * into pieces of a multiple of N x 1024 floats, the same for every stage */

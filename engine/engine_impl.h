@@ -13,7 +13,7 @@
  *   actoff.c      actoff.h      ao           activation checkpoint offload
  *   checkpoint.c  checkpoint.h  ck           the run's lineage and the trainer's record
  *   footprint.c   footprint.h   -            bytes per category (pure)
- *   plan.c        plan.h        -            memory_limit's placement
+ *   plan.c        plan.h        pn           memory_limit's placement
  *   stores.c      stores.h      -            an offload store with the aio settings */
 #ifndef ZT_ENGINE_IMPL_H
 #define ZT_ENGINE_IMPL_H
@@ -46,8 +46,6 @@ struct zt_engine {
     int n_patterns;
     char nvme_path[3000];
     char plan[2048];         /* zerotrain.memory_limit: the plan, "" without a limit */
-    double plan_base;        /* the planner's process bytes (measured once, with headroom;
-                              * the largest over the ranks, so all plan alike) */
     int64_t step;
     /* the divergence guard: a non-finite loss since the last step (this rank), steps
      * skipped so far, whether the unguarded warning was given */
@@ -61,6 +59,7 @@ struct zt_engine {
     zt_rplan rc;
     zt_actoff ao;
     zt_ckpt ck;
+    zt_planner pn;
 };
 
 /* Creates the optimizer state (zero moments) if it does not exist yet (zt_engine_: the

@@ -4,7 +4,10 @@
  * the predicted peak fits the limit. It fails before anything is allocated when even full
  * offload does not fit, saying what would. The placement it prints is the one the engine
  * builds; the numbers are the same formulas the memory report checks afterwards. */
-#include "engine_impl.h"
+#include "plan.h"
+#include "geom.h"
+#include "ostate.h"
+#include "../common/err.h"
 #include "../common/faults.h"
 
 #include <errno.h>
@@ -48,53 +51,61 @@ typedef struct placement {
 /* The footprint (footprint.h) of one placement at ZeRO stage st over Nr ranks, with the
  * stage-3 gather pool at its budget (the prefetch window and two units, capped by max_live)
  * and the optimizer's state and working buffers predicted. */
-static void plan_footprint(const zt_engine *e, placement pl, int st, int Nr, zt_footprint *fp)
+static void plan_footprint(const zt_planner *pn, placement pl, int st, int Nr, zt_footprint *fp)
 {
-    int nu = e->layout.n_units, opt = pl.opt, par = pl.par;
+    int nu = pn->L->n_units, opt = pl.opt, par = pl.par;
     int goff = pl.grads && opt != ZT_OFFLOAD_NONE && st >= 2;
     double N = Nr, P = 0.0, maxu = 0.0, maxs = 0.0;
     for (int u = 0; u < nu; u++) {
         size_t padded;
-        zt_geom_piece_for(e->layout.units[u].numel, (size_t)Nr, e->cfg.bucket_size, &padded);
+        zt_geom_piece_for(pn->L->units[u].numel, (size_t)Nr, pn->cfg->bucket_size, &padded);
         P += (double)padded;
         maxu = (double)padded > maxu ? (double)padded : maxu;
         maxs = (double)padded / N > maxs ? (double)padded / N : maxs;
     }
-    double live = (double)e->cfg.prefetch_size + 2 * maxu;
-    if (e->cfg.max_live && live > (double)e->cfg.max_live + maxu)
-        live = (double)e->cfg.max_live + maxu;
-    double rep, own = zt_ost_predict_bytes(&e->cfg, &e->layout, Nr, st == 0, &rep), work = 0.0;
+    double live = (double)pn->cfg->prefetch_size + 2 * maxu;
+    if (pn->cfg->max_live && live > (double)pn->cfg->max_live + maxu)
+        live = (double)pn->cfg->max_live + maxu;
+    double rep, own = zt_ost_predict_bytes(pn->cfg, pn->L, Nr, st == 0, &rep), work = 0.0;
     if (opt != ZT_OFFLOAD_NONE) { /* the working buffers (the state's bytes per float) */
-        double g = (double)e->cfg.sub_group_size, per = own / (st == 0 ? P : P / N);
-        g = g > 0 && g < maxs && e->cfg.optimizer != ZT_OPT_ADAFACTOR ? g : maxs;
-        work = per * g * (e->cfg.offload_buffers < 3 ? 3 : e->cfg.offload_buffers);
+        double g = (double)pn->cfg->sub_group_size, per = own / (st == 0 ? P : P / N);
+        g = g > 0 && g < maxs && pn->cfg->optimizer != ZT_OPT_ADAFACTOR ? g : maxs;
+        work = per * g * (pn->cfg->offload_buffers < 3 ? 3 : pn->cfg->offload_buffers);
     }
     zt_fp_in in = {
-        .L = &e->layout, .N = Nr, .stage = st, .bucket = e->cfg.bucket_size,
-        .whole_grad = e->z.gr.whole_grad, .opt_off = opt, .par_off = st >= 3 ? par : ZT_OFFLOAD_NONE,
-        .grads_off = goff, .grad_acc_buffers = goff && e->cfg.grad_accum_steps > 1,
-        .param_slots = zt_fp_param_slots(&e->cfg, (size_t)maxs),
-        .persist_threshold = e->cfg.persist_threshold,
+        .L = pn->L, .N = Nr, .stage = st, .bucket = pn->cfg->bucket_size,
+        .whole_grad = pn->whole_grad, .opt_off = opt, .par_off = st >= 3 ? par : ZT_OFFLOAD_NONE,
+        .grads_off = goff, .grad_acc_buffers = goff && pn->cfg->grad_accum_steps > 1,
+        .param_slots = zt_fp_param_slots(pn->cfg, (size_t)maxs),
+        .persist_threshold = pn->cfg->persist_threshold,
         .gathered = live < P ? live : P, /* never more than the whole model */
         .opt_state = own, .opt_replicated = rep, .opt_work = work};
     zt_footprint_of(&in, fp);
 }
 
-void zt_plan_footprint(const zt_engine *e, zt_footprint *fp)
+void zt_plan_footprint(const zt_planner *pn, zt_footprint *fp)
 {
-    placement pl = {e->cfg.offload_optimizer, e->cfg.offload_param, e->cfg.offload_gradients > 0};
-    plan_footprint(e, pl, e->cfg.zero_stage, e->comm.size, fp);
+    const zt_config *c = pn->cfg;
+    placement pl = {c->offload_optimizer, c->offload_param, c->offload_gradients > 0};
+    plan_footprint(pn, pl, pn->cfg->zero_stage, pn->comm->size, fp);
+}
+
+void zt_plan_init(zt_planner *pn, zt_config *cfg, const zt_layout *L, zt_comm *comm,
+                  zt_rplan *rc, const zt_model_ops *ops, void *model, const char *nvme,
+                  int whole_grad)
+{
+    *pn = (zt_planner){cfg, L, comm, rc, ops, model, nvme, whole_grad, 0.0};
 }
 
 /* the bytes per rank of one placement at ZeRO stage st over Nr ranks */
-static void predict_at(const zt_engine *e, placement pl, int st, int Nr, plan_bytes *b)
+static void predict_at(const zt_planner *pn, placement pl, int st, int Nr, plan_bytes *b)
 {
-    int nu = e->layout.n_units, opt = pl.opt, par = pl.par;
+    int nu = pn->L->n_units, opt = pl.opt, par = pl.par;
     int goff = pl.grads && opt != ZT_OFFLOAD_NONE && st >= 2;
     zt_footprint fp;
-    plan_footprint(e, pl, st, Nr, &fp);
+    plan_footprint(pn, pl, st, Nr, &fp);
     memset(b, 0, sizeof *b);
-    b->base = e->plan_base;
+    b->base = pn->base;
     b->params = fp.params;
     b->grads = fp.grads;
     b->optimizer = fp.optimizer;
@@ -103,23 +114,23 @@ static void predict_at(const zt_engine *e, placement pl, int st, int Nr, plan_by
     b->grads_off = fp.grads_off;
     b->optimizer_off = fp.optimizer_off;
     /* activations of one micro-batch (when the batch shape is known) */
-    if (e->cfg.plan_micro_batch > 0 && e->cfg.plan_seq_len > 0 && e->ops && e->ops->act_bytes)
-        b->activations = (double)e->ops->act_bytes(e->model, e->cfg.plan_micro_batch,
-                                                    e->cfg.plan_seq_len, NULL, 0);
+    if (pn->cfg->plan_micro_batch > 0 && pn->cfg->plan_seq_len > 0 && pn->ops && pn->ops->act_bytes)
+        b->activations = (double)pn->ops->act_bytes(pn->model, pn->cfg->plan_micro_batch,
+                                                    pn->cfg->plan_seq_len, NULL, 0);
     /* I/O staging buffers, one pool per store (offloaded layer inputs: one more) */
     int acts_off = 0;
     for (int u = 0; u < nu; u++)
-        acts_off |= e->rc.mode && e->rc.mode[u] == ZT_KEEP_OFFLOAD;
+        acts_off |= pn->rc->mode && pn->rc->mode[u] == ZT_KEEP_OFFLOAD;
     int stores = (opt == ZT_OFFLOAD_NVME) * (1 + goff) + (par == ZT_OFFLOAD_NVME) +
-                 (acts_off && e->nvme_path[0]);
-    b->io = (double)stores * (double)e->cfg.aio_block_size *
-            (e->cfg.aio_queue_depth > 0 ? e->cfg.aio_queue_depth : 8);
+                 (acts_off && pn->nvme[0]);
+    b->io = (double)stores * (double)pn->cfg->aio_block_size *
+            (pn->cfg->aio_queue_depth > 0 ? pn->cfg->aio_queue_depth : 8);
 }
 
 /* the bytes per rank of one placement, this engine's stage and world size */
-static void predict(const zt_engine *e, placement pl, plan_bytes *b)
+static void predict(const zt_planner *pn, placement pl, plan_bytes *b)
 {
-    predict_at(e, pl, e->cfg.zero_stage, e->comm.size, b);
+    predict_at(pn, pl, pn->cfg->zero_stage, pn->comm->size, b);
 }
 
 static void describe(char *out, size_t n, const plan_bytes *b, placement pl)
@@ -156,18 +167,18 @@ typedef struct rc_costs {
     double ws;         /* one layer's working set */
 } rc_costs;
 
-static size_t act_of(zt_engine *e, const rc_costs *c, const unsigned char *mode)
+static size_t act_of(zt_planner *pn, const rc_costs *c, const unsigned char *mode)
 {
-    return e->ops->act_bytes(e->model, c->B, c->T, mode, 0);
+    return pn->ops->act_bytes(pn->model, c->B, c->T, mode, 0);
 }
 
-static int rc_costs_get(zt_engine *e, rc_costs *c)
+static int rc_costs_get(zt_planner *pn, rc_costs *c)
 {
-    int nu = e->layout.n_units;
+    int nu = pn->L->n_units;
     unsigned char *ref = calloc((size_t)nu, 1), *m = calloc((size_t)nu, 1);
     c->nu = nu;
-    c->B = e->cfg.plan_micro_batch;
-    c->T = e->cfg.plan_seq_len;
+    c->B = pn->cfg->plan_micro_batch;
+    c->T = pn->cfg->plan_seq_len;
     c->own = calloc((size_t)nu * ZT_KEEP_MODES, sizeof *c->own);
     c->flops = calloc((size_t)nu * ZT_KEEP_MODES, sizeof *c->flops);
     if (!ref || !m || !c->own || !c->flops) {
@@ -177,19 +188,19 @@ static int rc_costs_get(zt_engine *e, rc_costs *c)
     }
     /* the reference: every unit offloaded (owns nothing; working set and buffers there) */
     for (int u = 0; u < nu; u++)
-        ref[u] = e->ops->recompute_flops(e->model, 1, 1, u, ZT_KEEP_OUTPUT) > 0
+        ref[u] = pn->ops->recompute_flops(pn->model, 1, 1, u, ZT_KEEP_OUTPUT) > 0
                      ? ZT_KEEP_OFFLOAD : ZT_KEEP_ALL;
-    double a_ref = (double)act_of(e, c, ref), sum_out = 0.0, sum_all = 0.0;
+    double a_ref = (double)act_of(pn, c, ref), sum_out = 0.0, sum_all = 0.0;
     c->ws = 0.0;
     for (int u = 0; u < nu; u++)
         for (int md = 0; md < ZT_KEEP_MODES; md++) {
             memcpy(m, ref, (size_t)nu);
             if (ref[u] == ZT_KEEP_OFFLOAD)
                 m[u] = (unsigned char)md;
-            c->own[u * ZT_KEEP_MODES + md] = (double)act_of(e, c, m) - a_ref;
+            c->own[u * ZT_KEEP_MODES + md] = (double)act_of(pn, c, m) - a_ref;
             c->flops[u * ZT_KEEP_MODES + md] =
                 ref[u] == ZT_KEEP_OFFLOAD
-                    ? e->ops->recompute_flops(e->model, c->B, c->T, u, md) : 0.0;
+                    ? pn->ops->recompute_flops(pn->model, c->B, c->T, u, md) : 0.0;
             if (md == ZT_KEEP_ALL && ref[u] == ZT_KEEP_OFFLOAD &&
                 c->own[u * ZT_KEEP_MODES + md] > c->ws)
                 c->ws = c->own[u * ZT_KEEP_MODES + md];
@@ -201,9 +212,9 @@ static int rc_costs_get(zt_engine *e, rc_costs *c)
     c->fixed[2] = a_ref;
     for (int u = 0; u < nu; u++)
         m[u] = ref[u] == ZT_KEEP_OFFLOAD ? ZT_KEEP_OUTPUT : ZT_KEEP_ALL;
-    c->fixed[1] = (double)act_of(e, c, m) - sum_out;
+    c->fixed[1] = (double)act_of(pn, c, m) - sum_out;
     memset(m, ZT_KEEP_ALL, (size_t)nu);
-    c->fixed[0] = (double)act_of(e, c, m) - sum_all;
+    c->fixed[0] = (double)act_of(pn, c, m) - sum_all;
     free(ref);
     free(m);
     return 0;
@@ -265,58 +276,58 @@ static int rc_knapsack(const rc_costs *c, int cs, double budget, unsigned char *
 }
 
 /* The plan in words: runs of units with their mode. */
-static void rc_describe(const zt_engine *e, const unsigned char *mode, char *out, size_t n)
+static void rc_describe(const zt_planner *pn, const unsigned char *mode, char *out, size_t n)
 {
     size_t len = 0;
     out[0] = '\0';
-    for (int u = 0; u < e->layout.n_units;) {
+    for (int u = 0; u < pn->L->n_units;) {
         int v = u;
-        while (v + 1 < e->layout.n_units && mode[v + 1] == mode[u])
+        while (v + 1 < pn->L->n_units && mode[v + 1] == mode[u])
             v++;
         if (len < n)
             len += (size_t)snprintf(out + len, n - len, "%s%s%s%s %s", len ? ", " : "",
-                                    e->layout.units[u].name, v > u ? ".." : "",
-                                    v > u ? e->layout.units[v].name : "", zt_keep_name(mode[u]));
+                                    pn->L->units[u].name, v > u ? ".." : "",
+                                    v > u ? pn->L->units[v].name : "", zt_keep_name(mode[u]));
         u = v + 1;
     }
 }
 
-/* Plans recomputation for placement pl: *cost and e->rc.mode, or -1 when nothing fits. */
-static int plan_recompute(zt_engine *e, const rc_costs *c, double limit, placement pl,
+/* Plans recomputation for placement pl: *cost and pn->rc->mode, or -1 when nothing fits. */
+static int plan_recompute(zt_planner *pn, const rc_costs *c, double limit, placement pl,
                           unsigned char *mode, double *cost, double *act)
 {
     plan_bytes b;
-    int nu = e->layout.n_units, ok = -1;
+    int nu = pn->L->n_units, ok = -1;
     unsigned char *m = malloc((size_t)nu);
     if (!m)
         return -1;
-    memset(e->rc.mode, ZT_KEEP_ALL, (size_t)nu);
-    predict(e, pl, &b);
+    memset(pn->rc->mode, ZT_KEEP_ALL, (size_t)nu);
+    predict(pn, pl, &b);
     double rest = total(&b) - b.activations;
-    double io = (double)e->cfg.aio_block_size *
-                (e->cfg.aio_queue_depth > 0 ? e->cfg.aio_queue_depth : 8);
-    for (int cs = 0; cs < (e->nvme_path[0] ? 3 : 2); cs++) {
+    double io = (double)pn->cfg->aio_block_size *
+                (pn->cfg->aio_queue_depth > 0 ? pn->cfg->aio_queue_depth : 8);
+    for (int cs = 0; cs < (pn->nvme[0] ? 3 : 2); cs++) {
         double v;
         if (rc_knapsack(c, cs, limit - rest - (cs == 2 ? io : 0.0), m, &v) < 0 ||
             (ok == 0 && v >= *cost))
             continue;
         memcpy(mode, m, (size_t)nu);
         *cost = v;
-        *act = (double)act_of(e, c, m);
+        *act = (double)act_of(pn, c, m);
         ok = 0;
     }
     free(m);
     return ok;
 }
 
-static int plan_auto(zt_engine *e, placement *cand, int ncand, double limit, int *chosen)
+static int plan_auto(zt_planner *pn, placement *cand, int ncand, double limit, int *chosen)
 {
-    zt_config *cf = &e->cfg;
-    int nu = e->layout.n_units, best = -1;
+    zt_config *cf = pn->cfg;
+    int nu = pn->L->n_units, best = -1;
     double best_cost = 0.0, best_act = 0.0, step_flops = 0.0;
     rc_costs c = {0};
     unsigned char *mode = malloc((size_t)nu), *bmode = malloc((size_t)nu);
-    if (!mode || !bmode || rc_costs_get(e, &c) < 0) {
+    if (!mode || !bmode || rc_costs_get(pn, &c) < 0) {
         free(mode);
         free(bmode);
         rc_costs_free(&c);
@@ -326,7 +337,7 @@ static int plan_auto(zt_engine *e, placement *cand, int ncand, double limit, int
      * does not), the least offload among equals */
     for (int i = 0; i < ncand; i++) {
         double cost = 0.0, act = 0.0;
-        if (plan_recompute(e, &c, limit, cand[i], mode, &cost, &act) < 0 ||
+        if (plan_recompute(pn, &c, limit, cand[i], mode, &cost, &act) < 0 ||
             (best >= 0 && cost >= best_cost))
             continue;
         best = i;
@@ -335,19 +346,19 @@ static int plan_auto(zt_engine *e, placement *cand, int ncand, double limit, int
         memcpy(bmode, mode, (size_t)nu);
     }
     for (int u = 0; u < nu; u++)
-        step_flops += 3.0 * e->ops->recompute_flops(e->model, cf->plan_micro_batch,
+        step_flops += 3.0 * pn->ops->recompute_flops(pn->model, cf->plan_micro_batch,
                                                     cf->plan_seq_len, u, ZT_KEEP_OUTPUT);
     if (best < 0) { /* the least the rest takes (over the placements) and the least the
                      * activations take */
         plan_bytes b;
-        double rest = INFINITY, floor_b = c.fixed[e->nvme_path[0] ? 2 : 1];
-        memset(e->rc.mode, ZT_KEEP_ALL, (size_t)nu);
+        double rest = INFINITY, floor_b = c.fixed[pn->nvme[0] ? 2 : 1];
+        memset(pn->rc->mode, ZT_KEEP_ALL, (size_t)nu);
         for (int i = 0; i < ncand; i++) {
-            predict(e, cand[i], &b);
+            predict(pn, cand[i], &b);
             rest = total(&b) - b.activations < rest ? total(&b) - b.activations : rest;
         }
         for (int u = 0; u < nu; u++)
-            floor_b += c.own[u * ZT_KEEP_MODES + (e->nvme_path[0] ? ZT_KEEP_OFFLOAD
+            floor_b += c.own[u * ZT_KEEP_MODES + (pn->nvme[0] ? ZT_KEEP_OFFLOAD
                                                                   : ZT_KEEP_OUTPUT)];
         free(mode);
         free(bmode);
@@ -357,15 +368,15 @@ static int plan_auto(zt_engine *e, placement *cand, int ncand, double limit, int
                        "micro-batch still need %.1f MiB (one layer's working set is %.1f MiB) "
                        "and the rest at least %.1f MiB. Raise the limit, use more ranks or a "
                        "smaller micro-batch", limit / 1048576.0,
-                       e->nvme_path[0] ? " and its input on NVMe" : "", cf->plan_micro_batch,
+                       pn->nvme[0] ? " and its input on NVMe" : "", cf->plan_micro_batch,
                        cf->plan_seq_len, floor_b / 1048576.0, c.ws / 1048576.0,
                        rest / 1048576.0);
     }
-    memcpy(e->rc.mode, bmode, (size_t)nu);
-    e->rc.k = 0;
+    memcpy(pn->rc->mode, bmode, (size_t)nu);
+    pn->rc->k = 0;
     char runs[700];
-    rc_describe(e, bmode, runs, sizeof runs);
-    snprintf(e->rc.plan, sizeof e->rc.plan,
+    rc_describe(pn, bmode, runs, sizeof runs);
+    snprintf(pn->rc->plan, sizeof pn->rc->plan,
              "recompute plan (auto) for a %d x %d micro-batch: %s; predicted activations %.1f "
              "MiB, recomputed FLOPs %.1f%% of the step's", cf->plan_micro_batch,
              cf->plan_seq_len, runs, best_act / 1048576.0,
@@ -374,12 +385,12 @@ static int plan_auto(zt_engine *e, placement *cand, int ncand, double limit, int
     free(bmode);
     rc_costs_free(&c);
     *chosen = best;
-    return zt_rplan_apply(&e->rc, &e->cfg, e->ops, e->model);
+    return zt_rplan_apply(pn->rc, pn->cfg, pn->ops, pn->model);
 }
 
-int zt_plan_memory(zt_engine *e, char *report, size_t n)
+int zt_plan_memory(zt_planner *pn, char *report, size_t n)
 {
-    zt_config *c = &e->cfg;
+    zt_config *c = pn->cfg;
     plan_bytes b;
     char line[1024];
     double limit = (double)c->memory_limit;
@@ -390,15 +401,15 @@ int zt_plan_memory(zt_engine *e, char *report, size_t n)
     /* the process as it is, measured once for every placement compared, and what grows
      * after the plan without an allocation the engine counts (OpenBLAS and MPI buffers,
      * allocator metadata, thread stacks) */
-    e->plan_base = resident_now() + ZT_PLAN_HEADROOM;
-    if (e->comm.size > 1) { /* every rank plans from the largest: one plan for all of them
+    pn->base = resident_now() + ZT_PLAN_HEADROOM;
+    if (pn->comm->size > 1) { /* every rank plans from the largest: one plan for all of them
                              * (stage 3 gathers along the recomputation plan's steps) */
-        double *all = malloc(sizeof *all * (size_t)e->comm.size);
+        double *all = malloc(sizeof *all * (size_t)pn->comm->size);
         if (!all)
             return zt_fail(ZT_E_NOMEM, "out of memory");
-        int rc = zt_comm_gather_d(&e->comm, &e->plan_base, all, 1);
-        for (int r = 0; rc == 0 && r < e->comm.size; r++)
-            e->plan_base = all[r] > e->plan_base ? all[r] : e->plan_base;
+        int rc = zt_comm_gather_d(pn->comm, &pn->base, all, 1);
+        for (int r = 0; rc == 0 && r < pn->comm->size; r++)
+            pn->base = all[r] > pn->base ? all[r] : pn->base;
         free(all);
         ZT_TRY(rc);
     }
@@ -413,13 +424,13 @@ int zt_plan_memory(zt_engine *e, char *report, size_t n)
     int ncand = c->zero_stage >= 3 ? 4 : c->zero_stage >= 2 ? 3 : c->zero_stage >= 1 ? 2 : 1;
     int first = 0;
     if (c->recompute == ZT_RECOMPUTE_AUTO) /* recomputation and placement together */
-        ZT_TRY(plan_auto(e, cand, ncand, limit, &first));
+        ZT_TRY(plan_auto(pn, cand, ncand, limit, &first));
     for (int i = first; i < ncand; i++) {
-        predict(e, cand[i], &b);
+        predict(pn, cand[i], &b);
         if (total(&b) > limit)
             continue;
         describe(line, sizeof line, &b, cand[i]);
-        if ((cand[i].opt == ZT_OFFLOAD_NVME || cand[i].par == ZT_OFFLOAD_NVME) && !e->nvme_path[0])
+        if ((cand[i].opt == ZT_OFFLOAD_NVME || cand[i].par == ZT_OFFLOAD_NVME) && !pn->nvme[0])
             return zt_fail(ZT_E_CONFIG, "zerotrain.memory_limit %.0f MiB: the plan needs NVMe "
                            "offload (%s) but no nvme_path is set: give "
                            "zero_optimization.offload_optimizer.nvme_path",
@@ -432,7 +443,7 @@ int zt_plan_memory(zt_engine *e, char *report, size_t n)
                      line);
         return 0;
     }
-    predict(e, cand[ncand - 1], &b);
+    predict(pn, cand[ncand - 1], &b);
     describe(line, sizeof line, &b, cand[ncand - 1]);
     return zt_fail(ZT_E_CONFIG, "zerotrain.memory_limit %.0f MiB is too small even with %s: "
                    "%s. Raise the limit, use more ranks%s, or a smaller micro-batch",
@@ -495,15 +506,18 @@ static double free_bytes(const char *path)
 }
 
 /* ranks of this engine on this machine: Open MPI's local size, at most the world size */
-static int ranks_here(const zt_engine *e)
+static int ranks_here(const zt_planner *pn)
 {
     const char *s = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
     int n = s ? atoi(s) : 1;
-    return n < 1 ? 1 : n > e->comm.size ? e->comm.size : n;
+    return n < 1 ? 1 : n > pn->comm->size ? pn->comm->size : n;
 }
 
 static double ram_of(const plan_bytes *b) { return total(b); }
-static double disk_of(const plan_bytes *b) { return b->params_off + b->optimizer_off + b->grads_off; }
+static double disk_of(const plan_bytes *b)
+{
+    return b->params_off + b->optimizer_off + b->grads_off;
+}
 
 /* "512.0 MiB", "1.7 GiB", "16.0 TiB" */
 static const char *human(double x, char *buf, size_t n)
@@ -525,28 +539,28 @@ static void alternative(char *fix, size_t n, const char *text)
     snprintf(fix + len, n - len, "%s%s", len ? "; or " : "", text);
 }
 
-int zt_plan_check_fit(zt_engine *e, const char *what)
+int zt_plan_check_fit(zt_planner *pn, const char *what)
 {
-    const zt_config *c = &e->cfg;
-    int st = c->zero_stage, N = e->comm.size, here = ranks_here(e);
+    const zt_config *c = pn->cfg;
+    int st = c->zero_stage, N = pn->comm->size, here = ranks_here(pn);
     placement pl = {c->offload_optimizer, c->offload_param,
                     st >= 2 && c->offload_optimizer && c->offload_gradients >= 0};
     placement none = {0, 0, 0}, all = {ZT_OFFLOAD_NVME, ZT_OFFLOAD_NVME, 1};
     plan_bytes b, o;
     double ram, swap, mem = machine_bytes(&ram, &swap), P = 0.0;
     char fix[1200] = "", text[400], note[200] = "", h[9][32];
-    predict(e, pl, &b);
+    predict(pn, pl, &b);
     double need = ram_of(&b) * here, disk = disk_of(&b) * here;
-    double room = disk > 0 ? free_bytes(e->nvme_path) : -1.0;
+    double room = disk > 0 ? free_bytes(pn->nvme) : -1.0;
     int ram_short = mem > 0 && need > mem, disk_short = disk > 0 && room >= 0 && disk > room;
     if (!ram_short && !disk_short)
         return 0;
-    for (int i = 0; i < e->layout.n_params; i++)
-        P += (double)e->layout.params[i].numel;
+    for (int i = 0; i < pn->L->n_params; i++)
+        P += (double)pn->L->params[i].numel;
     if (ram_short) { /* stage 3 over more ranks, one per machine like this one */
         int k = N > 1 ? N : 2;
         for (; k <= (1 << 20); k = k < 64 ? k + 1 : k * 2) {
-            predict_at(e, none, 3, k, &o);
+            predict_at(pn, none, 3, k, &o);
             if (ram_of(&o) <= mem)
                 break;
         }
@@ -556,14 +570,14 @@ int zt_plan_check_fit(zt_engine *e, const char *what)
             alternative(fix, sizeof fix, text);
         } else if (k > (1 << 20)) { /* what stage 3 cannot shard: a unit gathered whole */
             int big = 0;
-            for (int u = 1; u < e->layout.n_units; u++)
-                big = e->layout.units[u].numel > e->layout.units[big].numel ? u : big;
+            for (int u = 1; u < pn->L->n_units; u++)
+                big = pn->L->units[u].numel > pn->L->units[big].numel ? u : big;
             snprintf(note, sizeof note, "; ZeRO stage 3 and offload do not help: they gather "
-                     "each unit whole, and unit \"%s\" alone is %s", e->layout.units[big].name,
-                     human(4.0 * (double)e->layout.units[big].numel, h[0], 32));
+                     "each unit whole, and unit \"%s\" alone is %s", pn->L->units[big].name,
+                     human(4.0 * (double)pn->L->units[big].numel, h[0], 32));
         }
-        predict_at(e, all, 3, N, &o); /* everything offloaded at this world size */
-        double r = e->nvme_path[0] ? free_bytes(e->nvme_path) : -1.0;
+        predict_at(pn, all, 3, N, &o); /* everything offloaded at this world size */
+        double r = pn->nvme[0] ? free_bytes(pn->nvme) : -1.0;
         if (ram_of(&o) * here <= mem && (r < 0 || disk_of(&o) * here <= r) &&
             (pl.opt != all.opt || pl.par != all.par || st < 3)) {
             snprintf(text, sizeof text, "ZeRO stage 3 with offload_optimizer and offload_param "
@@ -574,7 +588,7 @@ int zt_plan_check_fit(zt_engine *e, const char *what)
             alternative(fix, sizeof fix, text);
         }
     } else { /* the drive: the state kept in RAM instead, or more space */
-        predict_at(e, none, st, N, &o);
+        predict_at(pn, none, st, N, &o);
         if (mem <= 0 || ram_of(&o) * here <= mem) {
             snprintf(text, sizeof text, "the state in RAM (offload device \"cpu\" or \"none\": "
                      "%s of RAM here)", human(ram_of(&o) * here, h[0], 32));
@@ -600,6 +614,6 @@ int zt_plan_check_fit(zt_engine *e, const char *what)
     return zt_fail(ZT_E_NOMEM, "%s: the model does not fit the NVMe drive: at ZeRO stage %d the "
                    "%d rank%s here would put %.0f bytes (%s) of offloaded state in %s, which "
                    "has %.0f (%s) free. It would fit with %s", what, st, here,
-                   here > 1 ? "s" : "", disk, human(disk, h[0], 32), e->nvme_path, room,
+                   here > 1 ? "s" : "", disk, human(disk, h[0], 32), pn->nvme, room,
                    human(room, h[1], 32), fix);
 }

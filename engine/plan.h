@@ -1,25 +1,46 @@
-/* plan.h - the memory planner behind zerotrain.memory_limit (plan.c). */
+/* plan.h - the memory planner behind zerotrain.memory_limit (plan.c): from the model, the
+ * world size, the stage and the batch it predicts each rank's bytes (footprint.h), places
+ * the optimizer state and stage 3's parameter shards, plans recomputation ("auto"), and
+ * refuses a model the machine cannot hold before anything large is allocated. */
 #ifndef ZT_ENGINE_PLAN_H
 #define ZT_ENGINE_PLAN_H
 
 #include <stddef.h>
+#include "zerotrain.h"
+#include "comm.h"
 #include "footprint.h"
+#include "recompute.h"
+#include "../models/model.h"
 
-typedef struct zt_engine zt_engine;
+/* What the planner works with (zt_plan_init; the pointers must outlive it). */
+typedef struct zt_planner {
+    zt_config *cfg;          /* the placement it decides is written here */
+    const zt_layout *L;
+    zt_comm *comm;
+    zt_rplan *rc;            /* recompute "auto": the plan it decides is written here */
+    const zt_model_ops *ops; /* NULL: a model of the trainer's own */
+    void *model;
+    const char *nvme;        /* nvme_path ("" none) */
+    int whole_grad;          /* the whole-gradient unit (footprint.h) */
+    double base;             /* the process's bytes before the engine allocates (measured
+                              * once, with headroom; the largest over the ranks) */
+} zt_planner;
 
-/* ---- plan.c: zerotrain.memory_limit ---------------------------------------------------
- * Sets cfg.offload_optimizer / offload_param so the predicted peak fits the limit (keeping
- * what the config asked for); report gets the plan. 0 without a limit. Before zt_zero_setup. */
-int zt_plan_memory(zt_engine *e, char *report, size_t n);
-/* The planner's footprint of this engine's placement, stage and world size (footprint.h). */
-void zt_plan_footprint(const zt_engine *e, zt_footprint *fp);
-/* ZT_E_NOMEM when the predicted bytes (the planner's prediction, per rank, times this
- * engine's ranks on this machine) exceed the machine's RAM and swap (zt_fault_hooks.memory_total,
- * pretends a smaller machine: tests only), or what offload puts on NVMe exceeds nvme_path's
- * free space; the message gives the bytes and what would fit. what: the model's source.
- * After zt_plan_memory, before anything large is allocated. Every rank decides alike from
- * the same prediction (ranks on machines of different sizes may not). */
-int zt_plan_check_fit(zt_engine *e, const char *what);
-
+void zt_plan_init(zt_planner *pn, zt_config *cfg, const zt_layout *L, zt_comm *comm,
+                  zt_rplan *rc, const zt_model_ops *ops, void *model, const char *nvme,
+                  int whole_grad);
+/* Sets cfg->offload_optimizer / offload_param so the predicted peak fits the limit (keeping
+ * what the config asked for); report gets the plan. 0 without a limit. Before the stage
+ * logic's setup. Collective (the base is agreed on). */
+int zt_plan_memory(zt_planner *pn, char *report, size_t n);
+/* The planner's footprint of the config's placement, stage and world size. */
+void zt_plan_footprint(const zt_planner *pn, zt_footprint *fp);
+/* ZT_E_NOMEM when the predicted bytes (per rank, times the ranks on this machine) exceed
+ * the machine's RAM and swap (zt_fault_hooks.memory_total pretends a smaller machine: tests
+ * only), or what offload puts on NVMe exceeds nvme_path's free space; the message gives the
+ * bytes and what would fit. what: the model's source. After zt_plan_memory, before anything
+ * large is allocated. Every rank decides alike from the same prediction (ranks on machines
+ * of different sizes may not). */
+int zt_plan_check_fit(zt_planner *pn, const char *what);
 
 #endif

@@ -83,7 +83,7 @@ static void check_case(const fp_case *k)
     zt_zero_flush(&e->z);
     zt_memory_report(&m1);
     zt_zero_footprint(&e->z, &now);
-    zt_plan_footprint(e, &plan);
+    zt_plan_footprint(&e->pn, &plan);
     const double held[4] = {
         (double)(m1.current[ZT_MEM_PARAMS] - m0.current[ZT_MEM_PARAMS]),
         (double)(m1.current[ZT_MEM_GRADS] - m0.current[ZT_MEM_GRADS]),
