@@ -4,7 +4,9 @@
  * hidden name and renamed into place. A checkpoint loads at any world size and stage: the
  * state is re-sliced from the layout the state records (world size, bucket) into this
  * engine's, and it must be the same optimizer's. */
-#include "engine_impl.h"
+#include "checkpoint.h"
+#include "zero.h"
+#include "../common/err.h"
 #include "load.h"
 #include "../common/faults.h"
 #include "../format/fileio.h"
@@ -34,7 +36,7 @@ static const char *const ckpt_files[] = {"config.json", "state.json", "train_con
 /* Tests only (zt_fault_hooks.point): "before:state.json" (or "after:manifest.json@2", the
  * second time the point is reached, "before:rename", ...) kills the process there with
  * SIGKILL, to check that a crash at any moment of a save loses nothing. */
-static void fault_point(const char *where, const char *what)
+void zt_ckpt_fault_point(const char *where, const char *what)
 {
     static int hits;
     const char *p = zt_faults()->point, *at;
@@ -161,9 +163,9 @@ static int write_text(const char *dir, const char *name, const char *text)
     const void *parts[1] = {text};
     size_t lens[1] = {strlen(text)};
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    fault_point("before", name);
+    zt_ckpt_fault_point("before", name);
     ZT_TRY(zt_file_write_atomic(path, parts, lens, 1));
-    fault_point("after", name);
+    zt_ckpt_fault_point("after", name);
     return 0;
 }
 
@@ -171,7 +173,7 @@ static int write_text(const char *dir, const char *name, const char *text)
  * unit (so the sections of one offloaded sub-group are read once), then on rank 0
  * Adafactor's replicated factored moments by parameter name. */
 typedef struct rank_file {
-    zt_engine *e;
+    zt_ckpt *ck;
     int ns;              /* sections per unit */
     const zt_tensor_view *v;
 } rank_file;
@@ -181,27 +183,27 @@ typedef struct rank_file {
 static int state_piece(int i, int k, void *arg, const void **data, size_t *len)
 {
     rank_file *rf = arg;
-    if (i >= rf->e->layout.n_units * rf->ns) {
+    if (i >= rf->ck->L->n_units * rf->ns) {
         *data = rf->v[i].data;
         return 0;
     }
-    return zt_zero_state_piece(&rf->e->z, i / rf->ns, rf->e->comm.rank, i % rf->ns, k, data,
+    return zt_zero_state_piece(rf->ck->z, i / rf->ns, rf->ck->comm->rank, i % rf->ns, k, data,
                                len);
 }
 
 /* The optimizer as state.json records it: type, Adafactor's first moment, and the
  * parameters whose state is compact (AdamW8bit's fp32 ones): a checkpoint loads only into
  * an engine that lays its state out the same way. */
-static cJSON *optimizer_json(const zt_engine *e)
+static cJSON *optimizer_json(const zt_ckpt *ck)
 {
     cJSON *o = cJSON_CreateObject(), *c;
-    cJSON_AddStringToObject(o, "type", zt_ost_name(e->os.opt));
-    if (e->os.opt == ZT_OPT_ADAFACTOR)
-        cJSON_AddBoolToObject(o, "beta1", e->os.beta1);
-    if (e->os.opt == ZT_OPT_ADAMW8BIT && (c = cJSON_AddArrayToObject(o, "fp32_state")))
-        for (int i = 0; i < e->layout.n_params; i++)
-            if (e->os.pcompact[i])
-                cJSON_AddItemToArray(c, cJSON_CreateString(e->layout.params[i].name));
+    cJSON_AddStringToObject(o, "type", zt_ost_name(ck->os->opt));
+    if (ck->os->opt == ZT_OPT_ADAFACTOR)
+        cJSON_AddBoolToObject(o, "beta1", ck->os->beta1);
+    if (ck->os->opt == ZT_OPT_ADAMW8BIT && (c = cJSON_AddArrayToObject(o, "fp32_state")))
+        for (int i = 0; i < ck->L->n_params; i++)
+            if (ck->os->pcompact[i])
+                cJSON_AddItemToArray(c, cJSON_CreateString(ck->L->params[i].name));
     return o;
 }
 
@@ -229,16 +231,16 @@ static const char *af_state_name(int c)
     return c ? "exp_avg_sq_col" : "exp_avg_sq_row";
 }
 
-static int write_rank_file(zt_engine *e, const char *dir)
+int zt_ckpt_write_rank_file(zt_ckpt *ck, const char *dir)
 {
     char path[4096], name[32], meta_v[3][32];
-    int nu = e->layout.n_units, N = e->comm.size, r = e->comm.rank, rc = 0, nt = 0;
-    int off = e->z.oo.store != NULL;
+    int nu = ck->L->n_units, N = ck->comm->size, r = ck->comm->rank, rc = 0, nt = 0;
+    int off = ck->z->oo.store != NULL;
     const zt_ost_sec *sd;
-    rank_file rf = {e, zt_ost_sections(e->os.opt, e->os.beta1, &sd), NULL};
+    rank_file rf = {ck, zt_ost_sections(ck->os->opt, ck->os->beta1, &sd), NULL};
     int nrep = 0;
-    for (int i = 0; r == 0 && e->os.af_rc && i < e->layout.n_params; i++)
-        nrep += e->layout.params[i].ndim >= 2 ? 2 : 0;
+    for (int i = 0; r == 0 && ck->os->af_rc && i < ck->L->n_params; i++)
+        nrep += ck->L->params[i].ndim >= 2 ? 2 : 0;
     int cap = nu * rf.ns + nrep;
     zt_tensor_view *v = calloc((size_t)cap, sizeof *v);
     char **names = calloc((size_t)cap, sizeof *names);
@@ -248,28 +250,28 @@ static int write_rank_file(zt_engine *e, const char *dir)
         goto out;
     }
     rf.v = v;
-    if ((rc = zt_zero_state_stream_begin(&e->z)) < 0)
+    if ((rc = zt_zero_state_stream_begin(ck->z)) < 0)
         goto out;
     for (int u = 0; u < nu; u++) {
-        const zt_spart *p = zt_ost_part(&e->os, u, r);
+        const zt_spart *p = zt_ost_part(ck->os, u, r);
         for (int k = 0; k < rf.ns; k++, nt++) {
             const void *data = NULL;
             size_t bytes;
-            if (asprintf(&names[nt], "%s.%s", sd[k].name, e->layout.units[u].name) < 0) {
+            if (asprintf(&names[nt], "%s.%s", sd[k].name, ck->L->units[u].name) < 0) {
                 names[nt] = NULL;
                 rc = zt_fail(ZT_E_NOMEM, "out of memory");
                 goto out;
             }
-            pieces[nt] = zt_zero_state_pieces(&e->z, u);
-            if (!off && (rc = zt_zero_state_piece(&e->z, u, r, k, 0, &data, &bytes)) < 0)
+            pieces[nt] = zt_zero_state_pieces(ck->z, u);
+            if (!off && (rc = zt_zero_state_piece(ck->z, u, r, k, 0, &data, &bytes)) < 0)
                 goto out;
             v[nt] = (zt_tensor_view){names[nt], sd[k].dtype, 1,
                                      {(int64_t)zt_ost_sec_elems(&sd[k], p->len, p->n_compact)},
                                      data};
         }
     }
-    for (int i = 0; nrep && i < e->layout.n_params; i++) {
-        const zt_param_def *d = &e->layout.params[i];
+    for (int i = 0; nrep && i < ck->L->n_params; i++) {
+        const zt_param_def *d = &ck->L->params[i];
         if (d->ndim < 2)
             continue;
         for (int c = 0; c < 2; c++, nt++) {
@@ -282,21 +284,21 @@ static int write_rank_file(zt_engine *e, const char *dir)
             pieces[nt] = 1;
             v[nt] = (zt_tensor_view){names[nt], ZT_F32, 0, {0}, NULL};
             af_state_shape(d, c, &v[nt].ndim, v[nt].shape, &at);
-            v[nt].data = e->os.af_rc + e->os.af_off[i] + at;
+            v[nt].data = ck->os->af_rc + ck->os->af_off[i] + at;
         }
     }
     snprintf(meta_v[0], sizeof meta_v[0], "%d", r);
     snprintf(meta_v[1], sizeof meta_v[1], "%d", N);
-    snprintf(meta_v[2], sizeof meta_v[2], "%" PRId64, e->step);
+    snprintf(meta_v[2], sizeof meta_v[2], "%" PRId64, *ck->step);
     snprintf(name, sizeof name, "rank-%05d.safetensors", r);
     snprintf(path, sizeof path, "%s/%s", dir, name);
     {
         const char *meta[] = {"rank", meta_v[0], "world_size", meta_v[1], "step", meta_v[2],
-                              "optimizer", zt_ost_name(e->os.opt)};
-        fault_point("before", name);
+                              "optimizer", zt_ost_name(ck->os->opt)};
+        zt_ckpt_fault_point("before", name);
         rc = zt_safetensors_write_pieces(path, v, nt, meta, 4, off ? pieces : NULL,
                                          off ? state_piece : NULL, &rf);
-        fault_point("after", name);
+        zt_ckpt_fault_point("after", name);
     }
 out:
     for (int i = 0; names && i < cap; i++)
@@ -323,7 +325,7 @@ static int cmp_str(const void *a, const void *b)
 
 /* Every file in the folder (model weights, single or sharded; config; state; every rank's
  * shards), sorted, with its size and xxh64; written last. */
-static int write_manifest(const char *dir, const zt_engine *e)
+static int write_manifest(const char *dir, const zt_ckpt *ck)
 {
     cJSON *m = cJSON_CreateObject(), *files = cJSON_AddArrayToObject(m, "files");
     char path[4096], hex[17], *text = NULL, *body = NULL, *full = NULL, **names = NULL;
@@ -351,18 +353,18 @@ static int write_manifest(const char *dir, const zt_engine *e)
         qsort(names, (size_t)n, sizeof *names, cmp_str);
     cJSON_AddStringToObject(m, "format", "zerotrain-checkpoint");
     cJSON_AddNumberToObject(m, "version", MANIFEST_VERSION);
-    cJSON_AddStringToObject(m, "run_id", e->ck.run_id);
-    cJSON_AddNumberToObject(m, "world_size", e->comm.size);
-    cJSON_AddNumberToObject(m, "zero_stage", e->cfg.zero_stage);
-    cJSON_AddNumberToObject(m, "bucket_size", (double)e->geo.bucket);
+    cJSON_AddStringToObject(m, "run_id", ck->run_id);
+    cJSON_AddNumberToObject(m, "world_size", ck->comm->size);
+    cJSON_AddNumberToObject(m, "zero_stage", ck->cfg->zero_stage);
+    cJSON_AddNumberToObject(m, "bucket_size", (double)ck->geo->bucket);
     {
         cJSON *units = cJSON_AddArrayToObject(m, "units");
-        for (int u = 0; units && u < e->layout.n_units; u++) {
+        for (int u = 0; units && u < ck->L->n_units; u++) {
             cJSON *o = cJSON_CreateObject();
-            cJSON_AddStringToObject(o, "name", e->layout.units[u].name);
-            cJSON_AddNumberToObject(o, "numel", (double)e->layout.units[u].numel);
-            cJSON_AddNumberToObject(o, "padded", (double)e->geo.padded[u]);
-            cJSON_AddNumberToObject(o, "piece", (double)e->geo.piece[u]);
+            cJSON_AddStringToObject(o, "name", ck->L->units[u].name);
+            cJSON_AddNumberToObject(o, "numel", (double)ck->L->units[u].numel);
+            cJSON_AddNumberToObject(o, "padded", (double)ck->geo->padded[u]);
+            cJSON_AddNumberToObject(o, "piece", (double)ck->geo->piece[u]);
             cJSON_AddItemToArray(units, o);
         }
     }
@@ -638,8 +640,8 @@ static void prune(const char *root, const char *run_id, int keep)
 
 /* Rank 0, after every rank file is written: the model, state, config and manifest, then
  * the rename that commits the checkpoint. */
-static int commit_rank0(zt_engine *e, const char *root, const zt_train_state *st,
-                        const char *train_config, int keep)
+int zt_ckpt_commit_rank0(zt_ckpt *ck, const char *root, const zt_train_state *st,
+                         const char *train_config, int keep)
 {
     char *text = NULL, *opt = NULL, tmp[4096], final[4096], old[4096], tmpn[48], finaln[48],
          oldn[48];
@@ -652,16 +654,16 @@ static int commit_rank0(zt_engine *e, const char *root, const zt_train_state *st
     snprintf(tmp, sizeof tmp, "%s/%s", root, tmpn);
     snprintf(final, sizeof final, "%s/%s", root, finaln);
     snprintf(old, sizeof old, "%s/%s", root, oldn);
-    if (!e->ck.run_id[0]) /* a fresh engine's first save starts a lineage */
-        ZT_TRY(new_run_id(e->ck.run_id));
-    oj = optimizer_json(e);
+    if (!ck->run_id[0]) /* a fresh engine's first save starts a lineage */
+        ZT_TRY(new_run_id(ck->run_id));
+    oj = optimizer_json(ck);
     if (!oj || !(opt = cJSON_PrintUnformatted(oj)) ||
         asprintf(&text,
                  "{\n  \"format\": \"zerotrain-train-state\",\n  \"version\": 3,\n"
                  "  \"step\": %" PRId64 ",\n  \"samples\": %" PRIu64 ",\n  \"seed\": %" PRIu64
                  ",\n  \"world_size\": %d,\n  \"zero_stage\": %d,\n  \"bucket_size\": %zu,\n"
                  "  \"optimizer\": %s\n}\n",
-                 st->step, st->samples, st->seed, e->comm.size, e->cfg.zero_stage, e->geo.bucket,
+                 st->step, st->samples, st->seed, ck->comm->size, ck->cfg->zero_stage, ck->geo->bucket,
                  opt) < 0)
         text = NULL;
     cJSON_Delete(oj);
@@ -672,8 +674,8 @@ static int commit_rank0(zt_engine *e, const char *root, const zt_train_state *st
     free(text);
     if (rc < 0 ||
         (rc = write_text(tmp, "train_config.json", train_config ? train_config : "{}\n")) < 0 ||
-        (e->ck.trainer_info[0] && (rc = write_text(tmp, "trainer.json", e->ck.trainer_info)) < 0) ||
-        (rc = write_manifest(tmp, e)) < 0 || (rc = fsync_path(tmp)) < 0)
+        (ck->trainer_info[0] && (rc = write_text(tmp, "trainer.json", ck->trainer_info)) < 0) ||
+        (rc = write_manifest(tmp, ck)) < 0 || (rc = fsync_path(tmp)) < 0)
         return rc;
     /* a save that died between the two renames below left the checkpoint it replaced as
      * .old-step-N: that one goes back first */
@@ -684,12 +686,12 @@ static int commit_rank0(zt_engine *e, const char *root, const zt_train_state *st
         if (!S_ISDIR(sb.st_mode))
             zt_log(ZT_LOG_WARN, "replacing %s, which is not a checkpoint folder (a link's "
                    "target is left as it is)", final);
-        else if (!of_run(root, finaln, e->ck.run_id))
+        else if (!of_run(root, finaln, ck->run_id))
             zt_log(ZT_LOG_WARN, "replacing %s, a checkpoint of another run", final);
-        fault_point("before", "rename");
+        zt_ckpt_fault_point("before", "rename");
         /* one atomic swap: step-N is at every moment the old checkpoint or the new one */
         if (renameat2(AT_FDCWD, tmp, AT_FDCWD, final, RENAME_EXCHANGE) == 0) {
-            fault_point("after", "rename");
+            zt_ckpt_fault_point("after", "rename");
             if ((rc = fsync_path(root)) < 0)
                 return rc;
             remove_in(root, tmpn);
@@ -700,72 +702,20 @@ static int commit_rank0(zt_engine *e, const char *root, const zt_train_state *st
         if (rename(final, old) != 0) /* (a filesystem without the swap) */
             return zt_fail(-errno, "%s: cannot move aside: %s", final, strerror(errno));
     } else {
-        fault_point("before", "rename");
+        zt_ckpt_fault_point("before", "rename");
     }
     if (rename(tmp, final) != 0) {
         rc = zt_fail(-errno, "%s: rename: %s", final, strerror(errno));
         rename(old, final);
         return rc;
     }
-    fault_point("after", "rename");
+    zt_ckpt_fault_point("after", "rename");
     if ((rc = fsync_path(root)) < 0)
         return rc;
     remove_in(root, oldn);
 committed:
     if (keep > 0)
-        prune(root, e->ck.run_id, keep);
-    return 0;
-}
-
-/* Every rank calls this: rank 0 makes the hidden folder, every rank writes its own
- * optimizer shards into it, rank 0 adds the model (streamed unit by unit in stage 3), the
- * state and the manifest and renames it into place. The folder must be on storage every
- * rank sees. */
-int zt_checkpoint_save(zt_engine *e, const char *root, const zt_train_state *st,
-                       const char *train_config, int keep)
-{
-    char tmp[4096], tmpn[48], final[4096];
-    int rc = 0, r;
-    if (!e || !root || !st)
-        return zt_fail(ZT_E_INVAL, "zt_checkpoint_save: NULL argument");
-    if (st->step < 0) /* (step-N is the only name a checkpoint has, and is found by) */
-        return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "zt_checkpoint_save: step %" PRId64 " is "
-                                         "negative (a checkpoint is named step-N, N >= 0)",
-                                         st->step));
-    ZT_TRY(zt_engine_commit(e));
-    if ((rc = zt_units_pass_close(&e->un, "zt_checkpoint_save")) < 0)
-        return zt_engine_fail(e, rc);
-    ZT_TRY(zt_engine_ensure_moments(e));
-    ZT_TRY(zt_zero_flush(&e->z)); /* the checkpoint holds the step's result */
-    r = e->comm.rank;
-    snprintf(tmpn, sizeof tmpn, ".tmp-step-%" PRId64, st->step);
-    snprintf(tmp, sizeof tmp, "%s/%s", root, tmpn);
-    snprintf(final, sizeof final, "%s/step-%" PRId64, root, st->step);
-    if ((rc = zt_engine_check_finite(e, "saving checkpoint", final)) < 0) /* nothing written */
-        return zt_engine_fail(e, rc);
-    if (r == 0 && (rc = zt_mkdirs(root, 0755, NULL)) == 0) {
-        remove_in(root, tmpn); /* left by a save that died (a link there: the link) */
-        if (mkdir(tmp, 0755) != 0)
-            rc = zt_fail(-errno, "%s: %s", tmp, strerror(errno));
-    }
-    if ((rc = zt_engine_agree(e, rc, "creating the checkpoint folder")) == 0)
-        rc = zt_engine_agree(e, write_rank_file(e, tmp), "writing optimizer shards");
-    if (rc == 0) { /* collective; rank 0 writes; stage 3 gathers one unit at a time */
-        if (r == 0)
-            fault_point("before", "model.safetensors");
-        rc = zt_engine_save_weights(e, tmp, (size_t)5000000000u);
-        if (r == 0)
-            fault_point("after", "model.safetensors");
-    }
-    if (rc == 0)
-        rc = zt_engine_agree(e, r == 0 ? commit_rank0(e, root, st, train_config, keep) : 0,
-                             "committing the checkpoint");
-    if (rc < 0) {
-        zt_fail_wrap(rc, "saving checkpoint %s", final);
-        if (r == 0)
-            remove_in(root, tmpn);
-        return zt_engine_fail(e, rc);
-    }
+        prune(root, ck->run_id, keep);
     return 0;
 }
 
@@ -842,95 +792,93 @@ int zt_checkpoint_verify(const char *dir)
     return rc;
 }
 
-int zt_checkpoint_remove_other_runs(zt_engine *e, const char *root)
+int zt_ckpt_remove_other_runs(zt_ckpt *ck, const char *root)
 {
     step_ent *v;
     int n, rc = 0, removed = 0;
-    if (!e || !root)
+    if (!root)
         return zt_fail(ZT_E_INVAL, "zt_checkpoint_remove_other_runs: NULL argument");
-    if (e->comm.rank != 0)
+    if (ck->comm->rank != 0)
         return 0;
-    if (!e->ck.run_id[0])
-        return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "zt_checkpoint_remove_other_runs: the "
-                                         "engine has saved or loaded no checkpoint yet"));
+    if (!ck->run_id[0])
+        return zt_fail(ZT_E_INVAL, "zt_checkpoint_remove_other_runs: the "
+                                         "engine has saved or loaded no checkpoint yet");
     if ((n = list_steps(root, &v)) < 0)
-        return zt_engine_fail(e, n);
+        return n;
     for (int i = 0; i < n; i++) {
         int r;
-        if (of_run(root, v[i].name, e->ck.run_id))
+        if (of_run(root, v[i].name, ck->run_id))
             continue;
         if ((r = remove_in(root, v[i].name)) < 0) {
             if (rc == 0)
                 rc = zt_fail(r, "%s/%s: cannot remove: %s", root, v[i].name, strerror(-r));
             continue;
         }
-        zt_log(ZT_LOG_INFO, "removed %s/%s (not of run %s)", root, v[i].name, e->ck.run_id);
+        zt_log(ZT_LOG_INFO, "removed %s/%s (not of run %s)", root, v[i].name, ck->run_id);
         removed++;
     }
     free(v);
-    return rc < 0 ? zt_engine_fail(e, rc) : removed;
+    return rc < 0 ? rc : removed;
 }
 
-int zt_checkpoint_set_trainer_info(zt_engine *e, const char *json)
+int zt_ckpt_set_trainer_info(zt_ckpt *ck, const char *json)
 {
     cJSON *o;
     size_t len;
-    if (!e)
-        return zt_fail(ZT_E_INVAL, "zt_checkpoint_set_trainer_info: NULL engine");
     if (!json) {
-        e->ck.trainer_info[0] = '\0';
+        ck->trainer_info[0] = '\0';
         return 0;
     }
     if ((len = strlen(json)) >= ZT_TRAINER_INFO_MAX)
-        return zt_engine_fail(e, zt_fail(ZT_E_RANGE, "zt_checkpoint_set_trainer_info: %zu "
-                                         "bytes, at most %d", len, ZT_TRAINER_INFO_MAX - 1));
+        return zt_fail(ZT_E_RANGE, "zt_checkpoint_set_trainer_info: %zu "
+                                         "bytes, at most %d", len, ZT_TRAINER_INFO_MAX - 1);
     o = cJSON_Parse(json);
     if (!cJSON_IsObject(o)) {
         cJSON_Delete(o);
-        return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "zt_checkpoint_set_trainer_info: not a "
-                                         "JSON object"));
+        return zt_fail(ZT_E_INVAL, "zt_checkpoint_set_trainer_info: not a "
+                                         "JSON object");
     }
     cJSON_Delete(o);
-    memcpy(e->ck.trainer_info, json, len + 1);
+    memcpy(ck->trainer_info, json, len + 1);
     return 0;
 }
 
-const char *zt_checkpoint_trainer_info(const zt_engine *e)
+const char *zt_ckpt_trainer_info(const zt_ckpt *ck)
 {
-    return e && e->ck.loaded_info[0] ? e->ck.loaded_info : NULL;
+    return ck->loaded_info[0] ? ck->loaded_info : NULL;
 }
 
 /* The checkpoint's optimizer must be laid out as this engine's (a checkpoint without the
  * record is AdamW's). */
-static int check_optimizer(const zt_engine *e, const char *path, const cJSON *o)
+static int check_optimizer(const zt_ckpt *ck, const char *path, const cJSON *o)
 {
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(o, "type");
     const char *name = cJSON_IsString(t) ? t->valuestring : o ? NULL : "AdamW";
     if (!name)
         return zt_fail(ZT_E_FORMAT, "%s: \"optimizer\" has no \"type\"", path);
-    if (strcmp(name, zt_ost_name(e->os.opt)))
+    if (strcmp(name, zt_ost_name(ck->os->opt)))
         return zt_fail(ZT_E_CONFIG, "%s: the checkpoint holds %s state, and this run's "
                        "optimizer is %s: resume with optimizer.type \"%s\" (or start from the "
                        "checkpoint's weights alone, as a Hugging Face folder)", path, name,
-                       zt_ost_name(e->os.opt), name);
-    if (e->os.opt == ZT_OPT_ADAFACTOR) {
+                       zt_ost_name(ck->os->opt), name);
+    if (ck->os->opt == ZT_OPT_ADAFACTOR) {
         const cJSON *b1 = cJSON_GetObjectItemCaseSensitive(o, "beta1");
-        if (!cJSON_IsBool(b1) || cJSON_IsTrue(b1) != e->os.beta1)
+        if (!cJSON_IsBool(b1) || cJSON_IsTrue(b1) != ck->os->beta1)
             return zt_fail(ZT_E_CONFIG, "%s: the checkpoint's Adafactor %s a first moment and "
                            "this run's %s: set optimizer.params.beta1 %s", path,
-                           cJSON_IsTrue(b1) ? "has" : "has no", e->os.beta1 ? "has" : "has not",
+                           cJSON_IsTrue(b1) ? "has" : "has no", ck->os->beta1 ? "has" : "has not",
                            cJSON_IsTrue(b1) ? "as it was" : "to null");
     }
-    if (e->os.opt == ZT_OPT_ADAMW8BIT) {
+    if (ck->os->opt == ZT_OPT_ADAMW8BIT) {
         const cJSON *f = cJSON_GetObjectItemCaseSensitive(o, "fp32_state"), *x;
         int n = 0, want = 0;
         if (!cJSON_IsArray(f))
             return zt_fail(ZT_E_FORMAT, "%s: \"optimizer\" has no \"fp32_state\" list", path);
-        for (int i = 0; i < e->layout.n_params; i++)
-            want += e->os.pcompact[i];
+        for (int i = 0; i < ck->L->n_params; i++)
+            want += ck->os->pcompact[i];
         cJSON_ArrayForEach(x, f) {
-            int i = cJSON_IsString(x) ? zt_layout_find(&e->layout, x->valuestring) : -1;
-            if (i < 0 || !e->os.pcompact[i])
+            int i = cJSON_IsString(x) ? zt_layout_find(ck->L, x->valuestring) : -1;
+            if (i < 0 || !ck->os->pcompact[i])
                 return zt_fail(ZT_E_CONFIG, "%s: the checkpoint kept fp32 AdamW8bit state for "
                                "\"%s\", this run does not: set min_8bit_size and "
                                "zerotrain.fp32_optimizer_state as when it was saved", path,
@@ -945,8 +893,8 @@ static int check_optimizer(const zt_engine *e, const char *path, const cJSON *o)
     return 0;
 }
 
-static int read_state(const zt_engine *e, const char *dir, zt_train_state *st, int *world,
-                      size_t *bucket)
+int zt_ckpt_read_state(const zt_ckpt *ck, const char *dir, zt_train_state *st, int *world,
+                       size_t *bucket)
 {
     char path[4096], *text;
     cJSON *o, *s, *g, *sd, *w, *bk;
@@ -967,7 +915,7 @@ static int read_state(const zt_engine *e, const char *dir, zt_train_state *st, i
         return zt_fail(ZT_E_FORMAT, "%s: missing or bad step, samples, seed, world_size or "
                                     "bucket_size", path);
     }
-    if ((rc = check_optimizer(e, path, cJSON_GetObjectItemCaseSensitive(o, "optimizer"))) < 0) {
+    if ((rc = check_optimizer(ck, path, cJSON_GetObjectItemCaseSensitive(o, "optimizer"))) < 0) {
         cJSON_Delete(o);
         return rc;
     }
@@ -995,7 +943,7 @@ typedef struct state_src {
     int *n_runs, ru;
     size_t *n_compact;
     zt_geom g0;                    /* unit ru's saved geometry */
-    zt_engine *e;
+    zt_ckpt *ck;
 } state_src;
 
 /* saved rank and shard position of unit position x, and how many positions from x on
@@ -1012,7 +960,7 @@ static void saved_pos(const zt_geom *g, size_t x, int *k, size_t *sp, size_t *ru
 
 static int src_unit(state_src *ss, int u)
 {
-    zt_engine *e = ss->e;
+    zt_ckpt *ck = ss->ck;
     if (ss->ru == u)
         return 0;
     for (int k = 0; k < ss->world0; k++) {
@@ -1021,10 +969,10 @@ static int src_unit(state_src *ss, int u)
     }
     ss->ru = -1;
     ss->g0.N = (size_t)ss->world0;
-    ss->g0.piece = zt_geom_piece_for(e->layout.units[u].numel, ss->g0.N, ss->bucket0,
+    ss->g0.piece = zt_geom_piece_for(ck->L->units[u].numel, ss->g0.N, ss->bucket0,
                                      &ss->g0.padded);
     for (int k = 0; k < ss->world0; k++)
-        ZT_TRY(zt_ost_runs(&e->layout, e->os.pcompact, u, &ss->g0, k, &ss->runs[k],
+        ZT_TRY(zt_ost_runs(ck->L, ck->os->pcompact, u, &ss->g0, k, &ss->runs[k],
                            &ss->n_runs[k], &ss->n_compact[k]));
     ss->ru = u;
     return 0;
@@ -1050,15 +998,15 @@ static size_t saved_compact(const state_src *ss, int k, size_t sp)
 static int reslice(state_src *ss, int u, const zt_spart *p, int sec, size_t c0, size_t c1,
                    size_t f0, size_t nc, uint8_t *base)
 {
-    zt_engine *e = ss->e;
+    zt_ckpt *ck = ss->ck;
     const zt_ost_sec *sd;
     char path[4096], name[ZT_NAME_MAX + 16];
-    (void)zt_ost_sections(e->os.opt, e->os.beta1, &sd);
+    (void)zt_ost_sections(ck->os->opt, ck->os->beta1, &sd);
     const zt_ost_sec *S = &sd[sec];
-    size_t es = zt_dtype_size(S->dtype), numel = e->layout.units[u].numel;
+    size_t es = zt_dtype_size(S->dtype), numel = ck->L->units[u].numel;
     size_t q = S->kind == ZT_SEC_BLOCK ? ZT_QBLOCK : 1; /* positions per element */
-    uint8_t *dst = base + zt_ost_sec_offset(e->os.opt, e->os.beta1, sec, c1 - c0, nc);
-    snprintf(name, sizeof name, "%s.%s", S->name, e->layout.units[u].name);
+    uint8_t *dst = base + zt_ost_sec_offset(ck->os->opt, ck->os->beta1, sec, c1 - c0, nc);
+    snprintf(name, sizeof name, "%s.%s", S->name, ck->L->units[u].name);
     ZT_TRY(src_unit(ss, u));
     for (int k = 0; k < ss->world0; k++) {
         zt_tensor_info t;
@@ -1091,7 +1039,7 @@ static int reslice(state_src *ss, int u, const zt_spart *p, int sec, size_t c0, 
     /* each run of this part's segments within [c0, c1), cut where the saved slices change
      * rank; per-block sections move whole blocks (every cut is on a multiple of 1024) */
     zt_seg d;
-    for (int j = 0; zt_geometry_seg(&e->geo, u, p->rank, j, &d); j++) {
+    for (int j = 0; zt_geometry_seg(ck->geo, u, p->rank, j, &d); j++) {
         if (d.soff >= c1 || d.soff + d.len <= c0)
             continue;
         size_t lo = d.off + (d.soff < c0 ? c0 - d.soff : 0);
@@ -1115,18 +1063,18 @@ static int fill_state(int u, const zt_spart *p, size_t c0, size_t c1, size_t f0,
 {
     state_src *ss = arg;
     const zt_ost_sec *sd;
-    int ns = zt_ost_sections(ss->e->os.opt, ss->e->os.beta1, &sd);
-    zt_ost_init(&ss->e->os, base, c1 - c0, nc);
+    int ns = zt_ost_sections(ss->ck->os->opt, ss->ck->os->beta1, &sd);
+    zt_ost_init(ss->ck->os, base, c1 - c0, nc);
     for (int sec = 0; sec < ns; sec++)
         ZT_TRY(reslice(ss, u, p, sec, c0, c1, f0, nc, base));
     return 0;
 }
 
 /* Adafactor's factored moments, from rank 0's file, in Hugging Face's shapes */
-static int read_replicated(zt_engine *e, const state_src *ss)
+static int read_replicated(zt_ckpt *ck, const state_src *ss)
 {
-    for (int i = 0; e->os.af_rc && i < e->layout.n_params; i++) {
-        const zt_param_def *d = &e->layout.params[i];
+    for (int i = 0; ck->os->af_rc && i < ck->L->n_params; i++) {
+        const zt_param_def *d = &ck->L->params[i];
         if (d->ndim < 2)
             continue;
         for (int c = 0; c < 2; c++) {
@@ -1146,20 +1094,20 @@ static int read_replicated(zt_engine *e, const state_src *ss)
             if (!same)
                 return zt_fail(ZT_E_FORMAT, "%s/rank-00000.safetensors: no F32 tensor \"%s\" "
                                "of shape [%s]", ss->dir, name, want);
-            memcpy(e->os.af_rc + e->os.af_off[i] + at, t.data, n * sizeof(float));
+            memcpy(ck->os->af_rc + ck->os->af_off[i] + at, t.data, n * sizeof(float));
         }
     }
     return 0;
 }
 
-static int read_optimizer(zt_engine *e, const char *dir, int world0, size_t bucket0)
+int zt_ckpt_read_optimizer(zt_ckpt *ck, const char *dir, int world0, size_t bucket0)
 {
     char path[4096];
     int rc = 0;
     size_t w = (size_t)world0;
     state_src ss = {dir, world0, bucket0, calloc(w, sizeof *ss.f), calloc(w, sizeof *ss.src),
                     calloc(w, sizeof *ss.runs), calloc(w, sizeof *ss.n_runs), -1,
-                    calloc(w, sizeof *ss.n_compact), {0, 0, 0}, e};
+                    calloc(w, sizeof *ss.n_compact), {0, 0, 0}, ck};
     if (!ss.f || !ss.src || !ss.runs || !ss.n_runs || !ss.n_compact)
         rc = zt_fail(ZT_E_NOMEM, "out of memory");
     for (int k = 0; k < world0 && rc == 0; k++) {
@@ -1167,9 +1115,9 @@ static int read_optimizer(zt_engine *e, const char *dir, int world0, size_t buck
         rc = zt_safetensors_open(path, &ss.f[k]);
     }
     if (rc == 0)
-        rc = zt_zero_state_fill(&e->z, fill_state, &ss);
+        rc = zt_zero_state_fill(ck->z, fill_state, &ss);
     if (rc == 0)
-        rc = read_replicated(e, &ss);
+        rc = read_replicated(ck, &ss);
     for (int k = 0; k < world0; k++) {
         if (ss.f)
             zt_safetensors_close(ss.f[k]);
@@ -1200,48 +1148,6 @@ static int read_trainer_info(const manifest *mf, const char *dir, char *out)
         out[len] = '\0';
         free(text);
     }
-    return 0;
-}
-
-int zt_checkpoint_load(zt_engine *e, const char *dir, zt_train_state *st)
-{
-    char path[4096], diff[4300], info[ZT_TRAINER_INFO_MAX];
-    zt_model_cfg mc;
-    manifest mf;
-    int rc;
-    if (!e || !dir || !st)
-        return zt_fail(ZT_E_INVAL, "zt_checkpoint_load: NULL argument");
-    if ((rc = zt_engine_commit(e)) < 0)
-        return rc;
-    if ((rc = zt_units_pass_close(&e->un, "zt_checkpoint_load")) < 0 || (rc = zt_zero_flush(&e->z)) < 0)
-        return zt_engine_fail(e, rc);
-    if ((rc = verify_dir(dir, &mf)) < 0)
-        return zt_engine_fail(e, rc);
-    rc = read_trainer_info(&mf, dir, info);
-    cJSON_Delete(mf.m);
-    if (rc < 0)
-        return zt_engine_fail(e, rc);
-    snprintf(path, sizeof path, "%s/config.json", dir);
-    if (e->un.custom) {
-        if ((rc = zt_units_config_check(&e->un, path)) < 0)
-            return zt_engine_fail(e, rc);
-    } else if ((rc = zt_model_config_load(path, &mc)) < 0) {
-        return zt_engine_fail(e, rc);
-    } else if (zt_model_shape_diff(&mc, path, &e->mc, "this engine", diff, sizeof diff))
-        return zt_engine_fail(e, zt_fail(ZT_E_SHAPE, "%s: the checkpoint's model shape differs "
-                                         "from this engine's: %s", path, diff));
-    int world0 = 1;
-    size_t bucket0 = 0;
-    if ((rc = read_state(e, dir, st, &world0, &bucket0)) < 0 || /* (before anything changes) */
-        (rc = zt_engine_load_params(e, dir)) < 0 ||
-        (rc = zt_engine_ensure_moments(e)) < 0 ||
-        (rc = read_optimizer(e, dir, world0, bucket0)) < 0)
-        return zt_engine_fail(e, rc);
-    e->step = st->step;
-    /* the run goes on in the checkpoint's lineage (an older version's has none: the next
-     * save starts one) */
-    snprintf(e->ck.run_id, sizeof e->ck.run_id, "%s", mf.run_id);
-    memcpy(e->ck.loaded_info, info, sizeof info);
     return 0;
 }
 
@@ -1363,7 +1269,7 @@ static int export_folder(const char *out, const zt_tensor_view *v, int nv,
         zt_dir_discard(tmp);
         return rc;
     }
-    fault_point("before", "export");
+    zt_ckpt_fault_point("before", "export");
     return zt_dir_commit(tmp, out);
 }
 
@@ -1421,5 +1327,42 @@ done:
     free(f);
     free(v);
     free(config);
+    return rc;
+}
+
+/* ---- for engine.c's zt_checkpoint_save and _load ------------------------------------------ */
+
+void zt_ckpt_init(zt_ckpt *ck, const zt_config *cfg, const zt_layout *L, const zt_model_cfg *mc,
+                  zt_comm *comm, const zt_geometry *geo, zt_ostate *os, zt_zero *z,
+                  const int64_t *step)
+{
+    ck->cfg = cfg;
+    ck->L = L;
+    ck->mc = mc;
+    ck->comm = comm;
+    ck->geo = geo;
+    ck->os = os;
+    ck->z = z;
+    ck->step = step;
+}
+
+int zt_ckpt_make_tmp(const char *root, const char *tmpn, const char *tmp)
+{
+    ZT_TRY(zt_mkdirs(root, 0755, NULL));
+    remove_in(root, tmpn); /* left by a save that died (a link there: the link) */
+    if (mkdir(tmp, 0755) != 0)
+        return zt_fail(-errno, "%s: %s", tmp, strerror(errno));
+    return 0;
+}
+
+void zt_ckpt_remove_tmp(const char *root, const char *tmpn) { remove_in(root, tmpn); }
+
+int zt_ckpt_verify_read(const char *dir, char run_id[33], char *info)
+{
+    manifest mf;
+    ZT_TRY(verify_dir(dir, &mf));
+    int rc = read_trainer_info(&mf, dir, info);
+    memcpy(run_id, mf.run_id, sizeof mf.run_id);
+    cJSON_Delete(mf.m);
     return rc;
 }

@@ -1,23 +1,34 @@
-/* engine.c - the engine's public face: creates the engine, registers a built-in model's units
- * through the unit API (units.c) and commits the ZeRO buffers (zero.c), runs the built-in
- * models' forward and backward passes unit by unit through that same API, clips and steps,
- * reports, reads and writes parameters. What each ZeRO stage does around a unit lives in
- * zero.c. */
+/* engine.c - the engine's public face, and the only file that sees struct zt_engine: creates
+ * the engine and wires its modules, registers a built-in model's units through the unit API
+ * (units.c) and commits the ZeRO buffers (zero.c), runs the built-in models' forward and
+ * backward passes unit by unit through that same API, clips and steps, reports, reads and
+ * writes parameters, saves and loads checkpoints around checkpoint.c. What each ZeRO stage
+ * does around a unit lives in zero.c. */
 
 #define ZT_EXPERIMENTAL
 #include "zerotrain.h"
-#include "engine_impl.h"
-#include "../offload/store.h"
+#include "actoff.h"
+#include "checkpoint.h"
+#include "comm.h"
+#include "config.h"
+#include "footprint.h"
+#include "geom.h"
 #include "load.h"
-#include "../common/rng.h"
+#include "ostate.h"
+#include "plan.h"
+#include "recompute.h"
+#include "units.h"
+#include "zero.h"
 #include "../common/err.h"
 #include "../common/prof.h"
+#include "../common/rng.h"
 #include "../format/fileio.h"
 #include "../format/hfweights.h"
 #include "../memory/mem.h"
 #include "../models/zoo.h"
-#include "../optimizer/adamw.h"
+#include "../offload/store.h"
 #include "../optimizer/adam8bit.h"
+#include "../optimizer/adamw.h"
 
 #include <cblas.h>
 #include <cjson/cJSON.h>
@@ -30,13 +41,68 @@
 #include <string.h>
 #include <sys/stat.h>
 
-int zt_engine_ensure_moments(zt_engine *e)
+/* The engine: the sub-structs each module owns and declares in its own header (zstd's
+ * context of sub-structs), wired here; no other file sees these members. Each module is
+ * given what it works with when it is set up (the pointers below live as long as the engine).
+ *
+ *   module        header        sub-struct   what it owns
+ *   geom.c        geom.h        geo          where each float of a unit lies over N ranks
+ *   units.c       units.h       un           passes, orders of acquires, held units
+ *   zero.c        zero.h        z (P, gr,    gradients; stage 3's gathers; parameter and
+ *                               ga, ps, oo,  optimizer offload; the update in progress
+ *                               up)
+ *   ostate.c      ostate.h      os           the optimizer state's parts and layout
+ *   recompute.c   recompute.h   rc           the recomputation plan
+ *   actoff.c      actoff.h      ao           activation checkpoint offload
+ *   checkpoint.c  checkpoint.h  ck           the run's lineage and the trainer's record
+ *   footprint.c   footprint.h   -            bytes per category (pure)
+ *   plan.c        plan.h        pn           memory_limit's placement
+ *   stores.c      stores.h      -            an offload store with the aio settings */
+struct zt_engine {
+    zt_config cfg;
+    char err[ZT_ERRMSG_MAX];
+    zt_comm comm;
+    zt_model_cfg mc;
+    zt_layout layout;
+    const zt_model_ops *ops;
+    void *model;
+    char source[640];        /* where the model comes from, for messages ("" for a
+                              * trainer's own) */
+    char **patterns;         /* copies of cfg.no_decay, then cfg.fp32_state */
+    int n_patterns;
+    char nvme_path[3000];
+    char plan[2048];         /* zerotrain.memory_limit: the plan, "" without a limit */
+    int64_t step;
+    /* the divergence guard: a non-finite loss since the last step (this rank), steps
+     * skipped so far, whether the unguarded warning was given */
+    int loss_bad, warned_nonfinite;
+    int64_t skipped_steps;
+    int have_logits;
+    zt_geometry geo;
+    zt_units un;
+    zt_zero z;               /* the stage logic: P, gr, ga, ps, oo, up */
+    zt_ostate os;
+    zt_rplan rc;
+    zt_actoff ao;
+    zt_ckpt ck;
+    zt_planner pn;
+};
+
+/* engine.c's own helpers, used before their definitions */
+static int zt_engine_ensure_moments(zt_engine *e);
+static int zt_engine_save_weights(zt_engine *e, const char *dir, size_t max_shard_bytes);
+static int zt_engine_check_finite(zt_engine *e, const char *what, const char *path);
+static int zt_engine_load_params(zt_engine *e, const char *dir);
+static int zt_engine_agree(zt_engine *e, int rc, const char *what);
+static int zt_engine_fail(const zt_engine *e, int rc);
+
+static int zt_engine_ensure_moments(zt_engine *e)
 {
     int rc = zt_zero_ensure_moments(&e->z);
     return rc < 0 ? zt_engine_fail(e, rc) : 0;
 }
 
-int zt_engine_fail(const zt_engine *e, int rc)
+static int zt_engine_fail(const zt_engine *e, int rc)
 {
     if (e)
         snprintf(((zt_engine *)e)->err, sizeof e->err, "%s", zt_last_error());
@@ -503,6 +569,8 @@ int zt_engine_create(const zt_config *cfg, MPI_Comm comm, zt_engine **out)
     e->cfg.nvme_path = e->nvme_path;
     zt_units_init(&e->un, &e->layout, &e->comm, &e->z,
                   !cfg->model_dir && !cfg->model_config && !cfg->model_preset);
+    zt_ckpt_init(&e->ck, &e->cfg, &e->layout, &e->mc, &e->comm, &e->geo, &e->os, &e->z,
+                 &e->step);
     if (cfg->model_dir) {
         snprintf(path, sizeof path, "%s/config.json", cfg->model_dir);
         rc = zt_model_config_load(path, &e->mc);
@@ -634,6 +702,121 @@ int zt_engine_pass_abort(zt_engine *e)
     zt_clear_error();
     zt_units_abort(&e->un, 0);
     return 0;
+}
+
+/* ---- checkpoints (checkpoint.c writes and reads them; here the engine settles first) ---- */
+
+/* Every rank calls this: rank 0 makes the hidden folder, every rank writes its own
+ * optimizer shards into it, rank 0 adds the model (streamed unit by unit in stage 3), the
+ * state and the manifest and renames it into place. The folder must be on storage every
+ * rank sees. */
+int zt_checkpoint_save(zt_engine *e, const char *root, const zt_train_state *st,
+                       const char *train_config, int keep)
+{
+    char tmp[4096], tmpn[48], final[4096];
+    int rc = 0, r;
+    if (!e || !root || !st)
+        return zt_fail(ZT_E_INVAL, "zt_checkpoint_save: NULL argument");
+    if (st->step < 0) /* (step-N is the only name a checkpoint has, and is found by) */
+        return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "zt_checkpoint_save: step %" PRId64 " is "
+                                         "negative (a checkpoint is named step-N, N >= 0)",
+                                         st->step));
+    ZT_TRY(zt_engine_commit(e));
+    if ((rc = zt_units_pass_close(&e->un, "zt_checkpoint_save")) < 0)
+        return zt_engine_fail(e, rc);
+    ZT_TRY(zt_engine_ensure_moments(e));
+    ZT_TRY(zt_zero_flush(&e->z)); /* the checkpoint holds the step's result */
+    r = e->comm.rank;
+    snprintf(tmpn, sizeof tmpn, ".tmp-step-%" PRId64, st->step);
+    snprintf(tmp, sizeof tmp, "%s/%s", root, tmpn);
+    snprintf(final, sizeof final, "%s/step-%" PRId64, root, st->step);
+    if ((rc = zt_engine_check_finite(e, "saving checkpoint", final)) < 0) /* nothing written */
+        return zt_engine_fail(e, rc);
+    if (r == 0)
+        rc = zt_ckpt_make_tmp(root, tmpn, tmp);
+    if ((rc = zt_engine_agree(e, rc, "creating the checkpoint folder")) == 0)
+        rc = zt_engine_agree(e, zt_ckpt_write_rank_file(&e->ck, tmp), "writing optimizer shards");
+    if (rc == 0) { /* collective; rank 0 writes; stage 3 gathers one unit at a time */
+        if (r == 0)
+            zt_ckpt_fault_point("before", "model.safetensors");
+        rc = zt_engine_save_weights(e, tmp, (size_t)5000000000u);
+        if (r == 0)
+            zt_ckpt_fault_point("after", "model.safetensors");
+    }
+    if (rc == 0)
+        rc = zt_engine_agree(e, r == 0 ? zt_ckpt_commit_rank0(&e->ck, root, st, train_config, keep) : 0,
+                             "committing the checkpoint");
+    if (rc < 0) {
+        zt_fail_wrap(rc, "saving checkpoint %s", final);
+        if (r == 0)
+            zt_ckpt_remove_tmp(root, tmpn);
+        return zt_engine_fail(e, rc);
+    }
+    return 0;
+}
+
+int zt_checkpoint_load(zt_engine *e, const char *dir, zt_train_state *st)
+{
+    char path[4096], diff[4300], info[ZT_TRAINER_INFO_MAX];
+    zt_model_cfg mc;
+    char run_id[33];
+    int rc;
+    if (!e || !dir || !st)
+        return zt_fail(ZT_E_INVAL, "zt_checkpoint_load: NULL argument");
+    if ((rc = zt_engine_commit(e)) < 0)
+        return rc;
+    if ((rc = zt_units_pass_close(&e->un, "zt_checkpoint_load")) < 0 ||
+        (rc = zt_zero_flush(&e->z)) < 0)
+        return zt_engine_fail(e, rc);
+    if ((rc = zt_ckpt_verify_read(dir, run_id, info)) < 0)
+        return zt_engine_fail(e, rc);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    if (e->un.custom) {
+        if ((rc = zt_units_config_check(&e->un, path)) < 0)
+            return zt_engine_fail(e, rc);
+    } else if ((rc = zt_model_config_load(path, &mc)) < 0) {
+        return zt_engine_fail(e, rc);
+    } else if (zt_model_shape_diff(&mc, path, &e->mc, "this engine", diff, sizeof diff))
+        return zt_engine_fail(e, zt_fail(ZT_E_SHAPE, "%s: the checkpoint's model shape differs "
+                                         "from this engine's: %s", path, diff));
+    int world0 = 1;
+    size_t bucket0 = 0;
+    if ((rc = zt_ckpt_read_state(&e->ck, dir, st, &world0, &bucket0)) < 0 || /* (before anything changes) */
+        (rc = zt_engine_load_params(e, dir)) < 0 ||
+        (rc = zt_engine_ensure_moments(e)) < 0 ||
+        (rc = zt_ckpt_read_optimizer(&e->ck, dir, world0, bucket0)) < 0)
+        return zt_engine_fail(e, rc);
+    e->step = st->step;
+    /* the run goes on in the checkpoint's lineage (an older version's has none: the next
+     * save starts one) */
+    snprintf(e->ck.run_id, sizeof e->ck.run_id, "%s", run_id);
+    memcpy(e->ck.loaded_info, info, sizeof info);
+    return 0;
+}
+
+int zt_checkpoint_remove_other_runs(zt_engine *e, const char *root)
+{
+    if (!e)
+        return zt_fail(ZT_E_INVAL, "zt_checkpoint_remove_other_runs: NULL argument");
+    return recorded(e, zt_ckpt_remove_other_runs(&e->ck, root));
+}
+
+int zt_checkpoint_set_trainer_info(zt_engine *e, const char *json)
+{
+    if (!e)
+        return zt_fail(ZT_E_INVAL, "zt_checkpoint_set_trainer_info: NULL engine");
+    return recorded(e, zt_ckpt_set_trainer_info(&e->ck, json));
+}
+
+const char *zt_checkpoint_trainer_info(const zt_engine *e)
+{
+    return e ? zt_ckpt_trainer_info(&e->ck) : NULL;
+}
+
+void zt_engine_footprints(const zt_engine *e, zt_footprint *now, zt_footprint *plan)
+{
+    zt_zero_footprint(&e->z, now);
+    zt_plan_footprint(&e->pn, plan);
 }
 
 const char *zt_engine_last_error(const zt_engine *e) { return e ? e->err : zt_last_error(); }
@@ -1085,7 +1268,7 @@ static int fetch_param(int i, void *p, const void **data)
     return 0;
 }
 
-int zt_engine_save_weights(zt_engine *e, const char *dir, size_t max_shard_bytes)
+static int zt_engine_save_weights(zt_engine *e, const char *dir, size_t max_shard_bytes)
 {
     char path[4096];
     int n = e->layout.n_params, rc = 0, st3 = e->cfg.zero_stage >= 3, r = e->comm.rank;
@@ -1126,7 +1309,7 @@ int zt_engine_save_weights(zt_engine *e, const char *dir, size_t max_shard_bytes
     return zt_engine_agree(e, rc, "saving the weights");
 }
 
-int zt_engine_agree(zt_engine *e, int rc, const char *what)
+static int zt_engine_agree(zt_engine *e, int rc, const char *what)
 {
     int res;
     if (e->comm.size == 1)
@@ -1188,7 +1371,7 @@ static int first_nonfinite_here(zt_engine *e, int *param, size_t *elem, float *v
     return rc;
 }
 
-int zt_engine_check_finite(zt_engine *e, const char *what, const char *path)
+static int zt_engine_check_finite(zt_engine *e, const char *what, const char *path)
 {
     int param = -1, owner = e->comm.rank, N = e->comm.size, rc;
     size_t elem = 0;
@@ -1276,7 +1459,7 @@ static int load_unit(int u, float *buf, void *p)
     return rc;
 }
 
-int zt_engine_load_params(zt_engine *e, const char *dir)
+static int zt_engine_load_params(zt_engine *e, const char *dir)
 {
     load_arg a = {e, dir, NULL};
     int rc;

@@ -43,6 +43,11 @@ typedef struct zt_footprint {
 
 void zt_footprint_of(const zt_fp_in *in, zt_footprint *out);
 
+/* engine.c, for tests/test_footprint.c: an engine's footprint now (its buffers) and the
+ * planner's for its placement, stage and world size. */
+struct zt_engine;
+void zt_engine_footprints(const struct zt_engine *e, zt_footprint *now, zt_footprint *plan);
+
 /* parameter offload: how many shard buffers (buffer_count, capped by max_in_cpu, at least
  * 3) for shards of largest_shard floats */
 int zt_fp_param_slots(const struct zt_config *c, size_t largest_shard);

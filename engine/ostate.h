@@ -2,7 +2,7 @@
  * Adafactor): which parameters keep a compact fp32 state, the runs of a shard that belong to
  * one parameter, the byte layout of the state of a stretch of positions, and the update of
  * such a stretch. Where the state lives (RAM, the offload store) and the order of units is
- * zero.c's; the checkpoint sections are checkpoint.c's. Included by engine_impl.h only.
+ * zero.c's; the checkpoint sections are checkpoint.c's. Sees no engine.
  *
  * Positions: the state of rank r's shard of unit u has one entry per shard position j
  * (floats [0, padded / N) of zt_zero_seg's shard order). A run is a stretch [j0, j1) of it

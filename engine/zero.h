@@ -177,6 +177,9 @@ int zt_zero_reduce(zt_zero *z, double *sumsq, int *bad_unit); /* first non-finit
 int zt_zero_clear_shards(zt_zero *z);
 /* The optimizer (e->up_hp, e->up_af) on what this rank owns, then the all-gathers the stage
  * needs. */
+/* Creates the optimizer state (zero moments; with offload, its store and working buffers)
+ * if it does not exist yet. */
+int zt_zero_ensure_moments(zt_zero *z);
 int zt_zero_update(zt_zero *z, const zt_ost_hparams *hp);
 /* Applies the updates a stage 3 step with offload deferred to the next forward pass; call
  * before anything reads or replaces parameters or optimizer state outside a pass. */

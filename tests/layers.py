@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
 """layers.py - the engine's dependencies run one way, and its modules own their state (issue 23).
 
+No engine object file uses a function of another that (directly or around a longer loop)
+uses one of its own, and struct zt_engine is defined and seen in engine/engine.c only.
+
 At the level of symbols: for every engine/*.c, the functions its object file uses that
 another engine object defines give an edge; no object may reach itself again along those
 edges (directly or around a longer loop). Prints the module map (who calls whom) and
@@ -52,17 +55,15 @@ for a in mods:
     for b in edges[a]:
         if reaches(b, a, {b}):
             bad.append("%s -> %s (%s) is part of a circle" % (a, b, " ".join(edges[a][b][:6])))
-# struct zt_engine's members: engine.c wires the modules; these still take the whole engine
-# (docs/architecture.md says which sub-structs each reads). A new module takes its own
-# struct and what it needs as arguments, so it is not on this list.
-SEES_ENGINE = {"engine", "checkpoint"}
-seen = sorted(m for m in mods
-              if re.search(r'#\s*include\s+"engine_impl\.h"',
-                           open(os.path.join(root, "engine", m + ".c"), encoding="utf-8").read()))
-print("see struct zt_engine: " + " ".join(seen))
-for m in seen:
-    if m not in SEES_ENGINE:
-        bad.append("engine/%s.c includes engine_impl.h: give it its own struct" % m)
+# struct zt_engine's members are engine.c's alone: every other module takes its own struct
+# and is given what it works with, so no other source defines or sees the struct.
+for f in sorted(glob.glob(os.path.join(root, "*", "*.[ch]"))):
+    rel = os.path.relpath(f, root)
+    text = open(f, encoding="utf-8", errors="replace").read()
+    if rel != os.path.join("engine", "engine.c") and re.search(r"^struct zt_engine \{", text, re.M):
+        bad.append("%s defines struct zt_engine: only engine/engine.c does" % rel)
+    if re.search(r'#\s*include\s+"[./]*(engine/)?engine_impl\.h"', text):
+        bad.append("%s includes engine_impl.h" % rel)
 for d in ("models", "data"):
     for f in glob.glob(os.path.join(root, d, "*.[ch]")):
         for n, line in enumerate(open(f, encoding="utf-8"), 1):

@@ -15,7 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../engine/engine_impl.h"
+#include "zerotrain.h"
+#include "../engine/footprint.h"
+#include "../models/model.h"
 #include "tmpdir.h"
 
 static char tmpdir[256];
@@ -80,10 +82,8 @@ static void check_case(const fp_case *k)
             fail_msg("%s: %s", what, zt_engine_last_error(e));
     if (zt_engine_step(e, 1e-3f, NULL) != 0)
         fail_msg("%s: %s", what, zt_engine_last_error(e));
-    zt_zero_flush(&e->z);
     zt_memory_report(&m1);
-    zt_zero_footprint(&e->z, &now);
-    zt_plan_footprint(&e->pn, &plan);
+    zt_engine_footprints(e, &now, &plan);
     const double held[4] = {
         (double)(m1.current[ZT_MEM_PARAMS] - m0.current[ZT_MEM_PARAMS]),
         (double)(m1.current[ZT_MEM_GRADS] - m0.current[ZT_MEM_GRADS]),
