@@ -420,6 +420,57 @@ static void note_releases(zt_units *un, int k)
     }
 }
 
+/* Which pass an acquire of unit u belongs to: the one in progress (BEGIN_NONE), a new
+ * forward or evaluation pass, or the backward pass after a training forward pass; < 0 when
+ * none can follow the pass in progress. */
+enum { BEGIN_NONE = 0, BEGIN_FORWARD, BEGIN_BACKWARD };
+
+static int pass_of(const zt_units *un, const char *fn, int u, int base, int eval)
+{
+    if (base == ZT_FOR_FORWARD) {
+        const zt_order *f = &un->ord[0];
+        if (un->pass == PASS_NONE || un->pass == PASS_BACKWARD ||
+            (un->pass == PASS_EVAL) != eval ||
+            (f->known && un->recording == REC_NONE && un->pass_pos >= f->n) ||
+            /* evaluation before any order is known: a pass ends where its first unit comes
+             * again with nothing held */
+            (un->recording == REC_UNSCHEDULED && un->pass_pos > 0 && held_unit(un) < 0 &&
+             u == un->uses[0].unit))
+            return BEGIN_FORWARD;
+        return BEGIN_NONE;
+    }
+    if (un->pass == PASS_FORWARD)
+        return BEGIN_BACKWARD;
+    if (un->pass != PASS_BACKWARD || (un->ord[1].known && !un->recording &&
+                                      un->pass_pos >= un->ord[1].n))
+        return zt_fail(ZT_E_INVAL, "%s: unit %d \"%s\" for %s: a backward "
+                       "pass follows a forward pass acquired for training "
+                       "(ZT_FOR_FORWARD without ZT_FOR_EVAL)%s", fn, u,
+                       uname(un, u), purpose_name(base),
+                       un->pass == PASS_BACKWARD
+                       ? "; this backward pass is complete" : "");
+    return BEGIN_NONE;
+}
+
+/* An acquire against the order it must follow (o, at position pos), when no order is being
+ * recorded. */
+static int check_order(const zt_units *un, const char *fn, const zt_order *o, int kind, int pos,
+                       int u, int base)
+{
+    if (pos < o->n && o->use[pos].unit == u && o->use[pos].purpose == base)
+        return 0;
+    if (pos >= o->n)
+        return zt_fail(ZT_E_INVAL, "%s: the unit order changed: the %s pass's order has %d "
+                       "acquires and this is one more (unit %d \"%s\" for %s)", fn,
+                       kind_name[kind], o->n, u, uname(un, u), purpose_name(base));
+    int ou = o->use[pos].unit;
+    return zt_fail(ZT_E_INVAL, "%s: the unit order changed: acquire %d of the %s pass is "
+                   "unit %d \"%s\" for %s, where the order (recorded in the first %s "
+                   "pass, or declared) has unit %d \"%s\" for %s", fn, pos,
+                   kind_name[kind], u, uname(un, u), purpose_name(base), kind_name[kind],
+                   ou, uname(un, ou), purpose_name(o->use[pos].purpose));
+}
+
 int zt_units_acquire(zt_units *un, int u, int purpose, float **params, float **grads)
 {
     const char *fn = "zt_engine_unit_acquire";
@@ -442,48 +493,17 @@ int zt_units_acquire(zt_units *un, int u, int purpose, float **params, float **g
     if (base == ZT_FOR_BACKWARD && !grads)
         return zt_fail(ZT_E_INVAL, "%s: unit %d for backward: grads must not "
                        "be NULL", fn, u);
-    /* the pass this acquire belongs to (the one in progress, or a new one: begin), where it
-     * is checked, and every check, before anything changes */
-    int rc = 0, begin = 0, eval = (purpose & ZT_FOR_EVAL) != 0;
-    if (!kind) {
-        const zt_order *f = &un->ord[0];
-        if (un->pass == PASS_NONE || un->pass == PASS_BACKWARD ||
-            (un->pass == PASS_EVAL) != eval ||
-            (f->known && un->recording == REC_NONE && un->pass_pos >= f->n) ||
-            /* evaluation before any order is known: a pass ends where its first unit comes
-             * again with nothing held */
-            (un->recording == REC_UNSCHEDULED && un->pass_pos > 0 && held_unit(un) < 0 &&
-             u == un->uses[0].unit))
-            begin = 1;
-    } else if (un->pass == PASS_FORWARD) {
-        begin = 2;
-    } else if (un->pass != PASS_BACKWARD || (un->ord[1].known && !un->recording &&
-                                            un->pass_pos >= un->ord[1].n)) {
-        return zt_fail(ZT_E_INVAL, "%s: unit %d \"%s\" for %s: a backward "
-                       "pass follows a forward pass acquired for training "
-                       "(ZT_FOR_FORWARD without ZT_FOR_EVAL)%s", fn, u,
-                       uname(un, u), purpose_name(base),
-                       un->pass == PASS_BACKWARD
-                       ? "; this backward pass is complete" : "");
-    }
+    /* the pass this acquire belongs to, where it is checked, and every check, before
+     * anything changes */
+    int rc, eval = (purpose & ZT_FOR_EVAL) != 0, begin = pass_of(un, fn, u, base, eval);
+    if (begin < 0)
+        return begin;
     zt_order *o = &un->ord[kind];
     int rec = begin ? (o->known ? REC_NONE : eval ? REC_UNSCHEDULED : REC_ORDER) : un->recording;
     int pos = begin ? 0 : un->pass_pos;
-    if (!rec && (pos >= o->n || o->use[pos].unit != u || o->use[pos].purpose != base)) {
-        int ou = pos < o->n ? o->use[pos].unit : -1;
-        if (pos >= o->n)
-            rc = zt_fail(ZT_E_INVAL, "%s: the unit order changed: the %s pass's order has %d "
-                         "acquires and this is one more (unit %d \"%s\" for %s)", fn,
-                         kind_name[kind], o->n, u, uname(un, u), purpose_name(base));
-        else
-            rc = zt_fail(ZT_E_INVAL, "%s: the unit order changed: acquire %d of the %s pass is "
-                         "unit %d \"%s\" for %s, where the order (recorded in the first %s "
-                         "pass, or declared) has unit %d \"%s\" for %s", fn, pos,
-                         kind_name[kind], u, uname(un, u), purpose_name(base), kind_name[kind],
-                         ou, uname(un, ou), purpose_name(o->use[pos].purpose));
+    if (!rec && (rc = check_order(un, fn, o, kind, pos, u, base)) < 0)
         return rc;
-    }
-    int fresh = begin == 2 || (base == ZT_FOR_BACKWARD && un->gstate[u] == G_CLOSED);
+    int fresh = begin == BEGIN_BACKWARD || (base == ZT_FOR_BACKWARD && un->gstate[u] == G_CLOSED);
     if (base == ZT_FOR_BACKWARD && !fresh && un->gstate[u] == G_READY)
         return zt_fail(ZT_E_INVAL, "%s: unit %d \"%s\": its gradients were "
                        "made ready already in this backward pass", fn, u,
@@ -492,8 +512,8 @@ int zt_units_acquire(zt_units *un, int u, int purpose, float **params, float **g
         (rec && (rc = check_ranks(un, kind, pos, u, base)) < 0))
         return rc;
     /* the pass changes from here on (a failure now is the machinery's: zt_engine_pass_abort) */
-    if ((begin == 1 && (rc = forward_begin(un, eval)) < 0) ||
-        (begin == 2 && (rc = backward_begin(un)) < 0))
+    if ((begin == BEGIN_FORWARD && (rc = forward_begin(un, eval)) < 0) ||
+        (begin == BEGIN_BACKWARD && (rc = backward_begin(un)) < 0))
         return rc;
     int k = un->pass_base + pos;
     zt_use w = {u, 0, base};
