@@ -40,9 +40,10 @@ static int slot_quiet(zt_actoff *ao, zt_cslot *s)
 }
 
 void zt_act_init(zt_actoff *ao, const zt_config *cfg, const char *dir, int rank, int n_units,
-                 const zt_model_ops *ops, void *model, const zt_rplan *rc)
+                 const zt_model_ops *ops, void *model, const zt_rplan *rc, zt_mem_account *acct)
 {
     memset(ao, 0, sizeof *ao);
+    ao->acct = acct;
     ao->cfg = cfg;
     ao->dir = dir;
     ao->rank = rank;
@@ -90,7 +91,7 @@ int zt_act_begin(zt_actoff *ao, int train)
     }
     zt_act_close(ao); /* re-carved (a larger batch, more threads): blobs and buffers anew */
     ZT_TRY(zt_offload_store_open(ao->cfg, ao->dir, ao->rank,
-                                 ao->dir[0] ? ZT_OFFLOAD_NVME : ZT_OFFLOAD_CPU, "acts",
+                                 ao->dir[0] ? ZT_OFFLOAD_NVME : ZT_OFFLOAD_CPU, "acts", ao->acct,
                                  &ao->store));
     if (!(ao->blob = malloc((size_t)nu * sizeof *ao->blob))) {
         zt_act_close(ao);

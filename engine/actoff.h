@@ -26,6 +26,7 @@ typedef struct zt_actoff {
     const zt_model_ops *ops;
     void *model;
     const zt_rplan *rc;       /* the backward pass's steps */
+    zt_mem_account *acct;     /* the engine's */
     struct zt_store *store;
     int *blob;
     size_t bytes;
@@ -36,7 +37,7 @@ typedef struct zt_actoff {
 
 /* The model's context, once it exists (no store yet). */
 void zt_act_init(zt_actoff *ao, const zt_config *cfg, const char *dir, int rank, int n_units,
-                 const zt_model_ops *ops, void *model, const zt_rplan *rc);
+                 const zt_model_ops *ops, void *model, const zt_rplan *rc, zt_mem_account *acct);
 /* After the model carved a batch (prepare): opens or resizes the store when the model
  * offloads outputs. train: a backward pass follows (outputs are written out). */
 int zt_act_begin(zt_actoff *ao, int train);

@@ -78,6 +78,7 @@ struct zt_engine {
     int loss_bad, warned_nonfinite;
     int64_t skipped_steps;
     int have_logits;
+    zt_mem_account mem;      /* the bytes this engine's modules and model hold, per category */
     zt_geometry geo;
     zt_units un;
     zt_zero z;               /* the stage logic: P, gr, ga, ps, oo, up */
@@ -456,14 +457,15 @@ static int commit(zt_engine *e, const char *model_dir)
         !(e->un.drvG = calloc((size_t)nu, sizeof *e->un.drvG)))
         rc = zt_fail(ZT_E_NOMEM, "out of memory");
     if (rc == 0 && !e->un.custom)
-        rc = zt_model_create(&e->mc, &e->layout, cfg->dropout, cfg->seed, &e->ops, &e->model);
+        rc = zt_model_create(&e->mc, &e->layout, cfg->dropout, cfg->seed, &e->mem, &e->ops,
+                             &e->model);
     if (rc == 0)
         rc = whole_grad_unit(e);
     if (rc == 0)
         rc = zt_rplan_setup(&e->rc, &e->cfg, e->layout.n_units, e->ops, e->model);
     if (rc == 0 && e->ops)
         zt_act_init(&e->ao, &e->cfg, e->nvme_path, e->comm.rank, e->layout.n_units, e->ops,
-                    e->model, &e->rc);
+                    e->model, &e->rc, &e->mem);
     ZT_TRY(zt_engine_agree(e, rc, "setting up the model"));
     zt_plan_init(&e->pn, &e->cfg, &e->layout, &e->comm, &e->rc, e->ops, e->model, e->nvme_path,
                  e->z.gr.whole_grad);
@@ -476,9 +478,9 @@ static int commit(zt_engine *e, const char *model_dir)
         rc = zt_geometry_init(&e->geo, &e->layout, (size_t)e->comm.size, e->cfg.bucket_size);
     if (rc == 0)
         rc = zt_zero_setup(&e->z, &e->cfg, &e->comm, &e->layout, &e->geo, &e->os, &e->un,
-                           e->nvme_path);
+                           e->nvme_path, &e->mem);
     if (rc == 0)
-        rc = zt_ost_setup(&e->os, &e->cfg, &e->layout, &e->geo, &e->comm);
+        rc = zt_ost_setup(&e->os, &e->cfg, &e->layout, &e->geo, &e->comm, &e->mem);
     if (e->plan[0])
         zt_log(ZT_LOG_INFO, "%s", e->plan);
     if (e->rc.plan[0])
@@ -1176,7 +1178,6 @@ int zt_engine_step(zt_engine *e, float lr, zt_step_info *out)
 
 int zt_engine_report_get(const zt_engine *e, zt_engine_report *o)
 {
-    zt_mem_report m;
     size_t P = 0, N, F = sizeof(float);
     if (!e || !o)
         return zt_fail(ZT_E_INVAL, "zt_engine_report_get: NULL argument");
@@ -1210,9 +1211,10 @@ int zt_engine_report_get(const zt_engine *e, zt_engine_report *o)
     }
     o->gathered_peak = e->cfg.zero_stage >= 3 ? e->z.ga.sched.live_peak * F : 0;
     o->progress = e->comm.mode;
-    zt_memory_report(&m);
-    o->measured_state_bytes = m.current[ZT_MEM_PARAMS] + m.current[ZT_MEM_GRADS] +
-                              m.current[ZT_MEM_OPTIMIZER];
+    /* this engine's own bytes (other engines of the process hold their own) */
+    o->measured_state_bytes = atomic_load(&e->mem.current[ZT_MEM_PARAMS]) +
+                              atomic_load(&e->mem.current[ZT_MEM_GRADS]) +
+                              atomic_load(&e->mem.current[ZT_MEM_OPTIMIZER]);
     o->collectives = e->comm.seq;
     o->offload_optimizer = e->cfg.offload_optimizer;
     o->offload_param = e->cfg.offload_param;
@@ -1275,7 +1277,7 @@ static int zt_engine_save_weights(zt_engine *e, const char *dir, size_t max_shar
     save_arg a = {e, NULL, NULL, -1};
     zt_tensor_view *v = NULL;
     ZT_TRY(zt_zero_flush(&e->z));
-    if (st3 && !(a.buf = zt_mem_alloc(zt_geometry_max(&e->geo, -1) * sizeof(float), ZT_ALIGN_PAGE,
+    if (st3 && !(a.buf = zt_mem_alloc_in(&e->mem, zt_geometry_max(&e->geo, -1) * sizeof(float), ZT_ALIGN_PAGE,
                                       ZT_MEM_COMM)))
         rc = ZT_E_NOMEM;
     if (rc == 0 && r == 0 && (rc = zt_mkdirs(dir, 0755, NULL)) == 0 &&
@@ -1305,7 +1307,7 @@ static int zt_engine_save_weights(zt_engine *e, const char *dir, size_t max_shar
     }
     free(v);
     if (a.buf)
-        zt_mem_free(a.buf, zt_geometry_max(&e->geo, -1) * sizeof(float), ZT_MEM_COMM);
+        zt_mem_free_in(&e->mem, a.buf, zt_geometry_max(&e->geo, -1) * sizeof(float), ZT_MEM_COMM);
     return zt_engine_agree(e, rc, "saving the weights");
 }
 
@@ -1344,7 +1346,7 @@ static int first_nonfinite_here(zt_engine *e, int *param, size_t *elem, float *v
     size_t cap = zt_geometry_max(&e->geo, -1) * sizeof(float);
     float *buf = NULL;
     *param = -1;
-    if (st3 && !(buf = zt_mem_alloc(cap, ZT_ALIGN_PAGE, ZT_MEM_OTHER)))
+    if (st3 && !(buf = zt_mem_alloc_in(&e->mem, cap, ZT_ALIGN_PAGE, ZT_MEM_OTHER)))
         return ZT_E_NOMEM;
     for (int u = 0; u < e->layout.n_units && *param < 0; u++) {
         const zt_unit_def *ud = &e->layout.units[u];
@@ -1367,7 +1369,7 @@ static int first_nonfinite_here(zt_engine *e, int *param, size_t *elem, float *v
         }
     }
     if (buf)
-        zt_mem_free(buf, cap, ZT_MEM_OTHER);
+        zt_mem_free_in(&e->mem, buf, cap, ZT_MEM_OTHER);
     return rc;
 }
 
@@ -1522,7 +1524,8 @@ int zt_engine_report_json(const zt_engine *e, char *buf, size_t n)
     PUT(", \"memory\": {");
     for (int c = 0; c < ZT_MEM_NCAT; c++)
         PUT("%s\"%s\": {\"current\": %zu, \"peak\": %zu}", c ? ", " : "",
-            zt_memory_category_name(c), m.current[c], m.peak[c]);
+            zt_memory_category_name(c), atomic_load(&e->mem.current[c]),
+            atomic_load(&e->mem.peak[c]));
     PUT(", \"peak_rss\": %zu, \"heap\": {\"source\": \"%s\", \"allocated\": %zu, "
         "\"resident\": %zu}}}", m.peak_rss, zt_memory_heap_source(), m.jemalloc_allocated,
         m.jemalloc_resident);

@@ -188,8 +188,9 @@ static int param_compact(const zt_config *c, const zt_layout *L, int i)
 }
 
 int zt_ost_setup(zt_ostate *os, const zt_config *cfg, const zt_layout *L,
-                 const zt_geometry *geo, zt_comm *comm)
+                 const zt_geometry *geo, zt_comm *comm, zt_mem_account *acct)
 {
+    os->acct = acct;
     os->cfg = cfg;
     os->L = L;
     os->geo = geo;
@@ -217,7 +218,7 @@ int zt_ost_setup(zt_ostate *os, const zt_config *cfg, const zt_layout *L,
         }
     }
     if (os->opt == ZT_OPT_ADAMW8BIT) {
-        if (!(os->maps = zt_mem_alloc(sizeof *os->maps, 64, ZT_MEM_OTHER))) /* (tables) */
+        if (!(os->maps = zt_mem_alloc_in(os->acct, sizeof *os->maps, 64, ZT_MEM_OTHER))) /* (tables) */
             return zt_fail(ZT_E_NOMEM, "out of memory");
         zt_adam8_maps_init(os->maps);
     }
@@ -260,7 +261,7 @@ void zt_ost_teardown(zt_ostate *os)
     for (int i = 0; os->parts && i < nu * os->n_parts; i++) {
         zt_spart *p = &os->parts[i];
         if (p->state)
-            zt_mem_free(p->state, ZT_OST_ALLOC(zt_ost_bytes(os->opt, os->beta1, p->len,
+            zt_mem_free_in(os->acct, p->state, ZT_OST_ALLOC(zt_ost_bytes(os->opt, os->beta1, p->len,
                                                             p->n_compact)), ZT_MEM_OPTIMIZER);
         free(p->run);
     }
@@ -269,10 +270,10 @@ void zt_ost_teardown(zt_ostate *os)
     free(os->pcompact);
     os->pcompact = NULL;
     if (os->maps)
-        zt_mem_free(os->maps, sizeof *os->maps, ZT_MEM_OTHER);
+        zt_mem_free_in(os->acct, os->maps, sizeof *os->maps, ZT_MEM_OTHER);
     os->maps = NULL;
     if (os->af_rc)
-        zt_mem_free(os->af_rc, os->af_floats * sizeof(float), ZT_MEM_OPTIMIZER);
+        zt_mem_free_in(os->acct, os->af_rc, os->af_floats * sizeof(float), ZT_MEM_OPTIMIZER);
     os->af_rc = NULL;
     free(os->af_off);
     free(os->af_soff);
@@ -301,10 +302,10 @@ int zt_ost_alloc_parts(zt_ostate *os)
     for (int i = 0; i < os->L->n_units * os->n_parts; i++) {
         zt_spart *p = &os->parts[i];
         size_t b = zt_ost_bytes(os->opt, os->beta1, p->len, p->n_compact);
-        if (!(p->state = zt_mem_alloc(ZT_OST_ALLOC(b), ZT_ALIGN_PAGE, ZT_MEM_OPTIMIZER))) {
+        if (!(p->state = zt_mem_alloc_in(os->acct, ZT_OST_ALLOC(b), ZT_ALIGN_PAGE, ZT_MEM_OPTIMIZER))) {
             for (int j = 0; j < i; j++) {
                 zt_spart *q = &os->parts[j];
-                zt_mem_free(q->state, ZT_OST_ALLOC(zt_ost_bytes(os->opt, os->beta1, q->len,
+                zt_mem_free_in(os->acct, q->state, ZT_OST_ALLOC(zt_ost_bytes(os->opt, os->beta1, q->len,
                                                                 q->n_compact)),
                             ZT_MEM_OPTIMIZER);
                 q->state = NULL;
@@ -321,7 +322,7 @@ int zt_ost_alloc_replicated(zt_ostate *os)
 {
     if (os->opt != ZT_OPT_ADAFACTOR || os->af_rc || !os->af_floats)
         return 0;
-    if (!(os->af_rc = zt_mem_alloc(os->af_floats * sizeof(float), 64, ZT_MEM_OPTIMIZER)))
+    if (!(os->af_rc = zt_mem_alloc_in(os->acct, os->af_floats * sizeof(float), 64, ZT_MEM_OPTIMIZER)))
         return zt_fail(ZT_E_NOMEM, "Adafactor: %zu bytes of factored moments: out of memory",
                        os->af_floats * sizeof(float));
     memset(os->af_rc, 0, os->af_floats * sizeof(float));

@@ -104,6 +104,7 @@ typedef struct zt_ostate {
     const zt_layout *L;
     const zt_geometry *geo;
     zt_comm *comm;           /* Adafactor's sums across ranks */
+    zt_mem_account *acct;    /* the engine's: the state is counted there too */
     int opt, beta1;          /* ZT_OPT_*; Adafactor keeps a first moment */
     unsigned char *pcompact; /* per parameter: compact state */
     zt_spart *parts;
@@ -125,7 +126,7 @@ typedef struct zt_ostate {
  * (every rank's shard at stage 0, which keeps whole units; its own otherwise) and their runs,
  * the 8-bit maps, Adafactor's shapes. No state memory yet. The arguments must outlive os. */
 int zt_ost_setup(zt_ostate *os, const zt_config *cfg, const zt_layout *L,
-                 const zt_geometry *geo, zt_comm *comm);
+                 const zt_geometry *geo, zt_comm *comm, zt_mem_account *acct);
 void zt_ost_teardown(zt_ostate *os);
 /* The part of unit u for rank r (stage 0: any rank; otherwise this rank's). */
 zt_spart *zt_ost_part(const zt_ostate *os, int u, int r);

@@ -7,7 +7,7 @@
 #include <stdio.h>
 
 int zt_offload_store_open(const zt_config *c, const char *dir, int rank, int device,
-                          const char *purpose, zt_store **out)
+                          const char *purpose, zt_mem_account *acct, zt_store **out)
 {
     char tag[64];
     zt_store_opts o;
@@ -16,6 +16,7 @@ int zt_offload_store_open(const zt_config *c, const char *dir, int rank, int dev
     o.dir = dir;
     snprintf(tag, sizeof tag, "%s-rank%d", purpose, rank);
     o.tag = tag;
+    o.acct = acct;
     o.io.block_size = c->aio_block_size;
     o.io.queue_depth = c->aio_queue_depth;
     o.io.io_threads = c->aio_threads;

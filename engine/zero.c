@@ -76,10 +76,10 @@ static float **alloc_units(const zt_zero *z, int category, int shard)
         return NULL;
     }
     for (int u = 0; u < n; u++)
-        if (!(b[u] = zt_mem_alloc(zt_geometry_len(z->geo, u, shard) * sizeof(float), ZT_ALIGN_PAGE,
+        if (!(b[u] = zt_mem_alloc_in(z->acct, zt_geometry_len(z->geo, u, shard) * sizeof(float), ZT_ALIGN_PAGE,
                                   category))) {
             for (int v = 0; v < u; v++)
-                zt_mem_free(b[v], zt_geometry_len(z->geo, v, shard) * sizeof(float), category);
+                zt_mem_free_in(z->acct, b[v], zt_geometry_len(z->geo, v, shard) * sizeof(float), category);
             free(b);
             return NULL;
         }
@@ -91,7 +91,7 @@ static void free_units(const zt_zero *z, float **b, int category, int shard)
     if (!b)
         return;
     for (int u = 0; u < z->L->n_units; u++)
-        zt_mem_free(b[u], zt_geometry_len(z->geo, u, shard) * sizeof(float), category);
+        zt_mem_free_in(z->acct, b[u], zt_geometry_len(z->geo, u, shard) * sizeof(float), category);
     free(b);
 }
 
@@ -123,7 +123,7 @@ static void pstore_close(zt_zero *z)
     zt_store_close(z->ps.store);
     z->ps.store = NULL;
     for (int i = 0; i < z->ps.n_slot; i++)
-        zt_mem_free(z->ps.slot[i].p, shard_max(z) * sizeof(float), ZT_MEM_PARAMS);
+        zt_mem_free_in(z->acct, z->ps.slot[i].p, shard_max(z) * sizeof(float), ZT_MEM_PARAMS);
     z->ps.n_slot = 0;
 }
 
@@ -140,7 +140,7 @@ static int pstore_open(zt_zero *z)
                        "the 3 shard buffers parameter offload needs (3 x %zu elements)", mic,
                        sm);
     ZT_TRY(zt_offload_store_open(z->cfg, z->nvme, z->comm->rank, z->cfg->offload_param,
-                                 "params", &z->ps.store));
+                                 "params", z->acct, &z->ps.store));
     for (int u = 0; u < z->L->n_units; u++)
         if (zt_store_add(z->ps.store, zt_geometry_len(z->geo, u, 1) * sizeof(float),
                          ZT_MEM_PARAMS) != u)
@@ -150,7 +150,7 @@ static int pstore_open(zt_zero *z)
         zt_pslot *sl = &z->ps.slot[z->ps.n_slot];
         sl->unit = -1;
         sl->pinned = sl->loading = 0;
-        if (!(sl->p = zt_mem_alloc(shard_max(z) * sizeof(float), ZT_ALIGN_PAGE, ZT_MEM_PARAMS)))
+        if (!(sl->p = zt_mem_alloc_in(z->acct, shard_max(z) * sizeof(float), ZT_ALIGN_PAGE, ZT_MEM_PARAMS)))
             return zt_fail(ZT_E_NOMEM, "parameter offload: shard buffers: out of memory");
     }
     return 0;
@@ -285,8 +285,10 @@ static int64_t *pending(int n)
 }
 
 int zt_zero_setup(zt_zero *z, zt_config *cfg, zt_comm *comm, const zt_layout *L,
-                  const zt_geometry *geo, zt_ostate *os, const zt_units *un, const char *nvme)
+                  const zt_geometry *geo, zt_ostate *os, const zt_units *un, const char *nvme,
+                  zt_mem_account *acct)
 {
+    z->acct = acct;
     z->cfg = cfg;
     z->comm = comm;
     z->L = L;
@@ -321,7 +323,7 @@ int zt_zero_setup(zt_zero *z, zt_config *cfg, zt_comm *comm, const zt_layout *L,
         for (int u = 0; u < nu; u++) {
             z->ga.persist[u] = z->geo->padded[u] < z->cfg->persist_threshold;
             z->ga.any_persist |= z->ga.persist[u];
-            if (z->ga.persist[u] && !(z->P[u] = zt_mem_alloc(z->geo->padded[u] * sizeof(float),
+            if (z->ga.persist[u] && !(z->P[u] = zt_mem_alloc_in(z->acct, z->geo->padded[u] * sizeof(float),
                                                            ZT_ALIGN_PAGE, ZT_MEM_PARAMS)))
                 return ZT_E_NOMEM;
         }
@@ -337,13 +339,13 @@ int zt_zero_setup(zt_zero *z, zt_config *cfg, zt_comm *comm, const zt_layout *L,
         int w = z->gr.whole_grad;
         size_t m = zt_geometry_max(z->geo, w), ms = zt_geometry_max(z->geo, -1) / N;
         if (!(z->gr.G = calloc((size_t)nu, sizeof *z->gr.G)) ||
-            (w >= 0 && !(z->gr.G[w] = zt_mem_alloc(z->geo->padded[w] * sizeof(float),
+            (w >= 0 && !(z->gr.G[w] = zt_mem_alloc_in(z->acct, z->geo->padded[w] * sizeof(float),
                                                 ZT_ALIGN_PAGE, ZT_MEM_GRADS))))
             return ZT_E_NOMEM;
         for (int i = 0; i < 2; i++)
-            if ((m && !(z->gr.scratch[i] = zt_mem_alloc(m * sizeof(float), ZT_ALIGN_PAGE,
+            if ((m && !(z->gr.scratch[i] = zt_mem_alloc_in(z->acct, m * sizeof(float), ZT_ALIGN_PAGE,
                                                      ZT_MEM_GRADS))) ||
-                !(z->gr.rs_tmp[i] = zt_mem_alloc(ms * sizeof(float), ZT_ALIGN_PAGE, ZT_MEM_COMM)))
+                !(z->gr.rs_tmp[i] = zt_mem_alloc_in(z->acct, ms * sizeof(float), ZT_ALIGN_PAGE, ZT_MEM_COMM)))
                 return ZT_E_NOMEM;
     }
     if (z->cfg->offload_gradients > 0 && (st < 2 || !z->cfg->offload_optimizer))
@@ -371,10 +373,10 @@ void zt_zero_teardown(zt_zero *z)
     if (st >= 3) {
         for (int u = 0; z->P && u < z->L->n_units; u++)
             if (z->ga.persist && z->ga.persist[u])
-                zt_mem_free(z->P[u], z->geo->padded[u] * sizeof(float), ZT_MEM_PARAMS);
+                zt_mem_free_in(z->acct, z->P[u], z->geo->padded[u] * sizeof(float), ZT_MEM_PARAMS);
         free(z->P);
         for (int i = 0; i < z->ga.n_pool; i++)
-            zt_mem_free(z->ga.pool[i].p, z->ga.pool[i].cap * sizeof(float), ZT_MEM_PARAMS);
+            zt_mem_free_in(z->acct, z->ga.pool[i].p, z->ga.pool[i].cap * sizeof(float), ZT_MEM_PARAMS);
         free_units(z, z->ga.Ps, ZT_MEM_PARAMS, 1);
         z->ga.Ps = NULL;
         pstore_close(z);
@@ -390,11 +392,11 @@ void zt_zero_teardown(zt_zero *z)
         size_t m = zt_geometry_max(z->geo, w), ms = zt_geometry_max(z->geo, -1) /
                                                       (size_t)z->comm->size;
         if (z->gr.G && w >= 0)
-            zt_mem_free(z->gr.G[w], z->geo->padded[w] * sizeof(float), ZT_MEM_GRADS);
+            zt_mem_free_in(z->acct, z->gr.G[w], z->geo->padded[w] * sizeof(float), ZT_MEM_GRADS);
         free(z->gr.G);
         for (int i = 0; i < 2; i++) {
-            zt_mem_free(z->gr.scratch[i], m * sizeof(float), ZT_MEM_GRADS);
-            zt_mem_free(z->gr.rs_tmp[i], ms * sizeof(float), ZT_MEM_COMM);
+            zt_mem_free_in(z->acct, z->gr.scratch[i], m * sizeof(float), ZT_MEM_GRADS);
+            zt_mem_free_in(z->acct, z->gr.rs_tmp[i], ms * sizeof(float), ZT_MEM_COMM);
         }
     } else {
         free_units(z, z->gr.G, ZT_MEM_GRADS, 0);
@@ -460,7 +462,7 @@ static void offload_close(zt_zero *z)
     zt_store_close(z->oo.store);
     z->oo.store = NULL;
     for (int i = 0; i < z->oo.n_work; i++)
-        zt_mem_free(z->oo.work[i], z->oo.work_bytes, ZT_MEM_OPTIMIZER);
+        zt_mem_free_in(z->acct, z->oo.work[i], z->oo.work_bytes, ZT_MEM_OPTIMIZER);
     z->oo.n_work = 0;
     free(z->oo.group);
     z->oo.group = NULL;
@@ -472,7 +474,7 @@ static int offload_open(zt_zero *z)
 {
     int nu = z->L->n_units;
     ZT_TRY(zt_offload_store_open(z->cfg, z->nvme, z->comm->rank, z->cfg->offload_optimizer,
-                                 "optimizer", &z->oo.store));
+                                 "optimizer", z->acct, &z->oo.store));
     size_t gf = group_floats(z);
     int ng = count_groups(z), n = offload_nbuf(z);
     z->oo.cached = -1;
@@ -495,7 +497,7 @@ static int offload_open(zt_zero *z)
     ZT_TRY(zt_store_reserve(z->oo.store));
     z->oo.work_bytes = group_bytes_max(z);
     for (; z->oo.n_work < n; z->oo.n_work++)
-        if (!(z->oo.work[z->oo.n_work] = zt_mem_alloc(z->oo.work_bytes, ZT_ALIGN_PAGE,
+        if (!(z->oo.work[z->oo.n_work] = zt_mem_alloc_in(z->acct, z->oo.work_bytes, ZT_ALIGN_PAGE,
                                                   ZT_MEM_OPTIMIZER)))
             return zt_fail(ZT_E_NOMEM, "optimizer offload: %zu bytes of working buffers: out "
                            "of memory", z->oo.work_bytes * (size_t)n);
@@ -627,7 +629,7 @@ static float *pool_get(zt_zero *z, int u)
             return NULL;
         }
         best = z->ga.n_pool;
-        if (!(z->ga.pool[best].p = zt_mem_alloc(z->geo->padded[u] * sizeof(float), ZT_ALIGN_PAGE,
+        if (!(z->ga.pool[best].p = zt_mem_alloc_in(z->acct, z->geo->padded[u] * sizeof(float), ZT_ALIGN_PAGE,
                                              ZT_MEM_PARAMS)))
             return NULL;
         z->ga.pool[best].cap = z->geo->padded[u];
@@ -773,7 +775,7 @@ static void gstore_close(zt_zero *z)
     zt_store_close(z->gr.store);
     z->gr.store = NULL;
     for (int i = 0; i < 2; i++) {
-        zt_mem_free(z->gr.acc[i], ms, ZT_MEM_GRADS);
+        zt_mem_free_in(z->acct, z->gr.acc[i], ms, ZT_MEM_GRADS);
         z->gr.acc[i] = NULL;
     }
     free(z->gr.sumsq);
@@ -784,7 +786,7 @@ static int gstore_open(zt_zero *z)
 {
     int nu = z->L->n_units;
     ZT_TRY(zt_offload_store_open(z->cfg, z->nvme, z->comm->rank, z->cfg->offload_optimizer,
-                                 "grads", &z->gr.store));
+                                 "grads", z->acct, &z->gr.store));
     for (int u = 0; u < nu; u++)
         if (zt_store_add(z->gr.store, zt_geometry_len(z->geo, u, 1) * sizeof(float),
                          ZT_MEM_GRADS) != u)
@@ -828,7 +830,7 @@ static int gbuf_read(zt_zero *z, int u, int wait)
 static int gacc_alloc(zt_zero *z)
 {
     for (int i = 0; i < 2; i++)
-        if (!z->gr.acc[i] && !(z->gr.acc[i] = zt_mem_alloc(shard_max(z) * sizeof(float),
+        if (!z->gr.acc[i] && !(z->gr.acc[i] = zt_mem_alloc_in(z->acct, shard_max(z) * sizeof(float),
                                                        ZT_ALIGN_PAGE, ZT_MEM_GRADS)))
             return zt_fail(ZT_E_NOMEM, "gradient offload: accumulation buffers: out of memory");
     return 0;
@@ -1251,7 +1253,7 @@ int zt_zero_fill_params(zt_zero *z, int (*fill)(int u, float *buf, void *arg), v
         return 0;
     }
     /* stage 3: one unit at a time in a scratch buffer; the whole model never exists here */
-    if (!(tmp = zt_mem_alloc(zt_geometry_max(z->geo, -1) * sizeof(float), ZT_ALIGN_PAGE,
+    if (!(tmp = zt_mem_alloc_in(z->acct, zt_geometry_max(z->geo, -1) * sizeof(float), ZT_ALIGN_PAGE,
                              ZT_MEM_OTHER)))
         return ZT_E_NOMEM;
     int rc = 0;
@@ -1264,7 +1266,7 @@ int zt_zero_fill_params(zt_zero *z, int (*fill)(int u, float *buf, void *arg), v
         if (z->ga.persist[u])
             memcpy(z->P[u], tmp, z->geo->padded[u] * sizeof(float));
     }
-    zt_mem_free(tmp, zt_geometry_max(z->geo, -1) * sizeof(float), ZT_MEM_OTHER);
+    zt_mem_free_in(z->acct, tmp, zt_geometry_max(z->geo, -1) * sizeof(float), ZT_MEM_OTHER);
     return rc;
 }
 

@@ -128,6 +128,7 @@ typedef struct zt_zero {
     zt_ostate *os;
     const zt_units *un;      /* the pass's uses, which stage 3 gathers along */
     const char *nvme;        /* nvme_path */
+    zt_mem_account *acct;    /* the engine's: every buffer here is counted there too */
     float **P;               /* per unit: its parameters, whole (stage 3: while gathered) */
     zt_grads gr;
     zt_gather ga;
@@ -139,7 +140,8 @@ typedef struct zt_zero {
 /* ---- zero.c: sharding and the stage logic ----------------------------------------------- */
 /* Pads and cuts units for the world size and allocates every buffer the stage keeps. */
 int zt_zero_setup(zt_zero *z, zt_config *cfg, zt_comm *comm, const zt_layout *L,
-                  const zt_geometry *geo, zt_ostate *os, const zt_units *un, const char *nvme);
+                  const zt_geometry *geo, zt_ostate *os, const zt_units *un, const char *nvme,
+                  zt_mem_account *acct);
 void zt_zero_teardown(zt_zero *z);
 /* Stage 3: a pass walks the uses e->uses[0..n_uses) (units.c sets them). zt_zero_pass_begin
  * lets go of anything gathered (a pass's end, or after an error); zt_zero_enter(k) makes use

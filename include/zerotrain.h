@@ -815,8 +815,8 @@ typedef struct zt_engine_report {
                                     * others); the optimizer state less when it is on NVMe */
     size_t buffer_bytes;           /* engine buffers beyond the formula (gradient shards of
                                     * stages 0-1, stage 2's whole-unit scratch) */
-    size_t measured_state_bytes;   /* params + grads + optimizer allocated now (the AdamW
-                                    * moments appear at the first step) */
+    size_t measured_state_bytes;   /* params + grads + optimizer this engine holds now (the
+                                    * AdamW moments appear at the first step) */
     double traffic_theory;         /* reduce-scatter + all-gather bytes per step over the
                                     * parameter bytes, textbook: 2 for stages 0-2, 3 for
                                     * stage 3 (N > 1) */
@@ -846,10 +846,12 @@ typedef struct zt_engine_report {
     double optimizer_bytes_per_param;
 } zt_engine_report;
 ZT_API int zt_engine_report_get(const zt_engine *e, zt_engine_report *out);
-/* The same report, with the process's memory by category (zt_memory_report: "memory" holds
- * each category's current and peak, "peak_rss", and "heap": {"source": "jemalloc" or "none",
- * "allocated", "resident"}), as one JSON object in buf (n bytes; for bindings): returns the text's length (without the
- * terminator); a length >= n means buf was too small (nothing usable written). */
+/* The same report, with this engine's memory by category ("memory" holds each category's
+ * current and peak bytes of this engine's buffers, model and offload stores: other engines
+ * of the process are not counted), and the process's "peak_rss" and "heap": {"source":
+ * "jemalloc" or "none", "allocated", "resident"}, as one JSON object in buf (n bytes; for
+ * bindings): returns the text's length (without the terminator); a length >= n means buf was
+ * too small (nothing usable written). */
 ZT_API int zt_engine_report_json(const zt_engine *e, char *buf, size_t n);
 
 /* Recomputation of one unit: what it keeps between the passes ("keep", "selective",

@@ -80,6 +80,13 @@ static void *map_aligned(size_t len, size_t align)
 
 void *zt_mem_alloc(size_t bytes, size_t align, int category)
 {
+    return zt_mem_alloc_in(NULL, bytes, align, category);
+}
+
+void zt_mem_free(void *p, size_t bytes, int category) { zt_mem_free_in(NULL, p, bytes, category); }
+
+void *zt_mem_alloc_in(zt_mem_account *a, size_t bytes, size_t align, int category)
+{
     void *p = NULL;
     if (category < 0 || category >= ZT_MEM_NCAT)
         category = ZT_MEM_OTHER;
@@ -108,10 +115,12 @@ void *zt_mem_alloc(size_t bytes, size_t align, int category)
     }
     raise_peak(&peak[category], atomic_fetch_add(&cur[category], bytes) + bytes);
     raise_peak(&total_peak, atomic_fetch_add(&total_cur, bytes) + bytes);
+    if (a)
+        raise_peak(&a->peak[category], atomic_fetch_add(&a->current[category], bytes) + bytes);
     return p;
 }
 
-void zt_mem_free(void *p, size_t bytes, int category)
+void zt_mem_free_in(zt_mem_account *a, void *p, size_t bytes, int category)
 {
     if (!p)
         return;
@@ -119,6 +128,8 @@ void zt_mem_free(void *p, size_t bytes, int category)
         category = ZT_MEM_OTHER;
     atomic_fetch_sub(&cur[category], bytes);
     atomic_fetch_sub(&total_cur, bytes);
+    if (a)
+        atomic_fetch_sub(&a->current[category], bytes);
     if (is_mapped(bytes))
         munmap(p, pages_of(bytes));
     else

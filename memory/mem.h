@@ -4,6 +4,7 @@
 #define ZT_MEMORY_MEM_H
 
 #include <stddef.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include "zerotrain.h"
 
@@ -16,6 +17,16 @@
 #else
 #define ZT_MEM_MMAP_MIN ((size_t)256 << 10)
 #endif
+
+/* The bytes one owner (an engine) holds, per category, counted besides the process's
+ * totals: zt_memory_report is the process's, an engine's report its own account. */
+typedef struct zt_mem_account {
+    _Atomic size_t current[ZT_MEM_NCAT], peak[ZT_MEM_NCAT];
+} zt_mem_account;
+
+/* As zt_mem_alloc / zt_mem_free, also counted in a (NULL: the process's totals only). */
+void *zt_mem_alloc_in(zt_mem_account *a, size_t bytes, size_t align, int category);
+void zt_mem_free_in(zt_mem_account *a, void *p, size_t bytes, int category);
 
 /* Zero-filled, aligned to align (a power of two >= 16), counted in category.
  * Returns NULL (and sets the last error) when bytes is 0 or memory is exhausted. */

@@ -206,6 +206,7 @@ typedef struct layer_acts {
 } layer_acts;
 
 typedef struct bert_model {
+    zt_mem_account *acct;      /* the engine's: the activations are counted there too */
     bert_config c;
     const zt_layout *l;
     int dropout, train;
@@ -246,7 +247,7 @@ typedef struct bert_model {
 static void free_acts(bert_model *m)
 {
     zt_lm_rows_free(&m->lm);
-    zt_mem_free(m->arena, m->arena_bytes, ZT_MEM_ACTIVATIONS);
+    zt_mem_free_in(m->acct, m->arena, m->arena_bytes, ZT_MEM_ACTIVATIONS);
     m->arena = NULL;
     m->arena_bytes = 0;
     m->cap_bt = 0;
@@ -376,7 +377,7 @@ static int size_acts(bert_model *m, int B, int T)
     m->slots = omp_get_max_threads(); /* attention: one scratch slot per thread */
     zt_carver cv = {NULL, 0};
     carve(m, &cv, m->mode, m->seg_k, B, T);
-    if (!(m->arena = zt_mem_alloc(cv.off, ZT_ALIGN_PAGE, ZT_MEM_ACTIVATIONS)))
+    if (!(m->arena = zt_mem_alloc_in(m->acct, cv.off, ZT_ALIGN_PAGE, ZT_MEM_ACTIVATIONS)))
         return ZT_E_NOMEM;
     m->arena_bytes = cv.off;
     cv = (zt_carver){(char *)m->arena, 0};
@@ -399,7 +400,8 @@ static size_t bert_act_bytes(void *p, int B, int T, const unsigned char *unit_mo
                         sizeof(float);
 }
 
-int bert_create(const bert_config *c, const zt_layout *l, int dropout, uint64_t seed, void **out)
+int bert_create(const bert_config *c, const zt_layout *l, int dropout, uint64_t seed,
+                zt_mem_account *acct, void **out)
 {
     size_t L = (size_t)c->layers;
     bert_model *m = calloc(1, sizeof *m);
@@ -414,6 +416,7 @@ int bert_create(const bert_config *c, const zt_layout *l, int dropout, uint64_t 
         return zt_fail(ZT_E_NOMEM, "out of memory creating the model");
     }
     m->c = *c;
+    m->acct = m->lm.acct = acct;
     m->l = l;
     m->dropout = dropout;
     m->train = 1;

@@ -15,8 +15,8 @@ int zt_lm_rows_size(zt_lm_rows *h, size_t rows, size_t most, int V, int C, int k
         size_t cap = zt_lm_rows_floats(most, V, C, keep);
         size_t want = need + need / 4 < cap ? need + need / 4 : need; /* room to vary */
         zt_lm_rows_free(h);
-        if (!(h->buf = zt_mem_alloc((want ? want : 1) * sizeof(float), ZT_ALIGN_PAGE,
-                                    ZT_MEM_ACTIVATIONS)))
+        if (!(h->buf = zt_mem_alloc_in(h->acct, (want ? want : 1) * sizeof(float), ZT_ALIGN_PAGE,
+                                       ZT_MEM_ACTIVATIONS)))
             return ZT_E_NOMEM;
         h->floats = want ? want : 1;
     }
@@ -29,7 +29,7 @@ int zt_lm_rows_size(zt_lm_rows *h, size_t rows, size_t most, int V, int C, int k
 
 void zt_lm_rows_free(zt_lm_rows *h)
 {
-    zt_mem_free(h->buf, h->floats * sizeof(float), ZT_MEM_ACTIVATIONS);
+    zt_mem_free_in(h->acct, h->buf, h->floats * sizeof(float), ZT_MEM_ACTIVATIONS);
     h->buf = NULL;
     h->floats = 0;
 }

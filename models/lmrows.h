@@ -6,8 +6,10 @@
 #define ZT_MODELS_LMROWS_H
 
 #include <stddef.h>
+#include "../memory/mem.h"
 
 typedef struct zt_lm_rows {
+    zt_mem_account *acct;      /* counted there too (the engine's), or NULL */
     float *buf;
     size_t floats;             /* capacity */
     float *logits, *dlogits;   /* [rows, V] each (the same buffer when not kept: in place) */

@@ -4,6 +4,7 @@
 #ifndef ZT_MODELS_MODEL_H
 #define ZT_MODELS_MODEL_H
 
+#include "../memory/mem.h"
 #include <stddef.h>
 #include <stdint.h>
 #include "zerotrain.h"

@@ -279,6 +279,7 @@ typedef struct blk_acts {
 } blk_acts;
 
 typedef struct t5_model {
+    zt_mem_account *acct;      /* the engine's: the activations are counted there too */
     t5_config c;
     const zt_layout *l;
     int dropout, train;
@@ -487,7 +488,7 @@ static void carve(t5_model *m, zt_carver *cv, const unsigned char *mode, int B, 
 static void free_acts(t5_model *m)
 {
     zt_lm_rows_free(&m->lm);
-    zt_mem_free(m->arena, m->arena_bytes, ZT_MEM_ACTIVATIONS);
+    zt_mem_free_in(m->acct, m->arena, m->arena_bytes, ZT_MEM_ACTIVATIONS);
     m->arena = NULL;
     m->arena_bytes = 0;
     m->cap_b = m->cap_te = m->cap_td = 0;
@@ -504,7 +505,7 @@ static int size_acts(t5_model *m, int B, int Te, int Td)
     m->slots = omp_get_max_threads();
     zt_carver cv = {NULL, 0};
     carve(m, &cv, m->mode, B, Te, Td);
-    if (!(m->arena = zt_mem_alloc(cv.off, ZT_ALIGN_PAGE, ZT_MEM_ACTIVATIONS)))
+    if (!(m->arena = zt_mem_alloc_in(m->acct, cv.off, ZT_ALIGN_PAGE, ZT_MEM_ACTIVATIONS)))
         return ZT_E_NOMEM;
     m->arena_bytes = cv.off;
     cv = (zt_carver){m->arena, 0};
@@ -535,7 +536,8 @@ static size_t t5_act_bytes(void *p, int B, int T, const unsigned char *unit_mode
 
 /* ---- create / prepare -------------------------------------------------------------------- */
 
-int t5_create(const t5_config *c, const zt_layout *l, int dropout, uint64_t seed, void **out)
+int t5_create(const t5_config *c, const zt_layout *l, int dropout, uint64_t seed,
+              zt_mem_account *acct, void **out)
 {
     size_t nb = (size_t)c->layers + (size_t)c->dec_layers, nu = nb + 3;
     t5_model *m = calloc(1, sizeof *m);
@@ -553,6 +555,7 @@ int t5_create(const t5_config *c, const zt_layout *l, int dropout, uint64_t seed
         return zt_fail(ZT_E_NOMEM, "out of memory creating the model");
     }
     m->c = *c;
+    m->acct = m->lm.acct = acct;
     m->l = l;
     m->dropout = dropout;
     m->train = 1;

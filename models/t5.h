@@ -27,6 +27,7 @@ int t5_layout(const t5_config *c, zt_layout *out);
 
 extern const zt_model_ops t5_ops;
 /* dropout: 0 = off regardless of the config; seed keys the dropout masks. */
-int t5_create(const t5_config *c, const zt_layout *l, int dropout, uint64_t seed, void **out);
+int t5_create(const t5_config *c, const zt_layout *l, int dropout, uint64_t seed,
+              zt_mem_account *acct, void **out);
 
 #endif

@@ -21,7 +21,7 @@ int zt_model_config_preset(const char *name, int vocab, zt_model_cfg *c);
 int zt_model_config_save(const zt_model_cfg *c, const char *path);
 int zt_model_layout(const zt_model_cfg *c, zt_layout *l);
 int zt_model_create(const zt_model_cfg *c, const zt_layout *l, int dropout, uint64_t seed,
-                    const zt_model_ops **ops, void **model);
+                    zt_mem_account *acct, const zt_model_ops **ops, void **model);
 /* 1 when both describe the same parameter shapes (a checkpoint fits the model) */
 int zt_model_same_shapes(const zt_model_cfg *a, const zt_model_cfg *b);
 /* 1 and the first field that differs into buf ("hidden_size 128 in A, 256 in B", config.json

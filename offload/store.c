@@ -53,7 +53,9 @@ int zt_store_open(zt_store **out, const zt_store_opts *o)
     s->o = *o;
     s->st.device = o->device;
     if (o->device == ZT_STORE_NVME) {
-        int rc = zt_io_open(&s->io, o->dir, o->tag, &o->io);
+        zt_io_opts io = o->io;
+        io.acct = o->acct;
+        int rc = zt_io_open(&s->io, o->dir, o->tag, &io);
         if (rc < 0) {
             free(s);
             return rc;
@@ -154,7 +156,7 @@ int zt_store_put(zt_store *s, int id, const void *src)
         return zt_fail(ZT_E_INVAL, "zt_store_put: no data for blob %d", id);
     if (s->o.device == ZT_STORE_RAM) {
         if (!b->ram && b->bytes) {
-            if (!(b->ram = zt_mem_alloc(b->bytes, ZT_ALIGN_CACHE, b->category)))
+            if (!(b->ram = zt_mem_alloc_in(s->o.acct, b->bytes, ZT_ALIGN_CACHE, b->category)))
                 return zt_fail(ZT_E_NOMEM, "offload (RAM pool): %zu bytes for blob %d: out "
                                "of memory", b->bytes, id);
             s->st.resident[b->category] += b->bytes;
@@ -245,7 +247,7 @@ int zt_store_drop(zt_store *s, int id)
         return ZT_E_INVAL;
     if (s->o.device == ZT_STORE_RAM) {
         if (b->ram) {
-            zt_mem_free(b->ram, b->bytes, b->category);
+            zt_mem_free_in(s->o.acct, b->ram, b->bytes, b->category);
             s->st.resident[b->category] -= b->bytes;
             b->ram = NULL;
         }
@@ -296,7 +298,7 @@ void zt_store_close(zt_store *s)
         zt_store_sync(s);
     for (int i = 0; i < s->n; i++)
         if (s->b[i].ram)
-            zt_mem_free(s->b[i].ram, s->b[i].bytes, s->b[i].category);
+            zt_mem_free_in(s->o.acct, s->b[i].ram, s->b[i].bytes, s->b[i].category);
     zt_io_close(s->io);
     free(s->b);
     free(s);

@@ -11,6 +11,7 @@
 #define ZT_OFFLOAD_STORE_H
 
 #include "uring.h"
+#include "../memory/mem.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -24,6 +25,8 @@ typedef struct zt_store_opts {
     const char *dir;          /* NVMe: the folder of the swap file (nvme_path) */
     const char *tag;          /* distinguishes the swap files of one process (rank, purpose) */
     zt_io_opts io;            /* NVMe: the queue (aio settings) */
+    zt_mem_account *acct;     /* the RAM pool's blobs and the queue's buffers are counted
+                               * there too (an engine's), or NULL */
 } zt_store_opts;
 
 void zt_store_opts_init(zt_store_opts *o);

@@ -709,7 +709,7 @@ int zt_io_open(zt_io **out, const char *dir, const char *tag, const zt_io_opts *
              tag ? tag : "0");
     int rc;
     io->pool_bytes = (size_t)io->nbuf * io->block;
-    if (!(io->pool = zt_mem_alloc(io->pool_bytes, ZT_ALIGN_PAGE, ZT_MEM_IO)) ||
+    if (!(io->pool = zt_mem_alloc_in(io->o.acct, io->pool_bytes, ZT_ALIGN_PAGE, ZT_MEM_IO)) ||
         !(io->pc = calloc((size_t)io->nbuf, sizeof *io->pc)) ||
         !(io->free_idx = calloc((size_t)io->nbuf, sizeof(int)))) {
         rc = zt_fail(ZT_E_NOMEM, "offload: %zu bytes of I/O buffers: out of memory",
@@ -823,7 +823,7 @@ void zt_io_close(zt_io *io)
     pool_stop(io);
     if (io->fd >= 0)
         close(io->fd);
-    zt_mem_free(io->pool, io->pool_bytes, ZT_MEM_IO);
+    zt_mem_free_in(io->o.acct, io->pool, io->pool_bytes, ZT_MEM_IO);
     free(io->pc);
     free(io->free_idx);
     for (size_t k = io->xhead; io->x && k < io->xtail; k++)

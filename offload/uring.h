@@ -42,6 +42,7 @@ typedef struct zt_io_opts {
     int no_overlap;           /* !aio.overlap_events: a new wave of pieces starts only when
                                * none is in flight */
     size_t reserve;           /* bytes to preallocate in the file (0: grow as written) */
+    struct zt_mem_account *acct; /* the staging buffers are counted there too, or NULL */
     /* tests only */
     zt_io_fault_fn fault;
     void *fault_arg;

@@ -4,7 +4,8 @@
  * its allocations hold (the memory counters' growth since before zt_engine_create: params,
  * grads, optimizer, comm), and the planner's footprint equals the engine's except where the
  * planner can only predict: stage 3's gather pool (a budget), the offload's working buffers
- * and the 8-bit state of the fp32-state tensors (estimated from whole tensors). */
+ * and the 8-bit state of the fp32-state tensors (estimated from whole tensors). Two engines
+ * in one process report their own bytes each. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -114,6 +115,9 @@ static void check_case(const fp_case *k)
      * categories hold */
     zt_engine_report rep;
     assert_int_equal(zt_engine_report_get(e, &rep), 0);
+    if ((double)rep.measured_state_bytes != held[0] + held[1] + held[2])
+        fail_msg("%s: the engine counts %zu bytes of its own, the process %.0f", what,
+                 rep.measured_state_bytes, held[0] + held[1] + held[2]);
     if ((double)(rep.predicted_state_bytes + rep.buffer_bytes) != held[0] + held[1] + held[2])
         fail_msg("%s: the report's formula %zu + buffers %zu != %.0f allocated", what,
                  rep.predicted_state_bytes, rep.buffer_bytes, held[0] + held[1] + held[2]);
@@ -173,11 +177,50 @@ static void test_footprint_formula(void **state)
     free(L.units);
 }
 
+/* Two engines in one process: each report counts its own buffers, not the other's. */
+static void test_report_per_engine(void **state)
+{
+    zt_config c;
+    zt_engine *e[2] = {NULL, NULL};
+    zt_engine_report r[2];
+    batch16 s;
+    zt_fb_result fb;
+    (void)state;
+    for (int i = 0; i < 2; i++) {
+        zt_config_init(&c);
+        c.model_preset = "bert-tiny";
+        c.vocab_size = 512;
+        c.zero_stage = i ? 2 : 0;
+        if (zt_engine_create(&c, MPI_COMM_NULL, &e[i]) != 0)
+            fail_msg("%s", zt_last_error());
+        zt_batch b = make_batch(&s);
+        assert_int_equal(zt_engine_forward_backward(e[i], &b, 0, &fb), 0);
+        assert_int_equal(zt_engine_step(e[i], 1e-3f, NULL), 0);
+    }
+    for (int i = 0; i < 2; i++) {
+        zt_footprint now, plan;
+        assert_int_equal(zt_engine_report_get(e[i], &r[i]), 0);
+        zt_engine_footprints(e[i], &now, &plan);
+        if ((double)r[i].measured_state_bytes != now.params + now.grads + now.optimizer)
+            fail_msg("engine %d: measured %zu bytes, its footprint %.0f", i,
+                     r[i].measured_state_bytes, now.params + now.grads + now.optimizer);
+    }
+    zt_mem_report m;
+    zt_memory_report(&m);
+    size_t process = m.current[ZT_MEM_PARAMS] + m.current[ZT_MEM_GRADS] +
+                     m.current[ZT_MEM_OPTIMIZER];
+    assert_true(process >= r[0].measured_state_bytes + r[1].measured_state_bytes);
+    assert_true(r[0].measured_state_bytes != r[1].measured_state_bytes); /* stage 0 vs 2 */
+    zt_engine_destroy(e[0]);
+    zt_engine_destroy(e[1]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_footprint_formula),
         cmocka_unit_test(test_footprint_agrees),
+        cmocka_unit_test(test_report_per_engine),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
