@@ -751,6 +751,25 @@ static void test_config_set(void **state)
     assert_true(n > 30);
 }
 
+/* zt_config_set(b, name, value) on a copy b of a: fails the test on an error or a byte
+ * written outside [off, off + size); returns whether it changed a byte. */
+static int set_in_field(const zt_config *a, zt_config *b, const char *name, const char *value,
+                        size_t off, size_t size)
+{
+    if (zt_config_set(b, name, value) != 0)
+        fail_msg("zt_config_set(%s, %s): %s", name, value, zt_last_error());
+    const unsigned char *pa = (const unsigned char *)a, *pb = (const unsigned char *)b;
+    int changed = 0;
+    for (size_t j = 0; j < sizeof *a; j++) {
+        if (pa[j] == pb[j])
+            continue;
+        if (j < off || j >= off + size)
+            fail_msg("zt_config_set(%s) wrote byte %zu, outside the field", name, j);
+        changed = 1;
+    }
+    return changed;
+}
+
 /* Every field of the public zt_config, written out here from the header: each is settable by
  * its name through zt_config_set (which writes its bytes and nothing else, and zt_config_key
  * lists it), but the two pattern arrays (pointers to arrays of strings: set in C, or from a
@@ -821,18 +840,7 @@ static void test_config_every_field(void **state)
         zt_config a, b;
         memset(&a, 0, sizeof a);
         memset(&b, 0, sizeof b);
-        if (zt_config_set(&b, f->name, f->value) != 0)
-            fail_msg("zt_config_set(%s, %s): %s", f->name, f->value, zt_last_error());
-        unsigned char *pa = (unsigned char *)&a, *pb = (unsigned char *)&b;
-        int changed = 0;
-        for (size_t j = 0; j < sizeof a; j++) {
-            if (pa[j] == pb[j])
-                continue;
-            if (j < f->off || j >= f->off + f->size)
-                fail_msg("zt_config_set(%s) wrote byte %zu, outside the field", f->name, j);
-            changed = 1;
-        }
-        if (!changed)
+        if (!set_in_field(&a, &b, f->name, f->value, f->off, f->size))
             fail_msg("zt_config_set(%s, %s) changed nothing", f->name, f->value);
         named++;
     }
@@ -907,18 +915,7 @@ static void test_config_documented_keys(void **state)
         char got[64];
         zt_config_init(&a);
         zt_config_init(&b);
-        if (zt_config_set(&b, name, value) != 0)
-            fail_msg("zt_config_set(%s, %s): %s", name, value, zt_last_error());
-        unsigned char *pa = (unsigned char *)&a, *pb = (unsigned char *)&b;
-        int changed = 0;
-        for (size_t j = 0; j < sizeof a; j++) {
-            if (pa[j] == pb[j])
-                continue;
-            if (j < f->off || j >= f->off + f->size)
-                fail_msg("zt_config_set(%s) wrote byte %zu, outside the field", name, j);
-            changed = 1;
-        }
-        if (!changed)
+        if (!set_in_field(&a, &b, name, value, f->off, f->size))
             fail_msg("zt_config_set(%s, %s) left zt_config_init's value", name, value);
         if (zt_config_get(&b, name, got, sizeof got) < 0 || strcmp(got, value))
             fail_msg("zt_config_get(%s) after setting %s: %s", name, value, got);
