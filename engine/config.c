@@ -1278,28 +1278,26 @@ static void unknown_key(ctx *x, const char *prefix, const char *name, const char
                 "knows nor a zerotrain one; docs/config.md lists them)");
 }
 
-static void check_value(ctx *x, int k, const cJSON *n, const char *path)
+/* The rows whose class, a null or "auto" decides the value (1: handled). */
+static int check_special(ctx *x, int k, const cJSON *n, const char *path)
 {
     const key *r = &keys[k];
     val *v = &x->v[k];
-    char s[80];
-
-    v->node = n;
     if (r->cls == C_IGNORED) {
         if (!is_quiet(r, n))
             note(x, ZT_LOG_WARN, path, "ignored: %s", r->doc);
-        return;
+        return 1;
     }
     if (r->cls == C_GATED) {
         if (gate_on(n))
             problem(x, (r->flags & F_DEPRECATED) ? ZT_E_CONFIG : ZT_E_UNSUPPORTED, k, path,
                     "%s", r->unsup_why);
-        return;
+        return 1;
     }
     if (cJSON_IsNull(n)) {
         if (!(r->flags & F_NULL))
             wrong_type(x, k, path, n);
-        return;
+        return 1;
     }
     if (is_auto(n) && r->type != T_ENUM && r->type != T_STR) {
         if (r->autom == A_NO) {
@@ -1312,8 +1310,135 @@ static void check_value(ctx *x, int k, const cJSON *n, const char *path)
         } else {
             v->given = v->is_auto = 1;
         }
+        return 1;
+    }
+    return 0;
+}
+
+/* [a, b] (betas; eps as [eps1, eps2]), each in the row's range */
+static void check_pair(ctx *x, int k, const cJSON *n, const char *path)
+{
+    val *v = &x->v[k];
+    const cJSON *a = cJSON_IsArray(n) ? n->child : NULL;
+    const cJSON *b = a ? a->next : NULL;
+    if (!cJSON_IsArray(n) || cJSON_GetArraySize(n) != 2 || !cJSON_IsNumber(a) ||
+        !cJSON_IsNumber(b)) {
+        wrong_type(x, k, path, n);
         return;
     }
+    for (int i = 0; i < 2; i++) {
+        char p[300];
+        snprintf(p, sizeof p, "%s[%d]", path, i);
+        check_range(x, k, p, i ? b->valuedouble : a->valuedouble);
+    }
+    v->pair[0] = a->valuedouble;
+    v->pair[1] = b->valuedouble;
+    v->given = !v->bad;
+}
+
+/* a list of name patterns (zerotrain.no_decay, fp32_state) */
+static void check_patterns(ctx *x, int k, const cJSON *n, const char *path)
+{
+    val *v = &x->v[k];
+    char s[80];
+    int i = 0;
+    const cJSON *e;
+    if (!cJSON_IsArray(n)) {
+        wrong_type(x, k, path, n);
+        return;
+    }
+    cJSON_ArrayForEach(e, n) {
+        char p[300];
+        snprintf(p, sizeof p, "%s[%d]", path, i++);
+        if (!cJSON_IsString(e))
+            problem(x, ZT_E_CONFIG, k, p, "expected a string, got %s",
+                    describe(e, s, sizeof s));
+        else if (!e->valuestring[0])
+            problem(x, ZT_E_CONFIG, k, p, "an empty pattern matches every parameter (%s)",
+                    k == K_ZT_NO_DECAY ? "to exempt all of them, set "
+                    "optimizer.params.weight_decay to 0" : "to keep all of them in fp32, "
+                    "use optimizer.type \"AdamW\"");
+    }
+    v->given = !v->bad;
+}
+
+/* bytes: a number, or a string with a unit */
+static void check_size(ctx *x, int k, const cJSON *n, const char *path)
+{
+    val *v = &x->v[k];
+    char s[80];
+    double d = -1.0;
+    if (cJSON_IsNumber(n)) {
+        d = n->valuedouble;
+    } else if (cJSON_IsString(n)) {
+        static const struct { const char *u; double m; } units[] = {
+            {"", 1}, {"b", 1}, {"kb", 1e3}, {"mb", 1e6}, {"gb", 1e9}, {"tb", 1e12},
+            {"kib", 1024.0}, {"mib", 1048576.0}, {"gib", 1073741824.0},
+            {"tib", 1099511627776.0}, {"k", 1024.0}, {"m", 1048576.0}, {"g", 1073741824.0}};
+        char *end, unit[8] = "";
+        double num = strtod(n->valuestring, &end);
+        while (*end == ' ')
+            end++;
+        size_t ul = strlen(end);
+        for (size_t i = 0; i < ul && i < sizeof unit - 1; i++)
+            unit[i] = (char)tolower((unsigned char)end[i]);
+        for (size_t i = 0; end != n->valuestring && ul < sizeof unit &&
+                           i < sizeof units / sizeof units[0]; i++)
+            if (!strcmp(unit, units[i].u))
+                d = num * units[i].m;
+        if (d < 0) {
+            problem(x, ZT_E_CONFIG, k, path, "\"%s\" is not a size: write a number of "
+                    "bytes or a number with a unit (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)",
+                    n->valuestring);
+            return;
+        }
+    } else {
+        wrong_type(x, k, path, n);
+        return;
+    }
+    if (!(d >= 1048576.0) || d > 1e18 || !isfinite(d))
+        problem(x, ZT_E_CONFIG, k, path, "%s bytes: must be at least 1 MiB",
+                fmt_num(d, s, sizeof s));
+    else
+        v->num = floor(d), v->given = 1;
+}
+
+/* a seed: a whole number up to 2^53, or a string of digits up to 2^64-1 */
+static void check_seed(ctx *x, int k, const cJSON *n, const char *path)
+{
+    val *v = &x->v[k];
+    char s[80];
+    if (cJSON_IsNumber(n)) {
+        double d = n->valuedouble;
+        if (!(d >= 0) || d != floor(d) || d > BIG)
+            problem(x, ZT_E_CONFIG, k, path, "must be a whole number from 0 to 2^53 (write "
+                    "larger seeds up to 2^64-1 as a string of digits), got %s",
+                    fmt_num(d, s, sizeof s));
+        else
+            v->u64 = (uint64_t)d, v->given = 1;
+    } else if (cJSON_IsString(n)) {
+        const char *p = n->valuestring;
+        char *end;
+        errno = 0;
+        unsigned long long u = strtoull(p, &end, 10);
+        if (!isdigit((unsigned char)p[0]) || *end || errno == ERANGE)
+            problem(x, ZT_E_CONFIG, k, path, "must be a whole number from 0 to 2^64-1, got "
+                    "the string \"%s\"", shown(p, s, sizeof s));
+        else
+            v->u64 = u, v->given = 1;
+    } else {
+        wrong_type(x, k, path, n);
+    }
+}
+
+static void check_value(ctx *x, int k, const cJSON *n, const char *path)
+{
+    const key *r = &keys[k];
+    val *v = &x->v[k];
+
+    v->node = n;
+    if (check_special(x, k, n, path))
+        return;
     switch (r->type) {
     case T_OBJ:
         if (!cJSON_IsObject(n))
@@ -1368,105 +1493,17 @@ static void check_value(ctx *x, int k, const cJSON *n, const char *path)
         }
         v->is_pair = 1;
         __attribute__((fallthrough)); /* [eps1, eps2] as a pair */
-    case T_BETAS: {
-        const cJSON *a = cJSON_IsArray(n) ? n->child : NULL;
-        const cJSON *b = a ? a->next : NULL;
-        if (!cJSON_IsArray(n) || cJSON_GetArraySize(n) != 2 || !cJSON_IsNumber(a) ||
-            !cJSON_IsNumber(b)) {
-            wrong_type(x, k, path, n);
-            return;
-        }
-        for (int i = 0; i < 2; i++) {
-            char p[300];
-            snprintf(p, sizeof p, "%s[%d]", path, i);
-            check_range(x, k, p, i ? b->valuedouble : a->valuedouble);
-        }
-        v->pair[0] = a->valuedouble;
-        v->pair[1] = b->valuedouble;
-        v->given = !v->bad;
+    case T_BETAS:
+        check_pair(x, k, n, path);
         return;
-    }
-    case T_STRS: {
-        int i = 0;
-        const cJSON *e;
-        if (!cJSON_IsArray(n)) {
-            wrong_type(x, k, path, n);
-            return;
-        }
-        cJSON_ArrayForEach(e, n) {
-            char p[300];
-            snprintf(p, sizeof p, "%s[%d]", path, i++);
-            if (!cJSON_IsString(e))
-                problem(x, ZT_E_CONFIG, k, p, "expected a string, got %s",
-                        describe(e, s, sizeof s));
-            else if (!e->valuestring[0])
-                problem(x, ZT_E_CONFIG, k, p, "an empty pattern matches every parameter (%s)",
-                        k == K_ZT_NO_DECAY ? "to exempt all of them, set "
-                        "optimizer.params.weight_decay to 0" : "to keep all of them in fp32, "
-                        "use optimizer.type \"AdamW\"");
-        }
-        v->given = !v->bad;
+    case T_STRS:
+        check_patterns(x, k, n, path);
         return;
-    }
-    case T_SIZE: {
-        double d = -1.0;
-        if (cJSON_IsNumber(n)) {
-            d = n->valuedouble;
-        } else if (cJSON_IsString(n)) {
-            static const struct { const char *u; double m; } units[] = {
-                {"", 1}, {"b", 1}, {"kb", 1e3}, {"mb", 1e6}, {"gb", 1e9}, {"tb", 1e12},
-                {"kib", 1024.0}, {"mib", 1048576.0}, {"gib", 1073741824.0},
-                {"tib", 1099511627776.0}, {"k", 1024.0}, {"m", 1048576.0}, {"g", 1073741824.0}};
-            char *end, unit[8] = "";
-            double num = strtod(n->valuestring, &end);
-            while (*end == ' ')
-                end++;
-            size_t ul = strlen(end);
-            for (size_t i = 0; i < ul && i < sizeof unit - 1; i++)
-                unit[i] = (char)tolower((unsigned char)end[i]);
-            for (size_t i = 0; end != n->valuestring && ul < sizeof unit &&
-                               i < sizeof units / sizeof units[0]; i++)
-                if (!strcmp(unit, units[i].u))
-                    d = num * units[i].m;
-            if (d < 0) {
-                problem(x, ZT_E_CONFIG, k, path, "\"%s\" is not a size: write a number of "
-                        "bytes or a number with a unit (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)",
-                        n->valuestring);
-                return;
-            }
-        } else {
-            wrong_type(x, k, path, n);
-            return;
-        }
-        if (!(d >= 1048576.0) || d > 1e18 || !isfinite(d))
-            problem(x, ZT_E_CONFIG, k, path, "%s bytes: must be at least 1 MiB",
-                    fmt_num(d, s, sizeof s));
-        else
-            v->num = floor(d), v->given = 1;
+    case T_SIZE:
+        check_size(x, k, n, path);
         return;
-    }
     case T_SEED:
-        if (cJSON_IsNumber(n)) {
-            double d = n->valuedouble;
-            if (!(d >= 0) || d != floor(d) || d > BIG)
-                problem(x, ZT_E_CONFIG, k, path, "must be a whole number from 0 to 2^53 (write "
-                        "larger seeds up to 2^64-1 as a string of digits), got %s",
-                        fmt_num(d, s, sizeof s));
-            else
-                v->u64 = (uint64_t)d, v->given = 1;
-        } else if (cJSON_IsString(n)) {
-            const char *p = n->valuestring;
-            char *end;
-            errno = 0;
-            unsigned long long u = strtoull(p, &end, 10);
-            if (!isdigit((unsigned char)p[0]) || *end || errno == ERANGE)
-                problem(x, ZT_E_CONFIG, k, path, "must be a whole number from 0 to 2^64-1, got "
-                        "the string \"%s\"", shown(p, s, sizeof s));
-            else
-                v->u64 = u, v->given = 1;
-        } else {
-            wrong_type(x, k, path, n);
-        }
+        check_seed(x, k, n, path);
         return;
     default:
         return;
