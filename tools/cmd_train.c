@@ -394,620 +394,855 @@ static char *run_settings(const train_args *a, const zt_train_settings *ts, long
     return buf;
 }
 
-int cmd_train(int argc, char **argv)
-{
-    train_args a = {0};
-    opt opts[] = {
-        {"--config", &a.config},         {"--model", &a.model},
-        {"--data", &a.data},             {"--seq-len", &a.seq},
-        {"--steps", &a.steps},           {"--checkpoint-dir", &a.ckpt_dir},
-        {"--checkpoint-every", &a.ckpt_every}, {"--keep", &a.keep},
-        {"--save-model", &a.save},       {"--seed", &a.seed},
-        {"--metrics", &a.metrics},       {"--eval-data", &a.eval_data},
-        {"--eval-every", &a.eval_every}, {"--eval-samples", &a.eval_samples},
-        {"--threads", &a.threads},       {"--collective-timeout", &a.timeout},
-        {"--summary", &a.summary},       {"--warmup", &a.warmup},
-        {"--resume-from", &a.resume_from},
-    };
-    long steps = 100, seq = 128, ckpt_every = 0, keep = 0, eval_every = 0, eval_samples = 256,
-         threads = -1, seed = -1, warmup = 1;
-    train_stats stats = {0};
-    int world = 1, rank = 0, rc = 1, tty = isatty(2);
-    char *cfg_text = NULL, resume_path[4096];
-    const char *data_dir = NULL;
-    zt_train_config *tc = NULL;
-    const zt_train_settings *ts = NULL;
-    zt_token_data *data = NULL, *eval_data = NULL;
-    source src = {0}, eval_src = {0};
-    zt_engine *e = NULL;
+/* What the phases of the command share, in the order the phases fill it in: the command
+ * line, the training config and the data, the engine's zt_config, the checkpoint folder,
+ * then the engine, the samples and what the training loop leaves for the end.
+ * train_ctx_free releases whatever was opened, on every path. */
+typedef struct train_ctx {
+    train_args a;
+    long steps, seq, ckpt_every, keep, eval_every, eval_samples, threads, seed, warmup;
+    int world, rank, tty;
+    const char *data_dir;          /* NULL: synthetic ids */
+    uint64_t synth_seed;           /* synthetic:SEED's SEED */
+    char *cfg_text;                /* the config's text, stored in every checkpoint */
+    zt_train_config *tc;
+    const zt_train_settings *ts;   /* tc's settings */
+    double agree_timeout;          /* seconds the start-up agreement waits for the ranks */
+    zt_token_data *data, *eval_data;
     zt_config cfg;
+    char rc_name[32];              /* zerotrain.recompute as configured, for the summary */
+    ckptdir *cd;
+    char cd_msg[8192];             /* outputs_check's and ckptdir's messages */
+    zt_engine *e;
     zt_model_info mi;
-    char rc_name[32] = "none";
-    zt_train_state st = {0, 0, 42};
-    batch_buf *bufs = NULL;
-    zt_batch *batches = NULL;
-    FILE *metrics = NULL;
-    uint64_t synth_seed = 0;
-    double unigram = NAN;      /* the masked-LM loss of counting (rank 0; BERT only) */
-    /* start-up: a rank's own failure (its status, already printed) waits for the agreement */
-    int start_rc = 0, is_t5 = 0;
-    int64_t skipped_total = 0, skipped_run = 0;
-    char last_ckpt[4096] = "";
-    ckptdir *cd = NULL;
-    char cd_msg[8192] = "";
-    double agree_timeout = 300.0;
-#define START_FAIL(code) do { start_rc = (code); goto agree; } while (0)
+    source src, eval_src;
+    zt_train_state st;
+    char last_ckpt[4096];          /* the last checkpoint written or resumed ("": none) */
+    batch_buf *bufs;               /* [grad_accum_steps] micro-batches' buffers */
+    zt_batch *batches;             /* [grad_accum_steps] */
+    double unigram;                /* the masked-LM loss of counting (rank 0; BERT only) */
+    FILE *metrics;                 /* --metrics (rank 0) */
+    train_stats stats;
+    int64_t first_step;            /* the step the training loop started from */
+} train_ctx;
 
-    MPI_Comm_size(MPI_COMM_WORLD, &world);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+static void train_ctx_init(train_ctx *c)
+{
+    memset(c, 0, sizeof *c);
+    c->steps = 100;
+    c->seq = 128;
+    c->eval_samples = 256;
+    c->threads = -1;
+    c->seed = -1;
+    c->warmup = 1;
+    c->world = 1;
+    c->tty = isatty(2);
+    c->agree_timeout = 300.0;
+    snprintf(c->rc_name, sizeof c->rc_name, "none");
+    c->st = (zt_train_state){0, 0, 42};
+    c->unigram = NAN;
+    MPI_Comm_size(MPI_COMM_WORLD, &c->world);
+    MPI_Comm_rank(MPI_COMM_WORLD, &c->rank);
+}
 
-    /* --resume is a flag; the rest take values */
+/* rc: the command's status (0: success; otherwise the checkpoint folder is left as the
+ * run found it when the run saved nothing there) */
+static void train_ctx_free(train_ctx *c, int rc)
+{
+    if (c->metrics)
+        fclose(c->metrics);
+    stats_free(&c->stats);
+    for (int k = 0; c->bufs && k < c->ts->grad_accum_steps; k++)
+        batch_release(&c->bufs[k]);
+    free(c->bufs);
+    source_destroy(&c->src);
+    source_destroy(&c->eval_src);
+    free(c->batches);
+    zt_engine_destroy(c->e);
+    ckptdir_close(c->cd, rc != 0);
+    zt_token_data_close(c->data);
+    zt_token_data_close(c->eval_data);
+    zt_train_config_destroy(c->tc);
+    free(c->cfg_text);
+}
+
+/* The numbers of the command line, within their bounds; 0, or 2 after printing why not */
+static int parse_numbers(train_ctx *c)
+{
+    const train_args *a = &c->a;
+    if ((a->steps && parse_int(a->steps, "--steps", 1, 1L << 40, &c->steps)) ||
+        (a->seq && parse_int(a->seq, "--seq-len", 3, 1 << 20, &c->seq)) ||
+        (a->ckpt_every &&
+         parse_int(a->ckpt_every, "--checkpoint-every", 1, 1L << 40, &c->ckpt_every)) ||
+        (a->keep && parse_int(a->keep, "--keep", 1, 1 << 20, &c->keep)) ||
+        (a->eval_every && parse_int(a->eval_every, "--eval-every", 1, 1L << 40, &c->eval_every)) ||
+        (a->eval_samples &&
+         parse_int(a->eval_samples, "--eval-samples", 1, 1L << 30, &c->eval_samples)) ||
+        (a->threads && parse_int(a->threads, "--threads", 0, 1024, &c->threads)) ||
+        (a->seed && parse_int(a->seed, "--seed", 0, INT64_MAX, &c->seed)) ||
+        (a->warmup && parse_int(a->warmup, "--warmup", 0, 1L << 30, &c->warmup)))
+        return 2;
+    return 0;
+}
+
+/* The command line into c->a and its numbers, and the options checked against each other;
+ * 0, or 2 after printing why not. argv is reordered. */
+static int parse_args(train_ctx *c, int argc, char **argv)
+{
+    train_args *a = &c->a;
+    opt opts[] = {
+        {"--config", &a->config},         {"--model", &a->model},
+        {"--data", &a->data},             {"--seq-len", &a->seq},
+        {"--steps", &a->steps},           {"--checkpoint-dir", &a->ckpt_dir},
+        {"--checkpoint-every", &a->ckpt_every}, {"--keep", &a->keep},
+        {"--save-model", &a->save},       {"--seed", &a->seed},
+        {"--metrics", &a->metrics},       {"--eval-data", &a->eval_data},
+        {"--eval-every", &a->eval_every}, {"--eval-samples", &a->eval_samples},
+        {"--threads", &a->threads},       {"--collective-timeout", &a->timeout},
+        {"--summary", &a->summary},       {"--warmup", &a->warmup},
+        {"--resume-from", &a->resume_from},
+    };
+    /* --resume and the other flags take no value; the rest do */
     int n = 0;
     for (int i = 0; i < argc; i++) {
         if (strcmp(argv[i], "--resume") == 0)
-            a.resume = 1;
+            a->resume = 1;
         else if (strcmp(argv[i], "--check-collectives") == 0)
-            a.check_coll = 1;
+            a->check_coll = 1;
         else if (strcmp(argv[i], "--profile") == 0)
-            a.profile = 1;
+            a->profile = 1;
         else if (strcmp(argv[i], "--overwrite") == 0)
-            a.overwrite = 1;
+            a->overwrite = 1;
         else
             argv[n++] = argv[i];
     }
     if (parse_opts(n, argv, opts, (int)(sizeof opts / sizeof opts[0])))
-        START_FAIL(2);
-    if (!a.model || !a.data) {
+        return 2;
+    if (!a->model || !a->data) {
         die("train needs --model DIR|PRESET|CONFIG_JSON and --data DIR|synthetic[:SEED]");
-        START_FAIL(2);
+        return 2;
     }
-    if ((a.steps && parse_int(a.steps, "--steps", 1, 1L << 40, &steps)) ||
-        (a.seq && parse_int(a.seq, "--seq-len", 3, 1 << 20, &seq)) ||
-        (a.ckpt_every && parse_int(a.ckpt_every, "--checkpoint-every", 1, 1L << 40, &ckpt_every)) ||
-        (a.keep && parse_int(a.keep, "--keep", 1, 1 << 20, &keep)) ||
-        (a.eval_every && parse_int(a.eval_every, "--eval-every", 1, 1L << 40, &eval_every)) ||
-        (a.eval_samples && parse_int(a.eval_samples, "--eval-samples", 1, 1L << 30, &eval_samples)) ||
-        (a.threads && parse_int(a.threads, "--threads", 0, 1024, &threads)) ||
-        (a.seed && parse_int(a.seed, "--seed", 0, INT64_MAX, &seed)) ||
-        (a.warmup && parse_int(a.warmup, "--warmup", 0, 1L << 30, &warmup)))
-        START_FAIL(2);
-    if ((a.ckpt_every || a.resume || a.keep || a.overwrite) && !a.ckpt_dir) {
+    if (parse_numbers(c))
+        return 2;
+    if ((a->ckpt_every || a->resume || a->keep || a->overwrite) && !a->ckpt_dir) {
         die("--checkpoint-every, --keep, --resume and --overwrite need --checkpoint-dir");
-        START_FAIL(2);
+        return 2;
     }
-    if (a.resume && a.overwrite) {
+    if (a->resume && a->overwrite) {
         die("--resume (continue the folder's checkpoints) and --overwrite (replace them by a "
             "new run's) exclude each other");
-        START_FAIL(2);
+        return 2;
     }
-    if (a.resume && a.resume_from) {
+    if (a->resume && a->resume_from) {
         die("--resume (the newest checkpoint in --checkpoint-dir) and --resume-from DIR "
             "(that one) exclude each other");
-        START_FAIL(2);
+        return 2;
     }
-    if (!!a.eval_data != !!a.eval_every) {
+    if (!!a->eval_data != !!a->eval_every) {
         die("--eval-data and --eval-every go together");
-        START_FAIL(2);
+        return 2;
     }
-    if (strcmp(a.data, "synthetic") == 0 || strncmp(a.data, "synthetic:", 10) == 0) {
+    if (strcmp(a->data, "synthetic") == 0 || strncmp(a->data, "synthetic:", 10) == 0) {
         long v = 0;
-        if (a.data[9] == ':' && parse_int(a.data + 10, "synthetic seed", 0, INT64_MAX, &v))
-            START_FAIL(2);
-        synth_seed = (uint64_t)v;
+        if (a->data[9] == ':' && parse_int(a->data + 10, "synthetic seed", 0, INT64_MAX, &v))
+            return 2;
+        c->synth_seed = (uint64_t)v;
     } else {
-        data_dir = a.data;
+        c->data_dir = a->data;
     }
+    return 0;
+}
 
-    /* everything is validated before anything is allocated or written */
-    if (a.config) {
-        if (!(cfg_text = read_text(a.config))) {
+/* The training config (--config, or a micro batch of 8) parsed for this world size, and the
+ * run's seed; 0, or 1 after printing why not. Everything is validated before anything is
+ * allocated or written. */
+static int read_config(train_ctx *c)
+{
+    int rc;
+    if (c->a.config) {
+        if (!(c->cfg_text = read_text(c->a.config))) {
             die("%s", zt_last_error());
-            START_FAIL(1);
+            return 1;
         }
-        rc = zt_train_config_parse(cfg_text, a.config, world, steps, &tc);
+        rc = zt_train_config_parse(c->cfg_text, c->a.config, c->world, c->steps, &c->tc);
     } else {
-        cfg_text = strdup("{\"train_micro_batch_size_per_gpu\": 8}\n");
-        rc = cfg_text ? zt_train_config_parse(cfg_text, "(default config)", world, steps, &tc)
-                      : ZT_E_NOMEM;
+        c->cfg_text = strdup("{\"train_micro_batch_size_per_gpu\": 8}\n");
+        rc = c->cfg_text ? zt_train_config_parse(c->cfg_text, "(default config)", c->world,
+                                                 c->steps, &c->tc)
+                         : ZT_E_NOMEM;
     }
     if (rc < 0) {
         die("%s", zt_last_error());
-        START_FAIL(1);
+        return 1;
     }
-    rc = 1;
-    ts = zt_train_config_settings(tc);
-    agree_timeout = ts->collective_timeout;
-    st.seed = seed >= 0 ? (uint64_t)seed : ts->seed_given ? ts->seed : 42;
-
-    if (ts->activation_checkpointing && ts->recompute == ZT_RECOMPUTE_NONE)
+    c->ts = zt_train_config_settings(c->tc);
+    c->agree_timeout = c->ts->collective_timeout;
+    c->st.seed = c->seed >= 0 ? (uint64_t)c->seed : c->ts->seed_given ? c->ts->seed : 42;
+    if (c->ts->activation_checkpointing && c->ts->recompute == ZT_RECOMPUTE_NONE)
         fprintf(stderr, "zerotrain: notice: the activation_checkpointing section does not turn "
                         "recomputation on: set \"zerotrain\": {\"recompute\": \"full\"}\n");
-    if (data_dir && zt_token_data_open(data_dir, 1, &data) < 0) {
-        die("%s", zt_last_error());
-        START_FAIL(1);
-    }
-    if (a.eval_data && zt_token_data_open(a.eval_data, 1, &eval_data) < 0) {
-        die("%s", zt_last_error());
-        START_FAIL(1);
-    }
+    return 0;
+}
 
-    zt_config_init(&cfg);
-    zt_train_config_apply(tc, &cfg); /* every field the config file sets */
-    /* what the command line, the model and the data decide */
-    {
-        struct stat sb;
-        if (stat(a.model, &sb) != 0)
-            cfg.model_preset = a.model;
-        else if (S_ISREG(sb.st_mode)) /* a config.json alone */
-            cfg.model_config = a.model;
-        else if (S_ISDIR(sb.st_mode))
-            cfg.model_dir = a.model;
-        else {
-            die("--model %s: not a regular file (a config.json) nor a folder (%s)", a.model,
-                S_ISFIFO(sb.st_mode) ? "a FIFO" : "a device or socket");
-            START_FAIL(1);
-        }
-    }
-    is_t5 = model_is_t5(a.model);
-    if (data) {
-        zt_token_data_info di;
-        zt_token_data_info_get(data, &di);
-        /* a T5 preset: the tokenizer's vocabulary and span corruption's sentinels */
-        cfg.vocab_size = di.tok.vocab_size + (cfg.model_preset && is_t5 ? ZT_SPAN_EXTRA_IDS : 0);
-    }
-    cfg.seed = st.seed;
-    if (threads >= 0)
-        cfg.threads = (int)threads;
-    {   /* mpirun binds each rank to one core by default when ranks <= 2: threads beyond
-         * the cores a rank may run on only take turns */
-        cpu_set_t cs;
-        int want = cfg.threads > 0 ? cfg.threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
-        if (sched_getaffinity(0, sizeof cs, &cs) == 0 && CPU_COUNT(&cs) < want && rank == 0)
-            fprintf(stderr, "zerotrain: warning: this rank may run on %d core%s but uses %d "
-                            "threads; give mpirun --bind-to none (or --map-by slot:PE=%d)\n",
-                    CPU_COUNT(&cs), CPU_COUNT(&cs) == 1 ? "" : "s", want, want);
-    }
-    /* T5's own optimizer when the config names none: Adafactor with transformers' defaults
-     * (the config's, which without an optimizer section are zt_config_init's); with a
-     * scheduler its T5 recipe: at the scheduler's lr, no relative steps */
-    if (is_t5 && !ts->optimizer_given) {
-        cfg.optimizer = ZT_OPT_ADAFACTOR;
-        cfg.relative_step = cfg.scale_parameter = ts->scheduler == ZT_SCHED_CONSTANT;
-        if (cfg.relative_step)
-            cfg.lr = 0.0f; /* (relative steps take no lr) */
-        cfg.weight_decay = 0.0f;
-        if (rank == 0)
-            fprintf(stderr, "zerotrain: notice: no optimizer section: T5 trains with Adafactor "
-                            "(%s)\n", cfg.relative_step ? "relative steps, transformers' "
-                            "defaults" : "the scheduler's lr, relative_step and "
-                            "scale_parameter false");
-    }
-    if (a.check_coll)
-        cfg.check_collectives = 1;
-    if (a.profile)
-        cfg.recompute_profile = 1;
-    if (ts->recompute == ZT_RECOMPUTE_EVERY_K)
-        snprintf(rc_name, sizeof rc_name, "every-k:%d", ts->recompute_k);
-    else
-        snprintf(rc_name, sizeof rc_name, "%s",
-                 (const char *[]){"none", "full", "selective", "every-k", "auto"}[ts->recompute]);
-    cfg.plan_seq_len = (int)seq; /* (plan_micro_batch: the config's micro batch) */
-    if (a.timeout) {
-        double tmo;
-        if (parse_float(a.timeout, "--collective-timeout", 0, 1e9, &tmo))
-            START_FAIL(2);
-        cfg.collective_timeout = tmo;
-        agree_timeout = tmo;
-    }
-    {   /* every output can be written and the checkpoint folder is this run's, before any
-         * work: rank 0 checks them and holds the folder's lock for the run */
-        int mode = a.overwrite ? CKPTDIR_OVERWRITE
-                   : a.resume || a.resume_from ? CKPTDIR_RESUME : CKPTDIR_NEW;
-        if (outputs_check(a.save, a.metrics, a.summary, rank, cd_msg, sizeof cd_msg) < 0 ||
-            ckptdir_open(a.ckpt_dir, mode, rank, &cd, cd_msg, sizeof cd_msg) < 0) {
-            die("%s", cd_msg);
-            START_FAIL(1);
-        }
-    }
-agree:
-    /* Every rank, whatever happened above: its status, then its settings against rank 0's
-     * (a rank that failed alone would leave the others waiting in their first collective;
-     * ranks given different settings would train silently apart or mismatch collectives) */
-    {
-        char *settings = start_rc == 0 ? run_settings(&a, ts, steps, seq, st.seed, data_dir,
-                                                      synth_seed, eval_every, eval_samples,
-                                                      ckpt_every, keep, warmup)
-                                       : NULL;
-        int arc = zt_ranks_agree(MPI_COMM_WORLD, start_rc ? ZT_E_INVAL : 0, die_last(),
-                                 settings, agree_timeout);
-        free(settings);
-        if (start_rc) {
-            rc = start_rc;
-            goto done;
-        }
-        if (arc < 0) {
-            if (rank == 0)
-                die("%s", zt_last_error());
-            rc = 1;
-            goto done;
-        }
-    }
-    if (zt_engine_create(&cfg, MPI_COMM_WORLD, &e) < 0) {
+/* The prepared corpora (--data unless synthetic, --eval-data) with their tokenizers; 0, or
+ * 1 after printing why not */
+static int open_data(train_ctx *c)
+{
+    if (c->data_dir && zt_token_data_open(c->data_dir, 1, &c->data) < 0) {
         die("%s", zt_last_error());
-        goto done;
+        return 1;
     }
-    zt_engine_model_info(e, &mi);
-    if (mi.max_positions > 0 && seq > mi.max_positions) {
-        die("--seq-len %ld exceeds the model's max_position_embeddings %d", seq, mi.max_positions);
-        goto done;
-    }
-    if (source_create(data, &mi, (int)seq, data ? st.seed : st.seed ^ synth_seed, &src) < 0 ||
-        (eval_data && source_create(eval_data, &mi, (int)seq, 1234, &eval_src) < 0)) {
+    if (c->a.eval_data && zt_token_data_open(c->a.eval_data, 1, &c->eval_data) < 0) {
         die("%s", zt_last_error());
-        goto done;
+        return 1;
     }
-    if (a.resume_from) { /* that checkpoint, which must verify */
-        int ok = zt_checkpoint_load(e, a.resume_from, &st) == 0;
-        if (!ok)
-            die("%s", zt_engine_last_error(e));
-        if (!all_ok(e, ok))
-            goto done;
-        snprintf(last_ckpt, sizeof last_ckpt, "%s", a.resume_from);
-        if (rank == 0)
-            fprintf(stderr, "zerotrain: resumed from %s at step %" PRId64 "\n", a.resume_from,
-                    st.step);
-    }
-    if (a.resume) {
-        /* rank 0 looks first (and moves corrupt checkpoints aside), then the others */
-        int found = rank == 0 ? zt_checkpoint_find_latest(a.ckpt_dir, resume_path,
-                                                          sizeof resume_path) : 0;
-        if (found < 0)
-            die("%s", zt_last_error());
-        if (!all_ok(e, found >= 0)) /* (also: the others wait for rank 0's look) */
-            goto done;
-        if (rank != 0 && (found = zt_checkpoint_find_latest(a.ckpt_dir, resume_path,
-                                                             sizeof resume_path)) < 0)
-            die("%s", zt_last_error());
-        if (!all_ok(e, found >= 0))
-            goto done;
-        {   /* every rank found the same one (or none) */
-            double mine[2] = {found, found > 0 ? (double)(XXH64(resume_path, strlen(resume_path),
-                                                                 0) >> 12) : 0.0};
-            double *all = malloc(sizeof *all * 2 * (size_t)world);
-            int same = all != NULL;
-            if (!all || zt_engine_gather_f64(e, mine, 2, all) < 0) {
-                free(all);
-                die("%s", all ? zt_engine_last_error(e) : "out of memory");
-                goto done;
-            }
-            for (int r = 0; r < world; r++)
-                same &= all[2 * r] == mine[0] && all[2 * r + 1] == mine[1];
-            free(all);
-            if (!same) {
-                die("the ranks found different checkpoints in %s (is it on storage every rank "
-                    "sees alike?)", a.ckpt_dir);
-                goto done;
-            }
-        }
-        if (found == 0 && rank == 0) {
-            fprintf(stderr, "zerotrain: notice: no valid checkpoint in %s; starting from "
-                            "scratch\n", a.ckpt_dir);
-        } else if (found > 0) {
-            uint64_t want_seed = st.seed;
-            int ok = zt_checkpoint_load(e, resume_path, &st) == 0;
-            if (!ok)
-                die("%s", zt_engine_last_error(e));
-            if (!all_ok(e, ok))
-                goto done;
-            snprintf(last_ckpt, sizeof last_ckpt, "%s", resume_path);
-            if (st.seed != want_seed && rank == 0)
-                fprintf(stderr, "zerotrain: notice: continuing with the checkpoint's seed %" PRIu64
-                                " (not %" PRIu64 ")\n", st.seed, want_seed);
-            if (rank == 0)
-                fprintf(stderr, "zerotrain: resumed from %s at step %" PRId64 "\n",
-                        resume_path, st.step);
-        }
-    }
-    {   /* what the run trains with, kept in its checkpoints; a resume that changed it says so
-         * (it fails only out of memory, as the allocations below) */
-        char id[128];
-        data_identity(data_dir, synth_seed, id, sizeof id);
-        if (ckptdir_run_info(e, rank, seq, ts->train_batch_size, id, data_dir, cd_msg,
-                             sizeof cd_msg) < 0) {
-            die("%s", cd_msg);
-            goto done;
-        }
-    }
+    return 0;
+}
 
-    int gas = ts->grad_accum_steps, micro = ts->micro_batch_size;
-    size_t cells = (size_t)micro * (size_t)seq, lcells = (size_t)micro * (size_t)src.Tl;
-    if (!(bufs = calloc((size_t)gas, sizeof *bufs)) ||
-        !(batches = calloc((size_t)gas, sizeof *batches))) {
-        die("out of memory");
-        goto done;
+/* --model as a preset name, a config.json alone or a folder; 0, or 1 after printing why
+ * not (a FIFO or a device) */
+static int set_model(zt_config *cfg, const char *model)
+{
+    struct stat sb;
+    if (stat(model, &sb) != 0)
+        cfg->model_preset = model;
+    else if (S_ISREG(sb.st_mode)) /* a config.json alone */
+        cfg->model_config = model;
+    else if (S_ISDIR(sb.st_mode))
+        cfg->model_dir = model;
+    else {
+        die("--model %s: not a regular file (a config.json) nor a folder (%s)", model,
+            S_ISFIFO(sb.st_mode) ? "a FIFO" : "a device or socket");
+        return 1;
     }
-    for (int k = 0; k < gas; k++)
-        if (batch_alloc(&bufs[k], cells, lcells) < 0) {
-            die("out of memory");
-            goto done;
-        }
-    if (rank == 0 && zt_engine_memory_plan(e)[0])
-        fprintf(stderr, "%s\n", zt_engine_memory_plan(e));
-    if (rank == 0 && zt_engine_recompute_plan(e)[0])
-        fprintf(stderr, "%s\n", zt_engine_recompute_plan(e));
-    if (rank == 0) {
-        zt_engine_report er;
-        zt_engine_report_get(e, &er);
-        fprintf(stderr, "model state per rank predicted (stage %d, %d ranks): %.1f MiB by the "
-                        "formula + %.1f MiB of buffers\n",
-                er.zero_stage, er.world_size, er.predicted_state_bytes / 1048576.0,
-                er.buffer_bytes / 1048576.0);
-    }
+    return 0;
+}
+
+/* mpirun binds each rank to one core by default when ranks <= 2: threads beyond the cores
+ * a rank may run on only take turns (rank 0 warns) */
+static void warn_affinity(int threads, int rank)
+{
+    cpu_set_t cs;
+    int want = threads > 0 ? threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (sched_getaffinity(0, sizeof cs, &cs) == 0 && CPU_COUNT(&cs) < want && rank == 0)
+        fprintf(stderr, "zerotrain: warning: this rank may run on %d core%s but uses %d "
+                        "threads; give mpirun --bind-to none (or --map-by slot:PE=%d)\n",
+                CPU_COUNT(&cs), CPU_COUNT(&cs) == 1 ? "" : "s", want, want);
+}
+
+/* T5's own optimizer when the config names none: Adafactor with transformers' defaults
+ * (the config's, which without an optimizer section are zt_config_init's); with a
+ * scheduler its T5 recipe: at the scheduler's lr, no relative steps */
+static void t5_optimizer(zt_config *cfg, const zt_train_settings *ts, int rank)
+{
+    cfg->optimizer = ZT_OPT_ADAFACTOR;
+    cfg->relative_step = cfg->scale_parameter = ts->scheduler == ZT_SCHED_CONSTANT;
+    if (cfg->relative_step)
+        cfg->lr = 0.0f; /* (relative steps take no lr) */
+    cfg->weight_decay = 0.0f;
     if (rank == 0)
-        fprintf(stderr, "zerotrain %s: %s L%d H%d A%d V%d, %zu parameters; steps %" PRId64
-                        "..%ld, batch %d = %d x %d x %d ranks, seq %ld, %s\n",
-                zt_version(), strcmp(mi.model_type, "t5") == 0 ? "T5" : "BERT", mi.num_layers,
-                mi.hidden_size, mi.num_heads, mi.vocab_size,
-                mi.num_parameters, st.step + 1, steps, ts->train_batch_size, micro, gas, world,
-                seq, data_dir ? data_dir : "synthetic data");
-    if (rank == 0 && strcmp(mi.model_type, "t5") != 0 &&
-        isfinite(unigram = unigram_loss(data, mi.vocab_size)))
+        fprintf(stderr, "zerotrain: notice: no optimizer section: T5 trains with Adafactor "
+                        "(%s)\n", cfg->relative_step ? "relative steps, transformers' "
+                        "defaults" : "the scheduler's lr, relative_step and "
+                        "scale_parameter false");
+}
+
+/* The engine's configuration: zt_config_init's defaults, every field the config file sets,
+ * then what the command line, the model and the data decide; 0, or 1 or 2 after printing
+ * why not */
+static int build_config(train_ctx *c)
+{
+    zt_config *cfg = &c->cfg;
+    const zt_train_settings *ts = c->ts;
+    zt_config_init(cfg);
+    zt_train_config_apply(c->tc, cfg);
+    if (set_model(cfg, c->a.model))
+        return 1;
+    int is_t5 = model_is_t5(c->a.model);
+    if (c->data) {
+        zt_token_data_info di;
+        zt_token_data_info_get(c->data, &di);
+        /* a T5 preset: the tokenizer's vocabulary and span corruption's sentinels */
+        cfg->vocab_size = di.tok.vocab_size + (cfg->model_preset && is_t5 ? ZT_SPAN_EXTRA_IDS : 0);
+    }
+    cfg->seed = c->st.seed;
+    if (c->threads >= 0)
+        cfg->threads = (int)c->threads;
+    warn_affinity(cfg->threads, c->rank);
+    if (is_t5 && !ts->optimizer_given)
+        t5_optimizer(cfg, ts, c->rank);
+    if (c->a.check_coll)
+        cfg->check_collectives = 1;
+    if (c->a.profile)
+        cfg->recompute_profile = 1;
+    if (ts->recompute == ZT_RECOMPUTE_EVERY_K)
+        snprintf(c->rc_name, sizeof c->rc_name, "every-k:%d", ts->recompute_k);
+    else
+        snprintf(c->rc_name, sizeof c->rc_name, "%s",
+                 (const char *[]){"none", "full", "selective", "every-k", "auto"}[ts->recompute]);
+    cfg->plan_seq_len = (int)c->seq; /* (plan_micro_batch: the config's micro batch) */
+    if (c->a.timeout) {
+        double tmo;
+        if (parse_float(c->a.timeout, "--collective-timeout", 0, 1e9, &tmo))
+            return 2;
+        cfg->collective_timeout = tmo;
+        c->agree_timeout = tmo;
+    }
+    return 0;
+}
+
+/* Every output can be written and the checkpoint folder is this run's, before any work:
+ * rank 0 checks them and holds the folder's lock for the run. 0, or 1 after printing why
+ * not. */
+static int check_outputs(train_ctx *c)
+{
+    int mode = c->a.overwrite ? CKPTDIR_OVERWRITE
+               : c->a.resume || c->a.resume_from ? CKPTDIR_RESUME : CKPTDIR_NEW;
+    if (outputs_check(c->a.save, c->a.metrics, c->a.summary, c->rank, c->cd_msg,
+                      sizeof c->cd_msg) < 0 ||
+        ckptdir_open(c->a.ckpt_dir, mode, c->rank, &c->cd, c->cd_msg, sizeof c->cd_msg) < 0) {
+        die("%s", c->cd_msg);
+        return 1;
+    }
+    return 0;
+}
+
+/* Every rank, whatever its start-up did (start_rc: its status, already printed): its status,
+ * then its settings against rank 0's (a rank that failed alone would leave the others
+ * waiting in their first collective; ranks given different settings would train silently
+ * apart or mismatch collectives). Returns start_rc, 1 when the ranks disagree, or 0. */
+static int agree(train_ctx *c, int start_rc)
+{
+    char *settings = start_rc == 0 ? run_settings(&c->a, c->ts, c->steps, c->seq, c->st.seed,
+                                                  c->data_dir, c->synth_seed, c->eval_every,
+                                                  c->eval_samples, c->ckpt_every, c->keep,
+                                                  c->warmup)
+                                   : NULL;
+    int arc = zt_ranks_agree(MPI_COMM_WORLD, start_rc ? ZT_E_INVAL : 0, die_last(), settings,
+                             c->agree_timeout);
+    free(settings);
+    if (start_rc)
+        return start_rc;
+    if (arc < 0) {
+        if (c->rank == 0)
+            die("%s", zt_last_error());
+        return 1;
+    }
+    return 0;
+}
+
+/* The engine, the model's shape and the samples' sources; 0, or 1 after printing why not */
+static int start_engine(train_ctx *c)
+{
+    if (zt_engine_create(&c->cfg, MPI_COMM_WORLD, &c->e) < 0) {
+        die("%s", zt_last_error());
+        return 1;
+    }
+    zt_engine_model_info(c->e, &c->mi);
+    if (c->mi.max_positions > 0 && c->seq > c->mi.max_positions) {
+        die("--seq-len %ld exceeds the model's max_position_embeddings %d", c->seq,
+            c->mi.max_positions);
+        return 1;
+    }
+    if (source_create(c->data, &c->mi, (int)c->seq,
+                      c->data ? c->st.seed : c->st.seed ^ c->synth_seed, &c->src) < 0 ||
+        (c->eval_data &&
+         source_create(c->eval_data, &c->mi, (int)c->seq, 1234, &c->eval_src) < 0)) {
+        die("%s", zt_last_error());
+        return 1;
+    }
+    return 0;
+}
+
+/* 1 when every rank found the same checkpoint (found > 0: path) or none (collective); 0
+ * after printing why not */
+static int same_checkpoint(train_ctx *c, int found, const char *path)
+{
+    double mine[2] = {found, found > 0 ? (double)(XXH64(path, strlen(path), 0) >> 12) : 0.0};
+    double *all = malloc(sizeof *all * 2 * (size_t)c->world);
+    int same = all != NULL;
+    if (!all || zt_engine_gather_f64(c->e, mine, 2, all) < 0) {
+        free(all);
+        die("%s", all ? zt_engine_last_error(c->e) : "out of memory");
+        return 0;
+    }
+    for (int r = 0; r < c->world; r++)
+        same &= all[2 * r] == mine[0] && all[2 * r + 1] == mine[1];
+    free(all);
+    if (!same) {
+        die("the ranks found different checkpoints in %s (is it on storage every rank "
+            "sees alike?)", c->a.ckpt_dir);
+        return 0;
+    }
+    return 1;
+}
+
+/* --resume: the newest valid checkpoint in --checkpoint-dir, the same on every rank, or
+ * none (then the run starts from scratch); 0, or 1 after printing why not */
+static int resume_latest(train_ctx *c)
+{
+    char path[4096];
+    int rank = c->rank;
+    /* rank 0 looks first (and moves corrupt checkpoints aside), then the others */
+    int found = rank == 0 ? zt_checkpoint_find_latest(c->a.ckpt_dir, path, sizeof path) : 0;
+    if (found < 0)
+        die("%s", zt_last_error());
+    if (!all_ok(c->e, found >= 0)) /* (also: the others wait for rank 0's look) */
+        return 1;
+    if (rank != 0 && (found = zt_checkpoint_find_latest(c->a.ckpt_dir, path, sizeof path)) < 0)
+        die("%s", zt_last_error());
+    if (!all_ok(c->e, found >= 0))
+        return 1;
+    if (!same_checkpoint(c, found, path))
+        return 1;
+    if (found == 0 && rank == 0) {
+        fprintf(stderr, "zerotrain: notice: no valid checkpoint in %s; starting from "
+                        "scratch\n", c->a.ckpt_dir);
+    } else if (found > 0) {
+        uint64_t want_seed = c->st.seed;
+        int ok = zt_checkpoint_load(c->e, path, &c->st) == 0;
+        if (!ok)
+            die("%s", zt_engine_last_error(c->e));
+        if (!all_ok(c->e, ok))
+            return 1;
+        snprintf(c->last_ckpt, sizeof c->last_ckpt, "%s", path);
+        if (c->st.seed != want_seed && rank == 0)
+            fprintf(stderr, "zerotrain: notice: continuing with the checkpoint's seed %" PRIu64
+                            " (not %" PRIu64 ")\n", c->st.seed, want_seed);
+        if (rank == 0)
+            fprintf(stderr, "zerotrain: resumed from %s at step %" PRId64 "\n", path,
+                    c->st.step);
+    }
+    return 0;
+}
+
+/* --resume-from DIR or --resume, then what the run trains with, kept in its checkpoints (a
+ * resume that changed it says so); 0, or 1 after printing why not */
+static int resume(train_ctx *c)
+{
+    if (c->a.resume_from) { /* that checkpoint, which must verify */
+        int ok = zt_checkpoint_load(c->e, c->a.resume_from, &c->st) == 0;
+        if (!ok)
+            die("%s", zt_engine_last_error(c->e));
+        if (!all_ok(c->e, ok))
+            return 1;
+        snprintf(c->last_ckpt, sizeof c->last_ckpt, "%s", c->a.resume_from);
+        if (c->rank == 0)
+            fprintf(stderr, "zerotrain: resumed from %s at step %" PRId64 "\n",
+                    c->a.resume_from, c->st.step);
+    }
+    if (c->a.resume && resume_latest(c))
+        return 1;
+    char id[128]; /* (ckptdir_run_info fails only out of memory) */
+    data_identity(c->data_dir, c->synth_seed, id, sizeof id);
+    if (ckptdir_run_info(c->e, c->rank, c->seq, c->ts->train_batch_size, id, c->data_dir,
+                         c->cd_msg, sizeof c->cd_msg) < 0) {
+        die("%s", c->cd_msg);
+        return 1;
+    }
+    return 0;
+}
+
+/* Rank 0's account of the run before its first step: the memory and recomputation plans,
+ * the predicted model state, the model and batch, and (BERT) the unigram baseline */
+static void print_start(train_ctx *c)
+{
+    const zt_model_info *mi = &c->mi;
+    const zt_train_settings *ts = c->ts;
+    zt_engine_report er;
+    if (c->rank != 0)
+        return;
+    if (zt_engine_memory_plan(c->e)[0])
+        fprintf(stderr, "%s\n", zt_engine_memory_plan(c->e));
+    if (zt_engine_recompute_plan(c->e)[0])
+        fprintf(stderr, "%s\n", zt_engine_recompute_plan(c->e));
+    zt_engine_report_get(c->e, &er);
+    fprintf(stderr, "model state per rank predicted (stage %d, %d ranks): %.1f MiB by the "
+                    "formula + %.1f MiB of buffers\n",
+            er.zero_stage, er.world_size, er.predicted_state_bytes / 1048576.0,
+            er.buffer_bytes / 1048576.0);
+    fprintf(stderr, "zerotrain %s: %s L%d H%d A%d V%d, %zu parameters; steps %" PRId64
+                    "..%ld, batch %d = %d x %d x %d ranks, seq %ld, %s\n",
+            zt_version(), strcmp(mi->model_type, "t5") == 0 ? "T5" : "BERT", mi->num_layers,
+            mi->hidden_size, mi->num_heads, mi->vocab_size, mi->num_parameters,
+            c->st.step + 1, c->steps, ts->train_batch_size, ts->micro_batch_size,
+            ts->grad_accum_steps, c->world, c->seq, c->data_dir ? c->data_dir : "synthetic data");
+    if (strcmp(mi->model_type, "t5") != 0 &&
+        isfinite(c->unigram = unigram_loss(c->data, mi->vocab_size)))
         fprintf(stderr, "unigram baseline %.4f: the loss of predicting each masked token from "
                         "its frequency in the %s alone; a loss below it is learning more than "
-                        "counting\n", unigram, data ? "corpus" : "(uniform) synthetic ids");
+                        "counting\n", c->unigram, c->data ? "corpus" : "(uniform) synthetic ids");
+}
 
-    /* (opened, or truncated, only now that the run has passed its start-up checks) */
-    if (a.metrics && rank == 0 && !(metrics = fopen(a.metrics, st.step > 0 ? "a" : "w"))) {
-        die("%s: cannot open: %s", a.metrics, strerror(errno));
-        goto done;
-    }
-    double t_start = now(), t_last = t_start;
-    int64_t first_step = st.step;
-    if (stats_init(&stats, steps - first_step, (int)warmup) < 0) {
+/* The micro-batches' buffers, the start-up account and the metrics file; 0, or 1 after
+ * printing why not */
+static int prepare_run(train_ctx *c)
+{
+    int gas = c->ts->grad_accum_steps, micro = c->ts->micro_batch_size;
+    size_t cells = (size_t)micro * (size_t)c->seq, lcells = (size_t)micro * (size_t)c->src.Tl;
+    if (!(c->bufs = calloc((size_t)gas, sizeof *c->bufs)) ||
+        !(c->batches = calloc((size_t)gas, sizeof *c->batches))) {
         die("out of memory");
-        goto done;
+        return 1;
     }
-    if (warmup == 0) { /* measure from the first step */
+    for (int k = 0; k < gas; k++)
+        if (batch_alloc(&c->bufs[k], cells, lcells) < 0) {
+            die("out of memory");
+            return 1;
+        }
+    print_start(c);
+    /* (opened, or truncated, only now that the run has passed its start-up checks) */
+    if (c->a.metrics && c->rank == 0 &&
+        !(c->metrics = fopen(c->a.metrics, c->st.step > 0 ? "a" : "w"))) {
+        die("%s: cannot open: %s", c->a.metrics, strerror(errno));
+        return 1;
+    }
+    return 0;
+}
+
+/* The training loop's running figures, from one step to the next */
+typedef struct loop_state {
+    double t_start, t_last;        /* the loop's start, the last progress line's time */
+    uint64_t tokens_total;
+    double shown_sum;              /* the finite losses since the last progress line */
+    int shown_n;
+    int64_t skipped_total, skipped_run; /* steps skipped in all, and in a row */
+} loop_state;
+
+/* One step's outcome */
+typedef struct step_result {
+    double t0;                     /* its start */
+    double lr, loss, flops;        /* loss: the mean over the labelled tokens of every rank */
+    uint64_t tokens;
+    zt_step_info si;
+} step_result;
+
+/* One optimizer step over this rank's grad_accum_steps micro-batches: their rows, forward
+ * and backward, the step (which the engine may skip: sr->si.skipped), and the loss summed
+ * over the ranks. The data moves on either way. 0, or 1 after printing why not. */
+static int train_step(train_ctx *c, step_result *sr)
+{
+    const zt_train_settings *ts = c->ts;
+    int gas = ts->grad_accum_steps, micro = ts->micro_batch_size;
+    size_t lcells = (size_t)micro * (size_t)c->src.Tl;
+    double loss_sum = 0.0;
+    int64_t labels = 0;
+    sr->t0 = now();
+    sr->lr = zt_train_config_lr(c->tc, c->st.step);
+    sr->flops = 0.0;
+    uint64_t base = c->st.samples + (uint64_t)c->rank * (uint64_t)micro * (uint64_t)gas;
+    for (int k = 0; k < gas; k++) {
+        if (source_fill(&c->src, base + (uint64_t)k * (uint64_t)micro, micro, &c->bufs[k],
+                        &c->batches[k]) < 0)
+            return die("data: %s", zt_last_error());
+        for (size_t i = 0; i < lcells; i++)
+            labels += c->bufs[k].labels[i] != -100;
+    }
+    /* the step's mean is over the labelled tokens of every rank */
+    if (zt_engine_sum_i64(c->e, &labels, 1) < 0)
+        return die("step %" PRId64 ": %s", c->st.step + 1, zt_engine_last_error(c->e));
+    zt_engine_zero_grad(c->e);
+    for (int k = 0; k < gas; k++) {
+        zt_fb_result r;
+        zt_batch b = c->batches[k];
+        b.label_count = labels;
+        if (zt_engine_forward_backward(c->e, &b, 0, &r) < 0)
+            return die("step %" PRId64 ": %s", c->st.step + 1, zt_engine_last_error(c->e));
+        loss_sum += r.loss_sum;
+        sr->flops += r.flops;
+    }
+    if (zt_engine_step(c->e, (float)sr->lr, &sr->si) < 0)
+        return die("step %" PRId64 ": %s", c->st.step + 1, zt_engine_last_error(c->e));
+    sr->lr = sr->si.lr; /* (Adafactor's relative step size) */
+    if (c->world > 1) { /* loss sums added in rank order: the same on every rank and run */
+        double *all = malloc(sizeof(double) * (size_t)c->world);
+        if (!all || zt_engine_gather_f64(c->e, &loss_sum, 1, all) < 0) {
+            die("step %" PRId64 ": gathering the loss: %s", c->st.step + 1,
+                all ? zt_engine_last_error(c->e) : "out of memory");
+            free(all);
+            return 1;
+        }
+        loss_sum = 0.0;
+        for (int r = 0; r < c->world; r++)
+            loss_sum += all[r];
+        free(all);
+    }
+    /* the data moves on either way; a skipped step leaves the step count as it was */
+    c->st.samples += (uint64_t)ts->train_batch_size;
+    sr->loss = labels ? loss_sum / (double)labels : 0.0;
+    sr->tokens = (uint64_t)ts->train_batch_size * (uint64_t)c->seq;
+    return 0;
+}
+
+/* A step the engine skipped (its loss or gradient norm was not finite): a warning, a
+ * metrics line, and the end of the run after zerotrain.max_skipped_steps of them in a row;
+ * 0, or 1 after printing why the run ends */
+static int step_skipped(train_ctx *c, loop_state *ls, const step_result *sr)
+{
+    const zt_step_info *si = &sr->si;
+    char where[200] = "";
+    ls->skipped_total++;
+    ls->skipped_run++;
+    if (si->nonfinite_unit >= 0)
+        snprintf(where, sizeof where, "; the first unit with a non-finite gradient is "
+                 "%d \"%s\"", si->nonfinite_unit, zt_engine_unit_name(c->e, si->nonfinite_unit));
+    else
+        snprintf(where, sizeof where, "; the gradients are finite, the loss is not");
+    if (c->rank == 0)
+        fprintf(stderr, "%szerotrain: warning: step %" PRId64 " skipped: loss %g, "
+                "gradient norm %g%s (%" PRId64 " in a row, %" PRId64 " in all; the "
+                "parameters and optimizer state are unchanged)\n", c->tty ? "\n" : "",
+                c->st.step + 1, isnan(sr->loss) ? NAN : sr->loss, isnan(si->grad_norm) ? NAN :
+                si->grad_norm, where, ls->skipped_run, ls->skipped_total);
+    if (c->metrics && c->rank == 0)
+        write_metrics(c->metrics, c->st.step + 1, sr->loss, sr->lr, si->grad_norm, sr->tokens,
+                      now() - sr->t0, NULL, 1, ls->skipped_total);
+    if (ls->skipped_run >= c->ts->max_skipped_steps) {
+        die("step %" PRId64 ": %" PRId64 " steps in a row were skipped (their loss or "
+            "gradient norm was not finite; zerotrain.max_skipped_steps %d): the run "
+            "diverged. The last good checkpoint is %s", c->st.step + 1, ls->skipped_run,
+            c->ts->max_skipped_steps,
+            c->last_ckpt[0] ? c->last_ckpt : "none (no checkpoint was written or resumed)");
+        return 1;
+    }
+    return 0;
+}
+
+/* --eval-data's loss after the step just done, into *ev (and a line from rank 0); 0, or 1
+ * after printing why not */
+static int step_eval(train_ctx *c, double *ev)
+{
+    uint64_t ns = source_samples(&c->eval_src);
+    int64_t counted = 0;
+    if (evaluate(c->e, &c->eval_src, c->ts->micro_batch_size,
+                 ns < (uint64_t)c->eval_samples ? ns : (uint64_t)c->eval_samples, &c->bufs[0],
+                 c->rank, c->world, ev, &counted))
+        return 1;
+    if (c->rank == 0 && counted)
+        fprintf(stderr, "%sstep %" PRId64 "  eval_loss %.4f\n", c->tty ? "\n" : "",
+                c->st.step, *ev);
+    else if (c->rank == 0)
+        fprintf(stderr, "%sstep %" PRId64 "  eval_loss none: the evaluation samples "
+                "have no labelled token\n", c->tty ? "\n" : "", c->st.step);
+    return 0;
+}
+
+/* a checkpoint of step st.step in --checkpoint-dir (collective); 0, or 1 after printing
+ * why not */
+static int save_checkpoint(train_ctx *c)
+{
+    if (zt_checkpoint_save(c->e, c->a.ckpt_dir, &c->st, c->cfg_text, (int)c->keep) < 0)
+        return die("%s", zt_engine_last_error(c->e));
+    ckptdir_saved(c->cd, c->e);
+    return 0;
+}
+
+/* After a step that counted: the evaluation when due, the step's timing, its metrics line,
+ * the progress line when due (the mean loss since the last one, as HF logs it) and the
+ * checkpoint when due; 0, or 1 after printing why not */
+static int step_done(train_ctx *c, loop_state *ls, const step_result *sr)
+{
+    const train_args *a = &c->a;
+    double ev = 0.0, *evp = NULL;
+    if ((c->eval_src.mlm || c->eval_src.span) && c->st.step % c->eval_every == 0) {
+        if (step_eval(c, &ev))
+            return 1;
+        evp = &ev;
+    }
+    double t1 = now();
+    if (stats_step(&c->stats, t1 - sr->t0, sr->flops, a->profile)) {
         zt_engine_report er0;
-        zt_engine_report_get(e, &er0);
-        stats_comm_mark(&stats, &er0);
-        if (a.profile) {
+        zt_engine_report_get(c->e, &er0);
+        stats_comm_mark(&c->stats, &er0);
+    }
+    if (c->metrics && c->rank == 0)
+        write_metrics(c->metrics, c->st.step, sr->loss, sr->lr, sr->si.grad_norm, sr->tokens,
+                      t1 - sr->t0, evp, 0, ls->skipped_total);
+    if (isfinite(sr->loss)) {
+        ls->shown_sum += sr->loss;
+        ls->shown_n++;
+    }
+    int64_t step = c->st.step, steps = c->steps;
+    int print_now = c->tty ? (t1 - ls->t_last > 0.25 || step == steps)
+                           : (step % c->ts->steps_per_print == 0 || step == steps);
+    if (print_now && c->rank == 0) {
+        double el = t1 - ls->t_start, tps = ls->tokens_total / (el > 1e-9 ? el : 1e-9);
+        double eta = (double)(steps - step) * el / (double)(step - c->first_step);
+        progress(c->tty, step, steps, ls->shown_n ? ls->shown_sum / ls->shown_n : sr->loss,
+                 c->unigram, sr->lr, tps, eta);
+        ls->t_last = t1;
+        ls->shown_sum = 0.0;
+        ls->shown_n = 0;
+    }
+    if (a->ckpt_dir && c->ckpt_every && step % c->ckpt_every == 0 && step < steps) {
+        if (save_checkpoint(c))
+            return 1;
+        snprintf(c->last_ckpt, sizeof c->last_ckpt, "%s/step-%" PRId64, a->ckpt_dir, step);
+    }
+    return 0;
+}
+
+/* The steps from st.step to --steps, measured after --warmup steps; 0, or 1 after printing
+ * why not */
+static int train_loop(train_ctx *c)
+{
+    loop_state ls = {0};
+    ls.t_start = ls.t_last = now();
+    c->first_step = c->st.step;
+    if (stats_init(&c->stats, c->steps - c->first_step, (int)c->warmup) < 0)
+        return die("out of memory");
+    if (c->warmup == 0) { /* measure from the first step */
+        zt_engine_report er0;
+        zt_engine_report_get(c->e, &er0);
+        stats_comm_mark(&c->stats, &er0);
+        if (c->a.profile) {
             zt_profile_reset();
             zt_profile_enable(1);
         }
     }
-    uint64_t tokens_total = 0;
-    double loss = 0.0, shown_sum = 0.0; /* (the finite losses since the last progress line) */
-    int shown_n = 0;
-    for (; st.step < steps; ) {
-        double t0 = now(), lr = zt_train_config_lr(tc, st.step), loss_sum = 0.0, *evp = NULL,
-               ev = 0.0;
-        int64_t labels = 0;
-        zt_step_info si;
-        uint64_t base = st.samples + (uint64_t)rank * (uint64_t)micro * (uint64_t)gas;
-        for (int k = 0; k < gas; k++) {
-            if (source_fill(&src, base + (uint64_t)k * (uint64_t)micro, micro, &bufs[k],
-                            &batches[k]) < 0) {
-                die("data: %s", zt_last_error());
-                goto done;
-            }
-            for (size_t i = 0; i < lcells; i++)
-                labels += bufs[k].labels[i] != -100;
-        }
-        /* the step's mean is over the labelled tokens of every rank */
-        if (zt_engine_sum_i64(e, &labels, 1) < 0) {
-            die("step %" PRId64 ": %s", st.step + 1, zt_engine_last_error(e));
-            goto done;
-        }
-        zt_engine_zero_grad(e);
-        double step_flops = 0.0;
-        for (int k = 0; k < gas; k++) {
-            zt_fb_result r;
-            zt_batch b = batches[k];
-            b.label_count = labels;
-            if (zt_engine_forward_backward(e, &b, 0, &r) < 0) {
-                die("step %" PRId64 ": %s", st.step + 1, zt_engine_last_error(e));
-                goto done;
-            }
-            loss_sum += r.loss_sum;
-            step_flops += r.flops;
-        }
-        if (zt_engine_step(e, (float)lr, &si) < 0) {
-            die("step %" PRId64 ": %s", st.step + 1, zt_engine_last_error(e));
-            goto done;
-        }
-        lr = si.lr; /* (Adafactor's relative step size) */
-        if (world > 1) { /* loss sums added in rank order: the same on every rank and run */
-            double *all = malloc(sizeof(double) * (size_t)world);
-            if (!all || zt_engine_gather_f64(e, &loss_sum, 1, all) < 0) {
-                die("step %" PRId64 ": gathering the loss: %s", st.step + 1,
-                    all ? zt_engine_last_error(e) : "out of memory");
-                free(all);
-                goto done;
-            }
-            loss_sum = 0.0;
-            for (int r = 0; r < world; r++)
-                loss_sum += all[r];
-            free(all);
-        }
-        /* the data moves on either way; a skipped step leaves the step count as it was */
-        st.samples += (uint64_t)ts->train_batch_size;
-        loss = labels ? loss_sum / (double)labels : 0.0;
-        uint64_t step_tokens = (uint64_t)ts->train_batch_size * (uint64_t)seq;
-        tokens_total += step_tokens;
-        if (si.skipped) {
-            char where[200] = "";
-            skipped_total++;
-            skipped_run++;
-            if (si.nonfinite_unit >= 0)
-                snprintf(where, sizeof where, "; the first unit with a non-finite gradient is "
-                         "%d \"%s\"", si.nonfinite_unit, zt_engine_unit_name(e, si.nonfinite_unit));
-            else
-                snprintf(where, sizeof where, "; the gradients are finite, the loss is not");
-            if (rank == 0)
-                fprintf(stderr, "%szerotrain: warning: step %" PRId64 " skipped: loss %g, "
-                        "gradient norm %g%s (%" PRId64 " in a row, %" PRId64 " in all; the "
-                        "parameters and optimizer state are unchanged)\n", tty ? "\n" : "",
-                        st.step + 1, isnan(loss) ? NAN : loss, isnan(si.grad_norm) ? NAN :
-                        si.grad_norm, where, skipped_run, skipped_total);
-            if (metrics && rank == 0)
-                write_metrics(metrics, st.step + 1, loss, lr, si.grad_norm, step_tokens,
-                              now() - t0, NULL, 1, skipped_total);
-            if (skipped_run >= ts->max_skipped_steps) {
-                die("step %" PRId64 ": %" PRId64 " steps in a row were skipped (their loss or "
-                    "gradient norm was not finite; zerotrain.max_skipped_steps %d): the run "
-                    "diverged. The last good checkpoint is %s", st.step + 1, skipped_run,
-                    ts->max_skipped_steps,
-                    last_ckpt[0] ? last_ckpt : "none (no checkpoint was written or resumed)");
-                goto done;
-            }
+    while (c->st.step < c->steps) {
+        step_result sr;
+        if (train_step(c, &sr))
+            return 1;
+        ls.tokens_total += sr.tokens;
+        if (sr.si.skipped) {
+            if (step_skipped(c, &ls, &sr))
+                return 1;
             continue;
         }
-        skipped_run = 0;
-        st.step++;
-        if ((eval_src.mlm || eval_src.span) && st.step % eval_every == 0) {
-            uint64_t ns = source_samples(&eval_src);
-            int64_t counted = 0;
-            if (evaluate(e, &eval_src, micro, ns < (uint64_t)eval_samples ? ns : (uint64_t)eval_samples,
-                         &bufs[0], rank, world, &ev, &counted))
-                goto done;
-            evp = &ev;
-            if (rank == 0 && counted)
-                fprintf(stderr, "%sstep %" PRId64 "  eval_loss %.4f\n", tty ? "\n" : "",
-                        st.step, ev);
-            else if (rank == 0)
-                fprintf(stderr, "%sstep %" PRId64 "  eval_loss none: the evaluation samples "
-                        "have no labelled token\n", tty ? "\n" : "", st.step);
-        }
-        double t1 = now();
-        if (stats_step(&stats, t1 - t0, step_flops, a.profile)) {
-            zt_engine_report er0;
-            zt_engine_report_get(e, &er0);
-            stats_comm_mark(&stats, &er0);
-        }
-        if (metrics && rank == 0)
-            write_metrics(metrics, st.step, loss, lr, si.grad_norm, step_tokens, t1 - t0, evp,
-                          0, skipped_total);
-        if (isfinite(loss)) {
-            shown_sum += loss;
-            shown_n++;
-        }
-        int print_now = tty ? (t1 - t_last > 0.25 || st.step == steps)
-                            : (st.step % ts->steps_per_print == 0 || st.step == steps);
-        if (print_now && rank == 0) { /* the mean loss since the last line, as HF logs it */
-            double el = t1 - t_start, tps = tokens_total / (el > 1e-9 ? el : 1e-9);
-            double eta = (double)(steps - st.step) * el / (double)(st.step - first_step);
-            progress(tty, st.step, steps, shown_n ? shown_sum / shown_n : loss, unigram, lr,
-                     tps, eta);
-            t_last = t1;
-            shown_sum = 0.0;
-            shown_n = 0;
-        }
-        if (a.ckpt_dir && ckpt_every && st.step % ckpt_every == 0 && st.step < steps) {
-            if (zt_checkpoint_save(e, a.ckpt_dir, &st, cfg_text, (int)keep) < 0) {
-                die("%s", zt_engine_last_error(e));
-                goto done;
-            }
-            snprintf(last_ckpt, sizeof last_ckpt, "%s/step-%" PRId64, a.ckpt_dir, st.step);
-            ckptdir_saved(cd, e);
-        }
+        ls.skipped_run = 0;
+        c->st.step++;
+        if (step_done(c, &ls, &sr))
+            return 1;
     }
-    if (tty && rank == 0)
+    if (c->tty && c->rank == 0)
         fputc('\n', stderr);
+    return 0;
+}
+
+/* --summary's JSON (collective: rank 0 writes it); 0, or 1 after printing why not */
+static int write_summary(train_ctx *c)
+{
+    static const char *const dev[] = {"none", "cpu", "nvme"};
+    const zt_train_settings *ts = c->ts;
+    char off[64] = "none";
+    zt_engine_report erx;
+    zt_engine_report_get(c->e, &erx);
+    if (erx.offload_optimizer || erx.offload_param)
+        snprintf(off, sizeof off, "optimizer:%s+grads:%s+params:%s",
+                 dev[erx.offload_optimizer % 3],
+                 dev[erx.offload_gradients ? erx.offload_optimizer % 3 : 0],
+                 dev[erx.offload_param % 3]);
+    stats_context sx = {c->a.model, c->mi.num_parameters, c->cfg.threads, ts->micro_batch_size,
+                        ts->grad_accum_steps, ts->train_batch_size, (int)c->seq, off,
+                        c->rc_name,
+                        ts->optimizer == ZT_OPT_ADAMW8BIT  ? "adamw8bit"
+                        : ts->optimizer == ZT_OPT_ADAFACTOR ? "adafactor" : "adamw"};
+    if (stats_write_summary(c->a.summary, &c->stats, &sx, c->e, c->rank, c->world) < 0)
+        return die("%s: cannot write the summary", c->a.summary);
+    return 0;
+}
+
+/* Rank 0's closing account from er: the model state and collectives measured over the
+ * steps run, or that there was no step to run; then the memory */
+static void print_final(const train_ctx *c, const zt_engine_report *er)
+{
+    int64_t steps_run = c->st.step - c->first_step;
+    if (c->rank != 0)
+        return;
+    if (steps_run > 0) {
+        fprintf(stderr,
+                "model state per rank (stage %d, %d ranks): measured %zu bytes; formula %zu "
+                "+ buffers %zu = %zu\n"
+                "optimizer state per rank: %zu bytes, %.3f per parameter updated\n"
+                "collectives per step: reduce-scatter %.0f bytes, all-gather %.0f bytes "
+                "(%.2f x the %zu parameter bytes; schedule %.2f x, textbook %.0f x); "
+                "waited %.3f s of %.3f s in flight (%s progress)\n",
+                er->zero_stage, er->world_size, er->measured_state_bytes,
+                er->predicted_state_bytes, er->buffer_bytes,
+                er->predicted_state_bytes + er->buffer_bytes, er->optimizer_state_bytes,
+                er->optimizer_bytes_per_param,
+                (double)er->coll_bytes[0] / (double)steps_run,
+                (double)er->coll_bytes[1] / (double)steps_run,
+                (double)(er->coll_bytes[0] + er->coll_bytes[1]) / (double)steps_run /
+                    (double)(er->params * 4),
+                er->params * 4, er->traffic_schedule, er->traffic_theory,
+                (er->coll_seconds[0] + er->coll_seconds[1]) / (double)steps_run,
+                (er->coll_flight[0] + er->coll_flight[1]) / (double)steps_run,
+                er->progress == ZT_PROGRESS_THREAD ? "thread" : "poll");
+        if (er->zero_stage >= 3)
+            fprintf(stderr, "stage 3: at most %.1f MiB of parameters gathered at once\n",
+                    er->gathered_peak / 1048576.0);
+    }
+    if (c->st.step == c->first_step)
+        fprintf(stderr, "zerotrain: step %" PRId64 " already reached; nothing to train\n",
+                c->st.step);
+    else
+        print_memory(stderr);
+}
+
+/* The end of the run: the last checkpoint, the recomputation and --profile reports, the
+ * summary, the model (--save-model) and the closing account; 0, or 1 after printing why
+ * not */
+static int finish(train_ctx *c)
+{
+    const train_args *a = &c->a;
+    zt_engine_report er;
     /* (resumed from elsewhere with no step to take: saved again, laid out for this world
      * size and stage) */
-    if (a.ckpt_dir && (st.step > first_step || a.resume_from)) {
-        if (zt_checkpoint_save(e, a.ckpt_dir, &st, cfg_text, (int)keep) < 0) {
-            die("%s", zt_engine_last_error(e));
-            goto done;
-        }
-        ckptdir_saved(cd, e);
-    }
-    zt_engine_report er; /* before the save, whose stage-3 gathers are not per step */
-    zt_engine_report_get(e, &er);
+    if (a->ckpt_dir && (c->st.step > c->first_step || a->resume_from) && save_checkpoint(c))
+        return 1;
+    zt_engine_report_get(c->e, &er); /* before the model's save, whose stage-3 gathers are
+                                      * not per step */
     zt_profile_enable(0);
-    if (rank == 0)
-        print_recompute(e, &mi, cfg.recompute_profile && st.step > first_step);
-    if (a.profile && rank == 0) {
-        if (stats.n > 0)
-            stats_print_profile(stderr, &stats);
+    if (c->rank == 0)
+        print_recompute(c->e, &c->mi, c->cfg.recompute_profile && c->st.step > c->first_step);
+    if (a->profile && c->rank == 0) {
+        if (c->stats.n > 0)
+            stats_print_profile(stderr, &c->stats);
         else
             fprintf(stderr, "zerotrain: notice: --profile: no step after the %ld warm-up "
-                            "steps\n", warmup);
+                            "steps\n", c->warmup);
     }
-    if (a.summary) {
-        static const char *const dev[] = {"none", "cpu", "nvme"};
-        char off[64] = "none";
-        zt_engine_report erx;
-        zt_engine_report_get(e, &erx);
-        if (erx.offload_optimizer || erx.offload_param)
-            snprintf(off, sizeof off, "optimizer:%s+grads:%s+params:%s",
-                     dev[erx.offload_optimizer % 3],
-                     dev[erx.offload_gradients ? erx.offload_optimizer % 3 : 0],
-                     dev[erx.offload_param % 3]);
-        stats_context sx = {a.model, mi.num_parameters, cfg.threads, micro, gas,
-                            ts->train_batch_size, (int)seq, off, rc_name,
-                            ts->optimizer == ZT_OPT_ADAMW8BIT  ? "adamw8bit"
-                            : ts->optimizer == ZT_OPT_ADAFACTOR ? "adafactor" : "adamw"};
-        if (stats_write_summary(a.summary, &stats, &sx, e, rank, world) < 0) {
-            die("%s: cannot write the summary", a.summary);
-            goto done;
-        }
+    if (a->summary && write_summary(c))
+        return 1;
+    if (a->save) { /* collective: every rank takes part, rank 0 writes */
+        if (zt_engine_save_model(c->e, a->save) < 0)
+            return die("%s", zt_engine_last_error(c->e));
+        if (c->rank == 0)
+            fprintf(stderr, "saved the model to %s\n", a->save);
     }
-    if (a.save) { /* collective: every rank takes part, rank 0 writes */
-        if (zt_engine_save_model(e, a.save) < 0) {
-            die("%s", zt_engine_last_error(e));
-            goto done;
-        }
-        if (rank == 0)
-            fprintf(stderr, "saved the model to %s\n", a.save);
-    }
-    if (st.step > first_step) {
-        int64_t steps_run = st.step - first_step;
-        if (rank == 0)
-            fprintf(stderr,
-                    "model state per rank (stage %d, %d ranks): measured %zu bytes; formula %zu "
-                    "+ buffers %zu = %zu\n"
-                    "optimizer state per rank: %zu bytes, %.3f per parameter updated\n"
-                    "collectives per step: reduce-scatter %.0f bytes, all-gather %.0f bytes "
-                    "(%.2f x the %zu parameter bytes; schedule %.2f x, textbook %.0f x); "
-                    "waited %.3f s of %.3f s in flight (%s progress)\n",
-                    er.zero_stage, er.world_size, er.measured_state_bytes,
-                    er.predicted_state_bytes, er.buffer_bytes,
-                    er.predicted_state_bytes + er.buffer_bytes, er.optimizer_state_bytes,
-                    er.optimizer_bytes_per_param,
-                    (double)er.coll_bytes[0] / (double)steps_run,
-                    (double)er.coll_bytes[1] / (double)steps_run,
-                    (double)(er.coll_bytes[0] + er.coll_bytes[1]) / (double)steps_run /
-                        (double)(er.params * 4),
-                    er.params * 4, er.traffic_schedule, er.traffic_theory,
-                    (er.coll_seconds[0] + er.coll_seconds[1]) / (double)steps_run,
-                    (er.coll_flight[0] + er.coll_flight[1]) / (double)steps_run,
-                    er.progress == ZT_PROGRESS_THREAD ? "thread" : "poll");
-        if (rank == 0 && er.zero_stage >= 3)
-            fprintf(stderr, "stage 3: at most %.1f MiB of parameters gathered at once\n",
-                    er.gathered_peak / 1048576.0);
-    }
-    if (rank == 0 && st.step == first_step)
-        fprintf(stderr, "zerotrain: step %" PRId64 " already reached; nothing to train\n", st.step);
-    else if (rank == 0)
-        print_memory(stderr);
-    rc = 0;
-done:
-    if (metrics)
-        fclose(metrics);
-    stats_free(&stats);
-    for (int k = 0; bufs && k < ts->grad_accum_steps; k++)
-        batch_release(&bufs[k]);
-    free(bufs);
-    source_destroy(&src);
-    source_destroy(&eval_src);
-    free(batches);
-    zt_engine_destroy(e);
-    ckptdir_close(cd, rc != 0);
-    zt_token_data_close(data);
-    zt_token_data_close(eval_data);
-    zt_train_config_destroy(tc);
-    free(cfg_text);
+    print_final(c, &er);
+    return 0;
+}
+
+/* The phases in order. Until the start-up agreement each rank goes on alone and stops at
+ * its first failure; from the agreement on every rank takes the same path. */
+int cmd_train(int argc, char **argv)
+{
+    train_ctx c;
+    int rc;
+    train_ctx_init(&c);
+    rc = parse_args(&c, argc, argv);
+    if (rc == 0)
+        rc = read_config(&c);
+    if (rc == 0)
+        rc = open_data(&c);
+    if (rc == 0)
+        rc = build_config(&c);
+    if (rc == 0)
+        rc = check_outputs(&c);
+    rc = agree(&c, rc);
+    if (rc == 0)
+        rc = start_engine(&c);
+    if (rc == 0)
+        rc = resume(&c);
+    if (rc == 0)
+        rc = prepare_run(&c);
+    if (rc == 0)
+        rc = train_loop(&c);
+    if (rc == 0)
+        rc = finish(&c);
+    train_ctx_free(&c, rc);
     return rc;
 }
