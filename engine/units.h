@@ -9,7 +9,6 @@
 
 struct zt_zero;
 
-
 /* A use: one acquire of one unit (zt_engine_unit_acquire), as a pass's order has it; until:
  * the trainer released it before the acquire `until` uses later (1: the next one; tied units
  * used together: later; 0: not known, at the end). Stage 3 walks the uses of a pass in
