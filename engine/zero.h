@@ -214,5 +214,4 @@ void zt_zero_footprint(const zt_zero *z, zt_footprint *o);
  * (stage 3: replayed without MPI) */
 double zt_zero_traffic_theory(zt_zero *z, const zt_use *train, int n, double *plain);
 
-
 #endif
