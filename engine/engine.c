@@ -79,6 +79,7 @@ struct zt_engine {
     int64_t skipped_steps;
     int have_logits;
     zt_mem_account mem;      /* the bytes this engine's modules and model hold, per category */
+    int whole_grad;          /* stages 2-3: the unit whose gradient stays whole, or -1 */
     zt_geometry geo;
     zt_units un;
     zt_zero z;               /* the stage logic: P, gr, ga, ps, oo, up */
@@ -268,10 +269,7 @@ static void poll_engine(void *arg)
 {
     zt_engine *e = arg;
     zt_comm_poll(&e->comm);
-    if (e->z.ps.store)
-        (void)zt_store_poll(e->z.ps.store);
-    if (e->z.oo.store)
-        (void)zt_store_poll(e->z.oo.store);
+    zt_zero_poll(&e->z);
 }
 
 int zt_engine_recompute_info(const zt_engine *e, int u, zt_recompute_info *o)
@@ -420,14 +418,14 @@ static int agree_shapes(zt_engine *e, int rc)
  * A trainer's own model ties to unit 0, as zerotrain.h documents. */
 static int whole_grad_unit(zt_engine *e)
 {
-    e->z.gr.whole_grad = e->un.custom ? 0 : -1;
+    e->whole_grad = e->un.custom ? 0 : -1;
     for (int u = 0; !e->un.custom && u < e->layout.n_units; u++) {
         int t = e->ops->tied_unit(e->model, u);
-        if (t >= 0 && e->z.gr.whole_grad >= 0 && t != e->z.gr.whole_grad)
+        if (t >= 0 && e->whole_grad >= 0 && t != e->whole_grad)
             return zt_fail(ZT_E_UNSUPPORTED, "the model ties units %d and %d to two different "
-                           "units: one unit may be tied to", e->z.gr.whole_grad, t);
+                           "units: one unit may be tied to", e->whole_grad, t);
         if (t >= 0)
-            e->z.gr.whole_grad = t;
+            e->whole_grad = t;
     }
     return 0;
 }
@@ -468,7 +466,7 @@ static int commit(zt_engine *e, const char *model_dir)
                     e->model, &e->rc, &e->mem);
     ZT_TRY(zt_engine_agree(e, rc, "setting up the model"));
     zt_plan_init(&e->pn, &e->cfg, &e->layout, &e->comm, &e->rc, e->ops, e->model, e->nvme_path,
-                 e->z.gr.whole_grad);
+                 e->whole_grad);
     ZT_TRY(zt_plan_memory(&e->pn, e->plan, sizeof e->plan));
     rc = zt_plan_check_fit(&e->pn, e->source[0] ? e->source : "the model registered with "
                                                         "zt_engine_add_unit");
@@ -478,7 +476,7 @@ static int commit(zt_engine *e, const char *model_dir)
         rc = zt_geometry_init(&e->geo, &e->layout, (size_t)e->comm.size, e->cfg.bucket_size);
     if (rc == 0)
         rc = zt_zero_setup(&e->z, &e->cfg, &e->comm, &e->layout, &e->geo, &e->os, &e->un,
-                           e->nvme_path, &e->mem);
+                           e->nvme_path, e->whole_grad, &e->mem);
     if (rc == 0)
         rc = zt_ost_setup(&e->os, &e->cfg, &e->layout, &e->geo, &e->comm, &e->mem);
     if (e->plan[0])
@@ -673,7 +671,10 @@ int zt_engine_unit_acquire(zt_engine *e, int u, int purpose, float **params, flo
     return recorded(e, zt_units_acquire(&e->un, u, purpose, params, grads));
 }
 
-int zt_engine_unit_release(zt_engine *e, int u) { return recorded(e, zt_units_release(units_of(e), u)); }
+int zt_engine_unit_release(zt_engine *e, int u)
+{
+    return recorded(e, zt_units_release(units_of(e), u));
+}
 
 int zt_engine_unit_grads_ready(zt_engine *e, int u)
 {
@@ -746,7 +747,9 @@ int zt_checkpoint_save(zt_engine *e, const char *root, const zt_train_state *st,
             zt_ckpt_fault_point("after", "model.safetensors");
     }
     if (rc == 0)
-        rc = zt_engine_agree(e, r == 0 ? zt_ckpt_commit_rank0(&e->ck, root, st, train_config, keep) : 0,
+        rc = zt_engine_agree(e, r == 0 ? zt_ckpt_commit_rank0(&e->ck, root, st, train_config,
+                                                              keep)
+                                       : 0,
                              "committing the checkpoint");
     if (rc < 0) {
         zt_fail_wrap(rc, "saving checkpoint %s", final);
@@ -783,7 +786,8 @@ int zt_checkpoint_load(zt_engine *e, const char *dir, zt_train_state *st)
                                          "from this engine's: %s", path, diff));
     int world0 = 1;
     size_t bucket0 = 0;
-    if ((rc = zt_ckpt_read_state(&e->ck, dir, st, &world0, &bucket0)) < 0 || /* (before anything changes) */
+    /* (the state is read before anything changes) */
+    if ((rc = zt_ckpt_read_state(&e->ck, dir, st, &world0, &bucket0)) < 0 ||
         (rc = zt_engine_load_params(e, dir)) < 0 ||
         (rc = zt_engine_ensure_moments(e)) < 0 ||
         (rc = zt_ckpt_read_optimizer(&e->ck, dir, world0, bucket0)) < 0)
@@ -916,22 +920,7 @@ int zt_engine_zero_grad(zt_engine *e)
     if ((rc = zt_engine_commit(e)) < 0 ||
         (rc = zt_units_pass_close(&e->un, "zt_engine_zero_grad")) < 0)
         return zt_engine_fail(e, rc);
-    e->z.gr.micro = 0;
-    ZT_TRY(zt_zero_pass_grads_begin(&e->z)); /* reductions still reading G finish first */
-    if (e->cfg.zero_stage >= 2) {
-        if (e->z.gr.whole_grad >= 0)
-            memset(e->z.gr.G[e->z.gr.whole_grad], 0,
-                   e->geo.padded[e->z.gr.whole_grad] * sizeof(float));
-        /* the shards are left (a deferred update may still read them): the next backward
-         * pass overwrites them (its first reduction is not added), and a step without one
-         * zeroes them first */
-        e->z.gr.gs_stale = 1;
-        e->z.gr.accum_first = 1;
-        return 0;
-    }
-    for (int u = 0; u < e->layout.n_units; u++)
-        memset(e->z.gr.G[u], 0, e->geo.padded[u] * sizeof(float));
-    return 0;
+    return zt_zero_grads_clear(&e->z);
 }
 
 /* A built-in model's unit u (and the unit it is tied to) for `purpose`, through the unit
@@ -1102,13 +1091,8 @@ int zt_engine_step(zt_engine *e, float lr, zt_step_info *out)
     ZT_TRY(zt_engine_ensure_moments(e));
     /* a deferred update no forward pass applied (a step without one) goes first, on the
      * gradients it was computed from; then the shards zero_grad left are zeroed */
-    if ((rc = zt_zero_flush(&e->z)) < 0)
+    if ((rc = zt_zero_flush(&e->z)) < 0 || (rc = zt_zero_clear_stale(&e->z)) < 0)
         return zt_engine_fail(e, rc);
-    if (e->z.gr.gs_stale) {
-        if ((rc = zt_zero_clear_shards(&e->z)) < 0)
-            return zt_engine_fail(e, rc);
-        e->z.gr.gs_stale = 0;
-    }
     int bad_unit = -1;
     if ((rc = zt_zero_reduce(&e->z, &sumsq, &bad_unit)) < 0)
         return zt_engine_fail(e, rc);
@@ -1133,7 +1117,7 @@ int zt_engine_step(zt_engine *e, float lr, zt_step_info *out)
             if (all[r] >= 0 && (first < 0 || all[r] < first))
                 first = (int)all[r];
         free(all);
-        e->z.gr.micro = 0;
+        zt_zero_step_done(&e->z);
         e->skipped_steps++;
         if (out) {
             out->grad_norm = norm;
@@ -1153,7 +1137,7 @@ int zt_engine_step(zt_engine *e, float lr, zt_step_info *out)
     if (e->cfg.grad_clip > 0.0f && norm > e->cfg.grad_clip)
         coef = (float)(e->cfg.grad_clip / (norm + 1e-6));
     e->step++;
-    e->z.gr.micro = 0;
+    zt_zero_step_done(&e->z);
     hp.adamw = (zt_adamw_hparams){lr, e->cfg.beta1, e->cfg.beta2, e->cfg.eps,
                                   e->cfg.weight_decay, e->step, coef};
     if (e->os.opt == ZT_OPT_ADAFACTOR) {
@@ -1277,8 +1261,8 @@ static int zt_engine_save_weights(zt_engine *e, const char *dir, size_t max_shar
     save_arg a = {e, NULL, NULL, -1};
     zt_tensor_view *v = NULL;
     ZT_TRY(zt_zero_flush(&e->z));
-    if (st3 && !(a.buf = zt_mem_alloc_in(&e->mem, zt_geometry_max(&e->geo, -1) * sizeof(float), ZT_ALIGN_PAGE,
-                                      ZT_MEM_COMM)))
+    size_t bytes = zt_geometry_max(&e->geo, -1) * sizeof(float);
+    if (st3 && !(a.buf = zt_mem_alloc_in(&e->mem, bytes, ZT_ALIGN_PAGE, ZT_MEM_COMM)))
         rc = ZT_E_NOMEM;
     if (rc == 0 && r == 0 && (rc = zt_mkdirs(dir, 0755, NULL)) == 0 &&
         !(v = calloc((size_t)n, sizeof *v)))
@@ -1294,7 +1278,8 @@ static int zt_engine_save_weights(zt_engine *e, const char *dir, size_t max_shar
         rc = zt_hf_write_weights_cb(dir, v, n, max_shard_bytes, st3 ? fetch_param : NULL, &a);
         if (rc >= 0) {
             snprintf(path, sizeof path, "%s/config.json", dir);
-            rc = e->un.custom ? zt_units_config_save(&e->un, path) : zt_model_config_save(&e->mc, path);
+            rc = e->un.custom ? zt_units_config_save(&e->un, path)
+                              : zt_model_config_save(&e->mc, path);
         }
     }
     /* every rank gathers every unit, whatever rank 0's writer did, to stay in step */
@@ -1307,7 +1292,7 @@ static int zt_engine_save_weights(zt_engine *e, const char *dir, size_t max_shar
     }
     free(v);
     if (a.buf)
-        zt_mem_free_in(&e->mem, a.buf, zt_geometry_max(&e->geo, -1) * sizeof(float), ZT_MEM_COMM);
+        zt_mem_free_in(&e->mem, a.buf, bytes, ZT_MEM_COMM);
     return zt_engine_agree(e, rc, "saving the weights");
 }
 

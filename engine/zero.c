@@ -67,6 +67,17 @@ static int start_ag(zt_zero *z, int u, const float *shard, float *full, int64_t 
 
 /* ---- buffers ------------------------------------------------------------------------------ */
 
+/* n floats, page-aligned (O_DIRECT), counted in the engine's account */
+static float *floats_alloc(const zt_zero *z, size_t n, int category)
+{
+    return zt_mem_alloc_in(z->acct, n * sizeof(float), ZT_ALIGN_PAGE, category);
+}
+
+static void floats_free(const zt_zero *z, float *p, size_t n, int category)
+{
+    zt_mem_free_in(z->acct, p, n * sizeof(float), category);
+}
+
 static float **alloc_units(const zt_zero *z, int category, int shard)
 {
     int n = z->L->n_units;
@@ -76,10 +87,9 @@ static float **alloc_units(const zt_zero *z, int category, int shard)
         return NULL;
     }
     for (int u = 0; u < n; u++)
-        if (!(b[u] = zt_mem_alloc_in(z->acct, zt_geometry_len(z->geo, u, shard) * sizeof(float), ZT_ALIGN_PAGE,
-                                  category))) {
+        if (!(b[u] = floats_alloc(z, zt_geometry_len(z->geo, u, shard), category))) {
             for (int v = 0; v < u; v++)
-                zt_mem_free_in(z->acct, b[v], zt_geometry_len(z->geo, v, shard) * sizeof(float), category);
+                floats_free(z, b[v], zt_geometry_len(z->geo, v, shard), category);
             free(b);
             return NULL;
         }
@@ -91,7 +101,7 @@ static void free_units(const zt_zero *z, float **b, int category, int shard)
     if (!b)
         return;
     for (int u = 0; u < z->L->n_units; u++)
-        zt_mem_free_in(z->acct, b[u], zt_geometry_len(z->geo, u, shard) * sizeof(float), category);
+        floats_free(z, b[u], zt_geometry_len(z->geo, u, shard), category);
     free(b);
 }
 
@@ -123,7 +133,7 @@ static void pstore_close(zt_zero *z)
     zt_store_close(z->ps.store);
     z->ps.store = NULL;
     for (int i = 0; i < z->ps.n_slot; i++)
-        zt_mem_free_in(z->acct, z->ps.slot[i].p, shard_max(z) * sizeof(float), ZT_MEM_PARAMS);
+        floats_free(z, z->ps.slot[i].p, shard_max(z), ZT_MEM_PARAMS);
     z->ps.n_slot = 0;
 }
 
@@ -150,7 +160,7 @@ static int pstore_open(zt_zero *z)
         zt_pslot *sl = &z->ps.slot[z->ps.n_slot];
         sl->unit = -1;
         sl->pinned = sl->loading = 0;
-        if (!(sl->p = zt_mem_alloc_in(z->acct, shard_max(z) * sizeof(float), ZT_ALIGN_PAGE, ZT_MEM_PARAMS)))
+        if (!(sl->p = floats_alloc(z, shard_max(z), ZT_MEM_PARAMS)))
             return zt_fail(ZT_E_NOMEM, "parameter offload: shard buffers: out of memory");
     }
     return 0;
@@ -286,9 +296,10 @@ static int64_t *pending(int n)
 
 int zt_zero_setup(zt_zero *z, zt_config *cfg, zt_comm *comm, const zt_layout *L,
                   const zt_geometry *geo, zt_ostate *os, const zt_units *un, const char *nvme,
-                  zt_mem_account *acct)
+                  int whole_grad, zt_mem_account *acct)
 {
     z->acct = acct;
+    z->gr.whole_grad = whole_grad;
     z->cfg = cfg;
     z->comm = comm;
     z->L = L;
@@ -323,8 +334,7 @@ int zt_zero_setup(zt_zero *z, zt_config *cfg, zt_comm *comm, const zt_layout *L,
         for (int u = 0; u < nu; u++) {
             z->ga.persist[u] = z->geo->padded[u] < z->cfg->persist_threshold;
             z->ga.any_persist |= z->ga.persist[u];
-            if (z->ga.persist[u] && !(z->P[u] = zt_mem_alloc_in(z->acct, z->geo->padded[u] * sizeof(float),
-                                                           ZT_ALIGN_PAGE, ZT_MEM_PARAMS)))
+            if (z->ga.persist[u] && !(z->P[u] = floats_alloc(z, z->geo->padded[u], ZT_MEM_PARAMS)))
                 return ZT_E_NOMEM;
         }
     } else if (!(z->P = alloc_units(z, ZT_MEM_PARAMS, 0))) {
@@ -339,13 +349,11 @@ int zt_zero_setup(zt_zero *z, zt_config *cfg, zt_comm *comm, const zt_layout *L,
         int w = z->gr.whole_grad;
         size_t m = zt_geometry_max(z->geo, w), ms = zt_geometry_max(z->geo, -1) / N;
         if (!(z->gr.G = calloc((size_t)nu, sizeof *z->gr.G)) ||
-            (w >= 0 && !(z->gr.G[w] = zt_mem_alloc_in(z->acct, z->geo->padded[w] * sizeof(float),
-                                                ZT_ALIGN_PAGE, ZT_MEM_GRADS))))
+            (w >= 0 && !(z->gr.G[w] = floats_alloc(z, z->geo->padded[w], ZT_MEM_GRADS))))
             return ZT_E_NOMEM;
         for (int i = 0; i < 2; i++)
-            if ((m && !(z->gr.scratch[i] = zt_mem_alloc_in(z->acct, m * sizeof(float), ZT_ALIGN_PAGE,
-                                                     ZT_MEM_GRADS))) ||
-                !(z->gr.rs_tmp[i] = zt_mem_alloc_in(z->acct, ms * sizeof(float), ZT_ALIGN_PAGE, ZT_MEM_COMM)))
+            if ((m && !(z->gr.scratch[i] = floats_alloc(z, m, ZT_MEM_GRADS))) ||
+                !(z->gr.rs_tmp[i] = floats_alloc(z, ms, ZT_MEM_COMM)))
                 return ZT_E_NOMEM;
     }
     if (z->cfg->offload_gradients > 0 && (st < 2 || !z->cfg->offload_optimizer))
@@ -373,10 +381,10 @@ void zt_zero_teardown(zt_zero *z)
     if (st >= 3) {
         for (int u = 0; z->P && u < z->L->n_units; u++)
             if (z->ga.persist && z->ga.persist[u])
-                zt_mem_free_in(z->acct, z->P[u], z->geo->padded[u] * sizeof(float), ZT_MEM_PARAMS);
+                floats_free(z, z->P[u], z->geo->padded[u], ZT_MEM_PARAMS);
         free(z->P);
         for (int i = 0; i < z->ga.n_pool; i++)
-            zt_mem_free_in(z->acct, z->ga.pool[i].p, z->ga.pool[i].cap * sizeof(float), ZT_MEM_PARAMS);
+            floats_free(z, z->ga.pool[i].p, z->ga.pool[i].cap, ZT_MEM_PARAMS);
         free_units(z, z->ga.Ps, ZT_MEM_PARAMS, 1);
         z->ga.Ps = NULL;
         pstore_close(z);
@@ -392,11 +400,11 @@ void zt_zero_teardown(zt_zero *z)
         size_t m = zt_geometry_max(z->geo, w), ms = zt_geometry_max(z->geo, -1) /
                                                       (size_t)z->comm->size;
         if (z->gr.G && w >= 0)
-            zt_mem_free_in(z->acct, z->gr.G[w], z->geo->padded[w] * sizeof(float), ZT_MEM_GRADS);
+            floats_free(z, z->gr.G[w], z->geo->padded[w], ZT_MEM_GRADS);
         free(z->gr.G);
         for (int i = 0; i < 2; i++) {
-            zt_mem_free_in(z->acct, z->gr.scratch[i], m * sizeof(float), ZT_MEM_GRADS);
-            zt_mem_free_in(z->acct, z->gr.rs_tmp[i], ms * sizeof(float), ZT_MEM_COMM);
+            floats_free(z, z->gr.scratch[i], m, ZT_MEM_GRADS);
+            floats_free(z, z->gr.rs_tmp[i], ms, ZT_MEM_COMM);
         }
     } else {
         free_units(z, z->gr.G, ZT_MEM_GRADS, 0);
@@ -629,8 +637,7 @@ static float *pool_get(zt_zero *z, int u)
             return NULL;
         }
         best = z->ga.n_pool;
-        if (!(z->ga.pool[best].p = zt_mem_alloc_in(z->acct, z->geo->padded[u] * sizeof(float), ZT_ALIGN_PAGE,
-                                             ZT_MEM_PARAMS)))
+        if (!(z->ga.pool[best].p = floats_alloc(z, z->geo->padded[u], ZT_MEM_PARAMS)))
             return NULL;
         z->ga.pool[best].cap = z->geo->padded[u];
         z->ga.n_pool++;
@@ -830,8 +837,7 @@ static int gbuf_read(zt_zero *z, int u, int wait)
 static int gacc_alloc(zt_zero *z)
 {
     for (int i = 0; i < 2; i++)
-        if (!z->gr.acc[i] && !(z->gr.acc[i] = zt_mem_alloc_in(z->acct, shard_max(z) * sizeof(float),
-                                                       ZT_ALIGN_PAGE, ZT_MEM_GRADS)))
+        if (!z->gr.acc[i] && !(z->gr.acc[i] = floats_alloc(z, shard_max(z), ZT_MEM_GRADS)))
             return zt_fail(ZT_E_NOMEM, "gradient offload: accumulation buffers: out of memory");
     return 0;
 }
@@ -855,7 +861,7 @@ static int gshard_finish(zt_zero *z, int u, int t)
     return 0;
 }
 
-int zt_zero_clear_shards(zt_zero *z)
+static int clear_shards(zt_zero *z)
 {
     int nu = z->L->n_units;
     size_t N = (size_t)z->comm->size;
@@ -871,6 +877,45 @@ int zt_zero_clear_shards(zt_zero *z)
         z->gr.sumsq[u] = 0.0;
     }
     return zt_store_sync(z->gr.store);
+}
+
+int zt_zero_clear_stale(zt_zero *z)
+{
+    if (!z->gr.gs_stale)
+        return 0;
+    ZT_TRY(clear_shards(z));
+    z->gr.gs_stale = 0;
+    return 0;
+}
+
+int zt_zero_grads_clear(zt_zero *z)
+{
+    z->gr.micro = 0;
+    ZT_TRY(zt_zero_pass_grads_begin(z)); /* reductions still reading G finish first */
+    if (z->cfg->zero_stage >= 2) {
+        int w = z->gr.whole_grad;
+        if (w >= 0)
+            memset(z->gr.G[w], 0, z->geo->padded[w] * sizeof(float));
+        /* the shards are left (a deferred update may still read them): the next backward
+         * pass overwrites them (its first reduction is not added), and a step without one
+         * zeroes them first (zt_zero_clear_stale) */
+        z->gr.gs_stale = 1;
+        z->gr.accum_first = 1;
+        return 0;
+    }
+    for (int u = 0; u < z->L->n_units; u++)
+        memset(z->gr.G[u], 0, z->geo->padded[u] * sizeof(float));
+    return 0;
+}
+
+void zt_zero_step_done(zt_zero *z) { z->gr.micro = 0; }
+
+void zt_zero_poll(zt_zero *z)
+{
+    if (z->ps.store)
+        (void)zt_store_poll(z->ps.store);
+    if (z->oo.store)
+        (void)zt_store_poll(z->oo.store);
 }
 
 /* ---- stages 2-3: gradients reduced during the backward pass ---------------------------- */
@@ -1253,8 +1298,7 @@ int zt_zero_fill_params(zt_zero *z, int (*fill)(int u, float *buf, void *arg), v
         return 0;
     }
     /* stage 3: one unit at a time in a scratch buffer; the whole model never exists here */
-    if (!(tmp = zt_mem_alloc_in(z->acct, zt_geometry_max(z->geo, -1) * sizeof(float), ZT_ALIGN_PAGE,
-                             ZT_MEM_OTHER)))
+    if (!(tmp = floats_alloc(z, zt_geometry_max(z->geo, -1), ZT_MEM_OTHER)))
         return ZT_E_NOMEM;
     int rc = 0;
     for (int u = 0; u < nu && rc == 0; u++) {
@@ -1266,7 +1310,7 @@ int zt_zero_fill_params(zt_zero *z, int (*fill)(int u, float *buf, void *arg), v
         if (z->ga.persist[u])
             memcpy(z->P[u], tmp, z->geo->padded[u] * sizeof(float));
     }
-    zt_mem_free_in(z->acct, tmp, zt_geometry_max(z->geo, -1) * sizeof(float), ZT_MEM_OTHER);
+    floats_free(z, tmp, zt_geometry_max(z->geo, -1), ZT_MEM_OTHER);
     return rc;
 }
 

@@ -141,7 +141,7 @@ typedef struct zt_zero {
 /* Pads and cuts units for the world size and allocates every buffer the stage keeps. */
 int zt_zero_setup(zt_zero *z, zt_config *cfg, zt_comm *comm, const zt_layout *L,
                   const zt_geometry *geo, zt_ostate *os, const zt_units *un, const char *nvme,
-                  zt_mem_account *acct);
+                  int whole_grad, zt_mem_account *acct);
 void zt_zero_teardown(zt_zero *z);
 /* Stage 3: a pass walks the uses e->uses[0..n_uses) (units.c sets them). zt_zero_pass_begin
  * lets go of anything gathered (a pass's end, or after an error); zt_zero_enter(k) makes use
@@ -175,8 +175,14 @@ float *zt_zero_grads(const zt_zero *z, int u);
 int zt_zero_whole_grad(const zt_zero *z);
 /* The step after the micro-batches: reductions of stages 0-1, this rank's sum of squares. */
 int zt_zero_reduce(zt_zero *z, double *sumsq, int *bad_unit); /* first non-finite unit here */
-/* Stages 2-3: every gradient shard becomes zero (a step after zero_grad with no backward). */
-int zt_zero_clear_shards(zt_zero *z);
+/* zero_grad: every gradient buffer zero (stages 2-3: the whole-gradient unit's; the shards
+ * marked stale). zt_zero_clear_stale, at a step: stale shards become zero (a step after
+ * zero_grad with no backward). zt_zero_step_done: the micro-batch count starts again. */
+int zt_zero_grads_clear(zt_zero *z);
+int zt_zero_clear_stale(zt_zero *z);
+void zt_zero_step_done(zt_zero *z);
+/* Between kernels: the offload stores' queues kept full. */
+void zt_zero_poll(zt_zero *z);
 /* The optimizer (e->up_hp, e->up_af) on what this rank owns, then the all-gathers the stage
  * needs. */
 /* Creates the optimizer state (zero moments; with offload, its store and working buffers)
