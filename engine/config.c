@@ -640,6 +640,10 @@ static const char *const optimizers[] = {"adamw", "adamw8bit", "adafactor", NULL
 static const char *const devices[] = {"none", "cpu", "nvme", NULL};
 /* ZT_RECOMPUTE_*, named as zerotrain.recompute names them ("every-k" takes recompute_k) */
 static const char *const recomputes[] = {"none", "full", "selective", "every-k", "auto", NULL};
+/* ZT_HEAD_* and ZT_PROBLEM_* (config.json's problem_type) */
+static const char *const heads[] = {"auto", "mlm", "classify", NULL};
+static const char *const problems[] = {"auto", "single_label_classification",
+                                       "multi_label_classification", "regression", NULL};
 
 #define CFG_SIZE(f) sizeof(((zt_config *)0)->f)
 /* where field f's resolved value is (settings member m, of f's size: checked when compiled) */
@@ -786,6 +790,18 @@ const zt_cfg_field zt_cfg_fields[] = {
     {FIELD(skip_nonfinite, ZT_CF_INT),
      JSON(K_ZT_SKIP_NONFINITE, -1, skip_nonfinite, skip_nonfinite),
      .doc = "The divergence guard: 0 here, 1 in a config file without the key."},
+    {FIELD(head, ZT_CF_ENUM), .names = heads, OWN,
+     .doc = "BERT's head: the config's architectures (auto), a masked LM, or a "
+            "BertForSequenceClassification (`zerotrain finetune --task classify`)."},
+    {FIELD(num_labels, ZT_CF_INT), OWN,
+     .doc = "A classifier's outputs (0 = the config's)."},
+    {FIELD(problem_type, ZT_CF_ENUM), .names = problems, OWN,
+     .doc = "A classifier's loss: auto = the config's, or decided by the labels as Hugging "
+            "Face decides it (1 output: regression; class ids: single-label; else "
+            "multi-label)."},
+    {FIELD(label_names, ZT_CF_PATTERNS), OWN,
+     .doc = "A classifier's num_labels names, id2label (copied; NULL = the config's, or "
+            "LABEL_0, ...)."},
 };
 const int zt_cfg_n_fields = (int)(sizeof zt_cfg_fields / sizeof zt_cfg_fields[0]);
 

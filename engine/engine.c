@@ -348,12 +348,14 @@ static int register_layout(zt_engine *e, const zt_layout *l)
             int k;
             ZT_TRY(zt_engine_add_param(e, id, &p, &k));
             e->layout.params[k].embedding = d->embedding;
+            e->layout.params[k].head = d->head;
         }
     }
     for (int k = 0; k < l->n_aliases; k++)
         ZT_TRY(zt_engine_add_param_alias(e, l->aliases[k].param, l->aliases[k].name));
     e->layout.init_std = l->init_std;
     snprintf(e->layout.arch, sizeof e->layout.arch, "%s", l->arch);
+    snprintf(e->layout.head_desc, sizeof e->layout.head_desc, "%s", l->head_desc);
     return 0;
 }
 
@@ -563,7 +565,7 @@ int zt_engine_create(const zt_config *cfg, MPI_Comm comm, zt_engine **out)
     }
     e->cfg = *cfg;
     e->cfg.model_dir = e->cfg.model_preset = e->cfg.model_config = NULL; /* borrowed */
-    e->cfg.no_decay = e->cfg.fp32_state = NULL;
+    e->cfg.no_decay = e->cfg.fp32_state = e->cfg.label_names = NULL;
     if (cfg->nvme_path)
         snprintf(e->nvme_path, sizeof e->nvme_path, "%s", cfg->nvme_path);
     e->cfg.nvme_path = e->nvme_path;
@@ -585,6 +587,9 @@ int zt_engine_create(const zt_config *cfg, MPI_Comm comm, zt_engine **out)
         rc = 0;
     }
     snprintf(e->source, sizeof e->source, "%s", path);
+    if (rc == 0 && !e->un.custom)
+        rc = zt_model_head_apply(&e->mc, path, cfg->head, cfg->num_labels, cfg->problem_type,
+                                 cfg->label_names);
     if (rc == 0 && !e->un.custom)
         rc = zt_model_layout(&e->mc, &l);
     if (rc == 0)
@@ -840,7 +845,16 @@ int zt_engine_model_info(const zt_engine *e, zt_model_info *o)
     o->num_units = e->layout.n_units;
     for (int i = 0; i < e->layout.n_params; i++)
         o->num_parameters += e->layout.params[i].numel;
+    snprintf(o->architecture, sizeof o->architecture, "%s", e->layout.arch);
     return 0;
+}
+
+const char *zt_engine_label_name(const zt_engine *e, int id)
+{
+    static _Thread_local char buf[32];
+    if (!e || e->un.custom || e->mc.type != ZT_MODEL_BERT)
+        return NULL;
+    return bert_label_name(&e->mc.bert, id, buf, sizeof buf);
 }
 
 int zt_engine_param_count(const zt_engine *e) { return e ? e->layout.n_params : ZT_E_INVAL; }

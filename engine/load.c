@@ -1,6 +1,7 @@
 /* load.c - maps Hugging Face tensor names onto the parameter table (exact, tied alias,
  * legacy gamma/beta, missing "bert." prefix) and converts the data in place. Ignores the
- * pooler, the NSP head and position_ids buffers; warns about anything else it does not use. */
+ * pooler (unless the head uses it), the NSP head and position_ids buffers; warns about
+ * anything else it does not use. */
 
 #include "load.h"
 #include "../common/rng.h"
@@ -59,6 +60,7 @@ static int map_name(const zt_layout *l, const char *name, int *alias)
     return i;
 }
 
+/* the pooler (when the head does not use it), the NSP head, buffers */
 static int ignorable(const char *name)
 {
     return strstr(name, "pooler.") || strstr(name, "cls.seq_relationship.") ||
@@ -239,7 +241,7 @@ int zt_load_hf_weights(const char *dir, const zt_layout *l, float *const *P,
     for (int i = 0; rc == 0 && i < l->n_params; i++) {
         if (s.have[i] || !P[l->params[i].unit])
             continue;
-        if (strncmp(l->params[i].name, "cls.", 4) == 0) {
+        if (l->params[i].head) {
             zt_param_init(l, i, P, seed);
             head_init++;
         } else if (missing++ == 0) {
@@ -250,8 +252,8 @@ int zt_load_hf_weights(const char *dir, const zt_layout *l, float *const *P,
     if (rc == ZT_E_FORMAT && missing > 1)
         zt_fail_wrap(rc, "%d parameters missing", missing);
     if (rc == 0 && head_init && report)
-        zt_log(ZT_LOG_WARN, "%s: %d MLM-head parameters not in the checkpoint were initialised "
-                            "randomly", dir, head_init);
+        zt_log(ZT_LOG_WARN, "%s: %d %s parameters not in the checkpoint were initialised "
+                            "randomly", dir, head_init, l->head_desc[0] ? l->head_desc : "head");
     if (rc == 0 && s.unused && report)
         zt_log(ZT_LOG_WARN, "%s: %d tensors not used by %s (first: \"%s\")", dir, s.unused,
                l->arch, s.first_unused);

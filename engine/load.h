@@ -8,7 +8,7 @@
 
 /* Fills the units of P that are not NULL from dir (the others are skipped: stage 3 loads
  * one unit at a time). alias_seen[i] = 1 when the checkpoint also stored parameter i's tied
- * duplicate. Missing MLM-head parameters ("cls.") are initialised (seed), with a warning
+ * duplicate. Missing head parameters (zt_param_def.head) are initialised (seed), with a warning
  * when report is set (as is the count of unused tensors); any other missing parameter, a
  * shape mismatch, an unsupported dtype or a NaN or infinity is an error, as is a folder
  * holding both model.safetensors and an index (zt_load_weights_unambiguous). */

@@ -25,11 +25,11 @@ extern "C" {
 #endif
 
 #define ZT_VERSION_MAJOR 0
-#define ZT_VERSION_MINOR 2
+#define ZT_VERSION_MINOR 3
 #define ZT_VERSION_PATCH 0
 /* The library's soname is libzerotrain.so.ZT_ABI_VERSION; it changes whenever a public
  * struct or signature does. */
-#define ZT_ABI_VERSION 2
+#define ZT_ABI_VERSION 3
 
 /* ---- errors -------------------------------------------------------------------------
  * Every fallible function returns 0 (or a count) on success and a negative value on
@@ -537,7 +537,28 @@ typedef struct zt_config {
      * optimizer state and the step count stay as they were (zt_step_info.skipped). 0: every
      * step is applied; each optimizer's own per-element rule meets non-finite values. */
     int skip_nonfinite;
+    /* BERT's head (ZT_HEAD_*). ZT_HEAD_AUTO: the config's "architectures" (a
+     * BertForSequenceClassification config is a classifier, anything else a masked LM).
+     * ZT_HEAD_MLM: a masked LM (a classifier checkpoint's pooler and classifier are not used,
+     * its MLM head is initialised, both with a notice). ZT_HEAD_CLASSIFY: a
+     * BertForSequenceClassification of num_labels outputs (0: the config's), problem_type
+     * ZT_PROBLEM_* (0: the config's, or decided by each batch's labels as Hugging Face
+     * decides it) and label_names (num_labels names, id2label, copied; NULL: the config's,
+     * or LABEL_0, LABEL_1, ...); a masked-LM checkpoint gets a freshly initialised pooler
+     * and classifier, with a notice, as AutoModelForSequenceClassification gives it. T5
+     * takes ZT_HEAD_AUTO only. */
+    int head;
+    int num_labels, problem_type;
+    const char *const *label_names;
 } zt_config;
+
+enum { ZT_HEAD_AUTO = 0, ZT_HEAD_MLM = 1, ZT_HEAD_CLASSIFY = 2 };
+/* config.json's problem_type */
+enum {
+    ZT_PROBLEM_SINGLE_LABEL = 1, /* "single_label_classification": cross-entropy, labels [B] */
+    ZT_PROBLEM_MULTI_LABEL = 2,  /* "multi_label_classification": BCE with logits */
+    ZT_PROBLEM_REGRESSION = 3,   /* "regression": mean squared error */
+};
 
 /* A collective that does not complete cannot be returned from: after logging, the engine
  * calls this handler (default: MPI_Abort on the engine's communicator, exit code 75). This
@@ -604,8 +625,14 @@ typedef struct zt_model_info {
     int num_units;
     int num_decoder_layers;  /* T5; 0 for BERT */
     int head_dim;            /* d_kv (T5), hidden / heads (BERT) */
+    char architecture[48];   /* "BertForMaskedLM", "BertForSequenceClassification", ... */
+    int num_labels;          /* a classifier's outputs (0: not a classifier) */
+    int problem_type;        /* a classifier's ZT_PROBLEM_* (0: decided by the labels) */
 } zt_model_info;
 ZT_API int zt_engine_model_info(const zt_engine *e, zt_model_info *out);
+/* A classifier's name of label id (config.json's id2label), or NULL (not a classifier, or
+ * id outside [0, num_labels)). Valid while the engine lives. */
+ZT_API const char *zt_engine_label_name(const zt_engine *e, int id);
 
 typedef struct zt_param_info {
     const char *name;        /* Hugging Face name */
@@ -637,6 +664,10 @@ typedef struct zt_batch {
      * causal only). T_dec 0: labels are [B, T] (BERT). */
     int T_dec;
     const int64_t *decoder_attention_mask;
+    /* Sequence classification (BertForSequenceClassification): labels are class ids [B]
+     * (single-label; -100 ignored), or labels is NULL and label_values [B, num_labels] holds
+     * the targets (multi-label: 0/1 per class; regression: the values). */
+    const float *label_values;
 } zt_batch;
 
 typedef struct zt_fb_result {

@@ -46,6 +46,149 @@ static int validate(const bert_config *c, const char *where)
     return 0;
 }
 
+
+static const char *const problem_names[] = {NULL, "single_label_classification",
+                                            "multi_label_classification", "regression"};
+
+const char *bert_problem_name(int problem)
+{
+    return problem > 0 && problem <= BERT_PROBLEM_REGRESSION ? problem_names[problem] : NULL;
+}
+
+const char *bert_label_name(const bert_config *c, int id, char *buf, size_t n)
+{
+    if (id < 0 || id >= c->num_labels)
+        return NULL;
+    if (c->labels_len == 0) {
+        snprintf(buf, n, "LABEL_%d", id);
+        return buf;
+    }
+    const char *s = c->labels;
+    for (int i = 0; i < id; i++)
+        s += strlen(s) + 1;
+    return s;
+}
+
+int bert_config_set_classifier(bert_config *c, int num_labels, int problem, const char *names,
+                               size_t names_len)
+{
+    if (num_labels < 1)
+        return zt_fail(ZT_E_CONFIG, "a classifier needs num_labels >= 1, not %d", num_labels);
+    if (names_len > sizeof c->labels)
+        return zt_fail(ZT_E_CONFIG, "the %d label names take %zu bytes; at most %zu are kept",
+                       num_labels, names_len, sizeof c->labels);
+    c->head = BERT_HEAD_CLS;
+    c->num_labels = num_labels;
+    c->problem = problem;
+    c->labels_len = 0;
+    if (!names)
+        return 0;
+    /* the names: num_labels strings, none twice (predictions map back through them) */
+    size_t off = 0;
+    for (int i = 0; i < num_labels; i++) {
+        const char *a = names + off;
+        size_t len = off < names_len ? strnlen(a, names_len - off) : 0;
+        if (off >= names_len || off + len >= names_len)
+            return zt_fail(ZT_E_CONFIG, "id2label: %d names given, %d labels", i, num_labels);
+        for (size_t b = 0; b < off;) {
+            if (strcmp(names + b, a) == 0)
+                return zt_fail(ZT_E_CONFIG, "id2label: the name \"%s\" is given to two labels",
+                               a);
+            b += strlen(names + b) + 1;
+        }
+        off += len + 1;
+    }
+    memmove(c->labels, names, off); /* names may be c->labels itself */
+    c->labels_len = (int)off;
+    return 0;
+}
+
+/* "architectures" chooses the head; BertForSequenceClassification's fields */
+static int load_head(const cJSON *o, const char *path, bert_config *c)
+{
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, "architectures"), *v;
+    int cls = 0, n = 2, problem = 0, rc;
+    char *names = NULL;
+    size_t len = 0;
+    c->head = BERT_HEAD_MLM;
+    if (!cJSON_IsArray(a))
+        a = NULL;
+    cJSON_ArrayForEach(v, a)
+        cls |= cJSON_IsString(v) && strcmp(v->valuestring, "BertForSequenceClassification") == 0;
+    if (!cls)
+        return 0;
+    const cJSON *id2 = cJSON_GetObjectItemCaseSensitive(o, "id2label");
+    const cJSON *pt = cJSON_GetObjectItemCaseSensitive(o, "problem_type");
+    const cJSON *cd = cJSON_GetObjectItemCaseSensitive(o, "classifier_dropout");
+    if (id2 && !cJSON_IsNull(id2)) {
+        if (!cJSON_IsObject(id2) || (n = cJSON_GetArraySize(id2)) < 1)
+            return zt_fail(ZT_E_CONFIG, "%s: \"id2label\" is not an object of labels", path);
+        /* keys "0" ... "n-1", each once: the names in id order */
+        const cJSON **by_id = calloc((size_t)n, sizeof *by_id);
+        if (!by_id)
+            return zt_fail(ZT_E_NOMEM, "out of memory");
+        rc = 0;
+        cJSON_ArrayForEach(v, id2) {
+            char *end;
+            long k = strtol(v->string, &end, 10);
+            if (rc == 0 && (end == v->string || *end || k < 0 || k >= n || by_id[k]))
+                rc = zt_fail(ZT_E_CONFIG, "%s: \"id2label\" key \"%s\": the keys must be the "
+                             "ids 0 ... %d, each once", path, v->string, n - 1);
+            else if (rc == 0 && !cJSON_IsString(v))
+                rc = zt_fail(ZT_E_CONFIG, "%s: \"id2label\" \"%s\" is not a string", path,
+                             v->string);
+            else if (rc == 0)
+                by_id[k] = v, len += strlen(v->valuestring) + 1;
+        }
+        if (rc == 0 && !(names = malloc(len ? len : 1)))
+            rc = zt_fail(ZT_E_NOMEM, "out of memory");
+        for (int i = 0, off = 0; rc == 0 && i < n; i++) {
+            size_t l = strlen(by_id[i]->valuestring) + 1;
+            memcpy(names + off, by_id[i]->valuestring, l);
+            off += (int)l;
+        }
+        free(by_id);
+        if (rc < 0) {
+            free(names);
+            return rc;
+        }
+    } else if ((rc = zt_hfc_int(o, path, "num_labels", 0, 2, 1, &n)) < 0) {
+        return rc;
+    }
+    if (pt && !cJSON_IsNull(pt)) {
+        for (int k = 1; k <= BERT_PROBLEM_REGRESSION && !problem; k++)
+            problem = cJSON_IsString(pt) && strcmp(pt->valuestring, problem_names[k]) == 0 ? k : 0;
+        if (!problem) {
+            free(names);
+            return zt_fail(ZT_E_CONFIG, "%s: \"problem_type\" must be \"regression\", "
+                           "\"single_label_classification\" or \"multi_label_classification\"",
+                           path);
+        }
+    }
+    if (cd && !cJSON_IsNull(cd)) {
+        if (!cJSON_IsNumber(cd) || !(cd->valuedouble >= 0.0 && cd->valuedouble < 1.0)) {
+            free(names);
+            return zt_fail(ZT_E_CONFIG, "%s: \"classifier_dropout\" must be null or a number in "
+                           "[0, 1)", path);
+        }
+        c->cls_drop = (float)cd->valuedouble;
+        c->has_cls_drop = 1;
+    }
+    /* names that are HF's defaults (LABEL_0, ...) are kept as the default */
+    int dflt = names != NULL;
+    for (int i = 0, off = 0; dflt && i < n; i++) {
+        char buf[32];
+        snprintf(buf, sizeof buf, "LABEL_%d", i);
+        dflt = strcmp(names + off, buf) == 0;
+        off += (int)strlen(names + off) + 1;
+    }
+    rc = bert_config_set_classifier(c, n, problem, dflt ? NULL : names, dflt ? 0 : len);
+    free(names);
+    if (rc < 0)
+        return zt_fail_wrap(rc, "%s", path);
+    return 0;
+}
+
 int bert_config_load(const char *path, bert_config *c)
 {
     cJSON *o;
@@ -71,7 +214,7 @@ int bert_config_load(const char *path, bert_config *c)
         goto out;
     if (!cJSON_GetObjectItemCaseSensitive(o, "hidden_act"))
         rc = zt_fail(ZT_E_CONFIG, "%s: missing required field \"hidden_act\"", path);
-    else
+    else if ((rc = load_head(o, path, c)) == 0)
         rc = validate(c, path);
 out:
     cJSON_Delete(o);
@@ -100,12 +243,46 @@ int bert_config_preset(const char *name, int vocab, bert_config *c)
                    name);
 }
 
+/* BertForSequenceClassification's fields as HF writes them: id2label, label2id, problem_type
+ * and classifier_dropout (text, ",\n"-led lines; malloc'd) */
+static char *head_fields(const bert_config *c)
+{
+    cJSON *id2 = cJSON_CreateObject(), *l2i = cJSON_CreateObject();
+    char *a = NULL, *b = NULL, *out = NULL, buf[32], key[16];
+    for (int i = 0; id2 && l2i && i < c->num_labels; i++) {
+        const char *name = bert_label_name(c, i, buf, sizeof buf);
+        snprintf(key, sizeof key, "%d", i);
+        if (!cJSON_AddStringToObject(id2, key, name) || !cJSON_AddNumberToObject(l2i, name, i))
+            goto out;
+    }
+    if (!id2 || !l2i || !(a = cJSON_PrintUnformatted(id2)) || !(b = cJSON_PrintUnformatted(l2i)))
+        goto out;
+    const char *pn = bert_problem_name(c->problem);
+    size_t n = strlen(a) + strlen(b) + 256;
+    if ((out = malloc(n))) {
+        char drop[32] = "null";
+        if (c->has_cls_drop)
+            snprintf(drop, sizeof drop, "%.9g", c->cls_drop);
+        snprintf(out, n, ",\n  \"id2label\": %s,\n  \"label2id\": %s,\n  \"problem_type\": "
+                 "%s%s%s,\n  \"classifier_dropout\": %s", a, b, pn ? "\"" : "",
+                 pn ? pn : "null", pn ? "\"" : "", drop);
+    }
+out:
+    free(a);
+    free(b);
+    cJSON_Delete(id2);
+    cJSON_Delete(l2i);
+    return out;
+}
+
 int bert_config_save(const bert_config *c, const char *path)
 {
-    char text[2048];
-    int n;
+    char text[2048], *head = NULL;
+    int n, cls = c->head == BERT_HEAD_CLS, rc;
+    if (cls && !(head = head_fields(c)))
+        return zt_fail(ZT_E_NOMEM, "out of memory writing %s", path);
     n = snprintf(text, sizeof text,
-                 "{\n  \"architectures\": [\"BertForMaskedLM\"],\n  \"model_type\": \"bert\",\n"
+                 "{\n  \"architectures\": [\"%s\"],\n  \"model_type\": \"bert\",\n"
                  "  \"vocab_size\": %d,\n  \"hidden_size\": %d,\n  \"num_hidden_layers\": %d,\n"
                  "  \"num_attention_heads\": %d,\n  \"intermediate_size\": %d,\n"
                  "  \"hidden_act\": \"gelu\",\n  \"hidden_dropout_prob\": %.9g,\n"
@@ -113,12 +290,15 @@ int bert_config_save(const bert_config *c, const char *path)
                  "  \"type_vocab_size\": %d,\n  \"initializer_range\": %.9g,\n"
                  "  \"layer_norm_eps\": %.9g,\n  \"pad_token_id\": 0,\n"
                  "  \"position_embedding_type\": \"absolute\",\n  \"tie_word_embeddings\": true,\n"
-                 "  \"torch_dtype\": \"float32\"\n}\n",
-                 c->vocab, c->hidden, c->layers, c->heads, c->inter, c->hidden_drop, c->attn_drop,
-                 c->max_pos, c->type_vocab, c->init_range, c->eps);
-    const void *parts[1] = {text};
-    size_t lens[1] = {(size_t)n};
-    return zt_file_write_atomic(path, parts, lens, 1);
+                 "  \"torch_dtype\": \"float32\"",
+                 cls ? "BertForSequenceClassification" : "BertForMaskedLM", c->vocab, c->hidden,
+                 c->layers, c->heads, c->inter, c->hidden_drop, c->attn_drop, c->max_pos,
+                 c->type_vocab, c->init_range, c->eps);
+    const void *parts[3] = {text, head ? head : "", "\n}\n"};
+    size_t lens[3] = {(size_t)n, head ? strlen(head) : 0, 3};
+    rc = zt_file_write_atomic(path, parts, lens, 3);
+    free(head);
+    return rc;
 }
 
 /* ---- layout ------------------------------------------------------------------------- */
@@ -127,6 +307,7 @@ enum { E_WORD, E_POS, E_TYPE, E_LNW, E_LNB, E_N };
 enum { L_QW, L_QB, L_KW, L_KB, L_VW, L_VB, L_AOW, L_AOB, L_LN1W, L_LN1B, L_IW, L_IB, L_OW, L_OB,
        L_LN2W, L_LN2B, L_N };
 enum { H_TW, H_TB, H_LNW, H_LNB, H_BIAS, H_N };
+enum { C_PW, C_PB, C_W, C_B, C_N }; /* the classification head */
 
 static int add(zt_layout *l, const char *name, int64_t d0, int64_t d1, int init, int decay)
 {
@@ -140,7 +321,11 @@ int bert_layout(const bert_config *c, zt_layout *l)
     int C = c->hidden, F = c->inter, w;
     memset(l, 0, sizeof *l);
     l->init_std = c->init_range;
-    snprintf(l->arch, sizeof l->arch, "BertForMaskedLM");
+    snprintf(l->arch, sizeof l->arch, "%s",
+             c->head == BERT_HEAD_CLS ? "BertForSequenceClassification" : "BertForMaskedLM");
+    snprintf(l->head_desc, sizeof l->head_desc, "%s",
+             c->head == BERT_HEAD_CLS ? "classification-head (pooler and classifier)"
+                                      : "MLM-head");
     if (zt_layout_add_unit(l, "embeddings") < 0 ||
         (w = add(l, "bert.embeddings.word_embeddings.weight", c->vocab, C, ZT_INIT_NORMAL, 1)) < 0 ||
         add(l, "bert.embeddings.position_embeddings.weight", c->max_pos, C, ZT_INIT_NORMAL, 1) < 0 ||
@@ -152,7 +337,8 @@ int bert_layout(const bert_config *c, zt_layout *l)
     if (add(l, "bert.embeddings.LayerNorm.weight", C, 0, ZT_INIT_ONES, 0) < 0 ||
         add(l, "bert.embeddings.LayerNorm.bias", C, 0, ZT_INIT_ZEROS, 0) < 0)
         goto fail;
-    snprintf(l->params[w].alias, ZT_NAME_MAX, "cls.predictions.decoder.weight");
+    if (c->head == BERT_HEAD_MLM)
+        snprintf(l->params[w].alias, ZT_NAME_MAX, "cls.predictions.decoder.weight");
     for (int i = 0; i < c->layers; i++) {
         static const struct { const char *suffix; int out, in, init, decay; } p[L_N] = {
             {"attention.self.query.weight", 'C', 'C', ZT_INIT_NORMAL, 1},
@@ -182,6 +368,18 @@ int bert_layout(const bert_config *c, zt_layout *l)
                 goto fail;
         }
     }
+    int first_head = l->n_params;
+    if (c->head == BERT_HEAD_CLS) {
+        if (zt_layout_add_unit(l, "cls_head") < 0 ||
+            add(l, "bert.pooler.dense.weight", C, C, ZT_INIT_NORMAL, 1) < 0 ||
+            add(l, "bert.pooler.dense.bias", C, 0, ZT_INIT_ZEROS, 0) < 0 ||
+            add(l, "classifier.weight", c->num_labels, C, ZT_INIT_NORMAL, 1) < 0 ||
+            add(l, "classifier.bias", c->num_labels, 0, ZT_INIT_ZEROS, 0) < 0)
+            goto fail;
+        for (int k = first_head; k < l->n_params; k++)
+            l->params[k].head = 1;
+        return 0;
+    }
     if (zt_layout_add_unit(l, "mlm_head") < 0 ||
         add(l, "cls.predictions.transform.dense.weight", C, C, ZT_INIT_NORMAL, 1) < 0 ||
         add(l, "cls.predictions.transform.dense.bias", C, 0, ZT_INIT_ZEROS, 0) < 0 ||
@@ -190,6 +388,8 @@ int bert_layout(const bert_config *c, zt_layout *l)
         (w = add(l, "cls.predictions.bias", c->vocab, 0, ZT_INIT_ZEROS, 0)) < 0)
         goto fail;
     snprintf(l->params[w].alias, ZT_NAME_MAX, "cls.predictions.decoder.bias");
+    for (int k = first_head; k < l->n_params; k++)
+        l->params[k].head = 1;
     return 0;
 fail:
     zt_layout_free(l);
@@ -218,6 +418,8 @@ typedef struct bert_model {
     /* current batch */
     int B, T, keep_logits;
     const int64_t *ids, *mask, *tt, *labels;
+    const float *label_values;  /* classification: [B, num_labels] (multi-label, regression) */
+    int problem;                /* classification: the batch's BERT_PROBLEM_* */
     uint64_t first_sample;
     /* activations, sized for cap_bt rows */
     size_t cap_bt, cap_t;
@@ -238,6 +440,10 @@ typedef struct bert_model {
     /* backward scratch */
     float *dcur, *sc[5], *si[2], *att_scratch;
     int slots;                 /* attention scratch: one T x T pair per thread */
+    /* classification head, [B, C] each: the [CLS] rows, the pooler's dense output, its tanh
+     * (dropout applied in place), their gradients; the logits [B, num_labels] and theirs */
+    float *cx, *cp, *ct, *cdx, *cdt, *clog, *cdlog;
+    uint32_t *ck;              /* the classifier dropout's keep-mask */
     zt_lm_rows lm;             /* the decoder's rows: logits, and the labelled rows' transformed
                                 * hidden states (lm.x) and their gradient */
     void (*poll)(void *);      /* called between kernels: lets communication advance */
@@ -364,6 +570,13 @@ static void carve(bert_model *m, zt_carver *cv, const unsigned char *mode, int k
         m->sc[i] = zt_take(cv, bt * C);
     m->si[0] = zt_take(cv, bt * F); m->si[1] = zt_take(cv, bt * F);
     m->att_scratch = zt_take(cv, 2 * (size_t)T * T * (size_t)m->slots);
+    if (m->c.head == BERT_HEAD_CLS) {
+        size_t b = (size_t)B, nl = (size_t)m->c.num_labels;
+        m->cx = zt_take(cv, b * C); m->cp = zt_take(cv, b * C); m->ct = zt_take(cv, b * C);
+        m->cdx = zt_take(cv, b * C); m->cdt = zt_take(cv, b * C);
+        m->clog = zt_take(cv, b * nl); m->cdlog = zt_take(cv, b * nl);
+        m->ck = zt_take(cv, b * C / 32 + b);
+    }
 }
 
 /* Carves every activation from one allocation (64-byte aligned pieces). */
@@ -396,6 +609,8 @@ static size_t bert_act_bytes(void *p, int B, int T, const unsigned char *unit_mo
     zt_carver cv = {NULL, 0};
     t.slots = omp_get_max_threads();
     carve(&t, &cv, unit_mode ? unit_mode + 1 : t.mode, unit_mode ? k : t.seg_k, B, T);
+    if (t.c.head == BERT_HEAD_CLS)
+        return cv.off;
     return cv.off + zt_lm_rows_floats((size_t)B * T / 4, t.c.vocab, t.c.hidden, 0) *
                         sizeof(float);
 }
@@ -439,12 +654,50 @@ static void bert_destroy(void *p)
     free(m);
 }
 
+/* BertForSequenceClassification's labels: class ids [B] (single-label, -100 ignored) or
+ * label_values [B, num_labels]; the problem as HF decides it when the config does not say */
+static int prepare_cls(bert_model *m, const zt_batch *b, int64_t *n_labels)
+{
+    const bert_config *c = &m->c;
+    int NL = c->num_labels, pr = c->problem;
+    int64_t n = 0;
+    if (!pr)
+        pr = NL == 1 ? BERT_PROBLEM_REGRESSION : b->labels ? BERT_PROBLEM_SINGLE
+                                                           : BERT_PROBLEM_MULTI;
+    if (pr == BERT_PROBLEM_SINGLE) {
+        if (!b->labels || b->label_values)
+            return zt_fail(ZT_E_INVAL, "batch: a %s classifier takes labels, one class id per "
+                           "row ([%d]), not label_values", bert_problem_name(pr), b->B);
+        for (int r = 0; r < b->B; r++) {
+            if (b->labels[r] != -100 && (b->labels[r] < 0 || b->labels[r] >= NL))
+                return zt_fail(ZT_E_RANGE, "batch: labels[%d] = %lld is neither -100 nor a "
+                               "class id in [0, %d)", r, (long long)b->labels[r], NL);
+            n += b->labels[r] != -100;
+        }
+    } else {
+        if (!b->label_values || b->labels)
+            return zt_fail(ZT_E_INVAL, "batch: a %s head takes label_values [%d, %d] (floats), "
+                           "not class ids", bert_problem_name(pr), b->B, NL);
+        for (int i = 0; i < b->B * NL; i++)
+            if (!isfinite(b->label_values[i]))
+                return zt_fail(ZT_E_RANGE, "batch: label_values[%d][%d] is not finite", i / NL,
+                               i % NL);
+        n = (int64_t)b->B * NL;
+    }
+    m->problem = pr;
+    m->labels = b->labels;
+    m->label_values = b->label_values;
+    *n_labels = n;
+    return 0;
+}
+
 static int bert_prepare(void *p, const zt_batch *b, int keep_logits, int64_t *n_labels)
 {
     bert_model *m = p;
     const bert_config *c = &m->c;
     int64_t n = 0;
-    if (b->B < 1 || b->T < 1 || !b->input_ids || !b->labels)
+    int cls = c->head == BERT_HEAD_CLS;
+    if (b->B < 1 || b->T < 1 || !b->input_ids || (!cls && !b->labels))
         return zt_fail(ZT_E_INVAL, "batch: need B >= 1, T >= 1, input_ids and labels");
     if (b->T_dec && b->T_dec != b->T)
         return zt_fail(ZT_E_SHAPE, "batch: labels are [%d, %d], input_ids [%d, %d]: BERT's "
@@ -467,12 +720,19 @@ static int bert_prepare(void *p, const zt_batch *b, int keep_logits, int64_t *n_
         if (b->attention_mask && b->attention_mask[i] != 0 && b->attention_mask[i] != 1)
             return zt_fail(ZT_E_RANGE, "batch: attention_mask[%d][%d] = %lld is not 0 or 1", r,
                            t, (long long)b->attention_mask[i]);
+        if (cls)
+            continue;
         if (b->labels[i] != -100 && (b->labels[i] < 0 || b->labels[i] >= c->vocab))
             return zt_fail(ZT_E_RANGE,
                            "batch: labels[%d][%d] = %lld is neither -100 nor in [0, %d)", r, t,
                            (long long)b->labels[i], c->vocab);
         n += b->labels[i] != -100;
     }
+    if (!cls && b->label_values)
+        return zt_fail(ZT_E_INVAL, "batch: a masked-LM head takes labels [B, T], not "
+                       "label_values");
+    if (cls)
+        ZT_TRY(prepare_cls(m, b, &n));
     ZT_TRY(size_acts(m, b->B, b->T));
     m->B = b->B;
     m->T = b->T;
@@ -480,8 +740,13 @@ static int bert_prepare(void *p, const zt_batch *b, int keep_logits, int64_t *n_
     m->ids = b->input_ids;
     m->mask = b->attention_mask;
     m->tt = b->token_type_ids;
-    m->labels = b->labels;
     m->first_sample = b->first_sample;
+    if (cls) {
+        m->compact = 0;
+        *n_labels = n;
+        return 0;
+    }
+    m->labels = b->labels;
     m->compact = !keep_logits;
     m->n_lab = 0;
     if (m->compact) /* only labelled rows reach the loss: the decoder skips the others */
@@ -591,6 +856,53 @@ static const float *unit_input(const bert_model *m, int u)
 
 #define POLL(m) ((m)->poll ? (m)->poll((m)->poll_arg) : (void)0)
 
+static zt_dropout cls_drop(const bert_model *m, int u)
+{
+    const bert_config *c = &m->c;
+    return drop_for(m, u, ZT_RNG_DROP_CLS, c->has_cls_drop ? c->cls_drop : c->hidden_drop);
+}
+
+/* BertForSequenceClassification: pooled = tanh(dense(h[:, 0])), logits =
+ * classifier(dropout(pooled)) */
+static void cls_forward(bert_model *m, int u, float *const *P)
+{
+    const bert_config *c = &m->c;
+    int B = m->B, T = m->T, C = c->hidden;
+    const float *y = m->la[c->layers - 1].y; /* [B, T, C] */
+    zt_dropout d = cls_drop(m, u);
+    for (int b = 0; b < B; b++) /* cx [B, C]: each sequence's first ([CLS]) row */
+        memcpy(m->cx + (size_t)b * C, y + (size_t)b * T * C, sizeof(float) * (size_t)C);
+    linear_forward(m->cp, m->cx, param(m, P, u, C_PW), param(m, P, u, C_PB), B, C, C);
+    tanh_forward(m->cp, m->cp, (size_t)B * C);
+    memcpy(m->ct, m->cp, sizeof(float) * (size_t)B * C);
+    dropout_residual(m->ct, NULL, m->ck, &d, B, (size_t)C);
+    linear_forward(m->clog, m->ct, param(m, P, u, C_W), param(m, P, u, C_B), B, C,
+                   c->num_labels);
+    POLL(m);
+}
+
+/* the gradient of the last layer's output (dcur [B, T, C]): only the [CLS] rows have one */
+static void cls_backward(bert_model *m, int u, float *const *P, float *const *G)
+{
+    const bert_config *c = &m->c;
+    int B = m->B, T = m->T, C = c->hidden;
+    size_t bc = (size_t)B * C;
+    zt_dropout d = cls_drop(m, u);
+    memset(m->cdt, 0, sizeof(float) * bc);
+    linear_backward(m->cdt, param(m, G, u, C_W), param(m, G, u, C_B), m->cdlog, m->ct,
+                    param(m, P, u, C_W), B, C, c->num_labels);
+    dropout_backward(m->cdt, m->ck, &d, B, (size_t)C);
+    memset(m->cdx, 0, sizeof(float) * bc); /* cdx: the gradient before the tanh */
+    tanh_backward(m->cdx, m->cp, m->cdt, bc);
+    memset(m->cdt, 0, sizeof(float) * bc); /* cdt: the [CLS] rows' gradient */
+    linear_backward(m->cdt, param(m, G, u, C_PW), param(m, G, u, C_PB), m->cdx, m->cx,
+                    param(m, P, u, C_PW), B, C, C);
+    memset(m->dcur, 0, sizeof(float) * (size_t)B * T * C);
+    for (int b = 0; b < B; b++)
+        memcpy(m->dcur + (size_t)b * T * C, m->cdt + (size_t)b * C, sizeof(float) * (size_t)C);
+    POLL(m);
+}
+
 static void bert_forward_unit(void *p, int u, float *const *P)
 {
     bert_model *m = p;
@@ -638,6 +950,8 @@ static void bert_forward_unit(void *p, int u, float *const *P)
         layernorm_forward(a->y, a->m2, a->r2, a->y_pre, param(m, P, u, L_LN2W),
                           param(m, P, u, L_LN2B), M, C, c->eps);
         POLL(m);
+    } else if (c->head == BERT_HEAD_CLS) {
+        cls_forward(m, u, P);
     } else {
         const float *y = m->la[c->layers - 1].y;
         linear_forward(m->t1, y, param(m, P, u, H_TW), param(m, P, u, H_TB), M, C, C);
@@ -686,6 +1000,15 @@ static double bert_loss(void *p, float grad_scale)
 {
     bert_model *m = p;
     int64_t count;
+    if (m->c.head == BERT_HEAD_CLS) {
+        size_t n = (size_t)m->B * m->c.num_labels;
+        if (m->problem == BERT_PROBLEM_SINGLE)
+            return crossentropy_forward_backward(m->cdlog, m->row_loss, &count, m->clog,
+                                                 m->labels, m->B, m->c.num_labels, grad_scale);
+        if (m->problem == BERT_PROBLEM_MULTI)
+            return bce_logits_forward_backward(m->cdlog, m->clog, m->label_values, n, grad_scale);
+        return mse_forward_backward(m->cdlog, m->clog, m->label_values, n, grad_scale);
+    }
     if (m->compact)
         return m->n_lab ? crossentropy_forward_backward(m->lm.dlogits, m->row_loss, &count,
                                                         m->lm.logits, m->lab_c, m->n_lab,
@@ -716,7 +1039,9 @@ static void bert_backward_unit(void *p, int u, float *const *P, float *const *G)
     int B = m->B, T = m->T, C = c->hidden, F = c->inter, M = B * T;
     size_t n = (size_t)M * C, ni = (size_t)M * F;
     float **s = m->sc, **si = m->si;
-    if (u == c->layers + 1) {
+    if (u == c->layers + 1 && c->head == BERT_HEAD_CLS) {
+        cls_backward(m, u, P, G);
+    } else if (u == c->layers + 1) {
         const float *y = m->la[c->layers - 1].y;
         zero(s[0], n);
         if (!m->compact) {
@@ -813,13 +1138,22 @@ static double bert_flops(const void *p)
     double M = (double)m->B * m->T, C = c->hidden, F = c->inter, T = m->T;
     double rows = m->compact ? (double)m->n_lab : M;
     double layer = 2.0 * M * (4.0 * C * C + 2.0 * C * F) + 2.0 * 2.0 * M * T * C;
-    double fwd = c->layers * layer + 2.0 * M * C * C + 2.0 * rows * C * c->vocab;
+    double head = c->head == BERT_HEAD_CLS
+                      ? 2.0 * m->B * C * (C + c->num_labels)
+                      : 2.0 * M * C * C + 2.0 * rows * C * c->vocab;
+    double fwd = c->layers * layer + head;
     return 3.0 * fwd;
 }
 
 static const float *bert_logits(const void *p, int64_t shape[3])
 {
     const bert_model *m = p;
+    if (m->c.head == BERT_HEAD_CLS) { /* [B, 1, num_labels]: always kept */
+        shape[0] = m->B;
+        shape[1] = 1;
+        shape[2] = m->c.num_labels;
+        return m->clog;
+    }
     if (!m->keep_logits)
         return NULL;
     shape[0] = m->B;
@@ -836,10 +1170,11 @@ static void bert_set_poll(void *p, void (*fn)(void *), void *arg)
     ((bert_model *)p)->poll_arg = arg;
 }
 
-/* the MLM head's decoder is the word-embedding matrix of unit 0 */
+/* the MLM head's decoder is the word-embedding matrix of unit 0 (the classifier has none) */
 static int bert_tied_unit(const void *p, int u)
 {
-    return u == ((const bert_model *)p)->c.layers + 1 ? 0 : -1;
+    const bert_model *m = p;
+    return m->c.head == BERT_HEAD_MLM && u == m->c.layers + 1 ? 0 : -1;
 }
 
 const zt_model_ops bert_ops = {

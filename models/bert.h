@@ -1,18 +1,45 @@
-/* bert.h - BertForMaskedLM (post-LayerNorm encoder, MLM head tied to the word embeddings)
- * as units: embeddings, one per encoder layer, the head. HF config.json in and out.
- * No pooler, no next-sentence head, no relative position embeddings. */
+/* bert.h - BERT (post-LayerNorm encoder) as units: embeddings, one per encoder layer, and a
+ * head: BertForMaskedLM's (tied to the word embeddings) or BertForSequenceClassification's
+ * (pooler, dropout, classifier). HF config.json in and out. No next-sentence head, no
+ * relative position embeddings. */
 #ifndef ZT_MODELS_BERT_H
 #define ZT_MODELS_BERT_H
 
 #include "model.h"
 
+/* the head: "architectures" in config.json */
+enum { BERT_HEAD_MLM = 0, BERT_HEAD_CLS = 1 };
+/* config.json's "problem_type" (BertForSequenceClassification); 0: not set, decided by the
+ * labels as HF decides it (num_labels 1: regression; integer labels: single-label; else
+ * multi-label) */
+enum { BERT_PROBLEM_SINGLE = 1, BERT_PROBLEM_MULTI, BERT_PROBLEM_REGRESSION };
+#define BERT_LABELS_BYTES 32768 /* id2label's names, NUL-separated */
+
 typedef struct bert_config {
     int vocab, hidden, layers, heads, inter, max_pos, type_vocab;
     float eps, hidden_drop, attn_drop, init_range;
+    /* the head */
+    int head;                  /* BERT_HEAD_* */
+    int num_labels, problem;   /* BERT_HEAD_CLS: classes (or regression outputs), BERT_PROBLEM_* */
+    int has_cls_drop;          /* "classifier_dropout" given (0: null, hidden_dropout_prob applies) */
+    float cls_drop;
+    int labels_len;            /* bytes of labels used; 0: HF's default names LABEL_0, ... */
+    char labels[BERT_LABELS_BYTES]; /* id2label: num_labels names, each NUL-terminated */
 } bert_config;
 
-/* HF BertConfig from config.json: shape fields are required; hidden_act must be "gelu". */
+/* HF BertConfig from config.json: shape fields are required; hidden_act must be "gelu".
+ * "architectures" ["BertForSequenceClassification"] chooses that head (with id2label,
+ * num_labels, problem_type and classifier_dropout); anything else the masked-LM head. */
 int bert_config_load(const char *path, bert_config *c);
+/* Makes c a BertForSequenceClassification of num_labels outputs (problem: BERT_PROBLEM_*),
+ * names: num_labels NUL-terminated names back to back (NULL: LABEL_0, LABEL_1, ...).
+ * ZT_E_CONFIG when the names do not fit or repeat. */
+int bert_config_set_classifier(bert_config *c, int num_labels, int problem, const char *names,
+                               size_t names_len);
+/* label id's name (id2label), or NULL outside [0, num_labels) */
+const char *bert_label_name(const bert_config *c, int id, char *buf, size_t n);
+/* "single_label_classification", "multi_label_classification", "regression", or NULL */
+const char *bert_problem_name(int problem);
 /* "bert-tiny" ... "bert-large"; vocab 0 = 30522. */
 int bert_config_preset(const char *name, int vocab, bert_config *c);
 /* Writes config.json (HF field names) atomically. */

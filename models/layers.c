@@ -595,6 +595,45 @@ double crossentropy_forward_backward(float *dlogits, double *row_loss, int64_t *
     return total;
 }
 
+double bce_logits_forward_backward(float *dlogits, const float *logits, const float *y,
+                                   size_t n, float grad_scale)
+{
+    double total = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double x = logits[i], t = y[i];
+        total += (x > 0.0 ? x : 0.0) - x * t + log1p(exp(-fabs(x)));
+        if (dlogits) /* sigmoid(x) - y, from exp(-|x|) so that neither side overflows */
+            dlogits[i] = (float)(((x >= 0.0 ? 1.0 / (1.0 + exp(-x)) : exp(x) / (1.0 + exp(x))) -
+                                  t) * grad_scale);
+    }
+    return total;
+}
+
+double mse_forward_backward(float *dlogits, const float *x, const float *y, size_t n,
+                            float grad_scale)
+{
+    double total = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        float d = x[i] - y[i];
+        total += (double)d * d;
+        if (dlogits)
+            dlogits[i] = 2.0f * d * grad_scale;
+    }
+    return total;
+}
+
+void tanh_forward(float *out, const float *inp, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = tanhf(inp[i]);
+}
+
+void tanh_backward(float *dinp, const float *out, const float *dout, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        dinp[i] += dout[i] * (1.0f - out[i] * out[i]);
+}
+
 /* ---- T5: RMS norm ---------------------------------------------------------------------- */
 
 void rmsnorm_forward(float *out, float *rstd, const float *inp, const float *w, int M, int C,

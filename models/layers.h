@@ -79,6 +79,19 @@ double crossentropy_forward_backward(float *dlogits, double *row_loss, int64_t *
                                      const float *logits, const int64_t *labels, int M, int V,
                                      float grad_scale);
 
+/* The losses of BertForSequenceClassification beside cross-entropy, over n = rows x outputs
+ * elements: each returns the sum of the element losses (double, added in order) and sets
+ * dlogits[n] (NULL: not wanted; may equal logits) to d(element loss) x grad_scale.
+ * bce: BCEWithLogitsLoss's max(x, 0) - x y + log(1 + exp(-|x|)), gradient sigmoid(x) - y;
+ * mse: (x - y)^2, gradient 2 (x - y). */
+double bce_logits_forward_backward(float *dlogits, const float *logits, const float *y,
+                                   size_t n, float grad_scale);
+double mse_forward_backward(float *dlogits, const float *x, const float *y, size_t n,
+                            float grad_scale);
+/* out[n] = tanh(inp); backward: dinp[n] += dout (1 - out^2) (from the output) */
+void tanh_forward(float *out, const float *inp, size_t n);
+void tanh_backward(float *dinp, const float *out, const float *dout, size_t n);
+
 /* ---- T5's pieces ------------------------------------------------------------------------ */
 
 /* T5LayerNorm: out[M,C] = w * x * rstd, rstd[M] = 1 / sqrt(mean(x^2) + eps) (no mean, no

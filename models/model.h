@@ -25,6 +25,8 @@ typedef struct zt_param_def {
     float std;                 /* ZT_INIT_NORMAL's standard deviation; 0 = the layout's */
     int embedding;             /* an embedding table (nn.Embedding in transformers): AdamW8bit
                                 * keeps its state in fp32 by default, as the HF Trainer does */
+    int head;                  /* a task head's: initialised (with a notice) when a checkpoint
+                                * lacks it, as from_pretrained does */
 } zt_param_def;
 
 typedef struct zt_unit_def {
@@ -49,6 +51,7 @@ typedef struct zt_layout {
     int n_units;
     float init_std;
     char arch[48];             /* Hugging Face architecture, e.g. "BertForMaskedLM" */
+    char head_desc[64];        /* what its head parameters are, for messages ("MLM-head") */
 } zt_layout;
 
 /* Appends a parameter to unit `unit` (the last unit added). Returns its index or < 0. */

@@ -53,6 +53,58 @@ int zt_model_config_save(const zt_model_cfg *c, const char *path)
                                   : bert_config_save(&c->bert, path);
 }
 
+int zt_model_head_apply(zt_model_cfg *c, const char *source, int head, int num_labels,
+                        int problem, const char *const *names)
+{
+    bert_config *b = &c->bert;
+    char *packed = NULL;
+    size_t len = 0;
+    int rc;
+    if (head < ZT_HEAD_AUTO || head > ZT_HEAD_CLASSIFY)
+        return zt_fail(ZT_E_CONFIG, "config: head %d: not a ZT_HEAD_*", head);
+    if (problem < 0 || problem > ZT_PROBLEM_REGRESSION)
+        return zt_fail(ZT_E_CONFIG, "config: problem_type %d: not a ZT_PROBLEM_*", problem);
+    if (head == ZT_HEAD_AUTO)
+        return 0;
+    if (c->type != ZT_MODEL_BERT)
+        return zt_fail(ZT_E_CONFIG, "%s is a T5 model: %s heads are BERT's (T5 is trained "
+                       "text to text)", source, head == ZT_HEAD_CLASSIFY ? "sequence "
+                       "classification" : "masked-LM");
+    if (head == ZT_HEAD_MLM) {
+        if (b->head == BERT_HEAD_CLS)
+            zt_log(ZT_LOG_WARN, "%s is a BertForSequenceClassification: trained as a masked LM, "
+                   "its pooler and classifier are not used and its MLM head starts from the "
+                   "seed", source);
+        b->head = BERT_HEAD_MLM;
+        b->num_labels = b->problem = b->labels_len = 0;
+        return 0;
+    }
+    if (b->head == BERT_HEAD_CLS && num_labels > 0 && num_labels != b->num_labels)
+        return zt_fail(ZT_E_CONFIG, "%s is a classifier of %d labels, the run asks for %d: its "
+                       "classifier has another shape (fine-tune it on labels it knows, or start "
+                       "from the masked-LM checkpoint it was made from)", source, b->num_labels,
+                       num_labels);
+    if (b->head != BERT_HEAD_CLS && num_labels <= 0)
+        num_labels = 2; /* BertConfig's default */
+    if (num_labels <= 0)
+        num_labels = b->num_labels;
+    if (names) { /* back to back, as the config keeps them */
+        for (int i = 0; i < num_labels; i++)
+            len += strlen(names[i]) + 1;
+        if (!(packed = malloc(len)))
+            return zt_fail(ZT_E_NOMEM, "out of memory");
+        for (int i = 0, off = 0; i < num_labels; i++) {
+            memcpy(packed + off, names[i], strlen(names[i]) + 1);
+            off += (int)strlen(names[i]) + 1;
+        }
+    }
+    rc = bert_config_set_classifier(b, num_labels, problem ? problem : b->problem,
+                                    names ? packed : b->labels_len ? b->labels : NULL,
+                                    names ? len : (size_t)b->labels_len);
+    free(packed);
+    return rc;
+}
+
 int zt_model_layout(const zt_model_cfg *c, zt_layout *l)
 {
     return c->type == ZT_MODEL_T5 ? t5_layout(&c->t5, l) : bert_layout(&c->bert, l);
@@ -83,6 +135,9 @@ static const shape_field bert_fields[] = {
     {"intermediate_size", offsetof(bert_config, inter)},
     {"max_position_embeddings", offsetof(bert_config, max_pos)},
     {"type_vocab_size", offsetof(bert_config, type_vocab)},
+    {"the head (0: BertForMaskedLM, 1: BertForSequenceClassification)",
+     offsetof(bert_config, head)},
+    {"num_labels", offsetof(bert_config, num_labels)},
 };
 static const shape_field t5_fields[] = {
     {"vocab_size", offsetof(t5_config, vocab)},
@@ -149,6 +204,10 @@ void zt_model_info_fill(const zt_model_cfg *c, zt_model_info *o)
     o->num_heads = c->bert.heads;
     o->intermediate_size = c->bert.inter;
     o->max_positions = c->bert.max_pos;
+    if (c->bert.head == BERT_HEAD_CLS) {
+        o->num_labels = c->bert.num_labels;
+        o->problem_type = c->bert.problem;
+    }
     o->type_vocab_size = c->bert.type_vocab;
     o->head_dim = c->bert.hidden / c->bert.heads;
 }

@@ -19,6 +19,11 @@ int zt_model_config_load(const char *path, zt_model_cfg *c);
 /* bert-tiny ... bert-large, t5-small, t5-base, t5-v1_1-small, t5-v1_1-base. */
 int zt_model_config_preset(const char *name, int vocab, zt_model_cfg *c);
 int zt_model_config_save(const zt_model_cfg *c, const char *path);
+/* The head a run asks for (zt_config.head, ZT_HEAD_*, with num_labels, problem_type and
+ * label_names) over the one the config names (source: the config, for messages). A changed
+ * BERT head is logged as a notice; T5 takes ZT_HEAD_AUTO only. */
+int zt_model_head_apply(zt_model_cfg *c, const char *source, int head, int num_labels,
+                        int problem, const char *const *names);
 int zt_model_layout(const zt_model_cfg *c, zt_layout *l);
 int zt_model_create(const zt_model_cfg *c, const zt_layout *l, int dropout, uint64_t seed,
                     zt_mem_account *acct, const zt_model_ops **ops, void **model);

@@ -431,7 +431,7 @@ static zt_batch make_batch(small_batch *s, uint64_t first)
         s->tt[i] = (i % 8) >= 4;
         s->labels[i] = i % 3 == 0 ? (i * 11) % 512 : -100;
     }
-    return (zt_batch){2, 8, s->ids, s->mask, s->tt, s->labels, first, 0, 0, NULL};
+    return (zt_batch){2, 8, s->ids, s->mask, s->tt, s->labels, first, 0, 0, NULL, NULL};
 }
 
 static void test_batch_errors(void **state)
@@ -460,7 +460,7 @@ static void test_batch_errors(void **state)
     b.B = 0;
     assert_int_equal(zt_engine_forward_backward(e, &b, 0, &r), ZT_E_INVAL);
     int64_t *big = calloc(65, sizeof *big);
-    zt_batch lb = {1, 65, big, NULL, NULL, big, 0, 0, 0, NULL};
+    zt_batch lb = {1, 65, big, NULL, NULL, big, 0, 0, 0, NULL, NULL};
     assert_int_equal(zt_engine_forward_backward(e, &lb, 0, &r), ZT_E_RANGE);
     assert_non_null(strstr(zt_engine_last_error(e), "exceeds max_position_embeddings 64"));
     free(big);
@@ -1002,7 +1002,7 @@ static void test_nonfinite(void **state)
 static void test_misc(void **state)
 {
     (void)state;
-    assert_string_equal(zt_version(), "0.2.0");
+    assert_string_equal(zt_version(), "0.3.0");
     assert_int_equal(zt_abi_version(), ZT_ABI_VERSION);
     assert_string_equal(zt_strerror(ZT_E_FORMAT), "malformed file");
     assert_string_equal(zt_strerror(-2), "No such file or directory");

@@ -803,6 +803,8 @@ static const cfg_field cfg_fields[] = {
     CF(adafactor_eps1, "0.5"), CF(adafactor_eps2, "0.5"), CF(clip_threshold, "0.5"),
     CF(decay_rate, "0.5"), CF(adafactor_beta1, "0.5"), CF(relative_step, "7"),
     CF(scale_parameter, "7"), CF(warmup_init, "7"), CF(skip_nonfinite, "7"),
+    CF(head, "classify"), CF(num_labels, "7"), CF(problem_type, "regression"),
+    CF(label_names, NULL),
 };
 #undef CF
 

@@ -12,7 +12,9 @@
 
 typedef struct batch_file {
     int64_t *ids, *mask, *tt, *labels, *dmask;
-    int B, T, Tl; /* Tl: the labels' length (T5's targets; BERT: T) */
+    float *values; /* sequence classification's F32 labels [B] or [B, num_labels] */
+    int B, T, Tl;  /* Tl: the labels' length (T5's targets; BERT: T) */
+    int per_row;   /* labels are per sequence (classification): I64 [B] or F32 */
 } batch_file;
 
 static void batch_free(batch_file *b)
@@ -22,6 +24,26 @@ static void batch_free(batch_file *b)
     free(b->tt);
     free(b->labels);
     free(b->dmask);
+    free(b->values);
+}
+
+/* a sequence classifier's labels: I64 class ids [B], or F32 [B] / [B, num_labels] targets */
+static int row_labels(zt_safetensors *f, const char *path, batch_file *b)
+{
+    zt_tensor_info t;
+    if (zt_safetensors_find(f, "labels", &t) < 0)
+        return die("%s: batch has no tensor \"labels\"", path);
+    if (!((t.dtype == ZT_I64 && t.ndim == 1) || (t.dtype == ZT_F32 && (t.ndim == 1 || t.ndim == 2))))
+        return 0; /* [B, T] token labels: read as such */
+    if (t.shape[0] != b->B)
+        return die("%s: tensor \"labels\" has %lld rows, input_ids %d", path,
+                   (long long)t.shape[0], b->B);
+    b->per_row = 1;
+    void **dst = t.dtype == ZT_I64 ? (void **)&b->labels : (void **)&b->values;
+    if (!(*dst = malloc(t.nbytes ? t.nbytes : 1)))
+        return die("out of memory reading %s", path);
+    memcpy(*dst, t.data, t.nbytes);
+    return 0;
 }
 
 /* a [B, *T] I64 tensor (*T 0: taken from this tensor) */
@@ -64,7 +86,8 @@ static int read_batch(const char *path, batch_file *b)
     if (zt_safetensors_open(path, &f) < 0)
         return die("%s", zt_last_error());
     rc = batch_tensor(f, path, "input_ids", 1, b, &b->T, "input_ids", &b->ids) ||
-         batch_tensor(f, path, "labels", 1, b, &b->Tl, "labels", &b->labels) ||
+         row_labels(f, path, b) ||
+         (!b->per_row && batch_tensor(f, path, "labels", 1, b, &b->Tl, "labels", &b->labels)) ||
          batch_tensor(f, path, "attention_mask", 0, b, &b->T, "input_ids", &b->mask) ||
          batch_tensor(f, path, "token_type_ids", 0, b, &b->T, "input_ids", &b->tt) ||
          batch_tensor(f, path, "decoder_attention_mask", 0, b, &b->Tl, "labels", &b->dmask);
@@ -150,7 +173,8 @@ int cmd_grad(int argc, char **argv)
         die("%s", zt_last_error());
         goto done;
     }
-    zt_batch b = {bf.B, bf.T, bf.ids, bf.mask, bf.tt, bf.labels, 0, 0, bf.Tl, bf.dmask};
+    zt_batch b = {bf.B, bf.T, bf.ids, bf.mask, bf.tt, bf.labels, 0, 0, bf.Tl, bf.dmask,
+                  bf.values};
     if (zt_engine_forward_backward(e, &b, 1, &res) < 0) {
         die("%s: %s", batch, zt_engine_last_error(e));
         goto done;
@@ -168,7 +192,11 @@ int cmd_grad(int argc, char **argv)
         const float *lg;
         int64_t shape[3];
         zt_engine_logits(e, &lg, shape);
-        views[nv++] = (zt_tensor_view){"logits", ZT_F32, 3, {shape[0], shape[1], shape[2]}, lg};
+        if (bf.per_row) /* a sequence classifier's: [B, num_labels], as HF's */
+            views[nv++] = (zt_tensor_view){"logits", ZT_F32, 2, {shape[0], shape[2]}, lg};
+        else
+            views[nv++] = (zt_tensor_view){"logits", ZT_F32, 3, {shape[0], shape[1], shape[2]},
+                                           lg};
     }
     for (int i = 0; i < np; i++) {
         zt_param_info pi;

@@ -106,7 +106,7 @@ static int source_fill(const source *s, uint64_t first, int B, batch_buf *bb, zt
                      : zt_mlm_source_fill(s->mlm, first, B, bb->ids, bb->mask, bb->tt,
                                           bb->labels);
     *b = (zt_batch){B, s->T, bb->ids, bb->mask, s->span ? NULL : bb->tt, bb->labels, first, 0,
-                    s->span ? s->Tl : 0, NULL};
+                    s->span ? s->Tl : 0, NULL, NULL};
     return rc;
 }
 
