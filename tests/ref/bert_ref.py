@@ -19,7 +19,8 @@ WEIGHTS = ("HF-style init (embeddings std 0.02, word embedding row pad_token_id 
            "std 0.1, LayerNorm weights 1+0.1*N(0,1), LayerNorm/linear biases and cls.predictions.bias 0.05*N(0,1)")
 
 
-def param_shapes(c):
+def encoder_shapes(c):
+    """Parameter shapes of BertModel's embeddings and encoder layers (no pooler), in HF's names and order."""
     V, H, I = c["vocab_size"], c["hidden_size"], c["intermediate_size"]
     s = {"bert.embeddings.word_embeddings.weight": [V, H],
          "bert.embeddings.position_embeddings.weight": [c["max_position_embeddings"], H],
@@ -32,6 +33,12 @@ def param_shapes(c):
             s[p + lin + ".weight"], s[p + lin + ".bias"] = [o, n], [o]
         for lnm in ("attention.output.LayerNorm", "output.LayerNorm"):
             s[p + lnm + ".weight"], s[p + lnm + ".bias"] = [H], [H]
+    return s
+
+
+def param_shapes(c):
+    V, H = c["vocab_size"], c["hidden_size"]
+    s = encoder_shapes(c)
     s.update({"cls.predictions.transform.dense.weight": [H, H], "cls.predictions.transform.dense.bias": [H],
               "cls.predictions.transform.LayerNorm.weight": [H], "cls.predictions.transform.LayerNorm.bias": [H],
               "cls.predictions.bias": [V]})
@@ -52,7 +59,8 @@ def linear(x, P, name):
     return x @ P[name + ".weight"].T + P[name + ".bias"]
 
 
-def forward(P, c, ids, mask, types, labels):
+def encode(P, c, ids, mask, types):
+    """BertModel's last hidden states [B, T, H] (embeddings + post-LN encoder layers, no pooler)."""
     B, T = ids.shape
     H, nh, eps = c["hidden_size"], c["num_attention_heads"], c["layer_norm_eps"]
     d = H // nh
@@ -69,6 +77,12 @@ def forward(P, c, ids, mask, types, labels):
         x = layer_norm(x + linear(ctx, P, p + "attention.output.dense"), P, p + "attention.output.LayerNorm", eps)
         h = gelu(linear(x, P, p + "intermediate.dense"))
         x = layer_norm(x + linear(h, P, p + "output.dense"), P, p + "output.LayerNorm", eps)
+    return x
+
+
+def forward(P, c, ids, mask, types, labels):
+    eps = c["layer_norm_eps"]
+    x = encode(P, c, ids, mask, types)
     t = layer_norm(gelu(linear(x, P, "cls.predictions.transform.dense")), P, "cls.predictions.transform.LayerNorm", eps)
     logits = t @ P["bert.embeddings.word_embeddings.weight"].T + P["cls.predictions.bias"]
     lab = labels.reshape(-1)
@@ -144,17 +158,10 @@ def make_batch(g, B, T, V, TT):
     return {"input_ids": ids, "attention_mask": mask, "token_type_ids": types, "labels": labels}, lengths
 
 
-def cmd_make(a):
-    c = {"architectures": ["BertForMaskedLM"], "model_type": "bert", "vocab_size": a.vocab, "hidden_size": a.hidden,
-         "num_hidden_layers": a.layers, "num_attention_heads": a.heads, "intermediate_size": a.intermediate,
-         "hidden_act": "gelu", "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0,
-         "max_position_embeddings": a.max_pos, "type_vocab_size": a.type_vocab, "initializer_range": 0.02,
-         "layer_norm_eps": a.eps, "pad_token_id": 0, "position_embedding_type": "absolute",
-         "tie_word_embeddings": True, "torch_dtype": "float32"}
-    assert a.hidden % a.heads == 0 and a.seq <= a.max_pos and a.vocab >= 2, "inconsistent shape arguments"
-    g = torch.Generator().manual_seed(a.seed)
+def init_params(shapes, g, pad_token_id):
+    """Random float32 weights for {name: shape} drawn from generator g in dict order (see WEIGHTS)."""
     params = {}
-    for name, shape in param_shapes(c).items():
+    for name, shape in shapes.items():
         z = torch.randn(shape, generator=g)
         if "embeddings" in name and "LayerNorm" not in name:
             z = 0.02 * z
@@ -165,8 +172,26 @@ def cmd_make(a):
         else:
             z = 0.05 * z
         if name == "bert.embeddings.word_embeddings.weight":
-            z[c["pad_token_id"]] = 0.0
+            z[pad_token_id] = 0.0
         params[name] = z.numpy().astype(np.float32)
+    return params
+
+
+def bert_config(a, architecture):
+    """config.json fields of a BertConfig from `make`'s shape arguments."""
+    return {"architectures": [architecture], "model_type": "bert", "vocab_size": a.vocab, "hidden_size": a.hidden,
+            "num_hidden_layers": a.layers, "num_attention_heads": a.heads, "intermediate_size": a.intermediate,
+            "hidden_act": "gelu", "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0,
+            "max_position_embeddings": a.max_pos, "type_vocab_size": a.type_vocab, "initializer_range": 0.02,
+            "layer_norm_eps": a.eps, "pad_token_id": 0, "position_embedding_type": "absolute",
+            "tie_word_embeddings": True, "torch_dtype": "float32"}
+
+
+def cmd_make(a):
+    c = bert_config(a, "BertForMaskedLM")
+    assert a.hidden % a.heads == 0 and a.seq <= a.max_pos and a.vocab >= 2, "inconsistent shape arguments"
+    g = torch.Generator().manual_seed(a.seed)
+    params = init_params(param_shapes(c), g, c["pad_token_id"])
     batch, lengths = make_batch(g, a.batch, a.seq, a.vocab, a.type_vocab)
     o32 = run(c, params, batch, STEP, torch.float32)
     o64 = run(c, params, batch, STEP, torch.float64)
