@@ -98,8 +98,9 @@ test-cli: all
 
 test-parity: all
 	ZT=$(BUILD)/zerotrain bash tests/test_bert_random.sh
+	ZT=$(BUILD)/zerotrain bash tests/test_bert_cls_random.sh
 
-# The heavy checks: 40 more random parity configurations (BERT and T5), T5 at N=3, a SIGKILL at every point of a
+# The heavy checks: 40 more random parity configurations (BERT and T5; 30 of BERT's classifier), T5 at N=3, a SIGKILL at every point of a
 # checkpoint save, 100,000 faulted I/O operations per backend, every float through each 8-bit
 # quantizer, the 8-bit AdamW against its numpy reference on 8 more random cases (and the
 # committed fixtures regenerated), every stage x world size for the 8-bit and Adafactor
@@ -113,6 +114,7 @@ test-long: all unit-tests
 	RECOMPUTE_LONG=1 bash tests/test_recompute.sh $(BUILD)/zerotrain
 	OPTIM_LONG=1 bash tests/test_optim.sh $(BUILD)/zerotrain
 	PARITY_EXTRA=40 ZT=$(BUILD)/zerotrain bash tests/test_bert_random.sh
+	PARITY_EXTRA=30 ZT=$(BUILD)/zerotrain bash tests/test_bert_cls_random.sh
 	T5_LONG=1 bash tests/test_t5.sh $(BUILD)/zerotrain
 	PARITY_EXTRA=40 ZT=$(BUILD)/zerotrain bash tests/test_t5_random.sh
 	UNITS_LONG=1 bash tests/test_units.sh

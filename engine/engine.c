@@ -1056,6 +1056,10 @@ int zt_engine_evaluate(zt_engine *e, const zt_batch *b, zt_fb_result *out)
     if (rc < 0)
         return zt_engine_fail(e, zt_units_abort(&e->un, rc));
     sum = e->ops->loss(e->model, 0.0f);
+    {
+        int64_t shape[3]; /* a head whose logits are always kept (a classifier's) */
+        e->have_logits = e->ops->logits(e->model, shape) != NULL;
+    }
     if (out) {
         out->loss_sum = sum;
         out->n_labels = n;

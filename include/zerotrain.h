@@ -685,7 +685,8 @@ typedef struct zt_fb_result {
 ZT_API int zt_engine_forward_backward(zt_engine *e, const zt_batch *b, int keep_logits,
                                       zt_fb_result *out);
 /* Forward only, dropout off (evaluation): loss over the batch's labelled tokens; leaves the
- * gradients untouched. */
+ * gradients untouched. A sequence classifier's logits [B, 1, num_labels] are then
+ * zt_engine_logits' (its batch may have no labels at all: the logits alone). */
 ZT_API int zt_engine_evaluate(zt_engine *e, const zt_batch *b, zt_fb_result *out);
 /* Logits of the last forward_backward with keep_logits; shape[0..2] = B, T, V. */
 ZT_API int zt_engine_logits(const zt_engine *e, const float **logits, int64_t shape[3]);

@@ -664,7 +664,8 @@ static int prepare_cls(bert_model *m, const zt_batch *b, int64_t *n_labels)
     if (!pr)
         pr = NL == 1 ? BERT_PROBLEM_REGRESSION : b->labels ? BERT_PROBLEM_SINGLE
                                                            : BERT_PROBLEM_MULTI;
-    if (pr == BERT_PROBLEM_SINGLE) {
+    if (!b->labels && !b->label_values) { /* no labels: the logits alone (prediction) */
+    } else if (pr == BERT_PROBLEM_SINGLE) {
         if (!b->labels || b->label_values)
             return zt_fail(ZT_E_INVAL, "batch: a %s classifier takes labels, one class id per "
                            "row ([%d]), not label_values", bert_problem_name(pr), b->B);
@@ -1002,6 +1003,8 @@ static double bert_loss(void *p, float grad_scale)
     int64_t count;
     if (m->c.head == BERT_HEAD_CLS) {
         size_t n = (size_t)m->B * m->c.num_labels;
+        if (!m->labels && !m->label_values)
+            return 0.0;
         if (m->problem == BERT_PROBLEM_SINGLE)
             return crossentropy_forward_backward(m->cdlog, m->row_loss, &count, m->clog,
                                                  m->labels, m->B, m->c.num_labels, grad_scale);

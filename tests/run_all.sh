@@ -34,6 +34,7 @@ suite robust bash tests/test_robust.sh build/zerotrain
 suite recompute bash tests/test_recompute.sh build/zerotrain
 suite optim bash tests/test_optim.sh build/zerotrain
 suite parity env ZT=build/zerotrain bash tests/test_bert_random.sh
+suite cls-parity env ZT=build/zerotrain bash tests/test_bert_cls_random.sh
 suite t5 bash tests/test_t5.sh build/zerotrain
 suite t5-parity env ZT=build/zerotrain bash tests/test_t5_random.sh
 suite units bash tests/test_units.sh
