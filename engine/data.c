@@ -100,6 +100,11 @@ static uint64_t permute(uint64_t x, uint64_t n, uint64_t seed, uint64_t epoch)
     return x;
 }
 
+uint64_t zt_epoch_order(uint64_t seed, uint64_t n, uint64_t g)
+{
+    return n ? permute(g % n, n, seed, g / n) : 0;
+}
+
 static int is_special(const zt_tokenizer_info *t, int64_t id)
 {
     return id == t->pad_id || id == t->cls_id || id == t->sep_id || id == t->mask_id ||

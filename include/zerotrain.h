@@ -227,6 +227,11 @@ ZT_API int zt_token_data_info_get(const zt_token_data *d, zt_token_data_info *ou
 /* Tokens [start, start + n) of the stream, across shard boundaries. */
 ZT_API int zt_token_data_read(const zt_token_data *d, uint64_t start, size_t n, int32_t *out);
 
+/* The item global sample g reads from n items: epoch e = g / n's seeded permutation of
+ * [0, n) at g mod n (a bijection keyed by (seed, e), O(1) memory): the order of the masked-LM
+ * and span sources, and of `zerotrain finetune`'s rows. n 0: 0. */
+ZT_API uint64_t zt_epoch_order(uint64_t seed, uint64_t n, uint64_t g);
+
 /* ---- masked-LM batches ---------------------------------------------------------------
  * Sample g of the training stream is a function of (seed, g) only, never of the world size
  * or the micro-batch split: epoch e = g / n reads sequence perm_e(g mod n) of the corpus

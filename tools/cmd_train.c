@@ -5,9 +5,11 @@
  * failures, and its settings against rank 0's) before the first collective, and every
  * collective after it is the library's (under its watchdog). */
 #include "ckptdir.h"
+#include "clsdata.h"
 #include "cli.h"
 #include "outputs.h"
 #include "train_stats.h"
+#include "wordpiece.h"
 
 #include <cjson/cJSON.h>
 
@@ -25,7 +27,10 @@ typedef struct train_args {
     const char *config, *model, *data, *seq, *steps, *ckpt_dir, *ckpt_every, *keep, *save,
         *seed, *metrics, *eval_data, *eval_every, *eval_samples, *threads, *timeout,
         *summary, *warmup, *resume_from;
+    /* finetune: the task, the labelled files and their fields, the tokenizer */
+    const char *task, *train, *eval, *text_field, *pair_field, *label_field, *tokenizer;
     int resume, check_coll, profile, overwrite;
+    int finetune;              /* the command is `finetune` */
 } train_args;
 
 /* a whole regular file (configs: at most 16 MiB), or NULL with zt_last_error() set: a FIFO
@@ -36,16 +41,18 @@ static char *read_text(const char *path)
     return zt_file_read_all(path, 16u << 20, &buf, NULL) < 0 ? NULL : buf;
 }
 
-/* One micro-batch's buffers: [B, T] inputs, [B, Tl] labels. */
-typedef struct batch_buf { int64_t *ids, *mask, *tt, *labels; } batch_buf;
+/* One micro-batch's buffers: [B, T] inputs, [B, Tl] labels, and a classifier's [B,
+ * num_labels] targets. */
+typedef struct batch_buf { int64_t *ids, *mask, *tt, *labels; float *values; } batch_buf;
 
-static int batch_alloc(batch_buf *b, size_t n, size_t n_labels)
+static int batch_alloc(batch_buf *b, size_t n, size_t n_labels, size_t n_values)
 {
     b->ids = malloc(n * sizeof(int64_t));
     b->mask = malloc(n * sizeof(int64_t));
     b->tt = malloc(n * sizeof(int64_t));
     b->labels = malloc(n_labels * sizeof(int64_t));
-    return b->ids && b->mask && b->tt && b->labels ? 0 : -1;
+    b->values = malloc((n_values ? n_values : 1) * sizeof(float));
+    return b->ids && b->mask && b->tt && b->labels && b->values ? 0 : -1;
 }
 
 /* --model names a T5: a t5-* preset, or a config.json (alone or in a folder) of model_type t5 */
@@ -66,11 +73,14 @@ static int model_is_t5(const char *model)
     return t5;
 }
 
-/* Where samples come from: masked LM (BERT) or span corruption (T5). */
+/* Where samples come from: masked LM (BERT), span corruption (T5) or a labelled file
+ * (finetune; the source is the command's, set up by open_data). */
 typedef struct source {
     zt_mlm_source *mlm;
     zt_span_source *span;
-    int T, Tl;                 /* inputs, labels per row */
+    cls_source *cls;
+    int T, Tl;                 /* inputs, labels per row (cls: T the longest, Tl 1) */
+    int NL;                    /* cls: the classifier's outputs */
 } source;
 
 static int source_create(const zt_token_data *data, const zt_model_info *mi, int T,
@@ -92,21 +102,34 @@ static void source_destroy(source *s)
 {
     zt_mlm_source_destroy(s->mlm);
     zt_span_source_destroy(s->span);
+    cls_source_destroy(s->cls);
 }
 
 static uint64_t source_samples(const source *s)
 {
-    return s->span ? zt_span_source_samples(s->span) : zt_mlm_source_samples(s->mlm);
+    return s->cls ? cls_source_rows(s->cls)
+           : s->span ? zt_span_source_samples(s->span) : zt_mlm_source_samples(s->mlm);
 }
 
-/* rows for samples [first, first + B) into bb, described by *b */
-static int source_fill(const source *s, uint64_t first, int B, batch_buf *bb, zt_batch *b)
+/* rows for samples [first, first + B) into bb, described by *b; *n_labels: the loss's
+ * elements (labelled tokens, or a classifier's), *tokens: the real tokens */
+static int source_fill(const source *s, uint64_t first, int B, batch_buf *bb, zt_batch *b,
+                       int64_t *n_labels, uint64_t *tokens)
 {
+    if (s->cls) {
+        cls_source_fill(s->cls, first, B, bb->ids, bb->mask, bb->tt, bb->labels, bb->values, b,
+                        n_labels, tokens);
+        return 0;
+    }
     int rc = s->span ? zt_span_source_fill(s->span, first, B, bb->ids, bb->mask, bb->labels)
                      : zt_mlm_source_fill(s->mlm, first, B, bb->ids, bb->mask, bb->tt,
                                           bb->labels);
     *b = (zt_batch){B, s->T, bb->ids, bb->mask, s->span ? NULL : bb->tt, bb->labels, first, 0,
                     s->span ? s->Tl : 0, NULL, NULL};
+    *n_labels = 0;
+    for (size_t i = 0; i < (size_t)B * (size_t)s->Tl; i++)
+        *n_labels += bb->labels[i] != -100;
+    *tokens = (uint64_t)B * (uint64_t)s->T;
     return rc;
 }
 
@@ -116,6 +139,7 @@ static void batch_release(batch_buf *b)
     free(b->mask);
     free(b->tt);
     free(b->labels);
+    free(b->values);
 }
 
 /* Mean loss over the first n_samples sequences of src with fixed masks, on every rank: batch
@@ -139,7 +163,9 @@ static int evaluate(zt_engine *e, const source *src, int B, uint64_t n_samples, 
         int rows = (int)(n_samples - first < (uint64_t)B ? n_samples - first : (uint64_t)B);
         zt_fb_result r;
         zt_batch bt;
-        if (source_fill(src, first, rows, bb, &bt) < 0)
+        int64_t nl;
+        uint64_t tok;
+        if (source_fill(src, first, rows, bb, &bt, &nl, &tok) < 0)
             rc = die("evaluation data: %s", zt_last_error());
         else if (zt_engine_evaluate(e, &bt, &r) < 0)
             rc = die("evaluation: %s", zt_engine_last_error(e));
@@ -163,6 +189,56 @@ static int evaluate(zt_engine *e, const source *src, int B, uint64_t n_samples, 
     *loss = *count ? sum / (double)*count : NAN;
 done:
     free(mine);
+    free(all);
+    return rc;
+}
+
+/* A classifier's metrics over the whole evaluation file, on every rank: batch b (B rows) is
+ * rank b mod N's, the batches' counts (cls_eval_count) are gathered and added in batch
+ * order, so the figures do not depend on N or the stage. A rank left without a batch in the
+ * last round evaluates batch 0 again and drops the result. */
+static int evaluate_cls(zt_engine *e, const source *src, int B, batch_buf *bb, int rank,
+                        int world, cls_metrics *m)
+{
+    uint64_t n = cls_source_rows(src->cls), nb = (n + (uint64_t)B - 1) / (uint64_t)B;
+    uint64_t rounds = (nb + (uint64_t)world - 1) / (uint64_t)world;
+    size_t W = (size_t)cls_eval_width(src->NL);
+    double *mine = calloc(W * rounds + 1, sizeof *mine), *sum = calloc(W, sizeof *sum);
+    double *all = calloc(W * rounds * (size_t)world + 1, sizeof *all);
+    int rc = 0;
+    if (!mine || !sum || !all) {
+        rc = die("out of memory");
+        goto done;
+    }
+    for (uint64_t k = 0; k < rounds && rc == 0; k++) {
+        uint64_t b = k * (uint64_t)world + (uint64_t)rank, first = (b < nb ? b : 0) * (uint64_t)B;
+        int rows = (int)(n - first < (uint64_t)B ? n - first : (uint64_t)B);
+        zt_fb_result r;
+        zt_batch bt;
+        int64_t nl, shape[3];
+        uint64_t tok;
+        const float *lg;
+        source_fill(src, first, rows, bb, &bt, &nl, &tok);
+        if (zt_engine_evaluate(e, &bt, &r) < 0 || zt_engine_logits(e, &lg, shape) < 0)
+            rc = die("evaluation: %s", zt_engine_last_error(e));
+        else if (b < nb)
+            cls_eval_count(src->cls, &bt, lg, r.loss_sum, r.n_labels, mine + W * k);
+    }
+    if (rc)
+        goto done;
+    if (zt_engine_gather_f64(e, mine, (int)(W * rounds), all) < 0) {
+        rc = die("evaluation: %s", zt_engine_last_error(e));
+        goto done;
+    }
+    for (uint64_t b = 0; b < nb; b++) {
+        const double *x = all + (b % (uint64_t)world) * W * rounds + W * (b / (uint64_t)world);
+        for (size_t j = 0; j < W; j++)
+            sum[j] += x[j];
+    }
+    cls_eval_metrics(src->cls, sum, m);
+done:
+    free(mine);
+    free(sum);
     free(all);
     return rc;
 }
@@ -247,13 +323,20 @@ static void progress(int tty, int64_t step, int64_t total, double loss, double u
     }
 }
 
+/* An evaluation's figures: the loss, and a classifier's metrics */
+typedef struct eval_result {
+    double loss;               /* NaN: nothing labelled */
+    int cls, regression;       /* cls: the figures below apply (regression: mse alone) */
+    double accuracy, f1_macro, mse;
+} eval_result;
+
 /* One JSON line. Values that are not finite are null, and named in "nonfinite". */
 static void write_metrics(FILE *f, int64_t step, double loss, double lr, double norm,
-                          uint64_t tokens, double seconds, const double *eval_loss,
+                          uint64_t tokens, double seconds, const eval_result *ev,
                           int skipped, int64_t skipped_total)
 {
     zt_mem_report r;
-    const char *bad[3];
+    const char *bad[6];
     int nbad = 0;
     zt_memory_report(&r);
     fprintf(f, "{\"step\": %" PRId64, step);
@@ -261,14 +344,25 @@ static void write_metrics(FILE *f, int64_t step, double loss, double lr, double 
     json_num(f, "lr", lr, "%.9g");
     json_num(f, "grad_norm", norm, "%.9g");
     fprintf(f, ", \"tokens\": %" PRIu64 ", \"seconds\": %.6f", tokens, seconds);
-    if (eval_loss)
-        json_num(f, "eval_loss", *eval_loss, "%.9g");
+    if (ev) {
+        const struct { const char *key; double v; int on; } fig[] = {
+            {"eval_loss", ev->loss, 1},
+            {"eval_accuracy", ev->accuracy, ev->cls && !ev->regression},
+            {"eval_f1_macro", ev->f1_macro, ev->cls && !ev->regression},
+            {"eval_mse", ev->mse, ev->cls && ev->regression},
+        };
+        for (size_t k = 0; k < sizeof fig / sizeof fig[0]; k++) {
+            if (!fig[k].on)
+                continue;
+            json_num(f, fig[k].key, fig[k].v, "%.9g");
+            if (!isfinite(fig[k].v))
+                bad[nbad++] = fig[k].key;
+        }
+    }
     if (!isfinite(loss))
         bad[nbad++] = "loss";
     if (!isfinite(norm))
         bad[nbad++] = "grad_norm";
-    if (eval_loss && !isfinite(*eval_loss))
-        bad[nbad++] = "eval_loss";
     if (nbad) {
         fprintf(f, ", \"nonfinite\": [");
         for (int i = 0; i < nbad; i++)
@@ -289,6 +383,25 @@ static void write_metrics(FILE *f, int64_t step, double loss, double lr, double 
 static void data_identity(const char *dir, uint64_t synth_seed, char *out, size_t n)
 {
     char path[4096], *text;
+    struct stat sb;
+    if (dir && stat(dir, &sb) == 0 && S_ISREG(sb.st_mode)) { /* a labelled file: its bytes */
+        FILE *f = fopen(dir, "rb");
+        XXH64_state_t *h = XXH64_createState();
+        char buf[1 << 16];
+        size_t got;
+        if (!f || !h) {
+            snprintf(out, n, "unreadable");
+        } else {
+            XXH64_reset(h, 0);
+            while ((got = fread(buf, 1, sizeof buf, f)) > 0)
+                XXH64_update(h, buf, got);
+            snprintf(out, n, "file xxh64 %016llx", (unsigned long long)XXH64_digest(h));
+        }
+        if (f)
+            fclose(f);
+        XXH64_freeState(h);
+        return;
+    }
     if (!dir) {
         snprintf(out, n, "synthetic:%" PRIu64, synth_seed);
         return;
@@ -361,8 +474,12 @@ static char *run_settings(const train_args *a, const zt_train_settings *ts, long
     if (!f)
         return NULL;
     fprintf(f, "--steps=%ld\n--seq-len=%ld\nseed=%" PRIu64 "\n", steps, seq, seed);
-    data_identity(data_dir, synth_seed, id, sizeof id);
+    data_identity(a->finetune ? a->train : data_dir, synth_seed, id, sizeof id);
     fprintf(f, "--data=%s\n", id);
+    if (a->finetune && a->eval) {
+        data_identity(a->eval, 0, id, sizeof id);
+        fprintf(f, "--eval=%s\n--eval-every=%ld\n", id, eval_every);
+    }
     if (a->eval_data) {
         data_identity(a->eval_data, 0, id, sizeof id);
         fprintf(f, "--eval-data=%s\n--eval-every=%ld\n--eval-samples=%ld\n", id, eval_every,
@@ -424,6 +541,13 @@ typedef struct train_ctx {
     FILE *metrics;                 /* --metrics (rank 0) */
     train_stats stats;
     int64_t first_step;            /* the step the training loop started from */
+    /* finetune --task classify: the labelled files, their label map, the tokenizer */
+    lab_data *ltrain, *leval;
+    lab_map *lmap;
+    int problem, num_labels;       /* LAB_* and the classifier's outputs */
+    const char **label_names;      /* [num_labels] the map's, for zt_config.label_names */
+    wp_tokenizer *wp;
+    int64_t evaluated_at;          /* the last step evaluated (-1: none) */
 } train_ctx;
 
 static void train_ctx_init(train_ctx *c)
@@ -441,6 +565,7 @@ static void train_ctx_init(train_ctx *c)
     snprintf(c->rc_name, sizeof c->rc_name, "none");
     c->st = (zt_train_state){0, 0, 42};
     c->unigram = NAN;
+    c->evaluated_at = -1;
     MPI_Comm_size(MPI_COMM_WORLD, &c->world);
     MPI_Comm_rank(MPI_COMM_WORLD, &c->rank);
 }
@@ -464,6 +589,11 @@ static void train_ctx_free(train_ctx *c, int rc)
     zt_token_data_close(c->eval_data);
     zt_train_config_destroy(c->tc);
     free(c->cfg_text);
+    lab_free(c->ltrain);
+    lab_free(c->leval);
+    lab_map_free(c->lmap);
+    free(c->label_names);
+    wp_free(c->wp);
 }
 
 /* The numbers of the command line, within their bounds; 0, or 2 after printing why not */
@@ -485,6 +615,37 @@ static int parse_numbers(train_ctx *c)
     return 0;
 }
 
+/* train: --model and --data, none of finetune's options; 0, or 1 after printing why not */
+static int check_train_args(const train_args *a)
+{
+    const char *ft = a->task ? "--task" : a->train ? "--train" : a->eval ? "--eval"
+                     : a->text_field ? "--text-field" : a->pair_field ? "--text-pair-field"
+                     : a->label_field ? "--label-field" : a->tokenizer ? "--tokenizer" : NULL;
+    if (ft)
+        return die("%s is an option of `zerotrain finetune` (train pretrains on --data)", ft);
+    if (!a->model || !a->data)
+        return die("train needs --model DIR|PRESET|CONFIG_JSON and --data DIR|synthetic[:SEED]");
+    return 0;
+}
+
+/* finetune: --model, --task classify, --train; --eval-every needs --eval; 0, or 1 after
+ * printing why not */
+static int check_finetune_args(const train_args *a)
+{
+    if (!a->model || !a->task || !a->train)
+        return die("finetune needs --model DIR|PRESET|CONFIG_JSON, --task classify and --train "
+                   "FILE (JSON Lines, CSV or TSV)");
+    if (strcmp(a->task, "classify") != 0)
+        return die("--task %s: finetune knows the task classify (sequence classification)",
+                   a->task);
+    if (a->data || a->eval_data || a->eval_samples)
+        return die("%s: finetune reads --train FILE and --eval FILE", a->data ? "--data"
+                   : a->eval_data ? "--eval-data" : "--eval-samples");
+    if (a->eval_every && !a->eval)
+        return die("--eval-every needs --eval FILE");
+    return 0;
+}
+
 /* The command line into c->a and its numbers, and the options checked against each other;
  * 0, or 2 after printing why not. argv is reordered. */
 static int parse_args(train_ctx *c, int argc, char **argv)
@@ -501,6 +662,10 @@ static int parse_args(train_ctx *c, int argc, char **argv)
         {"--threads", &a->threads},       {"--collective-timeout", &a->timeout},
         {"--summary", &a->summary},       {"--warmup", &a->warmup},
         {"--resume-from", &a->resume_from},
+        {"--task", &a->task},             {"--train", &a->train},
+        {"--eval", &a->eval},             {"--text-field", &a->text_field},
+        {"--text-pair-field", &a->pair_field}, {"--label-field", &a->label_field},
+        {"--tokenizer", &a->tokenizer},
     };
     /* --resume and the other flags take no value; the rest do */
     int n = 0;
@@ -518,10 +683,8 @@ static int parse_args(train_ctx *c, int argc, char **argv)
     }
     if (parse_opts(n, argv, opts, (int)(sizeof opts / sizeof opts[0])))
         return 2;
-    if (!a->model || !a->data) {
-        die("train needs --model DIR|PRESET|CONFIG_JSON and --data DIR|synthetic[:SEED]");
+    if (a->finetune ? check_finetune_args(a) : check_train_args(a))
         return 2;
-    }
     if (parse_numbers(c))
         return 2;
     if ((a->ckpt_every || a->resume || a->keep || a->overwrite) && !a->ckpt_dir) {
@@ -538,11 +701,13 @@ static int parse_args(train_ctx *c, int argc, char **argv)
             "(that one) exclude each other");
         return 2;
     }
-    if (!!a->eval_data != !!a->eval_every) {
+    if (!a->finetune && !!a->eval_data != !!a->eval_every) {
         die("--eval-data and --eval-every go together");
         return 2;
     }
-    if (strcmp(a->data, "synthetic") == 0 || strncmp(a->data, "synthetic:", 10) == 0) {
+    if (a->finetune) {
+        c->data_dir = NULL;
+    } else if (strcmp(a->data, "synthetic") == 0 || strncmp(a->data, "synthetic:", 10) == 0) {
         long v = 0;
         if (a->data[9] == ':' && parse_int(a->data + 10, "synthetic seed", 0, INT64_MAX, &v))
             return 2;
@@ -584,10 +749,167 @@ static int read_config(train_ctx *c)
     return 0;
 }
 
-/* The prepared corpora (--data unless synthetic, --eval-data) with their tokenizers; 0, or
- * 1 after printing why not */
+/* [CLS] a [SEP] (b [SEP]) with token types 0 (1 for b's), truncated to max_len longest
+ * first as Hugging Face truncates a pair (a token off the longer text, off the second on a
+ * tie); tok is the wordpiece tokenizer */
+static int encode_wp(void *tok, const char *a, size_t alen, const char *b, size_t blen,
+                     int max_len, int32_t **ids, int32_t **types, size_t *n, size_t *cap,
+                     char *err, size_t errlen)
+{
+    wp_tokenizer *t = tok;
+    int32_t *x = NULL, *y = NULL, sp[5];
+    size_t nx = 0, cx = 0, ny = 0, cy = 0, total;
+    int rc = 0, specials = b ? 3 : 2;
+    wp_special_ids(t, sp);
+    if (wp_encode(t, a, alen, &x, &nx, &cx) < 0 || (b && wp_encode(t, b, blen, &y, &ny, &cy) < 0)) {
+        rc = errmsg(err, errlen, "out of memory tokenizing");
+        goto out;
+    }
+    if (max_len < specials + 1) {
+        rc = errmsg(err, errlen, "--seq-len %d leaves no room for the text", max_len);
+        goto out;
+    }
+    while (nx + ny + (size_t)specials > (size_t)max_len) {
+        if (nx > ny)
+            nx--;
+        else
+            ny--;
+    }
+    total = nx + ny + (size_t)specials;
+    if (total > *cap) {
+        int32_t *ni = realloc(*ids, total * sizeof *ni), *nt = ni ? realloc(*types, total * sizeof *nt) : NULL;
+        if (ni)
+            *ids = ni;
+        if (!nt) {
+            rc = errmsg(err, errlen, "out of memory tokenizing");
+            goto out;
+        }
+        *types = nt;
+        *cap = total;
+    }
+    size_t k = 0;
+    (*ids)[k] = sp[2], (*types)[k++] = 0;
+    for (size_t i = 0; i < nx; i++)
+        (*ids)[k] = x[i], (*types)[k++] = 0;
+    (*ids)[k] = sp[3], (*types)[k++] = 0;
+    for (size_t i = 0; b && i < ny; i++)
+        (*ids)[k] = y[i], (*types)[k++] = 1;
+    if (b)
+        (*ids)[k] = sp[3], (*types)[k++] = 1;
+    *n = k;
+out:
+    free(x);
+    free(y);
+    return rc;
+}
+
+/* A config.json whose architectures name BertForSequenceClassification */
+static int config_is_classifier(const char *path)
+{
+    char *text = read_text(path);
+    cJSON *o = text ? cJSON_Parse(text) : NULL, *v;
+    int cls = 0;
+    cJSON *arch = o ? cJSON_GetObjectItemCaseSensitive(o, "architectures") : NULL;
+    if (cJSON_IsArray(arch))
+        cJSON_ArrayForEach(v, arch)
+            cls |= cJSON_IsString(v) && strcmp(v->valuestring, "BertForSequenceClassification") == 0;
+    cJSON_Delete(o);
+    free(text);
+    return cls;
+}
+
+/* finetune's tokenizer: --tokenizer wordpiece:VOCAB_TXT, or the model folder's vocab.txt
+ * (lower-cased unless its tokenizer_config.json says do_lower_case false); 0, or 1 after
+ * printing why not */
+static int open_tokenizer(train_ctx *c)
+{
+    const char *spec = c->a.tokenizer;
+    char path[4096], err[1024];
+    int lower = 1;
+    struct stat sb;
+    if (spec && strncmp(spec, "wordpiece:", 10) == 0) {
+        snprintf(path, sizeof path, "%s", spec + 10);
+    } else if (spec) {
+        return die("--tokenizer %s: finetune takes wordpiece:VOCAB_TXT (or none: the model "
+                   "folder's own)", spec);
+    } else if (stat(c->a.model, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        snprintf(path, sizeof path, "%s/tokenizer_config.json", c->a.model);
+        char *text = stat(path, &sb) == 0 ? read_text(path) : NULL;
+        cJSON *o = text ? cJSON_Parse(text) : NULL;
+        cJSON *v = o ? cJSON_GetObjectItemCaseSensitive(o, "do_lower_case") : NULL;
+        if (cJSON_IsBool(v))
+            lower = cJSON_IsTrue(v);
+        cJSON_Delete(o);
+        free(text);
+        snprintf(path, sizeof path, "%s/vocab.txt", c->a.model);
+        if (stat(path, &sb) != 0)
+            return die("--model %s has no tokenizer (vocab.txt): give --tokenizer "
+                       "wordpiece:VOCAB_TXT", c->a.model);
+    } else {
+        return die("--model %s is not a folder with a tokenizer: give --tokenizer "
+                   "wordpiece:VOCAB_TXT", c->a.model);
+    }
+    if (wp_load(path, lower, &c->wp, err, sizeof err) < 0)
+        return die("%s", err);
+    return 0;
+}
+
+/* finetune: the tokenizer, the labelled files (every row checked before anything else),
+ * the label map (a fine-tuned classifier's own names, else decided from --train as HF's
+ * run_glue does) and the rows tokenized as samples; 0, or 1 after printing why not */
+static int open_labelled(train_ctx *c)
+{
+    const train_args *a = &c->a;
+    char err[2048], path[4096];
+    lab_opts lo = {a->text_field, a->pair_field, a->label_field, 0};
+    struct stat sb;
+    int32_t sp[5];
+    if (open_tokenizer(c))
+        return 1;
+    if (lab_read(a->train, &lo, &c->ltrain, err, sizeof err) < 0 ||
+        (a->eval && lab_read(a->eval, &lo, &c->leval, err, sizeof err) < 0))
+        return die("%s", err);
+    if (stat(a->model, &sb) == 0) {
+        snprintf(path, sizeof path, S_ISDIR(sb.st_mode) ? "%s/config.json" : "%s", a->model);
+        if (config_is_classifier(path)) {
+            int rc = lab_map_from_config(path, LAB_AUTO, &c->lmap, err, sizeof err);
+            if (rc < 0 && rc != ZT_E_NOTFOUND)
+                return die("%s", err);
+            if (rc == 0 && lab_map_is_placeholder(c->lmap)) { /* LABEL_0 ...: the data's */
+                lab_map_free(c->lmap);
+                c->lmap = NULL;
+            }
+        }
+    }
+    if (!c->lmap && lab_map_build(c->ltrain, LAB_AUTO, &c->lmap, err, sizeof err) < 0)
+        return die("%s", err);
+    if (lab_apply(c->ltrain, c->lmap, err, sizeof err) < 0 ||
+        (c->leval && lab_apply(c->leval, c->lmap, err, sizeof err) < 0))
+        return die("%s", err);
+    c->problem = lab_map_problem(c->lmap);
+    c->num_labels = lab_map_num_labels(c->lmap);
+    if (!(c->label_names = malloc(sizeof *c->label_names * (size_t)c->num_labels)))
+        return die("out of memory");
+    for (int i = 0; i < c->num_labels; i++)
+        c->label_names[i] = lab_map_name(c->lmap, i);
+    wp_special_ids(c->wp, sp);
+    if (cls_source_create(c->ltrain, c->lmap, encode_wp, c->wp, sp[0], (int)c->seq, c->st.seed,
+                          1, &c->src.cls, err, sizeof err) < 0 ||
+        (c->leval && cls_source_create(c->leval, c->lmap, encode_wp, c->wp, sp[0], (int)c->seq,
+                                       0, 0, &c->eval_src.cls, err, sizeof err) < 0))
+        return die("%s", err);
+    c->src.T = c->eval_src.T = (int)c->seq;
+    c->src.Tl = c->eval_src.Tl = 1;
+    c->src.NL = c->eval_src.NL = c->num_labels;
+    return 0;
+}
+
+/* The prepared corpora (--data unless synthetic, --eval-data) with their tokenizers, or
+ * finetune's labelled files; 0, or 1 after printing why not */
 static int open_data(train_ctx *c)
 {
+    if (c->a.finetune)
+        return open_labelled(c);
     if (c->data_dir && zt_token_data_open(c->data_dir, 1, &c->data) < 0) {
         die("%s", zt_last_error());
         return 1;
@@ -659,6 +981,15 @@ static int build_config(train_ctx *c)
     if (set_model(cfg, c->a.model))
         return 1;
     int is_t5 = model_is_t5(c->a.model);
+    if (c->a.finetune) { /* a BertForSequenceClassification over the labels of the data */
+        cfg->head = ZT_HEAD_CLASSIFY;
+        cfg->num_labels = c->num_labels;
+        cfg->problem_type = c->problem; /* (LAB_* are ZT_PROBLEM_*) */
+        cfg->label_names = c->label_names;
+        cfg->vocab_size = wp_vocab_size(c->wp);
+    } else if (!is_t5) {
+        cfg->head = ZT_HEAD_MLM;
+    }
     if (c->data) {
         zt_token_data_info di;
         zt_token_data_info_get(c->data, &di);
@@ -743,6 +1074,14 @@ static int start_engine(train_ctx *c)
         die("--seq-len %ld exceeds the model's max_position_embeddings %d", c->seq,
             c->mi.max_positions);
         return 1;
+    }
+    if (c->a.finetune) {
+        if (c->mi.vocab_size < wp_vocab_size(c->wp)) {
+            die("the tokenizer has %d ids, the model's vocab_size is %d", wp_vocab_size(c->wp),
+                c->mi.vocab_size);
+            return 1;
+        }
+        return 0;
     }
     if (source_create(c->data, &c->mi, (int)c->seq,
                       c->data ? c->st.seed : c->st.seed ^ c->synth_seed, &c->src) < 0 ||
@@ -834,8 +1173,9 @@ static int resume(train_ctx *c)
     if (c->a.resume && resume_latest(c))
         return 1;
     char id[128]; /* (ckptdir_run_info fails only out of memory) */
-    data_identity(c->data_dir, c->synth_seed, id, sizeof id);
-    if (ckptdir_run_info(c->e, c->rank, c->seq, c->ts->train_batch_size, id, c->data_dir,
+    const char *data = c->a.finetune ? c->a.train : c->data_dir;
+    data_identity(data, c->synth_seed, id, sizeof id);
+    if (ckptdir_run_info(c->e, c->rank, c->seq, c->ts->train_batch_size, id, data,
                          c->cd_msg, sizeof c->cd_msg) < 0) {
         die("%s", c->cd_msg);
         return 1;
@@ -866,7 +1206,22 @@ static void print_start(train_ctx *c)
             zt_version(), strcmp(mi->model_type, "t5") == 0 ? "T5" : "BERT", mi->num_layers,
             mi->hidden_size, mi->num_heads, mi->vocab_size, mi->num_parameters,
             c->st.step + 1, c->steps, ts->train_batch_size, ts->micro_batch_size,
-            ts->grad_accum_steps, c->world, c->seq, c->data_dir ? c->data_dir : "synthetic data");
+            ts->grad_accum_steps, c->world, c->seq, c->a.finetune ? c->a.train
+                                                    : c->data_dir ? c->data_dir : "synthetic data");
+    if (c->a.finetune) {
+        uint64_t rows = cls_source_rows(c->src.cls);
+        fprintf(stderr, "finetune: %s, %d label%s (%s), %" PRIu64 " training rows (an epoch is "
+                        "%.1f steps)%s", mi->architecture, c->num_labels,
+                c->num_labels == 1 ? "" : "s", lab_problem_name(c->problem), rows,
+                (double)rows / ts->train_batch_size, c->eval_src.cls ? ", " : "\n");
+        if (c->eval_src.cls)
+            fprintf(stderr, "%" PRIu64 " evaluation rows\n", cls_source_rows(c->eval_src.cls));
+        if (cls_source_truncated(c->src.cls))
+            fprintf(stderr, "zerotrain: notice: %" PRIu64 " of the %" PRIu64 " training rows "
+                            "are longer than --seq-len %ld tokens and were truncated\n",
+                    cls_source_truncated(c->src.cls), rows, c->seq);
+        return;
+    }
     if (strcmp(mi->model_type, "t5") != 0 &&
         isfinite(c->unigram = unigram_loss(c->data, mi->vocab_size)))
         fprintf(stderr, "unigram baseline %.4f: the loss of predicting each masked token from "
@@ -880,13 +1235,14 @@ static int prepare_run(train_ctx *c)
 {
     int gas = c->ts->grad_accum_steps, micro = c->ts->micro_batch_size;
     size_t cells = (size_t)micro * (size_t)c->seq, lcells = (size_t)micro * (size_t)c->src.Tl;
+    size_t vcells = (size_t)micro * (size_t)c->src.NL;
     if (!(c->bufs = calloc((size_t)gas, sizeof *c->bufs)) ||
         !(c->batches = calloc((size_t)gas, sizeof *c->batches))) {
         die("out of memory");
         return 1;
     }
     for (int k = 0; k < gas; k++)
-        if (batch_alloc(&c->bufs[k], cells, lcells) < 0) {
+        if (batch_alloc(&c->bufs[k], cells, lcells, vcells) < 0) {
             die("out of memory");
             return 1;
         }
@@ -924,23 +1280,26 @@ static int train_step(train_ctx *c, step_result *sr)
 {
     const zt_train_settings *ts = c->ts;
     int gas = ts->grad_accum_steps, micro = ts->micro_batch_size;
-    size_t lcells = (size_t)micro * (size_t)c->src.Tl;
     double loss_sum = 0.0;
     int64_t labels = 0;
     sr->t0 = now();
     sr->lr = zt_train_config_lr(c->tc, c->st.step);
     sr->flops = 0.0;
     uint64_t base = c->st.samples + (uint64_t)c->rank * (uint64_t)micro * (uint64_t)gas;
+    int64_t counts[2] = {0, 0}; /* the loss's elements, the real tokens */
     for (int k = 0; k < gas; k++) {
+        int64_t nl;
+        uint64_t tok;
         if (source_fill(&c->src, base + (uint64_t)k * (uint64_t)micro, micro, &c->bufs[k],
-                        &c->batches[k]) < 0)
+                        &c->batches[k], &nl, &tok) < 0)
             return die("data: %s", zt_last_error());
-        for (size_t i = 0; i < lcells; i++)
-            labels += c->bufs[k].labels[i] != -100;
+        counts[0] += nl;
+        counts[1] += (int64_t)tok;
     }
-    /* the step's mean is over the labelled tokens of every rank */
-    if (zt_engine_sum_i64(c->e, &labels, 1) < 0)
+    /* the step's mean is over the labelled tokens (a classifier's rows) of every rank */
+    if (zt_engine_sum_i64(c->e, counts, 2) < 0)
         return die("step %" PRId64 ": %s", c->st.step + 1, zt_engine_last_error(c->e));
+    labels = counts[0];
     zt_engine_zero_grad(c->e);
     for (int k = 0; k < gas; k++) {
         zt_fb_result r;
@@ -970,7 +1329,7 @@ static int train_step(train_ctx *c, step_result *sr)
     /* the data moves on either way; a skipped step leaves the step count as it was */
     c->st.samples += (uint64_t)ts->train_batch_size;
     sr->loss = labels ? loss_sum / (double)labels : 0.0;
-    sr->tokens = (uint64_t)ts->train_batch_size * (uint64_t)c->seq;
+    sr->tokens = (uint64_t)counts[1];
     return 0;
 }
 
@@ -1008,19 +1367,43 @@ static int step_skipped(train_ctx *c, loop_state *ls, const step_result *sr)
     return 0;
 }
 
+/* A classifier's evaluation over --eval, into *ev (and a line from rank 0); 0, or 1 after
+ * printing why not */
+static int step_eval_cls(train_ctx *c, eval_result *ev)
+{
+    cls_metrics m;
+    if (evaluate_cls(c->e, &c->eval_src, c->ts->micro_batch_size, &c->bufs[0], c->rank,
+                     c->world, &m))
+        return 1;
+    *ev = (eval_result){m.loss, 1, c->problem == LAB_REGRESSION, m.accuracy, m.f1_macro, m.mse};
+    if (c->rank != 0)
+        return 0;
+    if (ev->regression)
+        fprintf(stderr, "%sstep %" PRId64 "  eval_loss %.4f  eval_mse %.4f  (%" PRId64
+                " rows)\n", c->tty ? "\n" : "", c->st.step, m.loss, m.mse, m.rows);
+    else
+        fprintf(stderr, "%sstep %" PRId64 "  eval_loss %.4f  eval_accuracy %.4f  "
+                "eval_f1_macro %.4f  (%" PRId64 " rows)\n", c->tty ? "\n" : "", c->st.step,
+                m.loss, m.accuracy, m.f1_macro, m.rows);
+    return 0;
+}
+
 /* --eval-data's loss after the step just done, into *ev (and a line from rank 0); 0, or 1
  * after printing why not */
-static int step_eval(train_ctx *c, double *ev)
+static int step_eval(train_ctx *c, eval_result *ev)
 {
     uint64_t ns = source_samples(&c->eval_src);
     int64_t counted = 0;
+    if (c->eval_src.cls)
+        return step_eval_cls(c, ev);
+    memset(ev, 0, sizeof *ev);
     if (evaluate(c->e, &c->eval_src, c->ts->micro_batch_size,
                  ns < (uint64_t)c->eval_samples ? ns : (uint64_t)c->eval_samples, &c->bufs[0],
-                 c->rank, c->world, ev, &counted))
+                 c->rank, c->world, &ev->loss, &counted))
         return 1;
     if (c->rank == 0 && counted)
         fprintf(stderr, "%sstep %" PRId64 "  eval_loss %.4f\n", c->tty ? "\n" : "",
-                c->st.step, *ev);
+                c->st.step, ev->loss);
     else if (c->rank == 0)
         fprintf(stderr, "%sstep %" PRId64 "  eval_loss none: the evaluation samples "
                 "have no labelled token\n", c->tty ? "\n" : "", c->st.step);
@@ -1043,11 +1426,14 @@ static int save_checkpoint(train_ctx *c)
 static int step_done(train_ctx *c, loop_state *ls, const step_result *sr)
 {
     const train_args *a = &c->a;
-    double ev = 0.0, *evp = NULL;
-    if ((c->eval_src.mlm || c->eval_src.span) && c->st.step % c->eval_every == 0) {
+    eval_result ev, *evp = NULL;
+    if ((c->eval_src.mlm || c->eval_src.span || c->eval_src.cls) &&
+        ((c->eval_every && c->st.step % c->eval_every == 0) ||
+         (c->eval_src.cls && c->st.step == c->steps))) { /* (a classifier: at the end too) */
         if (step_eval(c, &ev))
             return 1;
         evp = &ev;
+        c->evaluated_at = c->st.step;
     }
     double t1 = now();
     if (stats_step(&c->stats, t1 - sr->t0, sr->flops, a->profile)) {
@@ -1218,11 +1604,12 @@ static int finish(train_ctx *c)
 
 /* The phases in order. Until the start-up agreement each rank goes on alone and stops at
  * its first failure; from the agreement on every rank takes the same path. */
-int cmd_train(int argc, char **argv)
+static int run(int argc, char **argv, int finetune)
 {
     train_ctx c;
     int rc;
     train_ctx_init(&c);
+    c.a.finetune = finetune;
     rc = parse_args(&c, argc, argv);
     if (rc == 0)
         rc = read_config(&c);
@@ -1246,3 +1633,9 @@ int cmd_train(int argc, char **argv)
     train_ctx_free(&c, rc);
     return rc;
 }
+
+int cmd_train(int argc, char **argv) { return run(argc, argv, 0); }
+
+/* `zerotrain finetune --task classify`: the same run over a labelled file's rows, the model
+ * a BertForSequenceClassification */
+int cmd_finetune(int argc, char **argv) { return run(argc, argv, 1); }

@@ -38,6 +38,12 @@ static void usage(FILE *f)
             "           [--eval-data DIR --eval-every K [--eval-samples N]]\n"
             "           masked-LM training (presets: bert-tiny, bert-mini, bert-small,\n"
             "           bert-medium, bert-base, bert-large)\n"
+            "  finetune --model DIR|PRESET|CONFIG_JSON --task classify --train FILE [--eval FILE]\n"
+            "           [--text-field text] [--text-pair-field F] [--label-field label]\n"
+            "           [--tokenizer wordpiece:VOCAB_TXT] [--eval-every K] and train's options\n"
+            "           (--config, --steps, --seq-len, checkpoints, --resume, --save-model,\n"
+            "           --metrics, ...): a BertForSequenceClassification on labelled JSON Lines,\n"
+            "           CSV or TSV rows; eval_loss, eval_accuracy, eval_f1_macro (eval_mse)\n"
             "  export   --checkpoint D/step-N --out DIR [--max-shard-size BYTES]\n"
             "           a training checkpoint as a Hugging Face folder\n"
             "  check-config FILE [WORLD_SIZE [STEPS]]  validate a DeepSpeed-style config\n"
@@ -58,6 +64,7 @@ static const struct command {
     {"inspect", cmd_inspect, 0},
     {"prepare-data", cmd_prepare_data, 0},
     {"train", cmd_train, 1},
+    {"finetune", cmd_finetune, 1},
     {"export", cmd_export, 0},
     {"check-config", cmd_check_config, 0},
     {"config-reference", cmd_config_reference, 0},
