@@ -83,9 +83,10 @@ long lab_line(const lab_data *d, size_t i);
  * label a number and one not an integer -> LAB_REGRESSION (one name, "LABEL_0"); otherwise
  * LAB_SINGLE, names = the sorted distinct labels. Sorted: by value if every label (element)
  * is an integer, else by bytes of the label's text. Lists mixed with other labels are an
- * error. Another problem forces that type (an integer column as regression, say); a label
- * that does not fit it is an error naming its line. Returns 0 or < 0 (ZT_E_FORMAT, -ENOMEM,
- * ZT_E_INVAL: d has no labels) with one line in err. */
+ * error, and so is single-label data with one distinct label. Another problem forces that
+ * type (an integer column as regression, say); a label that does not fit it is an error
+ * naming its line. Returns 0 or < 0 (ZT_E_FORMAT, -ENOMEM, ZT_E_INVAL: d has no labels) with
+ * one line in err. */
 int lab_map_build(const lab_data *d, lab_problem problem, lab_map **out, char *err,
                   size_t errlen);
 /* A map of n labels, names[id] in id order (copied). problem LAB_AUTO: regression if n == 1,
