@@ -96,9 +96,9 @@ int lab_map_from_names(lab_problem problem, const char *const *names, int n, lab
                        char *err, size_t errlen);
 /* The map of a Hugging Face config.json: its "id2label" ({"0": "neg", "1": "pos"}, ids 0..n-1
  * each once) and "problem_type" if present (a problem other than LAB_AUTO that contradicts it
- * is an error; without it, as lab_map_from_names). ZT_E_NOTFOUND when the config has no
+ * is ZT_E_CONFIG; without it, as lab_map_from_names). ZT_E_NOTFOUND when the config has no
  * id2label (a base model: build the map from the training set), ZT_E_FORMAT when it is
- * malformed, -errno when it cannot be read; one line in err. */
+ * malformed, ZT_E_INVAL for a name twice, -errno when it cannot be read; one line in err. */
 int lab_map_from_config(const char *config_path, lab_problem problem, lab_map **out, char *err,
                         size_t errlen);
 /* Sets "id2label", "label2id" and "problem_type" of a config.json object (replacing them).
