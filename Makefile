@@ -74,6 +74,9 @@ $(BUILD)/zerotrain: $(TOOL_OBJ) $(BUILD)/libzerotrain.a
 $(BUILD)/tests/test_wordpiece: LIBS += -lunistring
 $(BUILD)/tests/test_wordpiece: tools/wordpiece.c
 
+# test_labelled includes the command's labelled-data reader (tools/labelled.c).
+$(BUILD)/tests/test_labelled: tools/labelled.c
+
 $(BUILD)/tests/%: tests/%.c $(BUILD)/libzerotrain.a $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -o $@ $< $(BUILD)/libzerotrain.a $(LIBS) -lcmocka
