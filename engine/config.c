@@ -802,6 +802,9 @@ const zt_cfg_field zt_cfg_fields[] = {
     {FIELD(label_names, ZT_CF_PATTERNS), OWN,
      .doc = "A classifier's num_labels names, id2label (copied; NULL = the config's, or "
             "LABEL_0, ...)."},
+    {FIELD(inference, ZT_CF_INT), OWN,
+     .doc = "1 = forward only (`zerotrain predict`): no gradients, no optimizer state, one "
+            "layer's activations at a time."},
 };
 const int zt_cfg_n_fields = (int)(sizeof zt_cfg_fields / sizeof zt_cfg_fields[0]);
 

@@ -369,7 +369,7 @@ static int declare_orders(zt_engine *e)
     unsigned char *hold = malloc((size_t)cap);
     if (!units || !purp || !hold)
         rc = zt_fail(ZT_E_NOMEM, "out of memory");
-    for (int pass = 0; rc == 0 && pass < 2; pass++) {
+    for (int pass = 0; rc == 0 && pass < (e->cfg.inference ? 1 : 2); pass++) {
         n = 0;
         for (int k = 0; k < (pass ? e->rc.n_bsteps : nu); k++) {
             int u = pass ? e->rc.bsteps[k].unit : k, t = e->ops->tied_unit(e->model, u);
@@ -565,6 +565,11 @@ int zt_engine_create(const zt_config *cfg, MPI_Comm comm, zt_engine **out)
     }
     e->cfg = *cfg;
     e->cfg.model_dir = e->cfg.model_preset = e->cfg.model_config = NULL; /* borrowed */
+    if (cfg->inference) { /* forward only: no optimizer state to place, nothing recomputed */
+        e->cfg.offload_optimizer = ZT_OFFLOAD_NONE;
+        e->cfg.offload_gradients = -1;
+        e->cfg.recompute = ZT_RECOMPUTE_NONE;
+    }
     e->cfg.no_decay = e->cfg.fp32_state = e->cfg.label_names = NULL;
     if (cfg->nvme_path)
         snprintf(e->nvme_path, sizeof e->nvme_path, "%s", cfg->nvme_path);
@@ -663,6 +668,16 @@ int zt_engine_add_param_alias(zt_engine *e, int index, const char *name)
     return recorded(e, zt_units_add_param_alias(units_of(e), index, name));
 }
 
+/* ZT_E_INVAL naming fn when the engine is forward only (zt_config.inference) */
+static int training_only(zt_engine *e, const char *fn)
+{
+    if (!e->cfg.inference)
+        return 0;
+    return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "%s: the engine is forward only "
+                                     "(zt_config.inference): it has no gradients or optimizer "
+                                     "state", fn));
+}
+
 int zt_engine_unit_acquire(zt_engine *e, int u, int purpose, float **params, float **grads)
 {
     if (params)
@@ -672,6 +687,10 @@ int zt_engine_unit_acquire(zt_engine *e, int u, int purpose, float **params, flo
     if (!e)
         return zt_fail(ZT_E_INVAL, "zt_engine_unit_acquire: NULL engine");
     zt_clear_error();
+    if (purpose & (ZT_FOR_BACKWARD | ZT_FOR_RECOMPUTE))
+        ZT_TRY(training_only(e, "zt_engine_unit_acquire for a backward pass"));
+    if (e->cfg.inference) /* (no backward pass follows any forward) */
+        purpose |= ZT_FOR_EVAL;
     ZT_TRY(zt_engine_commit(e));
     return recorded(e, zt_units_acquire(&e->un, u, purpose, params, grads));
 }
@@ -725,6 +744,7 @@ int zt_checkpoint_save(zt_engine *e, const char *root, const zt_train_state *st,
     int rc = 0, r;
     if (!e || !root || !st)
         return zt_fail(ZT_E_INVAL, "zt_checkpoint_save: NULL argument");
+    ZT_TRY(training_only(e, "zt_checkpoint_save"));
     if (st->step < 0) /* (step-N is the only name a checkpoint has, and is found by) */
         return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "zt_checkpoint_save: step %" PRId64 " is "
                                          "negative (a checkpoint is named step-N, N >= 0)",
@@ -913,6 +933,9 @@ int zt_engine_read_param(const zt_engine *e, const char *name, float *dst, size_
 int zt_engine_read_grad(const zt_engine *e, const char *name, float *dst, size_t n)
 {
     float *p = NULL;
+    if (e && e->cfg.inference)
+        return zt_fail(ZT_E_INVAL, "zt_engine_read_grad: the engine is forward only "
+                       "(zt_config.inference): it has no gradients");
     ZT_TRY(locate(e, e ? e->z.gr.G : NULL, name, n, &p));
     memcpy(dst, p, n * sizeof(float));
     return 0;
@@ -931,6 +954,7 @@ int zt_engine_zero_grad(zt_engine *e)
     if (!e)
         return zt_fail(ZT_E_INVAL, "zt_engine_zero_grad: NULL engine");
     int rc;
+    ZT_TRY(training_only(e, "zt_engine_zero_grad"));
     if ((rc = zt_engine_commit(e)) < 0 ||
         (rc = zt_units_pass_close(&e->un, "zt_engine_zero_grad")) < 0)
         return zt_engine_fail(e, rc);
@@ -1012,6 +1036,7 @@ int zt_engine_forward_backward(zt_engine *e, const zt_batch *b, int keep_logits,
     if (!e || !b)
         return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "zt_engine_forward_backward: NULL argument"));
     zt_clear_error();
+    ZT_TRY(training_only(e, "zt_engine_forward_backward"));
     if (!e->ops)
         return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "zt_engine_forward_backward: the engine "
                                          "has no built-in model: run your units' passes with "
@@ -1052,10 +1077,10 @@ int zt_engine_evaluate(zt_engine *e, const zt_batch *b, zt_fb_result *out)
         return zt_engine_fail(e, rc);
     e->ops->set_train(e->model, 0);
     rc = run_forward(e, 1);
+    sum = rc < 0 ? 0.0 : e->ops->loss(e->model, 0.0f); /* (evaluating: the logits stay) */
     e->ops->set_train(e->model, 1);
     if (rc < 0)
         return zt_engine_fail(e, zt_units_abort(&e->un, rc));
-    sum = e->ops->loss(e->model, 0.0f);
     {
         int64_t shape[3]; /* a head whose logits are always kept (a classifier's) */
         e->have_logits = e->ops->logits(e->model, shape) != NULL;
@@ -1095,6 +1120,7 @@ int zt_engine_step(zt_engine *e, float lr, zt_step_info *out)
     int rc;
     if (!e)
         return zt_fail(ZT_E_INVAL, "zt_engine_step: NULL engine");
+    ZT_TRY(training_only(e, "zt_engine_step"));
     if (!(lr >= 0.0f) || !isfinite(lr))
         return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "zt_engine_step: learning rate %g is not "
                                          "a finite number >= 0", lr));

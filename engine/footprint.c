@@ -39,6 +39,10 @@ void zt_footprint_of(const zt_fp_in *in, zt_footprint *o)
         else
             o->params += F * P / N;
     }
+    if (in->inference) { /* forward only: the parameters alone */
+        o->formula = st < 3 ? F * P : (o->params_off ? 0.0 : F * P / N);
+        return;
+    }
     /* gradients: whole units below stage 2; stages 2-3 the whole-gradient unit and two
      * scratch buffers of the largest other unit; the reduced shards with N > 1 or stage >= 2
      * (in RAM, or where the optimizer state goes, with two accumulation buffers) */

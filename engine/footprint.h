@@ -31,6 +31,7 @@ typedef struct zt_fp_in {
     double opt_replicated;     /* bytes kept whole on every rank (Adafactor's factored
                                 * moments) */
     double opt_work;           /* optimizer offload: bytes of its working buffers */
+    int inference;             /* forward only: no gradients, no optimizer state */
 } zt_fp_in;
 
 typedef struct zt_footprint {

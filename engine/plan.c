@@ -79,7 +79,8 @@ static void plan_footprint(const zt_planner *pn, placement pl, int st, int Nr, z
         .param_slots = zt_fp_param_slots(pn->cfg, (size_t)maxs),
         .persist_threshold = pn->cfg->persist_threshold,
         .gathered = live < P ? live : P, /* never more than the whole model */
-        .opt_state = own, .opt_replicated = rep, .opt_work = work};
+        .opt_state = own, .opt_replicated = rep, .opt_work = work,
+        .inference = pn->cfg->inference};
     zt_footprint_of(&in, fp);
 }
 

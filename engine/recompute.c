@@ -10,7 +10,7 @@
 int zt_rplan_apply(zt_rplan *rc, const zt_config *c, const zt_model_ops *ops, void *model)
 {
     ZT_TRY(ops->set_recompute(model, rc->mode, rc->k));
-    rc->n_bsteps = ops->backward_steps(model, rc->bsteps);
+    rc->n_bsteps = c->inference ? 0 : ops->backward_steps(model, rc->bsteps);
     if (c->plan_micro_batch > 0 && c->plan_seq_len > 0)
         rc->act_predicted = ops->act_bytes(model, c->plan_micro_batch, c->plan_seq_len, NULL, 0);
     return 0;
@@ -31,6 +31,12 @@ int zt_rplan_setup(zt_rplan *rc, const zt_config *c, int nu, const zt_model_ops 
     for (int u = 0; u < nu; u++)
         L += ops->recompute_flops(model, 1, 1, u, ZT_KEEP_OUTPUT) > 0;
     rc->k = 0;
+    if (c->inference) { /* forward only: nothing is kept for a backward pass */
+        for (int u = 0; u < nu; u++)
+            rc->mode[u] = ops->recompute_flops(model, 1, 1, u, ZT_KEEP_OUTPUT) > 0
+                              ? ZT_KEEP_FORWARD : ZT_KEEP_ALL;
+        return zt_rplan_apply(rc, c, ops, model);
+    }
     switch (c->recompute) {
     case ZT_RECOMPUTE_SELECTIVE: md = ZT_KEEP_SELECTIVE; break;
     case ZT_RECOMPUTE_FULL:
@@ -71,5 +77,7 @@ void zt_rplan_free(zt_rplan *rc)
 const char *zt_keep_name(int mode)
 {
     static const char *names[ZT_KEEP_MODES] = {"keep", "selective", "full", "full+offload"};
+    if (mode == ZT_KEEP_FORWARD)
+        return "forward-only";
     return mode >= 0 && mode < ZT_KEEP_MODES ? names[mode] : "?";
 }

@@ -340,6 +340,11 @@ int zt_zero_setup(zt_zero *z, zt_config *cfg, zt_comm *comm, const zt_layout *L,
     } else if (!(z->P = alloc_units(z, ZT_MEM_PARAMS, 0))) {
         return ZT_E_NOMEM;
     }
+    if (z->cfg->inference) { /* forward only: no gradient buffer of any kind */
+        z->cfg->offload_gradients = -1;
+        return (z->gr.G = calloc((size_t)nu, sizeof *z->gr.G)) ? 0
+               : zt_fail(ZT_E_NOMEM, "out of memory");
+    }
     if (st < 2 && !(z->gr.G = alloc_units(z, ZT_MEM_GRADS, 0)))
         return ZT_E_NOMEM;
     if (st >= 2) {
@@ -1327,7 +1332,8 @@ void zt_zero_footprint(const zt_zero *z, zt_footprint *o)
         .par_off = z->cfg->zero_stage >= 3 ? z->cfg->offload_param : ZT_OFFLOAD_NONE,
         .grads_off = z->gr.store != NULL, .grad_acc_buffers = z->gr.acc[0] != NULL,
         .param_slots = z->ps.n_slot, .persist_threshold = z->cfg->persist_threshold,
-        .gathered = pool, .opt_work = (double)zt_zero_offload_bytes(z)};
+        .gathered = pool, .opt_work = (double)zt_zero_offload_bytes(z),
+        .inference = z->cfg->inference};
     size_t rep = z->os->opt == ZT_OPT_ADAFACTOR ? z->os->af_floats * sizeof(float) : 0;
     in.opt_replicated = (double)rep;
     in.opt_state = (double)(zt_ost_state_bytes(z->os) - rep);

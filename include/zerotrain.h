@@ -555,6 +555,14 @@ typedef struct zt_config {
     int head;
     int num_labels, problem_type;
     const char *const *label_names;
+    /* Forward only (prediction): no gradients and no optimizer state are allocated, every
+     * layer keeps nothing for a backward pass (BERT: the layers share one working set and
+     * their outputs rotate through three buffers; T5 keeps each block's output), and
+     * zt_engine_evaluate / zt_engine_logits are the passes there are (forward_backward,
+     * step, zero_grad, read_grad and checkpoint saves are refused). Stage 3 gathers and
+     * offloaded parameters stream as in training; optimizer offload and recomputation
+     * settings do not apply. */
+    int inference;
 } zt_config;
 
 enum { ZT_HEAD_AUTO = 0, ZT_HEAD_MLM = 1, ZT_HEAD_CLASSIFY = 2 };
@@ -690,8 +698,10 @@ typedef struct zt_fb_result {
 ZT_API int zt_engine_forward_backward(zt_engine *e, const zt_batch *b, int keep_logits,
                                       zt_fb_result *out);
 /* Forward only, dropout off (evaluation): loss over the batch's labelled tokens; leaves the
- * gradients untouched. A sequence classifier's logits [B, 1, num_labels] are then
- * zt_engine_logits' (its batch may have no labels at all: the logits alone). */
+ * gradients untouched. Its logits are then zt_engine_logits': a sequence classifier's
+ * [B, 1, num_labels] (its batch may have no labels at all: the logits alone), a masked LM's
+ * at the labelled positions only, [1, n_labels, V] in row-major order of the positions
+ * (fill-mask: label the [MASK] positions with any id). */
 ZT_API int zt_engine_evaluate(zt_engine *e, const zt_batch *b, zt_fb_result *out);
 /* Logits of the last forward_backward with keep_logits; shape[0..2] = B, T, V. */
 ZT_API int zt_engine_logits(const zt_engine *e, const float **logits, int64_t shape[3]);

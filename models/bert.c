@@ -417,6 +417,7 @@ typedef struct bert_model {
     uint64_t seed;
     /* current batch */
     int B, T, keep_logits;
+    int evaluated;             /* the last loss was an evaluation's: its logits stay */
     const int64_t *ids, *mask, *tt, *labels;
     const float *label_values;  /* classification: [B, num_labels] (multi-label, regression) */
     int problem;                /* classification: the batch's BERT_PROBLEM_* */
@@ -524,8 +525,8 @@ static void carve(bert_model *m, zt_carver *cv, const unsigned char *mode, int k
     layer_acts scratch_la, *ws = cv->base ? m->ws : NULL;
     for (int i = 0; i < L; i++) {
         nws += mode[i] != ZT_KEEP_ALL;
-        noff += mode[i] == ZT_KEEP_OFFLOAD;
-        if (mode[i] == ZT_KEEP_OUTPUT || mode[i] == ZT_KEEP_OFFLOAD)
+        noff += mode[i] == ZT_KEEP_OFFLOAD || mode[i] == ZT_KEEP_FORWARD;
+        if (mode[i] == ZT_KEEP_OUTPUT || mode[i] == ZT_KEEP_OFFLOAD || mode[i] == ZT_KEEP_FORWARD)
             ws_pieces = P_ALL;
     }
     m->e_pre = zt_take(cv, bt * C); m->em = zt_take(cv, bt); m->er = zt_take(cv, bt);
@@ -555,11 +556,11 @@ static void carve(bert_model *m, zt_carver *cv, const unsigned char *mode, int k
             carve_layer(cv, a, P_KEPT | P_OUT, &d);
         } else if (md == ZT_KEEP_OUTPUT && end) {
             carve_layer(cv, a, P_OUT, &d);
-        } else if (md == ZT_KEEP_OFFLOAD && end && cv->base) {
-            m->slot_of[i] = (signed char)(o % 3);
+        } else if ((md == ZT_KEEP_OFFLOAD || md == ZT_KEEP_FORWARD) && end && cv->base) {
+            m->slot_of[i] = (signed char)(o % 3); /* (forward only: layer i reads i - 1's) */
             a->y = m->slot[o % 3];
         }
-        o += md == ZT_KEEP_OFFLOAD && end;
+        o += (md == ZT_KEEP_OFFLOAD || md == ZT_KEEP_FORWARD) && end;
     }
     m->t1 = zt_take(cv, bt * C); m->t2 = zt_take(cv, bt * C); m->t3 = zt_take(cv, bt * C);
     m->tm = zt_take(cv, bt); m->tr = zt_take(cv, bt);
@@ -742,6 +743,7 @@ static int bert_prepare(void *p, const zt_batch *b, int keep_logits, int64_t *n_
     m->mask = b->attention_mask;
     m->tt = b->token_type_ids;
     m->first_sample = b->first_sample;
+    m->evaluated = 0;
     if (cls) {
         m->compact = 0;
         *n_labels = n;
@@ -783,8 +785,10 @@ static int bert_set_recompute(void *p, const unsigned char *unit_mode, int k)
     k = k >= 2 ? (k < L ? k : L) : 0;
     for (int i = 0; i < L; i++) {
         int md = unit_mode[i + 1];
-        if (md >= ZT_KEEP_MODES)
+        if (md >= ZT_KEEP_MODES && md != ZT_KEEP_FORWARD)
             return zt_fail(ZT_E_INVAL, "recomputation: unit %d: no mode %d", i + 1, md);
+        if (k && md == ZT_KEEP_FORWARD)
+            return zt_fail(ZT_E_INVAL, "forward only: no segments");
         if (k && md != ZT_KEEP_OUTPUT && md != ZT_KEEP_OFFLOAD)
             return zt_fail(ZT_E_INVAL, "recomputation in segments of %d: layer %d must be "
                            "recomputed whole (it keeps more)", k, i);
@@ -823,7 +827,8 @@ static int bert_backward_steps(const void *p, zt_step *st)
 static float *bert_checkpoint(void *p, int u, size_t *bytes)
 {
     bert_model *m = p;
-    if (u < 1 || u > m->c.layers || !m->arena || m->slot_of[u - 1] < 0)
+    if (u < 1 || u > m->c.layers || !m->arena || m->slot_of[u - 1] < 0 ||
+        m->mode[u - 1] != ZT_KEEP_OFFLOAD)
         return NULL;
     *bytes = m->cap_bt * (size_t)m->c.hidden * sizeof(float);
     return m->la[u - 1].y;
@@ -1012,12 +1017,16 @@ static double bert_loss(void *p, float grad_scale)
             return bce_logits_forward_backward(m->cdlog, m->clog, m->label_values, n, grad_scale);
         return mse_forward_backward(m->cdlog, m->clog, m->label_values, n, grad_scale);
     }
+    /* evaluating (train 0): no gradient, so that the logits (which it would overwrite when
+     * they are not kept) stay for zt_engine_logits */
+    float *d = m->train ? m->lm.dlogits : NULL;
+    m->evaluated = !m->train;
     if (m->compact)
-        return m->n_lab ? crossentropy_forward_backward(m->lm.dlogits, m->row_loss, &count,
-                                                        m->lm.logits, m->lab_c, m->n_lab,
-                                                        m->c.vocab, grad_scale)
+        return m->n_lab ? crossentropy_forward_backward(d, m->row_loss, &count, m->lm.logits,
+                                                        m->lab_c, m->n_lab, m->c.vocab,
+                                                        grad_scale)
                         : 0.0;
-    return crossentropy_forward_backward(m->lm.dlogits, m->row_loss, &count, m->lm.logits, m->labels,
+    return crossentropy_forward_backward(d, m->row_loss, &count, m->lm.logits, m->labels,
                                          m->B * m->T, m->c.vocab, grad_scale);
 }
 
@@ -1157,8 +1166,14 @@ static const float *bert_logits(const void *p, int64_t shape[3])
         shape[2] = m->c.num_labels;
         return m->clog;
     }
-    if (!m->keep_logits)
+    if (!m->keep_logits && !m->evaluated)
         return NULL;
+    if (!m->keep_logits) { /* evaluated: the labelled positions' rows, in order */
+        shape[0] = 1;
+        shape[1] = m->n_lab;
+        shape[2] = m->c.vocab;
+        return m->lm.logits;
+    }
     shape[0] = m->B;
     shape[1] = m->T;
     shape[2] = m->c.vocab;

@@ -84,7 +84,10 @@ enum {
     ZT_KEEP_SELECTIVE,         /* the matrix-product outputs: attention core and GELU again */
     ZT_KEEP_OUTPUT,            /* its output only: its whole forward again ("full") */
     ZT_KEEP_OFFLOAD,           /* as OUTPUT, with the output in the offload store */
-    ZT_KEEP_MODES
+    ZT_KEEP_MODES,             /* (the training modes above) */
+    ZT_KEEP_FORWARD = 7        /* forward only (inference): nothing kept for a backward pass,
+                                * the layers share one working set and their outputs rotate
+                                * through a few buffers; a model may keep more (T5: OUTPUT) */
 };
 
 enum { ZT_STEP_RECOMPUTE = 1, ZT_STEP_BACKWARD = 2 };

@@ -1000,6 +1000,10 @@ static int t5_set_recompute(void *p, const unsigned char *unit_mode, int k)
     t5_model *m = p;
     int nu = u_head(m) + 1;
     k = k >= 2 ? k : 0;
+    unsigned char fwd[nu];
+    for (int u = 0; u < nu; u++) /* forward only: each block keeps its output */
+        fwd[u] = unit_mode[u] == ZT_KEEP_FORWARD ? ZT_KEEP_OUTPUT : unit_mode[u];
+    unit_mode = fwd;
     for (int u = 0; u < nu; u++) {
         if (unit_mode[u] >= ZT_KEEP_MODES)
             return zt_fail(ZT_E_INVAL, "recomputation: unit %d: no mode %d", u, unit_mode[u]);

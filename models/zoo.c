@@ -72,9 +72,9 @@ int zt_model_head_apply(zt_model_cfg *c, const char *source, int head, int num_l
                        "classification" : "masked-LM");
     if (head == ZT_HEAD_MLM) {
         if (b->head == BERT_HEAD_CLS)
-            zt_log(ZT_LOG_WARN, "%s is a BertForSequenceClassification: trained as a masked LM, "
-                   "its pooler and classifier are not used and its MLM head starts from the "
-                   "seed", source);
+            zt_log(ZT_LOG_WARN, "%s is a BertForSequenceClassification: as a masked LM its "
+                   "pooler and classifier are not used and its MLM head starts from the seed",
+                   source);
         b->head = BERT_HEAD_MLM;
         b->num_labels = b->problem = b->labels_len = 0;
         return 0;

@@ -30,6 +30,7 @@ int cmd_inspect(int argc, char **argv);
 int cmd_prepare_data(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_finetune(int argc, char **argv);
+int cmd_predict(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_config_reference(int argc, char **argv);
 int cmd_check_config(int argc, char **argv);

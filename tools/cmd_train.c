@@ -6,6 +6,7 @@
  * collective after it is the library's (under its watchdog). */
 #include "ckptdir.h"
 #include "clsdata.h"
+#include "clstok.h"
 #include "cli.h"
 #include "outputs.h"
 #include "train_stats.h"
@@ -749,111 +750,6 @@ static int read_config(train_ctx *c)
     return 0;
 }
 
-/* [CLS] a [SEP] (b [SEP]) with token types 0 (1 for b's), truncated to max_len longest
- * first as Hugging Face truncates a pair (a token off the longer text, off the second on a
- * tie); tok is the wordpiece tokenizer */
-static int encode_wp(void *tok, const char *a, size_t alen, const char *b, size_t blen,
-                     int max_len, int32_t **ids, int32_t **types, size_t *n, size_t *cap,
-                     char *err, size_t errlen)
-{
-    wp_tokenizer *t = tok;
-    int32_t *x = NULL, *y = NULL, sp[5];
-    size_t nx = 0, cx = 0, ny = 0, cy = 0, total;
-    int rc = 0, specials = b ? 3 : 2;
-    wp_special_ids(t, sp);
-    if (wp_encode(t, a, alen, &x, &nx, &cx) < 0 || (b && wp_encode(t, b, blen, &y, &ny, &cy) < 0)) {
-        rc = errmsg(err, errlen, "out of memory tokenizing");
-        goto out;
-    }
-    if (max_len < specials + 1) {
-        rc = errmsg(err, errlen, "--seq-len %d leaves no room for the text", max_len);
-        goto out;
-    }
-    while (nx + ny + (size_t)specials > (size_t)max_len) {
-        if (nx > ny)
-            nx--;
-        else
-            ny--;
-    }
-    total = nx + ny + (size_t)specials;
-    if (total > *cap) {
-        int32_t *ni = realloc(*ids, total * sizeof *ni), *nt = ni ? realloc(*types, total * sizeof *nt) : NULL;
-        if (ni)
-            *ids = ni;
-        if (!nt) {
-            rc = errmsg(err, errlen, "out of memory tokenizing");
-            goto out;
-        }
-        *types = nt;
-        *cap = total;
-    }
-    size_t k = 0;
-    (*ids)[k] = sp[2], (*types)[k++] = 0;
-    for (size_t i = 0; i < nx; i++)
-        (*ids)[k] = x[i], (*types)[k++] = 0;
-    (*ids)[k] = sp[3], (*types)[k++] = 0;
-    for (size_t i = 0; b && i < ny; i++)
-        (*ids)[k] = y[i], (*types)[k++] = 1;
-    if (b)
-        (*ids)[k] = sp[3], (*types)[k++] = 1;
-    *n = k;
-out:
-    free(x);
-    free(y);
-    return rc;
-}
-
-/* A config.json whose architectures name BertForSequenceClassification */
-static int config_is_classifier(const char *path)
-{
-    char *text = read_text(path);
-    cJSON *o = text ? cJSON_Parse(text) : NULL, *v;
-    int cls = 0;
-    cJSON *arch = o ? cJSON_GetObjectItemCaseSensitive(o, "architectures") : NULL;
-    if (cJSON_IsArray(arch))
-        cJSON_ArrayForEach(v, arch)
-            cls |= cJSON_IsString(v) && strcmp(v->valuestring, "BertForSequenceClassification") == 0;
-    cJSON_Delete(o);
-    free(text);
-    return cls;
-}
-
-/* finetune's tokenizer: --tokenizer wordpiece:VOCAB_TXT, or the model folder's vocab.txt
- * (lower-cased unless its tokenizer_config.json says do_lower_case false); 0, or 1 after
- * printing why not */
-static int open_tokenizer(train_ctx *c)
-{
-    const char *spec = c->a.tokenizer;
-    char path[4096], err[1024];
-    int lower = 1;
-    struct stat sb;
-    if (spec && strncmp(spec, "wordpiece:", 10) == 0) {
-        snprintf(path, sizeof path, "%s", spec + 10);
-    } else if (spec) {
-        return die("--tokenizer %s: finetune takes wordpiece:VOCAB_TXT (or none: the model "
-                   "folder's own)", spec);
-    } else if (stat(c->a.model, &sb) == 0 && S_ISDIR(sb.st_mode)) {
-        snprintf(path, sizeof path, "%s/tokenizer_config.json", c->a.model);
-        char *text = stat(path, &sb) == 0 ? read_text(path) : NULL;
-        cJSON *o = text ? cJSON_Parse(text) : NULL;
-        cJSON *v = o ? cJSON_GetObjectItemCaseSensitive(o, "do_lower_case") : NULL;
-        if (cJSON_IsBool(v))
-            lower = cJSON_IsTrue(v);
-        cJSON_Delete(o);
-        free(text);
-        snprintf(path, sizeof path, "%s/vocab.txt", c->a.model);
-        if (stat(path, &sb) != 0)
-            return die("--model %s has no tokenizer (vocab.txt): give --tokenizer "
-                       "wordpiece:VOCAB_TXT", c->a.model);
-    } else {
-        return die("--model %s is not a folder with a tokenizer: give --tokenizer "
-                   "wordpiece:VOCAB_TXT", c->a.model);
-    }
-    if (wp_load(path, lower, &c->wp, err, sizeof err) < 0)
-        return die("%s", err);
-    return 0;
-}
-
 /* finetune: the tokenizer, the labelled files (every row checked before anything else),
  * the label map (a fine-tuned classifier's own names, else decided from --train as HF's
  * run_glue does) and the rows tokenized as samples; 0, or 1 after printing why not */
@@ -864,14 +760,14 @@ static int open_labelled(train_ctx *c)
     lab_opts lo = {a->text_field, a->pair_field, a->label_field, 0};
     struct stat sb;
     int32_t sp[5];
-    if (open_tokenizer(c))
-        return 1;
+    if (clstok_open(c->a.tokenizer, c->a.model, &c->wp, err, sizeof err) < 0)
+        return die("%s", err);
     if (lab_read(a->train, &lo, &c->ltrain, err, sizeof err) < 0 ||
         (a->eval && lab_read(a->eval, &lo, &c->leval, err, sizeof err) < 0))
         return die("%s", err);
     if (stat(a->model, &sb) == 0) {
         snprintf(path, sizeof path, S_ISDIR(sb.st_mode) ? "%s/config.json" : "%s", a->model);
-        if (config_is_classifier(path)) {
+        if (clstok_config_is_classifier(path)) {
             int rc = lab_map_from_config(path, LAB_AUTO, &c->lmap, err, sizeof err);
             if (rc < 0 && rc != ZT_E_NOTFOUND)
                 return die("%s", err);
@@ -893,9 +789,9 @@ static int open_labelled(train_ctx *c)
     for (int i = 0; i < c->num_labels; i++)
         c->label_names[i] = lab_map_name(c->lmap, i);
     wp_special_ids(c->wp, sp);
-    if (cls_source_create(c->ltrain, c->lmap, encode_wp, c->wp, sp[0], (int)c->seq, c->st.seed,
+    if (cls_source_create(c->ltrain, c->lmap, clstok_encode, c->wp, sp[0], (int)c->seq, c->st.seed,
                           1, &c->src.cls, err, sizeof err) < 0 ||
-        (c->leval && cls_source_create(c->leval, c->lmap, encode_wp, c->wp, sp[0], (int)c->seq,
+        (c->leval && cls_source_create(c->leval, c->lmap, clstok_encode, c->wp, sp[0], (int)c->seq,
                                        0, 0, &c->eval_src.cls, err, sizeof err) < 0))
         return die("%s", err);
     c->src.T = c->eval_src.T = (int)c->seq;

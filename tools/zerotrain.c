@@ -44,6 +44,12 @@ static void usage(FILE *f)
             "           (--config, --steps, --seq-len, checkpoints, --resume, --save-model,\n"
             "           --metrics, ...): a BertForSequenceClassification on labelled JSON Lines,\n"
             "           CSV or TSV rows; eval_loss, eval_accuracy, eval_f1_macro (eval_mse)\n"
+            "  predict  --model DIR --task classify --input FILE --output FILE [--text-field text]\n"
+            "           [--text-pair-field F] | --task fill-mask --text \"... [MASK] ...\" [--top-k 5]\n"
+            "           [--config DS_JSON] [--batch-size N] [--seq-len T] [--threads N]\n"
+            "           a trained folder, forward only (no gradients or optimizer state);\n"
+            "           classify: one JSON line per row {\"label\", \"scores\"}; fill-mask: one\n"
+            "           per candidate and [MASK] {\"token\", \"score\", \"position\"}\n"
             "  export   --checkpoint D/step-N --out DIR [--max-shard-size BYTES]\n"
             "           a training checkpoint as a Hugging Face folder\n"
             "  check-config FILE [WORLD_SIZE [STEPS]]  validate a DeepSpeed-style config\n"
@@ -65,6 +71,7 @@ static const struct command {
     {"prepare-data", cmd_prepare_data, 0},
     {"train", cmd_train, 1},
     {"finetune", cmd_finetune, 1},
+    {"predict", cmd_predict, 1},
     {"export", cmd_export, 0},
     {"check-config", cmd_check_config, 0},
     {"config-reference", cmd_config_reference, 0},
