@@ -703,6 +703,20 @@ ZT_API int zt_engine_forward_backward(zt_engine *e, const zt_batch *b, int keep_
  * at the labelled positions only, [1, n_labels, V] in row-major order of the positions
  * (fill-mask: label the [MASK] positions with any id). */
 ZT_API int zt_engine_evaluate(zt_engine *e, const zt_batch *b, zt_fb_result *out);
+/* Prediction with a built-in BERT (one forward pass, zt_engine_evaluate; an engine created
+ * with zt_config.inference holds no gradients or optimizer state for it). Token ids in (the
+ * caller tokenizes), numbers out.
+ * A sequence classifier's outputs for batch b (its labels are not used): probs [B,
+ * num_labels], the softmax over the labels (single-label), each label's sigmoid
+ * (multi-label), or the predicted values (regression). */
+ZT_API int zt_predict_classify(zt_engine *e, const zt_batch *b, float *probs);
+/* A masked LM's (zt_config.head ZT_HEAD_MLM, or its config's) k most likely tokens at each
+ * position whose input id is mask_id: for mask m (row-major order over [B, T], at most
+ * max_masks), positions[m] (its index into [B, T]), ids[m k + j] and scores[m k + j] (the
+ * softmax probability), best first, equal logits by lower id. Returns the number of masks,
+ * or < 0 (no mask, too many, not a masked LM). */
+ZT_API int zt_predict_fill_mask(zt_engine *e, const zt_batch *b, int64_t mask_id, int k,
+                                int max_masks, int32_t *ids, float *scores, int64_t *positions);
 /* Logits of the last forward_backward with keep_logits; shape[0..2] = B, T, V. */
 ZT_API int zt_engine_logits(const zt_engine *e, const float **logits, int64_t shape[3]);
 ZT_API int zt_engine_zero_grad(zt_engine *e);

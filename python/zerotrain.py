@@ -73,6 +73,28 @@ _live = weakref.WeakSet()  # engines not closed yet: closed at exit, before MPI 
 _closer = []
 
 
+_I64P = ctypes.POINTER(ctypes.c_int64)
+
+
+class _Batch(ctypes.Structure):  # zt_batch
+    _fields_ = [("B", ctypes.c_int), ("T", ctypes.c_int), ("input_ids", _I64P),
+                ("attention_mask", _I64P), ("token_type_ids", _I64P), ("labels", _I64P),
+                ("first_sample", ctypes.c_uint64), ("label_count", ctypes.c_int64),
+                ("T_dec", ctypes.c_int), ("decoder_attention_mask", _I64P),
+                ("label_values", ctypes.POINTER(ctypes.c_float))]
+
+
+class _ModelInfo(ctypes.Structure):  # zt_model_info
+    _fields_ = [("model_type", ctypes.c_char * 16), ("vocab_size", ctypes.c_int),
+                ("hidden_size", ctypes.c_int), ("num_layers", ctypes.c_int),
+                ("num_heads", ctypes.c_int), ("intermediate_size", ctypes.c_int),
+                ("max_positions", ctypes.c_int), ("type_vocab_size", ctypes.c_int),
+                ("num_parameters", ctypes.c_size_t), ("num_tensors", ctypes.c_int),
+                ("num_units", ctypes.c_int), ("num_decoder_layers", ctypes.c_int),
+                ("head_dim", ctypes.c_int), ("architecture", ctypes.c_char * 48),
+                ("num_labels", ctypes.c_int), ("problem_type", ctypes.c_int)]
+
+
 def _close_all():
     for e in list(_live):
         e.close()
@@ -132,6 +154,12 @@ def _load():
         "zt_checkpoint_find_latest": (ip, [cp, cp, ctypes.c_size_t]),
         "zt_engine_report_json": (ip, [vp, cp, ctypes.c_size_t]),
         "zt_engine_pass_abort": (ip, [vp]), "zt_memory_heap_source": (cp, []),
+        "zt_engine_model_info": (ip, [vp, ctypes.POINTER(_ModelInfo)]),
+        "zt_engine_label_name": (cp, [vp, ip]),
+        "zt_predict_classify": (ip, [vp, ctypes.POINTER(_Batch), ctypes.POINTER(ctypes.c_float)]),
+        "zt_predict_fill_mask": (ip, [vp, ctypes.POINTER(_Batch), ctypes.c_int64, ip, ip,
+                                      ctypes.POINTER(ctypes.c_int32),
+                                      ctypes.POINTER(ctypes.c_float), _I64P]),
     }
     for name, (res, args) in sigs.items():
         f = getattr(L, name)
@@ -413,6 +441,72 @@ class Engine:
         st = _TrainState()
         self._check(self._L.zt_checkpoint_load(self._handle(), d, ctypes.byref(st)))
         return {"step": st.step, "samples": st.samples, "seed": st.seed}
+
+
+class Model(Engine):
+    """A built-in model from a Hugging Face folder (config.json + model.safetensors), to use:
+    Model(path) runs it forward only (inference=True: no gradients, no optimizer state);
+    head="mlm" makes a BERT a masked LM (a classifier's pooler and classifier unused),
+    "classify" a sequence classifier. Further keyword arguments are zt_config fields
+    (zero_stage, offload_param, nvme_path, threads, ...). The caller tokenizes: the methods
+    take token ids (numpy integer arrays [B, T], or lists)."""
+
+    def __init__(self, path, head="auto", inference=True, comm=None, **config):
+        super().__init__(comm=comm, model_dir=path, head=head, inference=int(inference),
+                         **config)
+        self._mi = _ModelInfo()
+        self._check(self._L.zt_engine_model_info(self._h, ctypes.byref(self._mi)))
+        self.architecture = self._mi.architecture.decode()
+        self.num_labels = self._mi.num_labels
+        self.label_names = [self._L.zt_engine_label_name(self._h, i).decode()
+                            for i in range(self.num_labels)]
+
+    def _batch(self, input_ids, attention_mask, token_type_ids):
+        import numpy as np
+        ids = np.ascontiguousarray(np.atleast_2d(np.asarray(input_ids)), dtype=np.int64)
+        B, T = ids.shape
+        arrays = [ids]
+        for a in (attention_mask, token_type_ids):
+            if a is not None:
+                a = np.ascontiguousarray(np.atleast_2d(np.asarray(a)), dtype=np.int64)
+                if a.shape != ids.shape:
+                    raise Error("attention_mask / token_type_ids have shape %s, input_ids %s"
+                                % (a.shape, ids.shape))
+            arrays.append(a)
+        ptr = lambda a: a.ctypes.data_as(_I64P) if a is not None else None  # noqa: E731
+        b = _Batch(B, T, ptr(arrays[0]), ptr(arrays[1]), ptr(arrays[2]), None, 0, 0, 0, None,
+                   None)
+        return b, arrays  # (the arrays stay alive with the batch)
+
+    def classify(self, input_ids, attention_mask=None, token_type_ids=None):
+        """A sequence classifier's outputs [B, num_labels] (float32): probabilities (softmax;
+        multi-label: each label's sigmoid) or, for regression, the values. label_names
+        names the columns."""
+        import numpy as np
+        b, keep = self._batch(input_ids, attention_mask, token_type_ids)
+        out = np.zeros((b.B, max(self.num_labels, 1)), np.float32)
+        self._check(self._L.zt_predict_classify(
+            self._handle(), ctypes.byref(b), out.ctypes.data_as(ctypes.POINTER(ctypes.c_float))))
+        return out
+
+    def fill_mask(self, input_ids, mask_id, top_k=5, attention_mask=None, token_type_ids=None):
+        """A masked LM's top_k tokens at each position whose id is mask_id: a list, per mask in
+        row-major order, of {"position": (row, t), "token_ids": [...], "scores": [...]}, best
+        first."""
+        import numpy as np
+        b, keep = self._batch(input_ids, attention_mask, token_type_ids)
+        n = int((keep[0] == mask_id).sum())
+        if n == 0:
+            raise Error("no input id is the mask id %d" % mask_id)
+        ids = np.zeros((n, top_k), np.int32)
+        sc = np.zeros((n, top_k), np.float32)
+        pos = np.zeros(n, np.int64)
+        self._check(self._L.zt_predict_fill_mask(
+            self._handle(), ctypes.byref(b), mask_id, top_k, n,
+            ids.ctypes.data_as(ctypes.POINTER(ctypes.c_int32)),
+            sc.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), pos.ctypes.data_as(_I64P)))
+        return [{"position": (int(p) // b.T, int(p) % b.T), "token_ids": ids[m].tolist(),
+                 "scores": sc[m].tolist()} for m, p in enumerate(pos)]
 
 
 class Optimizer:

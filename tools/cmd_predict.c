@@ -128,41 +128,34 @@ static int start(predict_ctx *c, int head)
 
 /* ---- classify ---------------------------------------------------------------------------- */
 
-/* one row's line: {"label": ..., "scores": {...}} (multi-label: "labels" and the list) */
-static void write_row(FILE *f, const zt_engine *e, const zt_model_info *mi, const double *x)
+/* one row's line from its outputs p (zt_predict_classify's): {"label": ..., "scores":
+ * {...}}; multi-label: "labels" (those above 0.5) and "scores"; regression: "label", "score" */
+static void write_row(FILE *f, const zt_engine *e, const zt_model_info *mi, const double *p)
 {
     int NL = mi->num_labels, pr = mi->problem_type ? mi->problem_type
                                   : NL == 1 ? ZT_PROBLEM_REGRESSION : ZT_PROBLEM_SINGLE_LABEL;
     cJSON *o = cJSON_CreateObject(), *sc = cJSON_CreateObject(), *ls = NULL;
     char *line;
+    int best = 0;
+    for (int k = 1; k < NL; k++)
+        best = p[k] > p[best] ? k : best;
     if (pr == ZT_PROBLEM_REGRESSION) {
         cJSON_AddStringToObject(o, "label", zt_engine_label_name(e, 0));
-        cJSON_AddNumberToObject(o, "score", x[0]);
-        cJSON_Delete(sc);
-        sc = NULL;
+        cJSON_AddNumberToObject(o, "score", (float)p[0]);
     } else if (pr == ZT_PROBLEM_MULTI_LABEL) {
         ls = cJSON_AddArrayToObject(o, "labels");
-        for (int k = 0; k < NL; k++) {
-            double p = 1.0 / (1.0 + exp(-x[k]));
-            cJSON_AddNumberToObject(sc, zt_engine_label_name(e, k), p);
-            if (p > 0.5)
+        for (int k = 0; k < NL; k++)
+            if (p[k] > 0.5)
                 cJSON_AddItemToArray(ls, cJSON_CreateString(zt_engine_label_name(e, k)));
-        }
-    } else { /* softmax */
-        int best = 0;
-        double mx = x[0], sum = 0.0;
-        for (int k = 1; k < NL; k++) {
-            mx = x[k] > mx ? x[k] : mx;
-            best = x[k] > x[best] ? k : best;
-        }
-        for (int k = 0; k < NL; k++)
-            sum += exp(x[k] - mx);
+    } else {
         cJSON_AddStringToObject(o, "label", zt_engine_label_name(e, best));
-        for (int k = 0; k < NL; k++)
-            cJSON_AddNumberToObject(sc, zt_engine_label_name(e, k), exp(x[k] - mx) / sum);
     }
-    if (sc)
+    for (int k = 0; pr != ZT_PROBLEM_REGRESSION && k < NL; k++)
+        cJSON_AddNumberToObject(sc, zt_engine_label_name(e, k), (float)p[k]);
+    if (pr != ZT_PROBLEM_REGRESSION)
         cJSON_AddItemToObject(o, "scores", sc);
+    else
+        cJSON_Delete(sc);
     if ((line = cJSON_PrintUnformatted(o))) {
         fputs(line, f);
         fputc('\n', f);
@@ -202,12 +195,14 @@ static int classify(predict_ctx *c)
     int64_t *ids = malloc(cells * sizeof *ids), *mask = malloc(cells * sizeof *mask);
     int64_t *tt = malloc(cells * sizeof *tt), *lab = malloc((size_t)B * sizeof *lab);
     float *val = malloc((size_t)B * (size_t)NL * sizeof *val);
+    float *probs = malloc((size_t)B * (size_t)NL * sizeof *probs);
     double *mine = malloc(W * sizeof *mine), *all = malloc(W * (size_t)c->world * sizeof *all);
     double t0 = now(), correct = 0, labelled = 0;
     char *out = NULL;
     size_t out_len = 0;
     FILE *f = c->rank == 0 ? open_memstream(&out, &out_len) : NULL;
-    if (!ids || !mask || !tt || !lab || !val || !mine || !all || (c->rank == 0 && !f)) {
+    if (!ids || !mask || !tt || !lab || !val || !probs || !mine || !all ||
+        (c->rank == 0 && !f)) {
         rc = die("out of memory");
         goto done;
     }
@@ -216,20 +211,16 @@ static int classify(predict_ctx *c)
         uint64_t first = (b < nb ? b : 0) * (uint64_t)B;
         int rows = (int)(n - first < (uint64_t)B ? n - first : (uint64_t)B);
         zt_batch bt;
-        zt_fb_result r;
-        int64_t nl, shape[3];
+        int64_t nl;
         uint64_t tok;
-        const float *lg;
         cls_source_fill(c->src, first, rows, ids, mask, tt, lab, val, &bt, &nl, &tok);
-        bt.labels = NULL; /* the logits alone */
-        bt.label_values = NULL;
-        if (zt_engine_evaluate(c->e, &bt, &r) < 0 || zt_engine_logits(c->e, &lg, shape) < 0) {
+        if (zt_predict_classify(c->e, &bt, probs) < 0) {
             rc = die("%s", zt_engine_last_error(c->e));
             break;
         }
         mine[0] = b < nb ? rows : 0;
         for (size_t i = 0; i < (size_t)rows * (size_t)NL; i++)
-            mine[1 + i] = lg[i];
+            mine[1 + i] = probs[i];
         if (zt_engine_gather_f64(c->e, mine, (int)W, all) < 0) {
             rc = die("%s", zt_engine_last_error(c->e));
             break;
@@ -276,6 +267,7 @@ done:
     free(tt);
     free(lab);
     free(val);
+    free(probs);
     free(mine);
     free(all);
     return rc;
@@ -314,69 +306,48 @@ static int fill_mask(predict_ctx *c)
         free(types);
         return 1;
     }
-    int T = (int)n, V = c->mi.vocab_size;
-    int64_t *bi = malloc(sizeof *bi * n), *bm = malloc(sizeof *bm * n),
-            *bt = malloc(sizeof *bt * n), *bl = malloc(sizeof *bl * n);
-    int *order = malloc(sizeof *order * (size_t)V);
-    if (!bi || !bm || !bt || !bl || !order) {
+    int T = (int)n, k = (int)c->top_k;
+    int64_t *bi = malloc(sizeof *bi * n), *bm = malloc(sizeof *bm * n);
+    int64_t *bt = calloc(n, sizeof *bt), *pos = malloc(sizeof *pos * (size_t)masks);
+    int32_t *top = malloc(sizeof *top * (size_t)masks * (size_t)k);
+    float *sc = malloc(sizeof *sc * (size_t)masks * (size_t)k);
+    if (!bi || !bm || !bt || !pos || !top || !sc) {
         rc = die("out of memory");
         goto done;
     }
-    for (int t = 0; t < T; t++) { /* labels at the masks: their logits are kept */
+    for (int t = 0; t < T; t++) {
         bi[t] = ids[t];
         bm[t] = 1;
-        bt[t] = 0;
-        bl[t] = ids[t] == sp[4] ? 0 : -100;
     }
-    zt_batch b = {1, T, bi, bm, bt, bl, 0, 0, 0, NULL, NULL};
-    zt_fb_result r;
-    const float *lg;
-    int64_t shape[3];
-    if (zt_engine_evaluate(c->e, &b, &r) < 0 || zt_engine_logits(c->e, &lg, shape) < 0) {
+    zt_batch b = {1, T, bi, bm, bt, NULL, 0, 0, 0, NULL, NULL};
+    if (zt_predict_fill_mask(c->e, &b, sp[4], k, masks, top, sc, pos) < 0) {
         rc = die("%s", zt_engine_last_error(c->e));
         goto done;
     }
-    for (int m = 0, pos = 0; c->rank == 0 && m < (int)shape[1]; m++, pos++) {
-        const float *x = lg + (size_t)m * V;
-        double mx = x[0], sum = 0.0;
-        while (bl[pos] == -100)
-            pos++;
-        for (int v = 1; v < V; v++)
-            mx = x[v] > mx ? x[v] : mx;
-        for (int v = 0; v < V; v++)
-            sum += exp(x[v] - mx);
-        int k = (int)(c->top_k < V ? c->top_k : V);
-        for (int j = 0; j < k; j++) { /* the k best, highest first (ties: the lower id) */
-            int best = -1;
-            for (int v = 0; v < V; v++) {
-                int taken = 0;
-                for (int q = 0; q < j && !taken; q++)
-                    taken = order[q] == v;
-                if (!taken && (best < 0 || x[v] > x[best]))
-                    best = v;
-            }
-            order[j] = best;
-            const char *tok = wp_id_token(c->wp, best);
+    for (int m = 0; c->rank == 0 && m < masks; m++)
+        for (int j = 0; j < k && top[(size_t)m * k + j] >= 0; j++) {
+            int32_t id = top[(size_t)m * k + j];
+            const char *tok = wp_id_token(c->wp, id);
             cJSON *o = cJSON_CreateObject();
             cJSON_AddStringToObject(o, "token", tok ? tok : "");
-            cJSON_AddNumberToObject(o, "token_id", best);
-            cJSON_AddNumberToObject(o, "score", exp(x[best] - mx) / sum);
-            cJSON_AddNumberToObject(o, "position", pos);
+            cJSON_AddNumberToObject(o, "token_id", id);
+            cJSON_AddNumberToObject(o, "score", sc[(size_t)m * k + j]);
+            cJSON_AddNumberToObject(o, "position", (double)pos[m]);
             char *line = cJSON_PrintUnformatted(o);
             if (line)
                 printf("%s\n", line);
             free(line);
             cJSON_Delete(o);
         }
-    }
 done:
     free(ids);
     free(types);
     free(bi);
     free(bm);
     free(bt);
-    free(bl);
-    free(order);
+    free(pos);
+    free(top);
+    free(sc);
     return rc;
 }
 
