@@ -511,6 +511,115 @@ static zt_engine *preset(int threads, int dropout, uint64_t seed)
     return e;
 }
 
+/* Forward only (zt_config.inference) on the classifier fixture: the same logits, bit for
+ * bit, as a training engine's evaluation, at stages 0 and 3; no gradient or optimizer bytes
+ * (the report's measured state is the parameters alone); the training calls refused; and
+ * zt_predict_classify's probabilities the softmax of those logits. Then a masked LM
+ * (ZT_HEAD_MLM over the same folder): zt_predict_fill_mask's top tokens are the arg max of
+ * the full logits at the masks. */
+static void test_inference(void **state)
+{
+    (void)state;
+    char dir[4096];
+    const char *f = getenv("ZT_FIXTURES");
+    snprintf(dir, sizeof dir, "%s/bert-tiny-cls", f ? f : "tests/fixtures");
+    int64_t ids[2 * 6] = {2, 10, 11, 12, 3, 0, 2, 40, 4, 41, 4, 3};
+    int64_t mask[2 * 6] = {1, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 1};
+    zt_batch b = {2, 6, ids, mask, NULL, NULL, 0, 0, 0, NULL, NULL};
+    const float *lg;
+    int64_t shape[3];
+    float ref[2 * 3], probs[2 * 3];
+    zt_fb_result r;
+    for (int st = 0; st <= 3; st += 3) {
+        zt_config c;
+        zt_engine *e, *inf;
+        zt_engine_report er;
+        zt_config_init(&c);
+        c.model_dir = dir;
+        c.zero_stage = st;
+        assert_int_equal(zt_engine_create(&c, MPI_COMM_NULL, &e), 0);
+        assert_int_equal(zt_engine_evaluate(e, &b, &r), 0);
+        assert_int_equal(zt_engine_logits(e, &lg, shape), 0);
+        assert_true(shape[0] == 2 && shape[1] == 1 && shape[2] == 3);
+        memcpy(ref, lg, sizeof ref);
+        assert_int_equal(zt_engine_report_get(e, &er), 0);
+        size_t train_bytes = er.measured_state_bytes;
+        zt_engine_destroy(e);
+        c.inference = 1;
+        assert_int_equal(zt_engine_create(&c, MPI_COMM_NULL, &inf), 0);
+        assert_int_equal(zt_engine_evaluate(inf, &b, &r), 0);
+        assert_int_equal(zt_engine_logits(inf, &lg, shape), 0);
+        assert_memory_equal(lg, ref, sizeof ref);
+        assert_int_equal(zt_engine_report_get(inf, &er), 0);
+        size_t pbytes = 0;
+        for (int i = 0; i < zt_engine_param_count(inf); i++) {
+            zt_param_info pi;
+            zt_engine_param_get(inf, i, &pi);
+            pbytes += pi.numel * sizeof(float);
+        }
+        /* parameters alone (units padded to 256 floats, so at least the tensors' bytes) */
+        /* stage 0: the parameters alone, half a training engine's parameters and gradients
+         * (its moments come at the first step); stage 3 (shards and the gather pool): less
+         * than training's; both as the footprint predicts */
+        assert_true(er.measured_state_bytes >= pbytes);
+        if (st == 0)
+            assert_int_equal(2 * er.measured_state_bytes, train_bytes);
+        else
+            assert_true(er.measured_state_bytes < train_bytes);
+        assert_int_equal(er.measured_state_bytes, er.predicted_state_bytes + er.buffer_bytes);
+        assert_int_equal(zt_predict_classify(inf, &b, probs), 0);
+        for (int row = 0; row < 2; row++) {
+            double mx = ref[3 * row], sum = 0;
+            for (int k = 1; k < 3; k++)
+                mx = fmax(mx, ref[3 * row + k]);
+            for (int k = 0; k < 3; k++)
+                sum += exp(ref[3 * row + k] - mx);
+            for (int k = 0; k < 3; k++)
+                assert_true(fabs(probs[3 * row + k] - exp(ref[3 * row + k] - mx) / sum) < 1e-6);
+        }
+        assert_int_equal(zt_engine_forward_backward(inf, &b, 0, &r), ZT_E_INVAL);
+        assert_non_null(strstr(zt_engine_last_error(inf), "forward only"));
+        assert_int_equal(zt_engine_step(inf, 1e-3f, NULL), ZT_E_INVAL);
+        assert_int_equal(zt_engine_zero_grad(inf), ZT_E_INVAL);
+        zt_engine_destroy(inf);
+    }
+    /* fill-mask: ids 4 are the masks (row 1, positions 2 and 4) */
+    zt_config c;
+    zt_engine *e, *inf;
+    int64_t labels[2 * 6];
+    for (int i = 0; i < 12; i++)
+        labels[i] = ids[i] == 4 ? 0 : -100;
+    zt_config_init(&c);
+    c.model_dir = dir;
+    c.head = ZT_HEAD_MLM;
+    assert_int_equal(zt_engine_create(&c, MPI_COMM_NULL, &e), 0);
+    zt_batch lb = b;
+    lb.labels = labels;
+    assert_int_equal(zt_engine_forward_backward(e, &lb, 1, &r), 0); /* full logits */
+    assert_int_equal(zt_engine_logits(e, &lg, shape), 0);
+    int V = (int)shape[2], best[2];
+    for (int m = 0; m < 2; m++) {
+        const float *x = lg + (size_t)(6 + (m ? 4 : 2)) * V;
+        best[m] = 0;
+        for (int v = 1; v < V; v++)
+            best[m] = x[v] > x[best[m]] ? v : best[m];
+    }
+    c.inference = 1;
+    assert_int_equal(zt_engine_create(&c, MPI_COMM_NULL, &inf), 0);
+    int32_t top[2 * 3];
+    float sc[2 * 3];
+    int64_t pos[2];
+    assert_int_equal(zt_predict_fill_mask(inf, &b, 4, 3, 2, top, sc, pos), 2);
+    assert_true(pos[0] == 8 && pos[1] == 10);
+    assert_int_equal(top[0], best[0]);
+    assert_int_equal(top[3], best[1]);
+    assert_true(sc[0] >= sc[1] && sc[1] >= sc[2] && sc[2] > 0.0f);
+    assert_int_equal(zt_predict_fill_mask(inf, &b, 4, 3, 1, top, sc, pos), ZT_E_INVAL);
+    assert_int_equal(zt_predict_classify(inf, &b, probs), ZT_E_INVAL); /* not a classifier */
+    zt_engine_destroy(inf);
+    zt_engine_destroy(e);
+}
+
 static void test_determinism(void **state)
 {
     small_batch s;
@@ -1029,6 +1138,7 @@ int main(void)
         cmocka_unit_test(test_direct_io),
         cmocka_unit_test(test_nonfinite),
         cmocka_unit_test(test_misc),
+        cmocka_unit_test(test_inference),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
