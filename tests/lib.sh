@@ -1,7 +1,7 @@
 # lib.sh - shared by the shell test suites: a temporary folder removed on exit, pass/fail
 # counting, and the tiny fixture BERT with dropout switched on. Source it; it sets T.
 T=$(mktemp -d "/tmp/zt_${SUITE:-test}.XXXXXX")
-trap 'rm -rf "$T"' EXIT
+trap '[ -n "${KEEP_T:-}" ] || rm -rf "$T"' EXIT
 pass=0; fail=0
 ok()  { pass=$((pass + 1)); }
 bad() { fail=$((fail + 1)); echo "FAIL: $*"; }

@@ -28,6 +28,7 @@ suite memlock setpriv --inh-caps=-ipc_lock --bounding-set=-ipc_lock \
     bash -c 'ulimit -l 64 && exec env ZT_MEMLOCK_TEST=1 build/tests/test_offload'
 suite cli bash tests/test_cli.sh build/zerotrain
 suite train bash tests/test_train.sh build/zerotrain
+suite finetune bash tests/test_finetune.sh build/zerotrain
 suite prepare bash tests/test_prepare.sh build/zerotrain
 suite zero bash tests/test_zero.sh build/zerotrain
 suite robust bash tests/test_robust.sh build/zerotrain
