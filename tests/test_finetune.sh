@@ -105,6 +105,13 @@ EOF
     then ok; else bad "the saved config or the eval metrics are not as expected"; fi
 else bad "finetune failed"; cat "$T/a.log"; fi
 
+# ---- a classifier checkpoint loads its head (and keeps its labels); a masked LM gets a fresh one --
+with_vocab "$T/a.model"
+if "$ZT" finetune --model "$T/a.model" --task classify --train "$T/train.jsonl" --eval "$T/eval.jsonl" \
+       --seq-len 32 --config "$T/base.json" --steps 2 --save-model "$T/again.model" >"$T/again.log" 2>&1 &&
+   ! grep -q 'initialised randomly' "$T/again.log" &&
+   "$PY" -c 'import json,sys; assert json.load(open(sys.argv[1]))["id2label"] == {"0": "alpha", "1": "beta"}' "$T/again.model/config.json"; then ok
+else bad "fine-tuning a classifier again: its head or labels were not kept"; cat "$T/again.log"; fi
 # ---- the same bits: stages 0 and 3 (offloaded) at N=2; CSV and TSV as JSON Lines; resume ------
 stages="0 3"; [ "${FINETUNE_LONG:-0}" = 1 ] && stages="0 1 2 3"
 for st in $stages; do
@@ -215,6 +222,13 @@ for g in got:
 print("fill-mask vs reference: ok")
 EOF
 then ok; else bad "fill-mask's candidates differ from the reference's"; cat "$T/fm.log"; fi
+
+# a masked-LM checkpoint fine-tuned: a fresh classifier, with HF's notices
+if "$ZT" finetune --model "$T/mlm" --task classify --train "$T/train.jsonl" --seq-len 32 --config "$T/base.json" \
+       --steps 2 >"$T/frommlm.log" 2>&1 &&
+   grep -q '4 classification-head (pooler and classifier) parameters not in the checkpoint were initialised randomly' "$T/frommlm.log" &&
+   grep -q 'not used by BertForSequenceClassification' "$T/frommlm.log"; then ok
+else bad "a masked-LM checkpoint's fresh classifier is not announced"; cat "$T/frommlm.log"; fi
 
 # ---- misuse: one message naming what is wrong, a non-zero status, no output ---------------------
 refuse() { # refuse NAME EXPECTED_TEXT OUTPUT_PATH command...
