@@ -155,7 +155,7 @@ for f in range(6):
                 fp.write("\n")
 EOF
 if run "sentencepiece:200" -- "$ZT" prepare-data --input "$T/spm-corpus" --tokenizer sentencepiece:200 --out "$T/spm1"; then
-    if manifest_check "$T/spm1" 'm["tokenizer"] == {"type": "sentencepiece", "model_file": "spm.model", "vocab_size": 200, "lower_case": False, "pad_id": 0, "unk_id": 1, "cls_id": 2, "sep_id": 3, "mask_id": 4} and len(m["sources"]) == 6 and m["totals"]["docs"] == 6 and all(x not in (0, 2, 4) and x < 200 for x in stream)'; then ok
+    if manifest_check "$T/spm1" 'm["tokenizer"] == {"type": "sentencepiece", "model_file": "spm.model", "vocab_size": 200, "lower_case": False, "pad_id": 0, "unk_id": 1, "cls_id": 2, "sep_id": 3, "mask_id": 4, "eos_id": 3, "hf_class": "DebertaV2Tokenizer"} and len(m["sources"]) == 6 and m["totals"]["docs"] == 6 and all(x not in (0, 2, 4) and x < 200 for x in stream)'; then ok
     else bad "sentencepiece manifest"; fi
     if [ -s "$T/spm1/spm.model" ] && [ "$(wc -l <"$T/spm1/spm.vocab")" -eq 200 ] && \
        [ "$(head -5 "$T/spm1/spm.vocab" | cut -f1 | tr '\n' ' ')" = "[PAD] [UNK] [CLS] [SEP] [MASK] " ]; then ok
@@ -202,7 +202,7 @@ expect_error "spec without argument" 2 "unknown tokenizer 'wordpiece'" "$T/out2"
     "$ZT" prepare-data --input "$T/corpus" --tokenizer wordpiece --out "$T/out2"
 expect_error "bad piece count" 2 "the number of SentencePiece pieces" "$T/out2" -- \
     "$ZT" prepare-data --input "$T/corpus" --tokenizer sentencepiece:lots --out "$T/out2"
-expect_error "vocab without [MASK]" 1 "no [MASK] token" "$T/out3" -- \
+expect_error "vocab without [MASK]" 1 "has no token [MASK] (the mask_token of BertTokenizer)" "$T/out3" -- \
     "$ZT" prepare-data --input "$T/corpus" --tokenizer "wordpiece:$T/nomask.txt" --out "$T/out3"
 expect_error "missing vocab" 1 "$T/novocab.txt: cannot open: No such file or directory" "$T/out3" -- \
     "$ZT" prepare-data --input "$T/corpus" --tokenizer "wordpiece:$T/novocab.txt" --out "$T/out3"
@@ -260,7 +260,7 @@ expect_kept "no text over a dataset" 1 "no text" "$T/keep" -- \
     "$ZT" prepare-data --input "$T/corpus/c-empty.txt" "${WP[@]}" --out "$T/keep"
 expect_kept "read error over a dataset" 1 "Input/output error" "$T/keep" -- \
     "$ZT" prepare-data --input "$T/corpus/a.txt" /proc/self/mem "${WP[@]}" --out "$T/keep" --shard-tokens 2
-expect_kept "bad vocabulary over a dataset" 1 "no [MASK] token" "$T/keep" -- \
+expect_kept "bad vocabulary over a dataset" 1 "has no token [MASK] (the mask_token of BertTokenizer)" "$T/keep" -- \
     "$ZT" prepare-data --input "$T/corpus/a.txt" --tokenizer "wordpiece:$T/nomask.txt" --out "$T/keep"
 expect_kept "FIFO input over a dataset" 1 "not a regular file (a FIFO)" "$T/keep" -- \
     timeout 10 "$ZT" prepare-data --input "$T/corpus/a.txt" "$T/fifo" "${WP[@]}" --out "$T/keep"
