@@ -184,6 +184,47 @@ if run "sentencepiece:200" -- "$ZT" prepare-data --input "$T/spm-corpus" --token
         else bad "bpe manifest"; fi
     fi
 fi
+# ---- T5: sentencepiece:N --model-type t5 (exactly N pieces, <pad> 0 </s> 1 <unk> 2), its model
+# as spm:MODEL and the dataset as a model folder (MODEL_DIR) ------------------------------------
+if [ -d "$T/spm-corpus" ] && run "sentencepiece t5" -- "$ZT" prepare-data --input "$T/spm-corpus" --tokenizer sentencepiece:200 --model-type t5 --out "$T/t5a"; then
+    if manifest_check "$T/t5a" 'm["tokenizer"] == {"type": "sentencepiece", "model_file": "spiece.model", "vocab_size": 200, "lower_case": False, "pad_id": 0, "unk_id": 2, "cls_id": None, "sep_id": 1, "mask_id": None, "eos_id": 1, "hf_class": "T5Tokenizer"} and all(x != 0 and x < 200 for x in stream)'; then ok
+    else bad "sentencepiece t5 manifest"; fi
+    if [ "$(wc -l <"$T/t5a/spm.vocab")" -eq 200 ] && [ "$(head -3 "$T/t5a/spm.vocab" | cut -f1 | tr '\n' ' ')" = "<pad> </s> <unk> " ] \
+       && [ "$(ls "$T/t5a" | tr '\n' ' ')" = "added_tokens.json manifest.json shard-00000.zts special_tokens_map.json spiece.model spm.vocab tokenizer_config.json " ]; then ok
+    else bad "t5 dataset files: $(ls "$T/t5a" | tr '\n' ' ')"; fi
+    if command -v spm_encode >/dev/null; then
+        for f in "$T"/spm-corpus/doc*.rst; do spm_encode --model "$T/t5a/spiece.model" --output_format=id "$f"; echo 1; done \
+            | tr -s ' \n' '\n\n' | grep -v '^$' >"$T/t5-expected"
+        if manifest_check "$T/t5a" "stream == [int(x) for x in open('$T/t5-expected').read().split()]"; then ok
+        else bad "t5 ids differ from spm_encode"; fi
+    fi
+    if run "spm:MODEL t5" -- "$ZT" prepare-data --input "$T/spm-corpus" --tokenizer "spm:$T/t5a/spiece.model" --out "$T/t5b" \
+       && cmp -s "$T/t5a/shard-00000.zts" "$T/t5b/shard-00000.zts" && cmp -s "$T/t5a/tokenizer_config.json" "$T/t5b/tokenizer_config.json"; then ok
+    else bad "a T5 SentencePiece model as spm:MODEL"; fi
+    if run "MODEL_DIR t5" -- "$ZT" prepare-data --input "$T/spm-corpus" --tokenizer "$T/t5a" --model-type t5 --out "$T/t5c" \
+       && cmp -s "$T/t5a/shard-00000.zts" "$T/t5c/shard-00000.zts" && cmp -s "$T/t5a/manifest.json" "$T/t5c/manifest.json"; then ok
+    else bad "a T5 model folder as --tokenizer"; fi
+    expect_error "t5 model as bert" 1 "the SentencePiece model has no [CLS]" "$T/out10" -- \
+        "$ZT" prepare-data --input "$T/spm-corpus" --tokenizer "spm:$T/t5a/spiece.model" --model-type bert --out "$T/out10"
+    expect_error "t5 folder as bert" 1 "the tokenizer is t5's (T5Tokenizer), not bert's" "$T/out10" -- \
+        "$ZT" prepare-data --input "$T/spm-corpus" --tokenizer "$T/t5a" --model-type bert --out "$T/out10"
+    expect_error "t5 folder lower-cased" 1 "the tokenizer does not lower-case" "$T/out10" -- \
+        "$ZT" prepare-data --input "$T/spm-corpus" --tokenizer "$T/t5a" --lower-case --out "$T/out10"
+fi
+expect_error "wordpiece for t5" 1 "WordPiece is BERT's tokenizer, not T5's" "$T/out10" -- \
+    "$ZT" prepare-data --input "$T/corpus" --tokenizer "wordpiece:$T/vocab.txt" --model-type t5 --out "$T/out10"
+expect_error "bad model type" 2 "--model-type 'gpt' is neither bert nor t5" "$T/out10" -- \
+    "$ZT" prepare-data --input "$T/corpus" --tokenizer "wordpiece:$T/vocab.txt" --model-type gpt --out "$T/out10"
+# a BERT model folder (the wordpiece dataset holds vocab.txt and tokenizer_config.json): the
+# same stream as wordpiece:VOCAB
+if [ -f "$T/wp/tokenizer_config.json" ] && run "MODEL_DIR bert" -- "$ZT" prepare-data --input "$T/corpus" --tokenizer "$T/wp" --out "$T/wp-dir"; then
+    if cmp -s "$T/wp/shard-00000.zts" "$T/wp-dir/shard-00000.zts" && manifest_check "$T/wp-dir" 'm["tokenizer"]["hf_class"] == "BertTokenizer" and m["tokenizer"]["lower_case"] is True'; then ok
+    else bad "a BERT model folder as --tokenizer"; fi
+fi
+mkdir -p "$T/notok"; : >"$T/notok/config.json"
+expect_error "folder without a tokenizer" 1 "$T/notok: no tokenizer (looked for tokenizer_config.json, vocab.txt, spiece.model and spm.model)" "$T/out10" -- \
+    "$ZT" prepare-data --input "$T/corpus" --tokenizer "$T/notok" --out "$T/out10"
+
 # determinism of wordpiece too
 if run "wordpiece again" -- "$ZT" prepare-data --input "$T/corpus" --tokenizer "wordpiece:$T/vocab.txt" --out "$T/wp-again"; then
     if cmp -s "$T/wp/manifest.json" "$T/wp-again/manifest.json" && cmp -s "$T/wp/shard-00000.zts" "$T/wp-again/shard-00000.zts"; then ok
@@ -389,7 +430,7 @@ expect_error "wordpiece:FIFO" 1 "$T/fifo: not a regular file (a FIFO)" "$T/outf3
 expect_error "spm:FIFO" 1 "$T/fifo: not a regular file (a FIFO)" "$T/outf4" -- \
     timeout 10 "$ZT" prepare-data --input "$T/corpus" --tokenizer "spm:$T/fifo" --out "$T/outf4"
 # nothing was created for the errors caught before writing
-for d in out1 out2 out3 out4 out5 out6 out7 out8 outf1 outf2 outf3 outf4; do
+for d in out1 out2 out3 out4 out5 out6 out7 out8 out10 outf1 outf2 outf3 outf4; do
     if [ -e "$T/$d" ]; then bad "$d was created by a failing run"; else ok; fi
 done
 
