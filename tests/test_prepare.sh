@@ -119,11 +119,26 @@ fi
 # the unigram baseline train prints: the entropy (nats) of the maskable tokens' frequencies,
 # computed here from the shards' ids (the five special ids excluded, as masking does)
 if [ -f "$T/wp/manifest.json" ]; then
-    "$ZT" train --model bert-tiny --data "$T/wp" --seq-len 8 --steps 1 --threads 1 >"$T/ub.log" 2>&1
+    "$ZT" train --model bert-tiny --data "$T/wp" --seq-len 8 --steps 1 --threads 1 \
+        --save-model "$T/wp-model" --checkpoint-dir "$T/wp-ck" >"$T/ub.log" 2>&1
     ub=$(sed -n 's/^unigram baseline \([0-9.]*\):.*/\1/p' "$T/ub.log")
     if [ -n "$ub" ] && manifest_check "$T/wp" "(lambda ids, lg: abs(-sum(ids.count(i) / len(ids) * lg(ids.count(i) / len(ids)) for i in set(ids)) - $ub) < 1e-4)([i for i in stream if i not in (0, 1, 2, 3, 4)], __import__('math').log)" \
         && grep -q "^step 1/1  loss [0-9.]* (unigram $(printf %.2f "$ub"))" "$T/ub.log"; then ok
     else bad "train's unigram baseline ($ub) is not the corpus' token entropy"; cat "$T/ub.log"; fi
+fi
+# the model folder train saves, and the checkpoint's export, hold the data's tokenizer (the
+# checkpoints keep it in CKPT_DIR/tokenizers/H): they load as --tokenizer with the same ids
+if [ -f "$T/wp/manifest.json" ]; then
+    h=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["data"].split()[-1])' "$T/wp-ck/step-1/trainer.json" 2>/dev/null)
+    if cmp -s "$T/vocab.txt" "$T/wp-model/vocab.txt" && [ -n "$h" ] && [ -f "$T/wp-ck/tokenizers/$h/tokenizer_config.json" ] \
+       && "$PY" -c 'import json,sys; c=json.load(open(sys.argv[1])); assert c["tokenizer_class"] == "BertTokenizer" and c["model_max_length"] == 512 and c["do_lower_case"] is True and c["added_tokens_decoder"]["4"]["content"] == "[MASK]", c' "$T/wp-model/tokenizer_config.json" \
+       && "$ZT" export --checkpoint "$T/wp-ck/step-1" --out "$T/wp-export" | grep -q "(with its tokenizer)" \
+       && [ "$(ls "$T/wp-export" | tr '\n' ' ')" = "config.json model.safetensors special_tokens_map.json tokenizer_config.json vocab.txt " ] \
+       && cmp -s "$T/wp-model/tokenizer_config.json" "$T/wp-export/tokenizer_config.json"; then ok
+    else bad "the tokenizer in --save-model, the checkpoints and the export"; ls -R "$T/wp-model" "$T/wp-ck" "$T/wp-export"; fi
+    if run "MODEL_DIR from train" -- "$ZT" prepare-data --input "$T/corpus" --tokenizer "$T/wp-export" --out "$T/wp-again2" \
+       && cmp -s "$T/wp/shard-00000.zts" "$T/wp-again2/shard-00000.zts"; then ok
+    else bad "the exported model's tokenizer gives other ids"; fi
 fi
 # cased: "Hello" and "Café" and "NAIVE" are unknown; "caf" "##e" does not apply to "Café"
 if run "wordpiece cased" -- "$ZT" prepare-data --input "$T/corpus/a.txt" "$T/corpus/sub/b.txt" \
