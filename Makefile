@@ -76,6 +76,12 @@ $(BUILD)/tests/test_wordpiece: tools/wordpiece.c
 
 # test_labelled includes the command's labelled-data reader (tools/labelled.c).
 $(BUILD)/tests/test_labelled: tools/labelled.c
+# test_tokenizer links the command's tokenizer objects (tools/ is not in the library).
+TOKENIZER_OBJ := $(BUILD)/obj/tools/tokenizer.o $(BUILD)/obj/tools/wordpiece.o $(BUILD)/obj/tools/spm.o
+$(BUILD)/tests/test_tokenizer: tests/test_tokenizer.c $(TOKENIZER_OBJ) $(BUILD)/libzerotrain.a $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -o $@ $< $(TOKENIZER_OBJ) $(BUILD)/libzerotrain.a $(LIBS) \
+	    -lsentencepiece -lsentencepiece_train -lstdc++ -lunistring -lcmocka
 
 $(BUILD)/tests/%: tests/%.c $(BUILD)/libzerotrain.a $(HDRS)
 	@mkdir -p $(dir $@)

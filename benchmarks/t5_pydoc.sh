@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # t5_pydoc.sh - t5-small pre-training (span corruption, Adafactor with its relative steps: T5's
-# own recipe, the default for T5) on the default corpus (the README's out/pydoc), inputs 128
+# own recipe, the default for T5) on the default corpus with a T5 vocabulary (out/pydoc-t5:
+# <pad> 0, </s> 1, <unk> 2, the t5-small config's pad and eos ids), inputs 128
 # (targets 29), micro-batch 8, STEPS steps (default 400). Writes benchmarks/results/
 # t5-small-pydoc.csv (step, loss, lr, grad_norm, the mean loss of the last 20 steps, seconds,
 # tokens/s of the step), t5-small-pydoc.png and t5-small-pydoc.txt: the first and last mean
@@ -11,13 +12,13 @@ set -euo pipefail
 ZT=${1:-build/zerotrain}
 STEPS=${STEPS:-400}
 THREADS=${THREADS:-2}
-DATA=${DATA:-out/pydoc}
+DATA=${DATA:-out/pydoc-t5}
 RES=${RES:-benchmarks/results}
 mkdir -p "$RES"
 if [ -z "${METRICS:-}" ]; then
     if [ ! -f "$DATA/manifest.json" ]; then
         "$ZT" prepare-data --input /usr/share/doc/python3.11/html/_sources \
-            --tokenizer sentencepiece:8000 --out "$DATA"
+            --tokenizer sentencepiece:8000 --model-type t5 --out "$DATA"
     fi
     METRICS=$RES/.t5-small-pydoc.jsonl
     "$ZT" train --model t5-small --data "$DATA" --config examples/t5-small.json --seq-len 128 \

@@ -51,10 +51,13 @@ static int special_clash(const int32_t ids[5], int *a, int *b)
 {
     for (*a = 0; *a < 5; ++*a)
         for (*b = *a + 1; *b < 5; ++*b)
-            if (ids[*a] == ids[*b])
+            if (ids[*a] >= 0 && ids[*a] == ids[*b])
                 return 1;
     return 0;
 }
+
+/* cls_id and mask_id may be -1 (a vocabulary without them, T5's); the others are required */
+static int optional_special(int i) { return i == 2 || i == 4; }
 
 static int tok_check(const zt_tokenizer_info *t, const char *what)
 {
@@ -67,10 +70,13 @@ static int tok_check(const zt_tokenizer_info *t, const char *what)
         return zt_fail(ZT_E_CONFIG, "%s: tokenizer model_file is not terminated", what);
     if (t->vocab_size < 1)
         return zt_fail(ZT_E_CONFIG, "%s: vocab_size %d must be positive", what, t->vocab_size);
+    if (!memchr(t->hf_class, '\0', sizeof t->hf_class))
+        return zt_fail(ZT_E_CONFIG, "%s: tokenizer hf_class is not terminated", what);
     for (int i = 0; i < 5; i++)
-        if (ids[i] < 0 || ids[i] >= t->vocab_size)
-            return zt_fail(ZT_E_CONFIG, "%s: %s %d is outside [0, vocab_size %d)", what,
-                           names[i], ids[i], t->vocab_size);
+        if ((ids[i] < 0 && !(ids[i] == -1 && optional_special(i))) || ids[i] >= t->vocab_size)
+            return zt_fail(ZT_E_CONFIG, "%s: %s %d is outside [0, vocab_size %d)%s", what,
+                           names[i], ids[i], t->vocab_size,
+                           optional_special(i) ? " (-1: none)" : "");
     if (special_clash(ids, &a, &b))
         return zt_fail(ZT_E_CONFIG, "%s: %s and %s are both %d (the five special tokens need "
                        "five different ids)", what, names[a], names[b], ids[a]);
@@ -360,11 +366,19 @@ static cJSON *manifest_json(const zt_token_writer *w)
     cJSON_AddStringToObject(t, "model_file", w->tok.model_file);
     cJSON_AddNumberToObject(t, "vocab_size", w->tok.vocab_size);
     cJSON_AddBoolToObject(t, "lower_case", w->tok.lower_case != 0);
-    cJSON_AddNumberToObject(t, "pad_id", w->tok.pad_id);
-    cJSON_AddNumberToObject(t, "unk_id", w->tok.unk_id);
-    cJSON_AddNumberToObject(t, "cls_id", w->tok.cls_id);
-    cJSON_AddNumberToObject(t, "sep_id", w->tok.sep_id);
-    cJSON_AddNumberToObject(t, "mask_id", w->tok.mask_id);
+    {
+        const int32_t ids[5] = {w->tok.pad_id, w->tok.unk_id, w->tok.cls_id, w->tok.sep_id,
+                                w->tok.mask_id};
+        for (int i = 0; i < 5; i++)
+            if (ids[i] >= 0)
+                cJSON_AddNumberToObject(t, special_names[i], ids[i]);
+            else
+                cJSON_AddNullToObject(t, special_names[i]);
+    }
+    /* the end token span corruption appends: the separator (written for readers' sake) */
+    cJSON_AddNumberToObject(t, "eos_id", w->tok.sep_id);
+    if (w->tok.hf_class[0])
+        cJSON_AddStringToObject(t, "hf_class", w->tok.hf_class);
     if (!(arr = cJSON_AddArrayToObject(m, "shards")))
         goto fail;
     for (int k = 0; k < w->n_shards; k++) {
@@ -547,14 +561,32 @@ static int parse_tokenizer(const cJSON *t, const char *mpath, zt_tokenizer_info 
         return BAD("%s: tokenizer.vocab_size %s (must be an integer in [1, 2^31))", mpath, why);
     tok->vocab_size = (int)v;
     for (int i = 0; i < 5; i++) {
+        if (optional_special(i) && cJSON_IsNull(field(t, id_names[i]))) {
+            *ids[i] = vals[i] = -1;
+            continue;
+        }
         if ((why = get_int(field(t, id_names[i]), 0, tok->vocab_size - 1, &v)))
-            return BAD("%s: tokenizer.%s %s (must be an integer in [0, vocab_size %d))", mpath,
-                       id_names[i], why, tok->vocab_size);
+            return BAD("%s: tokenizer.%s %s (must be an integer in [0, vocab_size %d)%s)",
+                       mpath, id_names[i], why, tok->vocab_size,
+                       optional_special(i) ? ", or null" : "");
         *ids[i] = vals[i] = (int32_t)v;
     }
     if (special_clash(vals, &a, &b))
         return BAD("%s: tokenizer.%s and tokenizer.%s are both %" PRId32 " (the five special "
                    "tokens need five different ids)", mpath, id_names[a], id_names[b], vals[a]);
+    if (field(t, "eos_id") && (get_int(field(t, "eos_id"), 0, tok->vocab_size - 1, &v) ||
+                               (int32_t)v != tok->sep_id))
+        return BAD("%s: tokenizer.eos_id must equal tokenizer.sep_id %" PRId32 " (the separator "
+                   "is the end token)", mpath, tok->sep_id);
+    {
+        const cJSON *hf = field(t, "hf_class");
+        tok->hf_class[0] = '\0';
+        if (hf && (!cJSON_IsString(hf) || strlen(hf->valuestring) >= sizeof tok->hf_class))
+            return BAD("%s: tokenizer.hf_class must be a string of less than %zu bytes", mpath,
+                       sizeof tok->hf_class);
+        if (hf)
+            strcpy(tok->hf_class, hf->valuestring);
+    }
     return 0;
 }
 

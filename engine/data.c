@@ -43,6 +43,14 @@ int zt_mlm_source_create(const zt_token_data *data, int vocab_size, int seq_len,
         zt_token_data_info di;
         zt_token_data_info_get(data, &di);
         s->tok = di.tok;
+        if (di.tok.cls_id < 0 || di.tok.mask_id < 0) {
+            zt_mlm_source_destroy(s);
+            return zt_fail(ZT_E_CONFIG, "%s: the data's vocabulary has no %s (tokenizer %s%s%s): "
+                           "masked-LM training needs [CLS], [SEP] and [MASK]; prepare the data "
+                           "with a BERT tokenizer", zt_token_data_manifest(data),
+                           di.tok.cls_id < 0 ? "[CLS]" : "[MASK]", di.tok.type,
+                           di.tok.hf_class[0] ? ", " : "", di.tok.hf_class);
+        }
         if (di.tok.vocab_size > vocab_size) {
             zt_mlm_source_destroy(s);
             return zt_fail(ZT_E_CONFIG, "%s: the data's vocabulary (%d ids, tokenizer %s) is "

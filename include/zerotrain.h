@@ -198,7 +198,12 @@ typedef struct zt_tokenizer_info {
     char model_file[256];    /* vocab.txt or the .model file, relative to the data folder */
     int vocab_size;
     int lower_case;
+    /* sep_id separates documents and is the end token T5's span corruption appends (a T5
+     * vocabulary's </s>); cls_id and mask_id are -1 for a vocabulary without them (T5's) */
     int32_t pad_id, unk_id, cls_id, sep_id, mask_id;
+    /* the Hugging Face tokenizer class of the folder's tokenizer_config.json ("BertTokenizer",
+     * "DebertaV2Tokenizer", "T5Tokenizer"; "" for none: an older dataset) */
+    char hf_class[64];
 } zt_tokenizer_info;
 
 typedef struct zt_token_writer zt_token_writer;

@@ -119,11 +119,26 @@ fi
 # the unigram baseline train prints: the entropy (nats) of the maskable tokens' frequencies,
 # computed here from the shards' ids (the five special ids excluded, as masking does)
 if [ -f "$T/wp/manifest.json" ]; then
-    "$ZT" train --model bert-tiny --data "$T/wp" --seq-len 8 --steps 1 --threads 1 >"$T/ub.log" 2>&1
+    "$ZT" train --model bert-tiny --data "$T/wp" --seq-len 8 --steps 1 --threads 1 \
+        --save-model "$T/wp-model" --checkpoint-dir "$T/wp-ck" >"$T/ub.log" 2>&1
     ub=$(sed -n 's/^unigram baseline \([0-9.]*\):.*/\1/p' "$T/ub.log")
     if [ -n "$ub" ] && manifest_check "$T/wp" "(lambda ids, lg: abs(-sum(ids.count(i) / len(ids) * lg(ids.count(i) / len(ids)) for i in set(ids)) - $ub) < 1e-4)([i for i in stream if i not in (0, 1, 2, 3, 4)], __import__('math').log)" \
         && grep -q "^step 1/1  loss [0-9.]* (unigram $(printf %.2f "$ub"))" "$T/ub.log"; then ok
     else bad "train's unigram baseline ($ub) is not the corpus' token entropy"; cat "$T/ub.log"; fi
+fi
+# the model folder train saves, and the checkpoint's export, hold the data's tokenizer (the
+# checkpoints keep it in CKPT_DIR/tokenizers/H): they load as --tokenizer with the same ids
+if [ -f "$T/wp/manifest.json" ]; then
+    h=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["data"].split()[-1])' "$T/wp-ck/step-1/trainer.json" 2>/dev/null)
+    if cmp -s "$T/vocab.txt" "$T/wp-model/vocab.txt" && [ -n "$h" ] && [ -f "$T/wp-ck/tokenizers/$h/tokenizer_config.json" ] \
+       && "$PY" -c 'import json,sys; c=json.load(open(sys.argv[1])); assert c["tokenizer_class"] == "BertTokenizer" and c["model_max_length"] == 512 and c["do_lower_case"] is True and c["added_tokens_decoder"]["4"]["content"] == "[MASK]", c' "$T/wp-model/tokenizer_config.json" \
+       && "$ZT" export --checkpoint "$T/wp-ck/step-1" --out "$T/wp-export" | grep -q "(with its tokenizer)" \
+       && [ "$(ls "$T/wp-export" | tr '\n' ' ')" = "config.json model.safetensors special_tokens_map.json tokenizer_config.json vocab.txt " ] \
+       && cmp -s "$T/wp-model/tokenizer_config.json" "$T/wp-export/tokenizer_config.json"; then ok
+    else bad "the tokenizer in --save-model, the checkpoints and the export"; ls -R "$T/wp-model" "$T/wp-ck" "$T/wp-export"; fi
+    if run "MODEL_DIR from train" -- "$ZT" prepare-data --input "$T/corpus" --tokenizer "$T/wp-export" --out "$T/wp-again2" \
+       && cmp -s "$T/wp/shard-00000.zts" "$T/wp-again2/shard-00000.zts"; then ok
+    else bad "the exported model's tokenizer gives other ids"; fi
 fi
 # cased: "Hello" and "Café" and "NAIVE" are unknown; "caf" "##e" does not apply to "Café"
 if run "wordpiece cased" -- "$ZT" prepare-data --input "$T/corpus/a.txt" "$T/corpus/sub/b.txt" \
@@ -155,7 +170,7 @@ for f in range(6):
                 fp.write("\n")
 EOF
 if run "sentencepiece:200" -- "$ZT" prepare-data --input "$T/spm-corpus" --tokenizer sentencepiece:200 --out "$T/spm1"; then
-    if manifest_check "$T/spm1" 'm["tokenizer"] == {"type": "sentencepiece", "model_file": "spm.model", "vocab_size": 200, "lower_case": False, "pad_id": 0, "unk_id": 1, "cls_id": 2, "sep_id": 3, "mask_id": 4} and len(m["sources"]) == 6 and m["totals"]["docs"] == 6 and all(x not in (0, 2, 4) and x < 200 for x in stream)'; then ok
+    if manifest_check "$T/spm1" 'm["tokenizer"] == {"type": "sentencepiece", "model_file": "spm.model", "vocab_size": 200, "lower_case": False, "pad_id": 0, "unk_id": 1, "cls_id": 2, "sep_id": 3, "mask_id": 4, "eos_id": 3, "hf_class": "DebertaV2Tokenizer"} and len(m["sources"]) == 6 and m["totals"]["docs"] == 6 and all(x not in (0, 2, 4) and x < 200 for x in stream)'; then ok
     else bad "sentencepiece manifest"; fi
     if [ -s "$T/spm1/spm.model" ] && [ "$(wc -l <"$T/spm1/spm.vocab")" -eq 200 ] && \
        [ "$(head -5 "$T/spm1/spm.vocab" | cut -f1 | tr '\n' ' ')" = "[PAD] [UNK] [CLS] [SEP] [MASK] " ]; then ok
@@ -184,6 +199,47 @@ if run "sentencepiece:200" -- "$ZT" prepare-data --input "$T/spm-corpus" --token
         else bad "bpe manifest"; fi
     fi
 fi
+# ---- T5: sentencepiece:N --model-type t5 (exactly N pieces, <pad> 0 </s> 1 <unk> 2), its model
+# as spm:MODEL and the dataset as a model folder (MODEL_DIR) ------------------------------------
+if [ -d "$T/spm-corpus" ] && run "sentencepiece t5" -- "$ZT" prepare-data --input "$T/spm-corpus" --tokenizer sentencepiece:200 --model-type t5 --out "$T/t5a"; then
+    if manifest_check "$T/t5a" 'm["tokenizer"] == {"type": "sentencepiece", "model_file": "spiece.model", "vocab_size": 200, "lower_case": False, "pad_id": 0, "unk_id": 2, "cls_id": None, "sep_id": 1, "mask_id": None, "eos_id": 1, "hf_class": "T5Tokenizer"} and all(x != 0 and x < 200 for x in stream)'; then ok
+    else bad "sentencepiece t5 manifest"; fi
+    if [ "$(wc -l <"$T/t5a/spm.vocab")" -eq 200 ] && [ "$(head -3 "$T/t5a/spm.vocab" | cut -f1 | tr '\n' ' ')" = "<pad> </s> <unk> " ] \
+       && [ "$(ls "$T/t5a" | tr '\n' ' ')" = "added_tokens.json manifest.json shard-00000.zts special_tokens_map.json spiece.model spm.vocab tokenizer_config.json " ]; then ok
+    else bad "t5 dataset files: $(ls "$T/t5a" | tr '\n' ' ')"; fi
+    if command -v spm_encode >/dev/null; then
+        for f in "$T"/spm-corpus/doc*.rst; do spm_encode --model "$T/t5a/spiece.model" --output_format=id "$f"; echo 1; done \
+            | tr -s ' \n' '\n\n' | grep -v '^$' >"$T/t5-expected"
+        if manifest_check "$T/t5a" "stream == [int(x) for x in open('$T/t5-expected').read().split()]"; then ok
+        else bad "t5 ids differ from spm_encode"; fi
+    fi
+    if run "spm:MODEL t5" -- "$ZT" prepare-data --input "$T/spm-corpus" --tokenizer "spm:$T/t5a/spiece.model" --out "$T/t5b" \
+       && cmp -s "$T/t5a/shard-00000.zts" "$T/t5b/shard-00000.zts" && cmp -s "$T/t5a/tokenizer_config.json" "$T/t5b/tokenizer_config.json"; then ok
+    else bad "a T5 SentencePiece model as spm:MODEL"; fi
+    if run "MODEL_DIR t5" -- "$ZT" prepare-data --input "$T/spm-corpus" --tokenizer "$T/t5a" --model-type t5 --out "$T/t5c" \
+       && cmp -s "$T/t5a/shard-00000.zts" "$T/t5c/shard-00000.zts" && cmp -s "$T/t5a/manifest.json" "$T/t5c/manifest.json"; then ok
+    else bad "a T5 model folder as --tokenizer"; fi
+    expect_error "t5 model as bert" 1 "the SentencePiece model has no [CLS]" "$T/out10" -- \
+        "$ZT" prepare-data --input "$T/spm-corpus" --tokenizer "spm:$T/t5a/spiece.model" --model-type bert --out "$T/out10"
+    expect_error "t5 folder as bert" 1 "the tokenizer is t5's (T5Tokenizer), not bert's" "$T/out10" -- \
+        "$ZT" prepare-data --input "$T/spm-corpus" --tokenizer "$T/t5a" --model-type bert --out "$T/out10"
+    expect_error "t5 folder lower-cased" 1 "the tokenizer does not lower-case" "$T/out10" -- \
+        "$ZT" prepare-data --input "$T/spm-corpus" --tokenizer "$T/t5a" --lower-case --out "$T/out10"
+fi
+expect_error "wordpiece for t5" 1 "WordPiece is BERT's tokenizer, not T5's" "$T/out10" -- \
+    "$ZT" prepare-data --input "$T/corpus" --tokenizer "wordpiece:$T/vocab.txt" --model-type t5 --out "$T/out10"
+expect_error "bad model type" 2 "--model-type 'gpt' is neither bert nor t5" "$T/out10" -- \
+    "$ZT" prepare-data --input "$T/corpus" --tokenizer "wordpiece:$T/vocab.txt" --model-type gpt --out "$T/out10"
+# a BERT model folder (the wordpiece dataset holds vocab.txt and tokenizer_config.json): the
+# same stream as wordpiece:VOCAB
+if [ -f "$T/wp/tokenizer_config.json" ] && run "MODEL_DIR bert" -- "$ZT" prepare-data --input "$T/corpus" --tokenizer "$T/wp" --out "$T/wp-dir"; then
+    if cmp -s "$T/wp/shard-00000.zts" "$T/wp-dir/shard-00000.zts" && manifest_check "$T/wp-dir" 'm["tokenizer"]["hf_class"] == "BertTokenizer" and m["tokenizer"]["lower_case"] is True'; then ok
+    else bad "a BERT model folder as --tokenizer"; fi
+fi
+mkdir -p "$T/notok"; : >"$T/notok/config.json"
+expect_error "folder without a tokenizer" 1 "$T/notok: no tokenizer (looked for tokenizer_config.json, vocab.txt, spiece.model and spm.model)" "$T/out10" -- \
+    "$ZT" prepare-data --input "$T/corpus" --tokenizer "$T/notok" --out "$T/out10"
+
 # determinism of wordpiece too
 if run "wordpiece again" -- "$ZT" prepare-data --input "$T/corpus" --tokenizer "wordpiece:$T/vocab.txt" --out "$T/wp-again"; then
     if cmp -s "$T/wp/manifest.json" "$T/wp-again/manifest.json" && cmp -s "$T/wp/shard-00000.zts" "$T/wp-again/shard-00000.zts"; then ok
@@ -202,7 +258,7 @@ expect_error "spec without argument" 2 "unknown tokenizer 'wordpiece'" "$T/out2"
     "$ZT" prepare-data --input "$T/corpus" --tokenizer wordpiece --out "$T/out2"
 expect_error "bad piece count" 2 "the number of SentencePiece pieces" "$T/out2" -- \
     "$ZT" prepare-data --input "$T/corpus" --tokenizer sentencepiece:lots --out "$T/out2"
-expect_error "vocab without [MASK]" 1 "no [MASK] token" "$T/out3" -- \
+expect_error "vocab without [MASK]" 1 "has no token [MASK] (the mask_token of BertTokenizer)" "$T/out3" -- \
     "$ZT" prepare-data --input "$T/corpus" --tokenizer "wordpiece:$T/nomask.txt" --out "$T/out3"
 expect_error "missing vocab" 1 "$T/novocab.txt: cannot open: No such file or directory" "$T/out3" -- \
     "$ZT" prepare-data --input "$T/corpus" --tokenizer "wordpiece:$T/novocab.txt" --out "$T/out3"
@@ -260,7 +316,7 @@ expect_kept "no text over a dataset" 1 "no text" "$T/keep" -- \
     "$ZT" prepare-data --input "$T/corpus/c-empty.txt" "${WP[@]}" --out "$T/keep"
 expect_kept "read error over a dataset" 1 "Input/output error" "$T/keep" -- \
     "$ZT" prepare-data --input "$T/corpus/a.txt" /proc/self/mem "${WP[@]}" --out "$T/keep" --shard-tokens 2
-expect_kept "bad vocabulary over a dataset" 1 "no [MASK] token" "$T/keep" -- \
+expect_kept "bad vocabulary over a dataset" 1 "has no token [MASK] (the mask_token of BertTokenizer)" "$T/keep" -- \
     "$ZT" prepare-data --input "$T/corpus/a.txt" --tokenizer "wordpiece:$T/nomask.txt" --out "$T/keep"
 expect_kept "FIFO input over a dataset" 1 "not a regular file (a FIFO)" "$T/keep" -- \
     timeout 10 "$ZT" prepare-data --input "$T/corpus/a.txt" "$T/fifo" "${WP[@]}" --out "$T/keep"
@@ -389,7 +445,7 @@ expect_error "wordpiece:FIFO" 1 "$T/fifo: not a regular file (a FIFO)" "$T/outf3
 expect_error "spm:FIFO" 1 "$T/fifo: not a regular file (a FIFO)" "$T/outf4" -- \
     timeout 10 "$ZT" prepare-data --input "$T/corpus" --tokenizer "spm:$T/fifo" --out "$T/outf4"
 # nothing was created for the errors caught before writing
-for d in out1 out2 out3 out4 out5 out6 out7 out8 outf1 outf2 outf3 outf4; do
+for d in out1 out2 out3 out4 out5 out6 out7 out8 out10 outf1 outf2 outf3 outf4; do
     if [ -e "$T/$d" ]; then bad "$d was created by a failing run"; else ok; fi
 done
 

@@ -580,6 +580,9 @@ static void test_manifest_errors(void **state)
         {"tokenizer", "mask_id", "3", M, "tokenizer.sep_id and tokenizer.mask_id are both 3"},
         {"tokenizer", "pad_id", "1", M, "tokenizer.pad_id and tokenizer.unk_id are both 1"},
         {"tokenizer", "cls_id", "4", M, "tokenizer.cls_id and tokenizer.mask_id are both 4"},
+        {"tokenizer", "pad_id", "null", M, "tokenizer.pad_id is not a number"},
+        {"tokenizer", "eos_id", "2", M, "tokenizer.eos_id must equal tokenizer.sep_id 3"},
+        {"tokenizer", "hf_class", "7", M, "tokenizer.hf_class must be a string"},
         {"tokenizer", "vocab_size", "70000", S0, "vocab_size"},
         {"tokenizer", "lower_case", "1", M, "lower_case"},
         {"tokenizer", "type", "\"\"", M, "type"},
@@ -599,7 +602,12 @@ static void test_manifest_errors(void **state)
                        ? cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(m, "shards"), 0)
                        : cJSON_GetObjectItemCaseSensitive(m, cases[i].obj);
         assert_non_null(o);
-        cJSON_ReplaceItemInObjectCaseSensitive(o, cases[i].key, cJSON_Parse(cases[i].json));
+        if (cJSON_GetObjectItemCaseSensitive(o, cases[i].key)) /* (hf_class may be absent) */
+            cJSON_ReplaceItemInObjectCaseSensitive(o, cases[i].key, cJSON_Parse(cases[i].json));
+        else
+            cJSON_AddItemToObject(o, cases[i].key, cJSON_Parse(cases[i].json));
+        if (!strcmp(cases[i].key, "sep_id")) /* the end token is the separator */
+            cJSON_ReplaceItemInObjectCaseSensitive(o, "eos_id", cJSON_Parse(cases[i].json));
         save_manifest(dir, m);
         cJSON_Delete(m);
         expect_open(dir, 0, ZT_E_FORMAT, cases[i].file, cases[i].what);

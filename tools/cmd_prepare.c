@@ -1,10 +1,12 @@
 /* cmd_prepare.c - `zerotrain prepare-data`: text files -> token shards + manifest.json
- * (docs/data-format.md) with a WordPiece vocab.txt, a SentencePiece model it trains, or one
- * it is given. One document per input file. It does not clean markup or deduplicate text. */
+ * (docs/data-format.md) with a WordPiece vocab.txt, a SentencePiece model it trains or one
+ * it is given, or a Hugging Face model folder's tokenizer (tokenizer.h); the dataset keeps the
+ * tokenizer's files as save_pretrained writes them. One document per input file. It does not
+ * clean markup or deduplicate text. */
 #include "cli.h"
 #include "outdir.h"
 #include "spm.h"
-#include "wordpiece.h"
+#include "tokenizer.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -16,13 +18,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-enum { TOK_WORDPIECE, TOK_SPM_TRAIN, TOK_SPM_MODEL };
+enum { TOK_WORDPIECE, TOK_SPM_TRAIN, TOK_SPM_MODEL, TOK_FOLDER };
 
 typedef struct paths { char **v; size_t n, cap; } paths;
 
 typedef struct prep {
     int kind;
-    const char *spec_arg;        /* VOCAB_TXT, N or MODEL */
+    const char *spec_arg;        /* VOCAB_TXT, N, MODEL or MODEL_DIR */
+    int family;                  /* --model-type: TOK_BERT, TOK_T5, TOK_ANY (not given) */
     const char *spm_type;        /* "unigram" or "bpe" */
     long spm_pieces;
     const char *out;
@@ -30,8 +33,7 @@ typedef struct prep {
     int lower;                   /* -1 = the tokenizer's default */
     uint64_t shard_tokens;
     paths files;
-    wp_tokenizer *wp;
-    spm_model *spm;
+    tok_tokenizer *tk;
     char *model_bytes;           /* SentencePiece model (trained or read) */
     size_t model_len;
     char *vocab_text;            /* spm.vocab of a trained model */
@@ -168,7 +170,9 @@ static int write_output(prep *p, const char *name, const void *data, size_t len)
  * its atomic writes, left by a killed run): a folder holding anything else is not replaced. */
 static int ours(const char *name)
 {
-    static const char *const fixed[] = {"manifest.json", "vocab.txt", "spm.model", "spm.vocab"};
+    static const char *const fixed[] = {"manifest.json", "vocab.txt", "spm.model", "spm.vocab",
+                                        "spiece.model", "tokenizer_config.json",
+                                        "special_tokens_map.json", "added_tokens.json"};
     /* zt_file_write_atomic's temporary file: "X.tmp." and six random characters; judge X */
     static const char mark[] = ".tmp.";
     const size_t tail = sizeof mark - 1 + 6;
@@ -314,6 +318,12 @@ static int parse_spec(prep *p, const char *spec)
 {
     const char *colon = strchr(spec, ':');
     size_t k = colon ? (size_t)(colon - spec) : 0;
+    struct stat sb;
+    if (stat(spec, &sb) == 0 && S_ISDIR(sb.st_mode)) { /* a model folder */
+        p->kind = TOK_FOLDER;
+        p->spec_arg = spec;
+        return 0;
+    }
     if (!colon || !colon[1])
         return -1;
     p->spec_arg = colon + 1;
@@ -343,114 +353,61 @@ static int parse_spec(prep *p, const char *spec)
     return 0;
 }
 
-static void set_tok(prep *p, const char *type, const char *model_file, int vocab,
-                    const int32_t ids[5])
-{
-    memset(&p->tok, 0, sizeof p->tok);
-    snprintf(p->tok.type, sizeof p->tok.type, "%s", type);
-    snprintf(p->tok.model_file, sizeof p->tok.model_file, "%s", model_file);
-    p->tok.vocab_size = vocab;
-    p->tok.lower_case = p->lower;
-    p->tok.pad_id = ids[0];
-    p->tok.unk_id = ids[1];
-    p->tok.cls_id = ids[2];
-    p->tok.sep_id = ids[3];
-    p->tok.mask_id = ids[4];
-}
+static const char *family_name(int f) { return f == TOK_T5 ? "t5" : "bert"; }
 
-/* [PAD] [UNK] [CLS] [SEP] [MASK] of an existing SentencePiece model: by piece, else the
- * model's pad/unk/bos/eos. */
-static int spm_specials(prep *p, int32_t ids[5])
+/* The tokenizer's family against --model-type, its lower-casing against --lower-case */
+static int check_tokenizer(prep *p)
 {
-    static const char *const alt[5][2] = {{"[PAD]", "<pad>"}, {"[UNK]", "<unk>"},
-                                          {"[CLS]", "<cls>"}, {"[SEP]", "<sep>"},
-                                          {"[MASK]", "<mask>"}};
-    static const int meta[5] = {SPM_PAD, SPM_UNK, SPM_BOS, SPM_EOS, -1};
-    static const char *const meta_name[5] = {"pad", "unk", "bos", "eos", ""};
-    for (int k = 0; k < 5; k++) {
-        ids[k] = spm_piece_id(p->spm, alt[k][0]);
-        if (ids[k] < 0)
-            ids[k] = spm_piece_id(p->spm, alt[k][1]);
-        if (ids[k] < 0 && meta[k] >= 0)
-            ids[k] = spm_meta_id(p->spm, meta[k]);
-        if (ids[k] < 0) {
-            snprintf(p->err, sizeof p->err, "%s: the SentencePiece model has no %s (looked for "
-                     "the pieces %s and %s%s%s)", p->spec_arg, alt[k][0], alt[k][0], alt[k][1],
-                     meta[k] >= 0 ? " and its " : "", meta[k] >= 0 ? meta_name[k] : "");
-            return -1;
-        }
-        for (int j = 0; j < k; j++)
-            if (ids[j] == ids[k]) {
-                snprintf(p->err, sizeof p->err, "%s: %s and %s are the same piece (id %d)",
-                         p->spec_arg, alt[j][0], alt[k][0], ids[k]);
-                return -1;
-            }
+    int lc = tok_lower_case(p->tk);
+    if (p->family != TOK_ANY && tok_family(p->tk) != p->family) {
+        snprintf(p->err, sizeof p->err, "%s: the tokenizer is %s's (%s), not %s's as "
+                 "--model-type says", p->spec_arg, family_name(tok_family(p->tk)),
+                 tok_hf_class(p->tk), family_name(p->family));
+        return -1;
     }
+    if (p->lower >= 0 && p->lower != lc) {
+        snprintf(p->err, sizeof p->err, "%s: the tokenizer %s lower-case; drop "
+                 "--%slower-case (it cannot be changed for an existing tokenizer)", p->spec_arg,
+                 lc ? "does" : "does not", p->lower ? "" : "no-");
+        return -1;
+    }
+    p->lower = lc;
+    tok_manifest_info(p->tk, &p->tok);
     return 0;
 }
 
-/* Whether the model's normaliser lower-cases: upper- and lower-case text encode alike. */
-static int spm_lowercases(prep *p)
-{
-    static const char up[] = "THE QUICK BROWN FOX", lo[] = "the quick brown fox";
-    int32_t *a = NULL, *b = NULL;
-    size_t na = 0, ca = 0, nb = 0, cb = 0;
-    int same = 0;
-    if (spm_encode(p->spm, up, strlen(up), &a, &na, &ca, p->err, sizeof p->err) == 0 &&
-        spm_encode(p->spm, lo, strlen(lo), &b, &nb, &cb, p->err, sizeof p->err) == 0) {
-        same = na == nb && memcmp(a, b, na * sizeof *a) == 0;
-        for (size_t i = 0; same && i < na; i++)
-            if (a[i] == spm_meta_id(p->spm, SPM_UNK))
-                same = 0;
-    }
-    free(a);
-    free(b);
-    return same;
-}
-
-/* Loads what can be loaded before anything is written: the vocab or the given model. */
+/* Loads what can be loaded before anything is written: the vocab, the given model or the
+ * model folder's tokenizer. */
 static int load_tokenizer(prep *p)
 {
     if (p->kind == TOK_WORDPIECE) {
-        int32_t ids[5];
+        if (p->family == TOK_T5) {
+            snprintf(p->err, sizeof p->err, "wordpiece:%s: WordPiece is BERT's tokenizer, not "
+                     "T5's (T5 takes a SentencePiece model)", p->spec_arg);
+            return -1;
+        }
         if (p->lower < 0)
             p->lower = 1; /* HF BertTokenizer's default, do_lower_case=True */
-        if (wp_load(p->spec_arg, p->lower, &p->wp, p->err, sizeof p->err) < 0)
+        if (tok_load_wordpiece(p->spec_arg, p->lower, &p->tk, p->err, sizeof p->err) < 0)
             return -1;
-        wp_special_ids(p->wp, ids);
-        set_tok(p, "wordpiece", "vocab.txt", wp_vocab_size(p->wp), ids);
-    } else if (p->kind == TOK_SPM_MODEL) {
-        int32_t ids[5];
+        return check_tokenizer(p);
+    }
+    if (p->kind == TOK_SPM_MODEL) {
         long len = read_file(p, p->spec_arg);
-        int lc;
         if (len < 0)
             return -1;
-        if (!(p->model_bytes = malloc((size_t)len + 1))) {
-            snprintf(p->err, sizeof p->err, "out of memory");
+        if (tok_load_spm(p->spec_arg, p->buf, (size_t)len, p->family, &p->tk, p->err,
+                         sizeof p->err) < 0)
             return -1;
-        }
-        memcpy(p->model_bytes, p->buf, (size_t)len);
-        p->model_len = (size_t)len;
-        if (spm_load(p->model_bytes, p->model_len, &p->spm, p->err, sizeof p->err) < 0) {
-            char tmp[sizeof p->err];
-            snprintf(tmp, sizeof tmp, "%s: %s", p->spec_arg, p->err);
-            memcpy(p->err, tmp, sizeof tmp);
-            return -1;
-        }
-        if (spm_specials(p, ids) < 0)
-            return -1;
-        lc = spm_lowercases(p);
-        if (p->lower >= 0 && p->lower != lc) {
-            snprintf(p->err, sizeof p->err, "%s: the model's normaliser %s lower-case; drop "
-                     "--%slower-case (it cannot be changed for an existing model)", p->spec_arg,
-                     lc ? "does" : "does not", p->lower ? "" : "no-");
-            return -1;
-        }
-        p->lower = lc;
-        set_tok(p, "sentencepiece", "spm.model", spm_piece_count(p->spm), ids);
-    } else if (p->lower < 0) {
-        p->lower = 0; /* a new model keeps case unless asked */
+        return check_tokenizer(p);
     }
+    if (p->kind == TOK_FOLDER) {
+        if (tok_load_folder(p->spec_arg, &p->tk, p->err, sizeof p->err) < 0)
+            return -1;
+        return check_tokenizer(p);
+    }
+    if (p->lower < 0)
+        p->lower = 0; /* a new model keeps case unless asked */
     return 0;
 }
 
@@ -504,41 +461,58 @@ static int train_spm(prep *p)
     int32_t ids[5];
     size_t cap = 0;
     int rc;
+    const int t5 = p->family == TOK_T5;
+    static const char *const bert_names[5] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"},
+                             *const t5_names[3] = {"<pad>", "</s>", "<unk>"};
+    spm_model *spm = NULL;
 
     p->t0 = now();
-    rc = spm_train(p->spm_type, (int)p->spm_pieces, p->lower, next_line, &it, &p->model_bytes,
+    rc = spm_train(p->spm_type, (int)p->spm_pieces, p->lower,
+                   t5 ? SPM_LAYOUT_T5 : SPM_LAYOUT_BERT, next_line, &it, &p->model_bytes,
                    &p->model_len, p->err, sizeof p->err);
     progress_done(p);
     p->files_done = 0;
     p->bytes_done = 0;
-    if (rc < 0 || spm_load(p->model_bytes, p->model_len, &p->spm, p->err, sizeof p->err) < 0)
+    if (rc < 0 || spm_load(p->model_bytes, p->model_len, &spm, p->err, sizeof p->err) < 0)
         return -1;
-    /* the layout spm_train was asked for; check it rather than assume it */
-    for (int k = 0; k < 5; k++) {
-        static const char *const names[5] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
-        if ((ids[k] = spm_piece_id(p->spm, names[k])) != k) {
-            snprintf(p->err, sizeof p->err, "SentencePiece put %s at id %d, not %d", names[k],
+    /* the layout spm_train was asked for, and exactly N pieces; check rather than assume */
+    for (int k = 0; k < (t5 ? 3 : 5); k++) {
+        const char *name = t5 ? t5_names[k] : bert_names[k];
+        if ((ids[k] = spm_piece_id(spm, name)) != k) {
+            snprintf(p->err, sizeof p->err, "SentencePiece put %s at id %d, not %d", name,
                      ids[k], k);
-            return -1;
+            goto fail;
         }
     }
-    set_tok(p, "sentencepiece", "spm.model", spm_piece_count(p->spm), ids);
+    if (spm_piece_count(spm) != p->spm_pieces) {
+        snprintf(p->err, sizeof p->err, "SentencePiece made %d pieces, not %ld",
+                 spm_piece_count(spm), p->spm_pieces);
+        goto fail;
+    }
+    if (tok_load_spm("the trained model", p->model_bytes, p->model_len,
+                     t5 ? TOK_T5 : TOK_BERT, &p->tk, p->err, sizeof p->err) < 0)
+        goto fail;
+    tok_manifest_info(p->tk, &p->tok);
     /* spm.vocab: "piece<TAB>score" per line, as spm_train writes it */
-    for (int32_t i = 0; i < spm_piece_count(p->spm); i++) {
-        const char *piece = spm_piece(p->spm, i);
+    for (int32_t i = 0; i < spm_piece_count(spm); i++) {
+        const char *piece = spm_piece(spm, i);
         size_t need = p->vocab_len + strlen(piece) + 40;
         if (need > cap) {
             char *g = realloc(p->vocab_text, cap = 2 * need);
             if (!g) {
                 snprintf(p->err, sizeof p->err, "out of memory");
-                return -1;
+                goto fail;
             }
             p->vocab_text = g;
         }
         p->vocab_len += (size_t)snprintf(p->vocab_text + p->vocab_len, cap - p->vocab_len,
-                                         "%s\t%g\n", piece, (double)spm_score(p->spm, i));
+                                         "%s\t%g\n", piece, (double)spm_score(spm, i));
     }
+    spm_free(spm);
     return 0;
+fail:
+    spm_free(spm);
+    return -1;
 }
 
 /* ---- tokenizing ----------------------------------------------------------------------- */
@@ -546,13 +520,11 @@ static int train_spm(prep *p)
 static int encode_text(prep *p, const char *text, size_t len, int32_t **ids, size_t *n,
                        size_t *cap)
 {
-    if (p->wp) {
-        if (wp_encode(p->wp, text, len, ids, n, cap) < 0) {
-            snprintf(p->err, sizeof p->err, "out of memory");
-            return -1;
-        }
-        return 0;
-    }
+    /* special tokens written in the text stay text: a corpus that mentions "[SEP]" or
+     * "</s>" does not get separators inside its documents */
+    if (!strcmp(p->tok.type, "wordpiece"))
+        return tok_text_ids(p->tk, text, len, TOK_SPLIT_SPECIAL, ids, n, cap, p->err,
+                            sizeof p->err);
     /* SentencePiece: line by line, as it was trained */
     for (size_t pos = 0; pos < len;) {
         const char *s = text + pos, *nl = memchr(s, '\n', len - pos);
@@ -560,7 +532,7 @@ static int encode_text(prep *p, const char *text, size_t len, int32_t **ids, siz
         pos += m + 1;
         if (m && s[m - 1] == '\r') /* as for training: CRLF text encodes like LF text */
             m--;
-        if (spm_encode(p->spm, s, m, ids, n, cap, p->err, sizeof p->err) < 0)
+        if (tok_text_ids(p->tk, s, m, TOK_SPLIT_SPECIAL, ids, n, cap, p->err, sizeof p->err) < 0)
             return -1;
     }
     return 0;
@@ -616,7 +588,7 @@ static void input_names(char *out, size_t size, char *const *inputs, int n)
 static int usage_error(const char *msg)
 {
     die("%s (usage: zerotrain prepare-data --input PATH... --tokenizer SPEC --out DIR "
-        "[--lower-case|--no-lower-case] [--shard-tokens N])", msg);
+        "[--model-type bert|t5] [--lower-case|--no-lower-case] [--shard-tokens N])", msg);
     return 2;
 }
 
@@ -630,6 +602,7 @@ int cmd_prepare_data(int argc, char **argv)
 
     memset(&p, 0, sizeof p);
     p.lower = -1;
+    p.family = TOK_ANY;
     if (!(inputs = calloc((size_t)argc + 1, sizeof *inputs)))
         return die("out of memory");
     for (int i = 0; i < argc; i++) {
@@ -643,7 +616,7 @@ int cmd_prepare_data(int argc, char **argv)
                 goto out;
             }
         } else if (!strcmp(a, "--tokenizer") || !strcmp(a, "--out") ||
-                   !strcmp(a, "--shard-tokens")) {
+                   !strcmp(a, "--shard-tokens") || !strcmp(a, "--model-type")) {
             if (i + 1 >= argc) {
                 char msg[64];
                 snprintf(msg, sizeof msg, "option %s needs a value", a);
@@ -652,6 +625,15 @@ int cmd_prepare_data(int argc, char **argv)
             }
             if (!strcmp(a, "--tokenizer")) {
                 spec = argv[++i];
+            } else if (!strcmp(a, "--model-type")) {
+                const char *m = argv[++i];
+                if (strcmp(m, "bert") && strcmp(m, "t5")) {
+                    char msg[300];
+                    snprintf(msg, sizeof msg, "--model-type '%.200s' is neither bert nor t5", m);
+                    rc = usage_error(msg);
+                    goto out;
+                }
+                p.family = m[0] == 't' ? TOK_T5 : TOK_BERT;
             } else if (!strcmp(a, "--out")) {
                 p.out = argv[++i];
             } else {
@@ -680,7 +662,7 @@ int cmd_prepare_data(int argc, char **argv)
         break;
     case -1:
         die("unknown tokenizer '%s' (expected wordpiece:VOCAB_TXT, sentencepiece:N"
-            "[:unigram|:bpe] or spm:MODEL)", spec);
+            "[:unigram|:bpe], spm:MODEL or a Hugging Face model folder)", spec);
         rc = 2;
         goto out;
     default:
@@ -713,19 +695,12 @@ int cmd_prepare_data(int argc, char **argv)
         die("%s", zt_last_error());
         goto out;
     }
-    if (p.kind == TOK_SPM_TRAIN) {
-        if (write_output(&p, "spm.model", p.model_bytes, p.model_len) < 0 ||
-            write_output(&p, "spm.vocab", p.vocab_text, p.vocab_len) < 0) {
-            die("%s", p.err);
-            goto out;
-        }
-    } else {
-        long len = p.kind == TOK_WORDPIECE ? read_file(&p, p.spec_arg) : (long)p.model_len;
-        const char *data = p.kind == TOK_WORDPIECE ? p.buf : p.model_bytes;
-        if (len < 0 || write_output(&p, p.tok.model_file, data, (size_t)len) < 0) {
-            die("%s", p.err);
-            goto out;
-        }
+    /* the tokenizer's files, as save_pretrained writes them (and spm_train's spm.vocab) */
+    if (tok_save(p.tk, p.stage, 0, p.err, sizeof p.err) < 0 ||
+        (p.kind == TOK_SPM_TRAIN &&
+         write_output(&p, "spm.vocab", p.vocab_text, p.vocab_len) < 0)) {
+        die("%s", p.err);
+        goto out;
     }
     if (tokenize_all(&p) < 0) {
         die("%s", p.err);
@@ -751,16 +726,15 @@ int cmd_prepare_data(int argc, char **argv)
         const uint64_t per = p.shard_tokens ? p.shard_tokens : 64ull << 20, /* the default */
             shards = (p.tokens + per - 1) / per;
         printf("prepare-data: %" PRIu64 " documents, %" PRIu64 " tokens, %" PRIu64 " shard%s, "
-               "%.1f s -> %s (%s, vocab %d%s)\n", p.docs, p.tokens, shards,
+               "%.1f s -> %s (%s, vocab %d%s, %s)\n", p.docs, p.tokens, shards,
                shards == 1 ? "" : "s", now() - t_start, p.out, p.tok.type, p.tok.vocab_size,
-               p.tok.lower_case ? ", lower-cased" : "");
+               p.tok.lower_case ? ", lower-cased" : "", p.tok.hf_class);
     }
     rc = 0;
 out:
     zt_token_writer_destroy(p.w);
     outdir_close(p.dir); /* uncommitted: removes the staging folder and the parents it made */
-    wp_free(p.wp);
-    spm_free(p.spm);
+    tok_free(p.tk);
     free(p.model_bytes);
     free(p.vocab_text);
     free(p.buf);

@@ -9,6 +9,7 @@
 #include "clstok.h"
 #include "cli.h"
 #include "outputs.h"
+#include "tokenizer.h"
 #include "train_stats.h"
 #include "wordpiece.h"
 
@@ -72,6 +73,39 @@ static int model_is_t5(const char *model)
         free(text);
     }
     return t5;
+}
+
+/* The end token span corruption appends (the data's separator: T5's </s>, or [SEP]) and its
+ * padding must be the eos_token_id and pad_token_id the model's config names (a preset's:
+ * 1 and 0), or the exported model would stop at another token than it learnt to emit; 0, or
+ * 1 after printing why not. */
+static int t5_tokens_match(const char *model, const zt_token_data *data, const char *data_dir)
+{
+    char path[4096], *text;
+    struct stat sb;
+    zt_token_data_info di;
+    int eos = 1, pad = 0;
+    zt_token_data_info_get(data, &di);
+    if (stat(model, &sb) == 0) {
+        snprintf(path, sizeof path, S_ISDIR(sb.st_mode) ? "%s/config.json" : "%s", model);
+        if ((text = read_text(path))) {
+            cJSON *o = cJSON_Parse(text);
+            const cJSON *e = cJSON_GetObjectItemCaseSensitive(o, "eos_token_id"),
+                        *p = cJSON_GetObjectItemCaseSensitive(o, "pad_token_id");
+            eos = cJSON_IsNumber(e) ? (int)e->valuedouble : eos;
+            pad = cJSON_IsNumber(p) ? (int)p->valuedouble : pad;
+            cJSON_Delete(o);
+            free(text);
+        }
+    }
+    if (di.tok.sep_id == eos && di.tok.pad_id == pad)
+        return 0;
+    return die("%s/manifest.json: the data's end token is id %d and its padding %d, but %s's eos_token_id is %d "
+               "and pad_token_id %d: T5 would learn to end with another token than its config "
+               "names. Prepare the data for T5 (prepare-data --model-type t5: <pad> 0, </s> 1, "
+               "<unk> 2), or give a config.json with eos_token_id %d and pad_token_id %d",
+               data_dir, di.tok.sep_id, di.tok.pad_id, model, eos, pad,
+               di.tok.sep_id, di.tok.pad_id);
 }
 
 /* Where samples come from: masked LM (BERT), span corruption (T5) or a labelled file
@@ -886,6 +920,8 @@ static int build_config(train_ctx *c)
     } else if (!is_t5) {
         cfg->head = ZT_HEAD_MLM;
     }
+    if (is_t5 && c->data && t5_tokens_match(c->a.model, c->data, c->data_dir))
+        return 1;
     if (c->data) {
         zt_token_data_info di;
         zt_token_data_info_get(c->data, &di);
@@ -1313,6 +1349,15 @@ static int save_checkpoint(train_ctx *c)
     if (zt_checkpoint_save(c->e, c->a.ckpt_dir, &c->st, c->cfg_text, (int)c->keep) < 0)
         return die("%s", zt_engine_last_error(c->e));
     ckptdir_saved(c->cd, c->e);
+    if (c->rank == 0 && c->data_dir) { /* the data's tokenizer, for export (once per dataset) */
+        char id[128], msg[1024];
+        data_identity(c->data_dir, c->synth_seed, id, sizeof id);
+        if (tok_store_for_checkpoints(c->data_dir, id, c->a.ckpt_dir,
+                                      c->mi.max_positions > 0 ? c->mi.max_positions : 512, msg,
+                                      sizeof msg) < 0)
+            fprintf(stderr, "zerotrain: warning: the checkpoints have no tokenizer (export "
+                            "writes the model without one): %s\n", msg);
+    }
     return 0;
 }
 
@@ -1489,8 +1534,16 @@ static int finish(train_ctx *c)
     if (a->summary && write_summary(c))
         return 1;
     if (a->save) { /* collective: every rank takes part, rank 0 writes */
+        char msg[1024];
         if (zt_engine_save_model(c->e, a->save) < 0)
             return die("%s", zt_engine_last_error(c->e));
+        /* with the tokenizer of the data it was trained on, so that the folder loads in
+         * AutoTokenizer as well as in AutoModel */
+        if (c->rank == 0 && c->data_dir &&
+            tok_save_data_tokenizer(c->data_dir, a->save,
+                                    c->mi.max_positions > 0 ? c->mi.max_positions : 512, msg,
+                                    sizeof msg) < 0)
+            return die("%s: the model is saved, its tokenizer not: %s", a->save, msg);
         if (c->rank == 0)
             fprintf(stderr, "saved the model to %s\n", a->save);
     }

@@ -75,16 +75,20 @@ class CallbackIterator : public sentencepiece::SentenceIterator {
 
 }  // namespace
 
-extern "C" int spm_train(const char *model_type, int vocab_size, int lower_case,
+extern "C" int spm_train(const char *model_type, int vocab_size, int lower_case, int layout,
                          spm_next_line next, void *user, char **model, size_t *model_len,
                          char *err, size_t errlen)
 {
     try {
+        // vocab_size counts every piece, the special ones too (hard_vocab_limit: exactly)
         std::string args = std::string("--model_type=") + model_type +
                            " --vocab_size=" + std::to_string(vocab_size) +
-                           " --pad_id=0 --unk_id=1 --bos_id=-1 --eos_id=-1"
-                           " --pad_piece=[PAD] --unk_piece=[UNK]"
-                           " --control_symbols=[CLS],[SEP],[MASK]"
+                           (layout == SPM_LAYOUT_T5
+                                ? " --pad_id=0 --eos_id=1 --unk_id=2 --bos_id=-1"
+                                  " --pad_piece=<pad> --eos_piece=</s> --unk_piece=<unk>"
+                                : " --pad_id=0 --unk_id=1 --bos_id=-1 --eos_id=-1"
+                                  " --pad_piece=[PAD] --unk_piece=[UNK]"
+                                  " --control_symbols=[CLS],[SEP],[MASK]") +
                            " --normalization_rule_name=" +
                            (lower_case ? "nmt_nfkc_cf" : "nmt_nfkc") +
                            " --num_threads=" + std::to_string(kTrainThreads) +
@@ -169,6 +173,19 @@ extern "C" int32_t spm_meta_id(const spm_model *m, int which)
     case SPM_PAD: return m->sp.pad_id();
     default: return -1;
     }
+}
+
+extern "C" int spm_piece_kind(const spm_model *m, int32_t id)
+{
+    if (id < 0 || id >= m->sp.GetPieceSize())
+        return -1;
+    if (m->sp.IsControl(id))
+        return SPM_CONTROL;
+    if (m->sp.IsUnknown(id))
+        return SPM_UNKNOWN;
+    if (m->sp.IsByte(id))
+        return SPM_BYTE;
+    return SPM_NORMAL;
 }
 
 extern "C" int spm_encode(spm_model *m, const char *text, size_t len, int32_t **ids, size_t *n,

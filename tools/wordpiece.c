@@ -1,7 +1,9 @@
-/* wordpiece.c - Hugging Face BertTokenizer in C: BasicTokenizer (clean text, CJK split,
- * lower-case + NFD accent stripping, punctuation split) then greedy longest-match-first
- * WordPiece with "##" continuations. Character classes come from libunistring (Unicode 14,
- * the same tables as Python 3.11's unicodedata); it does not handle HF's added tokens. */
+/* wordpiece.c - Hugging Face BertTokenizer._tokenize in C: BasicTokenizer (clean text, CJK
+ * split, NFC, lower-case + NFD accent stripping, punctuation split, never-split words) then
+ * greedy longest-match-first WordPiece with "##" continuations. Character classes come from
+ * libunistring (Unicode 14, the same tables as Python 3.11's unicodedata). The added-token
+ * split and the per-character lower-casing before it are PreTrainedTokenizer.tokenize's, in
+ * tools/tokenizer.c. */
 #include "wordpiece.h"
 #include "zerotrain.h"
 
@@ -24,12 +26,18 @@ struct wp_tokenizer {
     int vocab;
     uint32_t max_len;       /* longest entry, bytes */
     int lower;
+    int strip;              /* strip accents: HF's strip_accents, None resolved */
+    int chinese;            /* tokenize_chinese_chars */
     int32_t special[5];
+    int32_t unk;            /* the id a word without a split becomes */
+    char **never;           /* words the BasicTokenizer keeps whole (NFC'd text) */
+    int *never_kind;        /* WP_NEVER_SPLIT or WP_NEVER_SPECIAL */
+    int n_never;
     /* scratch, reused across calls */
     uint32_t *cps;          /* a word's code points */
     size_t cps_cap;
-    char *b1, *b2;          /* UTF-8 work buffers */
-    size_t b1_cap, b2_cap;
+    char *b1, *b2, *b3;     /* UTF-8 work buffers: lower-cased, NFD, NFC */
+    size_t b1_cap, b2_cap, b3_cap;
     char *key;              /* "##" + piece */
     size_t key_cap;
 };
@@ -65,22 +73,23 @@ static void insert(wp_tokenizer *t, uint32_t off, uint32_t len, int32_t id)
         t->max_len = len;
 }
 
-int wp_load(const char *path, int lower_case, wp_tokenizer **out, char *err, size_t errlen)
+static const char *const bert_names[5] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
+
+int wp_load_mem(const char *name, const char *bytes, size_t size, const wp_options *opt,
+                wp_tokenizer **out, char *err, size_t errlen)
 {
-    static const char *const names[5] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
     wp_tokenizer *t = calloc(1, sizeof *t);
-    size_t size = 0, n_lines = 0, i, start;
+    size_t n_lines = 0, i, start;
     int rc;
 
     *out = NULL;
-    if (!t)
+    if (!t || !(t->pool = malloc(size + 1)))
         goto nomem;
-    t->lower = lower_case;
-    /* a regular file only (a FIFO would block the open), under 2 GiB: ids are int32 offsets */
-    if ((rc = zt_file_read_all(path, (1u << 31) - 1, &t->pool, &size)) < 0) {
-        snprintf(err, errlen, "%s", zt_last_error());
-        goto fail;
-    }
+    memcpy(t->pool, bytes, size);
+    t->pool[size] = '\0';
+    t->lower = opt->lower_case;
+    t->strip = opt->strip_accents < 0 ? opt->lower_case : opt->strip_accents;
+    t->chinese = opt->chinese;
     /* lines: "\n", "\r\n" and "\r" end a line (Python's universal newlines); a last line
      * without a newline counts */
     for (i = 0; i < size; i++)
@@ -90,7 +99,7 @@ int wp_load(const char *path, int lower_case, wp_tokenizer **out, char *err, siz
         n_lines++;
     if (n_lines == 0 || n_lines >= (1u << 31) - 1) {
         rc = -EINVAL;
-        snprintf(err, errlen, "%s: the vocabulary is empty", path);
+        snprintf(err, errlen, "%s: the vocabulary is empty", name);
         goto fail;
     }
     t->vocab = (int)n_lines;
@@ -116,32 +125,80 @@ int wp_load(const char *path, int lower_case, wp_tokenizer **out, char *err, siz
         start = i + 1;
     }
     for (int k = 0; k < 5; k++)
-        if ((t->special[k] = wp_token_id(t, names[k], strlen(names[k]))) < 0) {
-            rc = -EINVAL;
-            snprintf(err, errlen, "%s: the vocabulary has no %s token (BERT needs [PAD] [UNK] "
-                     "[CLS] [SEP] [MASK])", path, names[k]);
-            goto fail;
-        }
+        t->special[k] = wp_token_id(t, bert_names[k], strlen(bert_names[k]));
+    t->unk = t->special[1];
     *out = t;
     return 0;
 nomem:
     rc = -ENOMEM;
-    snprintf(err, errlen, "%s: out of memory", path);
+    snprintf(err, errlen, "%s: out of memory", name);
 fail:
     wp_free(t);
     return rc;
+}
+
+int wp_load(const char *path, int lower_case, wp_tokenizer **out, char *err, size_t errlen)
+{
+    const wp_options opt = {lower_case, -1, 1};
+    char *bytes = NULL;
+    size_t size = 0;
+    int rc;
+    *out = NULL;
+    /* a regular file only (a FIFO would block the open), under 2 GiB: ids are int32 offsets */
+    if ((rc = zt_file_read_all(path, (1u << 31) - 1, &bytes, &size)) < 0) {
+        snprintf(err, errlen, "%s", zt_last_error());
+        return rc;
+    }
+    rc = wp_load_mem(path, bytes, size, &opt, out, err, errlen);
+    free(bytes);
+    for (int k = 0; rc == 0 && k < 5; k++)
+        if ((*out)->special[k] < 0) {
+            rc = -EINVAL;
+            snprintf(err, errlen, "%s: the vocabulary has no %s token (BERT needs [PAD] [UNK] "
+                     "[CLS] [SEP] [MASK])", path, bert_names[k]);
+            wp_free(*out);
+            *out = NULL;
+        }
+    return rc;
+}
+
+void wp_set_unk(wp_tokenizer *t, int32_t id) { t->unk = id; }
+
+int wp_set_never_split(wp_tokenizer *t, const char *const *words, const int *kind, int n)
+{
+    for (int i = 0; i < t->n_never; i++)
+        free(t->never[i]);
+    free(t->never);
+    free(t->never_kind);
+    t->never = NULL;
+    t->never_kind = NULL;
+    t->n_never = 0;
+    if (n == 0)
+        return 0;
+    if (!(t->never = calloc((size_t)n, sizeof *t->never)) ||
+        !(t->never_kind = malloc((size_t)n * sizeof *t->never_kind)))
+        return -ENOMEM;
+    for (int i = 0; i < n; i++) {
+        if (!(t->never[i] = strdup(words[i])))
+            return -ENOMEM;
+        t->never_kind[i] = kind[i];
+        t->n_never++;
+    }
+    return 0;
 }
 
 void wp_free(wp_tokenizer *t)
 {
     if (!t)
         return;
+    wp_set_never_split(t, NULL, NULL, 0);
     free(t->pool);
     free(t->slots);
     free(t->by_id);
     free(t->cps);
     free(t->b1);
     free(t->b2);
+    free(t->b3);
     free(t->key);
     free(t);
 }
@@ -246,7 +303,8 @@ static int reserve(void **buf, size_t *cap, size_t need, size_t elem)
 
 /* ---- one word: lower-case, strip accents, split punctuation, then fn per piece -------- */
 
-typedef int (*piece_fn)(wp_tokenizer *t, const char *s, size_t n, void *ctx);
+/* whole: a never-split word (WP_NEVER_SPLIT) that WordPiece must not split either */
+typedef int (*piece_fn)(wp_tokenizer *t, const char *s, size_t n, int whole, void *ctx);
 
 /* Python's str.lower() of the word (cps[0..n)) into t->b1: the full lower-case mapping
  * (U+0130 becomes "i" + U+0307) and Final_Sigma as CPython decides it, scanning the word
@@ -291,53 +349,50 @@ static int split_punct(wp_tokenizer *t, const char *s, size_t n, piece_fn fn, vo
         uint32_t c;
         size_t k = decode((const unsigned char *)s + i, n - i, &c);
         if (is_punct(c)) {
-            if (i > start && fn(t, s + start, i - start, ctx) < 0)
+            if (i > start && fn(t, s + start, i - start, 0, ctx) < 0)
                 return -ENOMEM;
-            if (fn(t, s + i, k, ctx) < 0)
+            if (fn(t, s + i, k, 0, ctx) < 0)
                 return -ENOMEM;
             start = i + k;
         }
         i += k;
     }
-    if (n > start && fn(t, s + start, n - start, ctx) < 0)
+    if (n > start && fn(t, s + start, n - start, 0, ctx) < 0)
         return -ENOMEM;
     return 0;
 }
 
-/* word: cleaned UTF-8 without separators or CJK characters (or one CJK character) */
-static int do_word(wp_tokenizer *t, const char *w, size_t n, int ascii, piece_fn fn, void *ctx)
+/* NFC of the word into t->b3; *w and *n then name the result */
+static int nfc_word(wp_tokenizer *t, const char **w, size_t *n)
 {
-    size_t m = 0;
-    long len;
-    if (!t->lower)
-        return split_punct(t, w, n, fn, ctx);
-    if (ascii) {
-        if (reserve((void **)&t->b1, &t->b1_cap, n, 1) < 0)
-            return -ENOMEM;
-        for (size_t i = 0; i < n; i++)
-            t->b1[i] = (char)(w[i] >= 'A' && w[i] <= 'Z' ? w[i] + 32 : w[i]);
-        return split_punct(t, t->b1, n, fn, ctx);
+    size_t len = t->b3_cap;
+    uint8_t *r = u8_normalize(UNINORM_NFC, (const uint8_t *)*w, *n, (uint8_t *)t->b3, &len);
+    if (!r)
+        return -ENOMEM;
+    if (r != (uint8_t *)t->b3) { /* did not fit: keep the bigger buffer for next time */
+        free(t->b3);
+        t->b3 = (char *)r;
+        t->b3_cap = len;
     }
-    /* lower-case, then NFD and drop Mn (HF's _run_strip_accents) */
-    if (reserve((void **)&t->cps, &t->cps_cap, n, sizeof *t->cps) < 0)
-        return -ENOMEM;
-    for (size_t i = 0; i < n;)
-        i += decode((const unsigned char *)w + i, n - i, &t->cps[m++]);
-    if ((len = lower_word(t, t->cps, m)) < 0)
-        return -ENOMEM;
-    size_t nfd_len = t->b2_cap;
-    uint8_t *nfd = u8_normalize(UNINORM_NFD, (const uint8_t *)t->b1, (size_t)len,
-                                (uint8_t *)t->b2, &nfd_len);
+    *w = t->b3;
+    *n = len;
+    return 0;
+}
+
+/* NFD, then drop Mn (HF's _run_strip_accents): from w into t->b2 */
+static int strip_accents(wp_tokenizer *t, const char **w, size_t *n)
+{
+    size_t nfd_len = t->b2_cap, o = 0;
+    uint8_t *nfd = u8_normalize(UNINORM_NFD, (const uint8_t *)*w, *n, (uint8_t *)t->b2,
+                                &nfd_len);
     if (!nfd)
         return -ENOMEM;
-    if (nfd != (uint8_t *)t->b2) { /* did not fit: keep the bigger buffer for next time */
+    if (nfd != (uint8_t *)t->b2) {
         free(t->b2);
         t->b2 = (char *)nfd;
         t->b2_cap = nfd_len;
     }
-    /* drop Mn in place */
-    size_t o = 0;
-    for (size_t i = 0; i < nfd_len;) {
+    for (size_t i = 0; i < nfd_len;) { /* in place */
         uint32_t c;
         size_t k = decode(nfd + i, nfd_len - i, &c);
         if (!uc_is_general_category(c, UC_CATEGORY_Mn)) {
@@ -346,7 +401,45 @@ static int do_word(wp_tokenizer *t, const char *w, size_t n, int ascii, piece_fn
         }
         i += k;
     }
-    return split_punct(t, t->b2, o, fn, ctx);
+    *w = t->b2;
+    *n = o;
+    return 0;
+}
+
+/* One whitespace-separated word of the cleaned text (or one CJK character), as the
+ * BasicTokenizer's loop takes it: NFC (applied to the whole text in HF: no composition spans
+ * a separator), a never-split word kept whole, else lower-case, strip accents, and split at
+ * punctuation. */
+static int do_word(wp_tokenizer *t, const char *w, size_t n, int ascii, piece_fn fn, void *ctx)
+{
+    if (!ascii && nfc_word(t, &w, &n) < 0)
+        return -ENOMEM;
+    for (int k = 0; k < t->n_never; k++)
+        if (strlen(t->never[k]) == n && memcmp(t->never[k], w, n) == 0)
+            return fn(t, w, n, t->never_kind[k] == WP_NEVER_SPLIT, ctx);
+    if (t->lower) {
+        if (ascii) {
+            if (reserve((void **)&t->b1, &t->b1_cap, n, 1) < 0)
+                return -ENOMEM;
+            for (size_t i = 0; i < n; i++)
+                t->b1[i] = (char)(w[i] >= 'A' && w[i] <= 'Z' ? w[i] + 32 : w[i]);
+            w = t->b1;
+        } else {
+            size_t m = 0;
+            long len;
+            if (reserve((void **)&t->cps, &t->cps_cap, n, sizeof *t->cps) < 0)
+                return -ENOMEM;
+            for (size_t i = 0; i < n;)
+                i += decode((const unsigned char *)w + i, n - i, &t->cps[m++]);
+            if ((len = lower_word(t, t->cps, m)) < 0)
+                return -ENOMEM;
+            w = t->b1;
+            n = (size_t)len;
+        }
+    }
+    if (t->strip && !ascii && strip_accents(t, &w, &n) < 0)
+        return -ENOMEM;
+    return split_punct(t, w, n, fn, ctx);
 }
 
 /* The BasicTokenizer over text: calls do_word for each word. */
@@ -362,12 +455,12 @@ static int basic(wp_tokenizer *t, const char *text, size_t len, piece_fn fn, voi
         i += k;
         if (is_dropped(c))
             continue;
-        if (is_space(c) || is_cjk(c)) {
+        if (is_space(c) || (t->chinese && is_cjk(c))) {
             if (n)
                 rc = do_word(t, word, n, ascii, fn, ctx);
             n = 0;
             ascii = 1;
-            if (rc == 0 && is_cjk(c)) {
+            if (rc == 0 && !is_space(c)) {
                 char one[4];
                 rc = do_word(t, one, encode(one, c), 0, fn, ctx);
             }
@@ -401,14 +494,18 @@ static int push(id_out *o, int32_t id)
 
 /* Greedy longest-match-first over code points; [UNK] for the whole piece when some rest
  * has no match or the piece has more than WP_MAX_WORD_CHARS characters. */
-static int wordpiece(wp_tokenizer *t, const char *s, size_t n, void *ctx)
+static int wordpiece(wp_tokenizer *t, const char *s, size_t n, int whole, void *ctx)
 {
     id_out *o = ctx;
     size_t off[WP_MAX_WORD_CHARS + 1], nc = 0, first = *o->n;
+    if (whole) {
+        int32_t id = wp_token_id(t, s, n);
+        return push(o, id >= 0 ? id : t->unk);
+    }
     for (size_t i = 0; i < n; nc++) {
         uint32_t c;
         if (nc == WP_MAX_WORD_CHARS)
-            return push(o, t->special[1]);
+            return push(o, t->unk);
         off[nc] = i;
         i += decode((const unsigned char *)s + i, n - i, &c);
     }
@@ -432,7 +529,7 @@ static int wordpiece(wp_tokenizer *t, const char *s, size_t n, void *ctx)
         }
         if (id < 0) {
             *o->n = first; /* HF: the whole word becomes [UNK] */
-            return push(o, t->special[1]);
+            return push(o, t->unk);
         }
         if (push(o, id) < 0)
             return -ENOMEM;
@@ -450,10 +547,11 @@ int wp_encode(wp_tokenizer *t, const char *text, size_t len, int32_t **ids, size
 
 typedef struct user_cb { void (*fn)(void *, const char *, size_t); void *user; } user_cb;
 
-static int call_user(wp_tokenizer *t, const char *s, size_t n, void *ctx)
+static int call_user(wp_tokenizer *t, const char *s, size_t n, int whole, void *ctx)
 {
     user_cb *u = ctx;
     (void)t;
+    (void)whole;
     u->fn(u->user, s, n);
     return 0;
 }
