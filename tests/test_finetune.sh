@@ -84,7 +84,6 @@ ft() { # ft OUT [args...]: finetune the tiny config on train.jsonl, metrics OUT.
         --save-model "$out.model" "$@" >"$out.log" 2>&1
 }
 last() { "$PY" -c 'import json,sys; print(json.loads(open(sys.argv[1]).read().splitlines()[-1]).get(sys.argv[2]))' "$1" "$2"; }
-with_vocab() { [ -f "$1/vocab.txt" ] || cp "$T/vocab.txt" "$1/"; }
 
 # ---- it learns; the folder it saves -----------------------------------------------------------
 if ft "$T/a" --config "$T/base.json" --steps 200 --eval-every 100; then
@@ -105,8 +104,17 @@ EOF
     then ok; else bad "the saved config or the eval metrics are not as expected"; fi
 else bad "finetune failed"; cat "$T/a.log"; fi
 
+# ---- the folder carries its tokenizer (as save_pretrained writes it) -----------------------------
+if cmp -s "$T/vocab.txt" "$T/a.model/vocab.txt" && "$PY" - "$T/a.model" <<'EOF'
+import json, sys
+t = json.load(open(sys.argv[1] + "/tokenizer_config.json"))
+assert t["tokenizer_class"] == "BertTokenizer" and t["do_lower_case"] is True, t
+m = json.load(open(sys.argv[1] + "/special_tokens_map.json"))
+assert m["mask_token"] == "[MASK]" and m["cls_token"] == "[CLS]", m
+EOF
+then ok; else bad "the saved folder has no tokenizer files (vocab.txt, tokenizer_config.json, special_tokens_map.json)"; fi
+
 # ---- a classifier checkpoint loads its head (and keeps its labels); a masked LM gets a fresh one --
-with_vocab "$T/a.model"
 if "$ZT" finetune --model "$T/a.model" --task classify --train "$T/train.jsonl" --eval "$T/eval.jsonl" \
        --seq-len 32 --config "$T/base.json" --steps 2 --save-model "$T/again.model" >"$T/again.log" 2>&1 &&
    ! grep -q 'initialised randomly' "$T/again.log" &&
@@ -151,6 +159,11 @@ ft "$T/full" --config "$T/s0.json" --steps 10 && ft "$T/first" --config "$T/s0.j
     --checkpoint-dir "$T/ck" --resume || bad "resume runs failed"
 if cmp -s "$T/full.model/model.safetensors" "$T/rest.model/model.safetensors" && grep -q 'resumed from' "$T/rest.log"; then ok
 else bad "stop + --resume differs from not stopping"; fi
+# the checkpoint exports as the saved folder, tokenizer included
+if "$ZT" export --checkpoint "$T/ck/step-10" --out "$T/exported" >"$T/export.log" 2>&1 &&
+   cmp -s "$T/rest.model/model.safetensors" "$T/exported/model.safetensors" &&
+   cmp -s "$T/rest.model/config.json" "$T/exported/config.json" && cmp -s "$T/vocab.txt" "$T/exported/vocab.txt"; then ok
+else bad "export of a fine-tuning checkpoint differs from --save-model's folder"; cat "$T/export.log"; fi
 
 # ---- text pairs ----------------------------------------------------------------------------------
 if "$ZT" finetune --model "$T/tiny.json" --tokenizer "wordpiece:$T/vocab.txt" --task classify \
@@ -160,7 +173,6 @@ if "$ZT" finetune --model "$T/tiny.json" --tokenizer "wordpiece:$T/vocab.txt" --
 else bad "a pair field with integer labels"; tail -3 "$T/pairs.log"; fi
 
 # ---- predict: against the reference, at N=1 and N=2 stage 3 with offload -------------------------
-with_vocab "$T/a.model"
 if "$ZT" predict --model "$T/a.model" --task classify --input "$T/eval.jsonl" --output "$T/pred1.jsonl" \
        --batch-size 4 >"$T/p1.log" 2>&1 &&
    $MPI -np 2 "$ZT" predict --model "$T/a.model" --task classify --input "$T/eval.jsonl" \

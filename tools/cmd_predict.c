@@ -26,7 +26,7 @@ typedef struct predict_ctx {
     char *cfg_text;
     zt_train_config *tc;
     zt_config cfg;
-    wp_tokenizer *wp;
+    tok_tokenizer *tok;
     lab_data *rows;
     lab_map *map;
     cls_source *src;
@@ -41,7 +41,7 @@ static void ctx_free(predict_ctx *c)
     cls_source_destroy(c->src);
     lab_free(c->rows);
     lab_map_free(c->map);
-    wp_free(c->wp);
+    tok_free(c->tok);
     zt_train_config_destroy(c->tc);
     free(c->cfg_text);
 }
@@ -171,21 +171,21 @@ static int classify(predict_ctx *c)
 {
     char path[4096];
     lab_opts lo = {c->a.text_field, c->a.pair_field, NULL, 1};
-    int32_t sp[5];
+    tok_specials sp;
     snprintf(path, sizeof path, "%s/config.json", c->a.model);
     if (!clstok_config_is_classifier(path))
         return die("--model %s is not a BertForSequenceClassification (config.json's "
                    "architectures): --task classify needs a classifier, such as the folder "
                    "`zerotrain finetune --task classify --save-model DIR` writes", c->a.model);
-    if (clstok_open(c->a.tokenizer, c->a.model, &c->wp, c->err, sizeof c->err) < 0 ||
-        lab_map_from_config(path, LAB_AUTO, &c->map, c->err, sizeof c->err) < 0 ||
+    if (lab_map_from_config(path, LAB_AUTO, &c->map, c->err, sizeof c->err) < 0 ||
         lab_read(c->a.input, &lo, &c->rows, c->err, sizeof c->err) < 0 ||
+        clstok_open(c->a.tokenizer, c->a.model, NULL, &c->tok, c->err, sizeof c->err) < 0 ||
         lab_apply(c->rows, c->map, c->err, sizeof c->err) < 0)
         return die("%s", c->err);
     if (start(c, ZT_HEAD_AUTO))
         return 1;
-    wp_special_ids(c->wp, sp);
-    if (cls_source_create(c->rows, c->map, clstok_encode, c->wp, sp[0], (int)c->seq, 0, 0,
+    tok_special_ids(c->tok, &sp);
+    if (cls_source_create(c->rows, c->map, clstok_encode, c->tok, sp.pad, (int)c->seq, 0, 0,
                           &c->src, c->err, sizeof c->err) < 0)
         return die("%s", c->err);
     int NL = c->mi.num_labels, B = (int)c->batch, rc = 0;
@@ -278,19 +278,20 @@ done:
 static int fill_mask(predict_ctx *c)
 {
     char path[4096];
-    int32_t *ids = NULL, *types = NULL, sp[5];
+    int32_t *ids = NULL, *types = NULL;
+    tok_specials sp;
     size_t n = 0, cap = 0;
     int rc = 0;
     snprintf(path, sizeof path, "%s/config.json", c->a.model);
-    if (clstok_open(c->a.tokenizer, c->a.model, &c->wp, c->err, sizeof c->err) < 0)
+    if (clstok_open(c->a.tokenizer, c->a.model, NULL, &c->tok, c->err, sizeof c->err) < 0)
         return die("%s", c->err);
-    wp_special_ids(c->wp, sp);
-    if (clstok_encode(c->wp, c->a.text, strlen(c->a.text), NULL, 0, (int)c->seq, &ids, &types,
+    tok_special_ids(c->tok, &sp);
+    if (clstok_encode(c->tok, c->a.text, strlen(c->a.text), NULL, 0, (int)c->seq, &ids, &types,
                       &n, &cap, c->err, sizeof c->err) < 0)
         return die("--text: %s", c->err);
     int masks = 0;
     for (size_t i = 0; i < n; i++)
-        masks += ids[i] == sp[4];
+        masks += ids[i] == sp.mask;
     if (!masks) {
         free(ids);
         free(types);
@@ -320,14 +321,14 @@ static int fill_mask(predict_ctx *c)
         bm[t] = 1;
     }
     zt_batch b = {1, T, bi, bm, bt, NULL, 0, 0, 0, NULL, NULL};
-    if (zt_predict_fill_mask(c->e, &b, sp[4], k, masks, top, sc, pos) < 0) {
+    if (zt_predict_fill_mask(c->e, &b, sp.mask, k, masks, top, sc, pos) < 0) {
         rc = die("%s", zt_engine_last_error(c->e));
         goto done;
     }
     for (int m = 0; c->rank == 0 && m < masks; m++)
         for (int j = 0; j < k && top[(size_t)m * k + j] >= 0; j++) {
             int32_t id = top[(size_t)m * k + j];
-            const char *tok = wp_id_token(c->wp, id);
+            const char *tok = tok_id_to_token(c->tok, id);
             cJSON *o = cJSON_CreateObject();
             cJSON_AddStringToObject(o, "token", tok ? tok : "");
             cJSON_AddNumberToObject(o, "token_id", id);

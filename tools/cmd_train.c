@@ -11,7 +11,6 @@
 #include "outputs.h"
 #include "tokenizer.h"
 #include "train_stats.h"
-#include "wordpiece.h"
 
 #include <cjson/cJSON.h>
 
@@ -581,7 +580,7 @@ typedef struct train_ctx {
     lab_map *lmap;
     int problem, num_labels;       /* LAB_* and the classifier's outputs */
     const char **label_names;      /* [num_labels] the map's, for zt_config.label_names */
-    wp_tokenizer *wp;
+    tok_tokenizer *tok;            /* its tokenizer (the model folder's, or --tokenizer) */
     int64_t evaluated_at;          /* the last step evaluated (-1: none) */
 } train_ctx;
 
@@ -628,7 +627,7 @@ static void train_ctx_free(train_ctx *c, int rc)
     lab_free(c->leval);
     lab_map_free(c->lmap);
     free(c->label_names);
-    wp_free(c->wp);
+    tok_free(c->tok);
 }
 
 /* The numbers of the command line, within their bounds; 0, or 2 after printing why not */
@@ -793,11 +792,11 @@ static int open_labelled(train_ctx *c)
     char err[2048], path[4096];
     lab_opts lo = {a->text_field, a->pair_field, a->label_field, 0};
     struct stat sb;
-    int32_t sp[5];
-    if (clstok_open(c->a.tokenizer, c->a.model, &c->wp, err, sizeof err) < 0)
-        return die("%s", err);
+    tok_specials sp;
     if (lab_read(a->train, &lo, &c->ltrain, err, sizeof err) < 0 ||
         (a->eval && lab_read(a->eval, &lo, &c->leval, err, sizeof err) < 0))
+        return die("%s", err);
+    if (clstok_open(c->a.tokenizer, c->a.model, c->ltrain, &c->tok, err, sizeof err) < 0)
         return die("%s", err);
     if (stat(a->model, &sb) == 0) {
         snprintf(path, sizeof path, S_ISDIR(sb.st_mode) ? "%s/config.json" : "%s", a->model);
@@ -822,10 +821,10 @@ static int open_labelled(train_ctx *c)
         return die("out of memory");
     for (int i = 0; i < c->num_labels; i++)
         c->label_names[i] = lab_map_name(c->lmap, i);
-    wp_special_ids(c->wp, sp);
-    if (cls_source_create(c->ltrain, c->lmap, clstok_encode, c->wp, sp[0], (int)c->seq, c->st.seed,
+    tok_special_ids(c->tok, &sp);
+    if (cls_source_create(c->ltrain, c->lmap, clstok_encode, c->tok, sp.pad, (int)c->seq, c->st.seed,
                           1, &c->src.cls, err, sizeof err) < 0 ||
-        (c->leval && cls_source_create(c->leval, c->lmap, clstok_encode, c->wp, sp[0], (int)c->seq,
+        (c->leval && cls_source_create(c->leval, c->lmap, clstok_encode, c->tok, sp.pad, (int)c->seq,
                                        0, 0, &c->eval_src.cls, err, sizeof err) < 0))
         return die("%s", err);
     c->src.T = c->eval_src.T = (int)c->seq;
@@ -916,7 +915,7 @@ static int build_config(train_ctx *c)
         cfg->num_labels = c->num_labels;
         cfg->problem_type = c->problem; /* (LAB_* are ZT_PROBLEM_*) */
         cfg->label_names = c->label_names;
-        cfg->vocab_size = wp_vocab_size(c->wp);
+        cfg->vocab_size = tok_vocab_size(c->tok);
     } else if (!is_t5) {
         cfg->head = ZT_HEAD_MLM;
     }
@@ -1008,8 +1007,8 @@ static int start_engine(train_ctx *c)
         return 1;
     }
     if (c->a.finetune) {
-        if (c->mi.vocab_size < wp_vocab_size(c->wp)) {
-            die("the tokenizer has %d ids, the model's vocab_size is %d", wp_vocab_size(c->wp),
+        if (c->mi.vocab_size < tok_vocab_size(c->tok)) {
+            die("the tokenizer has %d ids, the model's vocab_size is %d", tok_vocab_size(c->tok),
                 c->mi.vocab_size);
             return 1;
         }
@@ -1349,12 +1348,14 @@ static int save_checkpoint(train_ctx *c)
     if (zt_checkpoint_save(c->e, c->a.ckpt_dir, &c->st, c->cfg_text, (int)c->keep) < 0)
         return die("%s", zt_engine_last_error(c->e));
     ckptdir_saved(c->cd, c->e);
-    if (c->rank == 0 && c->data_dir) { /* the data's tokenizer, for export (once per dataset) */
+    if (c->rank == 0 && (c->data_dir || c->tok)) { /* the tokenizer, for export (once per
+                                                     * dataset) */
         char id[128], msg[1024];
-        data_identity(c->data_dir, c->synth_seed, id, sizeof id);
-        if (tok_store_for_checkpoints(c->data_dir, id, c->a.ckpt_dir,
-                                      c->mi.max_positions > 0 ? c->mi.max_positions : 512, msg,
-                                      sizeof msg) < 0)
+        long mml = c->mi.max_positions > 0 ? c->mi.max_positions : 512;
+        data_identity(c->tok ? c->a.train : c->data_dir, c->synth_seed, id, sizeof id);
+        if ((c->tok ? tok_store_tokenizer(c->tok, id, c->a.ckpt_dir, mml, msg, sizeof msg)
+                    : tok_store_for_checkpoints(c->data_dir, id, c->a.ckpt_dir, mml, msg,
+                                                sizeof msg)) < 0)
             fprintf(stderr, "zerotrain: warning: the checkpoints have no tokenizer (export "
                             "writes the model without one): %s\n", msg);
     }
@@ -1539,10 +1540,10 @@ static int finish(train_ctx *c)
             return die("%s", zt_engine_last_error(c->e));
         /* with the tokenizer of the data it was trained on, so that the folder loads in
          * AutoTokenizer as well as in AutoModel */
-        if (c->rank == 0 && c->data_dir &&
-            tok_save_data_tokenizer(c->data_dir, a->save,
-                                    c->mi.max_positions > 0 ? c->mi.max_positions : 512, msg,
-                                    sizeof msg) < 0)
+        long mml = c->mi.max_positions > 0 ? c->mi.max_positions : 512;
+        if (c->rank == 0 && (c->data_dir || c->tok) &&
+            (c->tok ? tok_save(c->tok, a->save, mml, msg, sizeof msg)
+                    : tok_save_data_tokenizer(c->data_dir, a->save, mml, msg, sizeof msg)) < 0)
             return die("%s: the model is saved, its tokenizer not: %s", a->save, msg);
         if (c->rank == 0)
             fprintf(stderr, "saved the model to %s\n", a->save);

@@ -1744,16 +1744,20 @@ int tok_save_data_tokenizer(const char *data_dir, const char *model_dir, long mo
     return rc;
 }
 
-/* "manifest xxh64 H" -> H (16 hex digits), or -1 */
+/* "manifest xxh64 H" (a dataset) or "file xxh64 H" (finetune's labelled file) -> H (16 hex
+ * digits), or -1 */
 static int data_hash(const char *data_id, char h[17])
 {
-    static const char pre[] = "manifest xxh64 ";
-    if (!data_id || strncmp(data_id, pre, sizeof pre - 1) ||
-        strlen(data_id + sizeof pre - 1) != 16 ||
-        strspn(data_id + sizeof pre - 1, "0123456789abcdef") != 16)
-        return -1;
-    memcpy(h, data_id + sizeof pre - 1, 17);
-    return 0;
+    static const char *const pre[] = {"manifest xxh64 ", "file xxh64 "};
+    for (int k = 0; data_id && k < 2; k++) {
+        size_t n = strlen(pre[k]);
+        if (strncmp(data_id, pre[k], n) == 0 && strlen(data_id + n) == 16 &&
+            strspn(data_id + n, "0123456789abcdef") == 16) {
+            memcpy(h, data_id + n, 17);
+            return 0;
+        }
+    }
+    return -1;
 }
 
 static void remove_tree_files(const char *dir)
@@ -1772,14 +1776,34 @@ static void remove_tree_files(const char *dir)
     rmdir(dir);
 }
 
+static int store_tokenizer(const tok_tokenizer *given, const char *data_dir, const char *data_id,
+                           const char *ckpt_root, long model_max_length, char *err,
+                           size_t errlen);
+
 int tok_store_for_checkpoints(const char *data_dir, const char *data_id, const char *ckpt_root,
                               long model_max_length, char *err, size_t errlen)
 {
+    return data_dir ? store_tokenizer(NULL, data_dir, data_id, ckpt_root, model_max_length, err,
+                                      errlen)
+                    : 0; /* synthetic data: no tokenizer */
+}
+
+int tok_store_tokenizer(const tok_tokenizer *t, const char *data_id, const char *ckpt_root,
+                        long model_max_length, char *err, size_t errlen)
+{
+    return store_tokenizer(t, NULL, data_id, ckpt_root, model_max_length, err, errlen);
+}
+
+/* t's files (or those of data_dir's tokenizer) into CKPT_ROOT/tokenizers/H */
+static int store_tokenizer(const tok_tokenizer *given, const char *data_dir, const char *data_id,
+                           const char *ckpt_root, long model_max_length, char *err,
+                           size_t errlen)
+{
     char h[17], top[PATH_MAX], dst[PATH_MAX], tmp[PATH_MAX];
-    tok_tokenizer *t;
+    tok_tokenizer *t = NULL;
     int rc;
-    if (!data_dir || data_hash(data_id, h) < 0)
-        return 0; /* synthetic data: no tokenizer */
+    if (data_hash(data_id, h) < 0)
+        return 0;
     snprintf(top, sizeof top, "%s/tokenizers", ckpt_root);
     snprintf(dst, sizeof dst, "%s/%s", top, h);
     if (exists(dst, "tokenizer_config.json"))
@@ -1789,11 +1813,11 @@ int tok_store_for_checkpoints(const char *data_dir, const char *data_id, const c
     snprintf(tmp, sizeof tmp, "%s/.%s.XXXXXX", top, h);
     if (!mkdtemp(tmp))
         return fail(err, errlen, "%s: %s", tmp, strerror(errno));
-    if (tok_load_data(data_dir, &t, err, errlen) < 0) {
+    if (!given && tok_load_data(data_dir, &t, err, errlen) < 0) {
         rmdir(tmp);
         return -1;
     }
-    rc = tok_save(t, tmp, model_max_length, err, errlen);
+    rc = tok_save(given ? given : t, tmp, model_max_length, err, errlen);
     tok_free(t);
     if (rc == 0 && rename(tmp, dst) != 0 && errno != ENOTEMPTY && errno != EEXIST)
         rc = fail(err, errlen, "%s: %s", dst, strerror(errno));

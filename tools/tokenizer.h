@@ -119,6 +119,10 @@ int tok_save_data_tokenizer(const char *data_dir, const char *model_dir, long mo
                             char *err, size_t errlen);
 int tok_store_for_checkpoints(const char *data_dir, const char *data_id, const char *ckpt_root,
                               long model_max_length, char *err, size_t errlen);
+/* The same for a tokenizer in hand (finetune's, whose data is a labelled file: data_id
+ * "file xxh64 H") */
+int tok_store_tokenizer(const tok_tokenizer *t, const char *data_id, const char *ckpt_root,
+                        long model_max_length, char *err, size_t errlen);
 /* Copies a checkpoint's tokenizer files (see above) into out_dir: 1 if it did, 0 if the
  * checkpoint has none (trained on synthetic data, or before tokenizers were stored). */
 int tok_export_checkpoint(const char *ckpt_dir, const char *out_dir, char *err, size_t errlen);
