@@ -56,7 +56,7 @@ if "$ZT" grad --model "$FIX" --batch "$B" --out "$T/good.safetensors" >"$T/stdou
 if "$ZT" inspect "$T/good.safetensors" >"$T/inspect" && grep -q "^grad.cls.predictions.bias *F32 *\[512\]" "$T/inspect" \
    && grep -q "^logits *F32 *\[2, 16, 512\]" "$T/inspect" && grep -q "^44 tensors" "$T/inspect"; then ok
 else bad "inspect of grad output"; cat "$T/inspect"; fi
-if "$ZT" version | grep -q "^zerotrain 0.2.0$"; then ok; else bad "version"; fi
+if "$ZT" version | grep -q "^zerotrain 0.3.0$"; then ok; else bad "version"; fi
 # T5: the fixture's loss, logits, gradients and AdamW step within its tolerances (compare.py)
 T5=${ZT_FIXTURES:-tests/fixtures}/t5-tiny
 if "$ZT" grad --model "$T5" --batch "$T5/batch.safetensors" --step "$T5/step.json" --out "$T/t5.safetensors" \
