@@ -3,6 +3,7 @@
  * map built as Hugging Face's text-classification examples build theirs. It keeps the whole
  * file in memory (the texts once, unescaped) and knows nothing of tokenizers or models. */
 #include "labelled.h"
+#include "growbuf.h"
 #include "zerotrain.h"
 
 #include <assert.h>
@@ -64,21 +65,6 @@ struct lab_map {
 #define MAX_SHOWN 10 /* labels or field names listed in a message */
 
 /* ---- small helpers ------------------------------------------------------------------- */
-
-static int grow(void **buf, size_t *cap, size_t need, size_t elem)
-{
-    size_t c = *cap ? *cap : 64;
-    void *g;
-    if (need <= *cap)
-        return 0;
-    while (c < need)
-        c *= 2;
-    if (c > SIZE_MAX / elem || !(g = realloc(*buf, c * elem)))
-        return -ENOMEM;
-    *buf = g;
-    *cap = c;
-    return 0;
-}
 
 /* "PATH:LINE: message" (line 0: "PATH: message") into err; returns ZT_E_FORMAT */
 static int say(char *err, size_t errlen, const char *path, long line, const char *fmt, ...)
@@ -232,7 +218,7 @@ static const char *kind_name(int kind)
 
 static int pool_put(lab_data *d, const char *s, size_t n, size_t *off)
 {
-    if (grow((void **)&d->pool, &d->pool_cap, d->pool_len + n + 1, 1) < 0)
+    if (grow_buf((void **)&d->pool, &d->pool_cap, d->pool_len + n + 1, 1) < 0)
         return -ENOMEM;
     *off = d->pool_len;
     if (n)
@@ -351,7 +337,7 @@ static inline int peek(reader *r)
 static int rec_put(reader *r, int c)
 {
     if (r->rec_len + 1 >= r->rec_cap &&
-        grow((void **)&r->rec, &r->rec_cap, r->rec_len + 2, 1) < 0)
+        grow_buf((void **)&r->rec, &r->rec_cap, r->rec_len + 2, 1) < 0)
         return -ENOMEM;
     r->rec[r->rec_len++] = (char)c;
     return 0;
@@ -376,7 +362,7 @@ static int next_line(reader *r)
             break;
         nl = memchr(r->buf + r->pos, '\n', r->len - r->pos);
         k = (nl ? (size_t)(nl - r->buf) : r->len) - r->pos;
-        if (grow((void **)&r->rec, &r->rec_cap, r->rec_len + k + 1, 1) < 0)
+        if (grow_buf((void **)&r->rec, &r->rec_cap, r->rec_len + k + 1, 1) < 0)
             return nomem(r->err, r->errlen, r->d->path);
         memcpy(r->rec + r->rec_len, r->buf + r->pos, k);
         r->rec_len += k;
@@ -429,7 +415,7 @@ static int label_presence(reader *r, long line, int has)
 static int add_row(reader *r, const row *w)
 {
     lab_data *d = r->d;
-    if (grow((void **)&d->rows, &d->rows_cap, d->n_rows + 1, sizeof *d->rows) < 0)
+    if (grow_buf((void **)&d->rows, &d->rows_cap, d->n_rows + 1, sizeof *d->rows) < 0)
         return nomem(r->err, r->errlen, d->path);
     d->rows[d->n_rows++] = *w;
     return 0;
@@ -678,7 +664,7 @@ static int json_label(reader *r, long line, const char *s, size_t n, const cJSON
     out->kind = K_LIST;
     out->text = d->n_elems;
     out->n = (size_t)cJSON_GetArraySize(v);
-    if (grow((void **)&d->elems, &d->elems_cap, d->n_elems + out->n, sizeof *d->elems) < 0)
+    if (grow_buf((void **)&d->elems, &d->elems_cap, d->n_elems + out->n, sizeof *d->elems) < 0)
         return nomem(r->err, r->errlen, d->path);
     k = 0;
     for (const cJSON *e = v->child; e; e = e->next, k++) {
@@ -748,8 +734,8 @@ static int read_jsonl(reader *r)
 static int end_field(reader *r, size_t start)
 {
     if (rec_put(r, '\0') < 0 ||
-        grow((void **)&r->fo, &r->fo_cap, r->nf + 1, sizeof *r->fo) < 0 ||
-        grow((void **)&r->fl, &r->fl_cap, r->nf + 1, sizeof *r->fl) < 0)
+        grow_buf((void **)&r->fo, &r->fo_cap, r->nf + 1, sizeof *r->fo) < 0 ||
+        grow_buf((void **)&r->fl, &r->fl_cap, r->nf + 1, sizeof *r->fl) < 0)
         return -ENOMEM;
     r->fo[r->nf] = start;
     r->fl[r->nf++] = r->rec_len - 1 - start;

@@ -6,6 +6,7 @@
  * tokenization_utils_base.py, models/{bert,t5,deberta_v2}/tokenization_*.py); see tokenizer.h
  * for what is left out. */
 #include "tokenizer.h"
+#include "growbuf.h"
 #include "spm.h"
 #include "wordpiece.h"
 
@@ -82,24 +83,9 @@ static int fail(char *err, size_t errlen, const char *fmt, ...)
     return -1;
 }
 
-static int grow(void **buf, size_t *cap, size_t need, size_t elem)
-{
-    size_t c = *cap ? *cap : 64;
-    void *g;
-    if (need <= *cap)
-        return 0;
-    while (c < need)
-        c *= 2;
-    if (!(g = realloc(*buf, c * elem)))
-        return -ENOMEM;
-    *buf = g;
-    *cap = c;
-    return 0;
-}
-
 static int push_id(int32_t **ids, size_t *n, size_t *cap, int32_t id)
 {
-    if (*n == *cap && grow((void **)ids, cap, *n + 1, sizeof **ids) < 0)
+    if (*n == *cap && grow_buf((void **)ids, cap, *n + 1, sizeof **ids) < 0)
         return -ENOMEM;
     (*ids)[(*n)++] = id;
     return 0;
@@ -1025,7 +1011,7 @@ static size_t lower_char(uint32_t c, char *out)
 static long lower_text(tok_tokenizer *t, const char *s, size_t n, int protect)
 {
     size_t o = 0;
-    if (grow((void **)&t->buf, &t->buf_cap, 3 * n + 4, 1) < 0)
+    if (grow_buf((void **)&t->buf, &t->buf_cap, 3 * n + 4, 1) < 0)
         return -ENOMEM;
     for (size_t i = 0; i < n;) {
         uint32_t c;
@@ -1156,7 +1142,7 @@ int tok_text_ids(tok_tokenizer *t, const char *text, size_t len, int flags, int3
                 i++;
                 continue;
             }
-            if (grow((void **)&v, &cv, nv + 2, sizeof *v) < 0)
+            if (grow_buf((void **)&v, &cv, nv + 2, sizeof *v) < 0)
                 goto nomem;
             if (i > start)
                 v[nv++] = (seg){s + start, i - start, NULL};
@@ -1164,7 +1150,7 @@ int tok_text_ids(tok_tokenizer *t, const char *text, size_t len, int flags, int3
             i += m;
             start = i;
         }
-        if (grow((void **)&v, &cv, nv + 1, sizeof *v) < 0)
+        if (grow_buf((void **)&v, &cv, nv + 1, sizeof *v) < 0)
             goto nomem;
         if (len > start)
             v[nv++] = (seg){s + start, len - start, NULL};
@@ -1265,7 +1251,7 @@ int tok_encode(tok_tokenizer *t, const char *a, size_t na, const char *b, size_t
         }
     }
     need = la + lb + n_special;
-    if (grow((void **)&out->ids, &out->cap, need, sizeof *out->ids) < 0 ||
+    if (grow_buf((void **)&out->ids, &out->cap, need, sizeof *out->ids) < 0 ||
         !(out->type_ids = realloc(out->type_ids, out->cap * sizeof *out->type_ids))) {
         fail(err, errlen, "out of memory");
         goto out;
@@ -1297,7 +1283,7 @@ typedef struct sbuf { char *s; size_t n, cap; int oom; } sbuf;
 
 static void sb_add(sbuf *b, const char *s, size_t n)
 {
-    if (b->oom || grow((void **)&b->s, &b->cap, b->n + n + 1, 1) < 0) {
+    if (b->oom || grow_buf((void **)&b->s, &b->cap, b->n + n + 1, 1) < 0) {
         b->oom = 1;
         return;
     }

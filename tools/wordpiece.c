@@ -5,6 +5,7 @@
  * split and the per-character lower-casing before it are PreTrainedTokenizer.tokenize's, in
  * tools/tokenizer.c. */
 #include "wordpiece.h"
+#include "growbuf.h"
 #include "zerotrain.h"
 
 #include <errno.h>
@@ -286,21 +287,6 @@ static size_t encode(char *out, uint32_t c)
     return (size_t)u8_uctomb((uint8_t *)out, c, 4);
 }
 
-static int reserve(void **buf, size_t *cap, size_t need, size_t elem)
-{
-    void *g;
-    size_t c = *cap ? *cap : 256;
-    if (need <= *cap)
-        return 0;
-    while (c < need)
-        c *= 2;
-    if (!(g = realloc(*buf, c * elem)))
-        return -ENOMEM;
-    *buf = g;
-    *cap = c;
-    return 0;
-}
-
 /* ---- one word: lower-case, strip accents, split punctuation, then fn per piece -------- */
 
 /* whole: a never-split word (WP_NEVER_SPLIT) that WordPiece must not split either */
@@ -312,7 +298,7 @@ typedef int (*piece_fn)(wp_tokenizer *t, const char *s, size_t n, int whole, voi
 static long lower_word(wp_tokenizer *t, const uint32_t *cps, size_t n)
 {
     size_t len = 0;
-    if (reserve((void **)&t->b1, &t->b1_cap, 4 * n + 4, 1) < 0) /* "İ" grows 2 -> 3 bytes */
+    if (grow_buf((void **)&t->b1, &t->b1_cap, 4 * n + 4, 1) < 0) /* "İ" grows 2 -> 3 bytes */
         return -ENOMEM;
     for (size_t i = 0; i < n; i++) {
         uint32_t c = cps[i], l;
@@ -419,7 +405,7 @@ static int do_word(wp_tokenizer *t, const char *w, size_t n, int ascii, piece_fn
             return fn(t, w, n, t->never_kind[k] == WP_NEVER_SPLIT, ctx);
     if (t->lower) {
         if (ascii) {
-            if (reserve((void **)&t->b1, &t->b1_cap, n, 1) < 0)
+            if (grow_buf((void **)&t->b1, &t->b1_cap, n, 1) < 0)
                 return -ENOMEM;
             for (size_t i = 0; i < n; i++)
                 t->b1[i] = (char)(w[i] >= 'A' && w[i] <= 'Z' ? w[i] + 32 : w[i]);
@@ -427,7 +413,7 @@ static int do_word(wp_tokenizer *t, const char *w, size_t n, int ascii, piece_fn
         } else {
             size_t m = 0;
             long len;
-            if (reserve((void **)&t->cps, &t->cps_cap, n, sizeof *t->cps) < 0)
+            if (grow_buf((void **)&t->cps, &t->cps_cap, n, sizeof *t->cps) < 0)
                 return -ENOMEM;
             for (size_t i = 0; i < n;)
                 i += decode((const unsigned char *)w + i, n - i, &t->cps[m++]);
@@ -466,7 +452,7 @@ static int basic(wp_tokenizer *t, const char *text, size_t len, piece_fn fn, voi
             }
             continue;
         }
-        if (n + 4 > cap && reserve((void **)&word, &cap, n + 4, 1) < 0) {
+        if (n + 4 > cap && grow_buf((void **)&word, &cap, n + 4, 1) < 0) {
             rc = -ENOMEM;
             break;
         }
@@ -486,7 +472,7 @@ typedef struct id_out { int32_t **ids; size_t *n, *cap; } id_out;
 
 static int push(id_out *o, int32_t id)
 {
-    if (*o->n == *o->cap && reserve((void **)o->ids, o->cap, *o->n + 1, sizeof **o->ids) < 0)
+    if (*o->n == *o->cap && grow_buf((void **)o->ids, o->cap, *o->n + 1, sizeof **o->ids) < 0)
         return -ENOMEM;
     (*o->ids)[(*o->n)++] = id;
     return 0;
@@ -510,7 +496,7 @@ static int wordpiece(wp_tokenizer *t, const char *s, size_t n, int whole, void *
         i += decode((const unsigned char *)s + i, n - i, &c);
     }
     off[nc] = n;
-    if (reserve((void **)&t->key, &t->key_cap, n + 2, 1) < 0)
+    if (grow_buf((void **)&t->key, &t->key_cap, n + 2, 1) < 0)
         return -ENOMEM;
     t->key[0] = t->key[1] = '#';
     for (size_t start = 0; start < nc;) {
