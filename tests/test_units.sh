@@ -167,6 +167,10 @@ if pyrun bind1 1 tests/python/test_binding.py && grep -q "^ok: all" "$T/bind1.lo
    && LD_PRELOAD=libjemalloc.so.2 $PY tests/python/test_binding.py --only heap \
           --expect-heap jemalloc >"$T/bindje.log" 2>&1; then ok
 else bad "the binding's refusals"; tail -3 "$T/bind1.log" "$T/bind3.log" "$T/bindje.log"; fi
+# the binding's Model (prediction) against the reference, at N=1 and at N=2 stage 3
+if pyrun model1 1 tests/python/test_model.py && grep -q "^ok: model" "$T/model1.log" \
+   && pyrun model2 2 tests/python/test_model.py --stage 3 && grep -q "^ok: model" "$T/model2.log"; then ok
+else bad "the binding's Model"; tail -3 "$T/model1.log" "$T/model2.log"; fi
 if $PY -c "import torch" 2>/dev/null; then
     for spec in "1 0 none" "2 3 cpu"; do
         set -- $spec
