@@ -128,6 +128,17 @@ static int start(predict_ctx *c, int head)
 
 /* ---- classify ---------------------------------------------------------------------------- */
 
+/* a probability or value as JSON: a float's 7 significant digits (not the double's 17) */
+static void add_score(cJSON *o, const char *key, double v)
+{
+    char buf[32];
+    snprintf(buf, sizeof buf, "%.7g", v);
+    if (isfinite(v))
+        cJSON_AddRawToObject(o, key, buf);
+    else
+        cJSON_AddNullToObject(o, key);
+}
+
 /* one row's line from its outputs p (zt_predict_classify's): {"label": ..., "scores":
  * {...}}; multi-label: "labels" (those above 0.5) and "scores"; regression: "label", "score" */
 static void write_row(FILE *f, const zt_engine *e, const zt_model_info *mi, const double *p)
@@ -141,7 +152,7 @@ static void write_row(FILE *f, const zt_engine *e, const zt_model_info *mi, cons
         best = p[k] > p[best] ? k : best;
     if (pr == ZT_PROBLEM_REGRESSION) {
         cJSON_AddStringToObject(o, "label", zt_engine_label_name(e, 0));
-        cJSON_AddNumberToObject(o, "score", (float)p[0]);
+        add_score(o, "score", (float)p[0]);
     } else if (pr == ZT_PROBLEM_MULTI_LABEL) {
         ls = cJSON_AddArrayToObject(o, "labels");
         for (int k = 0; k < NL; k++)
@@ -151,7 +162,7 @@ static void write_row(FILE *f, const zt_engine *e, const zt_model_info *mi, cons
         cJSON_AddStringToObject(o, "label", zt_engine_label_name(e, best));
     }
     for (int k = 0; pr != ZT_PROBLEM_REGRESSION && k < NL; k++)
-        cJSON_AddNumberToObject(sc, zt_engine_label_name(e, k), (float)p[k]);
+        add_score(sc, zt_engine_label_name(e, k), (float)p[k]);
     if (pr != ZT_PROBLEM_REGRESSION)
         cJSON_AddItemToObject(o, "scores", sc);
     else
@@ -332,8 +343,19 @@ static int fill_mask(predict_ctx *c)
             cJSON *o = cJSON_CreateObject();
             cJSON_AddStringToObject(o, "token", tok ? tok : "");
             cJSON_AddNumberToObject(o, "token_id", id);
-            cJSON_AddNumberToObject(o, "score", sc[(size_t)m * k + j]);
+            add_score(o, "score", sc[(size_t)m * k + j]);
             cJSON_AddNumberToObject(o, "position", (double)pos[m]);
+            /* HF's token_str and sequence: the token decoded, the text with this mask filled */
+            char *str = NULL, *seq = NULL, why[256];
+            int32_t saved = ids[pos[m]];
+            ids[pos[m]] = id;
+            if (tok_decode(c->tok, &id, 1, 1, &str, why, sizeof why) == 0)
+                cJSON_AddStringToObject(o, "token_str", str);
+            if (tok_decode(c->tok, ids, n, 1, &seq, why, sizeof why) == 0)
+                cJSON_AddStringToObject(o, "sequence", seq);
+            ids[pos[m]] = saved;
+            free(str);
+            free(seq);
             char *line = cJSON_PrintUnformatted(o);
             if (line)
                 printf("%s\n", line);
