@@ -649,7 +649,8 @@ typedef struct zt_model_info {
 } zt_model_info;
 ZT_API int zt_engine_model_info(const zt_engine *e, zt_model_info *out);
 /* A classifier's name of label id (config.json's id2label), or NULL (not a classifier, or
- * id outside [0, num_labels)). Valid while the engine lives. */
+ * id outside [0, num_labels)). Valid while the engine lives; the default names (LABEL_0, ...)
+ * until this thread's next call. */
 ZT_API const char *zt_engine_label_name(const zt_engine *e, int id);
 
 typedef struct zt_param_info {

@@ -165,6 +165,15 @@ if "$ZT" export --checkpoint "$T/ck/step-10" --out "$T/exported" >"$T/export.log
    cmp -s "$T/rest.model/config.json" "$T/exported/config.json" && cmp -s "$T/vocab.txt" "$T/exported/vocab.txt"; then ok
 else bad "export of a fine-tuning checkpoint differs from --save-model's folder"; cat "$T/export.log"; fi
 
+# ---- sentencepiece:N trained on the training file: the folder predicts with it -----------------------
+"$PY" -c 'import json,sys; c=json.load(open(sys.argv[1])); c["vocab_size"]=100; json.dump(c,open(sys.argv[2],"w"))' "$T/tiny.json" "$T/tiny100.json"
+if "$ZT" finetune --model "$T/tiny100.json" --tokenizer sentencepiece:100 --task classify --train "$T/train.jsonl" \
+       --config "$T/s0.json" --steps 3 --seq-len 32 --save-model "$T/spm.model" >"$T/spm.log" 2>&1 &&
+   [ -f "$T/spm.model/spm.model" ] && grep -q DebertaV2Tokenizer "$T/spm.model/tokenizer_config.json" &&
+   "$ZT" predict --model "$T/spm.model" --task classify --input "$T/eval.jsonl" --output "$T/spm.pred" >>"$T/spm.log" 2>&1 &&
+   [ "$(wc -l <"$T/spm.pred")" -eq 80 ]; then ok
+else bad "finetune with a SentencePiece model it trains"; tail -3 "$T/spm.log"; fi
+
 # ---- text pairs ----------------------------------------------------------------------------------
 if "$ZT" finetune --model "$T/tiny.json" --tokenizer "wordpiece:$T/vocab.txt" --task classify \
        --train "$T/pairs.jsonl" --text-field premise --text-pair-field hypothesis --label-field same \
