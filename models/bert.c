@@ -417,13 +417,19 @@ typedef struct bert_model {
     uint64_t seed;
     /* current batch */
     int B, T, keep_logits;
+    /* the rows the layers run on: M = cu[B] tokens, sample b's are rows cu[b] ... cu[b + 1]
+     * - 1. A classifier packs right-padded rows (packed: their real tokens only, positions and
+     * ids in pids, ptt, ppos; no key mask); otherwise cu[b] = b T, M = B T. */
+    int M, packed;
+    int32_t *cu;
+    int64_t *pids, *ptt, *ppos;
     int evaluated;             /* the last loss was an evaluation's: its logits stay */
     const int64_t *ids, *mask, *tt, *labels;
     const float *label_values;  /* classification: [B, num_labels] (multi-label, regression) */
     int problem;                /* classification: the batch's BERT_PROBLEM_* */
     uint64_t first_sample;
     /* activations, sized for cap_bt rows */
-    size_t cap_bt, cap_t;
+    size_t cap_bt, cap_t, cap_b;
     float *arena;
     size_t arena_bytes;
     float *e_pre, *em, *er, *e;
@@ -571,8 +577,10 @@ static void carve(bert_model *m, zt_carver *cv, const unsigned char *mode, int k
         m->sc[i] = zt_take(cv, bt * C);
     m->si[0] = zt_take(cv, bt * F); m->si[1] = zt_take(cv, bt * F);
     m->att_scratch = zt_take(cv, 2 * (size_t)T * T * (size_t)m->slots);
+    m->cu = zt_take(cv, (size_t)B + 1);
     if (m->c.head == BERT_HEAD_CLS) {
         size_t b = (size_t)B, nl = (size_t)m->c.num_labels;
+        m->pids = zt_take(cv, bt * 2); m->ptt = zt_take(cv, bt * 2); m->ppos = zt_take(cv, bt * 2);
         m->cx = zt_take(cv, b * C); m->cp = zt_take(cv, b * C); m->ct = zt_take(cv, b * C);
         m->cdx = zt_take(cv, b * C); m->cdt = zt_take(cv, b * C);
         m->clog = zt_take(cv, b * nl); m->cdlog = zt_take(cv, b * nl);
@@ -584,7 +592,8 @@ static void carve(bert_model *m, zt_carver *cv, const unsigned char *mode, int k
 static int size_acts(bert_model *m, int B, int T)
 {
     size_t bt = (size_t)B * T;
-    if (m->arena && bt <= m->cap_bt && (size_t)T <= m->cap_t && m->slots >= omp_get_max_threads())
+    if (m->arena && bt <= m->cap_bt && (size_t)T <= m->cap_t && (size_t)B <= m->cap_b &&
+        m->slots >= omp_get_max_threads())
         return 0; /* pieces carved for (cap_bt rows, cap_t positions): a smaller batch uses
                    * prefixes */
     free_acts(m);
@@ -598,6 +607,7 @@ static int size_acts(bert_model *m, int B, int T)
     carve(m, &cv, m->mode, m->seg_k, B, T);
     m->cap_bt = bt;
     m->cap_t = (size_t)T;
+    m->cap_b = (size_t)B;
     return 0;
 }
 
@@ -693,6 +703,43 @@ static int prepare_cls(bert_model *m, const zt_batch *b, int64_t *n_labels)
     return 0;
 }
 
+/* the rows of the batch (see bert_model.M): a classifier whose every row is right-padded
+ * (its mask 1 ... 1 0 ... 0, at least one 1) runs on its real tokens only -- the same
+ * results, since a masked key's probability is exactly 0 and only [CLS] reaches the loss;
+ * else (and for the masked LM, whose logits are per position) all B T positions */
+static void set_rows(bert_model *m, const zt_batch *b)
+{
+    int B = b->B, T = b->T, pack = m->c.head == BERT_HEAD_CLS;
+    const int64_t *mk = b->attention_mask;
+    m->cu[0] = 0;
+    for (int r = 0; r < B; r++) {
+        int len = T;
+        if (pack && mk) {
+            const int64_t *row = mk + (size_t)r * T;
+            for (len = 0; len < T && row[len] == 1;)
+                len++;
+            for (int t = len; t < T; t++)
+                pack &= row[t] == 0;
+            pack &= len > 0;
+        }
+        m->cu[r + 1] = m->cu[r] + len;
+    }
+    m->packed = pack;
+    if (!pack)
+        for (int r = 0; r <= B; r++)
+            m->cu[r] = r * T;
+    m->M = m->cu[B];
+    if (!pack)
+        return;
+    for (int r = 0; r < B; r++)
+        for (int t = 0, i = m->cu[r]; i < m->cu[r + 1]; t++, i++) {
+            size_t src = (size_t)r * T + t;
+            m->pids[i] = b->input_ids[src];
+            m->ptt[i] = b->token_type_ids ? b->token_type_ids[src] : 0;
+            m->ppos[i] = t;
+        }
+}
+
 static int bert_prepare(void *p, const zt_batch *b, int keep_logits, int64_t *n_labels)
 {
     bert_model *m = p;
@@ -744,6 +791,7 @@ static int bert_prepare(void *p, const zt_batch *b, int keep_logits, int64_t *n_
     m->tt = b->token_type_ids;
     m->first_sample = b->first_sample;
     m->evaluated = 0;
+    set_rows(m, b);
     if (cls) {
         m->compact = 0;
         *n_labels = n;
@@ -776,6 +824,30 @@ static zt_dropout drop_for(const bert_model *m, int u, int purpose, float p)
     zt_dropout d = {m->dropout && m->train ? p : 0.0f, m->seed, m->first_sample,
                     zt_rng_stream(u, purpose)};
     return d;
+}
+
+/* layer a's attention core over the batch's rows (packed or padded with the key mask) */
+static void attn_forward(bert_model *m, layer_acts *a, const zt_dropout *da)
+{
+    const bert_config *c = &m->c;
+    if (m->packed)
+        attention_forward_varlen(a->ctx, a->att, a->keep, a->q, a->k, a->v, m->cu, da,
+                                 m->att_scratch, m->slots, m->B, m->T, c->hidden, c->heads);
+    else
+        attention_forward(a->ctx, a->att, a->keep, a->q, a->k, a->v, m->mask, da,
+                          m->att_scratch, m->slots, m->B, m->T, c->hidden, c->heads);
+}
+
+static void attn_backward(bert_model *m, layer_acts *a, const zt_dropout *da, float *dq,
+                          float *dk, float *dv, const float *dctx)
+{
+    const bert_config *c = &m->c;
+    if (m->packed)
+        attention_backward_varlen(dq, dk, dv, dctx, a->att, a->keep, a->q, a->k, a->v, m->cu, da,
+                                  m->att_scratch, m->slots, m->B, m->T, c->hidden, c->heads);
+    else
+        attention_backward(dq, dk, dv, dctx, a->att, a->keep, a->q, a->k, a->v, da,
+                           m->att_scratch, m->slots, m->B, m->T, c->hidden, c->heads);
 }
 
 static int bert_set_recompute(void *p, const unsigned char *unit_mode, int k)
@@ -873,11 +945,11 @@ static zt_dropout cls_drop(const bert_model *m, int u)
 static void cls_forward(bert_model *m, int u, float *const *P)
 {
     const bert_config *c = &m->c;
-    int B = m->B, T = m->T, C = c->hidden;
-    const float *y = m->la[c->layers - 1].y; /* [B, T, C] */
+    int B = m->B, C = c->hidden;
+    const float *y = m->la[c->layers - 1].y; /* [M, C] */
     zt_dropout d = cls_drop(m, u);
     for (int b = 0; b < B; b++) /* cx [B, C]: each sequence's first ([CLS]) row */
-        memcpy(m->cx + (size_t)b * C, y + (size_t)b * T * C, sizeof(float) * (size_t)C);
+        memcpy(m->cx + (size_t)b * C, y + (size_t)m->cu[b] * C, sizeof(float) * (size_t)C);
     linear_forward(m->cp, m->cx, param(m, P, u, C_PW), param(m, P, u, C_PB), B, C, C);
     tanh_forward(m->cp, m->cp, (size_t)B * C);
     memcpy(m->ct, m->cp, sizeof(float) * (size_t)B * C);
@@ -887,11 +959,11 @@ static void cls_forward(bert_model *m, int u, float *const *P)
     POLL(m);
 }
 
-/* the gradient of the last layer's output (dcur [B, T, C]): only the [CLS] rows have one */
+/* the gradient of the last layer's output (dcur [M, C]): only the [CLS] rows have one */
 static void cls_backward(bert_model *m, int u, float *const *P, float *const *G)
 {
     const bert_config *c = &m->c;
-    int B = m->B, T = m->T, C = c->hidden;
+    int B = m->B, C = c->hidden;
     size_t bc = (size_t)B * C;
     zt_dropout d = cls_drop(m, u);
     memset(m->cdt, 0, sizeof(float) * bc);
@@ -903,9 +975,9 @@ static void cls_backward(bert_model *m, int u, float *const *P, float *const *G)
     memset(m->cdt, 0, sizeof(float) * bc); /* cdt: the [CLS] rows' gradient */
     linear_backward(m->cdt, param(m, G, u, C_PW), param(m, G, u, C_PB), m->cdx, m->cx,
                     param(m, P, u, C_PW), B, C, C);
-    memset(m->dcur, 0, sizeof(float) * (size_t)B * T * C);
+    memset(m->dcur, 0, sizeof(float) * (size_t)m->M * C);
     for (int b = 0; b < B; b++)
-        memcpy(m->dcur + (size_t)b * T * C, m->cdt + (size_t)b * C, sizeof(float) * (size_t)C);
+        memcpy(m->dcur + (size_t)m->cu[b] * C, m->cdt + (size_t)b * C, sizeof(float) * (size_t)C);
     POLL(m);
 }
 
@@ -913,17 +985,21 @@ static void bert_forward_unit(void *p, int u, float *const *P)
 {
     bert_model *m = p;
     const bert_config *c = &m->c;
-    int B = m->B, T = m->T, C = c->hidden, F = c->inter, M = B * T;
+    int B = m->B, T = m->T, C = c->hidden, F = c->inter, M = m->M;
     size_t n = (size_t)M * C;
     if (u == 0) {
         zt_dropout d = drop_for(m, 0, ZT_RNG_DROP_EMB, c->hidden_drop);
-        embedding_forward(m->e_pre, m->ids, m->tt, param(m, P, 0, E_WORD), param(m, P, 0, E_TYPE),
-                          param(m, P, 0, E_POS), B, T, C);
+        if (m->packed)
+            embedding_forward_pos(m->e_pre, m->pids, m->ptt, m->ppos, param(m, P, 0, E_WORD),
+                                  param(m, P, 0, E_TYPE), param(m, P, 0, E_POS), M, C);
+        else
+            embedding_forward(m->e_pre, m->ids, m->tt, param(m, P, 0, E_WORD),
+                              param(m, P, 0, E_TYPE), param(m, P, 0, E_POS), B, T, C);
         POLL(m);
         layernorm_forward(m->e, m->em, m->er, m->e_pre, param(m, P, 0, E_LNW),
                           param(m, P, 0, E_LNB), M, C, c->eps);
         POLL(m);
-        dropout_residual(m->e, NULL, m->ke, &d, B, (size_t)T * C);
+        dropout_residual_rows(m->e, NULL, m->ke, &d, B, m->cu, (size_t)C);
     } else if (u <= c->layers) {
         layer_acts *a = &m->la[u - 1];
         const float *x = unit_input(m, u);
@@ -936,13 +1012,11 @@ static void bert_forward_unit(void *p, int u, float *const *P)
         POLL(m);
         linear_forward(a->v, x, param(m, P, u, L_VW), param(m, P, u, L_VB), M, C, C);
         POLL(m);
-        attention_forward(a->ctx, a->att, a->keep, a->q, a->k, a->v, m->mask, &da, m->att_scratch,
-                          m->slots, B, T,
-                          C, c->heads);
+        attn_forward(m, a, &da);
         POLL(m);
         linear_forward(a->a_pre, a->ctx, param(m, P, u, L_AOW), param(m, P, u, L_AOB), M, C, C);
         POLL(m);
-        dropout_residual(a->a_pre, x, a->k1, &d1, B, (size_t)T * C);
+        dropout_residual_rows(a->a_pre, x, a->k1, &d1, B, m->cu, (size_t)C);
         layernorm_forward(a->a, a->m1, a->r1, a->a_pre, param(m, P, u, L_LN1W),
                           param(m, P, u, L_LN1B), M, C, c->eps);
         POLL(m);
@@ -952,7 +1026,7 @@ static void bert_forward_unit(void *p, int u, float *const *P)
         POLL(m);
         linear_forward(a->y_pre, a->g, param(m, P, u, L_OW), param(m, P, u, L_OB), M, F, C);
         POLL(m);
-        dropout_residual(a->y_pre, a->a, a->k2, &d2, B, (size_t)T * C);
+        dropout_residual_rows(a->y_pre, a->a, a->k2, &d2, B, m->cu, (size_t)C);
         layernorm_forward(a->y, a->m2, a->r2, a->y_pre, param(m, P, u, L_LN2W),
                           param(m, P, u, L_LN2B), M, C, c->eps);
         POLL(m);
@@ -995,10 +1069,9 @@ static void bert_recompute_unit(void *p, int u, float *const *P)
     }
     layer_acts *a = &m->la[u - 1];
     zt_dropout da = drop_for(m, u, ZT_RNG_DROP_ATT, c->attn_drop);
-    attention_forward(a->ctx, a->att, a->keep, a->q, a->k, a->v, m->mask, &da, m->att_scratch,
-                      m->slots, m->B, m->T, c->hidden, c->heads);
+    attn_forward(m, a, &da);
     POLL(m);
-    gelu_forward(a->g, a->h, (size_t)m->B * m->T * c->inter);
+    gelu_forward(a->g, a->h, (size_t)m->M * c->inter);
     POLL(m);
 }
 
@@ -1048,7 +1121,7 @@ static void bert_backward_unit(void *p, int u, float *const *P, float *const *G)
 {
     bert_model *m = p;
     const bert_config *c = &m->c;
-    int B = m->B, T = m->T, C = c->hidden, F = c->inter, M = B * T;
+    int B = m->B, C = c->hidden, F = c->inter, M = m->M;
     size_t n = (size_t)M * C, ni = (size_t)M * F;
     float **s = m->sc, **si = m->si;
     if (u == c->layers + 1 && c->head == BERT_HEAD_CLS) {
@@ -1092,7 +1165,7 @@ static void bert_backward_unit(void *p, int u, float *const *P, float *const *G)
                            a->y_pre, a->m2, a->r2, param(m, P, u, L_LN2W), M, C);
         POLL(m);
         copy(s[1], s[0], n);
-        dropout_backward(s[0], a->k2, &d2, B, (size_t)T * C);
+        dropout_backward_rows(s[0], a->k2, &d2, B, m->cu, (size_t)C);
         /* o = g Wo^T + bo, g = gelu(h), h = a Wi^T + bi */
         zero(si[0], ni);
         linear_backward(si[0], param(m, G, u, L_OW), param(m, G, u, L_OB), s[0], a->g,
@@ -1110,13 +1183,12 @@ static void bert_backward_unit(void *p, int u, float *const *P, float *const *G)
                            a->m1, a->r1, param(m, P, u, L_LN1W), M, C);
         POLL(m);
         copy(m->dcur, s[0], n);
-        dropout_backward(s[0], a->k1, &d1, B, (size_t)T * C);
+        dropout_backward_rows(s[0], a->k1, &d1, B, m->cu, (size_t)C);
         zero(s[1], n);
         linear_backward(s[1], param(m, G, u, L_AOW), param(m, G, u, L_AOB), s[0], a->ctx,
                         param(m, P, u, L_AOW), M, C, C);
         POLL(m);
-        attention_backward(s[2], s[3], s[4], s[1], a->att, a->keep, a->q, a->k, a->v, &da,
-                           m->att_scratch, m->slots, B, T, C, c->heads);
+        attn_backward(m, a, &da, s[2], s[3], s[4], s[1]);
         POLL(m);
         linear_backward(m->dcur, param(m, G, u, L_QW), param(m, G, u, L_QB), s[2], x,
                         param(m, P, u, L_QW), M, C, C);
@@ -1129,13 +1201,17 @@ static void bert_backward_unit(void *p, int u, float *const *P, float *const *G)
         POLL(m);
     } else {
         zt_dropout d = drop_for(m, 0, ZT_RNG_DROP_EMB, c->hidden_drop);
-        dropout_backward(m->dcur, m->ke, &d, B, (size_t)T * C);
+        dropout_backward_rows(m->dcur, m->ke, &d, B, m->cu, (size_t)C);
         zero(s[0], n);
         layernorm_backward(s[0], param(m, G, 0, E_LNW), param(m, G, 0, E_LNB), m->dcur, m->e_pre,
                            m->em, m->er, param(m, P, 0, E_LNW), M, C);
         POLL(m);
-        embedding_backward(param(m, G, 0, E_WORD), param(m, G, 0, E_TYPE), param(m, G, 0, E_POS),
-                           s[0], m->ids, m->tt, B, T, C);
+        if (m->packed)
+            embedding_backward_pos(param(m, G, 0, E_WORD), param(m, G, 0, E_TYPE),
+                                   param(m, G, 0, E_POS), s[0], m->pids, m->ptt, m->ppos, M, C);
+        else
+            embedding_backward(param(m, G, 0, E_WORD), param(m, G, 0, E_TYPE),
+                               param(m, G, 0, E_POS), s[0], m->ids, m->tt, B, m->T, C);
         POLL(m);
     }
 }
@@ -1147,9 +1223,11 @@ static double bert_flops(const void *p)
 {
     const bert_model *m = p;
     const bert_config *c = &m->c;
-    double M = (double)m->B * m->T, C = c->hidden, F = c->inter, T = m->T;
+    double M = m->M, C = c->hidden, F = c->inter, pairs = 0.0; /* pairs: sum of L^2 */
     double rows = m->compact ? (double)m->n_lab : M;
-    double layer = 2.0 * M * (4.0 * C * C + 2.0 * C * F) + 2.0 * 2.0 * M * T * C;
+    for (int b = 0; b < m->B; b++)
+        pairs += (double)(m->cu[b + 1] - m->cu[b]) * (m->cu[b + 1] - m->cu[b]);
+    double layer = 2.0 * M * (4.0 * C * C + 2.0 * C * F) + 2.0 * 2.0 * pairs * C;
     double head = c->head == BERT_HEAD_CLS
                       ? 2.0 * m->B * C * (C + c->num_labels)
                       : 2.0 * M * C * C + 2.0 * rows * C * c->vocab;

@@ -198,16 +198,30 @@ void dropout_apply(float *x, const zt_dropout *d, int B, size_t per_row)
 }
 
 /* the rows cut into pieces spread over the threads: replay == NULL draws the mask (x =
- * dropout(x) + r, recorded into rec when given), else applies the recorded one */
+ * dropout(x) + r, recorded into rec when given), else applies the recorded one. cu == NULL:
+ * B rows of per_row elements; else row b is elements [cu[b] * per_row, cu[b + 1] * per_row)
+ * (per_row: the elements of one token) and its mask words start at word cu[b] * per_row / 32
+ * + b (past the previous row's last word: floor(a + b) >= floor(a) + floor(b)). */
 static void dropout_pieces(float *x, const float *r, uint32_t *rec, const uint32_t *replay,
-                           const zt_dropout *d, int B, size_t per_row)
+                           const zt_dropout *d, int B, const int32_t *cu, size_t per_row)
 {
-    long pieces = (long)((per_row + DROP_PIECE - 1) / DROP_PIECE), np = pieces * B;
+    size_t longest = per_row;
+    if (cu) {
+        longest = 0;
+        for (int b = 0; b < B; b++)
+            longest = (size_t)(cu[b + 1] - cu[b]) > longest ? (size_t)(cu[b + 1] - cu[b]) : longest;
+        longest *= per_row;
+    }
+    long pieces = (long)((longest + DROP_PIECE - 1) / DROP_PIECE), np = pieces * B;
 #pragma omp parallel for schedule(static)
     for (long t = 0; t < np; t++) {
         size_t b = (size_t)(t / pieces), i = (size_t)(t % pieces) * DROP_PIECE;
-        size_t k = per_row - i < DROP_PIECE ? per_row - i : DROP_PIECE, o = b * per_row + i;
-        size_t w = b * keep_words(per_row) + i / 32;
+        size_t row = cu ? (size_t)(cu[b + 1] - cu[b]) * per_row : per_row;
+        size_t start = cu ? (size_t)cu[b] * per_row : b * per_row;
+        if (i >= row)
+            continue;
+        size_t k = row - i < DROP_PIECE ? row - i : DROP_PIECE, o = start + i;
+        size_t w = (cu ? start / 32 + b : b * keep_words(per_row)) + i / 32;
         if (replay)
             apply_keep(x + o, x + o, replay + w, k, d->p);
         else
@@ -225,9 +239,23 @@ void dropout_residual(float *x, const float *r, uint32_t *keep, const zt_dropout
         return;
     }
     double t0 = ZT_PROF_T0();
-    dropout_pieces(x, r, keep, NULL, d, B, per_row);
+    dropout_pieces(x, r, keep, NULL, d, B, NULL, per_row);
     ZT_PROF(ZT_PROF_DROPOUT, t0, 12.0 * B * (double)per_row,
             (r ? 12.0 : 8.0) * B * (double)per_row);
+}
+
+void dropout_residual_rows(float *x, const float *r, uint32_t *keep, const zt_dropout *d, int B,
+                           const int32_t *cu, size_t C)
+{
+    double n = (double)cu[B] * C;
+    if (!d || d->p <= 0.0f) {
+        if (r)
+            add_into(x, r, (size_t)cu[B] * C);
+        return;
+    }
+    double t0 = ZT_PROF_T0();
+    dropout_pieces(x, r, keep, NULL, d, B, cu, C);
+    ZT_PROF(ZT_PROF_DROPOUT, t0, 12.0 * n, (r ? 12.0 : 8.0) * n);
 }
 
 void dropout_backward(float *dx, const uint32_t *keep, const zt_dropout *d, int B,
@@ -240,8 +268,18 @@ void dropout_backward(float *dx, const uint32_t *keep, const zt_dropout *d, int 
         return;
     }
     double t0 = ZT_PROF_T0();
-    dropout_pieces(dx, NULL, NULL, keep, d, B, per_row);
+    dropout_pieces(dx, NULL, NULL, keep, d, B, NULL, per_row);
     ZT_PROF(ZT_PROF_DROPOUT, t0, 2.0 * B * (double)per_row, 8.25 * B * (double)per_row);
+}
+
+void dropout_backward_rows(float *dx, const uint32_t *keep, const zt_dropout *d, int B,
+                           const int32_t *cu, size_t C)
+{
+    if (!d || d->p <= 0.0f)
+        return;
+    double t0 = ZT_PROF_T0(), n = (double)cu[B] * C;
+    dropout_pieces(dx, NULL, NULL, keep, d, B, cu, C); /* keep NULL: drawn again */
+    ZT_PROF(ZT_PROF_DROPOUT, t0, 2.0 * n, 8.25 * n);
 }
 
 void add_into(float *x, const float *y, size_t n)
@@ -307,13 +345,26 @@ static int scratch_threads(int slots)
 /* the (sample, head) pair's dropout mask on x into y: from the forward's record when there
  * is one (keep: the pair's words), else regenerated from the counters (the same decisions) */
 static void pair_mask(float *y, const float *x, const zt_dropout *drop, const uint32_t *keep,
-                      int b, int h, size_t tt)
+                      int b, uint64_t first, size_t n)
 {
     if (keep)
-        apply_keep(y, x, keep, tt, drop->p);
+        apply_keep(y, x, keep, n, drop->p);
     else
-        dropout_row(y, x, NULL, drop, drop->first_sample + (uint64_t)b, (uint64_t)h * tt, tt,
-                    NULL);
+        dropout_row(y, x, NULL, drop, drop->first_sample + (uint64_t)b, first, n, NULL);
+}
+
+/* pair (b, h)'s rows: its first query and key rows and their counts (cu: self-attention
+ * over packed rows, row b's tokens cu[b] ... cu[b + 1] - 1) */
+typedef struct pair_rows {
+    size_t q0, k0;
+    int tq, tk;
+} pair_rows;
+
+static pair_rows rows_of(const int32_t *cu, int b, int Tq, int Tk)
+{
+    if (cu)
+        return (pair_rows){(size_t)cu[b], (size_t)cu[b], cu[b + 1] - cu[b], cu[b + 1] - cu[b]};
+    return (pair_rows){(size_t)b * Tq, (size_t)b * Tk, Tq, Tk};
 }
 
 /* the additive term of row i's scores: -FLT_MAX on masked keys (and, causal, keys after i),
@@ -330,16 +381,29 @@ static const float *score_terms(float *bm, const float *bias, const int64_t *km,
     return bm;
 }
 
+/* the mean probabilities per pair (profile): tt padded, the rows' own L*L packed */
+static double packed_tt(const int32_t *cu, int B, size_t tt)
+{
+    double s = 0.0;
+    if (!cu)
+        return (double)tt;
+    for (int b = 0; b < B; b++)
+        s += (double)(cu[b + 1] - cu[b]) * (cu[b + 1] - cu[b]);
+    return s / B;
+}
+
 /* mha_forward, also recording the dropout keep-mask (keep: B*H pairs of ceil(Tq*Tk/32)
- * words; NULL: not recorded) */
+ * words; NULL: not recorded); cu: packed rows (see attention_forward_varlen; kmask, bias and
+ * causal unused then) */
 static void mha_forward_keep(float *ctx, float *att, uint32_t *keep, const float *q,
                              const float *k, const float *v, const float *bias,
-                             const int64_t *kmask, int causal, float div,
+                             const int64_t *kmask, int causal, const int32_t *cu, float div,
                              const zt_dropout *drop, float *scratch, int slots, int B, int Tq,
                              int Tk, int H, int D)
 {
     /* ctx, q: [B,Tq,H*D]; k, v: [B,Tk,H*D]; att: [B,H,Tq,Tk]; bias: [H,Tq,Tk]; kmask: [B,Tk];
-     * scratch: slots x (Tq*Tk + Tk) */
+     * scratch: slots x (Tq*Tk + Tk). Packed (cu): pair (b, h) uses the first L*L of its Tq*Tk
+     * probabilities (L = its row's tokens), its dropout counters from h*Tq*Tk as padded. */
     int C = H * D, prof = zt_prof_on, use_drop = drop && drop->p > 0.0f;
     size_t tt = (size_t)Tq * Tk, wpp = (tt + 31) / 32;
     double part[PART_N] = {0}, w0 = ZT_PROF_T0();
@@ -350,42 +414,48 @@ static void mha_forward_keep(float *ctx, float *att, uint32_t *keep, const float
 #pragma omp for schedule(static)
         for (int bh = 0; bh < B * H; bh++) {
             int b = bh / H, h = bh % H;
-            const float *qb = q + (size_t)b * Tq * C + (size_t)h * D;
-            const float *kb = k + (size_t)b * Tk * C + (size_t)h * D;
-            const float *vb = v + (size_t)b * Tk * C + (size_t)h * D;
-            const int64_t *km = kmask ? kmask + (size_t)b * Tk : NULL;
-            const float *bh_bias = bias ? bias + (size_t)h * tt : NULL, *terms = NULL;
+            pair_rows r = rows_of(cu, b, Tq, Tk);
+            int tq = r.tq, tk = r.tk;
+            const float *qb = q + r.q0 * C + (size_t)h * D;
+            const float *kb = k + r.k0 * C + (size_t)h * D;
+            const float *vb = v + r.k0 * C + (size_t)h * D;
+            const int64_t *km = kmask && !cu ? kmask + (size_t)b * Tk : NULL;
+            const float *bh_bias = bias && !cu ? bias + (size_t)h * tt : NULL, *terms = NULL;
+            int causal_b = causal && !cu;
             float *a = att + (size_t)bh * tt;
+            if (tq == 0 || tk == 0)
+                continue;
             if (prof)
                 t = zt_prof_now();
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, Tq, Tk, D, 1.0f, qb, C, kb, C,
-                        0.0f, a, Tk);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, tq, tk, D, 1.0f, qb, C, kb, C,
+                        0.0f, a, tk);
             lap(prof, &my[PART_GEMM], &t);
-            if (!bh_bias && !causal) /* the same term for every row */
-                terms = score_terms(bm, NULL, km, 0, 0, Tk);
-            for (int i = 0; i < Tq; i++)
-                vm_softmax_row(a + (size_t)i * Tk,
-                               bh_bias || causal ? score_terms(bm, bh_bias, km, causal, i, Tk)
-                                                 : terms,
-                               div, (size_t)Tk);
+            if (!bh_bias && !causal_b) /* the same term for every row */
+                terms = score_terms(bm, NULL, km, 0, 0, tk);
+            for (int i = 0; i < tq; i++)
+                vm_softmax_row(a + (size_t)i * tk,
+                               bh_bias || causal_b ? score_terms(bm, bh_bias, km, causal_b, i, tk)
+                                                   : terms,
+                               div, (size_t)tk);
             lap(prof, &my[PART_SOFTMAX], &t);
             const float *p = a;
             if (use_drop) { /* the mask words of a pair start at its element 0 */
                 dropout_row(pd, a, NULL, drop, drop->first_sample + (uint64_t)b,
-                            (uint64_t)h * tt, tt, keep ? keep + (size_t)bh * wpp : NULL);
+                            (uint64_t)h * tt, (size_t)tq * tk,
+                            keep ? keep + (size_t)bh * wpp : NULL);
                 p = pd;
                 lap(prof, &my[PART_DROP], &t);
             }
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, Tq, D, Tk, 1.0f, p, Tk, vb, C,
-                        0.0f, ctx + (size_t)b * Tq * C + (size_t)h * D, C);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, tq, D, tk, 1.0f, p, tk, vb, C,
+                        0.0f, ctx + r.q0 * C + (size_t)h * D, C);
             lap(prof, &my[PART_GEMM], &t);
         }
         merge_parts(prof, part, my);
     }
-    double pairs = (double)B * H;
-    attention_profile(w0, part, pairs * 4.0 * (double)tt * D,
-                      pairs * 4.0 * (2.0 * Tq * D + 2.0 * Tk * D + 2.0 * (double)tt),
-                      pairs * 8.0 * (double)tt, use_drop ? pairs * (double)tt : 0.0);
+    double pairs = (double)B * H, ptt = packed_tt(cu, B, tt), pq = cu ? (double)cu[B] / B : Tq;
+    attention_profile(w0, part, pairs * 4.0 * ptt * D,
+                      pairs * 4.0 * (2.0 * pq * D + 2.0 * (cu ? pq : Tk) * D + 2.0 * ptt),
+                      pairs * 8.0 * ptt, use_drop ? pairs * ptt : 0.0);
 }
 
 void mha_forward(float *ctx, float *att, const float *q, const float *k, const float *v,
@@ -393,8 +463,8 @@ void mha_forward(float *ctx, float *att, const float *q, const float *k, const f
                  const zt_dropout *drop, float *scratch, int slots, int B, int Tq, int Tk, int H,
                  int D)
 {
-    mha_forward_keep(ctx, att, NULL, q, k, v, bias, kmask, causal, div, drop, scratch, slots, B,
-                     Tq, Tk, H, D);
+    mha_forward_keep(ctx, att, NULL, q, k, v, bias, kmask, causal, NULL, div, drop, scratch,
+                     slots, B, Tq, Tk, H, D);
 }
 
 /* one (sample, head) pair of the backward; dbias: the head's [Tq,Tk] or NULL; keep: the
@@ -402,16 +472,18 @@ void mha_forward(float *ctx, float *att, const float *q, const float *k, const f
 static void mha_pair_backward(float *dq, float *dk, float *dv, float *dbias, const float *dctx,
                               const float *a, const uint32_t *keep, const float *q,
                               const float *k, const float *v, float div, const zt_dropout *drop,
-                              float *dp, float *pd, int b, int h, int Tq, int Tk, int C, int D,
-                              double *my)
+                              float *dp, float *pd, int b, int h, pair_rows r, size_t cap_tt,
+                              int C, int D, double *my)
 {
-    size_t tt = (size_t)Tq * Tk, oq = (size_t)b * Tq * C + (size_t)h * D,
-           ok = (size_t)b * Tk * C + (size_t)h * D;
+    int Tq = r.tq, Tk = r.tk;
+    size_t tt = (size_t)Tq * Tk, oq = r.q0 * C + (size_t)h * D, ok = r.k0 * C + (size_t)h * D;
     int prof = zt_prof_on, use_drop = drop && drop->p > 0.0f;
     double t = prof ? zt_prof_now() : 0.0;
     const float *p = a;
+    if (tt == 0)
+        return;
     if (use_drop) {
-        pair_mask(pd, a, drop, keep, b, h, tt);
+        pair_mask(pd, a, drop, keep, b, (uint64_t)h * cap_tt, tt);
         p = pd;
         lap(prof, &my[PART_DROP], &t);
     }
@@ -422,7 +494,7 @@ static void mha_pair_backward(float *dq, float *dk, float *dv, float *dbias, con
                 0.0f, dp, Tk);
     lap(prof, &my[PART_GEMM], &t);
     if (use_drop) { /* the gradient through the same keep-mask and scale */
-        pair_mask(dp, dp, drop, keep, b, h, tt);
+        pair_mask(dp, dp, drop, keep, b, (uint64_t)h * cap_tt, tt);
         lap(prof, &my[PART_DROP], &t);
     }
     /* the softmax's backward, then the division of the scores */
@@ -442,8 +514,9 @@ static void mha_pair_backward(float *dq, float *dk, float *dv, float *dbias, con
 
 static void mha_backward_keep(float *dq, float *dk, float *dv, float *dbias, const float *dctx,
                               const float *att, const uint32_t *keep, const float *q,
-                              const float *k, const float *v, float div, const zt_dropout *drop,
-                              float *scratch, int slots, int B, int Tq, int Tk, int H, int D)
+                              const float *k, const float *v, const int32_t *cu, float div,
+                              const zt_dropout *drop, float *scratch, int slots, int B, int Tq,
+                              int Tk, int H, int D)
 {
     /* dq, dctx, q: [B,Tq,H*D]; dk, dv, k, v: [B,Tk,H*D]; att: [B,H,Tq,Tk]; dbias: [H,Tq,Tk];
      * scratch: slots x [2,Tq,Tk] */
@@ -461,22 +534,22 @@ static void mha_backward_keep(float *dq, float *dk, float *dv, float *dbias, con
                     size_t bh = (size_t)b * H + h;
                     mha_pair_backward(dq, dk, dv, dbias + (size_t)h * tt, dctx, att + bh * tt,
                                       keep ? keep + bh * wpp : NULL, q, k, v, div, drop, dp, pd,
-                                      b, h, Tq, Tk, C, D, my);
+                                      b, h, rows_of(NULL, b, Tq, Tk), tt, C, D, my);
                 }
         } else {
 #pragma omp for schedule(static)
             for (int bh = 0; bh < B * H; bh++)
                 mha_pair_backward(dq, dk, dv, NULL, dctx, att + (size_t)bh * tt,
                                   keep ? keep + (size_t)bh * wpp : NULL, q, k, v, div, drop, dp,
-                                  pd, bh / H, bh % H, Tq, Tk, C, D, my);
+                                  pd, bh / H, bh % H, rows_of(cu, bh / H, Tq, Tk), tt, C, D, my);
         }
         merge_parts(prof, part, my);
     }
-    double pairs = (double)B * H;
+    double pairs = (double)B * H, ptt = packed_tt(cu, B, tt), pq = cu ? (double)cu[B] / B : Tq;
     int use_drop = drop && drop->p > 0.0f;
-    attention_profile(w0, part, pairs * 8.0 * (double)tt * D,
-                      pairs * 4.0 * (4.0 * Tq * D + 4.0 * Tk * D + 4.0 * (double)tt),
-                      pairs * 12.0 * (double)tt, use_drop ? 2.0 * pairs * (double)tt : 0.0);
+    attention_profile(w0, part, pairs * 8.0 * ptt * D,
+                      pairs * 4.0 * (4.0 * pq * D + 4.0 * (cu ? pq : Tk) * D + 4.0 * ptt),
+                      pairs * 12.0 * ptt, use_drop ? 2.0 * pairs * ptt : 0.0);
 }
 
 void mha_backward(float *dq, float *dk, float *dv, float *dbias, const float *dctx,
@@ -484,8 +557,8 @@ void mha_backward(float *dq, float *dk, float *dv, float *dbias, const float *dc
                   const zt_dropout *drop, float *scratch, int slots, int B, int Tq, int Tk, int H,
                   int D)
 {
-    mha_backward_keep(dq, dk, dv, dbias, dctx, att, NULL, q, k, v, div, drop, scratch, slots, B,
-                      Tq, Tk, H, D);
+    mha_backward_keep(dq, dk, dv, dbias, dctx, att, NULL, q, k, v, NULL, div, drop, scratch,
+                      slots, B, Tq, Tk, H, D);
 }
 
 /* BERT's self-attention: the general kernel with scores / sqrt(hs), the key mask, no bias,
@@ -495,7 +568,17 @@ void attention_forward(float *ctx, float *att, uint32_t *keep, const float *q, c
                        float *scratch, int slots, int B, int T, int C, int H)
 {
     int hs = C / H;
-    mha_forward_keep(ctx, att, keep, q, k, v, NULL, mask, 0, (float)sqrt((double)hs), drop,
+    mha_forward_keep(ctx, att, keep, q, k, v, NULL, mask, 0, NULL, (float)sqrt((double)hs), drop,
+                     scratch, slots, B, T, T, H, hs);
+}
+
+void attention_forward_varlen(float *ctx, float *att, uint32_t *keep, const float *q,
+                              const float *k, const float *v, const int32_t *cu,
+                              const zt_dropout *drop, float *scratch, int slots, int B, int T,
+                              int C, int H)
+{
+    int hs = C / H;
+    mha_forward_keep(ctx, att, keep, q, k, v, NULL, NULL, 0, cu, (float)sqrt((double)hs), drop,
                      scratch, slots, B, T, T, H, hs);
 }
 
@@ -505,14 +588,32 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dctx, cons
                         int H)
 {
     int hs = C / H;
-    mha_backward_keep(dq, dk, dv, NULL, dctx, att, keep, q, k, v, (float)sqrt((double)hs), drop,
-                      scratch, slots, B, T, T, H, hs);
+    mha_backward_keep(dq, dk, dv, NULL, dctx, att, keep, q, k, v, NULL, (float)sqrt((double)hs),
+                      drop, scratch, slots, B, T, T, H, hs);
+}
+
+void attention_backward_varlen(float *dq, float *dk, float *dv, const float *dctx,
+                               const float *att, const uint32_t *keep, const float *q,
+                               const float *k, const float *v, const int32_t *cu,
+                               const zt_dropout *drop, float *scratch, int slots, int B, int T,
+                               int C, int H)
+{
+    int hs = C / H;
+    mha_backward_keep(dq, dk, dv, NULL, dctx, att, keep, q, k, v, cu, (float)sqrt((double)hs),
+                      drop, scratch, slots, B, T, T, H, hs);
 }
 
 /* ---- embeddings --------------------------------------------------------------------- */
 
-void embedding_forward(float *out, const int64_t *ids, const int64_t *tt, const float *word,
-                       const float *type, const float *pos, int B, int T, int C)
+/* row bt's position: pos_ids[bt], or bt % T */
+static size_t position(const int64_t *pos_ids, int bt, int T)
+{
+    return pos_ids ? (size_t)pos_ids[bt] : (size_t)(bt % T);
+}
+
+static void embed_fwd(float *out, const int64_t *ids, const int64_t *tt, const int64_t *pos_ids,
+                      const float *word, const float *type, const float *pos, int B, int T,
+                      int C)
 {
     /* out: [B,T,C]; ids, tt: [B,T]; word: [V,C]; type: [TT,C]; pos: [P,C] */
     double t0 = ZT_PROF_T0();
@@ -520,7 +621,7 @@ void embedding_forward(float *out, const int64_t *ids, const int64_t *tt, const 
     for (int bt = 0; bt < B * T; bt++) {
         const float *w = word + (size_t)ids[bt] * C;
         const float *ty = type + (size_t)(tt ? tt[bt] : 0) * C;
-        const float *p = pos + (size_t)(bt % T) * C;
+        const float *p = pos + position(pos_ids, bt, T) * C;
         float *o = out + (size_t)bt * C;
         for (int c = 0; c < C; c++)
             o[c] = (w[c] + ty[c]) + p[c];
@@ -528,8 +629,22 @@ void embedding_forward(float *out, const int64_t *ids, const int64_t *tt, const 
     ZT_PROF(ZT_PROF_EMBEDDING, t0, 2.0 * B * T * C, 16.0 * B * T * C);
 }
 
-void embedding_backward(float *dword, float *dtype, float *dpos, const float *dout,
-                        const int64_t *ids, const int64_t *tt, int B, int T, int C)
+void embedding_forward(float *out, const int64_t *ids, const int64_t *tt, const float *word,
+                       const float *type, const float *pos, int B, int T, int C)
+{
+    embed_fwd(out, ids, tt, NULL, word, type, pos, B, T, C);
+}
+
+void embedding_forward_pos(float *out, const int64_t *ids, const int64_t *tt,
+                           const int64_t *pos_ids, const float *word, const float *type,
+                           const float *pos, int M, int C)
+{
+    embed_fwd(out, ids, tt, pos_ids, word, type, pos, M, 1, C);
+}
+
+static void embed_bwd(float *dword, float *dtype, float *dpos, const float *dout,
+                      const int64_t *ids, const int64_t *tt, const int64_t *pos_ids, int B,
+                      int T, int C)
 {
     /* Rows may repeat (same token twice), so channels are split across threads and each
      * thread walks all rows in order: deterministic and race-free. */
@@ -541,7 +656,7 @@ void embedding_backward(float *dword, float *dtype, float *dpos, const float *do
             const float *g = dout + (size_t)bt * C;
             float *dw = dword + (size_t)ids[bt] * C;
             float *dt = dtype + (size_t)(tt ? tt[bt] : 0) * C;
-            float *dp = dpos + (size_t)(bt % T) * C;
+            float *dp = dpos + position(pos_ids, bt, T) * C;
             for (int c = c0; c < c1; c++) {
                 dw[c] += g[c];
                 dt[c] += g[c];
@@ -550,6 +665,19 @@ void embedding_backward(float *dword, float *dtype, float *dpos, const float *do
         }
     }
     ZT_PROF(ZT_PROF_EMBEDDING, t0, 3.0 * B * T * C, 28.0 * B * T * C);
+}
+
+void embedding_backward(float *dword, float *dtype, float *dpos, const float *dout,
+                        const int64_t *ids, const int64_t *tt, int B, int T, int C)
+{
+    embed_bwd(dword, dtype, dpos, dout, ids, tt, NULL, B, T, C);
+}
+
+void embedding_backward_pos(float *dword, float *dtype, float *dpos, const float *dout,
+                            const int64_t *ids, const int64_t *tt, const int64_t *pos_ids,
+                            int M, int C)
+{
+    embed_bwd(dword, dtype, dpos, dout, ids, tt, pos_ids, M, 1, C);
 }
 
 /* ---- cross-entropy ------------------------------------------------------------------ */

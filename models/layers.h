@@ -43,6 +43,20 @@ typedef struct zt_dropout {
 void attention_forward(float *ctx, float *att, uint32_t *keep, const float *q, const float *k,
                        const float *v, const int64_t *mask, const zt_dropout *drop,
                        float *scratch, int slots, int B, int T, int C, int H);
+/* The same over packed rows (self-attention, no key mask): sample b's tokens are rows cu[b]
+ * ... cu[b + 1] - 1 of q, k, v, ctx [cu[B], C] (cu[0] = 0); T >= every row's length is the
+ * padded length: att, keep and scratch are laid out as for [B, T], pair (b, h) uses the first
+ * L*L probabilities of its T*T (L its length) and the dropout counters from h*T*T that padded
+ * rows use (so not the padded call's decisions beyond row 0). */
+void attention_forward_varlen(float *ctx, float *att, uint32_t *keep, const float *q,
+                              const float *k, const float *v, const int32_t *cu,
+                              const zt_dropout *drop, float *scratch, int slots, int B, int T,
+                              int C, int H);
+void attention_backward_varlen(float *dq, float *dk, float *dv, const float *dctx,
+                               const float *att, const uint32_t *keep, const float *q,
+                               const float *k, const float *v, const int32_t *cu,
+                               const zt_dropout *drop, float *scratch, int slots, int B, int T,
+                               int C, int H);
 /* dq, dk, dv are overwritten (not accumulated). keep: the dropout keep-mask the forward
  * recorded (B*H*ceil(T*T/32) words; NULL in both calls = regenerate it from the counters:
  * the same decisions either way). */
@@ -62,6 +76,13 @@ void dropout_residual(float *x, const float *r, uint32_t *keep, const zt_dropout
 /* dx *= the mask dropout_residual recorded in keep (NULL: regenerated, as dropout_apply). */
 void dropout_backward(float *dx, const uint32_t *keep, const zt_dropout *d, int B,
                       size_t per_row);
+/* The same over packed rows: sample b is tokens cu[b] ... cu[b + 1] - 1 of x [cu[B], C]
+ * (cu[0] = 0), with the decisions a padded row gives its first tokens; keep: at most cu[B] * C
+ * / 32 + B words (row b's from word cu[b] * C / 32 + b). */
+void dropout_residual_rows(float *x, const float *r, uint32_t *keep, const zt_dropout *d, int B,
+                           const int32_t *cu, size_t C);
+void dropout_backward_rows(float *dx, const uint32_t *keep, const zt_dropout *d, int B,
+                           const int32_t *cu, size_t C);
 /* x[i] += y[i] */
 void add_into(float *x, const float *y, size_t n);
 
@@ -70,6 +91,13 @@ void embedding_forward(float *out, const int64_t *ids, const int64_t *tt, const 
                        const float *type, const float *pos, int B, int T, int C);
 void embedding_backward(float *dword, float *dtype, float *dpos, const float *dout,
                         const int64_t *ids, const int64_t *tt, int B, int T, int C);
+/* The same over M rows with their positions pos_ids[M] (packed rows) */
+void embedding_forward_pos(float *out, const int64_t *ids, const int64_t *tt,
+                           const int64_t *pos_ids, const float *word, const float *type,
+                           const float *pos, int M, int C);
+void embedding_backward_pos(float *dword, float *dtype, float *dpos, const float *dout,
+                            const int64_t *ids, const int64_t *tt, const int64_t *pos_ids,
+                            int M, int C);
 
 /* Cross-entropy of logits[M,V] against labels[M] (-100 = ignored). Returns the loss sum
  * over labelled rows (double); *count = labelled rows. If dlogits is not NULL it is set to

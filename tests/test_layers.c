@@ -323,6 +323,109 @@ static void run_attention(float p)
 static void test_attention(void **state) { (void)state; run_attention(0.0f); }
 static void test_attention_dropout(void **state) { (void)state; run_attention(0.25f); }
 
+/* Packed rows (a classifier's unpadded batches) against the padded call with its key mask:
+ * rows of 9, 5 and 1 tokens. Without dropout the real rows agree to fp32 rounding (the
+ * softmax sums the same terms, the padded one with exact zeros among them, possibly in
+ * another order: a few ulps); with attention dropout query row 0 of each pair draws the
+ * padded counters, and the recorded mask replays exactly. Hidden dropout and embeddings:
+ * a packed row is its padded row's prefix, bit for bit. */
+static void test_packed_rows(void **state)
+{
+    (void)state;
+    enum { B = 3, T = 9, C = 12, H = 3 };
+    const int32_t cu[B + 1] = {0, 9, 14, 15};
+    size_t n = (size_t)B * T * C, np = (size_t)cu[B] * C, att_n = (size_t)B * H * T * T;
+    int64_t mask[B * T];
+    float *q = vec(n), *k = vec(n), *v = vec(n), *R = vec(n), *ctx = vec(n), *att = vec(att_n);
+    float *pq = vec(np), *pk = vec(np), *pv = vec(np), *pR = vec(np), *pctx = vec(np);
+    float *patt = vec(att_n), *scr = vec(4 * (size_t)T * T), *g[6], *pg[6];
+    for (int i = 0; i < 6; i++) {
+        g[i] = vec(n);
+        pg[i] = vec(np);
+    }
+    fill(q, n, 61, 1); fill(k, n, 62, 1); fill(v, n, 63, 1); fill(R, n, 64, 1);
+    for (int b = 0; b < B; b++) {
+        int L = cu[b + 1] - cu[b];
+        for (int t = 0; t < T; t++) {
+            mask[b * T + t] = t < L;
+            if (t >= L) /* a padded query row's output reaches no loss: no gradient */
+                memset(R + ((size_t)b * T + t) * C, 0, C * sizeof(float));
+        }
+        size_t from = (size_t)b * T * C, to = (size_t)cu[b] * C, len = (size_t)L * C * 4;
+        memcpy(pq + to, q + from, len); memcpy(pk + to, k + from, len);
+        memcpy(pv + to, v + from, len); memcpy(pR + to, R + from, len);
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        zt_dropout d = {pass ? 0.25f : 0.0f, 7, 300, zt_rng_stream(2, ZT_RNG_DROP_ATT)};
+        attention_forward(ctx, att, NULL, q, k, v, mask, &d, scr, 1, B, T, C, H);
+        attention_forward_varlen(pctx, patt, NULL, pq, pk, pv, cu, &d, scr, 1, B, T, C, H);
+        attention_backward(g[0], g[1], g[2], R, att, NULL, q, k, v, &d, scr, 1, B, T, C, H);
+        attention_backward_varlen(pg[0], pg[1], pg[2], pR, patt, NULL, pq, pk, pv, cu, &d, scr, 1,
+                                  B, T, C, H);
+        for (int b = 0; b < B; b++)
+            for (int t = 0; t < cu[b + 1] - cu[b]; t++)
+                for (int c = 0; c < C; c++) {
+                    size_t i = ((size_t)b * T + t) * C + c, j = ((size_t)cu[b] + t) * C + c;
+                    if (pass == 0 || t == 0)
+                        assert_true(fabsf(ctx[i] - pctx[j]) <= 1e-6f * (1.0f + fabsf(ctx[i])));
+                    for (int x = 0; pass == 0 && x < 3; x++)
+                        assert_true(fabsf(g[x][i] - pg[x][j]) <= 1e-5f * (1.0f + fabsf(g[x][i])));
+                }
+        /* the keep-mask the forward records replays the regenerated decisions exactly */
+        size_t words = (size_t)B * H * (((size_t)T * T + 31) / 32);
+        uint32_t *keep = calloc(words, sizeof *keep);
+        assert_non_null(keep);
+        float *pctx2 = vec(np);
+        attention_forward_varlen(pctx2, patt, keep, pq, pk, pv, cu, &d, scr, 2, B, T, C, H);
+        attention_backward_varlen(pg[3], pg[4], pg[5], pR, patt, keep, pq, pk, pv, cu, &d, scr, 2,
+                                  B, T, C, H);
+        assert_memory_equal(pctx2, pctx, np * 4);
+        for (int x = 0; x < 3; x++)
+            assert_memory_equal(pg[x + 3], pg[x], np * 4);
+        free(keep);
+        free(pctx2);
+    }
+    /* hidden dropout with the residual, and its backward, recorded and regenerated */
+    zt_dropout d = {0.3f, 11, 50, zt_rng_stream(4, ZT_RNG_DROP_ATTOUT)};
+    uint32_t keep[B * T * C / 32 + B];
+    memcpy(g[0], q, n * 4); memcpy(pg[0], pq, np * 4);
+    memcpy(g[1], R, n * 4); memcpy(pg[1], pR, np * 4); memcpy(pg[2], pR, np * 4);
+    dropout_residual(g[0], k, NULL, &d, B, (size_t)T * C);
+    dropout_residual_rows(pg[0], pk, keep, &d, B, cu, C);
+    dropout_backward(g[1], NULL, &d, B, (size_t)T * C);
+    dropout_backward_rows(pg[1], keep, &d, B, cu, C);
+    dropout_backward_rows(pg[2], NULL, &d, B, cu, C);
+    /* embeddings at the rows' own positions */
+    int64_t ids[B * T], pids[B * T], ptt[B * T], ppos[B * T];
+    float *word = vec(20 * C), *type = vec(2 * C), *pos = vec(T * C);
+    fill(word, 20 * C, 65, 1); fill(type, 2 * C, 66, 1); fill(pos, T * C, 67, 1);
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            ids[b * T + t] = (b * 7 + t * 3) % 20;
+            if (t < cu[b + 1] - cu[b]) {
+                pids[cu[b] + t] = ids[b * T + t];
+                ptt[cu[b] + t] = 0;
+                ppos[cu[b] + t] = t;
+            }
+        }
+    embedding_forward(g[3], ids, NULL, word, type, pos, B, T, C);
+    embedding_forward_pos(pg[3], pids, ptt, ppos, word, type, pos, cu[B], C);
+    for (int b = 0; b < B; b++) {
+        size_t from = (size_t)b * T * C, to = (size_t)cu[b] * C, len = (size_t)(cu[b + 1] - cu[b]) * C * 4;
+        assert_memory_equal(pg[0] + to, g[0] + from, len);
+        assert_memory_equal(pg[1] + to, g[1] + from, len);
+        assert_memory_equal(pg[2] + to, g[1] + from, len);
+        assert_memory_equal(pg[3] + to, g[3] + from, len);
+    }
+    free(word); free(type); free(pos);
+    free(q); free(k); free(v); free(R); free(ctx); free(att);
+    free(pq); free(pk); free(pv); free(pR); free(pctx); free(patt); free(scr);
+    for (int i = 0; i < 6; i++) {
+        free(g[i]);
+        free(pg[i]);
+    }
+}
+
 /* ---- dropout ---------------------------------------------------------------------------- */
 
 static void test_dropout(void **state)
@@ -471,7 +574,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_linear),     cmocka_unit_test(test_layernorm),
         cmocka_unit_test(test_gelu),       cmocka_unit_test(test_attention),
-        cmocka_unit_test(test_attention_dropout), cmocka_unit_test(test_dropout),
+        cmocka_unit_test(test_attention_dropout), cmocka_unit_test(test_packed_rows),
+        cmocka_unit_test(test_dropout),
         cmocka_unit_test(test_embedding),  cmocka_unit_test(test_crossentropy),
         cmocka_unit_test(test_vmath),      cmocka_unit_test(test_dropout_residual),
     };
