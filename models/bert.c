@@ -422,6 +422,8 @@ typedef struct bert_model {
      * ids in pids, ptt, ppos; no key mask); otherwise cu[b] = b T, M = B T. */
     int M, packed;
     int32_t *cu;
+    int32_t *cu1;              /* [B + 1]: 0, 1, ..., B (one row per sample) */
+    float *cxq;                /* [B, C]: the last layer's input at the [CLS] rows */
     int64_t *pids, *ptt, *ppos;
     int evaluated;             /* the last loss was an evaluation's: its logits stay */
     const int64_t *ids, *mask, *tt, *labels;
@@ -580,6 +582,7 @@ static void carve(bert_model *m, zt_carver *cv, const unsigned char *mode, int k
     m->cu = zt_take(cv, (size_t)B + 1);
     if (m->c.head == BERT_HEAD_CLS) {
         size_t b = (size_t)B, nl = (size_t)m->c.num_labels;
+        m->cu1 = zt_take(cv, b + 1); m->cxq = zt_take(cv, b * C);
         m->pids = zt_take(cv, bt * 2); m->ptt = zt_take(cv, bt * 2); m->ppos = zt_take(cv, bt * 2);
         m->cx = zt_take(cv, b * C); m->cp = zt_take(cv, b * C); m->ct = zt_take(cv, b * C);
         m->cdx = zt_take(cv, b * C); m->cdt = zt_take(cv, b * C);
@@ -729,6 +732,9 @@ static void set_rows(bert_model *m, const zt_batch *b)
         for (int r = 0; r <= B; r++)
             m->cu[r] = r * T;
     m->M = m->cu[B];
+    if (m->c.head == BERT_HEAD_CLS)
+        for (int r = 0; r <= B; r++)
+            m->cu1[r] = r;
     if (!pack)
         return;
     for (int r = 0; r < B; r++)
@@ -946,10 +952,9 @@ static void cls_forward(bert_model *m, int u, float *const *P)
 {
     const bert_config *c = &m->c;
     int B = m->B, C = c->hidden;
-    const float *y = m->la[c->layers - 1].y; /* [M, C] */
+    const float *y = m->la[c->layers - 1].y; /* [B, C]: the [CLS] rows (first_only) */
     zt_dropout d = cls_drop(m, u);
-    for (int b = 0; b < B; b++) /* cx [B, C]: each sequence's first ([CLS]) row */
-        memcpy(m->cx + (size_t)b * C, y + (size_t)m->cu[b] * C, sizeof(float) * (size_t)C);
+    memcpy(m->cx, y, sizeof(float) * (size_t)B * C);
     linear_forward(m->cp, m->cx, param(m, P, u, C_PW), param(m, P, u, C_PB), B, C, C);
     tanh_forward(m->cp, m->cp, (size_t)B * C);
     memcpy(m->ct, m->cp, sizeof(float) * (size_t)B * C);
@@ -959,7 +964,7 @@ static void cls_forward(bert_model *m, int u, float *const *P)
     POLL(m);
 }
 
-/* the gradient of the last layer's output (dcur [M, C]): only the [CLS] rows have one */
+/* the gradient of the last layer's output at the [CLS] rows (dcur [B, C]) */
 static void cls_backward(bert_model *m, int u, float *const *P, float *const *G)
 {
     const bert_config *c = &m->c;
@@ -975,9 +980,144 @@ static void cls_backward(bert_model *m, int u, float *const *P, float *const *G)
     memset(m->cdt, 0, sizeof(float) * bc); /* cdt: the [CLS] rows' gradient */
     linear_backward(m->cdt, param(m, G, u, C_PW), param(m, G, u, C_PB), m->cdx, m->cx,
                     param(m, P, u, C_PW), B, C, C);
-    memset(m->dcur, 0, sizeof(float) * (size_t)m->M * C);
+    memcpy(m->dcur, m->cdt, sizeof(float) * bc);
+    POLL(m);
+}
+
+static void zero(float *x, size_t n)
+{
+    double t0 = ZT_PROF_T0();
+    memset(x, 0, n * sizeof(float));
+    ZT_PROF(ZT_PROF_ELEMENTWISE, t0, 0, 4.0 * (double)n);
+}
+
+static void copy(float *dst, const float *src, size_t n)
+{
+    double t0 = ZT_PROF_T0();
+    memcpy(dst, src, n * sizeof(float));
+    ZT_PROF(ZT_PROF_ELEMENTWISE, t0, 0, 8.0 * (double)n);
+}
+
+/* A classifier's last layer needs its output at the [CLS] rows only: K and V over every
+ * row, the rest (Q, the attention of one query, the output projection, both LayerNorms, the
+ * feed-forward) over the B [CLS] rows, its activations the first B rows of each buffer but
+ * K's and V's. The same values as the whole layer's [CLS] rows, dropout decisions included
+ * (the row's own counters); the other rows had no gradient. */
+static int first_only(const bert_model *m, int u)
+{
+    return m->c.head == BERT_HEAD_CLS && u == m->c.layers;
+}
+
+static void gather_first(const bert_model *m, float *dst, const float *src)
+{
+    size_t C = (size_t)m->c.hidden;
+    for (int b = 0; b < m->B; b++)
+        memcpy(dst + (size_t)b * C, src + (size_t)m->cu[b] * C, sizeof(float) * C);
+}
+
+static void first_attention(bert_model *m, layer_acts *a, const zt_dropout *da)
+{
+    const bert_config *c = &m->c;
+    attention_forward_first(a->ctx, a->att, a->keep, a->q, a->k, a->v, m->mask,
+                            m->packed ? m->cu : NULL, da, m->att_scratch, m->slots, m->B, m->T,
+                            c->hidden, c->heads);
+}
+
+static void first_forward(bert_model *m, int u, float *const *P, layer_acts *a, const float *x)
+{
+    const bert_config *c = &m->c;
+    int B = m->B, C = c->hidden, F = c->inter, M = m->M;
+    zt_dropout da = drop_for(m, u, ZT_RNG_DROP_ATT, c->attn_drop);
+    zt_dropout d1 = drop_for(m, u, ZT_RNG_DROP_ATTOUT, c->hidden_drop);
+    zt_dropout d2 = drop_for(m, u, ZT_RNG_DROP_FFOUT, c->hidden_drop);
+    gather_first(m, m->cxq, x);
+    linear_forward(a->q, m->cxq, param(m, P, u, L_QW), param(m, P, u, L_QB), B, C, C);
+    POLL(m);
+    linear_forward(a->k, x, param(m, P, u, L_KW), param(m, P, u, L_KB), M, C, C);
+    POLL(m);
+    linear_forward(a->v, x, param(m, P, u, L_VW), param(m, P, u, L_VB), M, C, C);
+    POLL(m);
+    first_attention(m, a, &da);
+    POLL(m);
+    linear_forward(a->a_pre, a->ctx, param(m, P, u, L_AOW), param(m, P, u, L_AOB), B, C, C);
+    POLL(m);
+    dropout_residual_rows(a->a_pre, m->cxq, a->k1, &d1, B, m->cu1, (size_t)C);
+    layernorm_forward(a->a, a->m1, a->r1, a->a_pre, param(m, P, u, L_LN1W),
+                      param(m, P, u, L_LN1B), B, C, c->eps);
+    POLL(m);
+    linear_forward(a->h, a->a, param(m, P, u, L_IW), param(m, P, u, L_IB), B, C, F);
+    POLL(m);
+    gelu_forward(a->g, a->h, (size_t)B * F);
+    POLL(m);
+    linear_forward(a->y_pre, a->g, param(m, P, u, L_OW), param(m, P, u, L_OB), B, F, C);
+    POLL(m);
+    dropout_residual_rows(a->y_pre, a->a, a->k2, &d2, B, m->cu1, (size_t)C);
+    layernorm_forward(a->y, a->m2, a->r2, a->y_pre, param(m, P, u, L_LN2W),
+                      param(m, P, u, L_LN2B), B, C, c->eps);
+    POLL(m);
+}
+
+static void first_backward(bert_model *m, int u, float *const *P, float *const *G,
+                           layer_acts *a, const float *x)
+{
+    const bert_config *c = &m->c;
+    int B = m->B, C = c->hidden, F = c->inter, M = m->M;
+    size_t nb = (size_t)B * C, nbi = (size_t)B * F;
+    float **s = m->sc, **si = m->si;
+    zt_dropout da = drop_for(m, u, ZT_RNG_DROP_ATT, c->attn_drop);
+    zt_dropout d1 = drop_for(m, u, ZT_RNG_DROP_ATTOUT, c->hidden_drop);
+    zt_dropout d2 = drop_for(m, u, ZT_RNG_DROP_FFOUT, c->hidden_drop);
+    /* dcur [B, C]: the head's gradient of the [CLS] rows */
+    zero(s[0], nb);
+    layernorm_backward(s[0], param(m, G, u, L_LN2W), param(m, G, u, L_LN2B), m->dcur, a->y_pre,
+                       a->m2, a->r2, param(m, P, u, L_LN2W), B, C);
+    POLL(m);
+    copy(s[1], s[0], nb);
+    dropout_backward_rows(s[0], a->k2, &d2, B, m->cu1, (size_t)C);
+    zero(si[0], nbi);
+    linear_backward(si[0], param(m, G, u, L_OW), param(m, G, u, L_OB), s[0], a->g,
+                    param(m, P, u, L_OW), B, F, C);
+    POLL(m);
+    zero(si[1], nbi);
+    gelu_backward(si[1], a->h, si[0], nbi);
+    POLL(m);
+    linear_backward(s[1], param(m, G, u, L_IW), param(m, G, u, L_IB), si[1], a->a,
+                    param(m, P, u, L_IW), B, C, F);
+    POLL(m);
+    zero(s[0], nb);
+    layernorm_backward(s[0], param(m, G, u, L_LN1W), param(m, G, u, L_LN1B), s[1], a->a_pre,
+                       a->m1, a->r1, param(m, P, u, L_LN1W), B, C);
+    POLL(m);
+    /* dcur becomes the input's gradient [M, C]: the residual's at the [CLS] rows, ... */
+    zero(m->dcur, (size_t)M * C);
     for (int b = 0; b < B; b++)
-        memcpy(m->dcur + (size_t)m->cu[b] * C, m->cdt + (size_t)b * C, sizeof(float) * (size_t)C);
+        memcpy(m->dcur + (size_t)m->cu[b] * C, s[0] + (size_t)b * C, sizeof(float) * (size_t)C);
+    dropout_backward_rows(s[0], a->k1, &d1, B, m->cu1, (size_t)C);
+    zero(s[1], nb);
+    linear_backward(s[1], param(m, G, u, L_AOW), param(m, G, u, L_AOB), s[0], a->ctx,
+                    param(m, P, u, L_AOW), B, C, C);
+    POLL(m);
+    attention_backward_first(s[2], s[3], s[4], s[1], a->att, a->keep, a->q, a->k, a->v,
+                             m->packed ? m->cu : NULL, &da, m->att_scratch, m->slots, B, m->T, C,
+                             c->heads);
+    POLL(m);
+    /* ... Q's at the [CLS] rows, K's and V's at every row */
+    gather_first(m, m->cxq, x);
+    zero(s[0], nb);
+    linear_backward(s[0], param(m, G, u, L_QW), param(m, G, u, L_QB), s[2], m->cxq,
+                    param(m, P, u, L_QW), B, C, C);
+    POLL(m);
+    for (int b = 0; b < B; b++) {
+        float *d = m->dcur + (size_t)m->cu[b] * C;
+        const float *g = s[0] + (size_t)b * C;
+        for (int j = 0; j < C; j++)
+            d[j] += g[j];
+    }
+    linear_backward(m->dcur, param(m, G, u, L_KW), param(m, G, u, L_KB), s[3], x,
+                    param(m, P, u, L_KW), M, C, C);
+    POLL(m);
+    linear_backward(m->dcur, param(m, G, u, L_VW), param(m, G, u, L_VB), s[4], x,
+                    param(m, P, u, L_VW), M, C, C);
     POLL(m);
 }
 
@@ -1000,6 +1140,8 @@ static void bert_forward_unit(void *p, int u, float *const *P)
                           param(m, P, 0, E_LNB), M, C, c->eps);
         POLL(m);
         dropout_residual_rows(m->e, NULL, m->ke, &d, B, m->cu, (size_t)C);
+    } else if (first_only(m, u)) {
+        first_forward(m, u, P, &m->la[u - 1], unit_input(m, u));
     } else if (u <= c->layers) {
         layer_acts *a = &m->la[u - 1];
         const float *x = unit_input(m, u);
@@ -1069,9 +1211,12 @@ static void bert_recompute_unit(void *p, int u, float *const *P)
     }
     layer_acts *a = &m->la[u - 1];
     zt_dropout da = drop_for(m, u, ZT_RNG_DROP_ATT, c->attn_drop);
-    attn_forward(m, a, &da);
+    if (first_only(m, u))
+        first_attention(m, a, &da);
+    else
+        attn_forward(m, a, &da);
     POLL(m);
-    gelu_forward(a->g, a->h, (size_t)m->M * c->inter);
+    gelu_forward(a->g, a->h, (size_t)(first_only(m, u) ? m->B : m->M) * c->inter);
     POLL(m);
 }
 
@@ -1101,20 +1246,6 @@ static double bert_loss(void *p, float grad_scale)
                         : 0.0;
     return crossentropy_forward_backward(d, m->row_loss, &count, m->lm.logits, m->labels,
                                          m->B * m->T, m->c.vocab, grad_scale);
-}
-
-static void zero(float *x, size_t n)
-{
-    double t0 = ZT_PROF_T0();
-    memset(x, 0, n * sizeof(float));
-    ZT_PROF(ZT_PROF_ELEMENTWISE, t0, 0, 4.0 * (double)n);
-}
-
-static void copy(float *dst, const float *src, size_t n)
-{
-    double t0 = ZT_PROF_T0();
-    memcpy(dst, src, n * sizeof(float));
-    ZT_PROF(ZT_PROF_ELEMENTWISE, t0, 0, 8.0 * (double)n);
 }
 
 static void bert_backward_unit(void *p, int u, float *const *P, float *const *G)
@@ -1153,6 +1284,8 @@ static void bert_backward_unit(void *p, int u, float *const *P, float *const *G)
         linear_backward(m->dcur, param(m, G, u, H_TW), param(m, G, u, H_TB), s[2], y,
                         param(m, P, u, H_TW), M, C, C);
         POLL(m);
+    } else if (first_only(m, u)) {
+        first_backward(m, u, P, G, &m->la[u - 1], unit_input(m, u));
     } else if (u >= 1) {
         layer_acts *a = &m->la[u - 1];
         const float *x = unit_input(m, u);
@@ -1228,10 +1361,13 @@ static double bert_flops(const void *p)
     for (int b = 0; b < m->B; b++)
         pairs += (double)(m->cu[b + 1] - m->cu[b]) * (m->cu[b + 1] - m->cu[b]);
     double layer = 2.0 * M * (4.0 * C * C + 2.0 * C * F) + 2.0 * 2.0 * pairs * C;
+    double fwd = c->layers * layer;
+    if (c->head == BERT_HEAD_CLS) /* the last layer: K, V over M rows, the rest over B */
+        fwd += 2.0 * (m->B - M) * (2.0 * C * C + 2.0 * C * F) + 2.0 * 2.0 * (M - pairs) * C;
     double head = c->head == BERT_HEAD_CLS
                       ? 2.0 * m->B * C * (C + c->num_labels)
                       : 2.0 * M * C * C + 2.0 * rows * C * c->vocab;
-    double fwd = c->layers * layer + head;
+    fwd += head;
     return 3.0 * fwd;
 }
 

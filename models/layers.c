@@ -353,18 +353,42 @@ static void pair_mask(float *y, const float *x, const zt_dropout *drop, const ui
         dropout_row(y, x, NULL, drop, drop->first_sample + (uint64_t)b, first, n, NULL);
 }
 
-/* pair (b, h)'s rows: its first query and key rows and their counts (cu: self-attention
- * over packed rows, row b's tokens cu[b] ... cu[b + 1] - 1) */
+/* Which rows a (sample, head) pair reads, beside the padded [B, Tq] x [B, Tk] layout (NULL):
+ * cu: self-attention over packed rows, sample b's tokens cu[b] ... cu[b + 1] - 1 (no key
+ * mask); q_one: one query per sample, row b of q and ctx, attending to the sample's keys
+ * (packed by cu, or padded [B, Tk] with the key mask) -- the first token's row of
+ * self-attention, with its dropout counters (the pair's from h Tk Tk). */
+typedef struct att_rows {
+    const int32_t *cu;
+    int q_one;
+} att_rows;
+
+/* pair (b, h)'s rows: its first query and key rows and their counts */
 typedef struct pair_rows {
     size_t q0, k0;
     int tq, tk;
 } pair_rows;
 
-static pair_rows rows_of(const int32_t *cu, int b, int Tq, int Tk)
+static pair_rows rows_of(const att_rows *ar, int b, int Tq, int Tk)
 {
-    if (cu)
-        return (pair_rows){(size_t)cu[b], (size_t)cu[b], cu[b + 1] - cu[b], cu[b + 1] - cu[b]};
-    return (pair_rows){(size_t)b * Tq, (size_t)b * Tk, Tq, Tk};
+    pair_rows r = {(size_t)b * Tq, (size_t)b * Tk, Tq, Tk};
+    if (ar && ar->cu) {
+        r.k0 = (size_t)ar->cu[b];
+        r.tk = ar->cu[b + 1] - ar->cu[b];
+        r.q0 = r.k0;
+        r.tq = r.tk;
+    }
+    if (ar && ar->q_one) {
+        r.q0 = (size_t)b;
+        r.tq = 1;
+    }
+    return r;
+}
+
+/* the first dropout counter of pair (b, h) is h times this */
+static size_t counter_stride(const att_rows *ar, int Tq, int Tk)
+{
+    return ar && ar->q_one ? (size_t)Tk * Tk : (size_t)Tq * Tk;
 }
 
 /* the additive term of row i's scores: -FLT_MAX on masked keys (and, causal, keys after i),
@@ -381,23 +405,28 @@ static const float *score_terms(float *bm, const float *bias, const int64_t *km,
     return bm;
 }
 
-/* the mean probabilities per pair (profile): tt padded, the rows' own L*L packed */
-static double packed_tt(const int32_t *cu, int B, size_t tt)
+/* the mean query rows, key rows and probabilities per pair (the profile's counts) */
+static void pair_means(const att_rows *ar, int B, int Tq, int Tk, double *q, double *k,
+                       double *tt)
 {
-    double s = 0.0;
-    if (!cu)
-        return (double)tt;
-    for (int b = 0; b < B; b++)
-        s += (double)(cu[b + 1] - cu[b]) * (cu[b + 1] - cu[b]);
-    return s / B;
+    *q = *k = *tt = 0.0;
+    for (int b = 0; b < B; b++) {
+        pair_rows r = rows_of(ar, b, Tq, Tk);
+        *q += r.tq;
+        *k += r.tk;
+        *tt += (double)r.tq * r.tk;
+    }
+    *q /= B;
+    *k /= B;
+    *tt /= B;
 }
 
 /* mha_forward, also recording the dropout keep-mask (keep: B*H pairs of ceil(Tq*Tk/32)
- * words; NULL: not recorded); cu: packed rows (see attention_forward_varlen; kmask, bias and
- * causal unused then) */
+ * words; NULL: not recorded); ar: the rows (see att_rows; NULL: padded. bias and causal
+ * apply to the padded layout only, kmask to padded keys) */
 static void mha_forward_keep(float *ctx, float *att, uint32_t *keep, const float *q,
                              const float *k, const float *v, const float *bias,
-                             const int64_t *kmask, int causal, const int32_t *cu, float div,
+                             const int64_t *kmask, int causal, const att_rows *ar, float div,
                              const zt_dropout *drop, float *scratch, int slots, int B, int Tq,
                              int Tk, int H, int D)
 {
@@ -405,7 +434,8 @@ static void mha_forward_keep(float *ctx, float *att, uint32_t *keep, const float
      * scratch: slots x (Tq*Tk + Tk). Packed (cu): pair (b, h) uses the first L*L of its Tq*Tk
      * probabilities (L = its row's tokens), its dropout counters from h*Tq*Tk as padded. */
     int C = H * D, prof = zt_prof_on, use_drop = drop && drop->p > 0.0f;
-    size_t tt = (size_t)Tq * Tk, wpp = (tt + 31) / 32;
+    size_t tt = (size_t)Tq * Tk, wpp = (tt + 31) / 32, ctr = counter_stride(ar, Tq, Tk);
+    const int32_t *cu = ar ? ar->cu : NULL;
     double part[PART_N] = {0}, w0 = ZT_PROF_T0();
 #pragma omp parallel num_threads(scratch_threads(slots))
     {
@@ -414,14 +444,14 @@ static void mha_forward_keep(float *ctx, float *att, uint32_t *keep, const float
 #pragma omp for schedule(static)
         for (int bh = 0; bh < B * H; bh++) {
             int b = bh / H, h = bh % H;
-            pair_rows r = rows_of(cu, b, Tq, Tk);
+            pair_rows r = rows_of(ar, b, Tq, Tk);
             int tq = r.tq, tk = r.tk;
             const float *qb = q + r.q0 * C + (size_t)h * D;
             const float *kb = k + r.k0 * C + (size_t)h * D;
             const float *vb = v + r.k0 * C + (size_t)h * D;
             const int64_t *km = kmask && !cu ? kmask + (size_t)b * Tk : NULL;
-            const float *bh_bias = bias && !cu ? bias + (size_t)h * tt : NULL, *terms = NULL;
-            int causal_b = causal && !cu;
+            const float *bh_bias = bias && !ar ? bias + (size_t)h * tt : NULL, *terms = NULL;
+            int causal_b = causal && !ar;
             float *a = att + (size_t)bh * tt;
             if (tq == 0 || tk == 0)
                 continue;
@@ -441,7 +471,7 @@ static void mha_forward_keep(float *ctx, float *att, uint32_t *keep, const float
             const float *p = a;
             if (use_drop) { /* the mask words of a pair start at its element 0 */
                 dropout_row(pd, a, NULL, drop, drop->first_sample + (uint64_t)b,
-                            (uint64_t)h * tt, (size_t)tq * tk,
+                            (uint64_t)h * ctr, (size_t)tq * tk,
                             keep ? keep + (size_t)bh * wpp : NULL);
                 p = pd;
                 lap(prof, &my[PART_DROP], &t);
@@ -452,9 +482,10 @@ static void mha_forward_keep(float *ctx, float *att, uint32_t *keep, const float
         }
         merge_parts(prof, part, my);
     }
-    double pairs = (double)B * H, ptt = packed_tt(cu, B, tt), pq = cu ? (double)cu[B] / B : Tq;
+    double pairs = (double)B * H, pq, pk, ptt;
+    pair_means(ar, B, Tq, Tk, &pq, &pk, &ptt);
     attention_profile(w0, part, pairs * 4.0 * ptt * D,
-                      pairs * 4.0 * (2.0 * pq * D + 2.0 * (cu ? pq : Tk) * D + 2.0 * ptt),
+                      pairs * 4.0 * (2.0 * pq * D + 2.0 * pk * D + 2.0 * ptt),
                       pairs * 8.0 * ptt, use_drop ? pairs * ptt : 0.0);
 }
 
@@ -472,7 +503,7 @@ void mha_forward(float *ctx, float *att, const float *q, const float *k, const f
 static void mha_pair_backward(float *dq, float *dk, float *dv, float *dbias, const float *dctx,
                               const float *a, const uint32_t *keep, const float *q,
                               const float *k, const float *v, float div, const zt_dropout *drop,
-                              float *dp, float *pd, int b, int h, pair_rows r, size_t cap_tt,
+                              float *dp, float *pd, int b, int h, pair_rows r, size_t ctr,
                               int C, int D, double *my)
 {
     int Tq = r.tq, Tk = r.tk;
@@ -483,7 +514,7 @@ static void mha_pair_backward(float *dq, float *dk, float *dv, float *dbias, con
     if (tt == 0)
         return;
     if (use_drop) {
-        pair_mask(pd, a, drop, keep, b, (uint64_t)h * cap_tt, tt);
+        pair_mask(pd, a, drop, keep, b, (uint64_t)h * ctr, tt);
         p = pd;
         lap(prof, &my[PART_DROP], &t);
     }
@@ -494,7 +525,7 @@ static void mha_pair_backward(float *dq, float *dk, float *dv, float *dbias, con
                 0.0f, dp, Tk);
     lap(prof, &my[PART_GEMM], &t);
     if (use_drop) { /* the gradient through the same keep-mask and scale */
-        pair_mask(dp, dp, drop, keep, b, (uint64_t)h * cap_tt, tt);
+        pair_mask(dp, dp, drop, keep, b, (uint64_t)h * ctr, tt);
         lap(prof, &my[PART_DROP], &t);
     }
     /* the softmax's backward, then the division of the scores */
@@ -514,14 +545,14 @@ static void mha_pair_backward(float *dq, float *dk, float *dv, float *dbias, con
 
 static void mha_backward_keep(float *dq, float *dk, float *dv, float *dbias, const float *dctx,
                               const float *att, const uint32_t *keep, const float *q,
-                              const float *k, const float *v, const int32_t *cu, float div,
+                              const float *k, const float *v, const att_rows *ar, float div,
                               const zt_dropout *drop, float *scratch, int slots, int B, int Tq,
                               int Tk, int H, int D)
 {
     /* dq, dctx, q: [B,Tq,H*D]; dk, dv, k, v: [B,Tk,H*D]; att: [B,H,Tq,Tk]; dbias: [H,Tq,Tk];
      * scratch: slots x [2,Tq,Tk] */
     int C = H * D, prof = zt_prof_on;
-    size_t tt = (size_t)Tq * Tk, wpp = (tt + 31) / 32;
+    size_t tt = (size_t)Tq * Tk, wpp = (tt + 31) / 32, ctr = counter_stride(ar, Tq, Tk);
     double part[PART_N] = {0}, w0 = ZT_PROF_T0();
 #pragma omp parallel num_threads(scratch_threads(slots))
     {
@@ -541,14 +572,15 @@ static void mha_backward_keep(float *dq, float *dk, float *dv, float *dbias, con
             for (int bh = 0; bh < B * H; bh++)
                 mha_pair_backward(dq, dk, dv, NULL, dctx, att + (size_t)bh * tt,
                                   keep ? keep + (size_t)bh * wpp : NULL, q, k, v, div, drop, dp,
-                                  pd, bh / H, bh % H, rows_of(cu, bh / H, Tq, Tk), tt, C, D, my);
+                                  pd, bh / H, bh % H, rows_of(ar, bh / H, Tq, Tk), ctr, C, D, my);
         }
         merge_parts(prof, part, my);
     }
-    double pairs = (double)B * H, ptt = packed_tt(cu, B, tt), pq = cu ? (double)cu[B] / B : Tq;
+    double pairs = (double)B * H, pq, pk, ptt;
     int use_drop = drop && drop->p > 0.0f;
+    pair_means(ar, B, Tq, Tk, &pq, &pk, &ptt);
     attention_profile(w0, part, pairs * 8.0 * ptt * D,
-                      pairs * 4.0 * (4.0 * pq * D + 4.0 * (cu ? pq : Tk) * D + 4.0 * ptt),
+                      pairs * 4.0 * (4.0 * pq * D + 4.0 * pk * D + 4.0 * ptt),
                       pairs * 12.0 * ptt, use_drop ? 2.0 * pairs * ptt : 0.0);
 }
 
@@ -578,8 +610,20 @@ void attention_forward_varlen(float *ctx, float *att, uint32_t *keep, const floa
                               int C, int H)
 {
     int hs = C / H;
-    mha_forward_keep(ctx, att, keep, q, k, v, NULL, NULL, 0, cu, (float)sqrt((double)hs), drop,
+    att_rows ar = {cu, 0};
+    mha_forward_keep(ctx, att, keep, q, k, v, NULL, NULL, 0, &ar, (float)sqrt((double)hs), drop,
                      scratch, slots, B, T, T, H, hs);
+}
+
+void attention_forward_first(float *ctx, float *att, uint32_t *keep, const float *q,
+                             const float *k, const float *v, const int64_t *mask,
+                             const int32_t *cu, const zt_dropout *drop, float *scratch,
+                             int slots, int B, int T, int C, int H)
+{
+    int hs = C / H;
+    att_rows ar = {cu, 1};
+    mha_forward_keep(ctx, att, keep, q, k, v, NULL, cu ? NULL : mask, 0, &ar,
+                     (float)sqrt((double)hs), drop, scratch, slots, B, 1, T, H, hs);
 }
 
 void attention_backward(float *dq, float *dk, float *dv, const float *dctx, const float *att,
@@ -599,8 +643,21 @@ void attention_backward_varlen(float *dq, float *dk, float *dv, const float *dct
                                int C, int H)
 {
     int hs = C / H;
-    mha_backward_keep(dq, dk, dv, NULL, dctx, att, keep, q, k, v, cu, (float)sqrt((double)hs),
+    att_rows ar = {cu, 0};
+    mha_backward_keep(dq, dk, dv, NULL, dctx, att, keep, q, k, v, &ar, (float)sqrt((double)hs),
                       drop, scratch, slots, B, T, T, H, hs);
+}
+
+void attention_backward_first(float *dq, float *dk, float *dv, const float *dctx,
+                              const float *att, const uint32_t *keep, const float *q,
+                              const float *k, const float *v, const int32_t *cu,
+                              const zt_dropout *drop, float *scratch, int slots, int B, int T,
+                              int C, int H)
+{
+    int hs = C / H;
+    att_rows ar = {cu, 1};
+    mha_backward_keep(dq, dk, dv, NULL, dctx, att, keep, q, k, v, &ar, (float)sqrt((double)hs),
+                      drop, scratch, slots, B, 1, T, H, hs);
 }
 
 /* ---- embeddings --------------------------------------------------------------------- */

@@ -57,6 +57,19 @@ void attention_backward_varlen(float *dq, float *dk, float *dv, const float *dct
                                const float *k, const float *v, const int32_t *cu,
                                const zt_dropout *drop, float *scratch, int slots, int B, int T,
                                int C, int H);
+/* The attention of each sample's first token alone (BERT's [CLS], all a classifier's last
+ * layer needs): q, ctx, dq are [B, C], row b the query of sample b; its keys are rows cu[b]
+ * ... cu[b + 1] - 1 of k, v (packed, cu not NULL) or [B, T] with the key mask. att, keep:
+ * [B, H, 1, T]. The dropout decisions are those the full call gives that row. */
+void attention_forward_first(float *ctx, float *att, uint32_t *keep, const float *q,
+                             const float *k, const float *v, const int64_t *mask,
+                             const int32_t *cu, const zt_dropout *drop, float *scratch,
+                             int slots, int B, int T, int C, int H);
+void attention_backward_first(float *dq, float *dk, float *dv, const float *dctx,
+                              const float *att, const uint32_t *keep, const float *q,
+                              const float *k, const float *v, const int32_t *cu,
+                              const zt_dropout *drop, float *scratch, int slots, int B, int T,
+                              int C, int H);
 /* dq, dk, dv are overwritten (not accumulated). keep: the dropout keep-mask the forward
  * recorded (B*H*ceil(T*T/32) words; NULL in both calls = regenerate it from the counters:
  * the same decisions either way). */

@@ -17,7 +17,8 @@ trap 'rm -rf "$TMP"' EXIT
 
 # seed vocab hidden layers heads intermediate max_pos type_vocab batch seq eps num_labels problem [make flags...]
 # (problem: single/multi/regression -> config.json problem_type; infer -> no problem_type, HF infers it from
-#  num_labels and the labels' dtype: I64 labels -> single label, num_labels 1 -> regression, F32 -> multi label)
+#  num_labels and the labels' dtype: I64 labels -> single label, num_labels 1 -> regression, F32 -> multi label;
+#  right-padded rows run packed, --left-pad's run padded with the key mask: both paths are checked)
 CASES=(
     "21  997 48 1 3 100  7 1 1  7 1e-12  2 single"
     "22 1031 72 3 6 200 40 3 4 40 1e-12  5 single --ignored 2"
@@ -28,6 +29,7 @@ CASES=(
     "27  800 64 2 4 128 24 2 1 24 1e-12  1 infer"
     "28  700 48 2 4  96 20 2 5 17 1e-12 12 single --ignored 1"
     "29  650 40 1 5  80 16 2 3 16 1e-12  4 infer --infer-labels float"
+    "30  700 48 2 4  96 20 2 4 17 1e-12  3 single --left-pad"
 )
 # PARITY_EXTRA=N (make test-long) adds N more cases with shapes and heads drawn from a seeded RANDOM
 if [ "${PARITY_EXTRA:-0}" -gt 0 ]; then

@@ -153,7 +153,7 @@ expect_error "export missing" 1 "$T/nockpt/manifest.json" -- "$ZT" export --chec
 # refused before anything is allocated, in seconds, naming the config, the predicted bytes,
 # the machine's and what would fit; peak RSS stays small
 mkdir -p "$T/huge"; sed 's/"hidden_size": 64,/"hidden_size": 65536,/' "$FIX/config.json" >"$T/huge/config.json"
-expect_error "model too large" 1 "$T/huge/config.json: the model does not fit this machine: at ZeRO stage 0 it needs 620643720192 bytes (578.0 GiB) of RAM" -- \
+expect_error "model too large" 1 "$T/huge/config.json: the model does not fit this machine: at ZeRO stage 0 it needs 620643720256 bytes (578.0 GiB) of RAM" -- \
     timeout 60 /usr/bin/time -o "$T/huge.rss" -f %M "$ZT" train --model "$T/huge/config.json" --data synthetic --steps 1 --seq-len 8 --save-model "$T/out.m"
 if grep -q "and the machine has [0-9]* (.*MemTotal .* + SwapTotal .*)\. It would fit with a model of at most about .* parameters (this one has 3.88e+10; ZeRO stage 3 and offload do not help: they gather each unit whole, and unit \"layer.0\" alone is 64.1 GiB)" "$T/stderr" \
    && [ "$(tail -1 "$T/huge.rss")" -lt 200000 ]; then ok
@@ -161,7 +161,7 @@ else bad "model too large: peak RSS $(tail -1 "$T/huge.rss") KiB"; cat "$T/stder
 # the same check on a pretended smaller machine (ZT_MEMORY_TOTAL, tests only): bert-base needs
 # 1.7 GiB at stage 0; stage 3 over 5 machines of 1 GB would fit (the footprint: 2 scratch
 # gradient buffers of the largest unit besides the embeddings); bert-tiny fits
-expect_error "model too large for 1 GB" 1 "model preset bert-base: the model does not fit this machine: at ZeRO stage 0 it needs 1774465088 bytes (1.7 GiB)" -- \
+expect_error "model too large for 1 GB" 1 "model preset bert-base: the model does not fit this machine: at ZeRO stage 0 it needs 1774465152 bytes (1.7 GiB)" -- \
     env ZT_MEMORY_TOTAL=1000000000 "$ZT" train --model bert-base --data synthetic --steps 1 --seq-len 16 --config "$T/ds.json"
 if grep -q "the machine has 1000000000 (953.7 MiB: MemTotal 953.7 MiB + SwapTotal 0 bytes)\. It would fit with ZeRO stage 3 over 5 ranks, one per machine like this one" "$T/stderr" \
    && ZT_MEMORY_TOTAL=1000000000 "$ZT" train --model "$FIX" --data synthetic --steps 1 --seq-len 16 >/dev/null 2>&1; then ok

@@ -126,6 +126,10 @@ def cmd_make(a):
     params = init_params(param_shapes(c), g, c["pad_token_id"])
     batch, lengths = make_batch(g, a.batch, a.seq, a.vocab, a.type_vocab)
     batch["labels"] = make_labels(g, a.batch, n, kind, ignored)  # replaces the masked-LM labels
+    if a.left_pad:
+        for b, L in enumerate(lengths):
+            for k in ("input_ids", "attention_mask", "token_type_ids"):
+                batch[k][b] = np.roll(batch[k][b], a.seq - L)
     o32, pt = run(c, params, batch, STEP, torch.float32)
     o64, _ = run(c, params, batch, STEP, torch.float64)
     obs = noise(o32, o64, STEP["lr"])
@@ -199,6 +203,9 @@ def main():
                    help="with --problem-type infer and num_labels > 1: I64 labels (-> single label) or F32 0/1 "
                         "labels (-> multi label)")
     m.add_argument("--ignored", type=int, help="single label: rows labelled -100 (default 1 if batch >= 3 else 0)")
+    m.add_argument("--left-pad", action="store_true",
+                   help="pad rows on the left (the mask 0 ... 0 1 ... 1; positions stay 0 ... T-1 and the pooler "
+                        "reads position 0, a padded one, as HF's does)")
     ck = sub.add_parser("check-fixture", help="recompute a fixture folder and compare with its expected values")
     ck.add_argument("dir")
     gr = sub.add_parser("grad", help="write loss/logits/grad.*/adamw.* like `zerotrain grad`")
