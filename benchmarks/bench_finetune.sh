@@ -256,6 +256,9 @@ if os.path.exists(T + "/limits0.json"):
     if g:  # zerotrain's step if it were its GEMMs alone at the sgemm rate
         res["gemm_gflop_per_step"] = g[0]["gflop"] / pz["steps"]
         res["gemm_floor_seconds"] = g[0]["gflop"] * 1e9 / pz["steps"] / res["sgemm_flops_per_s"]
+        # the ratio zerotrain could reach in fp32 if its step were its GEMMs alone at that rate
+        tps = statistics.mean(res["tokens_per_step"][warmup:])
+        res["fp32_ratio_ceiling"] = tps / res["median_pytorch"] / res["gemm_floor_seconds"]
 out = os.path.join("benchmarks", "results", name + ".json")
 json.dump(res, open(out, "w"), indent=1)
 m = res["machine"]
@@ -286,6 +289,8 @@ if "gemm_floor_seconds" in res:
     print("sgemm at %s on %s threads: %.0f GFLOP/s; zerotrain's GEMMs %.1f GFLOP a step: %.3f s at that rate" % (
         " ".join("%dx%dx%d" % tuple(x) for x in res["sgemm_shapes"]), res["setup"]["threads"],
         res["sgemm_flops_per_s"] / 1e9, res["gemm_gflop_per_step"], res["gemm_floor_seconds"]))
+    print("PyTorch's median step over that floor: %.2fx, the most this ratio can be in fp32" %
+          res["fp32_ratio_ceiling"])
 PY
 $PY benchmarks/run.py --markdown-only
 echo "wrote benchmarks/results/$NAME.json and benchmarks/RESULTS.md" >&2
