@@ -707,7 +707,8 @@ ZT_API int zt_engine_forward_backward(zt_engine *e, const zt_batch *b, int keep_
  * gradients untouched. Its logits are then zt_engine_logits': a sequence classifier's
  * [B, 1, num_labels] (its batch may have no labels at all: the logits alone), a masked LM's
  * at the labelled positions only, [1, n_labels, V] in row-major order of the positions
- * (fill-mask: label the [MASK] positions with any id). */
+ * (fill-mask: label the [MASK] positions with any id); T5's likewise at its labelled decoder
+ * positions. */
 ZT_API int zt_engine_evaluate(zt_engine *e, const zt_batch *b, zt_fb_result *out);
 /* Prediction with a built-in BERT (one forward pass, zt_engine_evaluate; an engine created
  * with zt_config.inference holds no gradients or optimizer state for it). Token ids in (the

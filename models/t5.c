@@ -292,6 +292,7 @@ typedef struct t5_model {
     int last_rc[2];                /* the last recomputed block of each stack (-1: none) */
     /* current batch */
     int B, Te, Td, keep_logits;
+    int evaluated;                 /* the last loss was an evaluation's: its logits stay */
     const int64_t *ids, *mask, *dmask, *labels;
     uint64_t first_sample;
     /* activations, carved for (cap_b, cap_te, cap_td) */
@@ -639,6 +640,7 @@ static int t5_prepare(void *p, const zt_batch *b, int keep_logits, int64_t *n_la
     m->Te = b->T;
     m->Td = Td;
     m->keep_logits = keep_logits;
+    m->evaluated = 0;
     m->ids = b->input_ids;
     m->mask = b->attention_mask;
     m->dmask = b->decoder_attention_mask;
@@ -828,12 +830,16 @@ static double t5_loss(void *p, float grad_scale)
 {
     t5_model *m = p;
     int64_t count;
+    /* evaluating (train 0): no gradient, so that the logits (which it would overwrite when
+     * they are not kept) stay for zt_engine_logits */
+    float *d = m->train ? m->lm.dlogits : NULL;
+    m->evaluated = !m->train;
     if (m->compact)
-        return m->n_lab ? crossentropy_forward_backward(m->lm.dlogits, m->row_loss, &count,
-                                                        m->lm.logits, m->lab_c, m->n_lab,
-                                                        m->c.vocab, grad_scale)
+        return m->n_lab ? crossentropy_forward_backward(d, m->row_loss, &count, m->lm.logits,
+                                                        m->lab_c, m->n_lab, m->c.vocab,
+                                                        grad_scale)
                         : 0.0;
-    return crossentropy_forward_backward(m->lm.dlogits, m->row_loss, &count, m->lm.logits, m->labels,
+    return crossentropy_forward_backward(d, m->row_loss, &count, m->lm.logits, m->labels,
                                          m->B * m->Td, m->c.vocab, grad_scale);
 }
 
@@ -1109,8 +1115,14 @@ static double t5_flops(const void *p)
 static const float *t5_logits(const void *p, int64_t shape[3])
 {
     const t5_model *m = p;
-    if (!m->keep_logits)
+    if (!m->keep_logits && !m->evaluated)
         return NULL;
+    if (!m->keep_logits) { /* evaluated: the labelled positions' rows, in order */
+        shape[0] = 1;
+        shape[1] = m->n_lab;
+        shape[2] = m->c.vocab;
+        return m->lm.logits;
+    }
     shape[0] = m->B;
     shape[1] = m->Td;
     shape[2] = m->c.vocab;

@@ -41,20 +41,24 @@ static int next_row(void *user, const char **line, size_t *len)
     return 0;
 }
 
-int clstok_open(const char *spec, const char *model, const lab_data *rows, tok_tokenizer **out,
-                char *err, size_t errlen)
+int clstok_open(const char *spec, const char *model, const lab_data *rows, int family,
+                tok_tokenizer **out, char *err, size_t errlen)
 {
+    int t5 = family == TOK_T5;
     struct stat sb;
     char *buf = NULL;
     size_t len = 0;
     int rc;
     *out = NULL;
-    if (spec && strncmp(spec, "wordpiece:", 10) == 0) {
+    if (spec && strncmp(spec, "wordpiece:", 10) == 0 && t5) {
+        return errmsg(err, errlen, "--tokenizer %s: a WordPiece vocabulary is BERT's; T5 takes "
+                      "spm:MODEL or sentencepiece:N", spec);
+    } else if (spec && strncmp(spec, "wordpiece:", 10) == 0) {
         rc = tok_load_wordpiece(spec + 10, 1, out, err, errlen);
     } else if (spec && strncmp(spec, "spm:", 4) == 0) {
         if (zt_file_read_all(spec + 4, 1u << 30, &buf, &len) < 0)
             return errmsg(err, errlen, "--tokenizer %s: %s", spec, zt_last_error());
-        rc = tok_load_spm(spec + 4, buf, len, TOK_BERT, out, err, errlen);
+        rc = tok_load_spm(spec + 4, buf, len, t5 ? TOK_T5 : TOK_BERT, out, err, errlen);
         free(buf);
     } else if (spec && strncmp(spec, "sentencepiece:", 14) == 0) {
         char *end;
@@ -64,11 +68,11 @@ int clstok_open(const char *spec, const char *model, const lab_data *rows, tok_t
         if (!type || n < 8 || n > 1 << 20 || !rows)
             return errmsg(err, errlen, "--tokenizer %s: expected sentencepiece:N[:bpe] with N "
                           "pieces, 8 <= N <= 1048576", spec);
-        if (spm_train(type, (int)n, 0, SPM_LAYOUT_BERT, next_row, &it, &buf, &len, err,
-                      errlen) < 0)
+        if (spm_train(type, (int)n, 0, t5 ? SPM_LAYOUT_T5 : SPM_LAYOUT_BERT, next_row, &it,
+                      &buf, &len, err, errlen) < 0)
             return -1;
-        rc = tok_load_spm("sentencepiece (trained on the training file)", buf, len, TOK_BERT,
-                          out, err, errlen);
+        rc = tok_load_spm("sentencepiece (trained on the training file)", buf, len,
+                          t5 ? TOK_T5 : TOK_BERT, out, err, errlen);
         free(buf);
     } else if (spec) {
         return errmsg(err, errlen, "--tokenizer %s: expected wordpiece:VOCAB_TXT, spm:MODEL or "
@@ -82,9 +86,12 @@ int clstok_open(const char *spec, const char *model, const lab_data *rows, tok_t
     }
     if (rc < 0)
         return -1;
-    if (tok_family(*out) != TOK_BERT) {
+    if (tok_family(*out) != family) {
         tok_free(*out);
         *out = NULL;
+        if (t5)
+            return errmsg(err, errlen, "%s: a BERT tokenizer: text2text is T5's (a "
+                          "T5Tokenizer: spiece.model)", spec ? spec : model);
         return errmsg(err, errlen, "%s: a %s, T5's tokenizer: classification and fill-mask "
                       "are BERT's", spec ? spec : model, "T5Tokenizer");
     }

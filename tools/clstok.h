@@ -12,11 +12,12 @@
 #include <stdint.h>
 
 /* spec: "wordpiece:VOCAB_TXT" (lower-cased), "spm:MODEL", "sentencepiece:N[:bpe]" (N pieces,
- * BERT's special tokens first, trained on rows' texts and pairs, case kept), or NULL: the
- * tokenizer of model, a Hugging Face folder. A BERT tokenizer only (a T5 one is an error
+ * the family's special tokens first -- BERT's [PAD] [UNK] [CLS] [SEP] [MASK], T5's <pad> </s>
+ * <unk> -- trained on rows' texts and pairs, case kept), or NULL: the tokenizer of model, a
+ * Hugging Face folder. family: TOK_BERT or TOK_T5, the only one accepted (another is an error
  * naming it). 0, or -1 with one line in err. */
-int clstok_open(const char *spec, const char *model, const lab_data *rows, tok_tokenizer **out,
-                char *err, size_t errlen);
+int clstok_open(const char *spec, const char *model, const lab_data *rows, int family,
+                tok_tokenizer **out, char *err, size_t errlen);
 /* cls_encode_fn over a tok_tokenizer: tok_encode's ids and token types */
 int clstok_encode(void *tok, const char *a, size_t alen, const char *b, size_t blen,
                   int max_len, int32_t **ids, int32_t **types, size_t *n, size_t *cap,

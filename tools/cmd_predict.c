@@ -190,7 +190,7 @@ static int classify(predict_ctx *c)
                    "`zerotrain finetune --task classify --save-model DIR` writes", c->a.model);
     if (lab_map_from_config(path, LAB_AUTO, &c->map, c->err, sizeof c->err) < 0 ||
         lab_read(c->a.input, &lo, &c->rows, c->err, sizeof c->err) < 0 ||
-        clstok_open(c->a.tokenizer, c->a.model, NULL, &c->tok, c->err, sizeof c->err) < 0 ||
+        clstok_open(c->a.tokenizer, c->a.model, NULL, TOK_BERT, &c->tok, c->err, sizeof c->err) < 0 ||
         lab_apply(c->rows, c->map, c->err, sizeof c->err) < 0)
         return die("%s", c->err);
     if (start(c, ZT_HEAD_AUTO))
@@ -294,7 +294,7 @@ static int fill_mask(predict_ctx *c)
     size_t n = 0, cap = 0;
     int rc = 0;
     snprintf(path, sizeof path, "%s/config.json", c->a.model);
-    if (clstok_open(c->a.tokenizer, c->a.model, NULL, &c->tok, c->err, sizeof c->err) < 0)
+    if (clstok_open(c->a.tokenizer, c->a.model, NULL, TOK_BERT, &c->tok, c->err, sizeof c->err) < 0)
         return die("%s", c->err);
     tok_special_ids(c->tok, &sp);
     if (clstok_encode(c->tok, c->a.text, strlen(c->a.text), NULL, 0, (int)c->seq, &ids, &types,

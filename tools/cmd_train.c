@@ -6,6 +6,7 @@
  * collective after it is the library's (under its watchdog). */
 #include "ckptdir.h"
 #include "clsdata.h"
+#include "t2tdata.h"
 #include "clstok.h"
 #include "cli.h"
 #include "outputs.h"
@@ -30,6 +31,8 @@ typedef struct train_args {
         *summary, *warmup, *resume_from;
     /* finetune: the task, the labelled files and their fields, the tokenizer */
     const char *task, *train, *eval, *text_field, *pair_field, *label_field, *tokenizer;
+    /* finetune --task text2text: the pair's fields, the targets' length */
+    const char *input_field, *target_field, *target_len;
     int resume, check_coll, profile, overwrite;
     int finetune;              /* the command is `finetune` */
 } train_args;
@@ -113,6 +116,7 @@ typedef struct source {
     zt_mlm_source *mlm;
     zt_span_source *span;
     cls_source *cls;
+    t2t_source *t2t;
     int T, Tl;                 /* inputs, labels per row (cls: T the longest, Tl 1) */
     int NL;                    /* cls: the classifier's outputs */
 } source;
@@ -137,11 +141,12 @@ static void source_destroy(source *s)
     zt_mlm_source_destroy(s->mlm);
     zt_span_source_destroy(s->span);
     cls_source_destroy(s->cls);
+    t2t_source_destroy(s->t2t);
 }
 
 static uint64_t source_samples(const source *s)
 {
-    return s->cls ? cls_source_rows(s->cls)
+    return s->cls ? cls_source_rows(s->cls) : s->t2t ? t2t_source_rows(s->t2t)
            : s->span ? zt_span_source_samples(s->span) : zt_mlm_source_samples(s->mlm);
 }
 
@@ -153,6 +158,10 @@ static int source_fill(const source *s, uint64_t first, int B, batch_buf *bb, zt
     if (s->cls) {
         cls_source_fill(s->cls, first, B, bb->ids, bb->mask, bb->tt, bb->labels, bb->values, b,
                         n_labels, tokens);
+        return 0;
+    }
+    if (s->t2t) {
+        t2t_source_fill(s->t2t, first, B, bb->ids, bb->mask, bb->labels, b, n_labels, tokens);
         return 0;
     }
     int rc = s->span ? zt_span_source_fill(s->span, first, B, bb->ids, bb->mask, bb->labels)
@@ -277,6 +286,182 @@ done:
     return rc;
 }
 
+/* ---- text2text's evaluation --------------------------------------------------------- */
+
+enum { T2T_LOSS, T2T_N, T2T_CORRECT, T2T_ROWS, T2T_EXACT, T2T_W };
+
+/* the greedy continuation of decoder position t of row r: the first of equal maxima */
+static int32_t arg_max(const float *x, int64_t V)
+{
+    int32_t best = 0;
+    for (int64_t j = 1; j < V; j++)
+        best = x[j] > x[best] ? (int32_t)j : best;
+    return best;
+}
+
+/* Greedy decoding of the batch in (its inputs) without a cache, as transformers' greedy
+ * search: token t is the arg max of the logits at decoder position t given the tokens
+ * before it (the labels [B, t + 1] of an evaluation: shifted right behind
+ * decoder_start_token_id, they are the decoder's input), a whole forward each; a row that
+ * gave </s> is done and fed <pad> after it. Every rank takes the same number of steps (stage
+ * 3's gathers are collective): until every rank's rows are done, at most max_new. gen [B,
+ * max_new], glen [B]: the tokens up to and with the </s>. 0, or 1 after printing why not. */
+static int greedy(zt_engine *e, const zt_batch *in, int max_new, int eos, int pad,
+                  int64_t *lab, int32_t *gen, int *glen, int world)
+{
+    int B = in->B, left = B;
+    double mine, *all = malloc(sizeof *all * (size_t)world);
+    if (!all)
+        return die("out of memory");
+    for (int r = 0; r < B; r++)
+        glen[r] = -1;
+    for (int t = 0; t < max_new; t++) {
+        zt_batch b = *in;
+        zt_fb_result res;
+        const float *lg;
+        int64_t shape[3];
+        int stop = 1;
+        for (int r = 0; r < B; r++) {
+            for (int j = 0; j < t; j++)
+                lab[(size_t)r * (t + 1) + j] = gen[(size_t)r * max_new + j];
+            lab[(size_t)r * (t + 1) + t] = pad; /* any id: its logits are the ones wanted */
+        }
+        b.labels = lab;
+        b.T_dec = t + 1;
+        b.decoder_attention_mask = NULL;
+        b.label_count = 0;
+        if (zt_engine_evaluate(e, &b, &res) < 0 || zt_engine_logits(e, &lg, shape) < 0) {
+            free(all);
+            return die("evaluation (greedy decoding): %s", zt_engine_last_error(e));
+        }
+        for (int r = 0; r < B; r++) {
+            int32_t y = pad;
+            if (glen[r] < 0) {
+                y = arg_max(lg + ((size_t)r * (t + 1) + t) * (size_t)shape[2], shape[2]);
+                if (y == eos) {
+                    glen[r] = t + 1;
+                    left--;
+                }
+            }
+            gen[(size_t)r * max_new + t] = y;
+        }
+        mine = left == 0;
+        if (zt_engine_gather_f64(e, &mine, 1, all) < 0) {
+            free(all);
+            return die("evaluation: %s", zt_engine_last_error(e));
+        }
+        for (int k = 0; k < world; k++)
+            stop &= all[k] != 0.0;
+        if (stop)
+            break;
+    }
+    for (int r = 0; r < B; r++)
+        if (glen[r] < 0)
+            glen[r] = max_new;
+    free(all);
+    return 0;
+}
+
+/* 1 when ids a and b decode (special tokens skipped) to the same text, 0 when not, -1 */
+static int same_text(const tok_tokenizer *tok, const int32_t *a, size_t na, const int32_t *b,
+                     size_t nb)
+{
+    char *ta = NULL, *tb = NULL, err[256];
+    int rc = tok_decode(tok, a, na, 1, &ta, err, sizeof err) < 0 ||
+                     tok_decode(tok, b, nb, 1, &tb, err, sizeof err) < 0
+                 ? -1
+                 : strcmp(ta, tb) == 0;
+    free(ta);
+    free(tb);
+    return rc;
+}
+
+/* text2text's figures over the whole evaluation file, on every rank: the teacher-forced loss
+ * and token accuracy, and greedy generation's exact match against the targets (as texts);
+ * batch b is rank b mod N's, the counts gathered and added in batch order (the same at any
+ * N and stage). out: loss, token accuracy, exact match, rows. */
+static int evaluate_t2t(zt_engine *e, const source *src, tok_tokenizer *tok, int B,
+                        batch_buf *bb, int rank, int world, double out[4])
+{
+    const t2t_source *ts = src->t2t;
+    uint64_t n = t2t_source_rows(ts), nb = (n + (uint64_t)B - 1) / (uint64_t)B;
+    uint64_t rounds = (nb + (uint64_t)world - 1) / (uint64_t)world;
+    int max_new = src->Tl;
+    tok_specials sp;
+    double *mine = calloc(T2T_W * rounds + 1, sizeof *mine), sum[T2T_W] = {0};
+    double *all = calloc(T2T_W * rounds * (size_t)world + 1, sizeof *all);
+    int64_t *lab = malloc(sizeof *lab * (size_t)B * (size_t)max_new);
+    int32_t *gen = malloc(sizeof *gen * (size_t)B * (size_t)max_new);
+    int *glen = malloc(sizeof *glen * (size_t)B), rc = 0;
+    tok_special_ids(tok, &sp);
+    if (!mine || !all || !lab || !gen || !glen) {
+        rc = die("out of memory");
+        goto done;
+    }
+    for (uint64_t k = 0; k < rounds && rc == 0; k++) {
+        uint64_t b = k * (uint64_t)world + (uint64_t)rank, first = (b < nb ? b : 0) * (uint64_t)B;
+        int rows = (int)(n - first < (uint64_t)B ? n - first : (uint64_t)B);
+        double *x = mine + T2T_W * k;
+        zt_fb_result r;
+        zt_batch bt;
+        int64_t nl, shape[3], i = 0;
+        uint64_t tok_n;
+        const float *lg;
+        source_fill(src, first, rows, bb, &bt, &nl, &tok_n);
+        if (zt_engine_evaluate(e, &bt, &r) < 0 || zt_engine_logits(e, &lg, shape) < 0) {
+            rc = die("evaluation: %s", zt_engine_last_error(e));
+            break;
+        }
+        x[T2T_LOSS] = r.loss_sum;
+        x[T2T_N] = (double)r.n_labels;
+        x[T2T_ROWS] = rows;
+        /* the logits of the labelled positions, row by row */
+        for (int64_t c = 0; c < (int64_t)rows * bt.T_dec; c++)
+            if (bt.labels[c] != -100) {
+                x[T2T_CORRECT] += arg_max(lg + (size_t)i * (size_t)shape[2], shape[2]) == bt.labels[c];
+                i++;
+            }
+        if (greedy(e, &bt, max_new, sp.eos, sp.pad, lab, gen, glen, world)) {
+            rc = 1;
+            break;
+        }
+        for (int q = 0; q < rows; q++) {
+            size_t nt;
+            const int32_t *want = t2t_source_target(ts, t2t_source_row(ts, first + (uint64_t)q), &nt);
+            int same = same_text(tok, gen + (size_t)q * max_new, (size_t)glen[q], want, nt);
+            if (same < 0) {
+                rc = die("evaluation: cannot decode a generated sequence");
+                break;
+            }
+            x[T2T_EXACT] += same;
+        }
+        if (b >= nb)
+            memset(x, 0, sizeof *x * T2T_W);
+    }
+    if (rc)
+        goto done;
+    if (zt_engine_gather_f64(e, mine, (int)(T2T_W * rounds), all) < 0) {
+        rc = die("evaluation: %s", zt_engine_last_error(e));
+        goto done;
+    }
+    for (uint64_t b = 0; b < nb; b++) {
+        const double *x = all + (b % (uint64_t)world) * T2T_W * rounds + T2T_W * (b / (uint64_t)world);
+        for (int j = 0; j < T2T_W; j++)
+            sum[j] += x[j];
+    }
+    out[0] = sum[T2T_N] > 0 ? sum[T2T_LOSS] / sum[T2T_N] : NAN;
+    out[1] = sum[T2T_N] > 0 ? sum[T2T_CORRECT] / sum[T2T_N] : NAN;
+    out[2] = sum[T2T_ROWS] > 0 ? sum[T2T_EXACT] / sum[T2T_ROWS] : NAN;
+    out[3] = sum[T2T_ROWS];
+done:
+    free(mine);
+    free(all);
+    free(lab);
+    free(gen);
+    free(glen);
+    return rc;
+}
+
 /* A JSON number, or null when it is not finite (JSON has no NaN) */
 static void json_num(FILE *f, const char *key, double v, const char *fmt)
 {
@@ -362,6 +547,8 @@ typedef struct eval_result {
     double loss;               /* NaN: nothing labelled */
     int cls, regression;       /* cls: the figures below apply (regression: mse alone) */
     double accuracy, f1_macro, mse;
+    int t2t;                   /* text2text: the token accuracy and exact match apply */
+    double token_accuracy, exact_match;
 } eval_result;
 
 /* One JSON line. Values that are not finite are null, and named in "nonfinite". */
@@ -370,7 +557,7 @@ static void write_metrics(FILE *f, int64_t step, double loss, double lr, double 
                           int skipped, int64_t skipped_total)
 {
     zt_mem_report r;
-    const char *bad[6];
+    const char *bad[8];
     int nbad = 0;
     zt_memory_report(&r);
     fprintf(f, "{\"step\": %" PRId64, step);
@@ -384,6 +571,8 @@ static void write_metrics(FILE *f, int64_t step, double loss, double lr, double 
             {"eval_accuracy", ev->accuracy, ev->cls && !ev->regression},
             {"eval_f1_macro", ev->f1_macro, ev->cls && !ev->regression},
             {"eval_mse", ev->mse, ev->cls && ev->regression},
+            {"eval_token_accuracy", ev->token_accuracy, ev->t2t},
+            {"eval_exact_match", ev->exact_match, ev->t2t},
         };
         for (size_t k = 0; k < sizeof fig / sizeof fig[0]; k++) {
             if (!fig[k].on)
@@ -508,6 +697,8 @@ static char *run_settings(const train_args *a, const zt_train_settings *ts, long
     if (!f)
         return NULL;
     fprintf(f, "--steps=%ld\n--seq-len=%ld\nseed=%" PRIu64 "\n", steps, seq, seed);
+    fprintf(f, "--task=%s\n--target-len=%s\n", a->task ? a->task : "",
+            a->target_len ? a->target_len : "");
     data_identity(a->finetune ? a->train : data_dir, synth_seed, id, sizeof id);
     fprintf(f, "--data=%s\n", id);
     if (a->finetune && a->eval) {
@@ -552,6 +743,8 @@ static char *run_settings(const train_args *a, const zt_train_settings *ts, long
 typedef struct train_ctx {
     train_args a;
     long steps, seq, ckpt_every, keep, eval_every, eval_samples, threads, seed, warmup;
+    long target_len;               /* text2text: the targets' tokens at most */
+    int t2t;                       /* finetune --task text2text */
     int world, rank, tty;
     const char *data_dir;          /* NULL: synthetic ids */
     uint64_t synth_seed;           /* synthetic:SEED's SEED */
@@ -589,6 +782,7 @@ static void train_ctx_init(train_ctx *c)
     memset(c, 0, sizeof *c);
     c->steps = 100;
     c->seq = 128;
+    c->target_len = 128;
     c->eval_samples = 256;
     c->threads = -1;
     c->seed = -1;
@@ -644,7 +838,8 @@ static int parse_numbers(train_ctx *c)
          parse_int(a->eval_samples, "--eval-samples", 1, 1L << 30, &c->eval_samples)) ||
         (a->threads && parse_int(a->threads, "--threads", 0, 1024, &c->threads)) ||
         (a->seed && parse_int(a->seed, "--seed", 0, INT64_MAX, &c->seed)) ||
-        (a->warmup && parse_int(a->warmup, "--warmup", 0, 1L << 30, &c->warmup)))
+        (a->warmup && parse_int(a->warmup, "--warmup", 0, 1L << 30, &c->warmup)) ||
+        (a->target_len && parse_int(a->target_len, "--target-len", 2, 1 << 20, &c->target_len)))
         return 2;
     return 0;
 }
@@ -654,7 +849,9 @@ static int check_train_args(const train_args *a)
 {
     const char *ft = a->task ? "--task" : a->train ? "--train" : a->eval ? "--eval"
                      : a->text_field ? "--text-field" : a->pair_field ? "--text-pair-field"
-                     : a->label_field ? "--label-field" : a->tokenizer ? "--tokenizer" : NULL;
+                     : a->label_field ? "--label-field" : a->tokenizer ? "--tokenizer"
+                     : a->input_field ? "--input-field" : a->target_field ? "--target-field"
+                     : a->target_len ? "--target-len" : NULL;
     if (ft)
         return die("%s is an option of `zerotrain finetune` (train pretrains on --data)", ft);
     if (!a->model || !a->data)
@@ -667,11 +864,18 @@ static int check_train_args(const train_args *a)
 static int check_finetune_args(const train_args *a)
 {
     if (!a->model || !a->task || !a->train)
-        return die("finetune needs --model DIR|PRESET|CONFIG_JSON, --task classify and --train "
-                   "FILE (JSON Lines, CSV or TSV)");
-    if (strcmp(a->task, "classify") != 0)
-        return die("--task %s: finetune knows the task classify (sequence classification)",
-                   a->task);
+        return die("finetune needs --model DIR|PRESET|CONFIG_JSON, --task classify|text2text and "
+                   "--train FILE (JSON Lines, CSV or TSV)");
+    if (strcmp(a->task, "classify") != 0 && strcmp(a->task, "text2text") != 0)
+        return die("--task %s: finetune knows the tasks classify (BERT: sequence "
+                   "classification) and text2text (T5: input -> target)", a->task);
+    int t2t = strcmp(a->task, "text2text") == 0;
+    const char *other = t2t ? (a->text_field ? "--text-field" : a->pair_field ? "--text-pair-field"
+                               : a->label_field ? "--label-field" : NULL)
+                            : (a->input_field ? "--input-field" : a->target_field ? "--target-field"
+                               : a->target_len ? "--target-len" : NULL);
+    if (other)
+        return die("%s is an option of --task %s", other, t2t ? "classify" : "text2text");
     if (a->data || a->eval_data || a->eval_samples)
         return die("%s: finetune reads --train FILE and --eval FILE", a->data ? "--data"
                    : a->eval_data ? "--eval-data" : "--eval-samples");
@@ -700,6 +904,8 @@ static int parse_args(train_ctx *c, int argc, char **argv)
         {"--eval", &a->eval},             {"--text-field", &a->text_field},
         {"--text-pair-field", &a->pair_field}, {"--label-field", &a->label_field},
         {"--tokenizer", &a->tokenizer},
+        {"--input-field", &a->input_field}, {"--target-field", &a->target_field},
+        {"--target-len", &a->target_len},
     };
     /* --resume and the other flags take no value; the rest do */
     int n = 0;
@@ -741,6 +947,7 @@ static int parse_args(train_ctx *c, int argc, char **argv)
     }
     if (a->finetune) {
         c->data_dir = NULL;
+        c->t2t = strcmp(a->task, "text2text") == 0;
     } else if (strcmp(a->data, "synthetic") == 0 || strncmp(a->data, "synthetic:", 10) == 0) {
         long v = 0;
         if (a->data[9] == ':' && parse_int(a->data + 10, "synthetic seed", 0, INT64_MAX, &v))
@@ -796,7 +1003,7 @@ static int open_labelled(train_ctx *c)
     if (lab_read(a->train, &lo, &c->ltrain, err, sizeof err) < 0 ||
         (a->eval && lab_read(a->eval, &lo, &c->leval, err, sizeof err) < 0))
         return die("%s", err);
-    if (clstok_open(c->a.tokenizer, c->a.model, c->ltrain, &c->tok, err, sizeof err) < 0)
+    if (clstok_open(c->a.tokenizer, c->a.model, c->ltrain, TOK_BERT, &c->tok, err, sizeof err) < 0)
         return die("%s", err);
     if (stat(a->model, &sb) == 0) {
         snprintf(path, sizeof path, S_ISDIR(sb.st_mode) ? "%s/config.json" : "%s", a->model);
@@ -833,10 +1040,38 @@ static int open_labelled(train_ctx *c)
     return 0;
 }
 
+/* finetune --task text2text: the T5 tokenizer, the input -> target files (every row checked
+ * and encoded before anything else); 0, or 1 after printing why not */
+static int open_text2text(train_ctx *c)
+{
+    const train_args *a = &c->a;
+    char err[2048];
+    lab_opts lo = {a->input_field ? a->input_field : "input",
+                   a->target_field ? a->target_field : "target", NULL, LAB_NO_LABELS};
+    if (!model_is_t5(a->model))
+        return die("--model %s is not a T5: --task text2text fine-tunes "
+                   "T5ForConditionalGeneration (BERT's task is classify)", a->model);
+    if (lab_read(a->train, &lo, &c->ltrain, err, sizeof err) < 0 ||
+        (a->eval && lab_read(a->eval, &lo, &c->leval, err, sizeof err) < 0))
+        return die("%s", err);
+    if (clstok_open(a->tokenizer, a->model, c->ltrain, TOK_T5, &c->tok, err, sizeof err) < 0)
+        return die("%s", err);
+    if (t2t_source_create(c->ltrain, c->tok, (int)c->seq, (int)c->target_len, c->st.seed, 1,
+                          &c->src.t2t, err, sizeof err) < 0 ||
+        (c->leval && t2t_source_create(c->leval, c->tok, (int)c->seq, (int)c->target_len, 0, 0,
+                                       &c->eval_src.t2t, err, sizeof err) < 0))
+        return die("%s", err);
+    c->src.T = c->eval_src.T = (int)c->seq;
+    c->src.Tl = c->eval_src.Tl = (int)c->target_len;
+    return 0;
+}
+
 /* The prepared corpora (--data unless synthetic, --eval-data) with their tokenizers, or
  * finetune's labelled files; 0, or 1 after printing why not */
 static int open_data(train_ctx *c)
 {
+    if (c->a.finetune && c->t2t)
+        return open_text2text(c);
     if (c->a.finetune)
         return open_labelled(c);
     if (c->data_dir && zt_token_data_open(c->data_dir, 1, &c->data) < 0) {
@@ -910,7 +1145,11 @@ static int build_config(train_ctx *c)
     if (set_model(cfg, c->a.model))
         return 1;
     int is_t5 = model_is_t5(c->a.model);
-    if (c->a.finetune) { /* a BertForSequenceClassification over the labels of the data */
+    if (c->a.finetune && c->t2t) { /* T5ForConditionalGeneration: a preset takes the tokenizer's
+                                    * vocabulary, its extra ids included */
+        if (cfg->model_preset)
+            cfg->vocab_size = tok_size(c->tok);
+    } else if (c->a.finetune) { /* a BertForSequenceClassification over the labels of the data */
         cfg->head = ZT_HEAD_CLASSIFY;
         cfg->num_labels = c->num_labels;
         cfg->problem_type = c->problem; /* (LAB_* are ZT_PROBLEM_*) */
@@ -1007,9 +1246,9 @@ static int start_engine(train_ctx *c)
         return 1;
     }
     if (c->a.finetune) {
-        if (c->mi.vocab_size < tok_vocab_size(c->tok)) {
-            die("the tokenizer has %d ids, the model's vocab_size is %d", tok_vocab_size(c->tok),
-                c->mi.vocab_size);
+        int ids = c->t2t ? tok_size(c->tok) : tok_vocab_size(c->tok);
+        if (c->mi.vocab_size < ids) {
+            die("the tokenizer has %d ids, the model's vocab_size is %d", ids, c->mi.vocab_size);
             return 1;
         }
         return 0;
@@ -1139,6 +1378,21 @@ static void print_start(train_ctx *c)
             c->st.step + 1, c->steps, ts->train_batch_size, ts->micro_batch_size,
             ts->grad_accum_steps, c->world, c->seq, c->a.finetune ? c->a.train
                                                     : c->data_dir ? c->data_dir : "synthetic data");
+    if (c->a.finetune && c->t2t) {
+        uint64_t rows = t2t_source_rows(c->src.t2t);
+        fprintf(stderr, "finetune: %s, text2text, %" PRIu64 " training rows (an epoch is %.1f "
+                        "steps)%s", mi->architecture, rows, (double)rows / ts->train_batch_size,
+                c->eval_src.t2t ? ", " : "\n");
+        if (c->eval_src.t2t)
+            fprintf(stderr, "%" PRIu64 " evaluation rows\n", t2t_source_rows(c->eval_src.t2t));
+        if (t2t_source_truncated(c->src.t2t) || t2t_source_target_truncated(c->src.t2t))
+            fprintf(stderr, "zerotrain: notice: of the %" PRIu64 " training rows, %" PRIu64
+                            " inputs are longer than --seq-len %ld and %" PRIu64 " targets longer "
+                            "than --target-len %ld tokens: truncated\n", rows,
+                    t2t_source_truncated(c->src.t2t), c->seq,
+                    t2t_source_target_truncated(c->src.t2t), c->target_len);
+        return;
+    }
     if (c->a.finetune) {
         uint64_t rows = cls_source_rows(c->src.cls);
         fprintf(stderr, "finetune: %s, %d label%s (%s), %" PRIu64 " training rows (an epoch is "
@@ -1306,7 +1560,8 @@ static int step_eval_cls(train_ctx *c, eval_result *ev)
     if (evaluate_cls(c->e, &c->eval_src, c->ts->micro_batch_size, &c->bufs[0], c->rank,
                      c->world, &m))
         return 1;
-    *ev = (eval_result){m.loss, 1, c->problem == LAB_REGRESSION, m.accuracy, m.f1_macro, m.mse};
+    *ev = (eval_result){m.loss, 1, c->problem == LAB_REGRESSION, m.accuracy, m.f1_macro, m.mse,
+                        0, NAN, NAN};
     if (c->rank != 0)
         return 0;
     if (ev->regression)
@@ -1319,6 +1574,22 @@ static int step_eval_cls(train_ctx *c, eval_result *ev)
     return 0;
 }
 
+/* text2text's evaluation over --eval, into *ev (and a line from rank 0); 0, or 1 after
+ * printing why not */
+static int step_eval_t2t(train_ctx *c, eval_result *ev)
+{
+    double m[4];
+    if (evaluate_t2t(c->e, &c->eval_src, c->tok, c->ts->micro_batch_size, &c->bufs[0], c->rank,
+                     c->world, m))
+        return 1;
+    *ev = (eval_result){m[0], 0, 0, NAN, NAN, NAN, 1, m[1], m[2]};
+    if (c->rank == 0)
+        fprintf(stderr, "%sstep %" PRId64 "  eval_loss %.4f  eval_token_accuracy %.4f  "
+                "eval_exact_match %.4f  (%.0f rows, greedy)\n", c->tty ? "\n" : "", c->st.step,
+                m[0], m[1], m[2], m[3]);
+    return 0;
+}
+
 /* --eval-data's loss after the step just done, into *ev (and a line from rank 0); 0, or 1
  * after printing why not */
 static int step_eval(train_ctx *c, eval_result *ev)
@@ -1327,6 +1598,8 @@ static int step_eval(train_ctx *c, eval_result *ev)
     int64_t counted = 0;
     if (c->eval_src.cls)
         return step_eval_cls(c, ev);
+    if (c->eval_src.t2t)
+        return step_eval_t2t(c, ev);
     memset(ev, 0, sizeof *ev);
     if (evaluate(c->e, &c->eval_src, c->ts->micro_batch_size,
                  ns < (uint64_t)c->eval_samples ? ns : (uint64_t)c->eval_samples, &c->bufs[0],
@@ -1369,9 +1642,10 @@ static int step_done(train_ctx *c, loop_state *ls, const step_result *sr)
 {
     const train_args *a = &c->a;
     eval_result ev, *evp = NULL;
-    if ((c->eval_src.mlm || c->eval_src.span || c->eval_src.cls) &&
+    int ft_eval = c->eval_src.cls || c->eval_src.t2t; /* finetune: at the end too */
+    if ((c->eval_src.mlm || c->eval_src.span || ft_eval) &&
         ((c->eval_every && c->st.step % c->eval_every == 0) ||
-         (c->eval_src.cls && c->st.step == c->steps))) { /* (a classifier: at the end too) */
+         (ft_eval && c->st.step == c->steps))) {
         if (step_eval(c, &ev))
             return 1;
         evp = &ev;

@@ -717,7 +717,7 @@ static int read_jsonl(reader *r)
         else if ((rc = json_text(r, line, s, n, j, F_TEXT, &w.text, &w.text_len)) == 0 &&
                  (!d->field[F_PAIR] ||
                   (rc = json_text(r, line, s, n, j, F_PAIR, &w.pair, &w.pair_len)) == 0))
-            rc = json_label(r, line, s, n, j, &w.lab);
+            rc = d->field[F_LABEL] ? json_label(r, line, s, n, j, &w.lab) : 0;
         cJSON_Delete(j);
         if (rc < 0 || (rc = add_row(r, &w)) < 0)
             return rc;
@@ -916,7 +916,8 @@ int lab_read(const char *path, const lab_opts *opts, lab_data **out, char *err, 
         goto nomem;
     names[F_TEXT] = opts->text_field ? opts->text_field : "text";
     names[F_PAIR] = opts->pair_field;
-    names[F_LABEL] = opts->label_field ? opts->label_field : "label";
+    names[F_LABEL] = opts->labels_optional == LAB_NO_LABELS ? NULL
+                     : opts->label_field ? opts->label_field : "label";
     for (int f = 0; f < N_FIELDS; f++)
         if (names[f] && !(d->field[f] = strdup(names[f])))
             goto nomem;

@@ -45,9 +45,11 @@ typedef struct lab_opts {
     const char *label_field; /* NULL: "label" */
     /* 0: every row must have a label. 1: a file may have no labels at all (prediction
      * input); a file that has some must have one on every row. A missing field, a JSON null
-     * and an empty CSV/TSV value all mean "no label". */
+     * and an empty CSV/TSV value all mean "no label". LAB_NO_LABELS: no label is read (two
+     * texts per row: text2text's input and target). */
     int labels_optional;
 } lab_opts;
+enum { LAB_NO_LABELS = 2 };
 
 typedef struct lab_data lab_data; /* the rows of one file */
 typedef struct lab_map lab_map;   /* problem type and id2label */
