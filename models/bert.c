@@ -1057,37 +1057,52 @@ static void first_forward(bert_model *m, int u, float *const *P, layer_acts *a, 
     POLL(m);
 }
 
+/* A layer's backward from its output's gradient (dcur, rows x C) through LN2, the
+ * feed-forward and LN1 (the first `rows` rows of each buffer; cu: their samples' rows, for
+ * the dropout): leaves in s[0] the gradient of a_pre = x + drop(ao), before that dropout */
+static void ffn_backward(bert_model *m, int u, float *const *P, float *const *G,
+                         const layer_acts *a, int rows, const int32_t *cu)
+{
+    const bert_config *c = &m->c;
+    int C = c->hidden, F = c->inter;
+    size_t n = (size_t)rows * C, ni = (size_t)rows * F;
+    float **s = m->sc, **si = m->si;
+    zt_dropout d2 = drop_for(m, u, ZT_RNG_DROP_FFOUT, c->hidden_drop);
+    /* y = LN2(y_pre), y_pre = a + drop(o) */
+    zero(s[0], n);
+    layernorm_backward(s[0], param(m, G, u, L_LN2W), param(m, G, u, L_LN2B), m->dcur, a->y_pre,
+                       a->m2, a->r2, param(m, P, u, L_LN2W), rows, C);
+    POLL(m);
+    copy(s[1], s[0], n);
+    dropout_backward_rows(s[0], a->k2, &d2, m->B, cu, (size_t)C);
+    /* o = g Wo^T + bo, g = gelu(h), h = a Wi^T + bi */
+    zero(si[0], ni);
+    linear_backward(si[0], param(m, G, u, L_OW), param(m, G, u, L_OB), s[0], a->g,
+                    param(m, P, u, L_OW), rows, F, C);
+    POLL(m);
+    zero(si[1], ni);
+    gelu_backward(si[1], a->h, si[0], ni);
+    POLL(m);
+    linear_backward(s[1], param(m, G, u, L_IW), param(m, G, u, L_IB), si[1], a->a,
+                    param(m, P, u, L_IW), rows, C, F);
+    POLL(m);
+    /* a = LN1(a_pre), a_pre = x + drop(ao) */
+    zero(s[0], n);
+    layernorm_backward(s[0], param(m, G, u, L_LN1W), param(m, G, u, L_LN1B), s[1], a->a_pre,
+                       a->m1, a->r1, param(m, P, u, L_LN1W), rows, C);
+    POLL(m);
+}
+
 static void first_backward(bert_model *m, int u, float *const *P, float *const *G,
                            layer_acts *a, const float *x)
 {
     const bert_config *c = &m->c;
-    int B = m->B, C = c->hidden, F = c->inter, M = m->M;
-    size_t nb = (size_t)B * C, nbi = (size_t)B * F;
-    float **s = m->sc, **si = m->si;
+    int B = m->B, C = c->hidden, M = m->M;
+    size_t nb = (size_t)B * C;
+    float **s = m->sc;
     zt_dropout da = drop_for(m, u, ZT_RNG_DROP_ATT, c->attn_drop);
     zt_dropout d1 = drop_for(m, u, ZT_RNG_DROP_ATTOUT, c->hidden_drop);
-    zt_dropout d2 = drop_for(m, u, ZT_RNG_DROP_FFOUT, c->hidden_drop);
-    /* dcur [B, C]: the head's gradient of the [CLS] rows */
-    zero(s[0], nb);
-    layernorm_backward(s[0], param(m, G, u, L_LN2W), param(m, G, u, L_LN2B), m->dcur, a->y_pre,
-                       a->m2, a->r2, param(m, P, u, L_LN2W), B, C);
-    POLL(m);
-    copy(s[1], s[0], nb);
-    dropout_backward_rows(s[0], a->k2, &d2, B, m->cu1, (size_t)C);
-    zero(si[0], nbi);
-    linear_backward(si[0], param(m, G, u, L_OW), param(m, G, u, L_OB), s[0], a->g,
-                    param(m, P, u, L_OW), B, F, C);
-    POLL(m);
-    zero(si[1], nbi);
-    gelu_backward(si[1], a->h, si[0], nbi);
-    POLL(m);
-    linear_backward(s[1], param(m, G, u, L_IW), param(m, G, u, L_IB), si[1], a->a,
-                    param(m, P, u, L_IW), B, C, F);
-    POLL(m);
-    zero(s[0], nb);
-    layernorm_backward(s[0], param(m, G, u, L_LN1W), param(m, G, u, L_LN1B), s[1], a->a_pre,
-                       a->m1, a->r1, param(m, P, u, L_LN1W), B, C);
-    POLL(m);
+    ffn_backward(m, u, P, G, a, B, m->cu1); /* dcur [B, C]: the [CLS] rows' gradient */
     /* dcur becomes the input's gradient [M, C]: the residual's at the [CLS] rows, ... */
     zero(m->dcur, (size_t)M * C);
     for (int b = 0; b < B; b++)
@@ -1252,9 +1267,9 @@ static void bert_backward_unit(void *p, int u, float *const *P, float *const *G)
 {
     bert_model *m = p;
     const bert_config *c = &m->c;
-    int B = m->B, C = c->hidden, F = c->inter, M = m->M;
-    size_t n = (size_t)M * C, ni = (size_t)M * F;
-    float **s = m->sc, **si = m->si;
+    int B = m->B, C = c->hidden, M = m->M;
+    size_t n = (size_t)M * C;
+    float **s = m->sc;
     if (u == c->layers + 1 && c->head == BERT_HEAD_CLS) {
         cls_backward(m, u, P, G);
     } else if (u == c->layers + 1) {
@@ -1291,30 +1306,7 @@ static void bert_backward_unit(void *p, int u, float *const *P, float *const *G)
         const float *x = unit_input(m, u);
         zt_dropout da = drop_for(m, u, ZT_RNG_DROP_ATT, c->attn_drop);
         zt_dropout d1 = drop_for(m, u, ZT_RNG_DROP_ATTOUT, c->hidden_drop);
-        zt_dropout d2 = drop_for(m, u, ZT_RNG_DROP_FFOUT, c->hidden_drop);
-        /* y = LN2(y_pre), y_pre = a + drop(o) */
-        zero(s[0], n);
-        layernorm_backward(s[0], param(m, G, u, L_LN2W), param(m, G, u, L_LN2B), m->dcur,
-                           a->y_pre, a->m2, a->r2, param(m, P, u, L_LN2W), M, C);
-        POLL(m);
-        copy(s[1], s[0], n);
-        dropout_backward_rows(s[0], a->k2, &d2, B, m->cu, (size_t)C);
-        /* o = g Wo^T + bo, g = gelu(h), h = a Wi^T + bi */
-        zero(si[0], ni);
-        linear_backward(si[0], param(m, G, u, L_OW), param(m, G, u, L_OB), s[0], a->g,
-                        param(m, P, u, L_OW), M, F, C);
-        POLL(m);
-        zero(si[1], ni);
-        gelu_backward(si[1], a->h, si[0], ni);
-        POLL(m);
-        linear_backward(s[1], param(m, G, u, L_IW), param(m, G, u, L_IB), si[1], a->a,
-                        param(m, P, u, L_IW), M, C, F);
-        POLL(m);
-        /* a = LN1(a_pre), a_pre = x + drop(ao) */
-        zero(s[0], n);
-        layernorm_backward(s[0], param(m, G, u, L_LN1W), param(m, G, u, L_LN1B), s[1], a->a_pre,
-                           a->m1, a->r1, param(m, P, u, L_LN1W), M, C);
-        POLL(m);
+        ffn_backward(m, u, P, G, a, M, m->cu);
         copy(m->dcur, s[0], n);
         dropout_backward_rows(s[0], a->k1, &d1, B, m->cu, (size_t)C);
         zero(s[1], n);

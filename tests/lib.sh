@@ -5,6 +5,15 @@ trap '[ -n "${KEEP_T:-}" ] || rm -rf "$T"' EXIT
 pass=0; fail=0
 ok()  { pass=$((pass + 1)); }
 bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+# refuse NAME EXPECTED_TEXT OUTPUT_PATH command...: the command fails, says EXPECTED_TEXT and
+# leaves no OUTPUT_PATH
+refuse() { # refuse NAME EXPECTED_TEXT OUTPUT_PATH command...
+    local name=$1 want=$2 out=$3; shift 3
+    if "$@" >"$T/m.log" 2>&1; then bad "$name: exit 0"; return; fi
+    if ! grep -q -- "$want" "$T/m.log"; then bad "$name: message lacks '$want':"; cat "$T/m.log"; return; fi
+    if [ -e "$out" ]; then bad "$name: left $out behind"; return; fi
+    ok
+}
 
 # dropout_model DIR: the bert-tiny fixture with hidden and attention dropout 0.1, so that
 # determinism checks cover the dropout masks too

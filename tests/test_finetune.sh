@@ -267,13 +267,6 @@ if "$ZT" finetune --model "$T/mlm" --task classify --train "$T/train.jsonl" --se
 else bad "a masked-LM checkpoint's fresh classifier is not announced"; cat "$T/frommlm.log"; fi
 
 # ---- misuse: one message naming what is wrong, a non-zero status, no output ---------------------
-refuse() { # refuse NAME EXPECTED_TEXT OUTPUT_PATH command...
-    local name=$1 want=$2 out=$3; shift 3
-    if "$@" >"$T/m.log" 2>&1; then bad "$name: exit 0"; return; fi
-    if ! grep -q -- "$want" "$T/m.log"; then bad "$name: message lacks '$want':"; cat "$T/m.log"; return; fi
-    if [ -e "$out" ]; then bad "$name: left $out behind"; return; fi
-    ok
-}
 printf '{"text": "w1 w2", "label": "alpha"}\n{"txt": "w3", "label": "beta"}\n' >"$T/nofield.jsonl"
 printf '{"text": "w1 w2", "label": "gamma"}\n' >"$T/unknown.jsonl"
 : >"$T/empty.jsonl"

@@ -162,14 +162,17 @@ for fmt in csv tsv; do
     cmp -s "$T/jsonl.model/model.safetensors" "$T/$fmt.model/model.safetensors" && ok || bad "$fmt gives another run than JSON Lines"
 done
 
+# ---- stop and --resume: the bits of not stopping -------------------------------------------------
+R=("$ZT" finetune --model "$T/drop" --task text2text --train "$T/train.jsonl" --seq-len 32 --target-len 16
+   --config "$T/s0.json")
+if "${R[@]}" --steps 10 --save-model "$T/full" >"$T/full.log" 2>&1 &&
+   "${R[@]}" --steps 5 --checkpoint-dir "$T/ck" --checkpoint-every 5 >"$T/first.log" 2>&1 &&
+   "${R[@]}" --steps 10 --checkpoint-dir "$T/ck" --resume --save-model "$T/rest" >"$T/rest.log" 2>&1 &&
+   grep -q 'resumed from' "$T/rest.log" && cmp -s "$T/full/model.safetensors" "$T/rest/model.safetensors" &&
+   cmp -s "$T/full/spiece.model" "$T/rest/spiece.model"; then ok
+else bad "stop + --resume differs from not stopping"; tail -3 "$T/rest.log"; fi
+
 # ---- misuse: one message naming what is wrong, a non-zero status, no output ---------------------
-refuse() { # name, wanted text, output that must not exist, command...
-    local name=$1 want=$2 out=$3; shift 3
-    if "$@" >"$T/m.log" 2>&1; then bad "$name: exit 0"; return; fi
-    if ! grep -q -- "$want" "$T/m.log"; then bad "$name: message lacks '$want':"; cat "$T/m.log"; return; fi
-    if [ -e "$out" ]; then bad "$name: left $out behind"; return; fi
-    ok
-}
 printf '{"input": "reverse: cat dog", "target": "dog cat"}\n{"input": "reverse: sun", "target": ""}\n' >"$T/empty_target.jsonl"
 printf '{"input": "reverse: cat dog", "target": "dog cat"}\n{"input": "reverse: sun", "tgt": "sun"}\n' >"$T/nofield.jsonl"
 FT=("$ZT" finetune --model "$T/a" --task text2text --steps 2 --save-model "$T/never")
