@@ -12,6 +12,7 @@
 #include "comm.h"
 #include "config.h"
 #include "footprint.h"
+#include "gen.h"
 #include "geom.h"
 #include "load.h"
 #include "ostate.h"
@@ -1092,6 +1093,45 @@ int zt_engine_evaluate(zt_engine *e, const zt_batch *b, zt_fb_result *out)
         out->flops = e->ops->flops(e->model) / 3.0; /* the forward alone */
     }
     return 0;
+}
+
+int zt_engine_gen_begin(zt_engine *e, const zt_batch *b, int per, int steps, int *eos,
+                        int *pad, int *start)
+{
+    if (!e->ops || !e->ops->gen_begin || e->mc.type != ZT_MODEL_T5)
+        return zt_fail(ZT_E_UNSUPPORTED, "zt_generate: the model is a %s: generation needs an "
+                       "encoder-decoder (T5ForConditionalGeneration)", e->layout.arch);
+    *eos = e->mc.t5.eos;
+    *pad = e->mc.t5.pad;
+    *start = e->mc.t5.dec_start;
+    e->have_logits = 0;
+    return e->ops->gen_begin(e->model, b, per, steps);
+}
+
+int zt_engine_gen_pass(zt_engine *e, const int64_t *tokens, const float **logits, int *rows,
+                       int *V)
+{
+    int rc;
+    if ((tokens && (rc = e->ops->gen_next(e->model, tokens)) < 0) ||
+        (rc = zt_act_begin(&e->ao, 0)) < 0)
+        return rc;
+    e->ops->set_train(e->model, 0);
+    rc = run_forward(e, 1);
+    e->ops->set_train(e->model, 1);
+    if (rc < 0)
+        return zt_units_abort(&e->un, rc);
+    *logits = e->ops->gen_logits(e->model, rows, V);
+    return 0;
+}
+
+void zt_engine_gen_reorder(zt_engine *e, const int *src) { e->ops->gen_reorder(e->model, src); }
+
+int zt_engine_record_error(zt_engine *e, int rc) { return zt_engine_fail(e, rc); }
+
+void zt_engine_gen_end(zt_engine *e)
+{
+    if (e && e->ops && e->ops->gen_end)
+        e->ops->gen_end(e->model);
 }
 
 int zt_engine_logits(const zt_engine *e, const float **logits, int64_t shape[3])

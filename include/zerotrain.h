@@ -724,6 +724,42 @@ ZT_API int zt_predict_classify(zt_engine *e, const zt_batch *b, float *probs);
  * or < 0 (no mask, too many, not a masked LM). */
 ZT_API int zt_predict_fill_mask(zt_engine *e, const zt_batch *b, int64_t mask_id, int k,
                                 int max_masks, int32_t *ids, float *scores, int64_t *positions);
+/* Generation with an encoder-decoder (T5ForConditionalGeneration), as transformers'
+ * generate: greedy decoding (num_beams 1) or beam search (BeamSearchScorer: length penalty,
+ * early stopping, eos handling, max_new_tokens). The decoder caches each block's
+ * self-attention keys and values per position and its cross-attention ones once. */
+enum {
+    ZT_EARLY_STOP_HEURISTIC = 0, /* transformers' early_stopping=False: a batch row is done
+                                  * when no open beam can beat its worst finished one at the
+                                  * current length */
+    ZT_EARLY_STOP_TRUE = 1,      /* True: done at num_beams finished hypotheses */
+    ZT_EARLY_STOP_NEVER = 2      /* "never": only when none can beat them at any length */
+};
+typedef struct zt_generate_config {
+    int max_new_tokens;        /* tokens generated at most, </s> included (20) */
+    int num_beams;             /* 1: greedy; > 1: beam search (1) */
+    float length_penalty;      /* beam search: a hypothesis scores its summed log-probability
+                                * / (tokens generated)^length_penalty (1.0) */
+    int early_stopping;        /* ZT_EARLY_STOP_* (ZT_EARLY_STOP_HEURISTIC) */
+    int use_cache;             /* 1: the key/value caches (1); 0: each step a whole forward
+                                * pass over the tokens so far (zt_engine_evaluate: slower,
+                                * the same tokens) */
+    int eos_token_id, pad_token_id; /* -1: the model's config's (-1) */
+    /* Called with each step's logits [rows, V] (rows = B x num_beams: row r is input row
+     * r / num_beams) before they are used; it may change them, as a logits processor does.
+     * Non-zero fails the generation. NULL: none. */
+    int (*logits_hook)(void *arg, int step, float *logits, int rows, int V);
+    void *hook_arg;
+} zt_generate_config;
+ZT_API void zt_generate_config_init(zt_generate_config *g);
+/* Generates for b's B inputs (input_ids [B, T], attention_mask [B, T] or NULL; the rest
+ * unused). ids [B, max_new_tokens]: row r's tokens (the decoder start token not included;
+ * its </s> included when it gave one), pad_token_id after them; lens[B]: their count;
+ * scores[B] (NULL: not wanted): beam search's sequence score, greedy's summed
+ * log-probability. Collective: every rank calls it, each with its own rows, and they take
+ * the same number of passes (stage 3 gathers in each). Returns the passes taken, or < 0. */
+ZT_API int zt_generate(zt_engine *e, const zt_batch *b, const zt_generate_config *g,
+                       int32_t *ids, int *lens, float *scores);
 /* Logits of the last forward_backward with keep_logits; shape[0..2] = B, T, V. */
 ZT_API int zt_engine_logits(const zt_engine *e, const float **logits, int64_t shape[3]);
 ZT_API int zt_engine_zero_grad(zt_engine *e);

@@ -498,6 +498,30 @@ void mha_forward(float *ctx, float *att, const float *q, const float *k, const f
                      slots, B, Tq, Tk, H, D);
 }
 
+/* (layers.h) ctx[r, h] = softmax(q[r, h] . K[c][j, h] + madd)
+ * V[c], c = r / per the cache row that row r reads (caches are [rows, positions, I], one
+ * cache row every `stride` floats); madd: the additive scores of cache row c and head h at
+ * madd + c * madd_row + h * madd_head ((sample, head) pairs in parallel, as mha_forward) */
+void mha_decode_forward(float *ctx, const float *q, const float *K, const float *V,
+                       size_t stride, int per, const float *madd, size_t madd_row,
+                       size_t madd_head, int n, int R, int H, int D, float *scr, int cap,
+                       int slots)
+{
+    int HD = H * D;
+#pragma omp parallel for schedule(static) num_threads(slots)
+    for (int p = 0; p < R * H; p++) {
+        int r = p / H, h = p % H, c = r / per;
+        float *s = scr + (size_t)omp_get_thread_num() * (size_t)cap;
+        const float *Kc = K + (size_t)c * stride + (size_t)h * D;
+        const float *Vc = V + (size_t)c * stride + (size_t)h * D;
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, n, D, 1.0f, Kc, HD, q + (size_t)r * HD + h * D,
+                    1, 0.0f, s, 1);
+        vm_softmax_row(s, madd + c * madd_row + h * madd_head, 1.0f, (size_t)n);
+        cblas_sgemv(CblasRowMajor, CblasTrans, n, D, 1.0f, Vc, HD, s, 1, 0.0f,
+                    ctx + (size_t)r * HD + h * D, 1);
+    }
+}
+
 /* one (sample, head) pair of the backward; dbias: the head's [Tq,Tk] or NULL; keep: the
  * pair's recorded mask or NULL */
 static void mha_pair_backward(float *dq, float *dk, float *dv, float *dbias, const float *dctx,

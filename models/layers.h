@@ -163,6 +163,16 @@ void mha_forward(float *ctx, float *att, const float *q, const float *k, const f
                  const float *bias, const int64_t *kmask, int causal, float div,
                  const zt_dropout *drop, float *scratch, int slots, int B, int Tq, int Tk, int H,
                  int D);
+/* Decoding: one query per row against n cached keys. ctx[r, h] = softmax(q[r, h] . K[c][j, h]
+ * + madd) V[c] over keys j < n, where c = r / per is the cache row that row r reads (caches
+ * [rows, positions, H*D], one cache row every `stride` floats) and madd, the additive scores
+ * of cache row c and head h, starts at madd + c * madd_row + h * madd_head (-FLT_MAX masks a
+ * key). T5 divides by nothing. scr: slots x cap floats (cap >= n); (row, head) pairs in
+ * parallel. */
+void mha_decode_forward(float *ctx, const float *q, const float *K, const float *V,
+                        size_t stride, int per, const float *madd, size_t madd_row,
+                        size_t madd_head, int n, int R, int H, int D, float *scr, int cap,
+                        int slots);
 /* dq, dk, dv are overwritten; dbias[H,Tq,Tk] += the scores' gradient summed over samples
  * (NULL: not wanted). */
 void mha_backward(float *dq, float *dk, float *dv, float *dbias, const float *dctx,

@@ -140,6 +140,20 @@ typedef struct zt_model_ops {
      * re-carves). Several units' outputs share a buffer: a forward or recompute of unit u
      * overwrites what checkpoint(u) held. NULL for the other units. */
     float *(*checkpoint)(void *m, int u, size_t *bytes);
+    /* Generation with a key/value cache (encoder-decoder models; NULL for the others). Each
+     * pass is a forward pass over every unit, as an evaluation's. gen_begin: the next pass
+     * encodes b (B rows) and decodes position 0 of B x per decoder rows (row r reads input
+     * row r / per) from decoder_start_token_id, caching each decoder block's cross-attention
+     * keys and values once and its self-attention ones per position, for at most `steps`
+     * positions; gen_next: the next pass decodes the following position of each row from
+     * tokens[rows] (the encoder's units do nothing); gen_reorder: row r's cache becomes what
+     * row src[r]'s was (beam search); gen_logits: the last pass's logits [rows, V];
+     * gen_end: the caches are freed. b's arrays must live until gen_end. */
+    int (*gen_begin)(void *m, const zt_batch *b, int per, int steps);
+    int (*gen_next)(void *m, const int64_t *tokens);
+    void (*gen_reorder)(void *m, const int *src);
+    const float *(*gen_logits)(const void *m, int *rows, int *V);
+    void (*gen_end)(void *m);
     void (*destroy)(void *m);
 } zt_model_ops;
 

@@ -2,8 +2,10 @@
  * parameter layout, and unit-by-unit forward/backward built from layers.c, Hugging Face's math
  * operation by operation (RMS norms, unscaled attention scores, relative position biases
  * computed in each stack's first block and shared by the others, cross-attention on the
- * encoder's output, tied head scaled by d_model^-0.5). Owns only activations.
- * Not here: generation, key/value caches. */
+ * encoder's output, tied head scaled by d_model^-0.5). Owns only activations. Generation
+ * (gen_*): one decoder position a pass over key/value caches, as transformers' T5 with
+ * use_cache (past_key_values: each block's self-attention keys and values per position,
+ * its cross-attention ones computed once from the encoder's output). */
 
 #include "t5.h"
 #include "../common/err.h"
@@ -278,6 +280,24 @@ typedef struct blk_acts {
     float *y;                                   /* the output */
 } blk_acts;
 
+/* generation's state (gen_begin .. gen_end): the caches and one position's working set */
+typedef struct t5_gen {
+    int on;                        /* 0 off; 1: the next pass encodes and decodes position 0;
+                                    * 2: it decodes position t */
+    int R, per, S, t;              /* decoder rows, rows per input row, positions the caches
+                                    * hold, the position decoded */
+    char *arena;
+    size_t bytes;
+    int64_t *tok;                  /* [R] the tokens decoded at position t */
+    float **k, **v;                /* per decoder block: self-attention [R, S, I] */
+    float **ck, **cv;              /* per decoder block: cross-attention [B, Te, I] */
+    float *x, *n, *r, *q, *kk, *vv, *ctx, *o, *h0, *h1, *a0, *g, *logits;
+    float *pb;                     /* [H, S] position t's biases over the keys */
+    float *cmask;                  /* [B, Te] 0, or -FLT_MAX on padding */
+    float *tmp;                    /* [R, S, I] the reorder's copy */
+    float *scr;                    /* slots x max(S, Te) attention scores */
+} t5_gen;
+
 typedef struct t5_model {
     zt_mem_account *acct;      /* the engine's: the activations are counted there too */
     t5_config c;
@@ -316,6 +336,7 @@ typedef struct t5_model {
     float *dcur, *d_edec, *d_enc, *s[2], *sI[4], *sF[4], *att_scratch;
     int slots;
     zt_lm_rows lm;                 /* the head's rows: logits, the labelled rows (lm.x) */
+    t5_gen g;
     void (*poll)(void *);
     void *poll_arg;
 } t5_model;
@@ -590,11 +611,14 @@ int t5_create(const t5_config *c, const zt_layout *l, int dropout, uint64_t seed
     return 0;
 }
 
+static void t5_gen_end(void *p);
+
 static void t5_destroy(void *p)
 {
     t5_model *m = p;
     if (!m)
         return;
+    t5_gen_end(m);
     free_acts(m);
     free(m->la);
     free(m->mode);
@@ -604,14 +628,9 @@ static void t5_destroy(void *p)
     free(m);
 }
 
-static int t5_prepare(void *p, const zt_batch *b, int keep_logits, int64_t *n_labels)
+/* the encoder's inputs of b: ids in the vocabulary, a 0/1 mask */
+static int check_inputs(const t5_config *c, const zt_batch *b)
 {
-    t5_model *m = p;
-    const t5_config *c = &m->c;
-    int Td = b->T_dec > 0 ? b->T_dec : b->T;
-    int64_t n = 0;
-    if (b->B < 1 || b->T < 1 || !b->input_ids || !b->labels)
-        return zt_fail(ZT_E_INVAL, "batch: need B >= 1, T >= 1, input_ids and labels");
     if (b->token_type_ids)
         return zt_fail(ZT_E_INVAL, "batch: T5 takes no token_type_ids");
     for (int i = 0; i < b->B * b->T; i++) {
@@ -623,6 +642,18 @@ static int t5_prepare(void *p, const zt_batch *b, int keep_logits, int64_t *n_la
             return zt_fail(ZT_E_RANGE, "batch: attention_mask[%d][%d] = %lld is not 0 or 1", r,
                            t, (long long)b->attention_mask[i]);
     }
+    return 0;
+}
+
+static int t5_prepare(void *p, const zt_batch *b, int keep_logits, int64_t *n_labels)
+{
+    t5_model *m = p;
+    const t5_config *c = &m->c;
+    int Td = b->T_dec > 0 ? b->T_dec : b->T;
+    int64_t n = 0;
+    if (b->B < 1 || b->T < 1 || !b->input_ids || !b->labels)
+        return zt_fail(ZT_E_INVAL, "batch: need B >= 1, T >= 1, input_ids and labels");
+    ZT_TRY(check_inputs(c, b));
     for (int i = 0; i < b->B * Td; i++) {
         int r = i / Td, t = i % Td;
         if (b->labels[i] != -100 && (b->labels[i] < 0 || b->labels[i] >= c->vocab))
@@ -762,11 +793,227 @@ static void block_forward(t5_model *m, int u, float *const *P)
     dropout_residual(a->y, xf, NULL, &d2, m->B, (size_t)T * C);
 }
 
+/* ---- generation ---------------------------------------------------------------------------- */
+
+/* decoder block u at position t of every row: the residual stream g->x in place */
+static void gen_block(t5_model *m, int u, float *const *P)
+{
+    t5_gen *g = &m->g;
+    const t5_config *c = &m->c;
+    int R = g->R, C = c->d_model, I = m->I, F = c->d_ff, H = c->heads, D = c->d_kv;
+    int t = g->t, S = g->S, Te = m->Te, j = blk(m, u) - m->Le, cap = S > Te ? S : Te;
+    size_t nr = (size_t)R * C;
+    if (first_of_stack(m, u)) { /* position t's biases, shared by the stack's blocks */
+        const float *tab = bp(m, P, u, B_REL);
+        for (int k = 0; k <= t; k++) {
+            const float *row = tab + (size_t)t5_bucket(k - t, 0, c->buckets, c->max_dist) * H;
+            for (int h = 0; h < H; h++)
+                g->pb[(size_t)h * S + k] = row[h];
+        }
+    }
+    if (g->on == 1) { /* the cross-attention keys and values, once */
+        linear_forward(g->ck[j], m->enc_out, bp(m, P, u, B_CK), NULL, m->B * Te, C, I);
+        POLL(m);
+        linear_forward(g->cv[j], m->enc_out, bp(m, P, u, B_CV), NULL, m->B * Te, C, I);
+        POLL(m);
+    }
+    rmsnorm_forward(g->n, g->r, g->x, bp(m, P, u, B_LN0), R, C, c->eps);
+    linear_forward(g->q, g->n, bp(m, P, u, B_Q), NULL, R, C, I);
+    linear_forward(g->kk, g->n, bp(m, P, u, B_K), NULL, R, C, I);
+    linear_forward(g->vv, g->n, bp(m, P, u, B_V), NULL, R, C, I);
+    for (int r = 0; r < R; r++) {
+        size_t at = ((size_t)r * S + t) * I;
+        memcpy(g->k[j] + at, g->kk + (size_t)r * I, sizeof(float) * (size_t)I);
+        memcpy(g->v[j] + at, g->vv + (size_t)r * I, sizeof(float) * (size_t)I);
+    }
+    mha_decode_forward(g->ctx, g->q, g->k[j], g->v[j], (size_t)S * I, 1, g->pb, 0, (size_t)S, t + 1, R,
+               H, D, g->scr, cap, m->slots);
+    linear_forward(g->o, g->ctx, bp(m, P, u, B_O), NULL, R, I, C);
+    add_into(g->x, g->o, nr);
+    POLL(m);
+    rmsnorm_forward(g->n, g->r, g->x, bp(m, P, u, B_LN1), R, C, c->eps);
+    linear_forward(g->q, g->n, bp(m, P, u, B_CQ), NULL, R, C, I);
+    mha_decode_forward(g->ctx, g->q, g->ck[j], g->cv[j], (size_t)Te * I, g->per, g->cmask, (size_t)Te,
+               0, Te, R, H, D, g->scr, cap, m->slots);
+    linear_forward(g->o, g->ctx, bp(m, P, u, B_CO), NULL, R, I, C);
+    add_into(g->x, g->o, nr);
+    POLL(m);
+    rmsnorm_forward(g->n, g->r, g->x, bp(m, P, u, B_LNF), R, C, c->eps);
+    linear_forward(g->h0, g->n, bp(m, P, u, B_WI), NULL, R, C, F);
+    if (c->gated) {
+        linear_forward(g->h1, g->n, bp(m, P, u, B_WI1), NULL, R, C, F);
+        act_forward(c->act, g->a0, g->h0, (size_t)R * F);
+        mul_forward(g->g, g->a0, g->h1, (size_t)R * F);
+    } else {
+        act_forward(c->act, g->g, g->h0, (size_t)R * F);
+    }
+    linear_forward(g->o, g->g, bp(m, P, u, B_WO), NULL, R, F, C);
+    add_into(g->x, g->o, nr);
+    POLL(m);
+}
+
+/* unit u of a generation pass */
+static void gen_forward_unit(t5_model *m, int u, float *const *P)
+{
+    t5_gen *g = &m->g;
+    const t5_config *c = &m->c;
+    int C = c->d_model;
+    if (u == 0) {
+        if (g->on == 1)
+            lookup_forward(m->e_enc, m->ids, param(m, P, 0, 0), m->B * m->Te, C);
+        lookup_forward(g->x, g->tok, param(m, P, 0, 0), g->R, C);
+    } else if (is_block(m, u) && !is_dec(m, u)) {
+        if (g->on == 1)
+            block_forward(m, u, P); /* (dropout off: evaluating) */
+    } else if (u == u_encf(m)) {
+        if (g->on == 1)
+            rmsnorm_forward(m->enc_out, m->r_ef, m->la[m->Le - 1].y, param(m, P, u, 0),
+                            m->B * m->Te, C, c->eps);
+    } else if (is_block(m, u)) {
+        gen_block(m, u, P);
+    } else {
+        const float *w = c->tie ? param(m, P, 0, 0) : param(m, P, u, 1);
+        rmsnorm_forward(g->n, g->r, g->x, param(m, P, u, 0), g->R, C, c->eps);
+        if (c->tie)
+            scale_inplace(g->n, (float)pow((double)C, -0.5), (size_t)g->R * C);
+        linear_forward(g->logits, g->n, w, NULL, g->R, C, c->vocab);
+    }
+    POLL(m);
+}
+
+/* every piece of the generation arena (counting when cv->base is NULL) */
+static void gen_carve(t5_model *m, zt_carver *cv, t5_gen *g)
+{
+    size_t R = (size_t)g->R, S = (size_t)g->S, I = (size_t)m->I, C = (size_t)m->c.d_model;
+    size_t F = (size_t)m->c.d_ff, Me = (size_t)m->B * m->Te, Te = (size_t)m->Te;
+    size_t cap = S > Te ? S : Te;
+    g->tok = zt_take(cv, R * 2);
+    for (int j = 0; j < m->Ld; j++) {
+        g->k[j] = zt_take(cv, R * S * I);
+        g->v[j] = zt_take(cv, R * S * I);
+        g->ck[j] = zt_take(cv, Me * I);
+        g->cv[j] = zt_take(cv, Me * I);
+    }
+    g->x = zt_take(cv, R * C); g->n = zt_take(cv, R * C); g->r = zt_take(cv, R);
+    g->q = zt_take(cv, R * I); g->kk = zt_take(cv, R * I); g->vv = zt_take(cv, R * I);
+    g->ctx = zt_take(cv, R * I); g->o = zt_take(cv, R * C);
+    g->h0 = zt_take(cv, R * F); g->h1 = zt_take(cv, R * F); g->a0 = zt_take(cv, R * F);
+    g->g = zt_take(cv, R * F);
+    g->logits = zt_take(cv, R * (size_t)m->c.vocab);
+    g->pb = zt_take(cv, (size_t)m->c.heads * S);
+    g->cmask = zt_take(cv, Me);
+    g->tmp = zt_take(cv, R * S * I);
+    g->scr = zt_take(cv, (size_t)m->slots * cap);
+}
+
+static void t5_gen_end(void *p)
+{
+    t5_model *m = p;
+    t5_gen *g = &m->g;
+    zt_mem_free_in(m->acct, g->arena, g->bytes, ZT_MEM_ACTIVATIONS);
+    free(g->k);
+    memset(g, 0, sizeof *g);
+}
+
+static int t5_gen_begin(void *p, const zt_batch *b, int per, int steps)
+{
+    t5_model *m = p;
+    t5_gen *g = &m->g;
+    if (b->B < 1 || b->T < 1 || !b->input_ids || per < 1 || steps < 1)
+        return zt_fail(ZT_E_INVAL, "generation: need B >= 1, T >= 1, input_ids, and at least "
+                       "one row per input and one position");
+    ZT_TRY(check_inputs(&m->c, b));
+    t5_gen_end(m);
+    ZT_TRY(size_acts(m, b->B, b->T, 1));
+    m->B = b->B;
+    m->Te = b->T;
+    m->Td = 1;
+    m->ids = b->input_ids;
+    m->mask = b->attention_mask;
+    m->dmask = m->labels = NULL;
+    m->keep_logits = m->evaluated = m->n_lab = 0;
+    m->compact = 1;
+    m->first_sample = 0;
+    if (!(g->k = calloc((size_t)m->Ld * 4 + 1, sizeof *g->k)))
+        return zt_fail(ZT_E_NOMEM, "out of memory");
+    g->v = g->k + m->Ld;
+    g->ck = g->v + m->Ld;
+    g->cv = g->ck + m->Ld;
+    g->R = b->B * per;
+    g->per = per;
+    g->S = steps;
+    zt_carver cv = {NULL, 0};
+    gen_carve(m, &cv, g);
+    if (!(g->arena = zt_mem_alloc_in(m->acct, cv.off, ZT_ALIGN_PAGE, ZT_MEM_ACTIVATIONS))) {
+        t5_gen_end(m);
+        return zt_fail(ZT_E_NOMEM, "out of memory for generation's caches (%.1f MiB)",
+                       (double)cv.off / 1048576.0);
+    }
+    g->bytes = cv.off;
+    cv = (zt_carver){g->arena, 0};
+    gen_carve(m, &cv, g);
+    for (int i = 0; i < b->B * b->T; i++)
+        g->cmask[i] = b->attention_mask && b->attention_mask[i] == 0 ? -FLT_MAX : 0.0f;
+    for (int r = 0; r < g->R; r++)
+        g->tok[r] = m->c.dec_start;
+    g->t = 0;
+    g->on = 1;
+    return 0;
+}
+
+static int t5_gen_next(void *p, const int64_t *tokens)
+{
+    t5_model *m = p;
+    t5_gen *g = &m->g;
+    if (!g->on || g->t + 1 >= g->S)
+        return zt_fail(ZT_E_INVAL, "generation: %s", g->on ? "the caches are full" : "not begun");
+    for (int r = 0; r < g->R; r++) {
+        if (tokens[r] < 0 || tokens[r] >= m->c.vocab)
+            return zt_fail(ZT_E_RANGE, "generation: token %lld of row %d is outside [0, %d)",
+                           (long long)tokens[r], r, m->c.vocab);
+        g->tok[r] = tokens[r];
+    }
+    g->t++;
+    g->on = 2;
+    return 0;
+}
+
+static void t5_gen_reorder(void *p, const int *src)
+{
+    t5_model *m = p;
+    t5_gen *g = &m->g;
+    size_t row = (size_t)g->S * m->I, n = sizeof(float) * (size_t)(g->t + 1) * m->I;
+    int same = 1;
+    for (int r = 0; r < g->R; r++)
+        same &= src[r] == r;
+    if (same)
+        return;
+    for (int j = 0; j < 2 * m->Ld; j++) {
+        float *c = j < m->Ld ? g->k[j] : g->v[j - m->Ld];
+        for (int r = 0; r < g->R; r++)
+            memcpy(g->tmp + (size_t)r * row, c + (size_t)src[r] * row, n);
+        for (int r = 0; r < g->R; r++)
+            memcpy(c + (size_t)r * row, g->tmp + (size_t)r * row, n);
+    }
+}
+
+static const float *t5_gen_logits(const void *p, int *rows, int *V)
+{
+    const t5_model *m = p;
+    *rows = m->g.R;
+    *V = m->c.vocab;
+    return m->g.on ? m->g.logits : NULL;
+}
+
 static void t5_forward_unit(void *p, int u, float *const *P)
 {
     t5_model *m = p;
     const t5_config *c = &m->c;
     int C = c->d_model, Me = m->B * m->Te, Md = m->B * m->Td;
+    if (m->g.on) {
+        gen_forward_unit(m, u, P);
+        return;
+    }
     if (u == 0) {
         zt_dropout de = drop_for(m, 0, ZT_RNG_DROP_EMB), dd = drop_for(m, 0, ZT_RNG_DROP_DEC_EMB);
         lookup_forward(m->e_enc, m->ids, param(m, P, 0, 0), Me, C);
@@ -1161,5 +1408,10 @@ const zt_model_ops t5_ops = {
     .loss = t5_loss,
     .backward_unit = t5_backward_unit,
     .logits = t5_logits,
+    .gen_begin = t5_gen_begin,
+    .gen_next = t5_gen_next,
+    .gen_reorder = t5_gen_reorder,
+    .gen_logits = t5_gen_logits,
+    .gen_end = t5_gen_end,
     .destroy = t5_destroy,
 };

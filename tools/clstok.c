@@ -4,6 +4,7 @@
 #include "spm.h"
 
 #include <cjson/cJSON.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -20,6 +21,24 @@ int clstok_config_is_classifier(const char *path)
     cJSON_Delete(o);
     free(text);
     return cls;
+}
+
+/* --model names a T5: a t5-* preset, or a config.json (alone or in a folder) of model_type t5 */
+int clstok_model_is_t5(const char *model)
+{
+    char path[4096], *text = NULL;
+    struct stat sb;
+    int t5 = 0;
+    if (stat(model, &sb) != 0)
+        return strncmp(model, "t5-", 3) == 0;
+    snprintf(path, sizeof path, S_ISDIR(sb.st_mode) ? "%s/config.json" : "%s", model);
+    if (zt_file_read_all(path, 16u << 20, &text, NULL) == 0) {
+        cJSON *o = cJSON_Parse(text), *v = o ? cJSON_GetObjectItemCaseSensitive(o, "model_type") : NULL;
+        t5 = cJSON_IsString(v) && strcmp(v->valuestring, "t5") == 0;
+        cJSON_Delete(o);
+    }
+    free(text);
+    return t5;
 }
 
 /* sentencepiece:N's training sentences: each row's text and pair */

@@ -22,6 +22,9 @@ int clstok_open(const char *spec, const char *model, const lab_data *rows, int f
 int clstok_encode(void *tok, const char *a, size_t alen, const char *b, size_t blen,
                   int max_len, int32_t **ids, int32_t **types, size_t *n, size_t *cap,
                   char *err, size_t errlen);
+/* 1 when --model names a T5: a t5-* preset, or a config.json (alone or in a folder) of
+ * model_type t5 */
+int clstok_model_is_t5(const char *model);
 /* 1 when the config.json at path names BertForSequenceClassification in "architectures" */
 int clstok_config_is_classifier(const char *path);
 

@@ -59,24 +59,6 @@ static int batch_alloc(batch_buf *b, size_t n, size_t n_labels, size_t n_values)
     return b->ids && b->mask && b->tt && b->labels && b->values ? 0 : -1;
 }
 
-/* --model names a T5: a t5-* preset, or a config.json (alone or in a folder) of model_type t5 */
-static int model_is_t5(const char *model)
-{
-    char path[4096], *text;
-    struct stat sb;
-    int t5 = 0;
-    if (stat(model, &sb) != 0)
-        return strncmp(model, "t5-", 3) == 0;
-    snprintf(path, sizeof path, S_ISDIR(sb.st_mode) ? "%s/config.json" : "%s", model);
-    if ((text = read_text(path))) {
-        cJSON *o = cJSON_Parse(text), *v = o ? cJSON_GetObjectItemCaseSensitive(o, "model_type") : NULL;
-        t5 = cJSON_IsString(v) && strcmp(v->valuestring, "t5") == 0;
-        cJSON_Delete(o);
-        free(text);
-    }
-    return t5;
-}
-
 /* The end token span corruption appends (the data's separator: T5's </s>, or [SEP]) and its
  * padding must be the eos_token_id and pad_token_id the model's config names (a preset's:
  * 1 and 0), or the exported model would stop at another token than it learnt to emit; 0, or
@@ -299,69 +281,6 @@ static int32_t arg_max(const float *x, int64_t V)
     return best;
 }
 
-/* Greedy decoding of the batch in (its inputs) without a cache, as transformers' greedy
- * search: token t is the arg max of the logits at decoder position t given the tokens
- * before it (the labels [B, t + 1] of an evaluation: shifted right behind
- * decoder_start_token_id, they are the decoder's input), a whole forward each; a row that
- * gave </s> is done and fed <pad> after it. Every rank takes the same number of steps (stage
- * 3's gathers are collective): until every rank's rows are done, at most max_new. gen [B,
- * max_new], glen [B]: the tokens up to and with the </s>. 0, or 1 after printing why not. */
-static int greedy(zt_engine *e, const zt_batch *in, int max_new, int eos, int pad,
-                  int64_t *lab, int32_t *gen, int *glen, int world)
-{
-    int B = in->B, left = B;
-    double mine, *all = malloc(sizeof *all * (size_t)world);
-    if (!all)
-        return die("out of memory");
-    for (int r = 0; r < B; r++)
-        glen[r] = -1;
-    for (int t = 0; t < max_new; t++) {
-        zt_batch b = *in;
-        zt_fb_result res;
-        const float *lg;
-        int64_t shape[3];
-        int stop = 1;
-        for (int r = 0; r < B; r++) {
-            for (int j = 0; j < t; j++)
-                lab[(size_t)r * (t + 1) + j] = gen[(size_t)r * max_new + j];
-            lab[(size_t)r * (t + 1) + t] = pad; /* any id: its logits are the ones wanted */
-        }
-        b.labels = lab;
-        b.T_dec = t + 1;
-        b.decoder_attention_mask = NULL;
-        b.label_count = 0;
-        if (zt_engine_evaluate(e, &b, &res) < 0 || zt_engine_logits(e, &lg, shape) < 0) {
-            free(all);
-            return die("evaluation (greedy decoding): %s", zt_engine_last_error(e));
-        }
-        for (int r = 0; r < B; r++) {
-            int32_t y = pad;
-            if (glen[r] < 0) {
-                y = arg_max(lg + ((size_t)r * (t + 1) + t) * (size_t)shape[2], shape[2]);
-                if (y == eos) {
-                    glen[r] = t + 1;
-                    left--;
-                }
-            }
-            gen[(size_t)r * max_new + t] = y;
-        }
-        mine = left == 0;
-        if (zt_engine_gather_f64(e, &mine, 1, all) < 0) {
-            free(all);
-            return die("evaluation: %s", zt_engine_last_error(e));
-        }
-        for (int k = 0; k < world; k++)
-            stop &= all[k] != 0.0;
-        if (stop)
-            break;
-    }
-    for (int r = 0; r < B; r++)
-        if (glen[r] < 0)
-            glen[r] = max_new;
-    free(all);
-    return 0;
-}
-
 /* 1 when ids a and b decode (special tokens skipped) to the same text, 0 when not, -1 */
 static int same_text(const tok_tokenizer *tok, const int32_t *a, size_t na, const int32_t *b,
                      size_t nb)
@@ -390,11 +309,15 @@ static int evaluate_t2t(zt_engine *e, const source *src, tok_tokenizer *tok, int
     tok_specials sp;
     double *mine = calloc(T2T_W * rounds + 1, sizeof *mine), sum[T2T_W] = {0};
     double *all = calloc(T2T_W * rounds * (size_t)world + 1, sizeof *all);
-    int64_t *lab = malloc(sizeof *lab * (size_t)B * (size_t)max_new);
     int32_t *gen = malloc(sizeof *gen * (size_t)B * (size_t)max_new);
     int *glen = malloc(sizeof *glen * (size_t)B), rc = 0;
+    zt_generate_config g;
     tok_special_ids(tok, &sp);
-    if (!mine || !all || !lab || !gen || !glen) {
+    zt_generate_config_init(&g); /* greedy, cached */
+    g.max_new_tokens = max_new;
+    g.eos_token_id = sp.eos;
+    g.pad_token_id = sp.pad;
+    if (!mine || !all || !gen || !glen) {
         rc = die("out of memory");
         goto done;
     }
@@ -421,8 +344,8 @@ static int evaluate_t2t(zt_engine *e, const source *src, tok_tokenizer *tok, int
                 x[T2T_CORRECT] += arg_max(lg + (size_t)i * (size_t)shape[2], shape[2]) == bt.labels[c];
                 i++;
             }
-        if (greedy(e, &bt, max_new, sp.eos, sp.pad, lab, gen, glen, world)) {
-            rc = 1;
+        if (zt_generate(e, &bt, &g, gen, glen, NULL) < 0) {
+            rc = die("evaluation (greedy decoding): %s", zt_engine_last_error(e));
             break;
         }
         for (int q = 0; q < rows; q++) {
@@ -456,7 +379,6 @@ static int evaluate_t2t(zt_engine *e, const source *src, tok_tokenizer *tok, int
 done:
     free(mine);
     free(all);
-    free(lab);
     free(gen);
     free(glen);
     return rc;
@@ -1048,7 +970,7 @@ static int open_text2text(train_ctx *c)
     char err[2048];
     lab_opts lo = {a->input_field ? a->input_field : "input",
                    a->target_field ? a->target_field : "target", NULL, LAB_NO_LABELS};
-    if (!model_is_t5(a->model))
+    if (!clstok_model_is_t5(a->model))
         return die("--model %s is not a T5: --task text2text fine-tunes "
                    "T5ForConditionalGeneration (BERT's task is classify)", a->model);
     if (lab_read(a->train, &lo, &c->ltrain, err, sizeof err) < 0 ||
@@ -1144,7 +1066,7 @@ static int build_config(train_ctx *c)
     zt_train_config_apply(c->tc, cfg);
     if (set_model(cfg, c->a.model))
         return 1;
-    int is_t5 = model_is_t5(c->a.model);
+    int is_t5 = clstok_model_is_t5(c->a.model);
     if (c->a.finetune && c->t2t) { /* T5ForConditionalGeneration: a preset takes the tokenizer's
                                     * vocabulary, its extra ids included */
         if (cfg->model_preset)

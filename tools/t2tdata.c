@@ -92,11 +92,11 @@ int t2t_source_create(const lab_data *d, tok_tokenizer *tok, int seq_len, int ta
         size_t la, lt;
         const char *a = lab_text(d, i, &la), *t = lab_pair(d, i, &lt);
         if (put(&s->in, i, tok, a, la, seq_len, d, "the input", err, errlen) < 0 ||
-            put(&s->tgt, i, tok, t, lt, target_len, d, "the target", err, errlen) < 0) {
+            (t && put(&s->tgt, i, tok, t, lt, target_len, d, "the target", err, errlen) < 0)) {
             t2t_source_destroy(s);
             return -1;
         }
-        if (s->tgt.off[i + 1] - s->tgt.off[i] < 2) { /* </s> alone */
+        if (t && s->tgt.off[i + 1] - s->tgt.off[i] < 2) { /* </s> alone */
             errmsg(err, errlen, "%s:%ld: the target is empty (it encodes to no token but "
                    "</s>): there is nothing to learn from this row", lab_path(d), lab_line(d, i));
             t2t_source_destroy(s);

@@ -19,8 +19,8 @@
 
 typedef struct t2t_source t2t_source;
 
-/* The rows of d (lab_text: the input, lab_pair: the target), encoded by tok (a T5
- * tokenizer). shuffle 0: sample g is row g mod rows. An empty target (nothing but </s>) is
+/* The rows of d (lab_text: the input, lab_pair: the target, or none when d was read without
+ * a target field: generation's inputs), encoded by tok (a T5 tokenizer). shuffle 0: sample g is row g mod rows. An empty target (nothing but </s>) is
  * an error naming the file and line. Returns 0, or < 0 with one line in err. */
 int t2t_source_create(const lab_data *d, tok_tokenizer *tok, int seq_len, int target_len,
                       uint64_t seed, int shuffle, t2t_source **out, char *err, size_t errlen);
