@@ -110,7 +110,7 @@ test-parity: all
 	ZT=$(BUILD)/zerotrain bash tests/test_bert_cls_random.sh
 
 # The heavy checks: 40 more random parity configurations (BERT and T5; 30 of BERT's classifier),
-# fine-tuning (classify and text2text) at N=2 stages 1-2 and N=3 stages 0-3, T5 at N=3, a SIGKILL at every point of a
+# fine-tuning (classify and text2text) and generation at N=2 stages 1-2 and N=3 stages 0-3, T5 at N=3, a SIGKILL at every point of a
 # checkpoint save, 100,000 faulted I/O operations per backend, every float through each 8-bit
 # quantizer, the 8-bit AdamW against its numpy reference on 8 more random cases (and the
 # committed fixtures regenerated), every stage x world size for the 8-bit and Adafactor
@@ -131,6 +131,7 @@ test-long: all unit-tests
 	CRASH_POINTS=all bash tests/test_train.sh $(BUILD)/zerotrain
 	FINETUNE_LONG=1 bash tests/test_finetune.sh $(BUILD)/zerotrain
 	TEXT2TEXT_LONG=1 bash tests/test_text2text.sh $(BUILD)/zerotrain
+	GENERATE_LONG=1 bash tests/test_generate.sh $(BUILD)/zerotrain
 	bash tests/bits_hash.sh --check tests/bits-main.txt $(BUILD)/zerotrain >/dev/null; rc=$$?; \
 	    [ $$rc -eq 0 ] || [ $$rc -eq 77 ]
 	$(MAKE) fuzz FUZZ_SECONDS=600

@@ -33,6 +33,15 @@ void linear_forward(float *out, const float *inp, const float *w, const float *b
                                                       (b ? 2.0 : 1.0) * M * N));
 }
 
+void linear_decode_forward(float *out, const float *inp, const float *w, int M, int K, int N)
+{
+    double t0 = ZT_PROF_T0();
+#pragma omp parallel for schedule(static)
+    for (int n0 = 0; n0 < N; n0 += 64)
+        vm_gemm_nt_small(out, (size_t)N, inp, w, M, K, n0, n0 + 64 < N ? n0 + 64 : N);
+    ZT_PROF(ZT_PROF_GEMM, t0, 2.0 * M * N * K, 4.0 * ((double)M * K + (double)N * K + (double)M * N));
+}
+
 /* db[N] += sum over rows of dout[M,N]; columns split across threads, rows summed in order. */
 static void colsum_acc(float *db, const float *dout, int M, int N)
 {

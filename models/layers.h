@@ -11,6 +11,11 @@
 /* out[M,N] = inp[M,K] w[N,K]^T + b[N] (b may be NULL). K, N: in and out features. */
 void linear_forward(float *out, const float *inp, const float *w, const float *b, int M, int K,
                     int N);
+/* linear_forward without a bias for few rows M (generation's decode passes): OpenBLAS packs
+ * w on every call, which costs more than the product itself when M is small; this reads w
+ * once, unpacked (vm_gemm_nt_small: columns split across threads in blocks of 64, the same
+ * bits at any thread count and any M). */
+void linear_decode_forward(float *out, const float *inp, const float *w, int M, int K, int N);
 /* dinp[M,K] += dout w (dinp may be NULL); dw[N,K] += dout^T inp; db[N] += sum_rows dout
  * (db may be NULL). */
 void linear_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,

@@ -795,6 +795,15 @@ static void block_forward(t5_model *m, int u, float *const *P)
 
 /* ---- generation ---------------------------------------------------------------------------- */
 
+/* a decode pass's product of R rows (no bias): unpacked for few rows, OpenBLAS's otherwise */
+static void gen_linear(float *out, const float *inp, const float *w, int R, int K, int N)
+{
+    if (R <= 64)
+        linear_decode_forward(out, inp, w, R, K, N);
+    else
+        linear_forward(out, inp, w, NULL, R, K, N);
+}
+
 /* decoder block u at position t of every row: the residual stream g->x in place */
 static void gen_block(t5_model *m, int u, float *const *P)
 {
@@ -818,9 +827,9 @@ static void gen_block(t5_model *m, int u, float *const *P)
         POLL(m);
     }
     rmsnorm_forward(g->n, g->r, g->x, bp(m, P, u, B_LN0), R, C, c->eps);
-    linear_forward(g->q, g->n, bp(m, P, u, B_Q), NULL, R, C, I);
-    linear_forward(g->kk, g->n, bp(m, P, u, B_K), NULL, R, C, I);
-    linear_forward(g->vv, g->n, bp(m, P, u, B_V), NULL, R, C, I);
+    gen_linear(g->q, g->n, bp(m, P, u, B_Q), R, C, I);
+    gen_linear(g->kk, g->n, bp(m, P, u, B_K), R, C, I);
+    gen_linear(g->vv, g->n, bp(m, P, u, B_V), R, C, I);
     for (int r = 0; r < R; r++) {
         size_t at = ((size_t)r * S + t) * I;
         memcpy(g->k[j] + at, g->kk + (size_t)r * I, sizeof(float) * (size_t)I);
@@ -828,26 +837,26 @@ static void gen_block(t5_model *m, int u, float *const *P)
     }
     mha_decode_forward(g->ctx, g->q, g->k[j], g->v[j], (size_t)S * I, 1, g->pb, 0, (size_t)S, t + 1, R,
                H, D, g->scr, cap, m->slots);
-    linear_forward(g->o, g->ctx, bp(m, P, u, B_O), NULL, R, I, C);
+    gen_linear(g->o, g->ctx, bp(m, P, u, B_O), R, I, C);
     add_into(g->x, g->o, nr);
     POLL(m);
     rmsnorm_forward(g->n, g->r, g->x, bp(m, P, u, B_LN1), R, C, c->eps);
-    linear_forward(g->q, g->n, bp(m, P, u, B_CQ), NULL, R, C, I);
+    gen_linear(g->q, g->n, bp(m, P, u, B_CQ), R, C, I);
     mha_decode_forward(g->ctx, g->q, g->ck[j], g->cv[j], (size_t)Te * I, g->per, g->cmask, (size_t)Te,
                0, Te, R, H, D, g->scr, cap, m->slots);
-    linear_forward(g->o, g->ctx, bp(m, P, u, B_CO), NULL, R, I, C);
+    gen_linear(g->o, g->ctx, bp(m, P, u, B_CO), R, I, C);
     add_into(g->x, g->o, nr);
     POLL(m);
     rmsnorm_forward(g->n, g->r, g->x, bp(m, P, u, B_LNF), R, C, c->eps);
-    linear_forward(g->h0, g->n, bp(m, P, u, B_WI), NULL, R, C, F);
+    gen_linear(g->h0, g->n, bp(m, P, u, B_WI), R, C, F);
     if (c->gated) {
-        linear_forward(g->h1, g->n, bp(m, P, u, B_WI1), NULL, R, C, F);
+        gen_linear(g->h1, g->n, bp(m, P, u, B_WI1), R, C, F);
         act_forward(c->act, g->a0, g->h0, (size_t)R * F);
         mul_forward(g->g, g->a0, g->h1, (size_t)R * F);
     } else {
         act_forward(c->act, g->g, g->h0, (size_t)R * F);
     }
-    linear_forward(g->o, g->g, bp(m, P, u, B_WO), NULL, R, F, C);
+    gen_linear(g->o, g->g, bp(m, P, u, B_WO), R, F, C);
     add_into(g->x, g->o, nr);
     POLL(m);
 }
@@ -876,7 +885,7 @@ static void gen_forward_unit(t5_model *m, int u, float *const *P)
         rmsnorm_forward(g->n, g->r, g->x, param(m, P, u, 0), g->R, C, c->eps);
         if (c->tie)
             scale_inplace(g->n, (float)pow((double)C, -0.5), (size_t)g->R * C);
-        linear_forward(g->logits, g->n, w, NULL, g->R, C, c->vocab);
+        gen_linear(g->logits, g->n, w, g->R, C, c->vocab);
     }
     POLL(m);
 }

@@ -139,6 +139,28 @@ static void ln_grad_sums_1(const float *dy, const float *w, const float *x, floa
     *sdx = b;
 }
 
+/* ---- few-row products (see vmath.h) ------------------------------------------------ */
+
+static float dot8_1(const float *a, const float *b, int K)
+{
+    float l[8] = {0};
+    int k = 0;
+    for (; k + 8 <= K; k += 8)
+        for (int j = 0; j < 8; j++)
+            l[j] = fmaf(a[k + j], b[k + j], l[j]);
+    for (int j = 0; k + j < K; j++)
+        l[j] = fmaf(a[k + j], b[k + j], l[j]);
+    return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
+}
+
+void vm_gemm_nt_small_1(float *out, size_t ldo, const float *inp, const float *w, int M, int K,
+                        int n0, int n1)
+{
+    for (int n = n0; n < n1; n++)
+        for (int m = 0; m < M; m++)
+            out[(size_t)m * ldo + n] = dot8_1(inp + (size_t)m * K, w + (size_t)n * K, K);
+}
+
 /* ---- eight-wide (AVX2 + libmvec) ---------------------------------------------------- */
 
 #pragma GCC push_options
@@ -425,9 +447,88 @@ static void ln_grad_sums_8n(const float *dy, const float *w, const float *x, flo
     *sdx = lanes_sum(bl, bh) + tb;
 }
 
+/* the eight lanes of v summed as dot8_1 sums them */
+static inline float hsum8(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1)); /* 0+4 .. 3+7 */
+    __m128 h = _mm_add_ps(s, _mm_movehl_ps(s, s));                                   /* (0+4)+(2+6), (1+5)+(3+7) */
+    return _mm_cvtss_f32(_mm_add_ss(h, _mm_shuffle_ps(h, h, 1)));
+}
+
+/* four rows of w against two rows of inp at a time: w's rows stay in cache while every row
+ * of inp passes them, so w is read from memory once */
+static void gemm_nt_small_8(float *out, size_t ldo, const float *inp, const float *w, int M,
+                            int K, int n0, int n1)
+{
+    int K8 = K & ~7, rem = K - K8, n = n0;
+    const int32_t lanes[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+    __m256i tail = _mm256_loadu_si256((const __m256i *)(lanes + 8 - rem));
+    for (; n + 4 <= n1; n += 4) {
+        const float *w0 = w + (size_t)n * K, *w1 = w0 + K, *w2 = w1 + K, *w3 = w2 + K;
+        int m = 0;
+        for (; m + 2 <= M; m += 2) {
+            const float *x0 = inp + (size_t)m * K, *x1 = x0 + K;
+            __m256 a00 = _mm256_setzero_ps(), a01 = a00, a02 = a00, a03 = a00;
+            __m256 a10 = a00, a11 = a00, a12 = a00, a13 = a00;
+            for (int k = 0; k < K8; k += 8) {
+                __m256 u = _mm256_loadu_ps(x0 + k), v = _mm256_loadu_ps(x1 + k);
+                __m256 b0 = _mm256_loadu_ps(w0 + k), b1 = _mm256_loadu_ps(w1 + k);
+                __m256 b2 = _mm256_loadu_ps(w2 + k), b3 = _mm256_loadu_ps(w3 + k);
+                a00 = _mm256_fmadd_ps(u, b0, a00);
+                a01 = _mm256_fmadd_ps(u, b1, a01);
+                a02 = _mm256_fmadd_ps(u, b2, a02);
+                a03 = _mm256_fmadd_ps(u, b3, a03);
+                a10 = _mm256_fmadd_ps(v, b0, a10);
+                a11 = _mm256_fmadd_ps(v, b1, a11);
+                a12 = _mm256_fmadd_ps(v, b2, a12);
+                a13 = _mm256_fmadd_ps(v, b3, a13);
+            }
+            if (rem) {
+                __m256 u = _mm256_maskload_ps(x0 + K8, tail), v = _mm256_maskload_ps(x1 + K8, tail);
+                __m256 b0 = _mm256_maskload_ps(w0 + K8, tail), b1 = _mm256_maskload_ps(w1 + K8, tail);
+                __m256 b2 = _mm256_maskload_ps(w2 + K8, tail), b3 = _mm256_maskload_ps(w3 + K8, tail);
+                a00 = _mm256_fmadd_ps(u, b0, a00);
+                a01 = _mm256_fmadd_ps(u, b1, a01);
+                a02 = _mm256_fmadd_ps(u, b2, a02);
+                a03 = _mm256_fmadd_ps(u, b3, a03);
+                a10 = _mm256_fmadd_ps(v, b0, a10);
+                a11 = _mm256_fmadd_ps(v, b1, a11);
+                a12 = _mm256_fmadd_ps(v, b2, a12);
+                a13 = _mm256_fmadd_ps(v, b3, a13);
+            }
+            float *o0 = out + (size_t)m * ldo + n, *o1 = o0 + ldo;
+            o0[0] = hsum8(a00), o0[1] = hsum8(a01), o0[2] = hsum8(a02), o0[3] = hsum8(a03);
+            o1[0] = hsum8(a10), o1[1] = hsum8(a11), o1[2] = hsum8(a12), o1[3] = hsum8(a13);
+        }
+        if (m < M) /* an odd row */
+            vm_gemm_nt_small_1(out + (size_t)m * ldo, ldo, inp + (size_t)m * K, w, 1, K, n, n + 4);
+    }
+    if (n < n1) { /* the last rows of w, one at a time */
+        for (; n < n1; n++)
+            for (int m = 0; m < M; m++) {
+                const float *x = inp + (size_t)m * K, *b = w + (size_t)n * K;
+                __m256 a = _mm256_setzero_ps();
+                for (int k = 0; k < K8; k += 8)
+                    a = _mm256_fmadd_ps(_mm256_loadu_ps(x + k), _mm256_loadu_ps(b + k), a);
+                if (rem)
+                    a = _mm256_fmadd_ps(_mm256_maskload_ps(x + K8, tail), _mm256_maskload_ps(b + K8, tail), a);
+                out[(size_t)m * ldo + n] = hsum8(a);
+            }
+    }
+}
+
 #pragma GCC pop_options
 
 /* ---- dispatch ----------------------------------------------------------------------- */
+
+void vm_gemm_nt_small(float *out, size_t ldo, const float *inp, const float *w, int M, int K,
+                      int n0, int n1)
+{
+    if (vm_wide())
+        gemm_nt_small_8(out, ldo, inp, w, M, K, n0, n1);
+    else
+        vm_gemm_nt_small_1(out, ldo, inp, w, M, K, n0, n1);
+}
 
 void vm_gelu(float *out, const float *x, size_t n)
 {

@@ -40,6 +40,15 @@ double vm_sqdev(const float *x, float mu, size_t n);
 void vm_ln_grad_sums(const float *dy, const float *w, const float *x, float mu, float rs,
                      size_t n, double *sd, double *sdx);
 /* 1 when the eight-wide path is in use on this machine */
+/* out[m * ldo + n] = sum_k inp[m * K + k] * w[n * K + k] for n in [n0, n1) and every m < M:
+ * a product with few rows (generation's one position per row), w read once and unpacked.
+ * Each dot is eight lanes of fused multiply-adds over k (k mod 8 the lane), then the lanes
+ * summed as ((0+4)+(2+6))+((1+5)+(3+7)): the wide and the portable (_1) paths give the same
+ * bits, independent of M, the row and the split of n. Single-threaded. */
+void vm_gemm_nt_small(float *out, size_t ldo, const float *inp, const float *w, int M, int K,
+                      int n0, int n1);
+void vm_gemm_nt_small_1(float *out, size_t ldo, const float *inp, const float *w, int M, int K,
+                        int n0, int n1);
 int vm_wide(void);
 
 #endif

@@ -84,6 +84,18 @@ class _Batch(ctypes.Structure):  # zt_batch
                 ("label_values", ctypes.POINTER(ctypes.c_float))]
 
 
+_HOOK = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int,
+                         ctypes.POINTER(ctypes.c_float), ctypes.c_int, ctypes.c_int)
+
+
+class _GenConfig(ctypes.Structure):  # zt_generate_config
+    _fields_ = [("max_new_tokens", ctypes.c_int), ("num_beams", ctypes.c_int),
+                ("length_penalty", ctypes.c_float), ("early_stopping", ctypes.c_int),
+                ("use_cache", ctypes.c_int), ("eos_token_id", ctypes.c_int),
+                ("pad_token_id", ctypes.c_int), ("logits_hook", _HOOK),
+                ("hook_arg", ctypes.c_void_p)]
+
+
 class _ModelInfo(ctypes.Structure):  # zt_model_info
     _fields_ = [("model_type", ctypes.c_char * 16), ("vocab_size", ctypes.c_int),
                 ("hidden_size", ctypes.c_int), ("num_layers", ctypes.c_int),
@@ -160,6 +172,10 @@ def _load():
         "zt_predict_fill_mask": (ip, [vp, ctypes.POINTER(_Batch), ctypes.c_int64, ip, ip,
                                       ctypes.POINTER(ctypes.c_int32),
                                       ctypes.POINTER(ctypes.c_float), _I64P]),
+        "zt_generate_config_init": (None, [ctypes.POINTER(_GenConfig)]),
+        "zt_generate": (ip, [vp, ctypes.POINTER(_Batch), ctypes.POINTER(_GenConfig),
+                             ctypes.POINTER(ctypes.c_int32), ctypes.POINTER(ctypes.c_int),
+                             ctypes.POINTER(ctypes.c_float)]),
     }
     for name, (res, args) in sigs.items():
         f = getattr(L, name)
@@ -507,6 +523,56 @@ class Model(Engine):
             sc.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), pos.ctypes.data_as(_I64P)))
         return [{"position": (int(p) // b.T, int(p) % b.T), "token_ids": ids[m].tolist(),
                  "scores": sc[m].tolist()} for m, p in enumerate(pos)]
+
+    def generate(self, input_ids, attention_mask=None, max_new_tokens=20, num_beams=1,
+                 length_penalty=1.0, early_stopping=False, use_cache=True, eos_token_id=None,
+                 pad_token_id=None, logits_processor=None, return_scores=False):
+        """A T5's continuations of the rows of input_ids [B, T] (attention_mask: 1 on tokens, 0
+        on padding), as transformers' generate: greedy (num_beams 1) or beam search with
+        length_penalty and early_stopping (False, True or "never"). Returns a list of B lists of
+        token ids (the decoder start token not included, the </s> included when one was
+        generated); return_scores: (ids, scores), beam search's sequence scores or greedy's
+        summed log-probabilities. logits_processor(step, logits) may change each step's logits
+        [B * num_beams, V] (a float32 numpy view) in place. Every rank calls it, each with its
+        own rows."""
+        import numpy as np
+        b, keep = self._batch(input_ids, attention_mask, None)
+        es = {False: 0, True: 1, "never": 2}
+        if early_stopping not in es:
+            raise Error("early_stopping must be False, True or \"never\", got %r" % (early_stopping,))
+        g = _GenConfig()
+        self._L.zt_generate_config_init(ctypes.byref(g))
+        g.max_new_tokens, g.num_beams = int(max_new_tokens), int(num_beams)
+        g.length_penalty, g.early_stopping = float(length_penalty), es[early_stopping]
+        g.use_cache = int(bool(use_cache))
+        if eos_token_id is not None:
+            g.eos_token_id = int(eos_token_id)
+        if pad_token_id is not None:
+            g.pad_token_id = int(pad_token_id)
+        raised = []
+        if logits_processor is not None:
+            def hook(arg, step, logits, rows, V):
+                try:
+                    logits_processor(step, np.ctypeslib.as_array(logits, shape=(rows, V)))
+                    return 0
+                except BaseException as ex:  # noqa: BLE001 (raised again below)
+                    raised.append(ex)
+                    return 1
+            g.logits_hook = _HOOK(hook)
+        M = max(int(max_new_tokens), 1)
+        ids = np.zeros((b.B, M), np.int32)
+        lens = np.zeros(b.B, np.intc)
+        sc = np.zeros(b.B, np.float32)
+        rc = self._L.zt_generate(self._handle(), ctypes.byref(b), ctypes.byref(g),
+                                 ids.ctypes.data_as(ctypes.POINTER(ctypes.c_int32)),
+                                 lens.ctypes.data_as(ctypes.POINTER(ctypes.c_int)),
+                                 sc.ctypes.data_as(ctypes.POINTER(ctypes.c_float)))
+        if raised:
+            raise raised[0]
+        self._check(rc)
+        out = [ids[r, :lens[r]].tolist() for r in range(b.B)]
+        return (out, sc.tolist()) if return_scores else out
+
 
 
 class Optimizer:

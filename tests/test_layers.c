@@ -320,6 +320,51 @@ static void run_attention(float p)
     free(a.mask); free(dq); free(dk); free(dv);
 }
 
+/* vm_gemm_nt_small (generation's few-row products): within fp32 accumulation error of a
+ * double product (|err| <= (K/8 + 4) * 2^-23 * sum |a b| per element: a lane adds K/8 terms,
+ * then the eight lanes meet in three additions), the wide path the portable path's bits,
+ * any split of the columns the same bits, and linear_decode_forward (threaded) too. */
+static void test_gemm_small(void **state)
+{
+    (void)state;
+    const int Ms[] = {1, 2, 3, 7, 16}, Ks[] = {1, 7, 8, 13, 64, 100}, Ns[] = {1, 5, 67, 130};
+    for (size_t a = 0; a < sizeof Ms / sizeof *Ms; a++)
+        for (size_t b = 0; b < sizeof Ks / sizeof *Ks; b++)
+            for (size_t c = 0; c < sizeof Ns / sizeof *Ns; c++) {
+                int M = Ms[a], K = Ks[b], N = Ns[c];
+                float *x = vec((size_t)M * K), *w = vec((size_t)N * K), *y1 = vec((size_t)M * N);
+                float *y8 = vec((size_t)M * N), *ys = vec((size_t)M * N), *yl = vec((size_t)M * N);
+                fill(x, (size_t)M * K, 11 + a, 1.0f);
+                fill(w, (size_t)N * K, 17 + b * 7 + c, 0.5f);
+                vm_gemm_nt_small_1(y1, (size_t)N, x, w, M, K, 0, N);
+                vm_gemm_nt_small(y8, (size_t)N, x, w, M, K, 0, N);
+                for (int n0 = 0; n0 < N; n0 += 3) /* another split of the columns */
+                    vm_gemm_nt_small(ys, (size_t)N, x, w, M, K, n0, n0 + 3 < N ? n0 + 3 : N);
+                linear_decode_forward(yl, x, w, M, K, N);
+                for (int m = 0; m < M; m++)
+                    for (int n = 0; n < N; n++) {
+                        double ref = 0, mag = 0;
+                        for (int k = 0; k < K; k++) {
+                            ref += (double)x[m * K + k] * w[n * K + k];
+                            mag += fabs((double)x[m * K + k] * w[n * K + k]);
+                        }
+                        double tol = (K / 8 + 4) * 0x1p-23 * mag;
+                        if (fabs(y1[m * N + n] - ref) > tol)
+                            fail_msg("M %d K %d N %d [%d,%d]: %.9g vs %.9g", M, K, N, m, n,
+                                     y1[m * N + n], ref);
+                    }
+                if (vm_wide())
+                    assert_memory_equal(y8, y1, sizeof(float) * (size_t)M * N);
+                assert_memory_equal(ys, y8, sizeof(float) * (size_t)M * N);
+                assert_memory_equal(yl, y8, sizeof(float) * (size_t)M * N);
+                free(x), free(w), free(y1), free(y8), free(ys), free(yl);
+            }
+    if (!vm_wide()) {
+        printf("gemm_nt_small: the AVX2 path is not available on this CPU, skipped\n");
+        skip();
+    }
+}
+
 static void test_attention(void **state) { (void)state; run_attention(0.0f); }
 static void test_attention_dropout(void **state) { (void)state; run_attention(0.25f); }
 
@@ -577,7 +622,7 @@ int main(void)
         cmocka_unit_test(test_attention_dropout), cmocka_unit_test(test_packed_rows),
         cmocka_unit_test(test_dropout),
         cmocka_unit_test(test_embedding),  cmocka_unit_test(test_crossentropy),
-        cmocka_unit_test(test_vmath),      cmocka_unit_test(test_dropout_residual),
+        cmocka_unit_test(test_vmath),      cmocka_unit_test(test_gemm_small),      cmocka_unit_test(test_dropout_residual),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

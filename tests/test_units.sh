@@ -171,6 +171,10 @@ else bad "the binding's refusals"; tail -3 "$T/bind1.log" "$T/bind3.log" "$T/bin
 if pyrun model1 1 tests/python/test_model.py && grep -q "^ok: model" "$T/model1.log" \
    && pyrun model2 2 tests/python/test_model.py --stage 3 && grep -q "^ok: model" "$T/model2.log"; then ok
 else bad "the binding's Model"; tail -3 "$T/model1.log" "$T/model2.log"; fi
+# the binding's generate against the reference's greedy search, at N=1 and at N=3 stage 3
+if pyrun gen1 1 tests/python/test_generate.py && grep -q "^ok: generate" "$T/gen1.log" \
+   && pyrun gen3 3 tests/python/test_generate.py --stage 3 && grep -q "^ok: generate" "$T/gen3.log"; then ok
+else bad "the binding's generate"; tail -3 "$T/gen1.log" "$T/gen3.log"; fi
 if $PY -c "import torch" 2>/dev/null; then
     for spec in "1 0 none" "2 3 cpu"; do
         set -- $spec
