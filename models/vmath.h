@@ -49,6 +49,11 @@ void vm_gemm_nt_small(float *out, size_t ldo, const float *inp, const float *w, 
                       int n0, int n1);
 void vm_gemm_nt_small_1(float *out, size_t ldo, const float *inp, const float *w, int M, int K,
                         int n0, int n1);
+/* one path of it: 0 portable, 1 AVX2 (two rows of inp at a time), 2 AVX-512VL (four, in 32
+ * registers); -1 when the CPU lacks it (tests) */
+int vm_gemm_nt_small_path(int path, float *out, size_t ldo, const float *inp, const float *w,
+                          int M, int K, int n0, int n1);
+int vm_wide32(void); /* AVX2, FMA, AVX-512F and VL */
 int vm_wide(void);
 
 #endif
