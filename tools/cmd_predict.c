@@ -199,6 +199,14 @@ static int start(predict_ctx *c, int head)
     return 0;
 }
 
+/* the output file, written whole with one atomic write (or not at all): 0, or 1 after saying why */
+static int write_whole(const char *path, const char *out, size_t len)
+{
+    const void *parts[1] = {out ? out : ""};
+    size_t lens[1] = {len};
+    return zt_file_write_atomic(path, parts, lens, 1) < 0 ? die("%s", zt_last_error()) : 0;
+}
+
 /* ---- classify ---------------------------------------------------------------------------- */
 
 /* a probability or value as JSON: a float's 7 significant digits (not the double's 17) */
@@ -330,10 +338,8 @@ static int classify(predict_ctx *c)
         fclose(f);
     f = NULL;
     if (rc == 0 && c->rank == 0) { /* written whole, or not at all */
-        const void *parts[1] = {out ? out : ""};
-        size_t lens[1] = {out_len};
-        if (zt_file_write_atomic(c->a.output, parts, lens, 1) < 0)
-            rc = die("%s", zt_last_error());
+        if (write_whole(c->a.output, out, out_len))
+            rc = 1;
         else
             fprintf(stderr, "predicted %" PRIu64 " rows in %.2f s (%.1f rows/s) into %s%s",
                     n, now() - t0, (double)n / (now() - t0 + 1e-9), c->a.output,
@@ -555,10 +561,8 @@ static int generate(predict_ctx *c)
         fclose(f);
     f = NULL;
     if (rc == 0 && c->rank == 0) { /* written whole, or not at all */
-        const void *parts[1] = {out ? out : ""};
-        size_t lens1[1] = {out_len};
-        if (zt_file_write_atomic(c->a.output, parts, lens1, 1) < 0)
-            rc = die("%s", zt_last_error());
+        if (write_whole(c->a.output, out, out_len))
+            rc = 1;
         else
             fprintf(stderr, "generated %" PRIu64 " tokens for %" PRIu64 " rows in %.2f s (%.1f "
                     "tokens/s of generation, %s, %s) into %s\n", made, n, now() - t0,
