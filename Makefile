@@ -132,6 +132,7 @@ test-long: all unit-tests
 	FINETUNE_LONG=1 bash tests/test_finetune.sh $(BUILD)/zerotrain
 	TEXT2TEXT_LONG=1 bash tests/test_text2text.sh $(BUILD)/zerotrain
 	GENERATE_LONG=1 bash tests/test_generate.sh $(BUILD)/zerotrain
+	ESTIMATE_LONG=1 bash tests/test_estimate.sh $(BUILD)/zerotrain
 	bash tests/bits_hash.sh --check tests/bits-main.txt $(BUILD)/zerotrain >/dev/null; rc=$$?; \
 	    [ $$rc -eq 0 ] || [ $$rc -eq 77 ]
 	$(MAKE) fuzz FUZZ_SECONDS=600

@@ -642,6 +642,9 @@ static const char *const devices[] = {"none", "cpu", "nvme", NULL};
 static const char *const recomputes[] = {"none", "full", "selective", "every-k", "auto", NULL};
 /* ZT_HEAD_* and ZT_PROBLEM_* (config.json's problem_type) */
 static const char *const heads[] = {"auto", "mlm", "classify", NULL};
+/* ZT_PREC_* and ZT_GRAD_* (DeepSpeed's names of the dtypes) */
+static const char *const precisions[] = {"fp32", "bf16", "fp16", NULL};
+static const char *const grad_dtypes[] = {"auto", "fp32", "bf16", "fp16", NULL};
 static const char *const problems[] = {"auto", "single_label_classification",
                                        "multi_label_classification", "regression", NULL};
 
@@ -805,6 +808,12 @@ const zt_cfg_field zt_cfg_fields[] = {
     {FIELD(inference, ZT_CF_INT), OWN,
      .doc = "1 = forward only (`zerotrain predict`): no gradients, no optimizer state, one "
             "layer's activations at a time."},
+    {FIELD(precision, ZT_CF_ENUM), .names = precisions, OWN,
+     .doc = "The training precision: the engine trains in fp32 (bf16 and fp16 are refused "
+            "so far); zt_estimate_memory and `zerotrain estimate` count all three."},
+    {FIELD(grad_accum_dtype, ZT_CF_ENUM), .names = grad_dtypes, OWN,
+     .doc = "The gradients' dtype: auto = fp32 for fp32 and bf16, fp16 for fp16 "
+            "(DeepSpeed's data_types.grad_accum_dtype)."},
 };
 const int zt_cfg_n_fields = (int)(sizeof zt_cfg_fields / sizeof zt_cfg_fields[0]);
 

@@ -46,4 +46,8 @@ const zt_cfg_field *zt_cfg_field_find(const char *name);
 /* cfgset.c: "name=value" lines of the fields every rank must share; bytes written or < 0 */
 int zt_config_describe(const zt_config *c, char *buf, size_t n);
 
+/* engine.c: the checks zt_engine_create makes of a config (ZT_E_CONFIG, ZT_E_UNSUPPORTED);
+ * estimate 1: those zt_estimate_memory needs (any precision; no nvme_path needed) */
+int zt_config_check(const zt_config *c, int estimate);
+
 #endif

@@ -112,8 +112,17 @@ static int zt_engine_fail(const zt_engine *e, int rc)
     return rc;
 }
 
-static int check_config(const zt_config *c)
+int zt_config_check(const zt_config *c, int estimate)
 {
+    if ((unsigned)c->precision > ZT_PREC_FP16 || (unsigned)c->grad_accum_dtype > ZT_GRAD_FP16)
+        return zt_fail(ZT_E_CONFIG, "config: precision %d, grad_accum_dtype %d: one of "
+                       "ZT_PREC_* and ZT_GRAD_*", c->precision, c->grad_accum_dtype);
+    if (!estimate && (c->precision != ZT_PREC_FP32 || c->grad_accum_dtype > ZT_GRAD_FP32))
+        return zt_fail(ZT_E_UNSUPPORTED, "config: precision %s, gradients %s: zerotrain trains "
+                       "in fp32 only so far (zt_estimate_memory estimates half precision)",
+                       c->precision == ZT_PREC_BF16 ? "bf16" : c->precision == ZT_PREC_FP16
+                       ? "fp16" : "fp32", c->grad_accum_dtype == ZT_GRAD_BF16 ? "bf16"
+                       : c->grad_accum_dtype == ZT_GRAD_FP16 ? "fp16" : "fp32");
     const struct { const char *name; double v; } hp[] = {
         {"lr", c->lr}, {"beta1", c->beta1}, {"beta2", c->beta2}, {"eps", c->eps},
         {"weight_decay", c->weight_decay}, {"grad_clip", c->grad_clip},
@@ -159,7 +168,8 @@ static int check_config(const zt_config *c)
         return zt_fail(ZT_E_CONFIG, "config: offload_param %d with ZeRO stage %d: parameters "
                        "are offloaded (ZT_OFFLOAD_CPU or ZT_OFFLOAD_NVME) with stage 3 only",
                        c->offload_param, c->zero_stage);
-    if ((c->offload_optimizer == ZT_OFFLOAD_NVME || c->offload_param == ZT_OFFLOAD_NVME) &&
+    if (!estimate &&
+        (c->offload_optimizer == ZT_OFFLOAD_NVME || c->offload_param == ZT_OFFLOAD_NVME) &&
         (!c->nvme_path || !*c->nvme_path || strlen(c->nvme_path) >= 3000))
         return zt_fail(ZT_E_CONFIG, "config: offload_%s nvme needs nvme_path (a folder on the "
                        "NVMe drive, shorter than 3000 bytes)",
@@ -555,7 +565,7 @@ int zt_engine_create(const zt_config *cfg, MPI_Comm comm, zt_engine **out)
         free(e);
         return rc;
     }
-    if ((rc = check_config(cfg)) < 0 ||
+    if ((rc = zt_config_check(cfg, 0)) < 0 ||
         (rc = zt_comm_watch(&e->comm, cfg->collective_timeout, cfg->check_collectives,
                             cfg->progress)) < 0) {
         zt_comm_agree(&e->comm, rc, NULL);

@@ -9,7 +9,9 @@
 void zt_footprint_of(const zt_fp_in *in, zt_footprint *o)
 {
     const zt_layout *L = in->L;
-    double F = sizeof(float), N = in->N, P = 0.0, maxs = 0.0, maxo = 0.0, whole = 0.0;
+    /* F: bytes per parameter float, G: per gradient float */
+    double F = in->pbytes > 0 ? in->pbytes : 4.0, G = in->gbytes > 0 ? in->gbytes : 4.0;
+    double N = in->N, P = 0.0, maxs = 0.0, maxo = 0.0, whole = 0.0;
     double persist = 0.0;
     int st = in->stage;
     for (int u = 0; u < L->n_units; u++) {
@@ -46,15 +48,15 @@ void zt_footprint_of(const zt_fp_in *in, zt_footprint *o)
     /* gradients: whole units below stage 2; stages 2-3 the whole-gradient unit and two
      * scratch buffers of the largest other unit; the reduced shards with N > 1 or stage >= 2
      * (in RAM, or where the optimizer state goes, with two accumulation buffers) */
-    o->grads = st < 2 ? F * P : F * (whole + 2 * maxo);
+    o->grads = st < 2 ? G * P : G * (whole + 2 * maxo);
     if (in->grads_off) {
-        o->grads += in->grad_acc_buffers ? 2 * F * maxs : 0.0;
+        o->grads += in->grad_acc_buffers ? 2 * G * maxs : 0.0;
         if (in->opt_off == ZT_OFFLOAD_NVME)
-            o->grads_off = F * P / N;
+            o->grads_off = G * P / N;
         else
-            o->grads += F * P / N;
+            o->grads += G * P / N;
     } else if (in->N > 1 || st >= 2) {
-        o->grads += F * P / N;
+        o->grads += G * P / N;
     }
     /* the optimizer: the state of the parts this rank holds (in RAM, or the offload's RAM
      * pool or swap file, with its working buffers) and what every rank keeps whole */
@@ -64,16 +66,28 @@ void zt_footprint_of(const zt_fp_in *in, zt_footprint *o)
     else
         o->optimizer += in->opt_state;
     /* stages 2-3: a later micro-batch's reduced shard waits in one of two buffers */
-    o->comm = st >= 2 ? 2 * F * maxs : 0.0;
+    o->comm = st >= 2 ? 2 * G * maxs : 0.0;
     /* the ZeRO paper's figure */
     double ost = in->opt_state + in->opt_replicated;
-    o->formula = st < 2 ? 8 * P + ost : st == 2 ? 4 * P + 4 * P / N + ost : 8 * P / N + ost;
+    o->formula = st < 2 ? (F + G) * P + ost : st == 2 ? F * P + G * P / N + ost
+                                                     : (F + G) * P / N + ost;
     if (in->opt_off == ZT_OFFLOAD_NVME)
         o->formula -= in->opt_state;
     if (st >= 3 && in->par_off == ZT_OFFLOAD_NVME)
-        o->formula -= 4 * P / N;
+        o->formula -= F * P / N;
     if (in->grads_off && in->opt_off == ZT_OFFLOAD_NVME)
-        o->formula -= 4 * P / N;
+        o->formula -= G * P / N;
+}
+
+void zt_fp_dtypes(const zt_config *c, double *pb, double *gb, double *mb)
+{
+    int half = c->precision == ZT_PREC_BF16 || c->precision == ZT_PREC_FP16;
+    int g = c->grad_accum_dtype;
+    if (g == ZT_GRAD_AUTO) /* DeepSpeed: the bf16 optimizer accumulates in fp32, fp16 in fp16 */
+        g = c->precision == ZT_PREC_FP16 ? ZT_GRAD_FP16 : ZT_GRAD_FP32;
+    *pb = half ? 2.0 : 4.0;
+    *gb = g == ZT_GRAD_FP32 ? 4.0 : 2.0;
+    *mb = half ? 4.0 : 0.0;
 }
 
 int zt_fp_param_slots(const zt_config *c, size_t largest_shard)

@@ -1,6 +1,7 @@
 /* footprint.h - the bytes one rank holds, per category, from the layout, the world size, the
- * stage, the offload placement and the optimizer's state bytes (fp32 throughout: 4 bytes per
- * parameter and gradient float). One function for the memory planner (plan.c, before
+ * stage, the offload placement, the bytes per parameter and gradient float (4 in fp32, 2 for
+ * half-precision parameters; the gradients in their accumulation dtype) and the optimizer's
+ * state bytes (with half precision, the fp32 master copy is part of them). One function for the memory planner (plan.c, before
  * anything is allocated, for any placement and world size), the engine's report and the
  * allocation check; tests/test_footprint.c checks that it equals what the engine allocates.
  * Pure arithmetic over explicit inputs: no engine. */
@@ -32,17 +33,24 @@ typedef struct zt_fp_in {
                                 * moments) */
     double opt_work;           /* optimizer offload: bytes of its working buffers */
     int inference;             /* forward only: no gradients, no optimizer state */
+    double pbytes, gbytes;     /* bytes per parameter / gradient float (0: 4, fp32) */
 } zt_fp_in;
 
 typedef struct zt_footprint {
     double params, grads, optimizer, comm;         /* RAM (an offload RAM pool included) */
     double params_off, grads_off, optimizer_off;   /* in the swap files (device nvme) */
     double formula;       /* the ZeRO paper's model state: params + grads + optimizer
-                           * state of what the rank owns (stage 0: 16P, 1: 8P + 8P/N ...,
-                           * AdamW), less what lives on NVMe */
+                           * state of what the rank owns (stage 0: (p + g + K) P, 1:
+                           * (p + g) P + K P/N, 2: p P + (g + K) P/N, 3: (p + g + K) P/N;
+                           * fp32 AdamW p = g = 4, K = 8; fp16 p = g = 2, K = 12), less
+                           * what lives on NVMe */
 } zt_footprint;
 
 void zt_footprint_of(const zt_fp_in *in, zt_footprint *out);
+
+/* The config's bytes per parameter float (*pb: its compute copy), per gradient float (*gb:
+ * the accumulation dtype) and per owned parameter of the fp32 master (*mb, 0 in fp32). */
+void zt_fp_dtypes(const struct zt_config *c, double *pb, double *gb, double *mb);
 
 /* engine.c, for tests/test_footprint.c: an engine's footprint now (its buffers) and the
  * planner's for its placement, stage and world size. */

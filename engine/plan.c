@@ -67,6 +67,9 @@ static void plan_footprint(const zt_planner *pn, placement pl, int st, int Nr, z
     if (pn->cfg->max_live && live > (double)pn->cfg->max_live + maxu)
         live = (double)pn->cfg->max_live + maxu;
     double rep, own = zt_ost_predict_bytes(pn->cfg, pn->L, Nr, st == 0, &rep), work = 0.0;
+    double pb, gb, mb;
+    zt_fp_dtypes(pn->cfg, &pb, &gb, &mb);
+    own += mb * (st == 0 ? P : P / N); /* half precision: the fp32 master, with the moments */
     if (opt != ZT_OFFLOAD_NONE) { /* the working buffers (the state's bytes per float) */
         double g = (double)pn->cfg->sub_group_size, per = own / (st == 0 ? P : P / N);
         g = g > 0 && g < maxs && pn->cfg->optimizer != ZT_OPT_ADAFACTOR ? g : maxs;
@@ -80,7 +83,7 @@ static void plan_footprint(const zt_planner *pn, placement pl, int st, int Nr, z
         .persist_threshold = pn->cfg->persist_threshold,
         .gathered = live < P ? live : P, /* never more than the whole model */
         .opt_state = own, .opt_replicated = rep, .opt_work = work,
-        .inference = pn->cfg->inference};
+        .inference = pn->cfg->inference, .pbytes = pb, .gbytes = gb};
     zt_footprint_of(&in, fp);
 }
 
@@ -126,6 +129,18 @@ static void predict_at(const zt_planner *pn, placement pl, int st, int Nr, plan_
                  (acts_off && pn->nvme[0]);
     b->io = (double)stores * (double)pn->cfg->aio_block_size *
             (pn->cfg->aio_queue_depth > 0 ? pn->cfg->aio_queue_depth : 8);
+}
+
+void zt_plan_predict(const zt_planner *pn, int N, zt_footprint *fp, double *activations,
+                     double *io)
+{
+    const zt_config *c = pn->cfg;
+    placement pl = {c->offload_optimizer, c->offload_param, c->offload_gradients > 0};
+    plan_bytes b;
+    predict_at(pn, pl, c->zero_stage, N, &b);
+    plan_footprint(pn, pl, c->zero_stage, N, fp);
+    *activations = b.activations;
+    *io = b.io;
 }
 
 /* the bytes per rank of one placement, this engine's stage and world size */

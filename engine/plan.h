@@ -35,6 +35,10 @@ void zt_plan_init(zt_planner *pn, zt_config *cfg, const zt_layout *L, zt_comm *c
 int zt_plan_memory(zt_planner *pn, char *report, size_t n);
 /* The planner's footprint of the config's placement, stage and world size. */
 void zt_plan_footprint(const zt_planner *pn, zt_footprint *fp);
+/* The planner's footprint, activation and I/O-buffer bytes for the config's placement and
+ * stage at world size N (no collective: pn->comm is not used; zt_estimate_memory). */
+void zt_plan_predict(const zt_planner *pn, int N, zt_footprint *fp, double *activations,
+                     double *io);
 /* ZT_E_NOMEM when the predicted bytes (per rank, times the ranks on this machine) exceed
  * the machine's RAM and swap (zt_fault_hooks.memory_total pretends a smaller machine: tests
  * only), or what offload puts on NVMe exceeds nvme_path's free space; the message gives the

@@ -29,7 +29,7 @@ extern "C" {
 #define ZT_VERSION_PATCH 0
 /* The library's soname is libzerotrain.so.ZT_ABI_VERSION; it changes whenever a public
  * struct or signature does. */
-#define ZT_ABI_VERSION 3
+#define ZT_ABI_VERSION 4
 
 /* ---- errors -------------------------------------------------------------------------
  * Every fallible function returns 0 (or a count) on success and a negative value on
@@ -313,6 +313,16 @@ typedef enum zt_recompute {
     ZT_RECOMPUTE_AUTO
 } zt_recompute;
 
+/* Training precision (zt_config.precision; DeepSpeed's "bf16" / "fp16" sections): FP32
+ * keeps everything in fp32; BF16 and FP16 keep 2-byte compute copies of the parameters with
+ * an fp32 master copy in the optimizer state. Gradient dtypes (zt_config.grad_accum_dtype,
+ * DeepSpeed's data_types.grad_accum_dtype): AUTO is the precision's (fp32 for FP32 and BF16,
+ * as DeepSpeed's bf16 optimizer accumulates; fp16 for FP16, as its fp16 optimizer does). */
+typedef enum zt_precision { ZT_PREC_FP32 = 0, ZT_PREC_BF16, ZT_PREC_FP16 } zt_precision;
+typedef enum zt_grad_dtype {
+    ZT_GRAD_AUTO = 0, ZT_GRAD_FP32, ZT_GRAD_BF16, ZT_GRAD_FP16
+} zt_grad_dtype;
+
 /* Optimizers (zt_config.optimizer, optimizer.type). */
 typedef enum zt_optimizer {
     ZT_OPT_ADAMW = 0,     /* torch.optim.AdamW: fp32 moments, 8 bytes per parameter */
@@ -568,6 +578,9 @@ typedef struct zt_config {
      * offloaded parameters stream as in training; optimizer offload and recomputation
      * settings do not apply. */
     int inference;
+    /* ZT_PREC_* and the gradients' ZT_GRAD_* (see zt_precision). The engine trains in fp32
+     * only so far (it refuses the others); zt_estimate_memory counts any of them. */
+    int precision, grad_accum_dtype;
 } zt_config;
 
 enum { ZT_HEAD_AUTO = 0, ZT_HEAD_MLM = 1, ZT_HEAD_CLASSIFY = 2 };
@@ -906,6 +919,40 @@ ZT_API int zt_engine_pass_abort(zt_engine *e);
 ZT_API int zt_engine_set_order(zt_engine *e, int kind, const int *units, const int *purposes,
                                const unsigned char *hold, int n);
 #endif
+
+/* What a configuration needs per rank, before anything is allocated (`zerotrain estimate`):
+ * the same footprint the engine's memory plan and report use (docs/architecture.md,
+ * "Memory"). cfg names the model (model_dir, model_config or model_preset; its layout is
+ * built, no weights are read), or none of them and num_params > 0: that many parameters in
+ * units of at most unit_params (0: 2^26) each, a model without activations. Stage, optimizer,
+ * offload placement, precision, buckets, stage-3 prefetch and recomputation come from cfg;
+ * the activations of a plan_micro_batch x plan_seq_len batch are counted when both are set
+ * (a named model only; recompute "auto" needs a memory_limit and is refused here). Bytes per
+ * rank, as doubles (exact to 2^53). */
+typedef struct zt_estimate {
+    int world_size, zero_stage, precision;
+    double num_params;           /* the model's parameters */
+    double padded_params;        /* P: floats over all units, shard padding included */
+    double param_bytes, grad_bytes, master_bytes; /* per parameter: compute copy, gradient,
+                                                   * fp32 master (0 in fp32) */
+    double optimizer_bytes_per_param; /* K: master + moments per owned parameter */
+    double model_state_bytes;    /* the ZeRO paper's model states: the parameters, gradients
+                                  * and optimizer state the rank holds, in RAM */
+    double buffer_bytes;         /* the engine's buffers beyond them (gradient scratch and
+                                  * reduced shards, stage 3's gather pool, offload working
+                                  * and shard buffers, collective and I/O buffers) */
+    double activation_bytes;     /* one micro-batch (0 when not counted) */
+    double nvme_bytes;           /* what offload puts in the swap files */
+    double params_nvme, grads_nvme, optimizer_nvme;
+    double params_ram, grads_ram, optimizer_ram; /* RAM by category (model states and their
+                                                  * buffers: the engine report's measured
+                                                  * state bytes) */
+    double comm_bytes, io_bytes; /* collective and I/O staging buffers (in buffer_bytes) */
+    double peak_bytes;           /* model state + buffers + activations (the process's own
+                                  * code, libraries and MPI come on top) */
+} zt_estimate;
+ZT_API int zt_estimate_memory(const zt_config *cfg, int world_size, double num_params,
+                              size_t unit_params, zt_estimate *out);
 
 /* Per-rank model state against the footprint formula (docs/architecture.md), and the
  * collectives issued so far. */

@@ -804,7 +804,7 @@ static const cfg_field cfg_fields[] = {
     CF(decay_rate, "0.5"), CF(adafactor_beta1, "0.5"), CF(relative_step, "7"),
     CF(scale_parameter, "7"), CF(warmup_init, "7"), CF(skip_nonfinite, "7"),
     CF(head, "classify"), CF(num_labels, "7"), CF(problem_type, "regression"),
-    CF(label_names, NULL), CF(inference, "7"),
+    CF(label_names, NULL), CF(inference, "7"), CF(precision, "bf16"), CF(grad_accum_dtype, "fp16"),
 };
 #undef CF
 

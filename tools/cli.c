@@ -2,6 +2,8 @@
  * memory report. */
 #include "cli.h"
 
+#include <sys/stat.h>
+
 #include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -92,4 +94,23 @@ void print_memory(FILE *f)
                     "peak RSS %.1f  (current/peak)\n",
             r.total_peak / 1048576.0, zt_memory_heap_source(), r.jemalloc_allocated / 1048576.0,
             r.jemalloc_resident / 1048576.0, r.peak_rss / 1048576.0);
+}
+
+/* --model as a preset name, a config.json alone or a folder; 0, or 1 after printing why
+ * not (a FIFO or a device) */
+int cli_set_model(zt_config *cfg, const char *model)
+{
+    struct stat sb;
+    if (stat(model, &sb) != 0)
+        cfg->model_preset = model;
+    else if (S_ISREG(sb.st_mode)) /* a config.json alone */
+        cfg->model_config = model;
+    else if (S_ISDIR(sb.st_mode))
+        cfg->model_dir = model;
+    else {
+        die("--model %s: not a regular file (a config.json) nor a folder (%s)", model,
+            S_ISFIFO(sb.st_mode) ? "a FIFO" : "a device or socket");
+        return 1;
+    }
+    return 0;
 }

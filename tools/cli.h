@@ -23,6 +23,9 @@ int parse_opts(int argc, char **argv, const opt *opts, int n);
 int parse_int(const char *s, const char *what, long lo, long hi, long *out);
 int parse_float(const char *s, const char *what, double lo, double hi, double *out);
 double now(void);
+/* --model as a preset name, a config.json alone or a folder, into cfg; 0, or 1 after
+ * printing why not (a FIFO or a device) */
+int cli_set_model(zt_config *cfg, const char *model);
 void print_memory(FILE *f);
 
 int cmd_grad(int argc, char **argv);
@@ -34,5 +37,6 @@ int cmd_predict(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_config_reference(int argc, char **argv);
 int cmd_check_config(int argc, char **argv);
+int cmd_estimate(int argc, char **argv);
 
 #endif

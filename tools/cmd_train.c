@@ -1007,24 +1007,6 @@ static int open_data(train_ctx *c)
     return 0;
 }
 
-/* --model as a preset name, a config.json alone or a folder; 0, or 1 after printing why
- * not (a FIFO or a device) */
-static int set_model(zt_config *cfg, const char *model)
-{
-    struct stat sb;
-    if (stat(model, &sb) != 0)
-        cfg->model_preset = model;
-    else if (S_ISREG(sb.st_mode)) /* a config.json alone */
-        cfg->model_config = model;
-    else if (S_ISDIR(sb.st_mode))
-        cfg->model_dir = model;
-    else {
-        die("--model %s: not a regular file (a config.json) nor a folder (%s)", model,
-            S_ISFIFO(sb.st_mode) ? "a FIFO" : "a device or socket");
-        return 1;
-    }
-    return 0;
-}
 
 /* mpirun binds each rank to one core by default when ranks <= 2: threads beyond the cores
  * a rank may run on only take turns (rank 0 warns) */
@@ -1064,7 +1046,7 @@ static int build_config(train_ctx *c)
     const zt_train_settings *ts = c->ts;
     zt_config_init(cfg);
     zt_train_config_apply(c->tc, cfg);
-    if (set_model(cfg, c->a.model))
+    if (cli_set_model(cfg, c->a.model))
         return 1;
     int is_t5 = clstok_model_is_t5(c->a.model);
     if (c->a.finetune && c->t2t) { /* T5ForConditionalGeneration: a preset takes the tokenizer's

@@ -63,6 +63,11 @@ static void usage(FILE *f)
             "           greedy or beam search over the decoder's key/value caches\n"
             "  export   --checkpoint D/step-N --out DIR [--max-shard-size BYTES]\n"
             "           a training checkpoint as a Hugging Face folder\n"
+            "  estimate (--model MODEL | --params N) --ranks N --stage S [--precision fp32|bf16|fp16]\n"
+            "           [--optimizer adamw|adamw8bit|adafactor] [--offload-optimizer none|cpu|nvme]\n"
+            "           [--offload-param none|cpu|nvme] [--micro-batch B --seq-len T\n"
+            "           [--recompute MODE]] [--json]   bytes per rank (model states, buffers,\n"
+            "           activations, NVMe) before anything is allocated\n"
             "  check-config FILE [WORLD_SIZE [STEPS]]  validate a DeepSpeed-style config\n"
             "  config-reference   print the config reference (docs/config.md)\n"
             "  inspect  FILE      list the tensors of a safetensors file\n"
@@ -85,6 +90,7 @@ static const struct command {
     {"predict", cmd_predict, 1},
     {"export", cmd_export, 0},
     {"check-config", cmd_check_config, 0},
+    {"estimate", cmd_estimate, 0},
     {"config-reference", cmd_config_reference, 0},
 };
 
