@@ -3,7 +3,7 @@
 set -euo pipefail
 PKGS="build-essential clang libclang-rt-14-dev pkg-config
       libopenmpi-dev openmpi-bin libopenblas-openmp-dev libjemalloc-dev libcmocka-dev
-      liburing-dev libcjson-dev libxxhash-dev libunistring-dev libsentencepiece-dev
+      liburing-dev libcjson-dev libxxhash-dev libdnnl-dev libunistring-dev libsentencepiece-dev
       sentencepiece python3 python3-numpy python3-torch python3-mpi4py python3.11-doc fio gnuplot-nox"
 missing=""
 for p in $PKGS; do

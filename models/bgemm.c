@@ -1,0 +1,261 @@
+/* bgemm.c - bf16 x bf16 -> fp32 matrix products (bgemm.h): oneDNN's matmul primitive with
+ * strided memory descriptors (one primitive per shape, kept in a small cache), or widened
+ * k-blocks through OpenBLAS's sgemm. */
+#include "bgemm.h"
+#include "../common/err.h"
+#include "../common/half.h"
+
+#include <cblas.h>
+#include <oneapi/dnnl/dnnl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "zerotrain.h"
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* ---- path 0: widened blocks, sgemm ------------------------------------------------------ */
+
+static float *scratch;
+static size_t scratch_n;
+
+static int bgemm_f32(int ta, int tb, int M, int N, int K, float alpha, const uint16_t *A,
+                     int lda, const uint16_t *B, int ldb, float beta, float *C, int ldc)
+{
+    int kb = K < ZT_BGEMM_KB ? K : ZT_BGEMM_KB;
+    size_t need = ((size_t)M + (size_t)N) * (size_t)(kb > 0 ? kb : 1);
+    if (K == 0 || M == 0 || N == 0) { /* C = beta C */
+        for (int m = 0; m < M; m++)
+            for (int n = 0; n < N; n++)
+                C[(size_t)m * ldc + n] = beta == 0.0f ? 0.0f : beta * C[(size_t)m * ldc + n];
+        return 0;
+    }
+    if (need > scratch_n) {
+        float *p = realloc(scratch, need * sizeof *p);
+        if (!p)
+            return zt_fail(ZT_E_NOMEM, "bf16 product %dx%dx%d: out of memory", M, N, K);
+        scratch = p;
+        scratch_n = need;
+    }
+    float *a = scratch, *b = scratch + (size_t)M * kb;
+    for (int k0 = 0; k0 < K; k0 += kb) {
+        int kk = K - k0 < kb ? K - k0 : kb;
+        /* a: op(A)[:, k0:k0+kk] as M x kk; b: op(B)[k0:k0+kk, :] as kk x N */
+        if (!ta)
+            for (int m = 0; m < M; m++)
+                zt_f32_from_bf16(a + (size_t)m * kk, A + (size_t)m * lda + k0, (size_t)kk);
+        else /* A is K x M: rows k0.. give kk x M, used transposed */
+            for (int k = 0; k < kk; k++)
+                zt_f32_from_bf16(a + (size_t)k * M, A + (size_t)(k0 + k) * lda, (size_t)M);
+        if (!tb)
+            for (int k = 0; k < kk; k++)
+                zt_f32_from_bf16(b + (size_t)k * N, B + (size_t)(k0 + k) * ldb, (size_t)N);
+        else /* B is N x K */
+            for (int n = 0; n < N; n++)
+                zt_f32_from_bf16(b + (size_t)n * kk, B + (size_t)n * ldb + k0, (size_t)kk);
+        cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                    M, N, kk, alpha, a, ta ? M : kk, b, tb ? kk : N, k0 == 0 ? beta : 1.0f, C,
+                    ldc);
+    }
+    return 0;
+}
+
+/* ---- path 1: oneDNN ------------------------------------------------------------------------ */
+
+#define CACHE 64
+
+typedef struct prim {
+    int ta, tb, M, N, K, lda, ldb, ldc;
+    float alpha, beta;
+    dnnl_primitive_t p;
+    dnnl_memory_t ma, mb, mc;
+} prim;
+
+static dnnl_engine_t eng;
+static dnnl_stream_t stream;
+static int dnnl_state; /* 0 unknown, 1 usable, -1 not */
+static char impl[96] = "fp32 sgemm";
+static prim cache[CACHE];
+static int n_cache, next_evict;
+
+static void prim_free(prim *q)
+{
+    if (q->p)
+        dnnl_primitive_destroy(q->p);
+    if (q->ma)
+        dnnl_memory_destroy(q->ma);
+    if (q->mb)
+        dnnl_memory_destroy(q->mb);
+    if (q->mc)
+        dnnl_memory_destroy(q->mc);
+    memset(q, 0, sizeof *q);
+}
+
+/* the primitive for a shape (made and cached on first use); NULL when oneDNN has none */
+static prim *prim_get(int ta, int tb, int M, int N, int K, float alpha, int lda, int ldb,
+                      float beta, int ldc, const char **why)
+{
+    for (int i = 0; i < n_cache; i++) {
+        prim *q = &cache[i];
+        if (q->ta == ta && q->tb == tb && q->M == M && q->N == N && q->K == K &&
+            q->lda == lda && q->ldb == ldb && q->ldc == ldc && q->alpha == alpha &&
+            q->beta == beta)
+            return q;
+    }
+    prim *q = n_cache < CACHE ? &cache[n_cache++] : &cache[next_evict++ % CACHE];
+    prim_free(q);
+    dnnl_memory_desc_t a, b, c;
+    dnnl_dims_t da = {M, K}, db = {K, N}, dc = {M, N};
+    dnnl_dims_t sa = {ta ? 1 : lda, ta ? lda : 1}, sb = {tb ? 1 : ldb, tb ? ldb : 1};
+    dnnl_dims_t sc = {ldc, 1};
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_post_ops_t po = NULL;
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_matmul_desc_t md;
+    *why = "memory descriptors";
+    int ok = dnnl_memory_desc_init_by_strides(&a, 2, da, dnnl_bf16, sa) == dnnl_success &&
+             dnnl_memory_desc_init_by_strides(&b, 2, db, dnnl_bf16, sb) == dnnl_success &&
+             dnnl_memory_desc_init_by_strides(&c, 2, dc, dnnl_f32, sc) == dnnl_success &&
+             dnnl_matmul_desc_init(&md, &a, &b, NULL, &c) == dnnl_success &&
+             dnnl_primitive_attr_create(&attr) == dnnl_success;
+    if (ok && alpha != 1.0f) {
+        *why = "output scale";
+        ok = dnnl_primitive_attr_set_output_scales(attr, 1, 0, &alpha) == dnnl_success;
+    }
+    if (ok && beta != 0.0f) { /* C = product + beta C */
+        *why = "sum post-op";
+        ok = dnnl_post_ops_create(&po) == dnnl_success &&
+             dnnl_post_ops_append_sum(po, beta) == dnnl_success &&
+             dnnl_primitive_attr_set_post_ops(attr, po) == dnnl_success;
+    }
+    if (ok) {
+        *why = "no matmul implementation for bf16 on this CPU";
+        ok = dnnl_primitive_desc_create(&pd, &md, attr, eng, NULL) == dnnl_success;
+    }
+    if (ok) {
+        *why = "primitive";
+        ok = dnnl_primitive_create(&q->p, pd) == dnnl_success &&
+             dnnl_memory_create(&q->ma, &a, eng, DNNL_MEMORY_NONE) == dnnl_success &&
+             dnnl_memory_create(&q->mb, &b, eng, DNNL_MEMORY_NONE) == dnnl_success &&
+             dnnl_memory_create(&q->mc, &c, eng, DNNL_MEMORY_NONE) == dnnl_success;
+    }
+    if (pd)
+        dnnl_primitive_desc_destroy(pd);
+    if (po)
+        dnnl_post_ops_destroy(po);
+    if (attr)
+        dnnl_primitive_attr_destroy(attr);
+    if (!ok) {
+        prim_free(q);
+        if (q == &cache[n_cache - 1])
+            n_cache--;
+        return NULL;
+    }
+    q->ta = ta; q->tb = tb; q->M = M; q->N = N; q->K = K;
+    q->lda = lda; q->ldb = ldb; q->ldc = ldc; q->alpha = alpha; q->beta = beta;
+    return q;
+}
+
+/* oneDNN's engine and whether its bf16 matmul is the AMX one (1), another (2), or none */
+static int dnnl_probe(void)
+{
+    if (dnnl_state)
+        return dnnl_state;
+    dnnl_state = -1;
+    dnnl_set_verbose(0);
+    if (dnnl_engine_create(&eng, dnnl_cpu, 0) != dnnl_success)
+        return dnnl_state;
+    if (dnnl_stream_create(&stream, eng, dnnl_stream_default_flags) != dnnl_success) {
+        dnnl_engine_destroy(eng);
+        return dnnl_state;
+    }
+    dnnl_memory_desc_t a, b, c;
+    dnnl_dims_t d = {64, 64};
+    dnnl_matmul_desc_t md;
+    dnnl_primitive_desc_t pd = NULL;
+    const char *s = NULL;
+    if (dnnl_memory_desc_init_by_tag(&a, 2, d, dnnl_bf16, dnnl_ab) == dnnl_success &&
+        dnnl_memory_desc_init_by_tag(&b, 2, d, dnnl_bf16, dnnl_ab) == dnnl_success &&
+        dnnl_memory_desc_init_by_tag(&c, 2, d, dnnl_f32, dnnl_ab) == dnnl_success &&
+        dnnl_matmul_desc_init(&md, &a, &b, NULL, &c) == dnnl_success &&
+        dnnl_primitive_desc_create(&pd, &md, NULL, eng, NULL) == dnnl_success &&
+        dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &s) == dnnl_success && s) {
+        dnnl_state = strstr(s, "amx") ? 1 : 2;
+        if (dnnl_state == 1)
+            snprintf(impl, sizeof impl, "oneDNN %s", s);
+    }
+    if (pd)
+        dnnl_primitive_desc_destroy(pd);
+    return dnnl_state;
+}
+
+static int bgemm_dnnl(int ta, int tb, int M, int N, int K, float alpha, const uint16_t *A,
+                      int lda, const uint16_t *B, int ldb, float beta, float *C, int ldc)
+{
+    const char *why = "";
+    prim *q = prim_get(ta, tb, M, N, K, alpha, lda, ldb, beta, ldc, &why);
+    if (!q)
+        return zt_fail(ZT_E_UNSUPPORTED, "bf16 product %dx%dx%d (oneDNN): %s", M, N, K, why);
+    dnnl_memory_set_data_handle(q->ma, (void *)A);
+    dnnl_memory_set_data_handle(q->mb, (void *)B);
+    dnnl_memory_set_data_handle(q->mc, C);
+    dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, q->ma}, {DNNL_ARG_WEIGHTS, q->mb},
+                               {DNNL_ARG_DST, q->mc}};
+    if (dnnl_primitive_execute(q->p, stream, 3, args) != dnnl_success ||
+        dnnl_stream_wait(stream) != dnnl_success)
+        return zt_fail(ZT_E_UNSUPPORTED, "bf16 product %dx%dx%d: oneDNN's matmul failed", M, N,
+                       K);
+    return 0;
+}
+
+/* ---- dispatch ----------------------------------------------------------------------------- */
+
+int zt_bgemm_path(int path, int ta, int tb, int M, int N, int K, float alpha, const uint16_t *A,
+                  int lda, const uint16_t *B, int ldb, float beta, float *C, int ldc)
+{
+    int rc;
+    pthread_mutex_lock(&lock);
+    if (path == 0)
+        rc = bgemm_f32(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    else if (path == 1 && dnnl_probe() > 0 && M > 0 && N > 0 && K > 0)
+        rc = bgemm_dnnl(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    else
+        rc = -1;
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+int zt_bgemm_default(void)
+{
+    pthread_mutex_lock(&lock);
+    int d = dnnl_probe() == 1;
+    pthread_mutex_unlock(&lock);
+    return d;
+}
+
+const char *zt_bgemm_describe(void)
+{
+    zt_bgemm_default();
+    return impl;
+}
+
+int zt_bgemm(int ta, int tb, int M, int N, int K, float alpha, const uint16_t *A, int lda,
+             const uint16_t *B, int ldb, float beta, float *C, int ldc)
+{
+    int path = zt_bgemm_default() && M > 0 && N > 0 && K > 0;
+    return zt_bgemm_path(path, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+void zt_bgemm_release(void)
+{
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < n_cache; i++)
+        prim_free(&cache[i]);
+    n_cache = next_evict = 0;
+    free(scratch);
+    scratch = NULL;
+    scratch_n = 0;
+    pthread_mutex_unlock(&lock);
+}
