@@ -96,6 +96,18 @@ class _GenConfig(ctypes.Structure):  # zt_generate_config
                 ("hook_arg", ctypes.c_void_p)]
 
 
+_EST_FIELDS = ("num_params", "padded_params", "param_bytes", "grad_bytes", "master_bytes",
+               "optimizer_bytes_per_param", "model_state_bytes", "buffer_bytes",
+               "activation_bytes", "nvme_bytes", "params_nvme", "grads_nvme", "optimizer_nvme",
+               "params_ram", "grads_ram", "optimizer_ram", "comm_bytes", "io_bytes",
+               "peak_bytes")
+
+
+class _Estimate(ctypes.Structure):  # zt_estimate
+    _fields_ = [("world_size", ctypes.c_int), ("zero_stage", ctypes.c_int),
+                ("precision", ctypes.c_int)] + [(f, ctypes.c_double) for f in _EST_FIELDS]
+
+
 class _ModelInfo(ctypes.Structure):  # zt_model_info
     _fields_ = [("model_type", ctypes.c_char * 16), ("vocab_size", ctypes.c_int),
                 ("hidden_size", ctypes.c_int), ("num_layers", ctypes.c_int),
@@ -172,6 +184,8 @@ def _load():
         "zt_predict_fill_mask": (ip, [vp, ctypes.POINTER(_Batch), ctypes.c_int64, ip, ip,
                                       ctypes.POINTER(ctypes.c_int32),
                                       ctypes.POINTER(ctypes.c_float), _I64P]),
+        "zt_estimate_memory": (ip, [vp, ip, ctypes.c_double, ctypes.c_size_t,
+                                    ctypes.POINTER(_Estimate)]),
         "zt_generate_config_init": (None, [ctypes.POINTER(_GenConfig)]),
         "zt_generate": (ip, [vp, ctypes.POINTER(_Batch), ctypes.POINTER(_GenConfig),
                              ctypes.POINTER(ctypes.c_int32), ctypes.POINTER(ctypes.c_int),
@@ -220,6 +234,38 @@ def _check_lr(lr):
 
 def version():
     return _load().zt_version().decode()
+
+
+def _config(L, config, keep):
+    """A zt_config from fields by name (zt_config_set); keep holds the borrowed strings."""
+    cfg = ctypes.create_string_buffer(L.zt_config_size())
+    L.zt_config_init(cfg)
+    for k, v in config.items():
+        if isinstance(v, bool):
+            v = int(v)
+        s = str(v).encode()
+        keep.append(s)
+        if L.zt_config_set(cfg, k.encode(), s) != 0:
+            raise Error(L.zt_last_error().decode())
+    return cfg
+
+
+def estimate_memory(world_size, num_params=0, unit_params=0, **config):
+    """Bytes per rank a configuration needs, before anything is allocated
+    (zt_estimate_memory, what `zerotrain estimate` prints): config names zt_config fields
+    (model_preset="bert-base" or model_dir=..., zero_stage, precision "fp32"/"bf16"/"fp16",
+    optimizer, offload_optimizer, offload_param, plan_micro_batch and plan_seq_len for the
+    activations, recompute, ...), or num_params > 0 and no model. Returns a dict of the
+    zt_estimate fields (model_state_bytes, buffer_bytes, activation_bytes, nvme_bytes,
+    peak_bytes, ...)."""
+    L = _load()
+    keep = []
+    cfg = _config(L, config, keep)
+    out = _Estimate()
+    if L.zt_estimate_memory(cfg, int(world_size), float(num_params), int(unit_params),
+                            ctypes.byref(out)) != 0:
+        raise Error(L.zt_last_error().decode())
+    return {f: getattr(out, f) for f, _ in _Estimate._fields_}
 
 
 _load()  # at import: a missing or mismatched library is reported before anything else runs
@@ -284,15 +330,7 @@ class Engine:
         self._h = None
         self._keep = []  # the borrowed strings, alive until create copied them
         self._comm = _comm_handle(comm)
-        cfg = ctypes.create_string_buffer(L.zt_config_size())
-        L.zt_config_init(cfg)
-        for k, v in config.items():
-            if isinstance(v, bool):
-                v = int(v)
-            s = str(v).encode()
-            self._keep.append(s)
-            if L.zt_config_set(cfg, k.encode(), s) != 0:
-                raise Error(L.zt_last_error().decode())
+        cfg = _config(L, config, self._keep)
         h = ctypes.c_void_p()
         if L.zt_engine_create(cfg, self._comm, ctypes.byref(h)) != 0:
             raise Error(L.zt_last_error().decode())

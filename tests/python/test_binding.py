@@ -14,6 +14,8 @@ zerotrain.Error naming what is wrong, and a refused call must leave the engine a
              refused
   negzero    a -0 gradient reaches the engine as -0 (the bits of its gradient buffer when
              the unit's gradients are made ready), +0 as +0
+  estimate   estimate_memory gives Table 1 of the ZeRO paper and bert-tiny's 16 bytes per
+             parameter in fp32, and refuses a missing, doubled or misnamed setting
   heap       the report names its heap statistics' source: "none" in this process (no
              jemalloc), "jemalloc" with --expect-heap jemalloc (started with it preloaded)
 
@@ -219,13 +221,38 @@ def check_heap(expect):
                                                                       heap["allocated"]))
 
 
+def check_estimate():
+    # Table 1 of the ZeRO paper (7.5B parameters, fp16 with K = 12, N = 64): 120, 31.4,
+    # 16.6 and 1.88 GB at stages 0 to 3, typed in from the paper
+    for st, want in ((0, 120), (1, 31.4), (2, 16.6), (3, 1.88)):
+        e = zt.estimate_memory(64, num_params=7.5e9, zero_stage=st, precision="fp16")
+        if float("%.3g" % (e["model_state_bytes"] / 1e9)) != want:
+            fail("estimate", "stage %d: %g GB, the paper %g" % (st, e["model_state_bytes"] / 1e9,
+                                                                 want))
+    # a model: bert-tiny's 4416698 parameters (BertForMaskedLM), fp32 AdamW, stage 0: 16
+    # bytes per padded float
+    e = zt.estimate_memory(1, model_preset="bert-tiny", vocab_size=30522)
+    if e["num_params"] != 4416698 or e["model_state_bytes"] != 16 * e["padded_params"]:
+        fail("estimate", "bert-tiny: %r" % (e,))
+    for bad in ({"num_params": 0}, {"num_params": 1e9, "model_preset": "bert-tiny"},
+                {"num_params": 1e9, "precision": "fp8"}):
+        try:
+            zt.estimate_memory(2, **bad)
+        except zt.Error as err:
+            if not str(err):
+                fail("estimate", "an empty message for %r" % (bad,))
+        else:
+            fail("estimate", "%r was not refused" % (bad,))
+    say("ok: estimate: Table 1 at N = 64, bert-tiny's 16 bytes per parameter, 3 refusals")
+
+
 def main():
     only = sys.argv[sys.argv.index("--only") + 1].split(",") if "--only" in sys.argv else None
     expect = sys.argv[sys.argv.index("--expect-heap") + 1] if "--expect-heap" in sys.argv \
         else "none"
     checks = [("shape", check_shape), ("single", check_single), ("closed", check_closed),
               ("negstep", check_negstep), ("lr", check_lr), ("negzero", check_negzero),
-              ("heap", lambda: check_heap(expect))]
+              ("heap", lambda: check_heap(expect)), ("estimate", check_estimate)]
     for name, fn in checks:
         if only is None or name in only:
             fn()
