@@ -997,13 +997,30 @@ static void t5_gen_reorder(void *p, const int *src)
         same &= src[r] == r;
     if (same)
         return;
+    /* only the rows that change are written; a row another one reads before it is
+     * overwritten is saved first (beams keep their own rows or take a sibling's) */
+    unsigned char *saved = calloc((size_t)g->R, 1);
+    for (int r = 0; saved && r < g->R; r++)
+        if (src[r] != r && src[src[r]] != src[r])
+            saved[src[r]] = 1;
     for (int j = 0; j < 2 * m->Ld; j++) {
         float *c = j < m->Ld ? g->k[j] : g->v[j - m->Ld];
+        if (!saved) { /* out of memory for the flags: every row through tmp */
+            for (int r = 0; r < g->R; r++)
+                memcpy(g->tmp + (size_t)r * row, c + (size_t)src[r] * row, n);
+            for (int r = 0; r < g->R; r++)
+                memcpy(c + (size_t)r * row, g->tmp + (size_t)r * row, n);
+            continue;
+        }
         for (int r = 0; r < g->R; r++)
-            memcpy(g->tmp + (size_t)r * row, c + (size_t)src[r] * row, n);
+            if (saved[r])
+                memcpy(g->tmp + (size_t)r * row, c + (size_t)r * row, n);
         for (int r = 0; r < g->R; r++)
-            memcpy(c + (size_t)r * row, g->tmp + (size_t)r * row, n);
+            if (src[r] != r)
+                memcpy(c + (size_t)r * row,
+                       (saved[src[r]] ? g->tmp : c) + (size_t)src[r] * row, n);
     }
+    free(saved);
 }
 
 static const float *t5_gen_logits(const void *p, int *rows, int *V)
