@@ -6,8 +6,6 @@
 #include "comm.h"
 #include "config.h"
 #include "footprint.h"
-#include "geom.h"
-#include "ostate.h"
 #include "plan.h"
 #include "recompute.h"
 #include "../common/err.h"
@@ -58,9 +56,8 @@ static int whole_grad(const zt_model_ops *ops, void *model, int nu)
 
 static int estimate(const zt_config *cfg0, int N, double num_params, size_t unit_params,
                     zt_layout *l, zt_model_cfg *mc, const zt_model_ops **ops, void **model,
-                    zt_rplan *rc, zt_estimate *o)
+                    zt_rplan *rc, zt_mem_account *acct, zt_estimate *o)
 {
-    static zt_mem_account acct; /* the model's small allocations (no weights, no batch) */
     zt_config c1 = *cfg0, *cfg = &c1;
     /* the engine's placement of the gradient shards (zero.c): with the optimizer state at
      * stages 2-3 unless told to stay in RAM */
@@ -106,7 +103,7 @@ static int estimate(const zt_config *cfg0, int N, double num_params, size_t unit
         ZT_TRY(zt_model_head_apply(mc, src, cfg->head, cfg->num_labels, cfg->problem_type,
                                    cfg->label_names));
         ZT_TRY(zt_model_layout(mc, l));
-        ZT_TRY(zt_model_create(mc, l, cfg->dropout, cfg->seed, &acct, ops, model));
+        ZT_TRY(zt_model_create(mc, l, cfg->dropout, cfg->seed, acct, ops, model));
     } else {
         ZT_TRY(synthetic_layout(num_params, unit_params ? unit_params : ZT_EST_UNIT, l));
     }
@@ -122,18 +119,11 @@ static int estimate(const zt_config *cfg0, int N, double num_params, size_t unit
     double act = 0.0, io = 0.0;
     zt_plan_predict(&pn, N, &fp, &act, &io);
 
-    double P = 0.0, n = 0.0;
-    for (int u = 0; u < l->n_units; u++) {
-        size_t padded;
-        zt_geom_piece_for(l->units[u].numel, (size_t)N, cfg->bucket_size, &padded);
-        P += (double)padded;
-    }
+    double n = 0.0, P = fp.padded, pb, gb, mb;
     for (int i = 0; i < l->n_params; i++)
         n += (double)l->params[i].numel;
-    double pb, gb, mb, rep;
     zt_fp_dtypes(cfg, &pb, &gb, &mb);
-    double own = cfg->zero_stage == 0 ? P : P / N;
-    double ost = zt_ost_predict_bytes(cfg, l, N, cfg->zero_stage == 0, &rep) + mb * own;
+    double own = cfg->zero_stage == 0 ? P : P / N; /* the floats whose state the rank holds */
     memset(o, 0, sizeof *o);
     o->world_size = N;
     o->zero_stage = cfg->zero_stage;
@@ -143,7 +133,7 @@ static int estimate(const zt_config *cfg0, int N, double num_params, size_t unit
     o->param_bytes = pb;
     o->grad_bytes = gb;
     o->master_bytes = mb;
-    o->optimizer_bytes_per_param = own > 0 ? (ost + rep) / own : 0.0;
+    o->optimizer_bytes_per_param = own > 0 ? fp.opt_state / own : 0.0;
     o->model_state_bytes = fp.formula;
     o->buffer_bytes = fp.params + fp.grads + fp.optimizer + fp.comm + io - fp.formula;
     o->activation_bytes = act;
@@ -171,9 +161,12 @@ int zt_estimate_memory(const zt_config *cfg, int world_size, double num_params,
     const zt_model_ops *ops = NULL;
     void *model = NULL;
     zt_rplan rc;
+    zt_mem_account acct; /* the model's small allocations (no weights, no batch) */
+    memset(&acct, 0, sizeof acct);
     memset(&mc, 0, sizeof mc);
     memset(&rc, 0, sizeof rc);
-    int r = estimate(cfg, world_size, num_params, unit_params, &l, &mc, &ops, &model, &rc, out);
+    int r = estimate(cfg, world_size, num_params, unit_params, &l, &mc, &ops, &model, &rc,
+                     &acct, out);
     if (ops && model)
         ops->destroy(model);
     zt_rplan_free(&rc);

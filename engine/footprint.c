@@ -27,6 +27,7 @@ void zt_footprint_of(const zt_fp_in *in, zt_footprint *o)
         persist += padded < in->persist_threshold ? p : 0.0;
     }
     *o = (zt_footprint){0};
+    o->padded = P;
     /* parameters: whole units below stage 3; stage 3: this rank's shards (in RAM, the
      * offload's RAM pool with its shard buffers, or the swap file with them), the units kept
      * gathered and the gather pool */
@@ -69,6 +70,7 @@ void zt_footprint_of(const zt_fp_in *in, zt_footprint *o)
     o->comm = st >= 2 ? 2 * G * maxs : 0.0;
     /* the ZeRO paper's figure */
     double ost = in->opt_state + in->opt_replicated;
+    o->opt_state = ost;
     o->formula = st < 2 ? (F + G) * P + ost : st == 2 ? F * P + G * P / N + ost
                                                      : (F + G) * P / N + ost;
     if (in->opt_off == ZT_OFFLOAD_NVME)

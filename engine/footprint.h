@@ -44,6 +44,9 @@ typedef struct zt_footprint {
                            * (p + g) P + K P/N, 2: p P + (g + K) P/N, 3: (p + g + K) P/N;
                            * fp32 AdamW p = g = 4, K = 8; fp16 p = g = 2, K = 12), less
                            * what lives on NVMe */
+    double padded;        /* P: floats over the units, shard padding included */
+    double opt_state;     /* the optimizer's state bytes of the parts the rank holds and of
+                           * what it keeps whole, wherever they live */
 } zt_footprint;
 
 void zt_footprint_of(const zt_fp_in *in, zt_footprint *out);

@@ -101,13 +101,16 @@ void zt_plan_init(zt_planner *pn, zt_config *cfg, const zt_layout *L, zt_comm *c
     *pn = (zt_planner){cfg, L, comm, rc, ops, model, nvme, whole_grad, 0.0};
 }
 
-/* the bytes per rank of one placement at ZeRO stage st over Nr ranks */
-static void predict_at(const zt_planner *pn, placement pl, int st, int Nr, plan_bytes *b)
+/* the bytes per rank of one placement at ZeRO stage st over Nr ranks, and its footprint */
+static void predict_fp(const zt_planner *pn, placement pl, int st, int Nr, plan_bytes *b,
+                       zt_footprint *out)
 {
     int nu = pn->L->n_units, opt = pl.opt, par = pl.par;
     int goff = pl.grads && opt != ZT_OFFLOAD_NONE && st >= 2;
     zt_footprint fp;
     plan_footprint(pn, pl, st, Nr, &fp);
+    if (out)
+        *out = fp;
     memset(b, 0, sizeof *b);
     b->base = pn->base;
     b->params = fp.params;
@@ -131,14 +134,18 @@ static void predict_at(const zt_planner *pn, placement pl, int st, int Nr, plan_
             (pn->cfg->aio_queue_depth > 0 ? pn->cfg->aio_queue_depth : 8);
 }
 
+static void predict_at(const zt_planner *pn, placement pl, int st, int Nr, plan_bytes *b)
+{
+    predict_fp(pn, pl, st, Nr, b, NULL);
+}
+
 void zt_plan_predict(const zt_planner *pn, int N, zt_footprint *fp, double *activations,
                      double *io)
 {
     const zt_config *c = pn->cfg;
     placement pl = {c->offload_optimizer, c->offload_param, c->offload_gradients > 0};
     plan_bytes b;
-    predict_at(pn, pl, c->zero_stage, N, &b);
-    plan_footprint(pn, pl, c->zero_stage, N, fp);
+    predict_fp(pn, pl, c->zero_stage, N, &b, fp);
     *activations = b.activations;
     *io = b.io;
 }

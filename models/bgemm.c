@@ -244,8 +244,14 @@ const char *zt_bgemm_describe(void)
 int zt_bgemm(int ta, int tb, int M, int N, int K, float alpha, const uint16_t *A, int lda,
              const uint16_t *B, int ldb, float beta, float *C, int ldc)
 {
-    int path = zt_bgemm_default() && M > 0 && N > 0 && K > 0;
-    return zt_bgemm_path(path, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    int rc;
+    pthread_mutex_lock(&lock);
+    if (dnnl_probe() == 1 && M > 0 && N > 0 && K > 0)
+        rc = bgemm_dnnl(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    else
+        rc = bgemm_f32(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    pthread_mutex_unlock(&lock);
+    return rc;
 }
 
 void zt_bgemm_release(void)

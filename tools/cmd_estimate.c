@@ -71,7 +71,8 @@ static void human(const est_args *a, const zt_estimate *e, const char *optname)
 }
 
 static int json_out(const est_args *a, const zt_estimate *e, const char *optname,
-                    const char *off_opt, const char *off_par, const char *rec)
+                    const char *off_opt, const char *off_par, const char *rec, long micro,
+                    long seq)
 {
     static const char *const prec[] = {"fp32", "bf16", "fp16"};
     cJSON *o = cJSON_CreateObject();
@@ -87,8 +88,8 @@ static int json_out(const est_args *a, const zt_estimate *e, const char *optname
     cJSON_AddStringToObject(o, "offload_optimizer", off_opt);
     cJSON_AddStringToObject(o, "offload_param", off_par);
     cJSON_AddStringToObject(o, "recompute", rec);
-    cJSON_AddNumberToObject(o, "micro_batch", a->micro ? atof(a->micro) : 0);
-    cJSON_AddNumberToObject(o, "seq_len", a->seq ? atof(a->seq) : 0);
+    cJSON_AddNumberToObject(o, "micro_batch", (double)micro);
+    cJSON_AddNumberToObject(o, "seq_len", (double)seq);
     cJSON_AddNumberToObject(o, "param_bytes", e->param_bytes);
     cJSON_AddNumberToObject(o, "grad_bytes", e->grad_bytes);
     cJSON_AddNumberToObject(o, "master_bytes", e->master_bytes);
@@ -205,7 +206,7 @@ int cmd_estimate(int argc, char **argv)
     if (zt_estimate_memory(&c, (int)ranks, params, (size_t)unit, &e) < 0)
         return die("estimate: %s", zt_last_error());
     if (a.json)
-        return json_out(&a, &e, optname, off_opt, off_par, rec);
+        return json_out(&a, &e, optname, off_opt, off_par, rec, micro, seq);
     human(&a, &e, optname);
     return 0;
 }
