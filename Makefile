@@ -133,6 +133,7 @@ test-long: all unit-tests
 	TEXT2TEXT_LONG=1 bash tests/test_text2text.sh $(BUILD)/zerotrain
 	GENERATE_LONG=1 bash tests/test_generate.sh $(BUILD)/zerotrain
 	ESTIMATE_LONG=1 bash tests/test_estimate.sh $(BUILD)/zerotrain
+	BF16_LONG=1 bash tests/test_bf16.sh $(BUILD)/zerotrain
 	ZT_HALF_EXHAUSTIVE=1 $(BUILD)/tests/test_half
 	bash tests/bits_hash.sh --check tests/bits-main.txt $(BUILD)/zerotrain >/dev/null; rc=$$?; \
 	    [ $$rc -eq 0 ] || [ $$rc -eq 77 ]

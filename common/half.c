@@ -166,6 +166,21 @@ void zt_f32_from_f16(float *dst, const uint16_t *src, size_t n)
     (can_wide() ? f32_from_f16_8 : f32_from_f16_1)(dst, src, n);
 }
 
+void zt_half_round(int to_fp16, float *dst, const float *src, size_t n)
+{
+    uint16_t h[512];
+    for (size_t i = 0; i < n; i += 512) {
+        size_t k = n - i < 512 ? n - i : 512;
+        if (to_fp16) {
+            zt_f16_from_f32(h, src + i, k);
+            zt_f32_from_f16(dst + i, h, k);
+        } else {
+            zt_bf16_from_f32(h, src + i, k);
+            zt_f32_from_bf16(dst + i, h, k);
+        }
+    }
+}
+
 int zt_half_path(int path, int kind, void *dst, const void *src, size_t n)
 {
     if (path == 1 && !can_wide())

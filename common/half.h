@@ -19,6 +19,10 @@ void zt_f32_from_bf16(float *dst, const uint16_t *src, size_t n);
 void zt_f16_from_f32(uint16_t *dst, const float *src, size_t n);
 void zt_f32_from_f16(float *dst, const uint16_t *src, size_t n);
 
+/* dst[i] = src[i] rounded to bf16 (fp16 when to_fp16), as an fp32 value: the compute copy
+ * of a parameter held in an fp32 container. dst may be src. */
+void zt_half_round(int to_fp16, float *dst, const float *src, size_t n);
+
 /* one path of a conversion, for tests: kind 0 bf16_from_f32, 1 f32_from_bf16, 2
  * f16_from_f32, 3 f32_from_f16; path 0 portable, 1 AVX2 (+F16C). -1 when the CPU lacks it. */
 int zt_half_path(int path, int kind, void *dst, const void *src, size_t n);

@@ -199,7 +199,7 @@ static cJSON *optimizer_json(const zt_ckpt *ck)
     cJSON *o = cJSON_CreateObject(), *c;
     cJSON_AddStringToObject(o, "type", zt_ost_name(ck->os->opt));
     if (ck->os->opt == ZT_OPT_ADAFACTOR)
-        cJSON_AddBoolToObject(o, "beta1", ck->os->beta1);
+        cJSON_AddBoolToObject(o, "beta1", ck->os->lay & ZT_OST_BETA1);
     if (ck->os->opt == ZT_OPT_ADAMW8BIT && (c = cJSON_AddArrayToObject(o, "fp32_state")))
         for (int i = 0; i < ck->L->n_params; i++)
             if (ck->os->pcompact[i])
@@ -237,7 +237,7 @@ int zt_ckpt_write_rank_file(zt_ckpt *ck, const char *dir)
     int nu = ck->L->n_units, N = ck->comm->size, r = ck->comm->rank, rc = 0, nt = 0;
     int off = ck->z->oo.store != NULL;
     const zt_ost_sec *sd;
-    rank_file rf = {ck, zt_ost_sections(ck->os->opt, ck->os->beta1, &sd), NULL};
+    rank_file rf = {ck, zt_ost_sections(ck->os->opt, ck->os->lay, &sd), NULL};
     int nrep = 0;
     for (int i = 0; r == 0 && ck->os->af_rc && i < ck->L->n_params; i++)
         nrep += ck->L->params[i].ndim >= 2 ? 2 : 0;
@@ -863,10 +863,10 @@ static int check_optimizer(const zt_ckpt *ck, const char *path, const cJSON *o)
                        zt_ost_name(ck->os->opt), name);
     if (ck->os->opt == ZT_OPT_ADAFACTOR) {
         const cJSON *b1 = cJSON_GetObjectItemCaseSensitive(o, "beta1");
-        if (!cJSON_IsBool(b1) || cJSON_IsTrue(b1) != ck->os->beta1)
+        if (!cJSON_IsBool(b1) || cJSON_IsTrue(b1) != !!(ck->os->lay & ZT_OST_BETA1))
             return zt_fail(ZT_E_CONFIG, "%s: the checkpoint's Adafactor %s a first moment and "
                            "this run's %s: set optimizer.params.beta1 %s", path,
-                           cJSON_IsTrue(b1) ? "has" : "has no", ck->os->beta1 ? "has" : "has not",
+                           cJSON_IsTrue(b1) ? "has" : "has no", ck->os->lay & ZT_OST_BETA1 ? "has" : "has not",
                            cJSON_IsTrue(b1) ? "as it was" : "to null");
     }
     if (ck->os->opt == ZT_OPT_ADAMW8BIT) {
@@ -1001,11 +1001,11 @@ static int reslice(state_src *ss, int u, const zt_spart *p, int sec, size_t c0, 
     zt_ckpt *ck = ss->ck;
     const zt_ost_sec *sd;
     char path[4096], name[ZT_NAME_MAX + 16];
-    (void)zt_ost_sections(ck->os->opt, ck->os->beta1, &sd);
+    (void)zt_ost_sections(ck->os->opt, ck->os->lay, &sd);
     const zt_ost_sec *S = &sd[sec];
     size_t es = zt_dtype_size(S->dtype), numel = ck->L->units[u].numel;
     size_t q = S->kind == ZT_SEC_BLOCK ? ZT_QBLOCK : 1; /* positions per element */
-    uint8_t *dst = base + zt_ost_sec_offset(ck->os->opt, ck->os->beta1, sec, c1 - c0, nc);
+    uint8_t *dst = base + zt_ost_sec_offset(ck->os->opt, ck->os->lay, sec, c1 - c0, nc);
     snprintf(name, sizeof name, "%s.%s", S->name, ck->L->units[u].name);
     ZT_TRY(src_unit(ss, u));
     for (int k = 0; k < ss->world0; k++) {
@@ -1063,10 +1063,22 @@ static int fill_state(int u, const zt_spart *p, size_t c0, size_t c1, size_t f0,
 {
     state_src *ss = arg;
     const zt_ost_sec *sd;
-    int ns = zt_ost_sections(ss->ck->os->opt, ss->ck->os->beta1, &sd);
+    int ns = zt_ost_sections(ss->ck->os->opt, ss->ck->os->lay, &sd);
     zt_ost_init(ss->ck->os, base, c1 - c0, nc);
-    for (int sec = 0; sec < ns; sec++)
+    for (int sec = 0; sec < ns; sec++) {
+        if (ss->ck->os->lay & ZT_OST_MASTER && sec == ns - 1) {
+            /* half precision's master: a checkpoint saved in fp32 has none, and its
+             * parameters (rounded as they load) are the master to start from */
+            char name[ZT_NAME_MAX + 16];
+            zt_tensor_info t;
+            snprintf(name, sizeof name, "%s.%s", sd[sec].name, ss->ck->L->units[u].name);
+            if (zt_safetensors_find(ss->f[0], name, &t) < 0) {
+                ss->ck->os->master_fresh = 1;
+                continue;
+            }
+        }
         ZT_TRY(reslice(ss, u, p, sec, c0, c1, f0, nc, base));
+    }
     return 0;
 }
 
@@ -1114,6 +1126,7 @@ int zt_ckpt_read_optimizer(zt_ckpt *ck, const char *dir, int world0, size_t buck
         snprintf(path, sizeof path, "%s/rank-%05d.safetensors", dir, k);
         rc = zt_safetensors_open(path, &ss.f[k]);
     }
+    ck->os->master_fresh = 0;
     if (rc == 0)
         rc = zt_zero_state_fill(ck->z, fill_state, &ss);
     if (rc == 0)

@@ -398,17 +398,21 @@ static const key keys[] = {
                "when the last one completed."},
 
     [K_FP16] = {"fp16", T_OBJ, C_APPLIED, A_NO, F_NULL, 0, 0, 0, .def_doc = "off",
-        .doc = "fp16 mixed precision: accepted while disabled (zerotrain trains in fp32)."},
+        .doc = "fp16 mixed precision: accepted while disabled (use bf16 for now)."},
     [K_FP16_ON] = {"fp16.enabled", T_BOOL, C_APPLIED, A_DERIVED, 0, 0, 0, 0,
         .auto_doc = "false", .doc = "true is not supported yet."},
     [K_BF16] = {"bf16", T_OBJ, C_APPLIED, A_NO, F_NULL, 0, 0, 0, .def_doc = "off",
-        .doc = "bf16 mixed precision: accepted while disabled (zerotrain trains in fp32)."},
+        .doc = "bf16 mixed precision with DeepSpeed's bf16 optimizer semantics: the "
+               "parameters the passes read are bf16 values, the optimizer updates an fp32 "
+               "master copy kept with its state (sharded and offloaded like the moments) and "
+               "rounds it to nearest even after each step; gradients are accumulated and "
+               "reduced in fp32."},
     [K_BF16_ON] = {"bf16.enabled", T_BOOL, C_APPLIED, A_DERIVED, 0, 0, 0, 0,
-        .auto_doc = "false", .doc = "true is not supported yet."},
+        .auto_doc = "false", .doc = "true = train in bf16 (zt_config.precision)."},
     [K_BFLOAT16] = {"bfloat16", T_OBJ, C_APPLIED, A_NO, F_NULL, 0, 0, 0, .def_doc = "off",
         .doc = "Older DeepSpeed name of bf16."},
     [K_BFLOAT16_ON] = {"bfloat16.enabled", T_BOOL, C_APPLIED, A_DERIVED, 0, 0, 0, 0,
-        .auto_doc = "false", .doc = "true is not supported yet."},
+        .auto_doc = "false", .doc = "Older DeepSpeed name of bf16.enabled."},
 
     [K_ZT] = {"zerotrain", T_OBJ, C_APPLIED, A_NO, 0, 0, 0, 0, .def_doc = "the defaults below",
         .doc = "zerotrain's own settings (not a DeepSpeed section; DeepSpeed would reject "
@@ -505,8 +509,10 @@ static const key keys[] = {
     {"gradient_predivide_factor", T_ANY, C_IGNORED, .quiet = "1",
         .doc = "gradients are reduced in fp32, where pre-dividing against fp16 overflow is not "
                "needed"},
-    {"communication_data_type", T_ANY, C_IGNORED, .quiet = "fp32",
-        .doc = "zerotrain communicates in fp32"},
+    {"communication_data_type", T_ENUM, C_APPLIED, A_NO, F_NULL, 0, 0, 0, .values = "fp32",
+        .unsup = "fp16|bf16|bfp16", .unsup_why = "gradients are reduced in fp32 so far",
+        .def_doc = "null (fp32)",
+        .doc = "The dtype gradients are reduced in: fp32 (DeepSpeed's default with bf16)."},
     {"seq_parallel_comm_data_type", T_ANY, C_IGNORED, .quiet = "fp32",
         .doc = "no sequence parallelism"},
     {"sparse_gradients", T_ANY, C_IGNORED, .doc = "gradients are dense (no sparse embedding "
@@ -535,7 +541,12 @@ static const key keys[] = {
     {"compression_training", T_ANY, C_IGNORED, .doc = "compression training is " NOT_OFFERED},
     {"checkpoint", T_ANY, C_IGNORED, .doc = "DeepSpeed checkpoint-layout options; zerotrain "
         "writes its own checkpoints"},
-    {"data_types", T_ANY, C_IGNORED, .doc = "gradients are accumulated in fp32"},
+    {"data_types", T_OBJ, C_APPLIED, A_NO, F_NULL, 0, 0, 0, .def_doc = "fp32 gradients",
+        .doc = "DeepSpeed's data_types section."},
+    {"data_types.grad_accum_dtype", T_ENUM, C_APPLIED, A_NO, F_NULL, 0, 0, 0, .values = "fp32",
+        .unsup = "fp16|bf16", .unsup_why = "gradients are accumulated in fp32 so far",
+        .def_doc = "null (fp32)",
+        .doc = "The dtype gradients are accumulated in: fp32 (DeepSpeed's bf16 default)."},
     {"sparse_attention", T_ANY, C_IGNORED, .doc = "attention is dense"},
     {"pipeline", T_ANY, C_IGNORED, .doc = "no pipeline parallelism"},
     {"autotuning", T_ANY, C_IGNORED, .doc = "no autotuner"},
@@ -619,8 +630,10 @@ static const key keys[] = {
         .doc = "zerotrain chooses its own I/O backend"},
     {"fp16.*", T_ANY, C_IGNORED, .flags = F_QUIET,
         .doc = "no effect while fp16 is off (loss_scale, initial_scale_power, hysteresis, ...)"},
-    {"bf16.*", T_ANY, C_IGNORED, .flags = F_QUIET, .doc = "no effect while bf16 is off"},
-    {"bfloat16.*", T_ANY, C_IGNORED, .flags = F_QUIET, .doc = "no effect while bf16 is off"},
+    {"bf16.*", T_ANY, C_IGNORED, .flags = F_QUIET,
+        .doc = "DeepSpeed's other bf16 keys (immediate_grad_update, check_grad_overflow, ...) "
+               "change nothing here: the update is the one fp32 step of the master"},
+    {"bfloat16.*", T_ANY, C_IGNORED, .flags = F_QUIET, .doc = "as bf16.*"},
 };
 
 #define NKEYS ((int)(sizeof keys / sizeof keys[0]))
@@ -808,9 +821,11 @@ const zt_cfg_field zt_cfg_fields[] = {
     {FIELD(inference, ZT_CF_INT), OWN,
      .doc = "1 = forward only (`zerotrain predict`): no gradients, no optimizer state, one "
             "layer's activations at a time."},
-    {FIELD(precision, ZT_CF_ENUM), .names = precisions, OWN,
-     .doc = "The training precision: the engine trains in fp32 (bf16 and fp16 are refused "
-            "so far); zt_estimate_memory and `zerotrain estimate` count all three."},
+    {FIELD(precision, ZT_CF_ENUM), .names = precisions,
+     JSON(K_BF16_ON, K_BFLOAT16_ON, precision, precision),
+     .doc = "The training precision: fp32, or bf16 (parameters rounded to bf16 from an fp32 "
+            "master in the optimizer state); fp16 is refused so far. zt_estimate_memory and "
+            "`zerotrain estimate` count all three."},
     {FIELD(grad_accum_dtype, ZT_CF_ENUM), .names = grad_dtypes, OWN,
      .doc = "The gradients' dtype: auto = fp32 for fp32 and bf16, fp16 for fp16 "
             "(DeepSpeed's data_types.grad_accum_dtype)."},
@@ -1982,14 +1997,25 @@ static void resolve_zero(ctx *x, zt_train_settings *s)
                 "of 4096 (direct I/O moves whole 4096-byte blocks)", NUM(K_AIO_BLOCK));
 }
 
-static void resolve_precision(ctx *x, int k, const char *what)
+/* fp16.enabled, bf16.enabled (or its older name): DeepSpeed's rule, at most one of them */
+static void resolve_precision(ctx *x, zt_train_settings *s)
 {
-    if (GIVEN(k) && NUM(k) == 1)
-        problem(x, ZT_E_UNSUPPORTED, k, keys[k].path, "%s training is not supported yet "
-                "(zerotrain trains in fp32): set \"enabled\": false or remove the section",
-                what);
-    else if (AUTO(k))
-        note(x, ZT_LOG_INFO, keys[k].path, "\"auto\" -> false (zerotrain trains in fp32)");
+    static const int k3[] = {K_FP16_ON, K_BF16_ON, K_BFLOAT16_ON};
+    for (int i = 0; i < 3; i++)
+        if (AUTO(k3[i]))
+            note(x, ZT_LOG_INFO, keys[k3[i]].path, "\"auto\" -> false (the Hugging Face "
+                 "Trainer's fp16 and bf16 defaults)");
+    int fp16 = GIVEN(K_FP16_ON) && NUM(K_FP16_ON) == 1;
+    int bf16 = (GIVEN(K_BF16_ON) && NUM(K_BF16_ON) == 1) ||
+               (GIVEN(K_BFLOAT16_ON) && NUM(K_BFLOAT16_ON) == 1);
+    s->precision = bf16 ? ZT_PREC_BF16 : ZT_PREC_FP32;
+    if (fp16 && bf16)
+        problem(x, ZT_E_CONFIG, K_FP16_ON, keys[K_FP16_ON].path, "fp16 and bf16 are both "
+                "enabled: enable one of them");
+    else if (fp16)
+        problem(x, ZT_E_UNSUPPORTED, K_FP16_ON, keys[K_FP16_ON].path, "fp16 training (with "
+                "dynamic loss scaling) is not supported yet: use \"bf16\": {\"enabled\": "
+                "true}, or set \"enabled\": false");
 }
 
 static void resolve(ctx *x, int world, int64_t total_steps, resolved *r)
@@ -2003,9 +2029,7 @@ static void resolve(ctx *x, int world, int64_t total_steps, resolved *r)
                                                   : (int)key_def(K_STEPS_PER_PRINT);
     resolve_scheduler(x, total_steps, lr, s, &r->sp);
     resolve_zero(x, s);
-    resolve_precision(x, K_FP16_ON, "fp16");
-    resolve_precision(x, K_BF16_ON, "bf16");
-    resolve_precision(x, K_BFLOAT16_ON, "bf16");
+    resolve_precision(x, s);
 
     s->seed = (uint64_t)key_def(K_ZT_SEED);
     if (GIVEN(K_ZT_SEED) && GIVEN(K_SEED_TOP) && x->v[K_ZT_SEED].u64 != x->v[K_SEED_TOP].u64)

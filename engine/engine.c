@@ -117,9 +117,10 @@ int zt_config_check(const zt_config *c, int estimate)
     if ((unsigned)c->precision > ZT_PREC_FP16 || (unsigned)c->grad_accum_dtype > ZT_GRAD_FP16)
         return zt_fail(ZT_E_CONFIG, "config: precision %d, grad_accum_dtype %d: one of "
                        "ZT_PREC_* and ZT_GRAD_*", c->precision, c->grad_accum_dtype);
-    if (!estimate && (c->precision != ZT_PREC_FP32 || c->grad_accum_dtype > ZT_GRAD_FP32))
+    if (!estimate && (c->precision == ZT_PREC_FP16 || c->grad_accum_dtype > ZT_GRAD_FP32))
         return zt_fail(ZT_E_UNSUPPORTED, "config: precision %s, gradients %s: zerotrain trains "
-                       "in fp32 only so far (zt_estimate_memory estimates half precision)",
+                       "in fp32 and bf16 with fp32 gradients so far (zt_estimate_memory "
+                       "estimates the others)",
                        c->precision == ZT_PREC_BF16 ? "bf16" : c->precision == ZT_PREC_FP16
                        ? "fp16" : "fp32", c->grad_accum_dtype == ZT_GRAD_BF16 ? "bf16"
                        : c->grad_accum_dtype == ZT_GRAD_FP16 ? "fp16" : "fp32");
@@ -829,6 +830,8 @@ int zt_checkpoint_load(zt_engine *e, const char *dir, zt_train_state *st)
         (rc = zt_ckpt_read_optimizer(&e->ck, dir, world0, bucket0)) < 0)
         return zt_engine_fail(e, rc);
     e->step = st->step;
+    if (e->step == 0) /* (no update has filled the master it saved) */
+        e->os.master_fresh = 1;
     /* the run goes on in the checkpoint's lineage (an older version's has none: the next
      * save starts one) */
     snprintf(e->ck.run_id, sizeof e->ck.run_id, "%s", run_id);
@@ -957,6 +960,7 @@ int zt_engine_write_param(zt_engine *e, const char *name, const float *src, size
     float *p = NULL;
     ZT_TRY(locate(e, e ? e->z.P : NULL, name, n, &p));
     memcpy(p, src, n * sizeof(float));
+    zt_zero_round(&e->z, p, n); /* (the compute copy; the master takes it before a step) */
     return 0;
 }
 
@@ -1545,8 +1549,12 @@ static int zt_engine_load_params(zt_engine *e, const char *dir)
     load_arg a = {e, dir, NULL};
     int rc;
     ZT_TRY(zt_zero_flush(&e->z)); /* nothing deferred may land on what is loaded */
-    if (e->cfg.zero_stage < 3)
-        return zt_load_hf_weights(dir, &e->layout, e->z.P, e->ck.alias_seen, e->cfg.seed, 1);
+    if (e->cfg.zero_stage < 3) {
+        ZT_TRY(zt_load_hf_weights(dir, &e->layout, e->z.P, e->ck.alias_seen, e->cfg.seed, 1));
+        for (int u = 0; u < e->layout.n_units; u++)
+            zt_zero_round(&e->z, e->z.P[u], e->geo.padded[u]);
+        return 0;
+    }
     if (!(a.one = calloc((size_t)e->layout.n_units, sizeof *a.one)))
         return zt_fail(ZT_E_NOMEM, "out of memory");
     rc = zt_zero_fill_params(&e->z, load_unit, &a);

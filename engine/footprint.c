@@ -87,7 +87,9 @@ void zt_fp_dtypes(const zt_config *c, double *pb, double *gb, double *mb)
     int g = c->grad_accum_dtype;
     if (g == ZT_GRAD_AUTO) /* DeepSpeed: the bf16 optimizer accumulates in fp32, fp16 in fp16 */
         g = c->precision == ZT_PREC_FP16 ? ZT_GRAD_FP16 : ZT_GRAD_FP32;
-    *pb = half ? 2.0 : 4.0;
+    /* the compute copy: fp16's 2 bytes (estimated; the engine refuses fp16 so far); bf16's
+     * values are kept in fp32 containers by the engine for now (its passes read fp32) */
+    *pb = c->precision == ZT_PREC_FP16 ? 2.0 : 4.0;
     *gb = g == ZT_GRAD_FP32 ? 4.0 : 2.0;
     *mb = half ? 4.0 : 0.0;
 }

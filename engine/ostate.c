@@ -3,6 +3,7 @@
  * AdamW8bit) and Adafactor's three phases with their reductions in rank order. It does not
  * decide where the state lives or when a unit is updated (zero.c). */
 #include "ostate.h"
+#include "../common/half.h"
 #include "../common/err.h"
 #include "../memory/mem.h"
 #include "../offload/store.h"
@@ -69,22 +70,33 @@ size_t zt_ost_compact_before(const zt_spart *p, size_t c)
 
 /* ---- layout and sections ------------------------------------------------------------------ */
 
+/* each optimizer's sections, then (half precision) the fp32 master weights */
+#define MASTER_SEC {"master", ZT_SEC_POS, ZT_F32}
 static const zt_ost_sec secs_adamw[] = {
-    {"exp_avg", ZT_SEC_POS, ZT_F32}, {"exp_avg_sq", ZT_SEC_POS, ZT_F32}};
+    {"exp_avg", ZT_SEC_POS, ZT_F32}, {"exp_avg_sq", ZT_SEC_POS, ZT_F32}, MASTER_SEC};
 static const zt_ost_sec secs_8bit[] = {
     {"state1", ZT_SEC_POS, ZT_U8},           {"state2", ZT_SEC_POS, ZT_U8},
     {"absmax1", ZT_SEC_BLOCK, ZT_F32},       {"absmax2", ZT_SEC_BLOCK, ZT_F32},
-    {"state1_fp32", ZT_SEC_COMPACT, ZT_F32}, {"state2_fp32", ZT_SEC_COMPACT, ZT_F32}};
+    {"state1_fp32", ZT_SEC_COMPACT, ZT_F32}, {"state2_fp32", ZT_SEC_COMPACT, ZT_F32}, MASTER_SEC};
 static const zt_ost_sec secs_af[] = {
-    {"exp_avg", ZT_SEC_POS, ZT_F32}, {"exp_avg_sq", ZT_SEC_COMPACT, ZT_F32}};
+    {"exp_avg", ZT_SEC_POS, ZT_F32}, {"exp_avg_sq", ZT_SEC_COMPACT, ZT_F32}, MASTER_SEC};
 
-int zt_ost_sections(int opt, int beta1, const zt_ost_sec **out)
+int zt_ost_sections(int opt, int lay, const zt_ost_sec **out)
 {
+    int m = (lay & ZT_OST_MASTER) != 0;
     switch (opt) {
-    case ZT_OPT_ADAMW8BIT: *out = secs_8bit; return 6;
-    case ZT_OPT_ADAFACTOR: *out = beta1 ? secs_af : secs_af + 1; return beta1 ? 2 : 1;
-    default: *out = secs_adamw; return 2;
+    case ZT_OPT_ADAMW8BIT: *out = secs_8bit; return 6 + m;
+    case ZT_OPT_ADAFACTOR:
+        *out = lay & ZT_OST_BETA1 ? secs_af : secs_af + 1;
+        return (lay & ZT_OST_BETA1 ? 2 : 1) + m;
+    default: *out = secs_adamw; return 2 + m;
     }
+}
+
+int zt_ost_layout(const zt_config *c)
+{
+    return (c->optimizer == ZT_OPT_ADAFACTOR && c->adafactor_beta1 >= 0.0f ? ZT_OST_BETA1 : 0) |
+           (c->precision != ZT_PREC_FP32 ? ZT_OST_MASTER : 0);
 }
 
 size_t zt_ost_sec_elems(const zt_ost_sec *s, size_t n, size_t nc)
@@ -93,24 +105,24 @@ size_t zt_ost_sec_elems(const zt_ost_sec *s, size_t n, size_t nc)
            : s->kind == ZT_SEC_BLOCK ? (n + ZT_QBLOCK - 1) / ZT_QBLOCK : nc;
 }
 
-size_t zt_ost_sec_offset(int opt, int beta1, int sec, size_t n, size_t nc)
+size_t zt_ost_sec_offset(int opt, int lay, int sec, size_t n, size_t nc)
 {
     const zt_ost_sec *s;
-    int ns = zt_ost_sections(opt, beta1, &s);
+    int ns = zt_ost_sections(opt, lay, &s);
     size_t off = 0;
     for (int k = 0; k < sec && k < ns; k++)
         off += zt_ost_sec_elems(&s[k], n, nc) * zt_dtype_size(s[k].dtype);
     return off;
 }
 
-size_t zt_ost_bytes(int opt, int beta1, size_t n, size_t nc)
+size_t zt_ost_bytes(int opt, int lay, size_t n, size_t nc)
 {
     const zt_ost_sec *s;
-    int ns = zt_ost_sections(opt, beta1, &s);
-    return zt_ost_sec_offset(opt, beta1, ns, n, nc);
+    int ns = zt_ost_sections(opt, lay, &s);
+    return zt_ost_sec_offset(opt, lay, ns, n, nc);
 }
 
-void zt_ost_view_of(int opt, int beta1, uint8_t *base, size_t c0, size_t n, size_t f0,
+void zt_ost_view_of(int opt, int lay, uint8_t *base, size_t c0, size_t n, size_t f0,
                     size_t nc, zt_ost_view *v)
 {
     memset(v, 0, sizeof *v);
@@ -120,19 +132,24 @@ void zt_ost_view_of(int opt, int beta1, uint8_t *base, size_t c0, size_t n, size
     case ZT_OPT_ADAMW8BIT:
         v->cm = base;
         v->cv = base + n;
-        v->am = (float *)(void *)(base + zt_ost_sec_offset(opt, beta1, 2, n, nc));
-        v->av = (float *)(void *)(base + zt_ost_sec_offset(opt, beta1, 3, n, nc));
-        v->fm = (float *)(void *)(base + zt_ost_sec_offset(opt, beta1, 4, n, nc));
-        v->fv = (float *)(void *)(base + zt_ost_sec_offset(opt, beta1, 5, n, nc));
+        v->am = (float *)(void *)(base + zt_ost_sec_offset(opt, lay, 2, n, nc));
+        v->av = (float *)(void *)(base + zt_ost_sec_offset(opt, lay, 3, n, nc));
+        v->fm = (float *)(void *)(base + zt_ost_sec_offset(opt, lay, 4, n, nc));
+        v->fv = (float *)(void *)(base + zt_ost_sec_offset(opt, lay, 5, n, nc));
         break;
     case ZT_OPT_ADAFACTOR:
-        v->m = beta1 ? (float *)(void *)base : NULL;
-        v->fv = (float *)(void *)(base + (beta1 ? n * sizeof(float) : 0));
+        v->m = lay & ZT_OST_BETA1 ? (float *)(void *)base : NULL;
+        v->fv = (float *)(void *)(base + (lay & ZT_OST_BETA1 ? n * sizeof(float) : 0));
         break;
     default:
         v->m = (float *)(void *)base;
         v->v = v->m + n;
         break;
+    }
+    if (lay & ZT_OST_MASTER) { /* the last section */
+        const zt_ost_sec *s;
+        int ns = zt_ost_sections(opt, lay, &s);
+        v->w = (float *)(void *)(base + zt_ost_sec_offset(opt, lay, ns - 1, n, nc));
     }
 }
 
@@ -197,7 +214,8 @@ int zt_ost_setup(zt_ostate *os, const zt_config *cfg, const zt_layout *L,
     os->comm = comm;
     int nu = L->n_units, np = L->n_params, N = comm->size;
     os->opt = os->cfg->optimizer;
-    os->beta1 = os->opt == ZT_OPT_ADAFACTOR && os->cfg->adafactor_beta1 >= 0.0f;
+    os->lay = zt_ost_layout(os->cfg);
+    os->master_fresh = 1;
     os->n_parts = os->cfg->zero_stage == 0 ? N : 1;
     if (os->n_parts > ZT_MAX_PARTS)
         return zt_fail(ZT_E_UNSUPPORTED, "ZeRO stage 0 over %d ranks: at most %d (use stage 1 "
@@ -261,7 +279,7 @@ void zt_ost_teardown(zt_ostate *os)
     for (int i = 0; os->parts && i < nu * os->n_parts; i++) {
         zt_spart *p = &os->parts[i];
         if (p->state)
-            zt_mem_free_in(os->acct, p->state, ZT_OST_ALLOC(zt_ost_bytes(os->opt, os->beta1, p->len,
+            zt_mem_free_in(os->acct, p->state, ZT_OST_ALLOC(zt_ost_bytes(os->opt, os->lay, p->len,
                                                             p->n_compact)), ZT_MEM_OPTIMIZER);
         free(p->run);
     }
@@ -294,18 +312,18 @@ zt_spart *zt_ost_part(const zt_ostate *os, int u, int r)
 void zt_ost_init(const zt_ostate *os, uint8_t *base, size_t n, size_t nc)
 {
     /* zeros throughout: AdamW8bit's fresh codes are 0, as zt_adam8bit_init */
-    memset(base, 0, zt_ost_bytes(os->opt, os->beta1, n, nc));
+    memset(base, 0, zt_ost_bytes(os->opt, os->lay, n, nc));
 }
 
 int zt_ost_alloc_parts(zt_ostate *os)
 {
     for (int i = 0; i < os->L->n_units * os->n_parts; i++) {
         zt_spart *p = &os->parts[i];
-        size_t b = zt_ost_bytes(os->opt, os->beta1, p->len, p->n_compact);
+        size_t b = zt_ost_bytes(os->opt, os->lay, p->len, p->n_compact);
         if (!(p->state = zt_mem_alloc_in(os->acct, ZT_OST_ALLOC(b), ZT_ALIGN_PAGE, ZT_MEM_OPTIMIZER))) {
             for (int j = 0; j < i; j++) {
                 zt_spart *q = &os->parts[j];
-                zt_mem_free_in(os->acct, q->state, ZT_OST_ALLOC(zt_ost_bytes(os->opt, os->beta1, q->len,
+                zt_mem_free_in(os->acct, q->state, ZT_OST_ALLOC(zt_ost_bytes(os->opt, os->lay, q->len,
                                                                 q->n_compact)),
                             ZT_MEM_OPTIMIZER);
                 q->state = NULL;
@@ -348,6 +366,30 @@ static const float *g_at(const zt_ost_io *io, const zt_srun *x, size_t j)
     return io->g + (io->g_shard ? j : x->a + (j - x->j0));
 }
 
+/* Half precision: the optimizer updates the fp32 master (the view's last section, by shard
+ * position); the parameters are its rounding. Where the update reads and writes: */
+static float *w_at(const zt_ost_io *io, const zt_ost_view *v, const zt_srun *x, size_t j)
+{
+    return v->w ? v->w + (j - v->c0) : p_at(io, x, j);
+}
+
+/* before an update of [lo, hi): a fresh master is the parameters (rounded already) */
+static void master_take(const zt_ostate *os, const zt_ost_io *io, const zt_ost_view *v,
+                        const zt_srun *x, size_t lo, size_t hi)
+{
+    if (v->w && os->master_fresh)
+        memcpy(v->w + (lo - v->c0), p_at(io, x, lo), (hi - lo) * sizeof(float));
+}
+
+/* after it: the parameters are the master rounded to nearest even */
+static void master_give(const zt_ostate *os, const zt_ost_io *io, const zt_ost_view *v,
+                        const zt_srun *x, size_t lo, size_t hi)
+{
+    if (v->w)
+        zt_half_round(os->cfg->precision == ZT_PREC_FP16, p_at(io, x, lo),
+                      v->w + (lo - v->c0), hi - lo);
+}
+
 int zt_ost_update_range(zt_ostate *os, const zt_ost_hparams *hps, const zt_spart *p,
                         size_t c0, size_t c1, const zt_ost_view *v, const zt_ost_io *io)
 {
@@ -358,9 +400,10 @@ int zt_ost_update_range(zt_ostate *os, const zt_ost_hparams *hps, const zt_spart
         if (lo >= hi)
             continue;
         int decay = os->L->params[x->param].decay;
-        float *pp = p_at(io, x, lo);
+        float *pp = w_at(io, v, x, lo);
         const float *gg = g_at(io, x, lo);
         size_t o = lo - v->c0, n = hi - lo;
+        master_take(os, io, v, x, lo, hi);
         if (os->opt == ZT_OPT_ADAMW) {
             zt_adamw_update(pp, gg, v->m + o, v->v + o, n, hp, decay);
         } else if (x->compact) {
@@ -370,6 +413,7 @@ int zt_ost_update_range(zt_ostate *os, const zt_ost_hparams *hps, const zt_spart
             zt_adam8bit_update(os->maps, pp, gg, v->cm + o, v->cv + o, v->am + o / ZT_QBLOCK,
                                v->av + o / ZT_QBLOCK, n, hp, decay);
         }
+        master_give(os, io, v, x, lo, hi);
         ZT_TRY(poll(os, io));
     }
     return 0;
@@ -409,7 +453,7 @@ static int af_phase(zt_ostate *os, const zt_ost_hparams *hps, int u, zt_spart *c
             if (phase == 1) {
                 zt_adafactor_sums s = {acc + s0, acc + s0 + af_rows(&sh),
                                        acc[s0 + af_moments(&sh)]};
-                zt_adafactor_sums_add(&sh, off, n, p_at(io, x, x->j0), g_at(io, x, x->j0), gs,
+                zt_adafactor_sums_add(&sh, off, n, w_at(io, &views[k], x, x->j0), g_at(io, x, x->j0), gs,
                                       hp->eps1, &s);
                 acc[s0 + af_moments(&sh)] = s.p_sumsq;
             } else {
@@ -446,6 +490,10 @@ int zt_ost_adafactor_unit(zt_ostate *os, const zt_ost_hparams *hps, int u,
     size_t L = os->af_len;
     double *total = os->af_buf + L;
     int i0 = ud->first_param;
+    for (int k = 0; k < n_parts; k++)
+        for (int q = 0; q < parts[k]->n_run; q++)
+            master_take(os, io, &views[k], &parts[k]->run[q], parts[k]->run[q].j0,
+                        parts[k]->run[q].j1);
     /* phase 1 and the factored moments, the step size of each tensor */
     ZT_TRY(af_phase(os, hps, u, parts, n_parts, views, io, 1, total));
     for (int i = i0; i < i0 + ud->n_params; i++) {
@@ -468,12 +516,13 @@ int zt_ost_adafactor_unit(zt_ostate *os, const zt_ost_hparams *hps, int u,
             zt_adafactor_shape sh = af_shape(d);
             const float *rc = sh.cols ? os->af_rc + os->af_off[x->param] : NULL;
             const float *vv = sh.cols ? NULL : views[k].fv + (x->f0 - views[k].f0);
-            float *m = os->beta1 ? views[k].m + (x->j0 - views[k].c0) : NULL;
+            float *m = os->lay & ZT_OST_BETA1 ? views[k].m + (x->j0 - views[k].c0) : NULL;
             zt_adafactor_apply_grad(&sh, hp, x->a - d->offset, x->j1 - x->j0, g_at(io, x, x->j0),
                                     gs, rc, rc ? rc + af_rows(&sh) : NULL, vv,
                                     total[L - (size_t)ud->n_params + (size_t)(x->param - i0)],
-                                    os->af_lr[x->param - i0], m, p_at(io, x, x->j0), d->decay,
-                                    os->af_cfac);
+                                    os->af_lr[x->param - i0], m, w_at(io, &views[k], x, x->j0),
+                                    d->decay, os->af_cfac);
+            master_give(os, io, &views[k], x, x->j0, x->j1);
             ZT_TRY(poll(os, io));
         }
     }
@@ -486,7 +535,7 @@ size_t zt_ost_state_bytes(const zt_ostate *os)
 {
     size_t b = os->opt == ZT_OPT_ADAFACTOR ? os->af_floats * sizeof(float) : 0;
     for (int i = 0; os->parts && i < os->L->n_units * os->n_parts; i++) /* as allocated */
-        b += ZT_OST_ALLOC(zt_ost_bytes(os->opt, os->beta1, os->parts[i].len,
+        b += ZT_OST_ALLOC(zt_ost_bytes(os->opt, os->lay, os->parts[i].len,
                                        os->parts[i].n_compact));
     return b;
 }
@@ -502,15 +551,37 @@ double zt_ost_predict_bytes(const zt_config *c, const zt_layout *L, int N, int w
                                 &padded);
         own += (double)padded * f;
     }
+    unsigned char *pc = calloc((size_t)L->n_params + 1, 1);
     for (int i = 0; i < L->n_params; i++) {
         const zt_param_def *d = &L->params[i];
-        if (param_compact(c, L, i))
+        if (param_compact(c, L, i)) {
             compact += (double)d->numel * f;
-        else if (opt == ZT_OPT_ADAFACTOR) {
+            if (pc)
+                pc[i] = 1;
+        } else if (opt == ZT_OPT_ADAFACTOR) {
             zt_adafactor_shape sh = af_shape(d);
             rc += (double)af_moments(&sh);
         }
     }
+    /* sharded: rank 0's compact positions exactly (a compact tensor's floats need not split
+     * evenly over the ranks' shards), as the engine's report counts rank 0's */
+    if (!whole && N > 1 && pc) {
+        double c0 = 0.0;
+        int okc = 1;
+        for (int u = 0; u < L->n_units && okc; u++) {
+            zt_geom g = {0, 0, (size_t)N};
+            zt_srun *run = NULL;
+            int nr = 0;
+            size_t nc = 0;
+            g.piece = zt_geom_piece_for(L->units[u].numel, (size_t)N, c->bucket_size, &g.padded);
+            okc = zt_ost_runs(L, pc, u, &g, 0, &run, &nr, &nc) == 0;
+            c0 += (double)nc;
+            free(run);
+        }
+        if (okc)
+            compact = c0;
+    }
+    free(pc);
     *replicated = 4.0 * rc;
     switch (opt) {
     case ZT_OPT_ADAMW8BIT: return own * (2.0 + 8.0 / ZT_QBLOCK) + 8.0 * compact;

@@ -60,10 +60,16 @@ int zt_ost_runs(const struct zt_layout *L, const unsigned char *compact, int u, 
 /* The compact index of shard position c (compact positions before it). */
 size_t zt_ost_compact_before(const zt_spart *p, size_t c);
 
+/* Layout flags (the `lay` argument): Adafactor keeps a first moment; half precision keeps
+ * the fp32 master weights, as a last per-position section "master" of every optimizer. */
+#define ZT_OST_BETA1 1
+#define ZT_OST_MASTER 2
+int zt_ost_layout(const zt_config *c);
+
 /* Bytes to allocate for a state of b bytes (a part may have none). */
 #define ZT_OST_ALLOC(b) ((b) ? (b) : (size_t)64)
 /* Bytes of the state of n positions with nc compact. */
-size_t zt_ost_bytes(int opt, int beta1, size_t n, size_t nc);
+size_t zt_ost_bytes(int opt, int lay, size_t n, size_t nc);
 
 /* Pointers into the state block base of positions [c0, c0 + n), compact [f0, f0 + nc). */
 typedef struct zt_ost_view {
@@ -72,8 +78,9 @@ typedef struct zt_ost_view {
     uint8_t *cm, *cv;      /* AdamW8bit codes */
     float *am, *av;        /* AdamW8bit block maxima */
     float *fm, *fv;        /* compact: AdamW8bit's fp32 moments; Adafactor's fv */
+    float *w;              /* half precision: the fp32 master weights (NULL in fp32) */
 } zt_ost_view;
-void zt_ost_view_of(int opt, int beta1, uint8_t *base, size_t c0, size_t n, size_t f0,
+void zt_ost_view_of(int opt, int lay, uint8_t *base, size_t c0, size_t n, size_t f0,
                     size_t nc, zt_ost_view *v);
 
 /* Checkpoint sections: tensor "<name>.<unit>" of a rank file holds one section of its
@@ -84,11 +91,11 @@ typedef struct zt_ost_sec {
     int kind;
     zt_dtype dtype;
 } zt_ost_sec;
-/* The sections of an optimizer (returns the count, at most 6). */
-int zt_ost_sections(int opt, int beta1, const zt_ost_sec **out);
+/* The sections of an optimizer (returns the count, at most 7). */
+int zt_ost_sections(int opt, int lay, const zt_ost_sec **out);
 /* Elements of a section for n positions with nc compact, and its byte offset in the block. */
 size_t zt_ost_sec_elems(const zt_ost_sec *s, size_t n, size_t nc);
-size_t zt_ost_sec_offset(int opt, int beta1, int sec, size_t n, size_t nc);
+size_t zt_ost_sec_offset(int opt, int lay, int sec, size_t n, size_t nc);
 
 /* The optimizer's name as optimizer.type spells it. */
 const char *zt_ost_name(int opt);
@@ -105,7 +112,9 @@ typedef struct zt_ostate {
     const zt_geometry *geo;
     zt_comm *comm;           /* Adafactor's sums across ranks */
     zt_mem_account *acct;    /* the engine's: the state is counted there too */
-    int opt, beta1;          /* ZT_OPT_*; Adafactor keeps a first moment */
+    int opt, lay;            /* ZT_OPT_*; ZT_OST_* layout flags */
+    int master_fresh;        /* half precision: the master holds nothing yet; the first
+                              * update takes it from the parameters (already rounded) */
     unsigned char *pcompact; /* per parameter: compact state */
     zt_spart *parts;
     int n_parts;

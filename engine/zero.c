@@ -13,6 +13,7 @@
  * cut, so stages 0-3 at one world size give the same bits. */
 
 #include "zero.h"
+#include "../common/half.h"
 #include "stores.h"
 #include "../common/err.h"
 #include "../common/faults.h"
@@ -459,8 +460,7 @@ static size_t group_bytes_max(const zt_zero *z)
         m = z->oo.group[k].bytes > m ? z->oo.group[k].bytes : m;
     if (!z->oo.n_group) {
         size_t g = group_floats(z);
-        m = zt_ost_bytes(z->cfg->optimizer, z->cfg->optimizer == ZT_OPT_ADAFACTOR &&
-                         z->cfg->adafactor_beta1 >= 0.0f, g, z->cfg->optimizer ? g : 0);
+        m = zt_ost_bytes(z->cfg->optimizer, zt_ost_layout(z->cfg), g, z->cfg->optimizer ? g : 0);
     }
     return m;
 }
@@ -502,7 +502,7 @@ static int offload_open(zt_zero *z)
             g->c1 = c0 + gf < p->len ? c0 + gf : p->len;
             g->f0 = zt_ost_compact_before(p, c0);
             g->nc = zt_ost_compact_before(p, g->c1) - g->f0;
-            g->bytes = zt_ost_bytes(z->os->opt, z->os->beta1, g->c1 - c0, g->nc);
+            g->bytes = zt_ost_bytes(z->os->opt, z->os->lay, g->c1 - c0, g->nc);
             if ((g->blob = zt_store_add(z->oo.store, g->bytes, ZT_MEM_OPTIMIZER)) < 0)
                 return g->blob;
         }
@@ -547,14 +547,14 @@ int zt_zero_state_piece(zt_zero *z, int u, int r, int sec, int k, const void **d
                         size_t *bytes)
 {
     const zt_ost_sec *sd;
-    int ns = zt_ost_sections(z->os->opt, z->os->beta1, &sd), first;
+    int ns = zt_ost_sections(z->os->opt, z->os->lay, &sd), first;
     if (sec < 0 || sec >= ns)
         return zt_fail(ZT_E_INVAL, "optimizer state: no section %d", sec);
     if (!z->oo.store) {
         const zt_spart *p = zt_ost_part(z->os, u, r);
         if (k != 0 || !p->state)
             return zt_fail(ZT_E_INVAL, "optimizer state: no piece %d of unit %d", k, u);
-        *data = p->state + zt_ost_sec_offset(z->os->opt, z->os->beta1, sec, p->len, p->n_compact);
+        *data = p->state + zt_ost_sec_offset(z->os->opt, z->os->lay, sec, p->len, p->n_compact);
         *bytes = zt_ost_sec_elems(&sd[sec], p->len, p->n_compact) * zt_dtype_size(sd[sec].dtype);
         return 0;
     }
@@ -567,7 +567,7 @@ int zt_zero_state_piece(zt_zero *z, int u, int r, int sec, int k, const void **d
         ZT_TRY(zt_store_get(z->oo.store, g->blob, z->oo.work[0]));
         z->oo.cached = first + k;
     }
-    *data = z->oo.work[0] + zt_ost_sec_offset(z->os->opt, z->os->beta1, sec, n, g->nc);
+    *data = z->oo.work[0] + zt_ost_sec_offset(z->os->opt, z->os->lay, sec, n, g->nc);
     *bytes = zt_ost_sec_elems(&sd[sec], n, g->nc) * zt_dtype_size(sd[sec].dtype);
     return 0;
 }
@@ -1163,10 +1163,10 @@ static int update_unit(zt_zero *z, int u)
             const zt_ogroup *og = &z->oo.group[z->up.g];
             c1 = og->c1;
             ZT_TRY(zt_store_get(z->oo.store, og->blob, z->oo.work[z->up.g % nw]));
-            zt_ost_view_of(z->os->opt, z->os->beta1, z->oo.work[z->up.g % nw], c0, c1 - c0, og->f0,
+            zt_ost_view_of(z->os->opt, z->os->lay, z->oo.work[z->up.g % nw], c0, c1 - c0, og->f0,
                            og->nc, &v);
         } else {
-            zt_ost_view_of(z->os->opt, z->os->beta1, part->state, 0, len, 0, part->n_compact, &v);
+            zt_ost_view_of(z->os->opt, z->os->lay, part->state, 0, len, 0, part->n_compact, &v);
         }
         if (z->os->opt == ZT_OPT_ADAFACTOR) /* (one sub-group per unit: group_floats) */
             ZT_TRY(zt_ost_adafactor_unit(z->os, &z->up.hp, u, &part, 1, &v, &io));
@@ -1214,6 +1214,7 @@ static int update_end(zt_zero *z)
      * the passes before it instead of at its start; update_begin finds them under way */
     for (int k = 0; k < z->oo.n_group && k < nw - 1; k++)
         ZT_TRY(zt_store_prefetch(z->oo.store, z->oo.group[k].blob, z->oo.work[k % nw]));
+    z->os->master_fresh = 0; /* (every position has been updated) */
     return 0;
 }
 
@@ -1255,7 +1256,7 @@ static int update_whole(zt_zero *z)
         for (int k = 0; k < np; k++) {
             zt_spart *p = &z->os->parts[u * np + k];
             parts[k] = p;
-            zt_ost_view_of(z->os->opt, z->os->beta1, p->state, 0, p->len, 0, p->n_compact,
+            zt_ost_view_of(z->os->opt, z->os->lay, p->state, 0, p->len, 0, p->n_compact,
                            &views[k]);
             if (z->os->opt != ZT_OPT_ADAFACTOR)
                 ZT_TRY(zt_ost_update_range(z->os, &z->up.hp, p, 0, p->len, &views[k], &io));
@@ -1263,6 +1264,7 @@ static int update_whole(zt_zero *z)
         if (z->os->opt == ZT_OPT_ADAFACTOR)
             ZT_TRY(zt_ost_adafactor_unit(z->os, &z->up.hp, u, parts, np, views, &io));
     }
+    z->os->master_fresh = 0;
     return 0;
 }
 
@@ -1291,6 +1293,12 @@ int zt_zero_update(zt_zero *z, const zt_ost_hparams *hp)
 
 /* ---- whole-model data in and out -------------------------------------------------------- */
 
+void zt_zero_round(const zt_zero *z, float *p, size_t n)
+{
+    if (z->cfg->precision != ZT_PREC_FP32)
+        zt_half_round(z->cfg->precision == ZT_PREC_FP16, p, p, n);
+}
+
 int zt_zero_fill_params(zt_zero *z, int (*fill)(int u, float *buf, void *arg), void *arg)
 {
     int nu = z->L->n_units;
@@ -1299,6 +1307,7 @@ int zt_zero_fill_params(zt_zero *z, int (*fill)(int u, float *buf, void *arg), v
         for (int u = 0; u < nu; u++) {
             memset(z->P[u], 0, z->geo->padded[u] * sizeof(float));
             ZT_TRY(fill(u, z->P[u], arg));
+            zt_zero_round(z, z->P[u], z->geo->padded[u]);
         }
         return 0;
     }
@@ -1310,6 +1319,7 @@ int zt_zero_fill_params(zt_zero *z, int (*fill)(int u, float *buf, void *arg), v
         memset(tmp, 0, z->geo->padded[u] * sizeof(float));
         if ((rc = fill(u, tmp, arg)) < 0)
             break;
+        zt_zero_round(z, tmp, z->geo->padded[u]);
         if ((rc = pshard_set(z, u, tmp)) < 0)
             break;
         if (z->ga.persist[u])

@@ -391,6 +391,7 @@ typedef struct zt_train_settings {
     /* zerotrain.skip_nonfinite (the divergence guard; 1 unless the config says false) and
      * zerotrain.max_skipped_steps (consecutive skips that end a run; 5) */
     int skip_nonfinite, max_skipped_steps;
+    int precision;                 /* ZT_PREC_*: bf16.enabled (or bfloat16.enabled) */
 } zt_train_settings;
 
 typedef struct zt_train_config zt_train_config;

@@ -32,6 +32,7 @@ suite finetune bash tests/test_finetune.sh build/zerotrain
 suite text2text bash tests/test_text2text.sh build/zerotrain
 suite generate bash tests/test_generate.sh build/zerotrain
 suite estimate bash tests/test_estimate.sh build/zerotrain
+suite bf16 bash tests/test_bf16.sh build/zerotrain
 suite prepare bash tests/test_prepare.sh build/zerotrain
 suite zero bash tests/test_zero.sh build/zerotrain
 suite robust bash tests/test_robust.sh build/zerotrain

@@ -501,7 +501,8 @@ static void test_hf_auto_resolution_is_logged(void **state)
         "I ds_config_zero2.json: gradient_clipping: \"auto\" -> 1 (Hugging Face's max_grad_norm",
         "I ds_config_zero2.json: scheduler.params.warmup_max_lr: \"auto\" -> 5e-05 "
         "(optimizer.params.lr)",
-        "I ds_config_zero2.json: fp16.enabled: \"auto\" -> false (zerotrain trains in fp32)",
+        "I ds_config_zero2.json: fp16.enabled: \"auto\" -> false (the Hugging Face Trainer's "
+        "fp16 and bf16 defaults)",
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
         if (!strstr(logbuf, want[i]))
@@ -630,9 +631,16 @@ static const bad_case bad[] = {
     {"optimizer without type", "{" MB "\"optimizer\": {\"params\": {\"lr\": 0.001}}}", 1, 0,
      ZT_E_CONFIG, 1, {"src: optimizer.type: missing: the \"optimizer\" section needs it"}},
     {"fp16 enabled", "{" MB "\"fp16\": {\"enabled\": true, \"loss_scale\": 0}}", 1, 0,
-     ZT_E_UNSUPPORTED, 1, {"src: fp16.enabled: fp16 training is not supported yet"}},
-    {"bf16 enabled", "{" MB "\"bf16\": {\"enabled\": true}}", 1, 0, ZT_E_UNSUPPORTED, 1,
-     {"src: bf16.enabled: bf16 training is not supported yet"}},
+     ZT_E_UNSUPPORTED, 1, {"src: fp16.enabled: fp16 training (with dynamic loss scaling) is "
+                           "not supported yet: use \"bf16\""}},
+    {"fp16 and bf16", "{" MB "\"fp16\": {\"enabled\": true}, \"bf16\": {\"enabled\": true}}",
+     1, 0, ZT_E_CONFIG, 1, {"src: fp16.enabled: fp16 and bf16 are both enabled"}},
+    {"bf16 reduced in bf16", "{" MB "\"bf16\": {\"enabled\": true}, "
+     "\"communication_data_type\": \"bf16\"}", 1, 0, ZT_E_UNSUPPORTED, 1,
+     {"src: communication_data_type"}},
+    {"bf16 accumulated in bf16", "{" MB "\"bf16\": {\"enabled\": true}, "
+     "\"data_types\": {\"grad_accum_dtype\": \"bf16\"}}", 1, 0, ZT_E_UNSUPPORTED, 1,
+     {"src: data_types.grad_accum_dtype"}},
     {"Adam without adam_w_mode", "{" MB "\"optimizer\": {\"type\": \"Adam\", \"params\":"
      " {\"adam_w_mode\": false}}}", 1, 0, ZT_E_UNSUPPORTED, 1,
      {"src: optimizer.params.adam_w_mode: false selects Adam with L2 regularisation, which is "
@@ -705,7 +713,7 @@ static const bad_case bad[] = {
     {"unsupported and config problems together give ZT_E_CONFIG",
      "{" MB "\"fp16\": {\"enabled\": true}, \"stage\": 2}", 1, 0, ZT_E_CONFIG, 2,
      {"src: stage: unknown key (did you mean \"zero_optimization.stage\"?)",
-      "src: fp16.enabled: fp16 training is not supported yet"}},
+      "src: fp16.enabled: fp16 training (with dynamic loss scaling) is not supported yet"}},
     {"not an object", "[1, 2]", 1, 0, ZT_E_CONFIG, 1,
      {"src: the config must be a JSON object ({...}), got an array"}},
     {"not JSON", "{\n  \"train_micro_batch_size_per_gpu\": 4,\n  \"x\": tru\n}", 1, 0,

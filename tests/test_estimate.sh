@@ -43,12 +43,14 @@ while read -r want args; do
     else bad "bytes per parameter with '$args': $got, want $want"; fi
 done <<'EOF'
 16 --precision fp32
-18 --precision bf16
-16 --precision bf16 --grad-dtype bf16
+20 --precision bf16
+18 --precision bf16 --grad-dtype bf16
 16 --precision fp16
-10.0312 --precision bf16 --grad-dtype bf16 --optimizer adamw8bit
+10.0312 --precision fp16 --optimizer adamw8bit
 EOF
-# (2 + 2 + the master 4 + the 8-bit moments: 2 bytes and 2 fp32 absolute maxima per 256)
+# (bf16: its values in 4-byte containers, as the engine keeps them so far, + 4 + the master 4 +
+# the moments 8; fp16 + AdamW8bit: 2 + 2 + the master 4 + the 8-bit moments: 2 bytes and 2
+# fp32 absolute maxima per 256)
 
 # (2) against training runs of bert-tiny
 conf() { # stage, extra zero_optimization keys
@@ -96,6 +98,10 @@ check_run "N=1 stage 3, optimizer, gradients and parameters on NVMe" 1 3 \
     --offload-optimizer nvme --offload-param nvme
 check_run "N=2 stage 1, recompute full" 2 1 '}, "zerotrain": {"recompute": "full"' --recompute full
 check_run "N=1 stage 0, recompute every-k:1" 1 0 '}, "zerotrain": {"recompute": "every-k:1"' --recompute every-k:1
+check_run "N=2 stage 2, bf16" 2 2 '}, "bf16": {"enabled": true' --precision bf16
+check_run "N=2 stage 3, AdamW8bit" 2 3 '}, "optimizer": {"type": "AdamW8bit"' --optimizer adamw8bit
+check_run "N=2 stage 3, bf16 with AdamW8bit" 2 3 '}, "bf16": {"enabled": true}, "optimizer": {"type": "AdamW8bit"' \
+    --precision bf16 --optimizer adamw8bit
 
 # (3) misuse
 misuse() { # name expected-text args...

@@ -97,7 +97,7 @@ static int read_batch(const char *path, batch_file *b)
     return rc;
 }
 
-/* step.json: {"lr":..., "betas":[b1,b2], "eps":..., "weight_decay":...} */
+/* step.json: {"lr":..., "betas":[b1,b2], "eps":..., "weight_decay":..., "precision": "bf16"} */
 static int read_step(const char *path, zt_config *cfg)
 {
     char *buf = NULL;
@@ -134,6 +134,13 @@ static int read_step(const char *path, zt_config *cfg)
             cfg->beta1 = (float)cJSON_GetArrayItem(v, 0)->valuedouble;
             cfg->beta2 = (float)cJSON_GetArrayItem(v, 1)->valuedouble;
         }
+    }
+    v = cJSON_GetObjectItemCaseSensitive(o, "precision");
+    if (!rc && v) {
+        if (cJSON_IsString(v) && !strcmp(v->valuestring, "bf16"))
+            cfg->precision = ZT_PREC_BF16;
+        else if (!cJSON_IsString(v) || strcmp(v->valuestring, "fp32"))
+            rc = die("%s: \"precision\" must be \"fp32\" or \"bf16\"", path);
     }
     v = cJSON_GetObjectItemCaseSensitive(o, "steps");
     if (!rc && v && (!cJSON_IsNumber(v) || v->valuedouble != 1))

@@ -1276,11 +1276,13 @@ static void print_start(train_ctx *c)
             er.zero_stage, er.world_size, er.predicted_state_bytes / 1048576.0,
             er.buffer_bytes / 1048576.0);
     fprintf(stderr, "zerotrain %s: %s L%d H%d A%d V%d, %zu parameters; steps %" PRId64
-                    "..%ld, batch %d = %d x %d x %d ranks, seq %ld, %s\n",
+                    "..%ld, batch %d = %d x %d x %d ranks, seq %ld%s, %s\n",
             zt_version(), strcmp(mi->model_type, "t5") == 0 ? "T5" : "BERT", mi->num_layers,
             mi->hidden_size, mi->num_heads, mi->vocab_size, mi->num_parameters,
             c->st.step + 1, c->steps, ts->train_batch_size, ts->micro_batch_size,
-            ts->grad_accum_steps, c->world, c->seq, c->a.finetune ? c->a.train
+            ts->grad_accum_steps, c->world, c->seq,
+            ts->precision == ZT_PREC_BF16 ? ", bf16 (fp32 master and gradients)" : "",
+            c->a.finetune ? c->a.train
                                                     : c->data_dir ? c->data_dir : "synthetic data");
     if (c->a.finetune && c->t2t) {
         uint64_t rows = t2t_source_rows(c->src.t2t);
