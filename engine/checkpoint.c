@@ -200,6 +200,8 @@ static cJSON *optimizer_json(const zt_ckpt *ck)
     cJSON_AddStringToObject(o, "type", zt_ost_name(ck->os->opt));
     if (ck->os->opt == ZT_OPT_ADAFACTOR)
         cJSON_AddBoolToObject(o, "beta1", ck->os->lay & ZT_OST_BETA1);
+    if (ck->os->lay & ZT_OST_MASTER) /* (no update has filled the master sections yet) */
+        cJSON_AddBoolToObject(o, "master_fresh", ck->os->master_fresh);
     if (ck->os->opt == ZT_OPT_ADAMW8BIT && (c = cJSON_AddArrayToObject(o, "fp32_state")))
         for (int i = 0; i < ck->L->n_params; i++)
             if (ck->os->pcompact[i])
@@ -893,7 +895,7 @@ static int check_optimizer(const zt_ckpt *ck, const char *path, const cJSON *o)
     return 0;
 }
 
-int zt_ckpt_read_state(const zt_ckpt *ck, const char *dir, zt_train_state *st, int *world,
+int zt_ckpt_read_state(zt_ckpt *ck, const char *dir, zt_train_state *st, int *world,
                        size_t *bucket)
 {
     char path[4096], *text;
@@ -918,6 +920,10 @@ int zt_ckpt_read_state(const zt_ckpt *ck, const char *dir, zt_train_state *st, i
     if ((rc = check_optimizer(ck, path, cJSON_GetObjectItemCaseSensitive(o, "optimizer"))) < 0) {
         cJSON_Delete(o);
         return rc;
+    }
+    {
+        const cJSON *oo = cJSON_GetObjectItemCaseSensitive(o, "optimizer");
+        ck->saved_fresh = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(oo, "master_fresh"));
     }
     /* cJSON keeps numbers as doubles: exact below 2^53, far beyond any step count */
     st->step = (int64_t)s->valuedouble;
@@ -1126,7 +1132,7 @@ int zt_ckpt_read_optimizer(zt_ckpt *ck, const char *dir, int world0, size_t buck
         snprintf(path, sizeof path, "%s/rank-%05d.safetensors", dir, k);
         rc = zt_safetensors_open(path, &ss.f[k]);
     }
-    ck->os->master_fresh = 0;
+    ck->os->master_fresh = ck->saved_fresh; /* (a section missing below sets it too) */
     if (rc == 0)
         rc = zt_zero_state_fill(ck->z, fill_state, &ss);
     if (rc == 0)

@@ -31,6 +31,7 @@ typedef struct zt_ckpt {
     char run_id[33];
     char trainer_info[ZT_TRAINER_INFO_MAX], loaded_info[ZT_TRAINER_INFO_MAX];
     unsigned char *alias_seen;
+    int saved_fresh;         /* the checkpoint being loaded recorded an unfilled bf16 master */
 } zt_ckpt;
 
 void zt_ckpt_init(zt_ckpt *ck, const zt_config *cfg, const zt_layout *L, const zt_model_cfg *mc,
@@ -50,7 +51,7 @@ void zt_ckpt_fault_point(const char *where, const char *what);
  * (info: ZT_TRAINER_INFO_MAX bytes); the training state with the saved world size and
  * bucket (before anything changes); the optimizer state re-sliced into this engine's parts. */
 int zt_ckpt_verify_read(const char *dir, char run_id[33], char *info);
-int zt_ckpt_read_state(const zt_ckpt *ck, const char *dir, zt_train_state *st, int *world,
+int zt_ckpt_read_state(zt_ckpt *ck, const char *dir, zt_train_state *st, int *world,
                        size_t *bucket);
 int zt_ckpt_read_optimizer(zt_ckpt *ck, const char *dir, int world0, size_t bucket0);
 /* zt_checkpoint_remove_other_runs, _set_trainer_info, _trainer_info (zerotrain.h) */

@@ -509,10 +509,8 @@ static const key keys[] = {
     {"gradient_predivide_factor", T_ANY, C_IGNORED, .quiet = "1",
         .doc = "gradients are reduced in fp32, where pre-dividing against fp16 overflow is not "
                "needed"},
-    {"communication_data_type", T_ENUM, C_APPLIED, A_NO, F_NULL, 0, 0, 0, .values = "fp32",
-        .unsup = "fp16|bf16|bfp16", .unsup_why = "gradients are reduced in fp32 so far",
-        .def_doc = "null (fp32)",
-        .doc = "The dtype gradients are reduced in: fp32 (DeepSpeed's default with bf16)."},
+    {"communication_data_type", T_ANY, C_IGNORED, .quiet = "fp32",
+        .doc = "gradients are reduced in fp32 (with bf16 too, DeepSpeed's bf16 default)"},
     {"seq_parallel_comm_data_type", T_ANY, C_IGNORED, .quiet = "fp32",
         .doc = "no sequence parallelism"},
     {"sparse_gradients", T_ANY, C_IGNORED, .doc = "gradients are dense (no sparse embedding "
@@ -541,12 +539,8 @@ static const key keys[] = {
     {"compression_training", T_ANY, C_IGNORED, .doc = "compression training is " NOT_OFFERED},
     {"checkpoint", T_ANY, C_IGNORED, .doc = "DeepSpeed checkpoint-layout options; zerotrain "
         "writes its own checkpoints"},
-    {"data_types", T_OBJ, C_APPLIED, A_NO, F_NULL, 0, 0, 0, .def_doc = "fp32 gradients",
-        .doc = "DeepSpeed's data_types section."},
-    {"data_types.grad_accum_dtype", T_ENUM, C_APPLIED, A_NO, F_NULL, 0, 0, 0, .values = "fp32",
-        .unsup = "fp16|bf16", .unsup_why = "gradients are accumulated in fp32 so far",
-        .def_doc = "null (fp32)",
-        .doc = "The dtype gradients are accumulated in: fp32 (DeepSpeed's bf16 default)."},
+    {"data_types", T_ANY, C_IGNORED, .doc = "gradients are accumulated in fp32 (with bf16 "
+        "too, DeepSpeed's bf16 default: data_types.grad_accum_dtype)"},
     {"sparse_attention", T_ANY, C_IGNORED, .doc = "attention is dense"},
     {"pipeline", T_ANY, C_IGNORED, .doc = "no pipeline parallelism"},
     {"autotuning", T_ANY, C_IGNORED, .doc = "no autotuner"},
@@ -2006,8 +2000,9 @@ static void resolve_precision(ctx *x, zt_train_settings *s)
             note(x, ZT_LOG_INFO, keys[k3[i]].path, "\"auto\" -> false (the Hugging Face "
                  "Trainer's fp16 and bf16 defaults)");
     int fp16 = GIVEN(K_FP16_ON) && NUM(K_FP16_ON) == 1;
-    int bf16 = (GIVEN(K_BF16_ON) && NUM(K_BF16_ON) == 1) ||
-               (GIVEN(K_BFLOAT16_ON) && NUM(K_BFLOAT16_ON) == 1);
+    /* DeepSpeed reads "bf16" first and its older name only without it */
+    int bf16 = GIVEN(K_BF16_ON) ? NUM(K_BF16_ON) == 1
+                                : GIVEN(K_BFLOAT16_ON) && NUM(K_BFLOAT16_ON) == 1;
     s->precision = bf16 ? ZT_PREC_BF16 : ZT_PREC_FP32;
     if (fp16 && bf16)
         problem(x, ZT_E_CONFIG, K_FP16_ON, keys[K_FP16_ON].path, "fp16 and bf16 are both "

@@ -830,8 +830,6 @@ int zt_checkpoint_load(zt_engine *e, const char *dir, zt_train_state *st)
         (rc = zt_ckpt_read_optimizer(&e->ck, dir, world0, bucket0)) < 0)
         return zt_engine_fail(e, rc);
     e->step = st->step;
-    if (e->step == 0) /* (no update has filled the master it saved) */
-        e->os.master_fresh = 1;
     /* the run goes on in the checkpoint's lineage (an older version's has none: the next
      * save starts one) */
     snprintf(e->ck.run_id, sizeof e->ck.run_id, "%s", run_id);
@@ -959,8 +957,12 @@ int zt_engine_write_param(zt_engine *e, const char *name, const float *src, size
 {
     float *p = NULL;
     ZT_TRY(locate(e, e ? e->z.P : NULL, name, n, &p));
+    const zt_param_def *d = &e->layout.params[zt_layout_find(&e->layout, name)];
+    int rc = zt_zero_master_write(&e->z, d->unit, d->offset, src, n);
+    if (rc < 0)
+        return zt_engine_fail(e, rc);
     memcpy(p, src, n * sizeof(float));
-    zt_zero_round(&e->z, p, n); /* (the compute copy; the master takes it before a step) */
+    zt_zero_round(&e->z, p, n); /* (the compute copy; the master holds src) */
     return 0;
 }
 

@@ -1293,6 +1293,28 @@ int zt_zero_update(zt_zero *z, const zt_ost_hparams *hp)
 
 /* ---- whole-model data in and out -------------------------------------------------------- */
 
+int zt_zero_master_write(zt_zero *z, int u, size_t off, const float *src, size_t n)
+{
+    if (!(z->os->lay & ZT_OST_MASTER) || z->os->master_fresh || !z->os->state_ready)
+        return 0; /* (a fresh master takes the parameters at the next update) */
+    if (z->oo.store)
+        return zt_fail(ZT_E_UNSUPPORTED, "writing a parameter after the first bf16 step with "
+                       "the optimizer state offloaded: its fp32 master is not in RAM");
+    for (int k = 0; k < z->os->n_parts; k++) {
+        zt_spart *p = &z->os->parts[u * z->os->n_parts + k];
+        zt_ost_view v;
+        zt_ost_view_of(z->os->opt, z->os->lay, p->state, 0, p->len, 0, p->n_compact, &v);
+        for (int q = 0; q < p->n_run; q++) {
+            const zt_srun *x = &p->run[q];
+            size_t a0 = x->a, a1 = x->a + (x->j1 - x->j0);
+            size_t lo = a0 > off ? a0 : off, hi = a1 < off + n ? a1 : off + n;
+            if (lo < hi)
+                memcpy(v.w + x->j0 + (lo - a0), src + (lo - off), (hi - lo) * sizeof(float));
+        }
+    }
+    return 0;
+}
+
 void zt_zero_round(const zt_zero *z, float *p, size_t n)
 {
     if (z->cfg->precision != ZT_PREC_FP32)

@@ -212,6 +212,9 @@ size_t zt_zero_offload_bytes(const zt_zero *z);
 int zt_zero_shard_to_whole(zt_zero *z, int u, float *whole);
 /* Sets every unit's parameters from whole-unit data: fill(u, buf, arg) writes unit u into
  * buf (padded[u] floats, zeroed); stage 3 keeps only this rank's shard. */
+/* Half precision: parameter floats [off, off + n) of unit u written by the trainer also set
+ * the fp32 master (RAM state; refused with the state offloaded, once the master is filled). */
+int zt_zero_master_write(zt_zero *z, int u, size_t off, const float *src, size_t n);
 /* Half precision: p[0, n) rounded in place to the compute dtype (nothing in fp32). */
 void zt_zero_round(const zt_zero *z, float *p, size_t n);
 int zt_zero_fill_params(zt_zero *z, int (*fill)(int u, float *buf, void *arg), void *arg);

@@ -511,6 +511,52 @@ static zt_engine *preset(int threads, int dropout, uint64_t seed)
     return e;
 }
 
+/* bf16: the parameters are bf16 values; a parameter written after a step is what the next
+ * step starts from (its fp32 master too): with lr 0 the step keeps the written value's
+ * rounding, not the old master's. */
+static void test_bf16_write_param(void **state)
+{
+    (void)state;
+    zt_config c;
+    zt_engine *e;
+    tiny_config(&c);
+    c.precision = ZT_PREC_BF16;
+    c.weight_decay = 0.0f;
+    assert_int_equal(zt_engine_create(&c, MPI_COMM_NULL, &e), 0);
+    int64_t ids[2 * 5] = {2, 10, 11, 12, 3, 2, 40, 41, 42, 3}, mask[10], labels[10];
+    for (int i = 0; i < 10; i++) {
+        mask[i] = 1;
+        labels[i] = i % 3 == 1 ? 7 : -100;
+    }
+    zt_batch b = {2, 5, ids, mask, NULL, labels, 0, 0, 0, NULL, NULL};
+    zt_fb_result r;
+    const char *name = "bert.embeddings.LayerNorm.bias";
+    zt_param_info pi;
+    int i = 0;
+    while (zt_engine_param_get(e, i, &pi) == 0 && strcmp(pi.name, name))
+        i++;
+    float *w = calloc(pi.numel, sizeof *w), *got = calloc(pi.numel, sizeof *got);
+    assert_int_equal(zt_engine_forward_backward(e, &b, 0, &r), 0);
+    assert_int_equal(zt_engine_step(e, 1e-2f, NULL), 0);
+    assert_int_equal(zt_engine_read_param(e, name, got, pi.numel), 0);
+    for (size_t k = 0; k < pi.numel; k++) {
+        uint32_t x;
+        memcpy(&x, &got[k], 4);
+        assert_int_equal(x & 0xffffu, 0); /* bf16 values */
+        w[k] = 0.3f + 1e-4f * (float)k;   /* not bf16 values */
+    }
+    assert_int_equal(zt_engine_write_param(e, name, w, pi.numel), 0);
+    assert_int_equal(zt_engine_zero_grad(e), 0);
+    assert_int_equal(zt_engine_forward_backward(e, &b, 0, &r), 0);
+    assert_int_equal(zt_engine_step(e, 0.0f, NULL), 0);
+    assert_int_equal(zt_engine_read_param(e, name, got, pi.numel), 0);
+    for (size_t k = 0; k < pi.numel; k++)
+        assert_true(fabsf(got[k] - w[k]) <= 0x1p-8f * fabsf(w[k])); /* half a bf16 ulp */
+    free(w);
+    free(got);
+    zt_engine_destroy(e);
+}
+
 /* Forward only (zt_config.inference) on the classifier fixture: the same logits, bit for
  * bit, as a training engine's evaluation, at stages 0 and 3; no gradient or optimizer bytes
  * (the report's measured state is the parameters alone); the training calls refused; and
@@ -1139,6 +1185,7 @@ int main(void)
         cmocka_unit_test(test_nonfinite),
         cmocka_unit_test(test_misc),
         cmocka_unit_test(test_inference),
+        cmocka_unit_test(test_bf16_write_param),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -635,12 +635,6 @@ static const bad_case bad[] = {
                            "not supported yet: use \"bf16\""}},
     {"fp16 and bf16", "{" MB "\"fp16\": {\"enabled\": true}, \"bf16\": {\"enabled\": true}}",
      1, 0, ZT_E_CONFIG, 1, {"src: fp16.enabled: fp16 and bf16 are both enabled"}},
-    {"bf16 reduced in bf16", "{" MB "\"bf16\": {\"enabled\": true}, "
-     "\"communication_data_type\": \"bf16\"}", 1, 0, ZT_E_UNSUPPORTED, 1,
-     {"src: communication_data_type"}},
-    {"bf16 accumulated in bf16", "{" MB "\"bf16\": {\"enabled\": true}, "
-     "\"data_types\": {\"grad_accum_dtype\": \"bf16\"}}", 1, 0, ZT_E_UNSUPPORTED, 1,
-     {"src: data_types.grad_accum_dtype"}},
     {"Adam without adam_w_mode", "{" MB "\"optimizer\": {\"type\": \"Adam\", \"params\":"
      " {\"adam_w_mode\": false}}}", 1, 0, ZT_E_UNSUPPORTED, 1,
      {"src: optimizer.params.adam_w_mode: false selects Adam with L2 regularisation, which is "
