@@ -97,8 +97,9 @@ static int read_batch(const char *path, batch_file *b)
     return rc;
 }
 
-/* step.json: {"lr":..., "betas":[b1,b2], "eps":..., "weight_decay":..., "precision": "bf16"} */
-static int read_step(const char *path, zt_config *cfg)
+/* step.json: {"lr":..., "betas":[b1,b2], "eps":..., "weight_decay":..., "precision": "bf16",
+ * "steps": k (k optimizer steps on the one gradient, as the reference repeats opt.step())} */
+static int read_step(const char *path, zt_config *cfg, int *steps)
 {
     char *buf = NULL;
     cJSON *o, *v;
@@ -143,8 +144,11 @@ static int read_step(const char *path, zt_config *cfg)
             rc = die("%s: \"precision\" must be \"fp32\" or \"bf16\"", path);
     }
     v = cJSON_GetObjectItemCaseSensitive(o, "steps");
-    if (!rc && v && (!cJSON_IsNumber(v) || v->valuedouble != 1))
-        rc = die("%s: only \"steps\": 1 is supported", path);
+    if (!rc && v && (!cJSON_IsNumber(v) || v->valuedouble != (int)v->valuedouble ||
+                     v->valuedouble < 1 || v->valuedouble > 100))
+        rc = die("%s: \"steps\" must be an integer from 1 to 100", path);
+    else if (!rc && v)
+        *steps = (int)v->valuedouble;
     cJSON_Delete(o);
     cfg->decay_all = 1; /* the reference step decays every parameter */
     return rc;
@@ -161,7 +165,7 @@ int cmd_grad(int argc, char **argv)
     zt_fb_result res;
     zt_tensor_view *views = NULL;
     float **bufs = NULL;
-    int np, nv = 0, rc = 1;
+    int np, nv = 0, rc = 1, nsteps = 1;
     long nt = 0;
     if (parse_opts(argc, argv, opts, 5))
         return 2;
@@ -172,7 +176,7 @@ int cmd_grad(int argc, char **argv)
     zt_config_init(&cfg);
     cfg.model_dir = model;
     cfg.threads = (int)nt;
-    if (step && read_step(step, &cfg))
+    if (step && read_step(step, &cfg, &nsteps))
         return 1;
     if (read_batch(batch, &bf))
         return 1;
@@ -224,10 +228,11 @@ int cmd_grad(int argc, char **argv)
         }
     }
     if (step) {
-        if (zt_engine_step(e, cfg.lr, NULL) < 0) {
-            die("%s", zt_engine_last_error(e));
-            goto done;
-        }
+        for (int k = 0; k < nsteps; k++)
+            if (zt_engine_step(e, cfg.lr, NULL) < 0) {
+                die("%s", zt_engine_last_error(e));
+                goto done;
+            }
         for (int i = 0; i < np; i++) {
             zt_param_info pi;
             char *full;

@@ -12,7 +12,8 @@ bf16 weights (`.clone().float()`), accumulates the gradients in fp32, runs the f
 whose step.json asks for bf16, and expected.safetensors with two references of the same step:
   - exact:  the forward and backward in fp32 on the bf16-rounded weights (what zerotrain
             computes: bf16 parameters, fp32 arithmetic) -> loss, logits, grad.*; the master
-            after one AdamW step (master.*) and the weights it rounds to (adamw.*);
+            after five AdamW steps on that gradient (master.*; lr 1e-4, below half a bf16 step of
+            most weights, so only a master that accumulates moves them) and the weights it rounds to (adamw.*);
   - module: the forward and backward of the bf16 module itself (every activation bf16, as on a
             GPU) -> module_grad.*.
 `compare` checks zerotrain's output against them:
@@ -39,7 +40,9 @@ import bert_ref  # noqa: E402
 from compare import TOL, adamw_bounds, check, load_st, save_st  # noqa: E402
 
 torch.set_num_threads(1)
-STEP = dict(bert_ref.STEP, precision="bf16")
+# five steps on the one gradient, lr below half a bf16 step of most weights (|w| > 0.05):
+# only an fp32 master that accumulates the updates moves them, as it should
+STEP = dict(bert_ref.STEP, precision="bf16", lr=1e-4, steps=5)
 
 
 def bf16(a):
@@ -48,7 +51,7 @@ def bf16(a):
 
 
 def exact(c, params, batch, step):
-    """fp32 forward/backward on the rounded weights, one AdamW step on the fp32 master."""
+    """fp32 forward/backward on the rounded weights, AdamW steps on the fp32 master."""
     rounded = {k: bf16(v) for k, v in params.items()}
     out = bert_ref.run(c, rounded, batch, dict(step, steps=0))  # loss, logits, grads
     P = {k: torch.tensor(v, requires_grad=False) for k, v in rounded.items()}
@@ -57,7 +60,8 @@ def exact(c, params, batch, step):
         p.grad = torch.tensor(out["grad." + k])
     opt = torch.optim.AdamW(master, lr=step["lr"], betas=tuple(step["betas"]), eps=step["eps"],
                             weight_decay=step["weight_decay"], foreach=False)
-    opt.step()
+    for _ in range(step["steps"]):
+        opt.step()
     for p, k in zip(master, P):
         out["master." + k] = p.detach().numpy().copy()
         out["adamw." + k] = bf16(out["master." + k])
