@@ -5,8 +5,8 @@
 # the T5 fine-tuning recipe (lr 1e-3, no relative step, no parameter scaling, AdamW's
 # schedule), and AdamW / AdamW8bit again with a RoBERTa-style recipe (-warm), the latter also
 # with the embedding tables' state in 8 bits (-warm-emb8; by default it stays fp32, as the HF
-# Trainer keeps it), and the -warm recipe once more in fp32 and in bf16 ("bf16": {"enabled":
-# true}; warm-fp32 and warm-bf16, compared with each other). The Python documentation corpus is split by folder: tutorial/ and faq/
+# Trainer keeps it), and the -warm recipe in bf16 (warm-bf16: "bf16": {"enabled": true},
+# against adamw-warm). The Python documentation corpus is split by folder: tutorial/ and faq/
 # are held out (their own SentencePiece-encoded shards, fixed masks) and evaluated every EVAL
 # steps. ONLY="run ..." runs some; the table then mixes runs of different lengths (its steps
 # column) and compares only runs of equal length.
@@ -58,13 +58,11 @@ SCHED[adamw8bit-warm]=$(sched 5e-4 300)
 OPT[adamw8bit-warm-emb8]=${OPT[adamw8bit-warm]}
 SCHED[adamw8bit-warm-emb8]=$(sched 5e-4 300)
 EXTRA[adamw8bit-warm-emb8]=', "fp32_optimizer_state": []'
-# the -warm recipe in fp32 and in bf16 (DeepSpeed's bf16 optimizer: bf16 weights, fp32 master)
-OPT[warm-fp32]=${OPT[adamw-warm]}
-SCHED[warm-fp32]=${SCHED[adamw-warm]}
+# the -warm recipe in bf16 (DeepSpeed's bf16 optimizer: bf16 weights, fp32 master)
 OPT[warm-bf16]=${OPT[adamw-warm]}
 SCHED[warm-bf16]=${SCHED[adamw-warm]}
 TOP[warm-bf16]='"bf16": {"enabled": true},'
-RUNS="adamw adamw8bit adafactor adafactor-t5 adamw-warm adamw8bit-warm adamw8bit-warm-emb8 warm-fp32 warm-bf16"
+RUNS="adamw adamw8bit adafactor adafactor-t5 adamw-warm adamw8bit-warm adamw8bit-warm-emb8 warm-bf16"
 
 for o in $RUNS; do
     [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $o "* ]] && continue
@@ -98,7 +96,7 @@ res, steps = sys.argv[1], int(sys.argv[2])
 names = [("adamw", "adamw"), ("adamw8bit", "adamw"), ("adafactor", "adamw"),
          ("adafactor-t5", "adamw"), ("adamw-warm", "adamw-warm"),
          ("adamw8bit-warm", "adamw-warm"), ("adamw8bit-warm-emb8", "adamw-warm"),
-         ("warm-fp32", "warm-fp32"), ("warm-bf16", "warm-fp32")]
+         ("warm-bf16", "adamw-warm")]
 final = {}
 for n, _ in names:
     p = os.path.join(res, "convergence-%s.csv" % n)
@@ -120,15 +118,15 @@ for n, ref in names:
         re = "%+.2f%%" % (100 * (ev / final[ref][1] - 1))
     print("%-20s %6d %17.4f %10s %16.4f %10s" % (n, k, tr, rt, ev, re))
 print("(vs AdamW: against the AdamW run of the same recipe; adafactor and adafactor-t5 against "
-      "adamw; warm-bf16 against warm-fp32)")
+      "adamw)")
 EOF
 
 if command -v gnuplot >/dev/null; then
     declare -A COLOR=([adamw]="#1f77b4" [adamw8bit]="#ff7f0e" [adafactor]="#2ca02c"
                       [adafactor-t5]="#d62728" [adamw-warm]="#9467bd" [adamw8bit-warm]="#8c564b"
-                      [adamw8bit-warm-emb8]="#e377c2" [warm-fp32]="#17becf" [warm-bf16]="#bcbd22")
+                      [adamw8bit-warm-emb8]="#e377c2" [warm-bf16]="#bcbd22")
     declare -A DASH=([adamw]=1 [adamw8bit]=2 [adafactor]=1 [adafactor-t5]=1 [adamw-warm]=1
-                     [adamw8bit-warm]=2 [adamw8bit-warm-emb8]=3 [warm-fp32]=1 [warm-bf16]=2)
+                     [adamw8bit-warm]=2 [adamw8bit-warm-emb8]=3 [warm-bf16]=2)
     plots=""
     for o in $RUNS; do
         f="$RES/convergence-$o.csv"

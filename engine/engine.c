@@ -21,6 +21,7 @@
 #include "units.h"
 #include "zero.h"
 #include "../common/err.h"
+#include "../common/half.h"
 #include "../common/prof.h"
 #include "../common/rng.h"
 #include "../format/fileio.h"
@@ -79,6 +80,7 @@ struct zt_engine {
     int loss_bad, warned_nonfinite;
     int64_t skipped_steps;
     int have_logits;
+    int save_dtype;          /* ZT_PREC_* of the weights written (the run's precision) */
     zt_mem_account mem;      /* the bytes this engine's modules and model hold, per category */
     int whole_grad;          /* stages 2-3: the unit whose gradient stays whole, or -1 */
     zt_geometry geo;
@@ -576,6 +578,7 @@ int zt_engine_create(const zt_config *cfg, MPI_Comm comm, zt_engine **out)
         return zt_fail(rc, "%s", path);
     }
     e->cfg = *cfg;
+    e->save_dtype = cfg->precision == ZT_PREC_BF16 ? ZT_PREC_BF16 : ZT_PREC_FP32;
     e->cfg.model_dir = e->cfg.model_preset = e->cfg.model_config = NULL; /* borrowed */
     if (cfg->inference) { /* forward only: no optimizer state to place, nothing recomputed */
         e->cfg.offload_optimizer = ZT_OFFLOAD_NONE;
@@ -1331,12 +1334,14 @@ int zt_engine_report_get(const zt_engine *e, zt_engine_report *o)
 }
 
 /* Stage 3 saves stream: the writer asks for each tensor in layout order, which gathers the
- * next unit when the tensor belongs to it; one unit is whole at a time. */
+ * next unit when the tensor belongs to it; one unit is whole at a time. bf16 weights are
+ * rounded into h (one tensor) as they are asked for. */
 typedef struct save_arg {
     zt_engine *e;
     float *buf;
     const float *whole;
     int cur;             /* the unit in whole, -1 = none yet */
+    uint16_t *h;
 } save_arg;
 
 static int next_unit(save_arg *a)
@@ -1348,9 +1353,17 @@ static int fetch_param(int i, void *p, const void **data)
 {
     save_arg *a = p;
     const zt_param_def *d = &a->e->layout.params[i];
-    while (a->cur < d->unit)
-        ZT_TRY(next_unit(a));
-    *data = a->whole + d->offset;
+    const float *src = a->e->z.P[d->unit] + d->offset;
+    if (a->e->cfg.zero_stage >= 3) {
+        while (a->cur < d->unit)
+            ZT_TRY(next_unit(a));
+        src = a->whole + d->offset;
+    }
+    *data = src;
+    if (a->h) { /* (the values are bf16 already: exact) */
+        zt_bf16_from_f32(a->h, src, d->numel);
+        *data = a->h;
+    }
     return 0;
 }
 
@@ -1358,28 +1371,35 @@ static int zt_engine_save_weights(zt_engine *e, const char *dir, size_t max_shar
 {
     char path[4096];
     int n = e->layout.n_params, rc = 0, st3 = e->cfg.zero_stage >= 3, r = e->comm.rank;
-    save_arg a = {e, NULL, NULL, -1};
+    save_arg a = {e, NULL, NULL, -1, NULL};
     zt_tensor_view *v = NULL;
+    int b16 = e->save_dtype == ZT_PREC_BF16;
+    size_t most = 0;
     ZT_TRY(zt_zero_flush(&e->z));
     size_t bytes = zt_geometry_max(&e->geo, -1) * sizeof(float);
+    for (int i = 0; i < n; i++)
+        most = e->layout.params[i].numel > most ? e->layout.params[i].numel : most;
     if (st3 && !(a.buf = zt_mem_alloc_in(&e->mem, bytes, ZT_ALIGN_PAGE, ZT_MEM_COMM)))
         rc = ZT_E_NOMEM;
+    if (rc == 0 && b16 && r == 0 && !(a.h = malloc(most * sizeof *a.h + 1)))
+        rc = zt_fail(ZT_E_NOMEM, "out of memory");
     if (rc == 0 && r == 0 && (rc = zt_mkdirs(dir, 0755, NULL)) == 0 &&
         !(v = calloc((size_t)n, sizeof *v)))
         rc = zt_fail(ZT_E_NOMEM, "out of memory");
     if (rc == 0 && r == 0) {
         for (int i = 0; i < n; i++) {
             const zt_param_def *d = &e->layout.params[i];
-            v[i] = (zt_tensor_view){d->name, ZT_F32, d->ndim, {0},
-                                    st3 ? NULL : e->z.P[d->unit] + d->offset};
+            v[i] = (zt_tensor_view){d->name, b16 ? ZT_BF16 : ZT_F32, d->ndim, {0},
+                                    st3 || b16 ? NULL : e->z.P[d->unit] + d->offset};
             for (int k = 0; k < d->ndim; k++)
                 v[i].shape[k] = d->shape[k];
         }
-        rc = zt_hf_write_weights_cb(dir, v, n, max_shard_bytes, st3 ? fetch_param : NULL, &a);
+        rc = zt_hf_write_weights_cb(dir, v, n, max_shard_bytes, st3 || b16 ? fetch_param : NULL,
+                                    &a);
         if (rc >= 0) {
             snprintf(path, sizeof path, "%s/config.json", dir);
             rc = e->un.custom ? zt_units_config_save(&e->un, path)
-                              : zt_model_config_save(&e->mc, path);
+                              : zt_model_config_save(&e->mc, path, b16 ? "bfloat16" : NULL);
         }
     }
     /* every rank gathers every unit, whatever rank 0's writer did, to stay in step */
@@ -1391,6 +1411,7 @@ static int zt_engine_save_weights(zt_engine *e, const char *dir, size_t max_shar
         }
     }
     free(v);
+    free(a.h);
     if (a.buf)
         zt_mem_free_in(&e->mem, a.buf, bytes, ZT_MEM_COMM);
     return zt_engine_agree(e, rc, "saving the weights");
@@ -1562,6 +1583,21 @@ static int zt_engine_load_params(zt_engine *e, const char *dir)
     rc = zt_zero_fill_params(&e->z, load_unit, &a);
     free(a.one);
     return rc;
+}
+
+int zt_engine_set_save_dtype(zt_engine *e, int precision)
+{
+    if (!e)
+        return zt_fail(ZT_E_INVAL, "zt_engine_set_save_dtype: NULL engine");
+    if (precision != ZT_PREC_FP32 && precision != ZT_PREC_BF16)
+        return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "zt_engine_set_save_dtype: %d is not "
+                                         "ZT_PREC_FP32 or ZT_PREC_BF16", precision));
+    if (precision == ZT_PREC_BF16 && e->cfg.precision != ZT_PREC_BF16)
+        return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "zt_engine_set_save_dtype: bf16 weights "
+                                         "of an fp32 run would lose their low bits: save "
+                                         "them from a bf16 run (\"bf16\": {\"enabled\": true})"));
+    e->save_dtype = precision;
+    return 0;
 }
 
 int zt_engine_save_model(zt_engine *e, const char *dir)

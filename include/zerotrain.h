@@ -1032,6 +1032,10 @@ ZT_API const char *zt_engine_memory_plan(const zt_engine *e);
 ZT_API int zt_engine_save_model(zt_engine *e, const char *dir);
 /* The same with another shard limit in bytes (0 = never shard). */
 ZT_API int zt_engine_save_model_ex(zt_engine *e, const char *dir, size_t max_shard_bytes);
+/* The dtype the weights are saved in (saved models and checkpoints): ZT_PREC_FP32 or
+ * ZT_PREC_BF16 (torch_dtype "bfloat16" in config.json). The default is the run's precision
+ * (zt_config.precision); a bf16 run's fp32 weights are its bf16 values, widened. */
+ZT_API int zt_engine_set_save_dtype(zt_engine *e, int precision);
 
 /* ---- training checkpoints -------------------------------------------------------------
  * ROOT/step-N/ holds model.safetensors + config.json (a Hugging Face folder), every rank's

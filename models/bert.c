@@ -275,7 +275,7 @@ out:
     return out;
 }
 
-int bert_config_save(const bert_config *c, const char *path)
+int bert_config_save(const bert_config *c, const char *path, const char *torch_dtype)
 {
     char text[2048], *head = NULL;
     int n, cls = c->head == BERT_HEAD_CLS, rc;
@@ -290,10 +290,10 @@ int bert_config_save(const bert_config *c, const char *path)
                  "  \"type_vocab_size\": %d,\n  \"initializer_range\": %.9g,\n"
                  "  \"layer_norm_eps\": %.9g,\n  \"pad_token_id\": 0,\n"
                  "  \"position_embedding_type\": \"absolute\",\n  \"tie_word_embeddings\": true,\n"
-                 "  \"torch_dtype\": \"float32\"",
+                 "  \"torch_dtype\": \"%s\"",
                  cls ? "BertForSequenceClassification" : "BertForMaskedLM", c->vocab, c->hidden,
                  c->layers, c->heads, c->inter, c->hidden_drop, c->attn_drop, c->max_pos,
-                 c->type_vocab, c->init_range, c->eps);
+                 c->type_vocab, c->init_range, c->eps, torch_dtype ? torch_dtype : "float32");
     const void *parts[3] = {text, head ? head : "", "\n}\n"};
     size_t lens[3] = {(size_t)n, head ? strlen(head) : 0, 3};
     rc = zt_file_write_atomic(path, parts, lens, 3);

@@ -43,7 +43,8 @@ const char *bert_problem_name(int problem);
 /* "bert-tiny" ... "bert-large"; vocab 0 = 30522. */
 int bert_config_preset(const char *name, int vocab, bert_config *c);
 /* Writes config.json (HF field names) atomically. */
-int bert_config_save(const bert_config *c, const char *path);
+/* torch_dtype: "float32" (NULL) or "bfloat16", the dtype of the weights written beside it */
+int bert_config_save(const bert_config *c, const char *path, const char *torch_dtype);
 int bert_layout(const bert_config *c, zt_layout *out);
 
 extern const zt_model_ops bert_ops;

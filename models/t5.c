@@ -147,7 +147,7 @@ int t5_config_preset(const char *name, int vocab, t5_config *c)
     return 1;
 }
 
-int t5_config_save(const t5_config *c, const char *path)
+int t5_config_save(const t5_config *c, const char *path, const char *torch_dtype)
 {
     char text[2048];
     const char *act = c->act == ZT_ACT_RELU ? "relu" : "gelu";
@@ -161,10 +161,11 @@ int t5_config_save(const t5_config *c, const char *path)
         "  \"layer_norm_epsilon\": %.9g,\n  \"dropout_rate\": %.9g,\n"
         "  \"initializer_factor\": %.9g,\n  \"decoder_start_token_id\": %d,\n"
         "  \"pad_token_id\": %d,\n  \"eos_token_id\": %d,\n  \"is_encoder_decoder\": true,\n"
-        "  \"torch_dtype\": \"float32\"\n}\n",
+        "  \"torch_dtype\": \"%s\"\n}\n",
         c->vocab, c->d_model, c->d_kv, c->d_ff, c->layers, c->dec_layers, c->heads, c->buckets,
         c->max_dist, c->gated ? "gated-" : "", act, c->tie ? "true" : "false", c->eps,
-        c->dropout, c->init_factor, c->dec_start, c->pad, c->eos);
+        c->dropout, c->init_factor, c->dec_start, c->pad, c->eos,
+        torch_dtype ? torch_dtype : "float32");
     const void *parts[1] = {text};
     size_t lens[1] = {(size_t)n};
     return zt_file_write_atomic(path, parts, lens, 1);

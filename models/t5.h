@@ -22,7 +22,7 @@ int t5_config_load(const char *path, t5_config *c);
 /* "t5-small", "t5-base" (v1.0: relu, tied), "t5-v1_1-small", "t5-v1_1-base" (gated-gelu,
  * untied); vocab 0 = 32128. Returns 1 when name is not a T5 preset (nothing set). */
 int t5_config_preset(const char *name, int vocab, t5_config *c);
-int t5_config_save(const t5_config *c, const char *path);
+int t5_config_save(const t5_config *c, const char *path, const char *torch_dtype);
 int t5_layout(const t5_config *c, zt_layout *out);
 
 extern const zt_model_ops t5_ops;

@@ -47,10 +47,10 @@ int zt_model_config_preset(const char *name, int vocab, zt_model_cfg *c)
     return 0;
 }
 
-int zt_model_config_save(const zt_model_cfg *c, const char *path)
+int zt_model_config_save(const zt_model_cfg *c, const char *path, const char *torch_dtype)
 {
-    return c->type == ZT_MODEL_T5 ? t5_config_save(&c->t5, path)
-                                  : bert_config_save(&c->bert, path);
+    return c->type == ZT_MODEL_T5 ? t5_config_save(&c->t5, path, torch_dtype)
+                                  : bert_config_save(&c->bert, path, torch_dtype);
 }
 
 int zt_model_head_apply(zt_model_cfg *c, const char *source, int head, int num_labels,

@@ -18,7 +18,8 @@ typedef struct zt_model_cfg {
 int zt_model_config_load(const char *path, zt_model_cfg *c);
 /* bert-tiny ... bert-large, t5-small, t5-base, t5-v1_1-small, t5-v1_1-base. */
 int zt_model_config_preset(const char *name, int vocab, zt_model_cfg *c);
-int zt_model_config_save(const zt_model_cfg *c, const char *path);
+/* torch_dtype: NULL = "float32" */
+int zt_model_config_save(const zt_model_cfg *c, const char *path, const char *torch_dtype);
 /* The head a run asks for (zt_config.head, ZT_HEAD_*, with num_labels, problem_type and
  * label_names) over the one the config names (source: the config, for messages). A changed
  * BERT head is logged as a notice; T5 takes ZT_HEAD_AUTO only. */

@@ -71,24 +71,48 @@ stages "$AW" aw 2
 stages "$A8" a8 3
 [ "$LONG" = 1 ] && stages "$AW" aw 3 && stages "$A8" a8 2
 
-# every weight a bf16 value (the low 16 bits of each float zero), and not the fp32 run's
+# every weight a bf16 value: BF16 tensors (a bf16 run saves them so, with torch_dtype
+# "bfloat16"), or F32 ones whose floats have their low 16 bits zero; and not the fp32 run's
+LOADST='
+import json, struct
+def load(p):
+    b = open(p, "rb").read(); n = struct.unpack("<Q", b[:8])[0]; out = {}
+    for k, v in json.loads(b[8:8 + n]).items():
+        if k == "__metadata__":
+            continue
+        s, e = v["data_offsets"]
+        if v["dtype"] == "BF16":
+            w = [x << 16 for x in struct.unpack("<%dH" % ((e - s) // 2), b[8 + n + s:8 + n + e])]
+        else:
+            assert v["dtype"] == "F32", v["dtype"]
+            w = list(struct.unpack("<%dI" % ((e - s) // 4), b[8 + n + s:8 + n + e]))
+        out[k] = (v["dtype"], w)
+    return out
+def floats(w):
+    return struct.unpack("<%df" % len(w), struct.pack("<%dI" % len(w), *w))
+'
 bf16_only() {
-    "$PY" - "$1" <<'PY'
-import json, struct, sys
-b = open(sys.argv[1], "rb").read()
-n = struct.unpack("<Q", b[:8])[0]
-bad = 0
-for k, v in json.loads(b[8:8 + n]).items():
-    if k == "__metadata__":
-        continue
-    s, e = v["data_offsets"]
-    w = struct.unpack("<%dI" % ((e - s) // 4), b[8 + n + s:8 + n + e])
-    bad += sum(1 for x in w if x & 0xFFFF)
-sys.exit(1 if bad else 0)
-PY
+    "$PY" -c "$LOADST"'
+import sys
+sys.exit(1 if any(x & 0xFFFF for _, w in load(sys.argv[1]).values() for x in w) else 0)' "$1"
 }
-if bf16_only "$T/aw2s0/model.safetensors" && bf16_only "$T/a83s3/model.safetensors"; then ok
-else bad "bf16 training saved weights that are not bf16 values"; fi
+dtype_is() { # FILE DTYPE: every tensor of FILE is DTYPE
+    "$PY" -c "$LOADST"'
+import sys
+sys.exit(0 if all(d == sys.argv[2] for d, _ in load(sys.argv[1]).values()) else 1)' "$1" "$2"
+}
+if dtype_is "$T/aw2s0/model.safetensors" BF16 && dtype_is "$T/a83s3/model.safetensors" BF16 &&
+   grep -q '"torch_dtype": "bfloat16"' "$T/aw2s0/config.json"; then ok
+else bad "bf16 training saved no BF16 weights, or no torch_dtype bfloat16"; fi
+# --save-model-dtype fp32: the same values in F32, torch_dtype float32
+run aw2f32 2 aw2s0 4 --save-model-dtype fp32
+if dtype_is "$T/aw2f32/model.safetensors" F32 && bf16_only "$T/aw2f32/model.safetensors" &&
+   grep -q '"torch_dtype": "float32"' "$T/aw2f32/config.json" &&
+   "$PY" -c "$LOADST"'
+import sys
+a, b = load(sys.argv[1]), load(sys.argv[2])
+sys.exit(0 if all(a[k][1] == b[k][1] for k in a) else 1)' "$T/aw2s0/model.safetensors" "$T/aw2f32/model.safetensors"; then ok
+else bad "--save-model-dtype fp32: not the bf16 run's values in F32"; fi
 echo "{\"train_batch_size\": 6, \"zero_optimization\": {\"stage\": 0}, \"optimizer\": $AW}" >"$T/fp.json"
 run fp 2 fp 4
 if [ -s "$T/fp/model.safetensors" ] && ! same fp aw2s0 && ! bf16_only "$T/fp/model.safetensors"; then ok
@@ -130,18 +154,11 @@ run f2bB 2 f2bbf 3 --checkpoint-dir "$T/F2B" --resume
 # (one step from the checkpoint's weights rounded: each weight moves by about lr, AdamW's
 # step, plus its rounding; a master that did not take the weights would move them by ~|w|)
 near() {
-    "$PY" - "$1" "$2" <<'PY'
-import json, struct, sys
-def load(p):
-    b = open(p, "rb").read(); n = struct.unpack("<Q", b[:8])[0]; out = {}
-    for k, v in json.loads(b[8:8 + n]).items():
-        if k != "__metadata__":
-            s, e = v["data_offsets"]; out[k] = struct.unpack("<%df" % ((e - s) // 4), b[8 + n + s:8 + n + e])
-    return out
+    "$PY" -c "$LOADST"'
+import sys
 a, b = load(sys.argv[1]), load(sys.argv[2])
-worst = max(abs(x - y) - abs(y) * 2 ** -7 for k in a for x, y in zip(a[k], b[k]))
-sys.exit(0 if worst <= 3e-3 else 1)
-PY
+worst = max(abs(x - y) - abs(y) * 2 ** -7 for k in a for x, y in zip(floats(a[k][1]), floats(b[k][1])))
+sys.exit(0 if worst <= 3e-3 else 1)' "$1" "$2"
 }
 if grep -q "resumed from $T/F2B/step-2" "$T/f2bB.log" && bf16_only "$T/f2bB/model.safetensors" &&
    near "$T/f2bB/model.safetensors" "$T/F2B/step-2/model.safetensors"; then ok

@@ -28,7 +28,7 @@
 typedef struct train_args {
     const char *config, *model, *data, *seq, *steps, *ckpt_dir, *ckpt_every, *keep, *save,
         *seed, *metrics, *eval_data, *eval_every, *eval_samples, *threads, *timeout,
-        *summary, *warmup, *resume_from;
+        *summary, *warmup, *resume_from, *save_dtype;
     /* finetune: the task, the labelled files and their fields, the tokenizer */
     const char *task, *train, *eval, *text_field, *pair_field, *label_field, *tokenizer;
     /* finetune --task text2text: the pair's fields, the targets' length */
@@ -817,6 +817,7 @@ static int parse_args(train_ctx *c, int argc, char **argv)
         {"--steps", &a->steps},           {"--checkpoint-dir", &a->ckpt_dir},
         {"--checkpoint-every", &a->ckpt_every}, {"--keep", &a->keep},
         {"--save-model", &a->save},       {"--seed", &a->seed},
+        {"--save-model-dtype", &a->save_dtype},
         {"--metrics", &a->metrics},       {"--eval-data", &a->eval_data},
         {"--eval-every", &a->eval_every}, {"--eval-samples", &a->eval_samples},
         {"--threads", &a->threads},       {"--collective-timeout", &a->timeout},
@@ -847,6 +848,10 @@ static int parse_args(train_ctx *c, int argc, char **argv)
         return 2;
     if (a->finetune ? check_finetune_args(a) : check_train_args(a))
         return 2;
+    if (a->save_dtype && strcmp(a->save_dtype, "fp32") && strcmp(a->save_dtype, "bf16"))
+        return die("--save-model-dtype %s: fp32 or bf16", a->save_dtype), 2;
+    if (a->save_dtype && !a->save)
+        return die("--save-model-dtype needs --save-model DIR"), 2;
     if (parse_numbers(c))
         return 2;
     if ((a->ckpt_every || a->resume || a->keep || a->overwrite) && !a->ckpt_dir) {
@@ -1716,7 +1721,9 @@ static int finish(train_ctx *c)
         return 1;
     if (a->save) { /* collective: every rank takes part, rank 0 writes */
         char msg[1024];
-        if (zt_engine_save_model(c->e, a->save) < 0)
+        if ((a->save_dtype && zt_engine_set_save_dtype(c->e, strcmp(a->save_dtype, "bf16")
+                                                           ? ZT_PREC_FP32 : ZT_PREC_BF16) < 0) ||
+            zt_engine_save_model(c->e, a->save) < 0)
             return die("%s", zt_engine_last_error(c->e));
         /* with the tokenizer of the data it was trained on, so that the folder loads in
          * AutoTokenizer as well as in AutoModel */
