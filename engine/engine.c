@@ -1342,11 +1342,31 @@ typedef struct save_arg {
     const float *whole;
     int cur;             /* the unit in whole, -1 = none yet */
     uint16_t *h;
+    int master;          /* a bf16 run saved in fp32: from the master, unit by unit */
 } save_arg;
+
+/* a bf16 run's weights saved in fp32: unit u's fp32 master, whole (every rank calls it for
+ * every unit in order: the all-gather of stages 1-3) */
+static int master_gather_into(zt_engine *e, int u, float *buf, const float **whole)
+{
+    zt_seg s;
+    memset(buf, 0, e->geo.padded[u] * sizeof(float));
+    ZT_TRY(zt_zero_master_to_whole(&e->z, u, buf));
+    int st = e->cfg.zero_stage, fresh = e->os.master_fresh || !e->os.state_ready;
+    /* stage 0 holds every rank's part, and a fresh master below stage 3 is the whole P */
+    if (e->comm.size > 1 && (st >= 3 || (st > 0 && !fresh)))
+        for (int k = 0; zt_geometry_seg(&e->geo, u, e->comm.rank, k, &s); k++) /* in place */
+            ZT_TRY(zt_comm_allgather(&e->comm, buf + s.off, buf + s.soff * (size_t)e->comm.size,
+                                     s.len * (size_t)e->comm.size));
+    *whole = buf;
+    return 0;
+}
 
 static int next_unit(save_arg *a)
 {
-    return gather_into(a->e, ++a->cur, a->buf, &a->whole);
+    ++a->cur;
+    return a->master ? master_gather_into(a->e, a->cur, a->buf, &a->whole)
+                     : gather_into(a->e, a->cur, a->buf, &a->whole);
 }
 
 static int fetch_param(int i, void *p, const void **data)
@@ -1354,7 +1374,7 @@ static int fetch_param(int i, void *p, const void **data)
     save_arg *a = p;
     const zt_param_def *d = &a->e->layout.params[i];
     const float *src = a->e->z.P[d->unit] + d->offset;
-    if (a->e->cfg.zero_stage >= 3) {
+    if (a->e->cfg.zero_stage >= 3 || a->master) {
         while (a->cur < d->unit)
             ZT_TRY(next_unit(a));
         src = a->whole + d->offset;
@@ -1371,9 +1391,11 @@ static int zt_engine_save_weights(zt_engine *e, const char *dir, size_t max_shar
 {
     char path[4096];
     int n = e->layout.n_params, rc = 0, st3 = e->cfg.zero_stage >= 3, r = e->comm.rank;
-    save_arg a = {e, NULL, NULL, -1, NULL};
+    save_arg a = {e, NULL, NULL, -1, NULL,
+                  e->cfg.precision == ZT_PREC_BF16 && e->save_dtype == ZT_PREC_FP32};
     zt_tensor_view *v = NULL;
     int b16 = e->save_dtype == ZT_PREC_BF16;
+    st3 = st3 || a.master; /* (streamed unit by unit, every rank gathering) */
     size_t most = 0;
     ZT_TRY(zt_zero_flush(&e->z));
     size_t bytes = zt_geometry_max(&e->geo, -1) * sizeof(float);

@@ -110,6 +110,7 @@ static void offload_close(zt_zero *z);
 static int gstore_open(zt_zero *z);
 static void gstore_close(zt_zero *z);
 static int lazy_upto(zt_zero *z, int u);
+static int unit_groups(const zt_zero *z, int u, int *first);
 
 /* ---- parameter offload (stage 3) ---------------------------------------------------------
  * Each unit's parameter shard is one blob of a store (RAM pool or swap file). A few shard
@@ -285,6 +286,46 @@ int zt_zero_shard_to_whole(zt_zero *z, int u, float *whole)
     ZT_TRY(pshard_get(z, u, &p));
     zt_geometry_put(z->geo, u, z->comm->rank, p, whole);
     return pshard_done(z, u, 0);
+}
+
+int zt_zero_master_to_whole(zt_zero *z, int u, float *whole)
+{
+    int st = z->cfg->zero_stage, first, ng;
+    if (!(z->os->lay & ZT_OST_MASTER) || z->os->master_fresh || !z->os->state_ready) {
+        if (st >= 3) /* (the master is the parameters, rounded already) */
+            return zt_zero_shard_to_whole(z, u, whole);
+        memcpy(whole, z->P[u], z->geo->padded[u] * sizeof(float));
+        return 0;
+    }
+    if (!z->oo.store) {
+        for (int k = 0; k < z->os->n_parts; k++) {
+            zt_spart *p = &z->os->parts[u * z->os->n_parts + k];
+            zt_ost_view v;
+            zt_ost_view_of(z->os->opt, z->os->lay, p->state, 0, p->len, 0, p->n_compact, &v);
+            zt_geometry_put(z->geo, u, p->rank, v.w, whole);
+        }
+        return 0;
+    }
+    /* offloaded: this rank's sub-groups of the unit, one after another */
+    zt_spart *p = zt_ost_part(z->os, u, z->comm->rank);
+    float *sh = floats_alloc(z, p->len ? p->len : 1, ZT_MEM_OTHER);
+    int rc = sh ? zt_zero_state_stream_begin(z) : zt_fail(ZT_E_NOMEM, "out of memory");
+    ng = unit_groups(z, u, &first);
+    for (int k = 0; k < ng && rc == 0; k++) {
+        const zt_ogroup *g = &z->oo.group[first + k];
+        zt_ost_view v;
+        if ((rc = zt_store_get(z->oo.store, g->blob, z->oo.work[0])) < 0)
+            break;
+        zt_ost_view_of(z->os->opt, z->os->lay, z->oo.work[0], g->c0, g->c1 - g->c0, g->f0, g->nc,
+                       &v);
+        memcpy(sh + g->c0, v.w, (g->c1 - g->c0) * sizeof(float));
+    }
+    z->oo.cached = -1; /* (work[0] holds another group now) */
+    if (rc == 0)
+        zt_geometry_put(z->geo, u, z->comm->rank, sh, whole);
+    if (sh)
+        floats_free(z, sh, p->len ? p->len : 1, ZT_MEM_OTHER);
+    return rc;
 }
 
 static int64_t *pending(int n)

@@ -212,6 +212,10 @@ size_t zt_zero_offload_bytes(const zt_zero *z);
 int zt_zero_shard_to_whole(zt_zero *z, int u, float *whole);
 /* Sets every unit's parameters from whole-unit data: fill(u, buf, arg) writes unit u into
  * buf (padded[u] floats, zeroed); stage 3 keeps only this rank's shard. */
+/* Unit u's fp32 master into whole: every part this rank holds (stage 0: the whole unit;
+ * otherwise this rank's shard positions, to be all-gathered; a fresh master: the
+ * parameters). */
+int zt_zero_master_to_whole(zt_zero *z, int u, float *whole);
 /* Half precision: parameter floats [off, off + n) of unit u written by the trainer also set
  * the fp32 master (RAM state; refused with the state offloaded, once the master is filled). */
 int zt_zero_master_write(zt_zero *z, int u, size_t off, const float *src, size_t n);

@@ -1034,7 +1034,8 @@ ZT_API int zt_engine_save_model(zt_engine *e, const char *dir);
 ZT_API int zt_engine_save_model_ex(zt_engine *e, const char *dir, size_t max_shard_bytes);
 /* The dtype the weights are saved in (saved models and checkpoints): ZT_PREC_FP32 or
  * ZT_PREC_BF16 (torch_dtype "bfloat16" in config.json). The default is the run's precision
- * (zt_config.precision); a bf16 run's fp32 weights are its bf16 values, widened. */
+ * (zt_config.precision); a bf16 run saved in fp32 writes its fp32 master (collective, as a
+ * stage-3 save). */
 ZT_API int zt_engine_set_save_dtype(zt_engine *e, int precision);
 
 /* ---- training checkpoints -------------------------------------------------------------

@@ -3,7 +3,9 @@
 #   - one step against an independent PyTorch reference (tests/ref/bf16_ref.py): gradients
 #     of the bf16-rounded weights to fp32 tolerance, the fp32 master's AdamW step rounded to
 #     bf16, and the gradients against the bf16 module's within its argued noise;
-#   - the weights after training are bf16 values, and differ from an fp32 run's;
+#   - the saved weights are BF16 tensors (torch_dtype bfloat16) and differ from an fp32
+#     run's; --save-model-dtype fp32 saves the fp32 master, whose rounding they are, the same
+#     bits at stages 0, 1, 3 and from NVMe;
 #   - ZeRO stages 0-3 give bit-identical weights at equal N (N = 2 with AdamW, N = 3 with
 #     AdamW8bit), also with the optimizer state and parameters on NVMe, with recomputation,
 #     and Adafactor (a first moment) at stage 2 against stage 0;
@@ -104,15 +106,22 @@ sys.exit(0 if all(d == sys.argv[2] for d, _ in load(sys.argv[1]).values()) else 
 if dtype_is "$T/aw2s0/model.safetensors" BF16 && dtype_is "$T/a83s3/model.safetensors" BF16 &&
    grep -q '"torch_dtype": "bfloat16"' "$T/aw2s0/config.json"; then ok
 else bad "bf16 training saved no BF16 weights, or no torch_dtype bfloat16"; fi
-# --save-model-dtype fp32: the same values in F32, torch_dtype float32
+# --save-model-dtype fp32: the fp32 master, torch_dtype float32: not bf16 values, and the bf16
+# weights are its rounding to nearest even; the same bits at stages 0, 1 and 3 (gathered from
+# the shards) and with the state on NVMe
 run aw2f32 2 aw2s0 4 --save-model-dtype fp32
-if dtype_is "$T/aw2f32/model.safetensors" F32 && bf16_only "$T/aw2f32/model.safetensors" &&
+if dtype_is "$T/aw2f32/model.safetensors" F32 && ! bf16_only "$T/aw2f32/model.safetensors" &&
    grep -q '"torch_dtype": "float32"' "$T/aw2f32/config.json" &&
    "$PY" -c "$LOADST"'
 import sys
 a, b = load(sys.argv[1]), load(sys.argv[2])
-sys.exit(0 if all(a[k][1] == b[k][1] for k in a) else 1)' "$T/aw2s0/model.safetensors" "$T/aw2f32/model.safetensors"; then ok
-else bad "--save-model-dtype fp32: not the bf16 run's values in F32"; fi
+rne = lambda x: ((x + 0x7FFF + ((x >> 16) & 1)) >> 16) << 16
+sys.exit(0 if all([rne(x) for x in b[k][1]] == a[k][1] for k in a) else 1)' "$T/aw2s0/model.safetensors" "$T/aw2f32/model.safetensors"; then ok
+else bad "--save-model-dtype fp32: not the master whose rounding the bf16 weights are"; fi
+run aw2f32s1 2 aw2s1 4 --save-model-dtype fp32
+run aw2f32s3 2 aw2s3 4 --save-model-dtype fp32
+if same aw2f32 aw2f32s1 && same aw2f32 aw2f32s3; then ok
+else bad "--save-model-dtype fp32: the master differs between stages 0, 1 and 3 at N=2"; fi
 echo "{\"train_batch_size\": 6, \"zero_optimization\": {\"stage\": 0}, \"optimizer\": $AW}" >"$T/fp.json"
 run fp 2 fp 4
 if [ -s "$T/fp/model.safetensors" ] && ! same fp aw2s0 && ! bf16_only "$T/fp/model.safetensors"; then ok
@@ -122,6 +131,10 @@ else bad "the fp32 run's weights equal the bf16 run's, or are all bf16 values"; 
 cfg a8off 3 "$A8" ", \"stage3_param_persistence_threshold\": 0, \"sub_group_size\": 3000, \"offload_optimizer\": {\"device\": \"nvme\", $NV}, \"offload_param\": {\"device\": \"nvme\", $NV}"
 run a8off 3 a8off 4
 if same a83s0 a8off; then ok; else bad "bf16 AdamW8bit: stage 3 with the state and parameters on NVMe differs from stage 0 at N=3"; fi
+run a8offf 3 a8off 4 --save-model-dtype fp32
+run a8s0f 3 a83s0 4 --save-model-dtype fp32
+if same a8s0f a8offf && ! bf16_only "$T/a8offf/model.safetensors"; then ok
+else bad "bf16 AdamW8bit: the master saved from NVMe at stage 3 differs from stage 0's at N=3"; fi
 cfg awrc 2 "$AW" "" ', "zerotrain": {"recompute": "full"}'
 run awrc 2 awrc 4
 if same aw2s0 awrc; then ok; else bad "bf16: stage 2 with full recomputation differs from stage 0 at N=2"; fi
