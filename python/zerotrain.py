@@ -173,6 +173,7 @@ def _load():
         "zt_engine_unit_release": (ip, [vp, ip]), "zt_engine_unit_grads_ready": (ip, [vp, ip]),
         "zt_engine_step": (ip, [vp, ctypes.c_float, ctypes.POINTER(_StepInfo)]),
         "zt_engine_zero_grad": (ip, [vp]), "zt_engine_save_model": (ip, [vp, cp]),
+        "zt_engine_set_save_dtype": (ip, [vp, ip]),
         "zt_checkpoint_save": (ip, [vp, cp, ctypes.POINTER(_TrainState), cp, ip]),
         "zt_checkpoint_load": (ip, [vp, cp, ctypes.POINTER(_TrainState)]),
         "zt_checkpoint_find_latest": (ip, [cp, cp, ctypes.c_size_t]),
@@ -469,7 +470,13 @@ class Engine:
         """Lets go of the pass in progress after an error of the trainer's (then zero_grad)."""
         self._check(self._L.zt_engine_pass_abort(self._handle()))
 
-    def save_model(self, path):
+    def save_model(self, path, dtype=None):
+        """A Hugging Face folder. dtype: None (the run's: a bf16 run saves BF16 weights), "fp32"
+        (a bf16 run: its fp32 master) or "bf16"."""
+        if dtype is not None:
+            if dtype not in ("fp32", "bf16"):
+                raise Error("save_model: dtype %r: None, \"fp32\" or \"bf16\"" % (dtype,))
+            self._check(self._L.zt_engine_set_save_dtype(self._handle(), 0 if dtype == "fp32" else 1))
         self._check(self._L.zt_engine_save_model(self._handle(), path.encode()))
 
     def checkpoint_save(self, root, step, samples=0, seed=0, keep=0):

@@ -16,6 +16,8 @@ zerotrain.Error naming what is wrong, and a refused call must leave the engine a
              the unit's gradients are made ready), +0 as +0
   estimate   estimate_memory gives Table 1 of the ZeRO paper and bert-tiny's 16 bytes per
              parameter in fp32, and refuses a missing, doubled or misnamed setting
+  bf16       a parameter trained in bf16 stays bf16 values while its fp32 master moves;
+             save_model writes BF16, or the master with dtype="fp32"
   heap       the report names its heap statistics' source: "none" in this process (no
              jemalloc), "jemalloc" with --expect-heap jemalloc (started with it preloaded)
 
@@ -246,13 +248,70 @@ def check_estimate():
     say("ok: estimate: Table 1 at N = 64, bert-tiny's 16 bytes per parameter, 3 refusals")
 
 
+def _st_dtypes(path):
+    """{name: (dtype, raw uint32 bits of the values as fp32)} of a safetensors file."""
+    import json, struct
+    b = open(path, "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    out = {}
+    for k, v in json.loads(b[8:8 + n]).items():
+        if k == "__metadata__":
+            continue
+        s, e = v["data_offsets"]
+        raw = b[8 + n + s:8 + n + e]
+        bits = (np.frombuffer(raw, np.uint16).astype(np.uint32) << 16 if v["dtype"] == "BF16"
+                else np.frombuffer(raw, np.uint32))
+        out[k] = (v["dtype"], bits)
+    return out
+
+
+def check_bf16():
+    # a parameter of the trainer's own, trained in bf16 at lr below half a bf16 step: the
+    # weights stay bf16 values, the fp32 master moves; save_model writes BF16 by default and
+    # the master with dtype="fp32"
+    p = [np.full((4, 3), 0.3, np.float32) + np.arange(12, dtype=np.float32).reshape(4, 3) / 64]
+    opt = zt.Optimizer(p, lr=1e-4, weight_decay=0.0, precision="bf16", threads=1)
+    start = p[0].copy()
+    for _ in range(6):
+        opt.step([np.ones((4, 3), np.float32) / opt.engine.size])
+    if (p[0].view(np.uint32) & 0xFFFF).any():
+        fail("bf16", "the weights are not bf16 values: %s" % p[0].ravel()[:3])
+    d = tempfile.mkdtemp(prefix="zt_binding.") if RANK == 0 else None
+    if int(os.environ.get("OMPI_COMM_WORLD_SIZE", "1")) > 1:
+        from mpi4py import MPI
+        d = MPI.COMM_WORLD.bcast(d)
+    opt.engine.save_model(os.path.join(d, "b"))
+    opt.engine.save_model(os.path.join(d, "f"), dtype="fp32")
+    raises("bf16", "save_model(dtype='fp16')", lambda: opt.engine.save_model(d, dtype="fp16"),
+           "dtype")
+    if RANK == 0:
+        b = _st_dtypes(os.path.join(d, "b", "model.safetensors"))["p0"]
+        f = _st_dtypes(os.path.join(d, "f", "model.safetensors"))["p0"]
+        master = f[1].view(np.float32)
+        rne = lambda x: (((x + 0x7FFF + ((x >> 16) & 1)) >> 16) << 16).astype(np.uint32)
+        # the master starts from the weights rounded (as DeepSpeed's from the bf16 module);
+        # six Adam steps of about lr down each move it by ~6e-4, the weights (bf16 steps of
+        # 2^-9 .. 2^-8 here) are its rounding
+        first = rne(start.ravel().view(np.uint32)).view(np.float32)
+        if b[0] != "BF16" or f[0] != "F32" or not np.array_equal(b[1], p[0].view(np.uint32).ravel()):
+            fail("bf16", "saved dtypes %s / %s, or BF16 values not the weights" % (b[0], f[0]))
+        if not np.all(np.abs(master - (first - 6e-4)) < 1e-5):
+            fail("bf16", "the master %s, want the rounded start - 6e-4" % master[:3])
+        if not np.array_equal(rne(f[1]), b[1]):
+            fail("bf16", "the weights are not the master rounded to nearest even")
+        shutil.rmtree(d)
+    opt.close()
+    say("ok: bf16: weights bf16 values, the master saved with dtype fp32, BF16 by default")
+
+
 def main():
     only = sys.argv[sys.argv.index("--only") + 1].split(",") if "--only" in sys.argv else None
     expect = sys.argv[sys.argv.index("--expect-heap") + 1] if "--expect-heap" in sys.argv \
         else "none"
     checks = [("shape", check_shape), ("single", check_single), ("closed", check_closed),
               ("negstep", check_negstep), ("lr", check_lr), ("negzero", check_negzero),
-              ("heap", lambda: check_heap(expect)), ("estimate", check_estimate)]
+              ("heap", lambda: check_heap(expect)), ("estimate", check_estimate),
+              ("bf16", check_bf16)]
     for name, fn in checks:
         if only is None or name in only:
             fn()
