@@ -1351,15 +1351,18 @@ static int master_gather_into(zt_engine *e, int u, float *buf, const float **who
 {
     zt_seg s;
     memset(buf, 0, e->geo.padded[u] * sizeof(float));
-    ZT_TRY(zt_zero_master_to_whole(&e->z, u, buf));
+    /* (a local failure still takes part in the unit's all-gathers: the ranks stay in step) */
+    int rc = zt_zero_master_to_whole(&e->z, u, buf);
     int st = e->cfg.zero_stage, fresh = e->os.master_fresh || !e->os.state_ready;
     /* stage 0 holds every rank's part, and a fresh master below stage 3 is the whole P */
     if (e->comm.size > 1 && (st >= 3 || (st > 0 && !fresh)))
-        for (int k = 0; zt_geometry_seg(&e->geo, u, e->comm.rank, k, &s); k++) /* in place */
-            ZT_TRY(zt_comm_allgather(&e->comm, buf + s.off, buf + s.soff * (size_t)e->comm.size,
-                                     s.len * (size_t)e->comm.size));
+        for (int k = 0; zt_geometry_seg(&e->geo, u, e->comm.rank, k, &s); k++) { /* in place */
+            int grc = zt_comm_allgather(&e->comm, buf + s.off, buf + s.soff * (size_t)e->comm.size,
+                                        s.len * (size_t)e->comm.size);
+            rc = rc < 0 ? rc : grc;
+        }
     *whole = buf;
-    return 0;
+    return rc;
 }
 
 static int next_unit(save_arg *a)
@@ -1611,6 +1614,8 @@ int zt_engine_set_save_dtype(zt_engine *e, int precision)
 {
     if (!e)
         return zt_fail(ZT_E_INVAL, "zt_engine_set_save_dtype: NULL engine");
+    if (precision < 0) /* the run's own */
+        precision = e->cfg.precision == ZT_PREC_BF16 ? ZT_PREC_BF16 : ZT_PREC_FP32;
     if (precision != ZT_PREC_FP32 && precision != ZT_PREC_BF16)
         return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "zt_engine_set_save_dtype: %d is not "
                                          "ZT_PREC_FP32 or ZT_PREC_BF16", precision));

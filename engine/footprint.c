@@ -11,6 +11,7 @@ void zt_footprint_of(const zt_fp_in *in, zt_footprint *o)
     const zt_layout *L = in->L;
     /* F: bytes per parameter float, G: per gradient float */
     double F = in->pbytes > 0 ? in->pbytes : 4.0, G = in->gbytes > 0 ? in->gbytes : 4.0;
+    double S = in->sbytes > 0 ? in->sbytes : F; /* a parameter store's bytes per float */
     double N = in->N, P = 0.0, maxs = 0.0, maxo = 0.0, whole = 0.0;
     double persist = 0.0;
     int st = in->stage;
@@ -35,15 +36,17 @@ void zt_footprint_of(const zt_fp_in *in, zt_footprint *o)
         o->params = F * P;
     } else {
         o->params = F * (persist + in->gathered);
-        if (in->par_off != ZT_OFFLOAD_NONE)
-            o->params += F * in->param_slots * maxs;
-        if (in->par_off == ZT_OFFLOAD_NVME)
-            o->params_off = F * P / N;
+        if (in->par_off != ZT_OFFLOAD_NONE) /* the shard slots (and their 2-byte staging) */
+            o->params += (F + (S < F ? S : 0.0)) * in->param_slots * maxs;
         else
-            o->params += F * P / N;
+            S = F;
+        if (in->par_off == ZT_OFFLOAD_NVME)
+            o->params_off = S * P / N;
+        else
+            o->params += S * P / N;
     }
     if (in->inference) { /* forward only: the parameters alone */
-        o->formula = st < 3 ? F * P : (o->params_off ? 0.0 : F * P / N);
+        o->formula = st < 3 ? F * P : (o->params_off ? 0.0 : S * P / N);
         return;
     }
     /* gradients: whole units below stage 2; stages 2-3 the whole-gradient unit and two
@@ -72,11 +75,11 @@ void zt_footprint_of(const zt_fp_in *in, zt_footprint *o)
     double ost = in->opt_state + in->opt_replicated;
     o->opt_state = ost;
     o->formula = st < 2 ? (F + G) * P + ost : st == 2 ? F * P + G * P / N + ost
-                                                     : (F + G) * P / N + ost;
+                                                     : (S + G) * P / N + ost;
     if (in->opt_off == ZT_OFFLOAD_NVME)
         o->formula -= in->opt_state;
     if (st >= 3 && in->par_off == ZT_OFFLOAD_NVME)
-        o->formula -= F * P / N;
+        o->formula -= S * P / N;
     if (in->grads_off && in->opt_off == ZT_OFFLOAD_NVME)
         o->formula -= G * P / N;
 }
@@ -92,6 +95,11 @@ void zt_fp_dtypes(const zt_config *c, double *pb, double *gb, double *mb)
     *pb = c->precision == ZT_PREC_FP16 ? 2.0 : 4.0;
     *gb = g == ZT_GRAD_FP32 ? 4.0 : 2.0;
     *mb = half ? 4.0 : 0.0;
+}
+
+double zt_fp_store_bytes(const zt_config *c)
+{
+    return c->precision == ZT_PREC_BF16 ? 2.0 : 4.0;
 }
 
 int zt_fp_param_slots(const zt_config *c, size_t largest_shard)

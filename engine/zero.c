@@ -130,12 +130,22 @@ static int pslots_for(const zt_zero *z)
     return zt_fp_param_slots(z->cfg, shard_max(z));
 }
 
+/* bf16 parameters go to the parameter store in 2 bytes (their values are bf16: exact) */
+static int pstore_half(const zt_zero *z)
+{
+    return z->cfg->precision == ZT_PREC_BF16;
+}
+
 static void pstore_close(zt_zero *z)
 {
     zt_store_close(z->ps.store);
     z->ps.store = NULL;
-    for (int i = 0; i < z->ps.n_slot; i++)
+    for (int i = 0; i < z->ps.n_slot; i++) {
         floats_free(z, z->ps.slot[i].p, shard_max(z), ZT_MEM_PARAMS);
+        if (z->ps.slot[i].h)
+            zt_mem_free_in(z->acct, z->ps.slot[i].h, shard_max(z) * 2, ZT_MEM_PARAMS);
+        z->ps.slot[i].h = NULL;
+    }
     z->ps.n_slot = 0;
 }
 
@@ -154,7 +164,8 @@ static int pstore_open(zt_zero *z)
     ZT_TRY(zt_offload_store_open(z->cfg, z->nvme, z->comm->rank, z->cfg->offload_param,
                                  "params", z->acct, &z->ps.store));
     for (int u = 0; u < z->L->n_units; u++)
-        if (zt_store_add(z->ps.store, zt_geometry_len(z->geo, u, 1) * sizeof(float),
+        if (zt_store_add(z->ps.store, zt_geometry_len(z->geo, u, 1) *
+                                          (pstore_half(z) ? 2 : sizeof(float)),
                          ZT_MEM_PARAMS) != u)
             return zt_fail(ZT_E_NOMEM, "parameter offload: cannot declare unit %d", u);
     ZT_TRY(zt_store_reserve(z->ps.store));
@@ -162,7 +173,9 @@ static int pstore_open(zt_zero *z)
         zt_pslot *sl = &z->ps.slot[z->ps.n_slot];
         sl->unit = -1;
         sl->pinned = sl->loading = 0;
-        if (!(sl->p = floats_alloc(z, shard_max(z), ZT_MEM_PARAMS)))
+        if (!(sl->p = floats_alloc(z, shard_max(z), ZT_MEM_PARAMS)) ||
+            (pstore_half(z) &&
+             !(sl->h = zt_mem_alloc_in(z->acct, shard_max(z) * 2, ZT_ALIGN_PAGE, ZT_MEM_PARAMS))))
             return zt_fail(ZT_E_NOMEM, "parameter offload: shard buffers: out of memory");
     }
     return 0;
@@ -212,7 +225,8 @@ static int pshard_prefetch(zt_zero *z, int u)
         return k;
     if (k < 0)
         return 0;
-    ZT_TRY(zt_store_prefetch(z->ps.store, u, z->ps.slot[k].p));
+    ZT_TRY(zt_store_prefetch(z->ps.store, u, z->ps.slot[k].h ? (void *)z->ps.slot[k].h
+                                                              : (void *)z->ps.slot[k].p));
     z->ps.slot[k].unit = u;
     z->ps.slot[k].loading = z->ps.slot[k].ahead = 1;
     z->ps.slot[k].used = ++z->ps.clock;
@@ -236,7 +250,9 @@ static int pshard_get(zt_zero *z, int u, float **out)
     }
     zt_pslot *sl = &z->ps.slot[k];
     if (sl->loading) {
-        ZT_TRY(zt_store_get(z->ps.store, u, sl->p));
+        ZT_TRY(zt_store_get(z->ps.store, u, sl->h ? (void *)sl->h : (void *)sl->p));
+        if (sl->h)
+            zt_f32_from_bf16(sl->p, sl->h, zt_geometry_len(z->geo, u, 1));
         sl->loading = 0;
     }
     sl->ahead = 0;
@@ -254,8 +270,15 @@ static int pshard_done(zt_zero *z, int u, int dirty)
     int k = pslot_find(z, u);
     if (k < 0)
         return zt_fail(ZT_E_INVAL, "parameter offload: unit %d is not loaded", u);
-    z->ps.slot[k].pinned = 0;
-    return dirty ? zt_store_put(z->ps.store, u, z->ps.slot[k].p) : 0;
+    zt_pslot *sl = &z->ps.slot[k];
+    sl->pinned = 0;
+    if (!dirty)
+        return 0;
+    if (!sl->h)
+        return zt_store_put(z->ps.store, u, sl->p);
+    ZT_TRY(zt_store_wait(z->ps.store, u)); /* (a write from h may still be in flight) */
+    zt_bf16_from_f32(sl->h, sl->p, zt_geometry_len(z->geo, u, 1));
+    return zt_store_put(z->ps.store, u, sl->h);
 }
 
 /* a new shard for unit u (initialisation, loading): written to the store */
@@ -1406,7 +1429,7 @@ void zt_zero_footprint(const zt_zero *z, zt_footprint *o)
         .grads_off = z->gr.store != NULL, .grad_acc_buffers = z->gr.acc[0] != NULL,
         .param_slots = z->ps.n_slot, .persist_threshold = z->cfg->persist_threshold,
         .gathered = pool, .opt_work = (double)zt_zero_offload_bytes(z),
-        .inference = z->cfg->inference};
+        .inference = z->cfg->inference, .sbytes = zt_fp_store_bytes(z->cfg)};
     size_t rep = z->os->opt == ZT_OPT_ADAFACTOR ? z->os->af_floats * sizeof(float) : 0;
     in.opt_replicated = (double)rep;
     in.opt_state = (double)(zt_ost_state_bytes(z->os) - rep);

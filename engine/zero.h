@@ -77,6 +77,8 @@ typedef struct zt_gather {
 
 typedef struct zt_pslot {
     float *p;                /* the largest shard's floats */
+    uint16_t *h;             /* bf16: the shard as the store holds it (2 bytes a float),
+                              * read into and written from here */
     int unit;                /* the shard it holds, -1 = none */
     int pinned, loading;     /* in use; a read into it may be in flight */
     int ahead;               /* read ahead and not used yet (evicted last) */
@@ -210,8 +212,6 @@ int zt_zero_state_fill(zt_zero *z, zt_state_fill_fn fill, void *arg);
 size_t zt_zero_offload_bytes(const zt_zero *z);
 /* stage 3: this rank's slices of unit u's parameters into a whole-unit buffer */
 int zt_zero_shard_to_whole(zt_zero *z, int u, float *whole);
-/* Sets every unit's parameters from whole-unit data: fill(u, buf, arg) writes unit u into
- * buf (padded[u] floats, zeroed); stage 3 keeps only this rank's shard. */
 /* Unit u's fp32 master into whole: every part this rank holds (stage 0: the whole unit;
  * otherwise this rank's shard positions, to be all-gathered; a fresh master: the
  * parameters). */
@@ -221,6 +221,8 @@ int zt_zero_master_to_whole(zt_zero *z, int u, float *whole);
 int zt_zero_master_write(zt_zero *z, int u, size_t off, const float *src, size_t n);
 /* Half precision: p[0, n) rounded in place to the compute dtype (nothing in fp32). */
 void zt_zero_round(const zt_zero *z, float *p, size_t n);
+/* Sets every unit's parameters from whole-unit data: fill(u, buf, arg) writes unit u into
+ * buf (padded[u] floats, zeroed); stage 3 keeps only this rank's shard. */
 int zt_zero_fill_params(zt_zero *z, int (*fill)(int u, float *buf, void *arg), void *arg);
 /* this engine's bytes per category now (footprint.h) */
 void zt_zero_footprint(const zt_zero *z, zt_footprint *o);

@@ -1033,7 +1033,7 @@ ZT_API int zt_engine_save_model(zt_engine *e, const char *dir);
 /* The same with another shard limit in bytes (0 = never shard). */
 ZT_API int zt_engine_save_model_ex(zt_engine *e, const char *dir, size_t max_shard_bytes);
 /* The dtype the weights are saved in (saved models and checkpoints): ZT_PREC_FP32 or
- * ZT_PREC_BF16 (torch_dtype "bfloat16" in config.json). The default is the run's precision
+ * ZT_PREC_BF16 (torch_dtype "bfloat16" in config.json), -1 = the run's precision, the default
  * (zt_config.precision); a bf16 run saved in fp32 writes its fp32 master (collective, as a
  * stage-3 save). */
 ZT_API int zt_engine_set_save_dtype(zt_engine *e, int precision);

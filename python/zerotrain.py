@@ -473,11 +473,14 @@ class Engine:
     def save_model(self, path, dtype=None):
         """A Hugging Face folder. dtype: None (the run's: a bf16 run saves BF16 weights), "fp32"
         (a bf16 run: its fp32 master) or "bf16"."""
-        if dtype is not None:
-            if dtype not in ("fp32", "bf16"):
-                raise Error("save_model: dtype %r: None, \"fp32\" or \"bf16\"" % (dtype,))
-            self._check(self._L.zt_engine_set_save_dtype(self._handle(), 0 if dtype == "fp32" else 1))
-        self._check(self._L.zt_engine_save_model(self._handle(), path.encode()))
+        if dtype not in (None, "fp32", "bf16"):
+            raise Error("save_model: dtype %r: None, \"fp32\" or \"bf16\"" % (dtype,))
+        self._check(self._L.zt_engine_set_save_dtype(
+            self._handle(), -1 if dtype is None else 0 if dtype == "fp32" else 1))
+        try:
+            self._check(self._L.zt_engine_save_model(self._handle(), path.encode()))
+        finally:  # (this save only: checkpoints and later saves keep the run's dtype)
+            self._L.zt_engine_set_save_dtype(self._handle(), -1)
 
     def checkpoint_save(self, root, step, samples=0, seed=0, keep=0):
         """A training checkpoint ROOT/step-N (crash-safe; keep > 0: only the newest keep).

@@ -11,6 +11,7 @@
 #     and Adafactor (a first moment) at stage 2 against stage 0;
 #   - the fp32 master is a "master.<unit>" section of the rank files; a resumed run continues
 #     bit-identically; an fp32 checkpoint resumes in bf16 and a bf16 one in fp32;
+#   - stage 3's parameter store keeps bf16 shards in 2 bytes: half fp32's NVMe bytes;
 #   - fp16 and both precisions at once are refused by name; half-precision reduction and
 #     accumulation keys are noticed and the gradients stay fp32.
 # BF16_LONG=1 adds N = 3 for AdamW, more parity shapes, and offload at N = 2.
@@ -128,9 +129,25 @@ if [ -s "$T/fp/model.safetensors" ] && ! same fp aw2s0 && ! bf16_only "$T/fp/mod
 else bad "the fp32 run's weights equal the bf16 run's, or are all bf16 values"; fi
 
 # offload and recomputation: the same bits as stage 0 at the same N
-cfg a8off 3 "$A8" ", \"stage3_param_persistence_threshold\": 0, \"sub_group_size\": 3000, \"offload_optimizer\": {\"device\": \"nvme\", $NV}, \"offload_param\": {\"device\": \"nvme\", $NV}"
+# (3 shard buffers for 4 units: shards are evicted and read back)
+cfg a8off 3 "$A8" ", \"stage3_param_persistence_threshold\": 0, \"sub_group_size\": 3000, \"offload_optimizer\": {\"device\": \"nvme\", $NV}, \"offload_param\": {\"device\": \"nvme\", \"buffer_count\": 3, $NV}"
 run a8off 3 a8off 4
 if same a83s0 a8off; then ok; else bad "bf16 AdamW8bit: stage 3 with the state and parameters on NVMe differs from stage 0 at N=3"; fi
+# the parameter store holds bf16 shards in 2 bytes a float: half fp32's NVMe bytes per step
+for pr in fp bf; do
+    en=false; [ $pr = bf ] && en=true
+    echo "{\"train_batch_size\": 2, \"bf16\": {\"enabled\": $en}, \"zero_optimization\": {\"stage\": 3,
+           \"stage3_param_persistence_threshold\": 0, \"offload_param\": {\"device\": \"nvme\", \"buffer_count\": 3, $NV}}}" >"$T/io$pr.json"
+    run "io$pr" 2 "io$pr" 3 --warmup 1 --summary "$T/io$pr.sum.json"
+done
+if "$PY" - "$T/iofp.sum.json" "$T/iobf.sum.json" <<'PY'; then ok; else bad "bf16 parameter offload does not write half fp32's NVMe bytes"; fi
+import json, sys
+d = [json.load(open(p)) for p in sys.argv[1:]]
+(fw, bw), (fr, br) = ([x["nvme_%s_bytes_per_step" % k] for x in d] for k in ("write", "read"))
+print("  NVMe bytes per step with parameter offload: written fp32 %d, bf16 %d (%.3fx); read fp32 %d, bf16 %d (%.3fx)"
+      % (fw, bw, bw / fw, fr, br, br / max(fr, 1)))
+sys.exit(0 if fw > 0 and fr > 0 and 2 * bw == fw and 2 * br == fr else 1)
+PY
 run a8offf 3 a8off 4 --save-model-dtype fp32
 run a8s0f 3 a83s0 4 --save-model-dtype fp32
 if same a8s0f a8offf && ! bf16_only "$T/a8offf/model.safetensors"; then ok
@@ -188,6 +205,11 @@ refused() { # NAME CONFIG EXPECTED
         --seq-len 16 --steps 1 --save-model "$T/r.out"
 }
 refused "fp16" '{"train_batch_size": 2, "fp16": {"enabled": true}}' 'fp16.enabled: fp16 training (with dynamic loss scaling) is not supported yet'
+echo '{"train_batch_size": 2}' >"$T/f.json"
+refuse "--save-model-dtype bf16 of an fp32 run" "bf16 weights of an fp32 run would lose their low bits" "$T/f.out" \
+    "$ZT" train --model bert-tiny --data synthetic --config "$T/f.json" --seq-len 16 --steps 1 \
+    --save-model "$T/f.out" --save-model-dtype bf16
+if ! grep -q "^step 1/1" "$T/m.log"; then ok; else bad "--save-model-dtype bf16 of an fp32 run refused only after training"; fi
 refused "fp16 and bf16" '{"train_batch_size": 2, "fp16": {"enabled": true}, "bf16": {"enabled": true}}' 'fp16 and bf16 are both enabled'
 # half-precision reduction and accumulation keys: a notice, the run goes on in fp32
 echo '{"train_batch_size": 2, "bf16": {"enabled": true}, "communication_data_type": "bf16", "data_types": {"grad_accum_dtype": "bf16"}}' >"$T/n.json"

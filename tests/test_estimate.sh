@@ -98,6 +98,11 @@ check_run "N=1 stage 3, optimizer, gradients and parameters on NVMe" 1 3 \
     --offload-optimizer nvme --offload-param nvme
 check_run "N=2 stage 1, recompute full" 2 1 '}, "zerotrain": {"recompute": "full"' --recompute full
 check_run "N=1 stage 0, recompute every-k:1" 1 0 '}, "zerotrain": {"recompute": "every-k:1"' --recompute every-k:1
+check_run "N=1 stage 3, bf16, parameters (2 bytes a float) and optimizer on NVMe" 1 3 \
+    ", \"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": \"$T\"}, \"offload_param\": {\"device\": \"nvme\", \"nvme_path\": \"$T\"}}, \"bf16\": {\"enabled\": true" \
+    --offload-optimizer nvme --offload-param nvme --precision bf16
+check_run "N=2 stage 3, bf16, parameters in the RAM pool" 2 3 \
+    ', "offload_param": {"device": "cpu"}}, "bf16": {"enabled": true' --offload-param cpu --precision bf16
 check_run "N=2 stage 2, bf16" 2 2 '}, "bf16": {"enabled": true' --precision bf16
 check_run "N=2 stage 3, AdamW8bit" 2 3 '}, "optimizer": {"type": "AdamW8bit"' --optimizer adamw8bit
 check_run "N=2 stage 3, bf16 with AdamW8bit" 2 3 '}, "bf16": {"enabled": true}, "optimizer": {"type": "AdamW8bit"' \

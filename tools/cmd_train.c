@@ -1148,6 +1148,13 @@ static int start_engine(train_ctx *c)
         die("%s", zt_last_error());
         return 1;
     }
+    if (c->a.save_dtype && /* (checked now; applied to the final save only) */
+        (zt_engine_set_save_dtype(c->e, strcmp(c->a.save_dtype, "bf16") ? ZT_PREC_FP32
+                                                                           : ZT_PREC_BF16) < 0 ||
+         zt_engine_set_save_dtype(c->e, -1) < 0)) {
+        die("--save-model-dtype: %s", zt_engine_last_error(c->e));
+        return 1;
+    }
     zt_engine_model_info(c->e, &c->mi);
     if (c->mi.max_positions > 0 && c->seq > c->mi.max_positions) {
         die("--seq-len %ld exceeds the model's max_position_embeddings %d", c->seq,
