@@ -227,19 +227,29 @@ int zt_config_check(const zt_config *c, int estimate)
 
 /* Stage 3: unit u's parameters whole in buf (collective: every rank gathers the same units
  * in the same order). Persistent units are whole already. */
-static int gather_into(zt_engine *e, int u, float *buf, const float **whole)
+/* every rank's slices of unit u into buf, which holds this rank's in place; all the
+ * all-gathers run even after one failed (the ranks stay in step); the first error */
+static int allgather_unit(zt_engine *e, int u, float *buf)
 {
     zt_seg s;
+    int rc = 0;
+    for (int k = 0; zt_geometry_seg(&e->geo, u, e->comm.rank, k, &s); k++) {
+        int grc = zt_comm_allgather(&e->comm, buf + s.off, buf + s.soff * (size_t)e->comm.size,
+                                    s.len * (size_t)e->comm.size);
+        rc = rc < 0 ? rc : grc;
+    }
+    return rc;
+}
+
+static int gather_into(zt_engine *e, int u, float *buf, const float **whole)
+{
     if (e->z.ga.persist[u]) {
         *whole = e->z.P[u];
         return 0;
     }
     ZT_TRY(zt_zero_shard_to_whole(&e->z, u, buf));
-    for (int k = 0; zt_geometry_seg(&e->geo, u, e->comm.rank, k, &s); k++) /* in place */
-        ZT_TRY(zt_comm_allgather(&e->comm, buf + s.off, buf + s.soff * (size_t)e->comm.size,
-                                 s.len * (size_t)e->comm.size));
     *whole = buf;
-    return 0;
+    return allgather_unit(e, u, buf);
 }
 
 /* Random initialisation, one unit at a time (stage 3 keeps only this rank's shard). */
@@ -1349,20 +1359,13 @@ typedef struct save_arg {
  * every unit in order: the all-gather of stages 1-3) */
 static int master_gather_into(zt_engine *e, int u, float *buf, const float **whole)
 {
-    zt_seg s;
     memset(buf, 0, e->geo.padded[u] * sizeof(float));
-    /* (a local failure still takes part in the unit's all-gathers: the ranks stay in step) */
     int rc = zt_zero_master_to_whole(&e->z, u, buf);
-    int st = e->cfg.zero_stage, fresh = e->os.master_fresh || !e->os.state_ready;
-    /* stage 0 holds every rank's part, and a fresh master below stage 3 is the whole P */
-    if (e->comm.size > 1 && (st >= 3 || (st > 0 && !fresh)))
-        for (int k = 0; zt_geometry_seg(&e->geo, u, e->comm.rank, k, &s); k++) { /* in place */
-            int grc = zt_comm_allgather(&e->comm, buf + s.off, buf + s.soff * (size_t)e->comm.size,
-                                        s.len * (size_t)e->comm.size);
-            rc = rc < 0 ? rc : grc;
-        }
     *whole = buf;
-    return rc;
+    if (rc == 0 || e->comm.size == 1)
+        return rc < 0 ? rc : 0;
+    int grc = allgather_unit(e, u, buf); /* (also after a local failure: in step) */
+    return rc < 0 ? rc : grc;
 }
 
 static int next_unit(save_arg *a)
@@ -1376,11 +1379,13 @@ static int fetch_param(int i, void *p, const void **data)
 {
     save_arg *a = p;
     const zt_param_def *d = &a->e->layout.params[i];
-    const float *src = a->e->z.P[d->unit] + d->offset;
-    if (a->e->cfg.zero_stage >= 3 || a->master) {
+    const float *src;
+    if (a->e->cfg.zero_stage >= 3 || a->master) { /* (P[u] may not exist there) */
         while (a->cur < d->unit)
             ZT_TRY(next_unit(a));
         src = a->whole + d->offset;
+    } else {
+        src = a->e->z.P[d->unit] + d->offset;
     }
     *data = src;
     if (a->h) { /* (the values are bf16 already: exact) */

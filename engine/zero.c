@@ -133,7 +133,7 @@ static int pslots_for(const zt_zero *z)
 /* bf16 parameters go to the parameter store in 2 bytes (their values are bf16: exact) */
 static int pstore_half(const zt_zero *z)
 {
-    return z->cfg->precision == ZT_PREC_BF16;
+    return zt_fp_store_bytes(z->cfg) < sizeof(float);
 }
 
 static void pstore_close(zt_zero *z)
@@ -315,8 +315,10 @@ int zt_zero_master_to_whole(zt_zero *z, int u, float *whole)
 {
     int st = z->cfg->zero_stage, first, ng;
     if (!(z->os->lay & ZT_OST_MASTER) || z->os->master_fresh || !z->os->state_ready) {
-        if (st >= 3) /* (the master is the parameters, rounded already) */
-            return zt_zero_shard_to_whole(z, u, whole);
+        if (st >= 3) { /* (the master is the parameters, rounded already) */
+            ZT_TRY(zt_zero_shard_to_whole(z, u, whole));
+            return 1;
+        }
         memcpy(whole, z->P[u], z->geo->padded[u] * sizeof(float));
         return 0;
     }
@@ -327,7 +329,7 @@ int zt_zero_master_to_whole(zt_zero *z, int u, float *whole)
             zt_ost_view_of(z->os->opt, z->os->lay, p->state, 0, p->len, 0, p->n_compact, &v);
             zt_geometry_put(z->geo, u, p->rank, v.w, whole);
         }
-        return 0;
+        return z->os->n_parts == 1 && z->comm->size > 1; /* (stage 0: every rank's part) */
     }
     /* offloaded: this rank's sub-groups of the unit, one after another */
     zt_spart *p = zt_ost_part(z->os, u, z->comm->rank);
@@ -348,7 +350,7 @@ int zt_zero_master_to_whole(zt_zero *z, int u, float *whole)
         zt_geometry_put(z->geo, u, z->comm->rank, sh, whole);
     if (sh)
         floats_free(z, sh, p->len ? p->len : 1, ZT_MEM_OTHER);
-    return rc;
+    return rc < 0 ? rc : 1;
 }
 
 static int64_t *pending(int n)

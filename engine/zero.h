@@ -213,8 +213,9 @@ size_t zt_zero_offload_bytes(const zt_zero *z);
 /* stage 3: this rank's slices of unit u's parameters into a whole-unit buffer */
 int zt_zero_shard_to_whole(zt_zero *z, int u, float *whole);
 /* Unit u's fp32 master into whole: every part this rank holds (stage 0: the whole unit;
- * otherwise this rank's shard positions, to be all-gathered; a fresh master: the
- * parameters). */
+ * otherwise this rank's shard positions; a fresh master: the parameters). Returns 1 when
+ * whole holds only this rank's positions and must be all-gathered, 0 when it is whole; an
+ * error (< 0) comes only from a shard case: the caller all-gathers still, to stay in step. */
 int zt_zero_master_to_whole(zt_zero *z, int u, float *whole);
 /* Half precision: parameter floats [off, off + n) of unit u written by the trainer also set
  * the fp32 master (RAM state; refused with the state offloaded, once the master is filled). */
