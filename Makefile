@@ -38,7 +38,7 @@ HDRS     := $(wildcard include/*.h */*.h)
 UNIT_TESTS := $(notdir $(basename $(wildcard tests/test_*.c)))
 TEST_BINS  := $(UNIT_TESTS:%=$(BUILD)/tests/%)
 
-.PHONY: all example test-units bench-convergence bench-optim-train bench-t5 bench-t5-pydoc bench-optim bench-full bench-offload bench-recompute bench-grad bench-bgemm bench-zero docs test test-long unit-tests test-unit test-cli test-parity asan asan-build fuzz fuzz-build bench install clean
+.PHONY: all example test-units bench-convergence bench-optim-train bench-t5 bench-t5-pydoc bench-optim bench-full bench-offload bench-recompute bench-grad bench-hgemm bench-zero docs test test-long unit-tests test-unit test-cli test-parity asan asan-build fuzz fuzz-build bench install clean
 all: $(BUILD)/zerotrain $(BUILD)/libzerotrain.a $(BUILD)/libzerotrain.so $(BUILD)/bench_grad
 
 $(BUILD)/obj/%.o: %.c $(HDRS)
@@ -170,13 +170,13 @@ $(BUILD)/bench_limits: benchmarks/limits.c
 $(BUILD)/bench_optim: benchmarks/bench_optim.c $(BUILD)/libzerotrain.a $(HDRS)
 	$(CC) $(CFLAGS_ALL) -o $@ benchmarks/bench_optim.c $(BUILD)/libzerotrain.a $(LIBS)
 
-$(BUILD)/bench_bgemm: benchmarks/bench_bgemm.c $(BUILD)/libzerotrain.a $(HDRS)
-	$(CC) $(CFLAGS_ALL) -o $@ benchmarks/bench_bgemm.c $(BUILD)/libzerotrain.a $(LIBS)
+$(BUILD)/bench_hgemm: benchmarks/bench_hgemm.c $(BUILD)/libzerotrain.a $(HDRS)
+	$(CC) $(CFLAGS_ALL) -o $@ benchmarks/bench_hgemm.c $(BUILD)/libzerotrain.a $(LIBS)
 
 # the bf16 products (both paths) against fp32 sgemm at the linear layers' shapes
-bench-bgemm: $(BUILD)/bench_bgemm
-	$(BUILD)/bench_bgemm 1 9
-	$(BUILD)/bench_bgemm 2 9
+bench-hgemm: $(BUILD)/bench_hgemm
+	$(BUILD)/bench_hgemm 1 9
+	$(BUILD)/bench_hgemm 2 9
 
 # the optimizer kernels against copy bandwidth, one shard (their time as ratios to a copy
 # loop and to AdamW's)

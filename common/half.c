@@ -166,6 +166,19 @@ void zt_f32_from_f16(float *dst, const uint16_t *src, size_t n)
     (can_wide() ? f32_from_f16_8 : f32_from_f16_1)(dst, src, n);
 }
 
+void zt_half_narrow(int dt, uint16_t *dst, const float *src, size_t n)
+{
+    (dt == ZT_HALF_F16 ? zt_f16_from_f32 : zt_bf16_from_f32)(dst, src, n);
+}
+
+void zt_half_widen(int dt, float *dst, const uint16_t *src, size_t n)
+{
+    (dt == ZT_HALF_F16 ? zt_f32_from_f16 : zt_f32_from_bf16)(dst, src, n);
+}
+
+uint16_t zt_f16_round(float f) { return f16_round(f); }
+float zt_f16_value(uint16_t h) { return f16_value(h); }
+
 void zt_half_round(int to_fp16, float *dst, const float *src, size_t n)
 {
     uint16_t h[512];

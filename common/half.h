@@ -14,10 +14,20 @@
 #include <stdint.h>
 #include <string.h>
 
+/* a 16-bit floating-point format: bf16 or fp16 (IEEE binary16) */
+enum { ZT_HALF_BF16 = 0, ZT_HALF_F16 = 1 };
+
 void zt_bf16_from_f32(uint16_t *dst, const float *src, size_t n);
 void zt_f32_from_bf16(float *dst, const uint16_t *src, size_t n);
 void zt_f16_from_f32(uint16_t *dst, const float *src, size_t n);
 void zt_f32_from_f16(float *dst, const uint16_t *src, size_t n);
+
+/* either format by its ZT_HALF_* */
+void zt_half_narrow(int dt, uint16_t *dst, const float *src, size_t n);
+void zt_half_widen(int dt, float *dst, const uint16_t *src, size_t n);
+/* one fp16 value, portable (the arrays' bits) */
+uint16_t zt_f16_round(float f);
+float zt_f16_value(uint16_t h);
 
 /* dst[i] = src[i] rounded to bf16 (fp16 when to_fp16), as an fp32 value: the compute copy
  * of a parameter held in an fp32 container. dst may be src. */
@@ -45,6 +55,16 @@ static inline float zt_bf16_value(uint16_t h)
     float f;
     memcpy(&f, &x, 4);
     return f;
+}
+
+static inline uint16_t zt_half_of(int dt, float f)
+{
+    return dt == ZT_HALF_F16 ? zt_f16_round(f) : zt_bf16_round(f);
+}
+
+static inline float zt_half_value(int dt, uint16_t h)
+{
+    return dt == ZT_HALF_F16 ? zt_f16_value(h) : zt_bf16_value(h);
 }
 
 #endif

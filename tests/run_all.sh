@@ -21,6 +21,8 @@ suite() {   # suite NAME command...
 
 if ! $MAKE -s -j2 all unit-tests; then echo "build failed"; echo "0 passed, 1 failed"; exit 1; fi
 for t in build/tests/test_*; do suite "$(basename "$t")" "$t"; done
+# the bf16 products' oneDNN path where this CPU has it (77 elsewhere)
+suite test_hgemm-onednn build/tests/test_hgemm --onednn
 # the engine's modules call each other one way only (nm over build/obj/engine)
 suite layers python3 tests/layers.py build
 # offload without CAP_IPC_LOCK under a 64 KiB locked-memory limit: unregistered buffers

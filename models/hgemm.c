@@ -1,7 +1,7 @@
-/* bgemm.c - bf16 x bf16 -> fp32 matrix products (bgemm.h): oneDNN's matmul primitive with
- * strided memory descriptors (one primitive per shape, kept in a small cache), or widened
- * k-blocks through OpenBLAS's sgemm. */
-#include "bgemm.h"
+/* hgemm.c - 16-bit x 16-bit -> fp32 matrix products (hgemm.h): oneDNN's bf16 matmul primitive
+ * with strided memory descriptors (one primitive per shape, kept in a small cache), or
+ * widened k-blocks through OpenBLAS's sgemm. */
+#include "hgemm.h"
 #include "../common/err.h"
 #include "../common/half.h"
 
@@ -21,10 +21,10 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static float *scratch;
 static size_t scratch_n;
 
-static int bgemm_f32(int ta, int tb, int M, int N, int K, float alpha, const uint16_t *A,
+static int hgemm_f32(int dt, int ta, int tb, int M, int N, int K, float alpha, const uint16_t *A,
                      int lda, const uint16_t *B, int ldb, float beta, float *C, int ldc)
 {
-    int kb = K < ZT_BGEMM_KB ? K : ZT_BGEMM_KB;
+    int kb = K < ZT_HGEMM_KB ? K : ZT_HGEMM_KB;
     size_t need = ((size_t)M + (size_t)N) * (size_t)(kb > 0 ? kb : 1);
     if (K == 0 || M == 0 || N == 0) { /* C = beta C */
         for (int m = 0; m < M; m++)
@@ -35,7 +35,8 @@ static int bgemm_f32(int ta, int tb, int M, int N, int K, float alpha, const uin
     if (need > scratch_n) {
         float *p = realloc(scratch, need * sizeof *p);
         if (!p)
-            return zt_fail(ZT_E_NOMEM, "bf16 product %dx%dx%d: out of memory", M, N, K);
+            return zt_fail(ZT_E_NOMEM, "%s product %dx%dx%d: out of memory",
+                           dt == ZT_HALF_F16 ? "fp16" : "bf16", M, N, K);
         scratch = p;
         scratch_n = need;
     }
@@ -45,16 +46,16 @@ static int bgemm_f32(int ta, int tb, int M, int N, int K, float alpha, const uin
         /* a: op(A)[:, k0:k0+kk] as M x kk; b: op(B)[k0:k0+kk, :] as kk x N */
         if (!ta)
             for (int m = 0; m < M; m++)
-                zt_f32_from_bf16(a + (size_t)m * kk, A + (size_t)m * lda + k0, (size_t)kk);
+                zt_half_widen(dt, a + (size_t)m * kk, A + (size_t)m * lda + k0, (size_t)kk);
         else /* A is K x M: rows k0.. give kk x M, used transposed */
             for (int k = 0; k < kk; k++)
-                zt_f32_from_bf16(a + (size_t)k * M, A + (size_t)(k0 + k) * lda, (size_t)M);
+                zt_half_widen(dt, a + (size_t)k * M, A + (size_t)(k0 + k) * lda, (size_t)M);
         if (!tb)
             for (int k = 0; k < kk; k++)
-                zt_f32_from_bf16(b + (size_t)k * N, B + (size_t)(k0 + k) * ldb, (size_t)N);
+                zt_half_widen(dt, b + (size_t)k * N, B + (size_t)(k0 + k) * ldb, (size_t)N);
         else /* B is N x K */
             for (int n = 0; n < N; n++)
-                zt_f32_from_bf16(b + (size_t)n * kk, B + (size_t)n * ldb + k0, (size_t)kk);
+                zt_half_widen(dt, b + (size_t)n * kk, B + (size_t)n * ldb + k0, (size_t)kk);
         cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
                     M, N, kk, alpha, a, ta ? M : kk, b, tb ? kk : N, k0 == 0 ? beta : 1.0f, C,
                     ldc);
@@ -76,7 +77,7 @@ typedef struct prim {
 static dnnl_engine_t eng;
 static dnnl_stream_t stream;
 static int dnnl_state; /* 0 unknown, 1 usable, -1 not */
-static char impl[96] = "fp32 sgemm";
+static char impl[96] = ""; /* oneDNN's bf16 matmul, or "" */
 static prim cache[CACHE];
 static int n_cache, next_evict;
 
@@ -158,7 +159,8 @@ static prim *prim_get(int ta, int tb, int M, int N, int K, float alpha, int lda,
     return q;
 }
 
-/* oneDNN's engine and whether its bf16 matmul is the AMX one (1), another (2), or none */
+/* oneDNN's engine and whether it has a bf16 matmul on bf16 instructions (AVX512_BF16 or
+ * AMX: 1), another one (2: emulated on AVX-512), or none (-1) */
 static int dnnl_probe(void)
 {
     if (dnnl_state)
@@ -182,16 +184,15 @@ static int dnnl_probe(void)
         dnnl_matmul_desc_init(&md, &a, &b, NULL, &c) == dnnl_success &&
         dnnl_primitive_desc_create(&pd, &md, NULL, eng, NULL) == dnnl_success &&
         dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &s) == dnnl_success && s) {
-        dnnl_state = strstr(s, "amx") ? 1 : 2;
-        if (dnnl_state == 1)
-            snprintf(impl, sizeof impl, "oneDNN %s", s);
+        dnnl_state = strstr(s, "amx") || strstr(s, "avx512_core_bf16") ? 1 : 2;
+        snprintf(impl, sizeof impl, "%s", s);
     }
     if (pd)
         dnnl_primitive_desc_destroy(pd);
     return dnnl_state;
 }
 
-static int bgemm_dnnl(int ta, int tb, int M, int N, int K, float alpha, const uint16_t *A,
+static int hgemm_dnnl(int ta, int tb, int M, int N, int K, float alpha, const uint16_t *A,
                       int lda, const uint16_t *B, int ldb, float beta, float *C, int ldc)
 {
     const char *why = "";
@@ -212,49 +213,63 @@ static int bgemm_dnnl(int ta, int tb, int M, int N, int K, float alpha, const ui
 
 /* ---- dispatch ----------------------------------------------------------------------------- */
 
-int zt_bgemm_path(int path, int ta, int tb, int M, int N, int K, float alpha, const uint16_t *A,
-                  int lda, const uint16_t *B, int ldb, float beta, float *C, int ldc)
+int zt_hgemm_path(int path, int dt, int ta, int tb, int M, int N, int K, float alpha,
+                  const uint16_t *A, int lda, const uint16_t *B, int ldb, float beta, float *C,
+                  int ldc)
 {
     int rc;
     pthread_mutex_lock(&lock);
     if (path == 0)
-        rc = bgemm_f32(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-    else if (path == 1 && dnnl_probe() > 0 && M > 0 && N > 0 && K > 0)
-        rc = bgemm_dnnl(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        rc = hgemm_f32(dt, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    else if (path == 1 && dt == ZT_HALF_BF16 && dnnl_probe() > 0 && M > 0 && N > 0 && K > 0)
+        rc = hgemm_dnnl(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     else
         rc = -1;
     pthread_mutex_unlock(&lock);
     return rc;
 }
 
-int zt_bgemm_default(void)
+int zt_hgemm_default(int dt)
 {
     pthread_mutex_lock(&lock);
-    int d = dnnl_probe() == 1;
+    int d = dt == ZT_HALF_BF16 && dnnl_probe() == 1;
     pthread_mutex_unlock(&lock);
     return d;
 }
 
-const char *zt_bgemm_describe(void)
+const char *zt_hgemm_onednn(void)
 {
-    zt_bgemm_default();
+    pthread_mutex_lock(&lock);
+    dnnl_probe();
+    pthread_mutex_unlock(&lock);
     return impl;
 }
 
-int zt_bgemm(int ta, int tb, int M, int N, int K, float alpha, const uint16_t *A, int lda,
-             const uint16_t *B, int ldb, float beta, float *C, int ldc)
+const char *zt_hgemm_describe(int dt)
+{
+    static char buf[2][128];
+    char *b = buf[dt == ZT_HALF_F16];
+    if (zt_hgemm_default(dt))
+        snprintf(b, 128, "oneDNN %s", impl);
+    else
+        snprintf(b, 128, "%s widened to fp32 sgemm", dt == ZT_HALF_F16 ? "fp16" : "bf16");
+    return b;
+}
+
+int zt_hgemm(int dt, int ta, int tb, int M, int N, int K, float alpha, const uint16_t *A,
+             int lda, const uint16_t *B, int ldb, float beta, float *C, int ldc)
 {
     int rc;
     pthread_mutex_lock(&lock);
-    if (dnnl_probe() == 1 && M > 0 && N > 0 && K > 0)
-        rc = bgemm_dnnl(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    if (dt == ZT_HALF_BF16 && dnnl_probe() == 1 && M > 0 && N > 0 && K > 0)
+        rc = hgemm_dnnl(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     else
-        rc = bgemm_f32(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        rc = hgemm_f32(dt, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     pthread_mutex_unlock(&lock);
     return rc;
 }
 
-void zt_bgemm_release(void)
+void zt_hgemm_release(void)
 {
     pthread_mutex_lock(&lock);
     for (int i = 0; i < n_cache; i++)
