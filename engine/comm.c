@@ -91,7 +91,8 @@ static void *watch(void *arg)
  * oldest. Every MPI_Test on a request happens under c->lock so the progress thread and the
  * engine never test the same request at once. */
 
-enum { OP_RS, OP_AG, OP_AG_INPLACE, OP_GATHER_D, OP_SUM_I64, OP_GATHER_B };
+enum { OP_RS, OP_AG, OP_AG_INPLACE, OP_GATHER_D, OP_SUM_I64, OP_GATHER_B, OP_AG16,
+       OP_AG16_INPLACE };
 
 static void mark_done(zt_comm *c, zt_comm_req *q, int rc)
 {
@@ -353,11 +354,14 @@ static int64_t oldest_open(const zt_comm *c)
 static int start(zt_comm *c, int op, const void *in, void *out, size_t n, int64_t *h)
 {
     int kind = op == OP_RS ? ZT_COLL_REDUCE_SCATTER
-               : op == OP_AG || op == OP_AG_INPLACE ? ZT_COLL_ALLGATHER : ZT_COLL_OTHER;
+               : op == OP_AG || op == OP_AG_INPLACE || op == OP_AG16 || op == OP_AG16_INPLACE
+                   ? ZT_COLL_ALLGATHER : ZT_COLL_OTHER;
     int slot = -1, rc = MPI_SUCCESS, cnt = (int)(n / (size_t)c->size);
     size_t bytes = op == OP_GATHER_D ? sizeof(double) * (size_t)c->size * n
                    : op == OP_GATHER_B ? (size_t)c->size * n
-                   : op == OP_SUM_I64 ? sizeof(int64_t) * n : n * sizeof(float);
+                   : op == OP_SUM_I64 ? sizeof(int64_t) * n
+                   : op == OP_AG16 || op == OP_AG16_INPLACE ? n * sizeof(uint16_t)
+                   : n * sizeof(float);
     *h = -1;
     if (c->open == ZT_COMM_MAXREQ)
         ZT_TRY(zt_comm_wait(c, oldest_open(c)));
@@ -378,6 +382,13 @@ static int start(zt_comm *c, int op, const void *in, void *out, size_t n, int64_
         break;
     case OP_AG_INPLACE:
         rc = MPI_Iallgather(MPI_IN_PLACE, 0, MPI_FLOAT, out, cnt, MPI_FLOAT, c->comm, &q->req);
+        break;
+    case OP_AG16:
+        rc = MPI_Iallgather(in, cnt, MPI_UINT16_T, out, cnt, MPI_UINT16_T, c->comm, &q->req);
+        break;
+    case OP_AG16_INPLACE:
+        rc = MPI_Iallgather(MPI_IN_PLACE, 0, MPI_UINT16_T, out, cnt, MPI_UINT16_T, c->comm,
+                            &q->req);
         break;
     case OP_GATHER_D:
         rc = MPI_Iallgather(in, (int)n, MPI_DOUBLE, out, (int)n, MPI_DOUBLE, c->comm, &q->req);
@@ -495,6 +506,28 @@ int zt_comm_start_allgather(zt_comm *c, const float *shard, float *full, size_t 
     ZT_TRY(check_n(c, n));
     return start(c, shard == full + (size_t)c->rank * s ? OP_AG_INPLACE : OP_AG, shard, full, n,
                  h);
+}
+
+int zt_comm_start_allgather16(zt_comm *c, const uint16_t *shard, uint16_t *full, size_t n,
+                              int64_t *h)
+{
+    size_t s = n / (size_t)c->size;
+    *h = -1;
+    if (c->size == 1) {
+        if (shard != full)
+            memcpy(full, shard, n * sizeof *full);
+        return 0;
+    }
+    ZT_TRY(check_n(c, n));
+    return start(c, shard == full + (size_t)c->rank * s ? OP_AG16_INPLACE : OP_AG16, shard,
+                 full, n, h);
+}
+
+int zt_comm_allgather16(zt_comm *c, const uint16_t *shard, uint16_t *full, size_t n)
+{
+    int64_t h;
+    ZT_TRY(zt_comm_start_allgather16(c, shard, full, n, &h));
+    return zt_comm_wait(c, h);
 }
 
 int zt_comm_reduce_scatter(zt_comm *c, const float *full, float *shard, size_t n)

@@ -67,6 +67,9 @@ int zt_comm_watch(zt_comm *c, double timeout, int check, int progress);
 int zt_comm_start_reduce_scatter(zt_comm *c, const float *full, float *shard, size_t n,
                                  int64_t *h);
 int zt_comm_start_allgather(zt_comm *c, const float *shard, float *full, size_t n, int64_t *h);
+/* the same over 16-bit elements (half-precision parameters) */
+int zt_comm_start_allgather16(zt_comm *c, const uint16_t *shard, uint16_t *full, size_t n,
+                              int64_t *h);
 /* Blocks until collective number h completes (h < 0, or already waited for: returns at
  * once). */
 int zt_comm_wait(zt_comm *c, int64_t h);
@@ -81,6 +84,7 @@ void zt_comm_poll(zt_comm *c);
 /* Blocking forms: start + wait. */
 int zt_comm_reduce_scatter(zt_comm *c, const float *full, float *shard, size_t n);
 int zt_comm_allgather(zt_comm *c, const float *shard, float *full, size_t n);
+int zt_comm_allgather16(zt_comm *c, const uint16_t *shard, uint16_t *full, size_t n);
 /* Sum of one double per rank, added in rank order on every rank (deterministic). */
 int zt_comm_sum_ordered(zt_comm *c, double x, double *sum);
 int zt_comm_sum_i64(zt_comm *c, int64_t *x);

@@ -227,21 +227,28 @@ int zt_config_check(const zt_config *c, int estimate)
 
 /* Stage 3: unit u's parameters whole in buf (collective: every rank gathers the same units
  * in the same order). Persistent units are whole already. */
-/* every rank's slices of unit u into buf, which holds this rank's in place; all the
- * all-gathers run even after one failed (the ranks stay in step); the first error */
-static int allgather_unit(zt_engine *e, int u, float *buf)
+/* every rank's slices of unit u into buf (es bytes an element: fp32, or the parameters'
+ * half precision), which holds this rank's in place; all the all-gathers run even after one
+ * failed (the ranks stay in step); the first error */
+static int allgather_unit(zt_engine *e, int u, void *buf, size_t es)
 {
     zt_seg s;
     int rc = 0;
+    char *b = buf;
+    size_t N = (size_t)e->comm.size;
     for (int k = 0; zt_geometry_seg(&e->geo, u, e->comm.rank, k, &s); k++) {
-        int grc = zt_comm_allgather(&e->comm, buf + s.off, buf + s.soff * (size_t)e->comm.size,
-                                    s.len * (size_t)e->comm.size);
+        int grc = es == sizeof(float)
+                      ? zt_comm_allgather(&e->comm, (float *)(b + s.off * es),
+                                          (float *)(b + s.soff * N * es), s.len * N)
+                      : zt_comm_allgather16(&e->comm, (uint16_t *)(b + s.off * es),
+                                            (uint16_t *)(b + s.soff * N * es), s.len * N);
         rc = rc < 0 ? rc : grc;
     }
     return rc;
 }
 
-static int gather_into(zt_engine *e, int u, float *buf, const float **whole)
+/* unit u's parameters whole (their dtype) */
+static int gather_into(zt_engine *e, int u, void *buf, const void **whole)
 {
     if (e->z.ga.persist[u]) {
         *whole = e->z.P[u];
@@ -249,7 +256,7 @@ static int gather_into(zt_engine *e, int u, float *buf, const float **whole)
     }
     ZT_TRY(zt_zero_shard_to_whole(&e->z, u, buf));
     *whole = buf;
-    return allgather_unit(e, u, buf);
+    return allgather_unit(e, u, buf, e->z.pes);
 }
 
 /* Random initialisation, one unit at a time (stage 3 keeps only this rank's shard). */
@@ -481,8 +488,8 @@ static int commit(zt_engine *e, const char *model_dir)
         !(e->un.drvG = calloc((size_t)nu, sizeof *e->un.drvG)))
         rc = zt_fail(ZT_E_NOMEM, "out of memory");
     if (rc == 0 && !e->un.custom)
-        rc = zt_model_create(&e->mc, &e->layout, cfg->dropout, cfg->seed, &e->mem, &e->ops,
-                             &e->model);
+        rc = zt_model_create(&e->mc, &e->layout, cfg->dropout, cfg->seed, zt_fp_half(cfg),
+                             &e->mem, &e->ops, &e->model);
     if (rc == 0)
         rc = whole_grad_unit(e);
     if (rc == 0)
@@ -588,7 +595,7 @@ int zt_engine_create(const zt_config *cfg, MPI_Comm comm, zt_engine **out)
         return zt_fail(rc, "%s", path);
     }
     e->cfg = *cfg;
-    e->save_dtype = cfg->precision == ZT_PREC_BF16 ? ZT_PREC_BF16 : ZT_PREC_FP32;
+    e->save_dtype = cfg->precision;
     e->cfg.model_dir = e->cfg.model_preset = e->cfg.model_config = NULL; /* borrowed */
     if (cfg->inference) { /* forward only: no optimizer state to place, nothing recomputed */
         e->cfg.offload_optimizer = ZT_OFFLOAD_NONE;
@@ -703,7 +710,7 @@ static int training_only(zt_engine *e, const char *fn)
                                      "state", fn));
 }
 
-int zt_engine_unit_acquire(zt_engine *e, int u, int purpose, float **params, float **grads)
+static int unit_acquire(zt_engine *e, int u, int purpose, void **params, float **grads)
 {
     if (params)
         *params = NULL;
@@ -718,6 +725,15 @@ int zt_engine_unit_acquire(zt_engine *e, int u, int purpose, float **params, flo
         purpose |= ZT_FOR_EVAL;
     ZT_TRY(zt_engine_commit(e));
     return recorded(e, zt_units_acquire(&e->un, u, purpose, params, grads));
+}
+
+int zt_engine_unit_acquire(zt_engine *e, int u, int purpose, float **params, float **grads)
+{
+    void *p = NULL;
+    int rc = unit_acquire(e, u, purpose, params ? &p : NULL, grads);
+    if (params)
+        *params = p;
+    return rc;
 }
 
 int zt_engine_unit_release(zt_engine *e, int u)
@@ -922,10 +938,10 @@ int zt_engine_param_get(const zt_engine *e, int i, zt_param_info *o)
     return 0;
 }
 
-/* *out = where parameter `name` lives in the unit buffers `bufs` (P or G); n must be its
- * element count. Failures are recorded in the engine. */
-static int locate(const zt_engine *e, float *const *bufs, const char *name, size_t n,
-                  float **out)
+/* *out = where parameter `name` lives in the unit buffers `bufs` (P or G, es bytes an
+ * element); n must be its element count. Failures are recorded in the engine. */
+static int locate(const zt_engine *e, void *const *bufs, size_t es, const char *name, size_t n,
+                  void **out)
 {
     int i;
     if (!e || !name)
@@ -943,40 +959,45 @@ static int locate(const zt_engine *e, float *const *bufs, const char *name, size
     if (n != d->numel)
         return zt_engine_fail(e, zt_fail(ZT_E_SHAPE, "parameter \"%s\" has %zu elements, buffer has %zu",
                                name, d->numel, n));
-    *out = bufs[d->unit] + d->offset;
+    *out = (char *)bufs[d->unit] + d->offset * es;
     return 0;
 }
 
 int zt_engine_read_param(const zt_engine *e, const char *name, float *dst, size_t n)
 {
-    float *p = NULL;
-    ZT_TRY(locate(e, e ? e->z.P : NULL, name, n, &p));
-    memcpy(dst, p, n * sizeof(float));
+    void *p = NULL;
+    ZT_TRY(locate(e, e ? e->z.P : NULL, e ? e->z.pes : 4, name, n, &p));
+    zt_zero_pwiden(&e->z, dst, p, n);
     return 0;
 }
 
 int zt_engine_read_grad(const zt_engine *e, const char *name, float *dst, size_t n)
 {
-    float *p = NULL;
+    void *p = NULL;
     if (e && e->cfg.inference)
         return zt_fail(ZT_E_INVAL, "zt_engine_read_grad: the engine is forward only "
                        "(zt_config.inference): it has no gradients");
-    ZT_TRY(locate(e, e ? e->z.gr.G : NULL, name, n, &p));
+    ZT_TRY(locate(e, e ? (void *const *)e->z.gr.G : NULL, sizeof(float), name, n, &p));
     memcpy(dst, p, n * sizeof(float));
     return 0;
 }
 
 int zt_engine_write_param(zt_engine *e, const char *name, const float *src, size_t n)
 {
-    float *p = NULL;
-    ZT_TRY(locate(e, e ? e->z.P : NULL, name, n, &p));
+    void *p = NULL;
+    ZT_TRY(locate(e, e ? e->z.P : NULL, e ? e->z.pes : 4, name, n, &p));
     const zt_param_def *d = &e->layout.params[zt_layout_find(&e->layout, name)];
     int rc = zt_zero_master_write(&e->z, d->unit, d->offset, src, n);
     if (rc < 0)
         return zt_engine_fail(e, rc);
-    memcpy(p, src, n * sizeof(float));
-    zt_zero_round(&e->z, p, n); /* (the compute copy; the master holds src) */
+    zt_zero_pnarrow(&e->z, p, src, n); /* (the compute copy; the master holds src) */
     return 0;
+}
+
+int zt_engine_param_dtype(const zt_engine *e)
+{
+    return !e ? ZT_E_INVAL : e->z.hdt == ZT_HALF_BF16 ? ZT_PREC_BF16
+                           : e->z.hdt == ZT_HALF_F16 ? ZT_PREC_FP16 : ZT_PREC_FP32;
 }
 
 int zt_engine_zero_grad(zt_engine *e)
@@ -998,8 +1019,8 @@ static int acquire_pair(zt_engine *e, int u, int purpose)
     int t = e->ops->tied_unit(e->model, u);
     for (int i = 0; i < (t >= 0 ? 2 : 1); i++) {
         int w = i ? t : u;
-        ZT_TRY(zt_engine_unit_acquire(e, w, purpose, &e->un.drvP[w],
-                                      purpose == ZT_FOR_BACKWARD ? &e->un.drvG[w] : NULL));
+        ZT_TRY(unit_acquire(e, w, purpose, &e->un.drvP[w],
+                            purpose == ZT_FOR_BACKWARD ? &e->un.drvG[w] : NULL));
     }
     return 0;
 }
@@ -1344,27 +1365,27 @@ int zt_engine_report_get(const zt_engine *e, zt_engine_report *o)
 }
 
 /* Stage 3 saves stream: the writer asks for each tensor in layout order, which gathers the
- * next unit when the tensor belongs to it; one unit is whole at a time. bf16 weights are
- * rounded into h (one tensor) as they are asked for. */
+ * next unit when the tensor belongs to it; one unit is whole at a time. The weights are
+ * written in the parameters' dtype as they are (fp32, bf16 or fp16), or from the fp32
+ * master. */
 typedef struct save_arg {
     zt_engine *e;
-    float *buf;
-    const float *whole;
+    void *buf;
+    const void *whole;
     int cur;             /* the unit in whole, -1 = none yet */
-    uint16_t *h;
-    int master;          /* a bf16 run saved in fp32: from the master, unit by unit */
+    int master;          /* a half-precision run saved in fp32: from the master, unit by unit */
 } save_arg;
 
-/* a bf16 run's weights saved in fp32: unit u's fp32 master, whole (every rank calls it for
- * every unit in order: the all-gather of stages 1-3) */
-static int master_gather_into(zt_engine *e, int u, float *buf, const float **whole)
+/* a half-precision run's weights saved in fp32: unit u's fp32 master, whole (every rank
+ * calls it for every unit in order: the all-gather of stages 1-3) */
+static int master_gather_into(zt_engine *e, int u, float *buf, const void **whole)
 {
     memset(buf, 0, e->geo.padded[u] * sizeof(float));
     int rc = zt_zero_master_to_whole(&e->z, u, buf);
     *whole = buf;
     if (rc == 0 || e->comm.size == 1)
         return rc < 0 ? rc : 0;
-    int grc = allgather_unit(e, u, buf); /* (also after a local failure: in step) */
+    int grc = allgather_unit(e, u, buf, sizeof(float)); /* (also after a local failure) */
     return rc < 0 ? rc : grc;
 }
 
@@ -1379,19 +1400,9 @@ static int fetch_param(int i, void *p, const void **data)
 {
     save_arg *a = p;
     const zt_param_def *d = &a->e->layout.params[i];
-    const float *src;
-    if (a->e->cfg.zero_stage >= 3 || a->master) { /* (P[u] may not exist there) */
-        while (a->cur < d->unit)
-            ZT_TRY(next_unit(a));
-        src = a->whole + d->offset;
-    } else {
-        src = a->e->z.P[d->unit] + d->offset;
-    }
-    *data = src;
-    if (a->h) { /* (the values are bf16 already: exact) */
-        zt_bf16_from_f32(a->h, src, d->numel);
-        *data = a->h;
-    }
+    while (a->cur < d->unit)
+        ZT_TRY(next_unit(a));
+    *data = (const char *)a->whole + d->offset * (a->master ? sizeof(float) : a->e->z.pes);
     return 0;
 }
 
@@ -1399,37 +1410,31 @@ static int zt_engine_save_weights(zt_engine *e, const char *dir, size_t max_shar
 {
     char path[4096];
     int n = e->layout.n_params, rc = 0, st3 = e->cfg.zero_stage >= 3, r = e->comm.rank;
-    save_arg a = {e, NULL, NULL, -1, NULL,
-                  e->cfg.precision == ZT_PREC_BF16 && e->save_dtype == ZT_PREC_FP32};
+    save_arg a = {e, NULL, NULL, -1, e->z.hdt >= 0 && e->save_dtype == ZT_PREC_FP32};
     zt_tensor_view *v = NULL;
-    int b16 = e->save_dtype == ZT_PREC_BF16;
+    zt_dtype dt = a.master || e->z.hdt < 0 ? ZT_F32 : e->z.hdt == ZT_HALF_F16 ? ZT_F16 : ZT_BF16;
     st3 = st3 || a.master; /* (streamed unit by unit, every rank gathering) */
-    size_t most = 0;
     ZT_TRY(zt_zero_flush(&e->z));
-    size_t bytes = zt_geometry_max(&e->geo, -1) * sizeof(float);
-    for (int i = 0; i < n; i++)
-        most = e->layout.params[i].numel > most ? e->layout.params[i].numel : most;
+    size_t bytes = zt_geometry_max(&e->geo, -1) * (a.master ? sizeof(float) : e->z.pes);
     if (st3 && !(a.buf = zt_mem_alloc_in(&e->mem, bytes, ZT_ALIGN_PAGE, ZT_MEM_COMM)))
         rc = ZT_E_NOMEM;
-    if (rc == 0 && b16 && r == 0 && !(a.h = malloc(most * sizeof *a.h + 1)))
-        rc = zt_fail(ZT_E_NOMEM, "out of memory");
     if (rc == 0 && r == 0 && (rc = zt_mkdirs(dir, 0755, NULL)) == 0 &&
         !(v = calloc((size_t)n, sizeof *v)))
         rc = zt_fail(ZT_E_NOMEM, "out of memory");
     if (rc == 0 && r == 0) {
         for (int i = 0; i < n; i++) {
             const zt_param_def *d = &e->layout.params[i];
-            v[i] = (zt_tensor_view){d->name, b16 ? ZT_BF16 : ZT_F32, d->ndim, {0},
-                                    st3 || b16 ? NULL : e->z.P[d->unit] + d->offset};
+            v[i] = (zt_tensor_view){d->name, dt, d->ndim, {0},
+                                    st3 ? NULL : zt_zero_pat(&e->z, e->z.P[d->unit], d->offset)};
             for (int k = 0; k < d->ndim; k++)
                 v[i].shape[k] = d->shape[k];
         }
-        rc = zt_hf_write_weights_cb(dir, v, n, max_shard_bytes, st3 || b16 ? fetch_param : NULL,
-                                    &a);
+        rc = zt_hf_write_weights_cb(dir, v, n, max_shard_bytes, st3 ? fetch_param : NULL, &a);
         if (rc >= 0) {
             snprintf(path, sizeof path, "%s/config.json", dir);
             rc = e->un.custom ? zt_units_config_save(&e->un, path)
-                              : zt_model_config_save(&e->mc, path, b16 ? "bfloat16" : NULL);
+                              : zt_model_config_save(&e->mc, path, dt == ZT_BF16 ? "bfloat16"
+                                                     : dt == ZT_F16 ? "float16" : NULL);
         }
     }
     /* every rank gathers every unit, whatever rank 0's writer did, to stay in step */
@@ -1441,7 +1446,6 @@ static int zt_engine_save_weights(zt_engine *e, const char *dir, size_t max_shar
         }
     }
     free(v);
-    free(a.h);
     if (a.buf)
         zt_mem_free_in(&e->mem, a.buf, bytes, ZT_MEM_COMM);
     return zt_engine_agree(e, rc, "saving the weights");
@@ -1479,27 +1483,28 @@ int zt_engine_gather_f64(zt_engine *e, const double *x, int n, double *all)
 static int first_nonfinite_here(zt_engine *e, int *param, size_t *elem, float *value)
 {
     int st3 = e->cfg.zero_stage >= 3, rc = 0;
-    size_t cap = zt_geometry_max(&e->geo, -1) * sizeof(float);
-    float *buf = NULL;
+    size_t es = e->z.pes, cap = zt_geometry_max(&e->geo, -1) * es;
+    zt_dtype dt = e->z.hdt < 0 ? ZT_F32 : e->z.hdt == ZT_HALF_F16 ? ZT_F16 : ZT_BF16;
+    void *buf = NULL;
     *param = -1;
     if (st3 && !(buf = zt_mem_alloc_in(&e->mem, cap, ZT_ALIGN_PAGE, ZT_MEM_OTHER)))
         return ZT_E_NOMEM;
     for (int u = 0; u < e->layout.n_units && *param < 0; u++) {
         const zt_unit_def *ud = &e->layout.units[u];
-        const float *p = e->z.P[u];
+        void *p = e->z.P[u];
         if (st3 && !e->z.ga.persist[u]) {
-            memset(buf, 0, e->geo.padded[u] * sizeof(float));
+            memset(buf, 0, e->geo.padded[u] * es);
             if ((rc = zt_zero_shard_to_whole(&e->z, u, buf)) < 0)
                 break;
             p = buf;
         }
         for (int i = ud->first_param; i < ud->first_param + ud->n_params; i++) {
             const zt_param_def *d = &e->layout.params[i];
-            int64_t at = zt_first_nonfinite(ZT_F32, p + d->offset, d->numel);
+            int64_t at = zt_first_nonfinite(dt, zt_zero_pat(&e->z, p, d->offset), d->numel);
             if (at >= 0) {
                 *param = i;
                 *elem = (size_t)at;
-                *value = p[d->offset + (size_t)at];
+                zt_zero_pwiden(&e->z, value, zt_zero_pat(&e->z, p, d->offset + (size_t)at), 1);
                 break;
             }
         }
@@ -1602,12 +1607,10 @@ static int zt_engine_load_params(zt_engine *e, const char *dir)
     load_arg a = {e, dir, NULL};
     int rc;
     ZT_TRY(zt_zero_flush(&e->z)); /* nothing deferred may land on what is loaded */
-    if (e->cfg.zero_stage < 3) {
-        ZT_TRY(zt_load_hf_weights(dir, &e->layout, e->z.P, e->ck.alias_seen, e->cfg.seed, 1));
-        for (int u = 0; u < e->layout.n_units; u++)
-            zt_zero_round(&e->z, e->z.P[u], e->geo.padded[u]);
-        return 0;
-    }
+    if (e->cfg.zero_stage < 3 && e->z.hdt < 0) /* in place */
+        return zt_load_hf_weights(dir, &e->layout, (float **)e->z.P, e->ck.alias_seen,
+                                  e->cfg.seed, 1);
+    /* one unit at a time, rounded into half precision / kept as this rank's shard */
     if (!(a.one = calloc((size_t)e->layout.n_units, sizeof *a.one)))
         return zt_fail(ZT_E_NOMEM, "out of memory");
     rc = zt_zero_fill_params(&e->z, load_unit, &a);
@@ -1620,14 +1623,22 @@ int zt_engine_set_save_dtype(zt_engine *e, int precision)
     if (!e)
         return zt_fail(ZT_E_INVAL, "zt_engine_set_save_dtype: NULL engine");
     if (precision < 0) /* the run's own */
-        precision = e->cfg.precision == ZT_PREC_BF16 ? ZT_PREC_BF16 : ZT_PREC_FP32;
-    if (precision != ZT_PREC_FP32 && precision != ZT_PREC_BF16)
+        precision = e->cfg.precision;
+    if (precision != ZT_PREC_FP32 && precision != ZT_PREC_BF16 && precision != ZT_PREC_FP16)
         return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "zt_engine_set_save_dtype: %d is not "
-                                         "ZT_PREC_FP32 or ZT_PREC_BF16", precision));
-    if (precision == ZT_PREC_BF16 && e->cfg.precision != ZT_PREC_BF16)
-        return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "zt_engine_set_save_dtype: bf16 weights "
-                                         "of an fp32 run would lose their low bits: save "
-                                         "them from a bf16 run (\"bf16\": {\"enabled\": true})"));
+                                         "ZT_PREC_FP32, ZT_PREC_BF16 or ZT_PREC_FP16",
+                                         precision));
+    if (precision != ZT_PREC_FP32 && precision != e->cfg.precision) {
+        const char *want = precision == ZT_PREC_BF16 ? "bf16" : "fp16";
+        if (e->cfg.precision == ZT_PREC_FP32)
+            return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "zt_engine_set_save_dtype: %s weights "
+                                             "of an fp32 run would lose their low bits: save "
+                                             "them from a %s run (\"%s\": {\"enabled\": "
+                                             "true})", want, want, want));
+        return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "zt_engine_set_save_dtype: %s weights of "
+                                         "a %s run: save its own dtype or fp32 (its master)",
+                                         want, precision == ZT_PREC_BF16 ? "fp16" : "bf16"));
+    }
     e->save_dtype = precision;
     return 0;
 }

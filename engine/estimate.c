@@ -103,7 +103,7 @@ static int estimate(const zt_config *cfg0, int N, double num_params, size_t unit
         ZT_TRY(zt_model_head_apply(mc, src, cfg->head, cfg->num_labels, cfg->problem_type,
                                    cfg->label_names));
         ZT_TRY(zt_model_layout(mc, l));
-        ZT_TRY(zt_model_create(mc, l, cfg->dropout, cfg->seed, acct, ops, model));
+        ZT_TRY(zt_model_create(mc, l, cfg->dropout, cfg->seed, zt_fp_half(cfg), acct, ops, model));
     } else {
         ZT_TRY(synthetic_layout(num_params, unit_params ? unit_params : ZT_EST_UNIT, l));
     }

@@ -2,6 +2,7 @@
  * and ostate.c make for it. */
 #include "footprint.h"
 #include "geom.h"
+#include "../common/half.h"
 #include "../models/model.h"
 
 #include "zerotrain.h"
@@ -11,7 +12,6 @@ void zt_footprint_of(const zt_fp_in *in, zt_footprint *o)
     const zt_layout *L = in->L;
     /* F: bytes per parameter float, G: per gradient float */
     double F = in->pbytes > 0 ? in->pbytes : 4.0, G = in->gbytes > 0 ? in->gbytes : 4.0;
-    double S = in->sbytes > 0 ? in->sbytes : F; /* a parameter store's bytes per float */
     double N = in->N, P = 0.0, maxs = 0.0, maxo = 0.0, whole = 0.0;
     double persist = 0.0;
     int st = in->stage;
@@ -36,17 +36,15 @@ void zt_footprint_of(const zt_fp_in *in, zt_footprint *o)
         o->params = F * P;
     } else {
         o->params = F * (persist + in->gathered);
-        if (in->par_off != ZT_OFFLOAD_NONE) /* the shard slots (and their 2-byte staging) */
-            o->params += (F + (S < F ? S : 0.0)) * in->param_slots * maxs;
-        else
-            S = F;
+        if (in->par_off != ZT_OFFLOAD_NONE) /* the shard slots */
+            o->params += F * in->param_slots * maxs;
         if (in->par_off == ZT_OFFLOAD_NVME)
-            o->params_off = S * P / N;
+            o->params_off = F * P / N;
         else
-            o->params += S * P / N;
+            o->params += F * P / N;
     }
     if (in->inference) { /* forward only: the parameters alone */
-        o->formula = st < 3 ? F * P : (o->params_off ? 0.0 : S * P / N);
+        o->formula = st < 3 ? F * P : (o->params_off ? 0.0 : F * P / N);
         return;
     }
     /* gradients: whole units below stage 2; stages 2-3 the whole-gradient unit and two
@@ -75,13 +73,19 @@ void zt_footprint_of(const zt_fp_in *in, zt_footprint *o)
     double ost = in->opt_state + in->opt_replicated;
     o->opt_state = ost;
     o->formula = st < 2 ? (F + G) * P + ost : st == 2 ? F * P + G * P / N + ost
-                                                     : (S + G) * P / N + ost;
+                                                     : (F + G) * P / N + ost;
     if (in->opt_off == ZT_OFFLOAD_NVME)
         o->formula -= in->opt_state;
     if (st >= 3 && in->par_off == ZT_OFFLOAD_NVME)
-        o->formula -= S * P / N;
+        o->formula -= F * P / N;
     if (in->grads_off && in->opt_off == ZT_OFFLOAD_NVME)
         o->formula -= G * P / N;
+}
+
+int zt_fp_half(const zt_config *c)
+{
+    return c->precision == ZT_PREC_BF16 ? ZT_HALF_BF16
+           : c->precision == ZT_PREC_FP16 ? ZT_HALF_F16 : -1;
 }
 
 void zt_fp_dtypes(const zt_config *c, double *pb, double *gb, double *mb)
@@ -90,16 +94,10 @@ void zt_fp_dtypes(const zt_config *c, double *pb, double *gb, double *mb)
     int g = c->grad_accum_dtype;
     if (g == ZT_GRAD_AUTO) /* DeepSpeed: the bf16 optimizer accumulates in fp32, fp16 in fp16 */
         g = c->precision == ZT_PREC_FP16 ? ZT_GRAD_FP16 : ZT_GRAD_FP32;
-    /* the compute copy: fp16's 2 bytes (estimated; the engine refuses fp16 so far); bf16's
-     * values are kept in fp32 containers by the engine for now (its passes read fp32) */
-    *pb = c->precision == ZT_PREC_FP16 ? 2.0 : 4.0;
+    /* the compute copy: 2 bytes in bf16 and fp16 */
+    *pb = half ? 2.0 : 4.0;
     *gb = g == ZT_GRAD_FP32 ? 4.0 : 2.0;
     *mb = half ? 4.0 : 0.0;
-}
-
-double zt_fp_store_bytes(const zt_config *c)
-{
-    return c->precision == ZT_PREC_BF16 ? 2.0 : 4.0;
 }
 
 int zt_fp_param_slots(const zt_config *c, size_t largest_shard)

@@ -34,8 +34,6 @@ typedef struct zt_fp_in {
     double opt_work;           /* optimizer offload: bytes of its working buffers */
     int inference;             /* forward only: no gradients, no optimizer state */
     double pbytes, gbytes;     /* bytes per parameter / gradient float (0: 4, fp32) */
-    double sbytes;             /* stage 3 parameter offload: bytes per float in the store
-                                * (0: pbytes; bf16: 2, with a staging buffer per slot) */
 } zt_fp_in;
 
 typedef struct zt_footprint {
@@ -56,8 +54,8 @@ void zt_footprint_of(const zt_fp_in *in, zt_footprint *out);
 /* The config's bytes per parameter float (*pb: its compute copy), per gradient float (*gb:
  * the accumulation dtype) and per owned parameter of the fp32 master (*mb, 0 in fp32). */
 void zt_fp_dtypes(const struct zt_config *c, double *pb, double *gb, double *mb);
-/* Bytes per parameter float in stage 3's parameter store (offload_param): 2 for bf16. */
-double zt_fp_store_bytes(const struct zt_config *c);
+/* The parameters' dtype: -1 (fp32) or ZT_HALF_* (common/half.h) of the compute copies. */
+int zt_fp_half(const struct zt_config *c);
 
 /* engine.c, for tests/test_footprint.c: an engine's footprint now (its buffers) and the
  * planner's for its placement, stage and world size. */

@@ -90,16 +90,18 @@ int zt_geometry_seg(const zt_geometry *g, int u, int r, int k, zt_seg *s)
     return zt_geom_seg(&x, r, k, s);
 }
 
-void zt_geometry_take(const zt_geometry *g, int u, int r, const float *whole, float *shard)
+void zt_geometry_take(const zt_geometry *g, int u, int r, const void *whole, void *shard,
+                      size_t es)
 {
     zt_seg s;
     for (int k = 0; zt_geometry_seg(g, u, r, k, &s); k++)
-        memcpy(shard + s.soff, whole + s.off, s.len * sizeof(float));
+        memcpy((char *)shard + s.soff * es, (const char *)whole + s.off * es, s.len * es);
 }
 
-void zt_geometry_put(const zt_geometry *g, int u, int r, const float *shard, float *whole)
+void zt_geometry_put(const zt_geometry *g, int u, int r, const void *shard, void *whole,
+                     size_t es)
 {
     zt_seg s;
     for (int k = 0; zt_geometry_seg(g, u, r, k, &s); k++)
-        memcpy(whole + s.off, shard + s.soff, s.len * sizeof(float));
+        memcpy((char *)whole + s.off * es, (const char *)shard + s.soff * es, s.len * es);
 }

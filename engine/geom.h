@@ -52,8 +52,11 @@ size_t zt_geometry_max_shard(const zt_geometry *g);
 double zt_geometry_total(const zt_geometry *g);
 /* Segment k of rank r's shard of unit u; 0 past the last. */
 int zt_geometry_seg(const zt_geometry *g, int u, int r, int k, zt_seg *s);
-/* Rank r's shard of unit u out of a whole-unit buffer, or back into one. */
-void zt_geometry_take(const zt_geometry *g, int u, int r, const float *whole, float *shard);
-void zt_geometry_put(const zt_geometry *g, int u, int r, const float *shard, float *whole);
+/* Rank r's shard of unit u out of a whole-unit buffer, or back into one; es bytes per
+ * element (4: fp32, 2: half-precision parameters). */
+void zt_geometry_take(const zt_geometry *g, int u, int r, const void *whole, void *shard,
+                      size_t es);
+void zt_geometry_put(const zt_geometry *g, int u, int r, const void *shard, void *whole,
+                     size_t es);
 
 #endif

@@ -355,10 +355,16 @@ static int poll(zt_ostate *os, const zt_ost_io *io)
     return io->poll ? zt_store_poll(io->poll) : 0;
 }
 
-/* parameter and gradient pointers of shard position j of run x */
+/* parameter and gradient pointers of shard position j of run x (parameters: their index;
+ * p_at only in fp32) */
+static size_t p_idx(const zt_ost_io *io, const zt_srun *x, size_t j)
+{
+    return io->p_shard ? j : x->a + (j - x->j0);
+}
+
 static float *p_at(const zt_ost_io *io, const zt_srun *x, size_t j)
 {
-    return io->p + (io->p_shard ? j : x->a + (j - x->j0));
+    return (float *)io->p + p_idx(io, x, j);
 }
 
 static const float *g_at(const zt_ost_io *io, const zt_srun *x, size_t j)
@@ -378,16 +384,18 @@ static void master_take(const zt_ostate *os, const zt_ost_io *io, const zt_ost_v
                         const zt_srun *x, size_t lo, size_t hi)
 {
     if (v->w && os->master_fresh)
-        memcpy(v->w + (lo - v->c0), p_at(io, x, lo), (hi - lo) * sizeof(float));
+        zt_half_widen(io->hdt, v->w + (lo - v->c0), (uint16_t *)io->p + p_idx(io, x, lo),
+                      hi - lo);
 }
 
 /* after it: the parameters are the master rounded to nearest even */
 static void master_give(const zt_ostate *os, const zt_ost_io *io, const zt_ost_view *v,
                         const zt_srun *x, size_t lo, size_t hi)
 {
+    (void)os;
     if (v->w)
-        zt_half_round(os->cfg->precision == ZT_PREC_FP16, p_at(io, x, lo),
-                      v->w + (lo - v->c0), hi - lo);
+        zt_half_narrow(io->hdt, (uint16_t *)io->p + p_idx(io, x, lo), v->w + (lo - v->c0),
+                       hi - lo);
 }
 
 int zt_ost_update_range(zt_ostate *os, const zt_ost_hparams *hps, const zt_spart *p,

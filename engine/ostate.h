@@ -150,10 +150,12 @@ int zt_ost_alloc_replicated(zt_ostate *os);
  * shard position (stage 3's shard; the reduced gradient shard) or by unit position (a whole
  * unit buffer). */
 typedef struct zt_ost_io {
-    float *p;
+    void *p;                 /* fp32, or half-precision parameters (hdt >= 0) */
     const float *g;
     int p_shard, g_shard;
     struct zt_store *poll;   /* a store the update streams through (polled while it runs) */
+    int hdt;                 /* -1: fp32 parameters, else their ZT_HALF_* (the update runs on
+                              * the fp32 master and writes its rounding into p) */
 } zt_ost_io;
 
 /* A step's hyperparameters: the elementwise optimizers' (whose grad_scale, the clipping

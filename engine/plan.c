@@ -83,8 +83,7 @@ static void plan_footprint(const zt_planner *pn, placement pl, int st, int Nr, z
         .persist_threshold = pn->cfg->persist_threshold,
         .gathered = live < P ? live : P, /* never more than the whole model */
         .opt_state = own, .opt_replicated = rep, .opt_work = work,
-        .inference = pn->cfg->inference, .pbytes = pb, .gbytes = gb,
-        .sbytes = zt_fp_store_bytes(pn->cfg)};
+        .inference = pn->cfg->inference, .pbytes = pb, .gbytes = gb};
     zt_footprint_of(&in, fp);
 }
 

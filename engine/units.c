@@ -471,7 +471,7 @@ static int check_order(const zt_units *un, const char *fn, const zt_order *o, in
                    ou, uname(un, ou), purpose_name(o->use[pos].purpose));
 }
 
-int zt_units_acquire(zt_units *un, int u, int purpose, float **params, float **grads)
+int zt_units_acquire(zt_units *un, int u, int purpose, void **params, float **grads)
 {
     const char *fn = "zt_engine_unit_acquire";
     if (params)

@@ -53,7 +53,9 @@ typedef struct zt_units {
     int n_ready;             /* units whose gradients are ready in it */
     int *unit_nparams;       /* per unit: the parameters it was declared with */
     float **init_vals;       /* per parameter: ZT_INIT_VALUES' copy until commit, or NULL */
-    float **drvP, **drvG;    /* the built-in models' view of the units they acquired */
+    void **drvP;             /* the built-in models' view of the units they acquired: the
+                              * parameters (their dtype) and gradients */
+    float **drvG;
 } zt_units;
 
 /* ---- units.c: the unit API's bookkeeping ------------------------------------------------ */
@@ -75,7 +77,7 @@ void zt_units_free(zt_units *un);
 int zt_units_add_unit(zt_units *un, const char *name, int n_params, int *unit);
 int zt_units_add_param(zt_units *un, int unit, const zt_param_spec *p, int *index);
 int zt_units_add_param_alias(zt_units *un, int index, const char *name);
-int zt_units_acquire(zt_units *un, int u, int purpose, float **params, float **grads);
+int zt_units_acquire(zt_units *un, int u, int purpose, void **params, float **grads);
 int zt_units_release(zt_units *un, int u);
 int zt_units_grads_ready(zt_units *un, int u);
 int zt_units_set_order(zt_units *un, int kind, const int *units, const int *purposes,

@@ -30,24 +30,30 @@
 /* ---- collectives over a unit's pieces ------------------------------------------------- */
 
 /* One collective per piece of unit u, started back to back; *lo..*hi = their sequence
- * numbers. Reduce-scatter: full -> shard. All-gather: shard -> full (shard NULL: in place,
- * this rank's slices are already in full). */
-static int start_pieces(zt_zero *z, int u, int gather, const float *full_or_shard, float *dst,
-                        int64_t *lo, int64_t *hi)
+ * numbers. Reduce-scatter: full -> shard (fp32). All-gather: shard -> full, es bytes an
+ * element (4, or 2 for half-precision parameters; shard NULL: in place, this rank's slices
+ * are already in full). */
+static int start_pieces(zt_zero *z, int u, int gather, size_t es, const void *full_or_shard,
+                        void *dst, int64_t *lo, int64_t *hi)
 {
     zt_seg s;
     size_t N = (size_t)z->comm->size;
+    const char *src = full_or_shard;
+    char *d = dst;
     *lo = *hi = -1;
     for (int k = 0; zt_geometry_seg(z->geo, u, z->comm->rank, k, &s); k++) {
         int64_t h;
         size_t off0 = s.soff * N;
-        if (gather)
-            ZT_TRY(zt_comm_start_allgather(z->comm, full_or_shard ? full_or_shard + s.soff
-                                                                   : dst + s.off,
-                                           dst + off0, s.len * N, &h));
+        const void *from = src ? src + s.soff * es : d + s.off * es;
+        if (gather && es == sizeof(float))
+            ZT_TRY(zt_comm_start_allgather(z->comm, from, (float *)(d + off0 * es), s.len * N,
+                                           &h));
+        else if (gather)
+            ZT_TRY(zt_comm_start_allgather16(z->comm, from, (uint16_t *)(d + off0 * es),
+                                             s.len * N, &h));
         else
-            ZT_TRY(zt_comm_start_reduce_scatter(z->comm, full_or_shard + off0, dst + s.soff,
-                                                s.len * N, &h));
+            ZT_TRY(zt_comm_start_reduce_scatter(z->comm, (const float *)src + off0,
+                                                (float *)dst + s.soff, s.len * N, &h));
         *lo = *lo < 0 ? h : *lo;
         *hi = h;
     }
@@ -57,13 +63,42 @@ static int start_pieces(zt_zero *z, int u, int gather, const float *full_or_shar
 static int start_rs(zt_zero *z, int u, const float *full, float *shard, int64_t *lo,
                     int64_t *hi)
 {
-    return start_pieces(z, u, 0, full, shard, lo, hi);
+    return start_pieces(z, u, 0, sizeof(float), full, shard, lo, hi);
 }
 
+/* the gradients' all-gather (stage 0) */
 static int start_ag(zt_zero *z, int u, const float *shard, float *full, int64_t *lo,
                     int64_t *hi)
 {
-    return start_pieces(z, u, 1, shard, full, lo, hi);
+    return start_pieces(z, u, 1, sizeof(float), shard, full, lo, hi);
+}
+
+/* the parameters' (their dtype) */
+static int start_pag(zt_zero *z, int u, const void *shard, void *full, int64_t *lo,
+                     int64_t *hi)
+{
+    return start_pieces(z, u, 1, z->pes, shard, full, lo, hi);
+}
+
+void zt_zero_pwiden(const zt_zero *z, float *dst, const void *src, size_t n)
+{
+    if (z->hdt < 0)
+        memcpy(dst, src, n * sizeof(float));
+    else
+        zt_half_widen(z->hdt, dst, src, n);
+}
+
+void zt_zero_pnarrow(const zt_zero *z, void *dst, const float *src, size_t n)
+{
+    if (z->hdt < 0)
+        memcpy(dst, src, n * sizeof(float));
+    else
+        zt_half_narrow(z->hdt, dst, src, n);
+}
+
+void *zt_zero_pat(const zt_zero *z, void *p, size_t off)
+{
+    return p ? (char *)p + off * z->pes : NULL;
 }
 
 /* ---- buffers ------------------------------------------------------------------------------ */
@@ -79,31 +114,54 @@ static void floats_free(const zt_zero *z, float *p, size_t n, int category)
     zt_mem_free_in(z->acct, p, n * sizeof(float), category);
 }
 
-static float **alloc_units(const zt_zero *z, int category, int shard)
+/* n parameter elements (their dtype), page-aligned, counted as params */
+static void *pbuf_alloc(const zt_zero *z, size_t n)
+{
+    return zt_mem_alloc_in(z->acct, n * z->pes, ZT_ALIGN_PAGE, ZT_MEM_PARAMS);
+}
+
+static void pbuf_free(const zt_zero *z, void *p, size_t n)
+{
+    zt_mem_free_in(z->acct, p, n * z->pes, ZT_MEM_PARAMS);
+}
+
+/* a buffer per unit (whole or this rank's shard) of es-byte elements */
+static void **alloc_units(const zt_zero *z, int category, int shard, size_t es)
 {
     int n = z->L->n_units;
-    float **b = calloc((size_t)n, sizeof *b);
+    void **b = calloc((size_t)n, sizeof *b);
     if (!b) {
         zt_fail(ZT_E_NOMEM, "out of memory");
         return NULL;
     }
     for (int u = 0; u < n; u++)
-        if (!(b[u] = floats_alloc(z, zt_geometry_len(z->geo, u, shard), category))) {
+        if (!(b[u] = zt_mem_alloc_in(z->acct, zt_geometry_len(z->geo, u, shard) * es,
+                                     ZT_ALIGN_PAGE, category))) {
             for (int v = 0; v < u; v++)
-                floats_free(z, b[v], zt_geometry_len(z->geo, v, shard), category);
+                zt_mem_free_in(z->acct, b[v], zt_geometry_len(z->geo, v, shard) * es, category);
             free(b);
             return NULL;
         }
     return b;
 }
 
-static void free_units(const zt_zero *z, float **b, int category, int shard)
+static void free_units(const zt_zero *z, void **b, int category, int shard, size_t es)
 {
     if (!b)
         return;
     for (int u = 0; u < z->L->n_units; u++)
-        floats_free(z, b[u], zt_geometry_len(z->geo, u, shard), category);
+        zt_mem_free_in(z->acct, b[u], zt_geometry_len(z->geo, u, shard) * es, category);
     free(b);
+}
+
+static float **alloc_funits(const zt_zero *z, int category, int shard)
+{
+    return (float **)alloc_units(z, category, shard, sizeof(float));
+}
+
+static void free_funits(const zt_zero *z, float **b, int category, int shard)
+{
+    free_units(z, (void **)b, category, shard, sizeof(float));
 }
 
 static void offload_close(zt_zero *z);
@@ -130,22 +188,12 @@ static int pslots_for(const zt_zero *z)
     return zt_fp_param_slots(z->cfg, shard_max(z));
 }
 
-/* bf16 parameters go to the parameter store in 2 bytes (their values are bf16: exact) */
-static int pstore_half(const zt_zero *z)
-{
-    return zt_fp_store_bytes(z->cfg) < sizeof(float);
-}
-
 static void pstore_close(zt_zero *z)
 {
     zt_store_close(z->ps.store);
     z->ps.store = NULL;
-    for (int i = 0; i < z->ps.n_slot; i++) {
-        floats_free(z, z->ps.slot[i].p, shard_max(z), ZT_MEM_PARAMS);
-        if (z->ps.slot[i].h)
-            zt_mem_free_in(z->acct, z->ps.slot[i].h, shard_max(z) * 2, ZT_MEM_PARAMS);
-        z->ps.slot[i].h = NULL;
-    }
+    for (int i = 0; i < z->ps.n_slot; i++)
+        pbuf_free(z, z->ps.slot[i].p, shard_max(z));
     z->ps.n_slot = 0;
 }
 
@@ -164,18 +212,14 @@ static int pstore_open(zt_zero *z)
     ZT_TRY(zt_offload_store_open(z->cfg, z->nvme, z->comm->rank, z->cfg->offload_param,
                                  "params", z->acct, &z->ps.store));
     for (int u = 0; u < z->L->n_units; u++)
-        if (zt_store_add(z->ps.store, zt_geometry_len(z->geo, u, 1) *
-                                          (pstore_half(z) ? 2 : sizeof(float)),
-                         ZT_MEM_PARAMS) != u)
+        if (zt_store_add(z->ps.store, zt_geometry_len(z->geo, u, 1) * z->pes, ZT_MEM_PARAMS) != u)
             return zt_fail(ZT_E_NOMEM, "parameter offload: cannot declare unit %d", u);
     ZT_TRY(zt_store_reserve(z->ps.store));
     for (; z->ps.n_slot < pslots_for(z); z->ps.n_slot++) {
         zt_pslot *sl = &z->ps.slot[z->ps.n_slot];
         sl->unit = -1;
         sl->pinned = sl->loading = 0;
-        if (!(sl->p = floats_alloc(z, shard_max(z), ZT_MEM_PARAMS)) ||
-            (pstore_half(z) &&
-             !(sl->h = zt_mem_alloc_in(z->acct, shard_max(z) * 2, ZT_ALIGN_PAGE, ZT_MEM_PARAMS))))
+        if (!(sl->p = pbuf_alloc(z, shard_max(z))))
             return zt_fail(ZT_E_NOMEM, "parameter offload: shard buffers: out of memory");
     }
     return 0;
@@ -225,8 +269,7 @@ static int pshard_prefetch(zt_zero *z, int u)
         return k;
     if (k < 0)
         return 0;
-    ZT_TRY(zt_store_prefetch(z->ps.store, u, z->ps.slot[k].h ? (void *)z->ps.slot[k].h
-                                                              : (void *)z->ps.slot[k].p));
+    ZT_TRY(zt_store_prefetch(z->ps.store, u, z->ps.slot[k].p));
     z->ps.slot[k].unit = u;
     z->ps.slot[k].loading = z->ps.slot[k].ahead = 1;
     z->ps.slot[k].used = ++z->ps.clock;
@@ -234,7 +277,7 @@ static int pshard_prefetch(zt_zero *z, int u)
 }
 
 /* unit u's shard in RAM, pinned until pshard_done */
-static int pshard_get(zt_zero *z, int u, float **out)
+static int pshard_get(zt_zero *z, int u, void **out)
 {
     if (!z->ps.store) {
         *out = z->ga.Ps[u];
@@ -250,9 +293,7 @@ static int pshard_get(zt_zero *z, int u, float **out)
     }
     zt_pslot *sl = &z->ps.slot[k];
     if (sl->loading) {
-        ZT_TRY(zt_store_get(z->ps.store, u, sl->h ? (void *)sl->h : (void *)sl->p));
-        if (sl->h)
-            zt_f32_from_bf16(sl->p, sl->h, zt_geometry_len(z->geo, u, 1));
+        ZT_TRY(zt_store_get(z->ps.store, u, sl->p));
         sl->loading = 0;
     }
     sl->ahead = 0;
@@ -274,19 +315,16 @@ static int pshard_done(zt_zero *z, int u, int dirty)
     sl->pinned = 0;
     if (!dirty)
         return 0;
-    if (!sl->h)
-        return zt_store_put(z->ps.store, u, sl->p);
-    ZT_TRY(zt_store_wait(z->ps.store, u)); /* (a write from h may still be in flight) */
-    zt_bf16_from_f32(sl->h, sl->p, zt_geometry_len(z->geo, u, 1));
-    return zt_store_put(z->ps.store, u, sl->h);
+    return zt_store_put(z->ps.store, u, sl->p);
 }
 
-/* a new shard for unit u (initialisation, loading): written to the store */
-static int pshard_set(zt_zero *z, int u, const float *whole)
+/* a new shard for unit u (initialisation, loading; whole in the parameters' dtype): written
+ * to the store */
+static int pshard_set(zt_zero *z, int u, const void *whole)
 {
-    float *p;
+    void *p;
     if (!z->ps.store) {
-        zt_geometry_take(z->geo, u, z->comm->rank, whole, z->ga.Ps[u]);
+        zt_geometry_take(z->geo, u, z->comm->rank, whole, z->ga.Ps[u], z->pes);
         return 0;
     }
     int k = pslot_find(z, u);
@@ -298,16 +336,16 @@ static int pshard_set(zt_zero *z, int u, const float *whole)
     ZT_TRY(zt_store_wait(z->ps.store, u)); /* a read into the slot lands first */
     z->ps.slot[k].loading = z->ps.slot[k].ahead = 0; /* the old contents are replaced */
     p = z->ps.slot[k].p;
-    zt_geometry_take(z->geo, u, z->comm->rank, whole, p);
+    zt_geometry_take(z->geo, u, z->comm->rank, whole, p, z->pes);
     z->ps.slot[k].pinned = 1;
     return pshard_done(z, u, 1);
 }
 
-int zt_zero_shard_to_whole(zt_zero *z, int u, float *whole)
+int zt_zero_shard_to_whole(zt_zero *z, int u, void *whole)
 {
-    float *p;
+    void *p;
     ZT_TRY(pshard_get(z, u, &p));
-    zt_geometry_put(z->geo, u, z->comm->rank, p, whole);
+    zt_geometry_put(z->geo, u, z->comm->rank, p, whole, z->pes);
     return pshard_done(z, u, 0);
 }
 
@@ -315,19 +353,30 @@ int zt_zero_master_to_whole(zt_zero *z, int u, float *whole)
 {
     int st = z->cfg->zero_stage, first, ng;
     if (!(z->os->lay & ZT_OST_MASTER) || z->os->master_fresh || !z->os->state_ready) {
-        if (st >= 3) { /* (the master is the parameters, rounded already) */
-            ZT_TRY(zt_zero_shard_to_whole(z, u, whole));
-            return 1;
+        /* (the master is the parameters, widened) */
+        if (st < 3) {
+            zt_zero_pwiden(z, whole, z->P[u], z->geo->padded[u]);
+            return 0;
         }
-        memcpy(whole, z->P[u], z->geo->padded[u] * sizeof(float));
-        return 0;
+        size_t len = zt_geometry_len(z->geo, u, 1);
+        float *sh = floats_alloc(z, len ? len : 1, ZT_MEM_OTHER);
+        void *p = NULL;
+        int rc = sh ? pshard_get(z, u, &p) : zt_fail(ZT_E_NOMEM, "out of memory");
+        if (rc == 0) {
+            zt_zero_pwiden(z, sh, p, len);
+            zt_geometry_put(z->geo, u, z->comm->rank, sh, whole, sizeof(float));
+            rc = pshard_done(z, u, 0);
+        }
+        if (sh)
+            floats_free(z, sh, len ? len : 1, ZT_MEM_OTHER);
+        return rc < 0 ? rc : 1;
     }
     if (!z->oo.store) {
         for (int k = 0; k < z->os->n_parts; k++) {
             zt_spart *p = &z->os->parts[u * z->os->n_parts + k];
             zt_ost_view v;
             zt_ost_view_of(z->os->opt, z->os->lay, p->state, 0, p->len, 0, p->n_compact, &v);
-            zt_geometry_put(z->geo, u, p->rank, v.w, whole);
+            zt_geometry_put(z->geo, u, p->rank, v.w, whole, sizeof(float));
         }
         return z->os->n_parts == 1 && z->comm->size > 1; /* (stage 0: every rank's part) */
     }
@@ -347,7 +396,7 @@ int zt_zero_master_to_whole(zt_zero *z, int u, float *whole)
     }
     z->oo.cached = -1; /* (work[0] holds another group now) */
     if (rc == 0)
-        zt_geometry_put(z->geo, u, z->comm->rank, sh, whole);
+        zt_geometry_put(z->geo, u, z->comm->rank, sh, whole, sizeof(float));
     if (sh)
         floats_free(z, sh, p->len ? p->len : 1, ZT_MEM_OTHER);
     return rc < 0 ? rc : 1;
@@ -374,6 +423,8 @@ int zt_zero_setup(zt_zero *z, zt_config *cfg, zt_comm *comm, const zt_layout *L,
     z->os = os;
     z->un = un;
     z->nvme = nvme;
+    z->hdt = zt_fp_half(cfg);
+    z->pes = z->hdt < 0 ? sizeof(float) : sizeof(uint16_t);
     int nu = L->n_units, st = cfg->zero_stage;
     size_t N = (size_t)comm->size;
     if (!(z->gr.rpend_lo = pending(nu)) || !(z->gr.rpend_hi = pending(nu)) ||
@@ -391,7 +442,7 @@ int zt_zero_setup(zt_zero *z, zt_config *cfg, zt_comm *comm, const zt_layout *L,
     z->gr.accum_first = 1;
     if (st >= 3) {
         if (!(z->P = calloc((size_t)nu, sizeof *z->P)) ||
-            (!z->cfg->offload_param && !(z->ga.Ps = alloc_units(z, ZT_MEM_PARAMS, 1))) ||
+            (!z->cfg->offload_param && !(z->ga.Ps = alloc_units(z, ZT_MEM_PARAMS, 1, z->pes))) ||
             !(z->ga.sched.refs = calloc((size_t)nu, sizeof *z->ga.sched.refs)) ||
             !(z->ga.gpend_lo = pending(nu)) || !(z->ga.gpend_hi = pending(nu)) ||
             !(z->ga.persist = calloc((size_t)nu, 1)))
@@ -401,10 +452,10 @@ int zt_zero_setup(zt_zero *z, zt_config *cfg, zt_comm *comm, const zt_layout *L,
         for (int u = 0; u < nu; u++) {
             z->ga.persist[u] = z->geo->padded[u] < z->cfg->persist_threshold;
             z->ga.any_persist |= z->ga.persist[u];
-            if (z->ga.persist[u] && !(z->P[u] = floats_alloc(z, z->geo->padded[u], ZT_MEM_PARAMS)))
+            if (z->ga.persist[u] && !(z->P[u] = pbuf_alloc(z, z->geo->padded[u])))
                 return ZT_E_NOMEM;
         }
-    } else if (!(z->P = alloc_units(z, ZT_MEM_PARAMS, 0))) {
+    } else if (!(z->P = alloc_units(z, ZT_MEM_PARAMS, 0, z->pes))) {
         return ZT_E_NOMEM;
     }
     if (z->cfg->inference) { /* forward only: no gradient buffer of any kind */
@@ -412,7 +463,7 @@ int zt_zero_setup(zt_zero *z, zt_config *cfg, zt_comm *comm, const zt_layout *L,
         return (z->gr.G = calloc((size_t)nu, sizeof *z->gr.G)) ? 0
                : zt_fail(ZT_E_NOMEM, "out of memory");
     }
-    if (st < 2 && !(z->gr.G = alloc_units(z, ZT_MEM_GRADS, 0)))
+    if (st < 2 && !(z->gr.G = alloc_funits(z, ZT_MEM_GRADS, 0)))
         return ZT_E_NOMEM;
     if (st >= 2) {
         /* the unit a tied unit's backward adds into (z->gr.whole_grad) keeps a whole gradient
@@ -437,7 +488,7 @@ int zt_zero_setup(zt_zero *z, zt_config *cfg, zt_comm *comm, const zt_layout *L,
                                z->cfg->offload_gradients >= 0 ? 1 : -1;
     if (z->cfg->offload_gradients > 0)
         return gstore_open(z);
-    if ((N > 1 || st >= 2) && !(z->gr.Gs = alloc_units(z, ZT_MEM_GRADS, 1)))
+    if ((N > 1 || st >= 2) && !(z->gr.Gs = alloc_funits(z, ZT_MEM_GRADS, 1)))
         return ZT_E_NOMEM;
     return 0;
 }
@@ -453,11 +504,11 @@ void zt_zero_teardown(zt_zero *z)
     if (st >= 3) {
         for (int u = 0; z->P && u < z->L->n_units; u++)
             if (z->ga.persist && z->ga.persist[u])
-                floats_free(z, z->P[u], z->geo->padded[u], ZT_MEM_PARAMS);
+                pbuf_free(z, z->P[u], z->geo->padded[u]);
         free(z->P);
         for (int i = 0; i < z->ga.n_pool; i++)
-            floats_free(z, z->ga.pool[i].p, z->ga.pool[i].cap, ZT_MEM_PARAMS);
-        free_units(z, z->ga.Ps, ZT_MEM_PARAMS, 1);
+            pbuf_free(z, z->ga.pool[i].p, z->ga.pool[i].cap);
+        free_units(z, z->ga.Ps, ZT_MEM_PARAMS, 1, z->pes);
         z->ga.Ps = NULL;
         pstore_close(z);
         free(z->ga.sched.refs);
@@ -465,7 +516,7 @@ void zt_zero_teardown(zt_zero *z)
         free(z->ga.gpend_hi);
         free(z->ga.persist);
     } else {
-        free_units(z, z->P, ZT_MEM_PARAMS, 0);
+        free_units(z, z->P, ZT_MEM_PARAMS, 0, z->pes);
     }
     if (st >= 2) {
         int w = z->gr.whole_grad;
@@ -479,9 +530,9 @@ void zt_zero_teardown(zt_zero *z)
             floats_free(z, z->gr.rs_tmp[i], ms, ZT_MEM_COMM);
         }
     } else {
-        free_units(z, z->gr.G, ZT_MEM_GRADS, 0);
+        free_funits(z, z->gr.G, ZT_MEM_GRADS, 0);
     }
-    free_units(z, z->gr.Gs, ZT_MEM_GRADS, 1);
+    free_funits(z, z->gr.Gs, ZT_MEM_GRADS, 1);
     offload_close(z);
     free(z->gr.rpend_lo);
     free(z->gr.rpend_hi);
@@ -695,7 +746,7 @@ int zt_zero_ensure_moments(zt_zero *z)
  * shared by consecutive uses (the MLM head and the embeddings between the forward and the
  * backward pass) is gathered once for both. */
 
-static float *pool_get(zt_zero *z, int u)
+static void *pool_get(zt_zero *z, int u)
 {
     int best = -1;
     for (int i = 0; i < z->ga.n_pool; i++)
@@ -708,7 +759,7 @@ static float *pool_get(zt_zero *z, int u)
             return NULL;
         }
         best = z->ga.n_pool;
-        if (!(z->ga.pool[best].p = floats_alloc(z, z->geo->padded[u], ZT_MEM_PARAMS)))
+        if (!(z->ga.pool[best].p = pbuf_alloc(z, z->geo->padded[u])))
             return NULL;
         z->ga.pool[best].cap = z->geo->padded[u];
         z->ga.n_pool++;
@@ -750,9 +801,9 @@ static int acquire(zt_zero *z, zt_sched *S, int k)
         return ZT_E_NOMEM;
     if (z->ps.store) { /* this rank's slices into the gather buffer, then in place */
         ZT_TRY(zt_zero_shard_to_whole(z, u, z->P[u]));
-        return start_ag(z, u, NULL, z->P[u], &z->ga.gpend_lo[u], &z->ga.gpend_hi[u]);
+        return start_pag(z, u, NULL, z->P[u], &z->ga.gpend_lo[u], &z->ga.gpend_hi[u]);
     }
-    return start_ag(z, u, z->ga.Ps[u], z->P[u], &z->ga.gpend_lo[u], &z->ga.gpend_hi[u]);
+    return start_pag(z, u, z->ga.Ps[u], z->P[u], &z->ga.gpend_lo[u], &z->ga.gpend_hi[u]);
 }
 
 static void release(zt_zero *z, zt_sched *S, int k)
@@ -1149,7 +1200,7 @@ void zt_zero_micro_begin(zt_zero *z)
     z->gr.micro++;
 }
 
-float *zt_zero_params(const zt_zero *z, int u) { return z->P[u]; }
+void *zt_zero_params(const zt_zero *z, int u) { return z->P[u]; }
 
 float *zt_zero_grads(const zt_zero *z, int u) { return z->gr.G[u]; }
 
@@ -1211,7 +1262,8 @@ static int update_unit(zt_zero *z, int u)
     ZT_TRY(z->up.err);
     zt_spart *part = zt_ost_part(z->os, u, r);
     size_t len = part->len;
-    float *ps = NULL, *gu = z->gr.store ? z->gr.rs_tmp[u & 1] : gs[u];
+    void *ps = NULL;
+    float *gu = z->gr.store ? z->gr.rs_tmp[u & 1] : gs[u];
     if (st >= 3)
         ZT_TRY(pshard_get(z, u, &ps));
     if (z->gr.store) { /* this unit's gradient shard in; the next one's read starts */
@@ -1221,7 +1273,7 @@ static int update_unit(zt_zero *z, int u)
     }
     /* parameters: stage 3's shard, else the whole unit; gradients: the reduced shard (one
      * rank: the whole unit, which is its shard) */
-    zt_ost_io io = {st >= 3 ? ps : z->P[u], gu, st >= 3, 1, z->oo.store};
+    zt_ost_io io = {st >= 3 ? ps : z->P[u], gu, st >= 3, 1, z->oo.store, z->hdt};
     /* this unit's sub-groups [c0, c1) of the shard (one, [0, len), without offload) */
     for (size_t c0 = 0, c1 = len; c0 < len; c0 = c1) {
         zt_ost_view v;
@@ -1249,12 +1301,12 @@ static int update_unit(zt_zero *z, int u)
         }
     }
     if (st >= 3 && z->ga.persist[u] && z->ps.store) { /* in place: the shard copy may go */
-        zt_geometry_put(z->geo, u, r, ps, z->P[u]);
-        ZT_TRY(start_ag(z, u, NULL, z->P[u], &z->gr.rpend_lo[u], &z->gr.rpend_hi[u]));
+        zt_geometry_put(z->geo, u, r, ps, z->P[u], z->pes);
+        ZT_TRY(start_pag(z, u, NULL, z->P[u], &z->gr.rpend_lo[u], &z->gr.rpend_hi[u]));
     } else if (st >= 3 && z->ga.persist[u]) {
-        ZT_TRY(start_ag(z, u, z->ga.Ps[u], z->P[u], &z->gr.rpend_lo[u], &z->gr.rpend_hi[u]));
+        ZT_TRY(start_pag(z, u, z->ga.Ps[u], z->P[u], &z->gr.rpend_lo[u], &z->gr.rpend_hi[u]));
     } else if (st < 3 && z->comm->size > 1) { /* in place: this rank's slices of P[u] */
-        ZT_TRY(start_ag(z, u, NULL, z->P[u], &z->gr.rpend_lo[u], &z->gr.rpend_hi[u]));
+        ZT_TRY(start_pag(z, u, NULL, z->P[u], &z->gr.rpend_lo[u], &z->gr.rpend_hi[u]));
     }
     if (st >= 3) { /* write the updated shard back; read a later one ahead */
         ZT_TRY(pshard_done(z, u, 1));
@@ -1316,7 +1368,7 @@ static int update_whole(zt_zero *z)
     zt_spart *parts[ZT_MAX_PARTS];
     zt_ost_view views[ZT_MAX_PARTS];
     for (int u = 0; u < nu; u++) {
-        zt_ost_io io = {z->P[u], z->gr.G[u], 0, 0, z->oo.store};
+        zt_ost_io io = {z->P[u], z->gr.G[u], 0, 0, z->oo.store, z->hdt};
         ZT_TRY(zt_comm_wait_range(z->comm, z->gr.rpend_lo[u], z->gr.rpend_hi[u]));
         z->gr.rpend_lo[u] = z->gr.rpend_hi[u] = -1;
         for (int k = 0; k < np; k++) {
@@ -1381,39 +1433,42 @@ int zt_zero_master_write(zt_zero *z, int u, size_t off, const float *src, size_t
     return 0;
 }
 
-void zt_zero_round(const zt_zero *z, float *p, size_t n)
-{
-    if (z->cfg->precision != ZT_PREC_FP32)
-        zt_half_round(z->cfg->precision == ZT_PREC_FP16, p, p, n);
-}
-
 int zt_zero_fill_params(zt_zero *z, int (*fill)(int u, float *buf, void *arg), void *arg)
 {
-    int nu = z->L->n_units;
-    float *tmp;
-    if (z->cfg->zero_stage < 3) {
+    int nu = z->L->n_units, st3 = z->cfg->zero_stage >= 3, rc = 0;
+    size_t most = zt_geometry_max(z->geo, -1);
+    float *tmp = NULL;
+    void *h = NULL;
+    if (!st3 && z->hdt < 0) { /* fp32 below stage 3: in place */
         for (int u = 0; u < nu; u++) {
             memset(z->P[u], 0, z->geo->padded[u] * sizeof(float));
             ZT_TRY(fill(u, z->P[u], arg));
-            zt_zero_round(z, z->P[u], z->geo->padded[u]);
         }
         return 0;
     }
-    /* stage 3: one unit at a time in a scratch buffer; the whole model never exists here */
-    if (!(tmp = floats_alloc(z, zt_geometry_max(z->geo, -1), ZT_MEM_OTHER)))
-        return ZT_E_NOMEM;
-    int rc = 0;
+    /* one unit at a time in a scratch buffer (stage 3: the whole model never exists here),
+     * rounded into the parameters' dtype */
+    if (!(tmp = floats_alloc(z, most, ZT_MEM_OTHER)) ||
+        (st3 && z->hdt >= 0 && !(h = zt_mem_alloc_in(z->acct, most * z->pes, ZT_ALIGN_PAGE,
+                                                     ZT_MEM_OTHER))))
+        rc = ZT_E_NOMEM;
     for (int u = 0; u < nu && rc == 0; u++) {
-        memset(tmp, 0, z->geo->padded[u] * sizeof(float));
+        size_t n = z->geo->padded[u];
+        void *dst = !st3 ? z->P[u] : h ? h : tmp;
+        memset(tmp, 0, n * sizeof(float));
         if ((rc = fill(u, tmp, arg)) < 0)
             break;
-        zt_zero_round(z, tmp, z->geo->padded[u]);
-        if ((rc = pshard_set(z, u, tmp)) < 0)
+        if (dst != tmp)
+            zt_zero_pnarrow(z, dst, tmp, n);
+        if (st3 && (rc = pshard_set(z, u, dst)) < 0)
             break;
-        if (z->ga.persist[u])
-            memcpy(z->P[u], tmp, z->geo->padded[u] * sizeof(float));
+        if (st3 && z->ga.persist[u])
+            memcpy(z->P[u], dst, n * z->pes);
     }
-    floats_free(z, tmp, zt_geometry_max(z->geo, -1), ZT_MEM_OTHER);
+    if (h)
+        zt_mem_free_in(z->acct, h, most * z->pes, ZT_MEM_OTHER);
+    if (tmp)
+        floats_free(z, tmp, most, ZT_MEM_OTHER);
     return rc;
 }
 
@@ -1431,7 +1486,7 @@ void zt_zero_footprint(const zt_zero *z, zt_footprint *o)
         .grads_off = z->gr.store != NULL, .grad_acc_buffers = z->gr.acc[0] != NULL,
         .param_slots = z->ps.n_slot, .persist_threshold = z->cfg->persist_threshold,
         .gathered = pool, .opt_work = (double)zt_zero_offload_bytes(z),
-        .inference = z->cfg->inference, .sbytes = zt_fp_store_bytes(z->cfg)};
+        .inference = z->cfg->inference, .pbytes = (double)z->pes};
     size_t rep = z->os->opt == ZT_OPT_ADAFACTOR ? z->os->af_floats * sizeof(float) : 0;
     in.opt_replicated = (double)rep;
     in.opt_state = (double)(zt_ost_state_bytes(z->os) - rep);

@@ -59,14 +59,14 @@ typedef struct zt_sched {
 } zt_sched;
 
 typedef struct zt_pool_buf {
-    float *p;
-    size_t cap;   /* floats */
+    void *p;      /* in the parameters' dtype */
+    size_t cap;   /* elements */
     int unit;     /* -1 = free */
 } zt_pool_buf;
 
 /* stage 3: the shards, the gather pool and schedule */
 typedef struct zt_gather {
-    float **Ps;              /* this rank's shard of every unit's parameters */
+    void **Ps;               /* this rank's shard of every unit's parameters */
     zt_pool_buf pool[ZT_POOL_MAX];
     int n_pool;
     zt_sched sched;
@@ -76,9 +76,8 @@ typedef struct zt_gather {
 } zt_gather;
 
 typedef struct zt_pslot {
-    float *p;                /* the largest shard's floats */
-    uint16_t *h;             /* bf16: the shard as the store holds it (2 bytes a float),
-                              * read into and written from here */
+    void *p;                 /* the largest shard's elements, in the parameters' dtype (the
+                              * store holds the same bytes) */
     int unit;                /* the shard it holds, -1 = none */
     int pinned, loading;     /* in use; a read into it may be in flight */
     int ahead;               /* read ahead and not used yet (evicted last) */
@@ -131,7 +130,11 @@ typedef struct zt_zero {
     const zt_units *un;      /* the pass's uses, which stage 3 gathers along */
     const char *nvme;        /* nvme_path */
     zt_mem_account *acct;    /* the engine's: every buffer here is counted there too */
-    float **P;               /* per unit: its parameters, whole (stage 3: while gathered) */
+    void **P;                /* per unit: its parameters, whole (stage 3: while gathered), in
+                              * the parameters' dtype: fp32, or bf16/fp16 with half precision
+                              * (the compute copies; the fp32 master is optimizer state) */
+    int hdt;                 /* -1: fp32 parameters; else their ZT_HALF_* (common/half.h) */
+    size_t pes;              /* bytes per parameter element: 4 or 2 */
     zt_grads gr;
     zt_gather ga;
     zt_pshards ps;
@@ -172,7 +175,7 @@ void zt_zero_take_back(zt_zero *z);
 void zt_zero_micro_begin(zt_zero *z);
 /* What an acquire hands the trainer: unit u's parameters (whole) and gradient buffer; the
  * whole-gradient unit (-1: none). */
-float *zt_zero_params(const zt_zero *z, int u);
+void *zt_zero_params(const zt_zero *z, int u);
 float *zt_zero_grads(const zt_zero *z, int u);
 int zt_zero_whole_grad(const zt_zero *z);
 /* The step after the micro-batches: reductions of stages 0-1, this rank's sum of squares. */
@@ -210,8 +213,15 @@ typedef int (*zt_state_fill_fn)(int u, const zt_spart *p, size_t c0, size_t c1, 
 int zt_zero_state_fill(zt_zero *z, zt_state_fill_fn fill, void *arg);
 /* the optimizer offload's working buffers (bytes; 0 without offload) */
 size_t zt_zero_offload_bytes(const zt_zero *z);
-/* stage 3: this rank's slices of unit u's parameters into a whole-unit buffer */
-int zt_zero_shard_to_whole(zt_zero *z, int u, float *whole);
+/* stage 3: this rank's slices of unit u's parameters into a whole-unit buffer (the
+ * parameters' dtype) */
+int zt_zero_shard_to_whole(zt_zero *z, int u, void *whole);
+/* n parameter values at src (the parameters' dtype) widened into dst, or narrowed (rounded
+ * to nearest even) from src into dst; plain copies in fp32 */
+void zt_zero_pwiden(const zt_zero *z, float *dst, const void *src, size_t n);
+void zt_zero_pnarrow(const zt_zero *z, void *dst, const float *src, size_t n);
+/* the start of element off of a parameter buffer */
+void *zt_zero_pat(const zt_zero *z, void *p, size_t off);
 /* Unit u's fp32 master into whole: every part this rank holds (stage 0: the whole unit;
  * otherwise this rank's shard positions; a fresh master: the parameters). Returns 1 when
  * whole holds only this rank's positions and must be all-gathered, 0 when it is whole; an
@@ -220,10 +230,9 @@ int zt_zero_master_to_whole(zt_zero *z, int u, float *whole);
 /* Half precision: parameter floats [off, off + n) of unit u written by the trainer also set
  * the fp32 master (RAM state; refused with the state offloaded, once the master is filled). */
 int zt_zero_master_write(zt_zero *z, int u, size_t off, const float *src, size_t n);
-/* Half precision: p[0, n) rounded in place to the compute dtype (nothing in fp32). */
-void zt_zero_round(const zt_zero *z, float *p, size_t n);
 /* Sets every unit's parameters from whole-unit data: fill(u, buf, arg) writes unit u into
- * buf (padded[u] floats, zeroed); stage 3 keeps only this rank's shard. */
+ * buf (padded[u] fp32 floats, zeroed); stage 3 keeps only this rank's shard; half
+ * precision keeps their rounding. */
 int zt_zero_fill_params(zt_zero *z, int (*fill)(int u, float *buf, void *arg), void *arg);
 /* this engine's bytes per category now (footprint.h) */
 void zt_zero_footprint(const zt_zero *z, zt_footprint *o);

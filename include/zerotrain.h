@@ -29,7 +29,7 @@ extern "C" {
 #define ZT_VERSION_PATCH 0
 /* The library's soname is libzerotrain.so.ZT_ABI_VERSION; it changes whenever a public
  * struct or signature does. */
-#define ZT_ABI_VERSION 4
+#define ZT_ABI_VERSION 5
 
 /* ---- errors -------------------------------------------------------------------------
  * Every fallible function returns 0 (or a count) on success and a negative value on
@@ -887,7 +887,9 @@ enum {
 };
 /* Makes unit u's whole parameters available: *params (may be NULL) receives the unit's
  * buffer (the offset of each parameter: zt_param_info.offset), valid until the matching
- * release. ZT_FOR_BACKWARD also lends the unit's gradient buffer in *grads (the same
+ * release. In a half-precision engine (zt_engine_param_dtype: ZT_PREC_BF16 or _FP16) the
+ * buffer holds the 16-bit compute copies, 2 bytes an element (cast it to uint16_t *: bf16's
+ * or IEEE binary16's bit patterns); the fp32 master lives with the optimizer state. ZT_FOR_BACKWARD also lends the unit's gradient buffer in *grads (the same
  * layout; add into it), valid until zt_engine_unit_grads_ready; with the other purposes
  * *grads (may be NULL) is set to NULL. Stage 3 gathers (waiting only for what the prefetch
  * has not brought yet). Errors: an unregistered unit, a purpose that is not one of the
@@ -895,6 +897,9 @@ enum {
  * the recorded order. */
 ZT_API int zt_engine_unit_acquire(zt_engine *e, int unit, int purpose, float **params,
                                   float **grads);
+/* The dtype of the parameter buffers zt_engine_unit_acquire gives: ZT_PREC_FP32, or the
+ * run's half precision (ZT_PREC_BF16, ZT_PREC_FP16). Gradients are always fp32. */
+ZT_API int zt_engine_param_dtype(const zt_engine *e);
 /* Ends one acquire of unit u (the oldest one still held); the parameter pointer it gave
  * is no longer valid. Releasing a unit that is not held is an error. */
 ZT_API int zt_engine_unit_release(zt_engine *e, int unit);
@@ -1032,10 +1037,10 @@ ZT_API const char *zt_engine_memory_plan(const zt_engine *e);
 ZT_API int zt_engine_save_model(zt_engine *e, const char *dir);
 /* The same with another shard limit in bytes (0 = never shard). */
 ZT_API int zt_engine_save_model_ex(zt_engine *e, const char *dir, size_t max_shard_bytes);
-/* The dtype the weights are saved in (saved models and checkpoints): ZT_PREC_FP32 or
- * ZT_PREC_BF16 (torch_dtype "bfloat16" in config.json), -1 = the run's precision, the default
- * (zt_config.precision); a bf16 run saved in fp32 writes its fp32 master (collective, as a
- * stage-3 save). */
+/* The dtype the weights are saved in (saved models and checkpoints): ZT_PREC_FP32, or the
+ * run's own half precision (ZT_PREC_BF16: torch_dtype "bfloat16" in config.json; ZT_PREC_FP16:
+ * "float16"); -1 = the run's precision, the default (zt_config.precision). A half-precision
+ * run saved in fp32 writes its fp32 master (collective, as a stage-3 save). */
 ZT_API int zt_engine_set_save_dtype(zt_engine *e, int precision);
 
 /* ---- training checkpoints -------------------------------------------------------------

@@ -7,6 +7,7 @@
 #include "hfconfig.h"
 #include "layers.h"
 #include "lmrows.h"
+#include "pview.h"
 #include "../common/err.h"
 #include "../format/fileio.h"
 #include "../common/rng.h"
@@ -407,6 +408,7 @@ typedef struct layer_acts {
 
 typedef struct bert_model {
     zt_mem_account *acct;      /* the engine's: the activations are counted there too */
+    zt_pview pv;               /* half-precision parameters widened for the fp32 kernels */
     bert_config c;
     const zt_layout *l;
     int dropout, train;
@@ -623,13 +625,16 @@ static size_t bert_act_bytes(void *p, int B, int T, const unsigned char *unit_mo
     zt_carver cv = {NULL, 0};
     t.slots = omp_get_max_threads();
     carve(&t, &cv, unit_mode ? unit_mode + 1 : t.mode, unit_mode ? k : t.seg_k, B, T);
+    size_t pv = zt_pview_bytes(t.l, t.pv.hdt, t.c.head == BERT_HEAD_MLM);
     if (t.c.head == BERT_HEAD_CLS)
-        return cv.off;
+        return cv.off + pv;
     return cv.off + zt_lm_rows_floats((size_t)B * T / 4, t.c.vocab, t.c.hidden, 0) *
-                        sizeof(float);
+                        sizeof(float) + pv;
 }
 
-int bert_create(const bert_config *c, const zt_layout *l, int dropout, uint64_t seed,
+static void bert_destroy(void *p);
+
+int bert_create(const bert_config *c, const zt_layout *l, int dropout, uint64_t seed, int hdt,
                 zt_mem_account *acct, void **out)
 {
     size_t L = (size_t)c->layers;
@@ -651,6 +656,11 @@ int bert_create(const bert_config *c, const zt_layout *l, int dropout, uint64_t 
     m->train = 1;
     m->seed = seed;
     m->last_rc = -1;
+    int rc = zt_pview_init(&m->pv, hdt, l, c->head == BERT_HEAD_MLM, acct);
+    if (rc < 0) {
+        bert_destroy(m);
+        return rc;
+    }
     *out = m;
     return 0;
 }
@@ -661,6 +671,7 @@ static void bert_destroy(void *p)
     if (!m)
         return;
     free_acts(m);
+    zt_pview_free(&m->pv);
     free(m->la);
     free(m->ws);
     free(m->mode);
@@ -1136,7 +1147,7 @@ static void first_backward(bert_model *m, int u, float *const *P, float *const *
     POLL(m);
 }
 
-static void bert_forward_unit(void *p, int u, float *const *P)
+static void forward_f32(void *p, int u, float *const *P)
 {
     bert_model *m = p;
     const bert_config *c = &m->c;
@@ -1216,12 +1227,12 @@ static void bert_forward_unit(void *p, int u, float *const *P)
 
 /* what layer unit u did not keep: all of its forward (OUTPUT, OFFLOAD), or the attention
  * core and GELU from the kept Q, K, V and intermediate (SELECTIVE) */
-static void bert_recompute_unit(void *p, int u, float *const *P)
+static void recompute_f32(void *p, int u, float *const *P)
 {
     bert_model *m = p;
     const bert_config *c = &m->c;
     if (m->mode[u - 1] != ZT_KEEP_SELECTIVE) {
-        bert_forward_unit(p, u, P);
+        forward_f32(p, u, P);
         return;
     }
     layer_acts *a = &m->la[u - 1];
@@ -1263,7 +1274,7 @@ static double bert_loss(void *p, float grad_scale)
                                          m->B * m->T, m->c.vocab, grad_scale);
 }
 
-static void bert_backward_unit(void *p, int u, float *const *P, float *const *G)
+static void backward_f32(void *p, int u, float *const *P, float *const *G)
 {
     bert_model *m = p;
     const bert_config *c = &m->c;
@@ -1399,6 +1410,25 @@ static int bert_tied_unit(const void *p, int u)
 {
     const bert_model *m = p;
     return m->c.head == BERT_HEAD_MLM && u == m->c.layers + 1 ? 0 : -1;
+}
+
+/* the engine's calls: the parameters as fp32 (half precision: the units widened) */
+static void bert_forward_unit(void *p, int u, void *const *P)
+{
+    bert_model *m = p;
+    forward_f32(p, u, zt_pview_of(&m->pv, P, u, bert_tied_unit(m, u)));
+}
+
+static void bert_recompute_unit(void *p, int u, void *const *P)
+{
+    bert_model *m = p;
+    recompute_f32(p, u, zt_pview_of(&m->pv, P, u, bert_tied_unit(m, u)));
+}
+
+static void bert_backward_unit(void *p, int u, void *const *P, float *const *G)
+{
+    bert_model *m = p;
+    backward_f32(p, u, zt_pview_of(&m->pv, P, u, bert_tied_unit(m, u)), G);
 }
 
 const zt_model_ops bert_ops = {

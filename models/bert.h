@@ -50,6 +50,6 @@ int bert_layout(const bert_config *c, zt_layout *out);
 extern const zt_model_ops bert_ops;
 /* dropout: 0 = off regardless of the config; seed keys the dropout masks. */
 int bert_create(const bert_config *c, const zt_layout *l, int dropout, uint64_t seed,
-                zt_mem_account *acct, void **out);
+                int hdt, zt_mem_account *acct, void **out);
 
 #endif

@@ -96,14 +96,16 @@ typedef struct zt_step {
 } zt_step;
 
 /* P[u], G[u]: parameter and gradient buffer of unit u. A unit's forward may read other
- * units' parameters (tied weights) and its backward may add into their gradients. */
+ * units' parameters (tied weights) and its backward may add into their gradients. The
+ * parameters are in the dtype the model was created with (fp32, or bf16/fp16 bit patterns
+ * in 2-byte elements: the half-precision compute copies); gradients are fp32. */
 typedef struct zt_model_ops {
     /* Validates the batch and sizes activations. Counts labelled tokens. */
     int (*prepare)(void *m, const zt_batch *b, int keep_logits, int64_t *n_labels);
-    void (*forward_unit)(void *m, int u, float *const *P);
+    void (*forward_unit)(void *m, int u, void *const *P);
     /* Loss over the batch; gradient of the logits scaled by grad_scale. */
     double (*loss)(void *m, float grad_scale);
-    void (*backward_unit)(void *m, int u, float *const *P, float *const *G);
+    void (*backward_unit)(void *m, int u, void *const *P, float *const *G);
     const float *(*logits)(const void *m, int64_t shape[3]);
     /* The other unit whose parameters unit u's forward and backward also use (tied
      * weights), or -1. */
@@ -131,7 +133,7 @@ typedef struct zt_model_ops {
      * output. Dropout masks replay from their Philox keys: the gradients are the same
      * bits as keeping everything. */
     int (*backward_steps)(const void *m, zt_step *steps);
-    void (*recompute_unit)(void *m, int u, float *const *P);
+    void (*recompute_unit)(void *m, int u, void *const *P);
     /* Bytes the last recompute_unit(u) wrote (the profile). */
     size_t (*recompute_bytes)(const void *m, int u);
     /* ZT_KEEP_OFFLOAD units: the buffer of unit u's output (which the engine may write to

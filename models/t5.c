@@ -17,6 +17,7 @@
 #include "hfconfig.h"
 #include "layers.h"
 #include "lmrows.h"
+#include "pview.h"
 
 #include <cjson/cJSON.h>
 #include <float.h>
@@ -301,6 +302,7 @@ typedef struct t5_gen {
 
 typedef struct t5_model {
     zt_mem_account *acct;      /* the engine's: the activations are counted there too */
+    zt_pview pv;               /* half-precision parameters widened for the fp32 kernels */
     t5_config c;
     const zt_layout *l;
     int dropout, train;
@@ -554,12 +556,14 @@ static size_t t5_act_bytes(void *p, int B, int T, const unsigned char *unit_mode
         t.seg_k = k >= 2 ? k : 0;
     carve(&t, &cv, unit_mode ? unit_mode : t.mode, B, T, Td);
     return cv.off + zt_lm_rows_floats((size_t)B * Td, t.c.vocab, t.c.d_model, 0) *
-                        sizeof(float);
+                        sizeof(float) + zt_pview_bytes(t.l, t.pv.hdt, t.c.tie);
 }
 
 /* ---- create / prepare -------------------------------------------------------------------- */
 
-int t5_create(const t5_config *c, const zt_layout *l, int dropout, uint64_t seed,
+static void t5_destroy(void *p);
+
+int t5_create(const t5_config *c, const zt_layout *l, int dropout, uint64_t seed, int hdt,
               zt_mem_account *acct, void **out)
 {
     size_t nb = (size_t)c->layers + (size_t)c->dec_layers, nu = nb + 3;
@@ -608,6 +612,11 @@ int t5_create(const t5_config *c, const zt_layout *l, int dropout, uint64_t seed
                 ix[B_WI1] = j++;
             ix[B_WO] = j++; ix[B_LNF] = j++;
         }
+    int rc = zt_pview_init(&m->pv, hdt, l, c->tie, acct);
+    if (rc < 0) {
+        t5_destroy(m);
+        return rc;
+    }
     *out = m;
     return 0;
 }
@@ -621,6 +630,7 @@ static void t5_destroy(void *p)
         return;
     t5_gen_end(m);
     free_acts(m);
+    zt_pview_free(&m->pv);
     free(m->la);
     free(m->mode);
     free(m->slot_of);
@@ -1032,7 +1042,7 @@ static const float *t5_gen_logits(const void *p, int *rows, int *V)
     return m->g.on ? m->g.logits : NULL;
 }
 
-static void t5_forward_unit(void *p, int u, float *const *P)
+static void forward_f32(void *p, int u, float *const *P)
 {
     t5_model *m = p;
     const t5_config *c = &m->c;
@@ -1086,11 +1096,12 @@ static void t5_forward_unit(void *p, int u, float *const *P)
     }
 }
 
-static void t5_recompute_unit(void *p, int u, float *const *P)
+static void recompute_f32(void *p, int u, float *const *P)
 {
     t5_model *m = p;
+    (void)P;
     if (m->mode[u] != ZT_KEEP_SELECTIVE) {
-        t5_forward_unit(p, u, P);
+        forward_f32(p, u, P);
         return;
     }
     blk_acts *a = &m->la[blk(m, u)];
@@ -1218,7 +1229,7 @@ static void block_backward(t5_model *m, int u, float *const *P, float *const *G)
     }
 }
 
-static void t5_backward_unit(void *p, int u, float *const *P, float *const *G)
+static void backward_f32(void *p, int u, float *const *P, float *const *G)
 {
     t5_model *m = p;
     const t5_config *c = &m->c;
@@ -1416,6 +1427,25 @@ static int t5_tied_unit(const void *p, int u)
 {
     const t5_model *m = p;
     return u == u_head(m) && m->c.tie ? 0 : -1;
+}
+
+/* the engine's calls: the parameters as fp32 (half precision: the units widened) */
+static void t5_forward_unit(void *p, int u, void *const *P)
+{
+    t5_model *m = p;
+    forward_f32(p, u, zt_pview_of(&m->pv, P, u, t5_tied_unit(m, u)));
+}
+
+static void t5_recompute_unit(void *p, int u, void *const *P)
+{
+    t5_model *m = p;
+    recompute_f32(p, u, zt_pview_of(&m->pv, P, u, t5_tied_unit(m, u)));
+}
+
+static void t5_backward_unit(void *p, int u, void *const *P, float *const *G)
+{
+    t5_model *m = p;
+    backward_f32(p, u, zt_pview_of(&m->pv, P, u, t5_tied_unit(m, u)), G);
 }
 
 const zt_model_ops t5_ops = {

@@ -27,7 +27,7 @@ int t5_layout(const t5_config *c, zt_layout *out);
 
 extern const zt_model_ops t5_ops;
 /* dropout: 0 = off regardless of the config; seed keys the dropout masks. */
-int t5_create(const t5_config *c, const zt_layout *l, int dropout, uint64_t seed,
+int t5_create(const t5_config *c, const zt_layout *l, int dropout, uint64_t seed, int hdt,
               zt_mem_account *acct, void **out);
 
 #endif

@@ -111,14 +111,14 @@ int zt_model_layout(const zt_model_cfg *c, zt_layout *l)
 }
 
 int zt_model_create(const zt_model_cfg *c, const zt_layout *l, int dropout, uint64_t seed,
-                    zt_mem_account *acct, const zt_model_ops **ops, void **model)
+                    int hdt, zt_mem_account *acct, const zt_model_ops **ops, void **model)
 {
     if (c->type == ZT_MODEL_T5) {
         *ops = &t5_ops;
-        return t5_create(&c->t5, l, dropout, seed, acct, model);
+        return t5_create(&c->t5, l, dropout, seed, hdt, acct, model);
     }
     *ops = &bert_ops;
-    return bert_create(&c->bert, l, dropout, seed, acct, model);
+    return bert_create(&c->bert, l, dropout, seed, hdt, acct, model);
 }
 
 /* the fields that fix the parameter shapes, by their config.json names */

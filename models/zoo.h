@@ -26,8 +26,9 @@ int zt_model_config_save(const zt_model_cfg *c, const char *path, const char *to
 int zt_model_head_apply(zt_model_cfg *c, const char *source, int head, int num_labels,
                         int problem, const char *const *names);
 int zt_model_layout(const zt_model_cfg *c, zt_layout *l);
+/* hdt: the parameters' dtype, -1 (fp32) or ZT_HALF_* (half-precision compute copies) */
 int zt_model_create(const zt_model_cfg *c, const zt_layout *l, int dropout, uint64_t seed,
-                    zt_mem_account *acct, const zt_model_ops **ops, void **model);
+                    int hdt, zt_mem_account *acct, const zt_model_ops **ops, void **model);
 /* 1 when both describe the same parameter shapes (a checkpoint fits the model) */
 int zt_model_same_shapes(const zt_model_cfg *a, const zt_model_cfg *b);
 /* 1 and the first field that differs into buf ("hidden_size 128 in A, 256 in B", config.json

@@ -35,7 +35,7 @@ import weakref
 
 import numpy as np
 
-ABI_VERSION = 4
+ABI_VERSION = 5
 FOR_FORWARD, FOR_BACKWARD, FOR_RECOMPUTE, FOR_EVAL = 1, 2, 4, 8
 INIT_NORMAL, INIT_ZEROS, INIT_ONES, INIT_VALUES = 0, 1, 2, 3
 
@@ -166,7 +166,7 @@ def _load():
         "zt_engine_add_param": (ip, [vp, ip, ctypes.POINTER(_ParamSpec), ctypes.POINTER(ip)]),
         "zt_engine_commit": (ip, [vp]), "zt_engine_unit_count": (ip, [vp]),
         "zt_engine_rank": (ip, [vp]), "zt_engine_world_size": (ip, [vp]),
-        "zt_engine_param_count": (ip, [vp]),
+        "zt_engine_param_count": (ip, [vp]), "zt_engine_param_dtype": (ip, [vp]),
         "zt_engine_param_get": (ip, [vp, ip, ctypes.POINTER(_ParamInfo)]),
         "zt_engine_unit_acquire": (ip, [vp, ip, ip, ctypes.POINTER(ctypes.POINTER(ctypes.c_float)),
                                         ctypes.POINTER(ctypes.POINTER(ctypes.c_float))]),
@@ -318,7 +318,13 @@ class View:
 
     def __repr__(self):
         state = "open" if self._live[0] else "closed"
-        return "<zerotrain.View %s %s float32 (%s)>" % (self._what, self.shape, state)
+        return "<zerotrain.View %s %s %s (%s)>" % (self._what, self.shape, self._a.dtype, state)
+
+
+def widen_bf16(bits):
+    """bf16 bit patterns (a uint16 array, as a bf16 engine's parameter Views hold them) as
+    float32 values (exact)."""
+    return (np.asarray(bits, np.uint16).astype(np.uint32) << 16).view(np.float32)
 
 
 class Engine:
@@ -402,15 +408,26 @@ class Engine:
             self._params[info.name.decode()] = (info.unit, info.offset, shape)
             self._units[info.unit] = max(self._units[info.unit], info.offset + info.numel)
 
-    def _view(self, ptr, unit, what):
+    def _view(self, ptr, unit, what, half=0):
         if not ptr:
             return None
-        a = np.ctypeslib.as_array(ptr, shape=(self._units[unit],))
+        if half:  # 16-bit compute copies: bf16 bit patterns (uint16) or float16
+            p16 = ctypes.cast(ptr, ctypes.POINTER(ctypes.c_uint16))
+            a = np.ctypeslib.as_array(p16, shape=(self._units[unit],))
+            a = a if half == 1 else a.view(np.float16)
+        else:
+            a = np.ctypeslib.as_array(ptr, shape=(self._units[unit],))
         return View(a, self._live, "unit %d's %s" % (unit, what), what)
 
+    def param_dtype(self):
+        """The dtype of the parameter Views acquire gives: "fp32", or in a half-precision
+        engine "bf16" (their bit patterns as uint16: widen with widen_bf16) or "fp16"
+        (numpy float16). Gradients are always float32."""
+        return ("fp32", "bf16", "fp16")[self._L.zt_engine_param_dtype(self._handle())]
+
     def acquire(self, unit, purpose):
-        """(params, grads) of the unit as 1-D float32 Views (grads None unless FOR_BACKWARD),
-        valid until release (grads: until grads_ready)."""
+        """(params, grads) of the unit as 1-D Views (grads None unless FOR_BACKWARD; float32,
+        the parameters in param_dtype()), valid until release (grads: until grads_ready)."""
         h = self._handle()
         if not self._units:
             self.commit()
@@ -418,7 +435,8 @@ class Engine:
         g = ctypes.POINTER(ctypes.c_float)()
         self._check(self._L.zt_engine_unit_acquire(h, unit, purpose, ctypes.byref(p),
                                                    ctypes.byref(g)))
-        return (self._view(p, unit, "parameters"),
+        half = self._L.zt_engine_param_dtype(h)
+        return (self._view(p, unit, "parameters", half),
                 self._view(g, unit, "gradients") if purpose == FOR_BACKWARD else None)
 
     def param(self, buf, name):
@@ -689,7 +707,8 @@ class Optimizer:
         e = self.engine
         for u in range(len(self.params)):  # the engine's parameters into the caller's arrays
             p, _ = e.acquire(u, FOR_FORWARD | FOR_EVAL)
-            self.params[u][...] = e.param(p, self._names[u])._get()
+            v = e.param(p, self._names[u])._get()
+            self.params[u][...] = widen_bf16(v) if v.dtype == np.uint16 else v
             e.release(u)
 
     def save(self, root, step, keep=0):

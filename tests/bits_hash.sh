@@ -6,7 +6,7 @@
 # state and the parameters on NVMe; full and selective recomputation; AdamW8bit and Adafactor
 # (with a first moment) at stage 2; T5 (tests/fixtures/t5-tiny) at stages 1 and 3, and with
 # its default Adafactor. Each: synthetic data, sequence 16, a global batch of 4, 3 steps, one
-# thread per rank.
+# thread per rank. BITS_PRECISION=bf16 (or fp16) runs each in that precision.
 #
 # The hashes hold for one machine kind: OpenBLAS picks its sgemm kernels by CPU, so another
 # CPU gives other (equally valid) bits. tests/bits-main.txt is the record of the commit and
@@ -35,6 +35,7 @@ run() {
     local name=$1 model=$2 stage=$3 opt=$4 extra=${5:-} zt=${6:-}
     local opt_key=""
     [ -n "$opt" ] && opt_key=", \"optimizer\": $opt"
+    [ -n "${BITS_PRECISION:-}" ] && opt_key="$opt_key, \"${BITS_PRECISION}\": {\"enabled\": true}"
     echo "{\"train_batch_size\": 4, \"zero_optimization\": {\"stage\": $stage $extra}$opt_key${zt:+, \"zerotrain\": $zt}}" \
         >"$T/$name.json"
     if ! timeout 300 $MPI -np 2 "$ZT" train --model "$model" --data synthetic:3 \
@@ -59,7 +60,7 @@ if [ -n "$CHECK" ] && ! head -1 "$CHECK" | grep -qF -- "$MACHINE"; then
 fi
 exec 3>&1
 [ -n "$CHECK" ] && exec >"$T/now.txt"
-echo "# tests/bits_hash.sh: $(git -C "$(dirname "$0")" describe --always --dirty 2>/dev/null || echo '?') $MACHINE"
+echo "# tests/bits_hash.sh: $(git -C "$(dirname "$0")" describe --always --dirty 2>/dev/null || echo '?') $MACHINE${BITS_PRECISION:+, $BITS_PRECISION}"
 for st in 0 1 2 3; do run "bert-s$st" bert-tiny "$st" "$ADAMW"; done
 run bert-s3-nvme bert-tiny 3 "$ADAMW" "$NVME"
 run bert-s2-recompute-full bert-tiny 2 "$ADAMW" "" '{"recompute": "full"}'

@@ -43,14 +43,14 @@ while read -r want args; do
     else bad "bytes per parameter with '$args': $got, want $want"; fi
 done <<'EOF'
 16 --precision fp32
-20 --precision bf16
-18 --precision bf16 --grad-dtype bf16
+18 --precision bf16
+16 --precision bf16 --grad-dtype bf16
 16 --precision fp16
 10.0312 --precision fp16 --optimizer adamw8bit
 EOF
-# (bf16: its values in 4-byte containers, as the engine keeps them so far, + 4 + the master 4 +
-# the moments 8; fp16 + AdamW8bit: 2 + 2 + the master 4 + the 8-bit moments: 2 bytes and 2
-# fp32 absolute maxima per 256)
+# (bf16: the 2-byte compute copy + fp32 gradients 4 + the master 4 + the moments 8; fp16 +
+# AdamW8bit: 2 + 2 + the master 4 + the 8-bit moments: 2 bytes and 2 fp32 absolute maxima per
+# 256)
 
 # (2) against training runs of bert-tiny
 conf() { # stage, extra zero_optimization keys

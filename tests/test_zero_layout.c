@@ -84,12 +84,12 @@ static void test_take_put_round_trip(void **state)
     for (size_t i = 0; i < padded; i++)
         whole[i] = (float)i;
     for (int r = 0; r < 3; r++) {
-        zt_geometry_take(&e, 0, r, whole, shard);
-        zt_geometry_put(&e, 0, r, shard, back);
+        zt_geometry_take(&e, 0, r, whole, shard, sizeof(float));
+        zt_geometry_put(&e, 0, r, shard, back, sizeof(float));
     }
     assert_memory_equal(whole, back, padded * sizeof(float));
     /* rank 1's shard starts with its slice of the first piece */
-    zt_geometry_take(&e, 0, 1, whole, shard);
+    zt_geometry_take(&e, 0, 1, whole, shard, sizeof(float));
     assert_true(shard[0] == (float)(piece / 3));
     free(whole);
     free(back);

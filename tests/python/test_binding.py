@@ -276,6 +276,14 @@ def check_bf16():
         opt.step([np.ones((4, 3), np.float32) / opt.engine.size])
     if (p[0].view(np.uint32) & 0xFFFF).any():
         fail("bf16", "the weights are not bf16 values: %s" % p[0].ravel()[:3])
+    # the engine's own buffer holds the 2-byte compute copies (bf16 bit patterns)
+    if opt.engine.param_dtype() != "bf16":
+        fail("bf16", "param_dtype() is %r" % opt.engine.param_dtype())
+    v, _ = opt.engine.acquire(0, zt.FOR_FORWARD | zt.FOR_EVAL)
+    bits = np.asarray(v)
+    opt.engine.release(0)
+    if bits.dtype != np.uint16 or not np.array_equal(zt.widen_bf16(bits)[:12], p[0].ravel()):
+        fail("bf16", "the acquired parameters are %s, not the weights' bf16 bits" % bits.dtype)
     d = tempfile.mkdtemp(prefix="zt_binding.") if RANK == 0 else None
     if int(os.environ.get("OMPI_COMM_WORLD_SIZE", "1")) > 1:
         from mpi4py import MPI
