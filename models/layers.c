@@ -6,6 +6,7 @@
 #include "../common/prof.h"
 #include "../common/rng.h"
 #include "vmath.h"
+#include "../common/half.h"
 
 #include <cblas.h>
 #include <float.h>
@@ -253,6 +254,74 @@ void dropout_residual(float *x, const float *r, uint32_t *keep, const zt_dropout
             (r ? 12.0 : 8.0) * B * (double)per_row);
 }
 
+/* dropout_residual_rows over half-precision x and r (hdt): each piece in blocks of HBLOCK
+ * elements widened, the same decisions and fp32 arithmetic as dropout_row, rounded back */
+enum { HBLOCK = 1024 };
+
+static void half_pieces(int hdt, uint16_t *x, const uint16_t *r, uint32_t *rec,
+                        const zt_dropout *d, int B, const int32_t *cu, size_t per_row)
+{
+    int drop = d && d->p > 0.0f;
+    size_t longest = 0;
+    for (int b = 0; b < B; b++) {
+        size_t row = cu ? (size_t)(cu[b + 1] - cu[b]) * per_row : per_row;
+        longest = row > longest ? row : longest;
+    }
+    long pieces = (long)((longest + DROP_PIECE - 1) / DROP_PIECE), np = pieces * B;
+#pragma omp parallel for schedule(static)
+    for (long t = 0; t < np; t++) {
+        float xf[HBLOCK], rf[HBLOCK];
+        size_t b = (size_t)(t / pieces), i = (size_t)(t % pieces) * DROP_PIECE;
+        size_t row = cu ? (size_t)(cu[b + 1] - cu[b]) * per_row : per_row;
+        size_t start = cu ? (size_t)cu[b] * per_row : b * per_row;
+        if (i >= row)
+            continue;
+        size_t k = row - i < DROP_PIECE ? row - i : DROP_PIECE, o = start + i;
+        size_t w = (cu ? start / 32 + b : b * keep_words(per_row)) + i / 32;
+        for (size_t j = 0; j < k; j += HBLOCK) {
+            size_t kk = k - j < HBLOCK ? k - j : HBLOCK;
+            zt_half_widen(hdt, xf, x + o + j, kk);
+            if (r)
+                zt_half_widen(hdt, rf, r + o + j, kk);
+            if (drop)
+                dropout_row(xf, xf, r ? rf : NULL, d, d->first_sample + b, i + j, kk,
+                            rec ? rec + w + j / 32 : NULL);
+            else
+                for (size_t e = 0; e < kk; e++)
+                    xf[e] += rf[e];
+            zt_half_narrow(hdt, x + o + j, xf, kk);
+        }
+    }
+}
+
+void xdropout_residual_rows(int hdt, void *x, const void *r, uint32_t *keep,
+                            const zt_dropout *d, int B, const int32_t *cu, size_t C)
+{
+    if (hdt < 0) {
+        dropout_residual_rows(x, r, keep, d, B, cu, C);
+        return;
+    }
+    if ((!d || d->p <= 0.0f) && !r)
+        return;
+    double t0 = ZT_PROF_T0(), n = (double)cu[B] * C;
+    half_pieces(hdt, x, r, keep, d, B, cu, C);
+    ZT_PROF(ZT_PROF_DROPOUT, t0, 12.0 * n, (r ? 6.0 : 4.0) * n);
+}
+
+void xdropout_residual(int hdt, void *x, const void *r, uint32_t *keep, const zt_dropout *d,
+                       int B, size_t per_row)
+{
+    if (hdt < 0) {
+        dropout_residual(x, r, keep, d, B, per_row);
+        return;
+    }
+    if ((!d || d->p <= 0.0f) && !r)
+        return;
+    double t0 = ZT_PROF_T0(), n = (double)B * per_row;
+    half_pieces(hdt, x, r, keep, d, B, NULL, per_row);
+    ZT_PROF(ZT_PROF_DROPOUT, t0, 12.0 * n, (r ? 6.0 : 4.0) * n);
+}
+
 void dropout_residual_rows(float *x, const float *r, uint32_t *keep, const zt_dropout *d, int B,
                            const int32_t *cu, size_t C)
 {
@@ -430,43 +499,81 @@ static void pair_means(const att_rows *ar, int B, int Tq, int Tk, double *q, dou
     *tt /= B;
 }
 
+/* a pair's rows of x ([rows, C], head h's D columns from row r0) as fp32: the rows themselves
+ * (fp32: *ld = C) or widened into buf (half precision: *ld = D) */
+static const float *pair_in(const void *x, int hdt, size_t r0, int n, int C, int h, int D,
+                            float *buf, int *ld)
+{
+    if (hdt < 0) {
+        *ld = C;
+        return (const float *)x + r0 * C + (size_t)h * D;
+    }
+    const uint16_t *src = (const uint16_t *)x + r0 * C + (size_t)h * D;
+    for (int i = 0; i < n; i++)
+        zt_half_widen(hdt, buf + (size_t)i * D, src + (size_t)i * C, (size_t)D);
+    *ld = D;
+    return buf;
+}
+
+size_t attention_scratch(int hdt, int Tq, int Tk, int D, int backward)
+{
+    size_t tt = (size_t)Tq * Tk;
+    if (hdt < 0)
+        return backward ? 2 * tt : tt + (size_t)Tk;
+    return backward ? 3 * tt + (size_t)(Tq + 2 * Tk) * D
+                    : 2 * tt + (size_t)Tk + 2 * (size_t)(Tq + Tk) * D;
+}
+
 /* mha_forward, also recording the dropout keep-mask (keep: B*H pairs of ceil(Tq*Tk/32)
  * words; NULL: not recorded); ar: the rows (see att_rows; NULL: padded. bias and causal
- * apply to the padded layout only, kmask to padded keys) */
-static void mha_forward_keep(float *ctx, float *att, uint32_t *keep, const float *q,
-                             const float *k, const float *v, const float *bias,
+ * apply to the padded layout only, kmask to padded keys). hdt >= 0: ctx, att, q, k, v hold
+ * half-precision values (common/half.h); each pair widens its rows, computes as in fp32,
+ * rounds its probabilities into att and multiplies v by the rounded ones (what the backward
+ * reads), and rounds its context rows into ctx. */
+static void mha_forward_keep(void *ctx, void *att, uint32_t *keep, const void *q,
+                             const void *k, const void *v, const float *bias,
                              const int64_t *kmask, int causal, const att_rows *ar, float div,
                              const zt_dropout *drop, float *scratch, int slots, int B, int Tq,
-                             int Tk, int H, int D)
+                             int Tk, int H, int D, int hdt)
 {
     /* ctx, q: [B,Tq,H*D]; k, v: [B,Tk,H*D]; att: [B,H,Tq,Tk]; bias: [H,Tq,Tk]; kmask: [B,Tk];
-     * scratch: slots x (Tq*Tk + Tk). Packed (cu): pair (b, h) uses the first L*L of its Tq*Tk
-     * probabilities (L = its row's tokens), its dropout counters from h*Tq*Tk as padded. */
-    int C = H * D, prof = zt_prof_on, use_drop = drop && drop->p > 0.0f;
+     * scratch: slots x attention_scratch(hdt, Tq, Tk, D, 0). Packed (cu): pair (b, h) uses the
+     * first L*L of its Tq*Tk probabilities (L = its row's tokens), its dropout counters from
+     * h*Tq*Tk as padded. */
+    int C = H * D, prof = zt_prof_on, use_drop = drop && drop->p > 0.0f, hx = hdt >= 0;
     size_t tt = (size_t)Tq * Tk, wpp = (tt + 31) / 32, ctr = counter_stride(ar, Tq, Tk);
+    size_t per = attention_scratch(hdt, Tq, Tk, D, 0);
     const int32_t *cu = ar ? ar->cu : NULL;
     double part[PART_N] = {0}, w0 = ZT_PROF_T0();
 #pragma omp parallel num_threads(scratch_threads(slots))
     {
-        float *pd = scratch + (size_t)omp_get_thread_num() * (tt + (size_t)Tk), *bm = pd + tt;
+        float *pd = scratch + (size_t)omp_get_thread_num() * per, *bm = pd + tt;
+        float *sa = NULL, *qf = NULL, *kf = NULL, *vf = NULL, *cf = NULL;
+        if (hx) { /* the pair's widened rows and its fp32 probabilities and context */
+            sa = bm + Tk;
+            qf = sa + tt;
+            kf = qf + (size_t)Tq * D;
+            vf = kf + (size_t)Tk * D;
+            cf = vf + (size_t)Tk * D;
+        }
         double my[PART_N] = {0}, t = 0.0;
 #pragma omp for schedule(static)
         for (int bh = 0; bh < B * H; bh++) {
-            int b = bh / H, h = bh % H;
+            int b = bh / H, h = bh % H, lq, lk, lv;
             pair_rows r = rows_of(ar, b, Tq, Tk);
             int tq = r.tq, tk = r.tk;
-            const float *qb = q + r.q0 * C + (size_t)h * D;
-            const float *kb = k + r.k0 * C + (size_t)h * D;
-            const float *vb = v + r.k0 * C + (size_t)h * D;
             const int64_t *km = kmask && !cu ? kmask + (size_t)b * Tk : NULL;
             const float *bh_bias = bias && !ar ? bias + (size_t)h * tt : NULL, *terms = NULL;
             int causal_b = causal && !ar;
-            float *a = att + (size_t)bh * tt;
             if (tq == 0 || tk == 0)
                 continue;
             if (prof)
                 t = zt_prof_now();
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, tq, tk, D, 1.0f, qb, C, kb, C,
+            const float *qb = pair_in(q, hdt, r.q0, tq, C, h, D, qf, &lq);
+            const float *kb = pair_in(k, hdt, r.k0, tk, C, h, D, kf, &lk);
+            const float *vb = pair_in(v, hdt, r.k0, tk, C, h, D, vf, &lv);
+            float *a = hx ? sa : (float *)att + (size_t)bh * tt;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, tq, tk, D, 1.0f, qb, lq, kb, lk,
                         0.0f, a, tk);
             lap(prof, &my[PART_GEMM], &t);
             if (!bh_bias && !causal_b) /* the same term for every row */
@@ -476,6 +583,11 @@ static void mha_forward_keep(float *ctx, float *att, uint32_t *keep, const float
                                bh_bias || causal_b ? score_terms(bm, bh_bias, km, causal_b, i, tk)
                                                    : terms,
                                div, (size_t)tk);
+            if (hx) { /* the probabilities kept: rounded, and used as rounded */
+                uint16_t *ah = (uint16_t *)att + (size_t)bh * tt;
+                zt_half_narrow(hdt, ah, a, (size_t)tq * tk);
+                zt_half_widen(hdt, a, ah, (size_t)tq * tk);
+            }
             lap(prof, &my[PART_SOFTMAX], &t);
             const float *p = a;
             if (use_drop) { /* the mask words of a pair start at its element 0 */
@@ -485,8 +597,16 @@ static void mha_forward_keep(float *ctx, float *att, uint32_t *keep, const float
                 p = pd;
                 lap(prof, &my[PART_DROP], &t);
             }
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, tq, D, tk, 1.0f, p, tk, vb, C,
-                        0.0f, ctx + r.q0 * C + (size_t)h * D, C);
+            if (!hx) {
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, tq, D, tk, 1.0f, p, tk, vb,
+                            lv, 0.0f, (float *)ctx + r.q0 * C + (size_t)h * D, C);
+            } else {
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, tq, D, tk, 1.0f, p, tk, vb,
+                            lv, 0.0f, cf, D);
+                uint16_t *ch = (uint16_t *)ctx + r.q0 * C + (size_t)h * D;
+                for (int i = 0; i < tq; i++)
+                    zt_half_narrow(hdt, ch + (size_t)i * C, cf + (size_t)i * D, (size_t)D);
+            }
             lap(prof, &my[PART_GEMM], &t);
         }
         merge_parts(prof, part, my);
@@ -494,7 +614,7 @@ static void mha_forward_keep(float *ctx, float *att, uint32_t *keep, const float
     double pairs = (double)B * H, pq, pk, ptt;
     pair_means(ar, B, Tq, Tk, &pq, &pk, &ptt);
     attention_profile(w0, part, pairs * 4.0 * ptt * D,
-                      pairs * 4.0 * (2.0 * pq * D + 2.0 * pk * D + 2.0 * ptt),
+                      pairs * (hx ? 2.0 : 4.0) * (2.0 * pq * D + 2.0 * pk * D + 2.0 * ptt),
                       pairs * 8.0 * ptt, use_drop ? pairs * ptt : 0.0);
 }
 
@@ -504,7 +624,7 @@ void mha_forward(float *ctx, float *att, const float *q, const float *k, const f
                  int D)
 {
     mha_forward_keep(ctx, att, NULL, q, k, v, bias, kmask, causal, NULL, div, drop, scratch,
-                     slots, B, Tq, Tk, H, D);
+                     slots, B, Tq, Tk, H, D, -1);
 }
 
 /* (layers.h) ctx[r, h] = softmax(q[r, h] . K[c][j, h] + madd)
@@ -532,20 +652,33 @@ void mha_decode_forward(float *ctx, const float *q, const float *K, const float 
 }
 
 /* one (sample, head) pair of the backward; dbias: the head's [Tq,Tk] or NULL; keep: the
- * pair's recorded mask or NULL */
+ * pair's recorded mask or NULL; hdt >= 0: att (a: the pair's), q, k, v half precision,
+ * widened into wb (3 Tq*Tk... see attention_scratch) first */
 static void mha_pair_backward(float *dq, float *dk, float *dv, float *dbias, const float *dctx,
-                              const float *a, const uint32_t *keep, const float *q,
-                              const float *k, const float *v, float div, const zt_dropout *drop,
-                              float *dp, float *pd, int b, int h, pair_rows r, size_t ctr,
-                              int C, int D, double *my)
+                              const void *a0, const uint32_t *keep, const void *q,
+                              const void *k, const void *v, float div, const zt_dropout *drop,
+                              float *dp, float *pd, float *wb, int hdt, int b, int h,
+                              pair_rows r, size_t ctr, int C, int D, double *my)
 {
-    int Tq = r.tq, Tk = r.tk;
+    int Tq = r.tq, Tk = r.tk, lq, lk, lv;
     size_t tt = (size_t)Tq * Tk, oq = r.q0 * C + (size_t)h * D, ok = r.k0 * C + (size_t)h * D;
     int prof = zt_prof_on, use_drop = drop && drop->p > 0.0f;
     double t = prof ? zt_prof_now() : 0.0;
-    const float *p = a;
     if (tt == 0)
         return;
+    const float *a = a0;
+    float *qf = NULL, *kf = NULL, *vf = NULL;
+    if (hdt >= 0) { /* wb: the probabilities, then q, k, v rows */
+        zt_half_widen(hdt, wb, a0, tt);
+        a = wb;
+        qf = wb + tt;
+        kf = qf + (size_t)Tq * D;
+        vf = kf + (size_t)Tk * D;
+    }
+    const float *qb = pair_in(q, hdt, r.q0, Tq, C, h, D, qf, &lq);
+    const float *kb = pair_in(k, hdt, r.k0, Tk, C, h, D, kf, &lk);
+    const float *vb = pair_in(v, hdt, r.k0, Tk, C, h, D, vf, &lv);
+    const float *p = a;
     if (use_drop) {
         pair_mask(pd, a, drop, keep, b, (uint64_t)h * ctr, tt);
         p = pd;
@@ -554,7 +687,7 @@ static void mha_pair_backward(float *dq, float *dk, float *dv, float *dbias, con
     /* dv = p^T dctx; dp = dctx v^T */
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Tk, D, Tq, 1.0f, p, Tk, dctx + oq, C,
                 0.0f, dv + ok, C);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, Tq, Tk, D, 1.0f, dctx + oq, C, v + ok, C,
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, Tq, Tk, D, 1.0f, dctx + oq, C, vb, lv,
                 0.0f, dp, Tk);
     lap(prof, &my[PART_GEMM], &t);
     if (use_drop) { /* the gradient through the same keep-mask and scale */
@@ -569,43 +702,47 @@ static void mha_pair_backward(float *dq, float *dk, float *dv, float *dbias, con
             dbias[i] += dp[i] * div;
     lap(prof, &my[PART_SOFTMAX], &t);
     /* dq = ds k; dk = ds^T q */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, Tq, D, Tk, 1.0f, dp, Tk, k + ok, C,
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, Tq, D, Tk, 1.0f, dp, Tk, kb, lk,
                 0.0f, dq + oq, C);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Tk, D, Tq, 1.0f, dp, Tk, q + oq, C,
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Tk, D, Tq, 1.0f, dp, Tk, qb, lq,
                 0.0f, dk + ok, C);
     lap(prof, &my[PART_GEMM], &t);
 }
 
 static void mha_backward_keep(float *dq, float *dk, float *dv, float *dbias, const float *dctx,
-                              const float *att, const uint32_t *keep, const float *q,
-                              const float *k, const float *v, const att_rows *ar, float div,
+                              const void *att, const uint32_t *keep, const void *q,
+                              const void *k, const void *v, const att_rows *ar, float div,
                               const zt_dropout *drop, float *scratch, int slots, int B, int Tq,
-                              int Tk, int H, int D)
+                              int Tk, int H, int D, int hdt)
 {
     /* dq, dctx, q: [B,Tq,H*D]; dk, dv, k, v: [B,Tk,H*D]; att: [B,H,Tq,Tk]; dbias: [H,Tq,Tk];
-     * scratch: slots x [2,Tq,Tk] */
+     * scratch: slots x attention_scratch(hdt, Tq, Tk, D, 1) */
     int C = H * D, prof = zt_prof_on;
     size_t tt = (size_t)Tq * Tk, wpp = (tt + 31) / 32, ctr = counter_stride(ar, Tq, Tk);
+    size_t per = attention_scratch(hdt, Tq, Tk, D, 1), es = hdt >= 0 ? 2 : 4;
+    const char *at = att;
     double part[PART_N] = {0}, w0 = ZT_PROF_T0();
 #pragma omp parallel num_threads(scratch_threads(slots))
     {
-        float *dp = scratch + (size_t)omp_get_thread_num() * 2 * tt, *pd = dp + tt;
+        float *dp = scratch + (size_t)omp_get_thread_num() * per, *pd = dp + tt;
+        float *wb = hdt >= 0 ? pd + tt : NULL;
         double my[PART_N] = {0};
         if (dbias) { /* heads in parallel, each head's samples in order: a fixed sum */
 #pragma omp for schedule(static)
             for (int h = 0; h < H; h++)
                 for (int b = 0; b < B; b++) {
                     size_t bh = (size_t)b * H + h;
-                    mha_pair_backward(dq, dk, dv, dbias + (size_t)h * tt, dctx, att + bh * tt,
+                    mha_pair_backward(dq, dk, dv, dbias + (size_t)h * tt, dctx, at + bh * tt * es,
                                       keep ? keep + bh * wpp : NULL, q, k, v, div, drop, dp, pd,
-                                      b, h, rows_of(NULL, b, Tq, Tk), tt, C, D, my);
+                                      wb, hdt, b, h, rows_of(NULL, b, Tq, Tk), tt, C, D, my);
                 }
         } else {
 #pragma omp for schedule(static)
             for (int bh = 0; bh < B * H; bh++)
-                mha_pair_backward(dq, dk, dv, NULL, dctx, att + (size_t)bh * tt,
+                mha_pair_backward(dq, dk, dv, NULL, dctx, at + (size_t)bh * tt * es,
                                   keep ? keep + (size_t)bh * wpp : NULL, q, k, v, div, drop, dp,
-                                  pd, bh / H, bh % H, rows_of(ar, bh / H, Tq, Tk), ctr, C, D, my);
+                                  pd, wb, hdt, bh / H, bh % H, rows_of(ar, bh / H, Tq, Tk), ctr,
+                                  C, D, my);
         }
         merge_parts(prof, part, my);
     }
@@ -623,18 +760,41 @@ void mha_backward(float *dq, float *dk, float *dv, float *dbias, const float *dc
                   int D)
 {
     mha_backward_keep(dq, dk, dv, dbias, dctx, att, NULL, q, k, v, NULL, div, drop, scratch,
-                      slots, B, Tq, Tk, H, D);
+                      slots, B, Tq, Tk, H, D, -1);
 }
 
-/* BERT's self-attention: the general kernel with scores / sqrt(hs), the key mask, no bias,
- * and the dropout mask recorded in keep (or regenerated when keep is NULL) */
+/* BERT's self-attention: the general kernel with scores / sqrt(hs), the key mask or packed
+ * rows, no bias, and the dropout mask recorded in keep (or regenerated when keep is NULL) */
+void xattention_forward(int hdt, void *ctx, void *att, uint32_t *keep, const void *q,
+                        const void *k, const void *v, const int64_t *mask, const int32_t *cu,
+                        int first, const zt_dropout *drop, float *scratch, int slots, int B,
+                        int T, int C, int H)
+{
+    int hs = C / H;
+    att_rows ar = {cu, first};
+    mha_forward_keep(ctx, att, keep, q, k, v, NULL, cu ? NULL : mask, 0, cu || first ? &ar : NULL,
+                     (float)sqrt((double)hs), drop, scratch, slots, B, first ? 1 : T, T, H, hs,
+                     hdt);
+}
+
+void xattention_backward(int hdt, float *dq, float *dk, float *dv, const float *dctx,
+                         const void *att, const uint32_t *keep, const void *q, const void *k,
+                         const void *v, const int32_t *cu, int first, const zt_dropout *drop,
+                         float *scratch, int slots, int B, int T, int C, int H)
+{
+    int hs = C / H;
+    att_rows ar = {cu, first};
+    mha_backward_keep(dq, dk, dv, NULL, dctx, att, keep, q, k, v, cu || first ? &ar : NULL,
+                      (float)sqrt((double)hs), drop, scratch, slots, B, first ? 1 : T, T, H, hs,
+                      hdt);
+}
+
 void attention_forward(float *ctx, float *att, uint32_t *keep, const float *q, const float *k,
                        const float *v, const int64_t *mask, const zt_dropout *drop,
                        float *scratch, int slots, int B, int T, int C, int H)
 {
-    int hs = C / H;
-    mha_forward_keep(ctx, att, keep, q, k, v, NULL, mask, 0, NULL, (float)sqrt((double)hs), drop,
-                     scratch, slots, B, T, T, H, hs);
+    xattention_forward(-1, ctx, att, keep, q, k, v, mask, NULL, 0, drop, scratch, slots, B, T, C,
+                       H);
 }
 
 void attention_forward_varlen(float *ctx, float *att, uint32_t *keep, const float *q,
@@ -642,10 +802,8 @@ void attention_forward_varlen(float *ctx, float *att, uint32_t *keep, const floa
                               const zt_dropout *drop, float *scratch, int slots, int B, int T,
                               int C, int H)
 {
-    int hs = C / H;
-    att_rows ar = {cu, 0};
-    mha_forward_keep(ctx, att, keep, q, k, v, NULL, NULL, 0, &ar, (float)sqrt((double)hs), drop,
-                     scratch, slots, B, T, T, H, hs);
+    xattention_forward(-1, ctx, att, keep, q, k, v, NULL, cu, 0, drop, scratch, slots, B, T, C,
+                       H);
 }
 
 void attention_forward_first(float *ctx, float *att, uint32_t *keep, const float *q,
@@ -653,10 +811,8 @@ void attention_forward_first(float *ctx, float *att, uint32_t *keep, const float
                              const int32_t *cu, const zt_dropout *drop, float *scratch,
                              int slots, int B, int T, int C, int H)
 {
-    int hs = C / H;
-    att_rows ar = {cu, 1};
-    mha_forward_keep(ctx, att, keep, q, k, v, NULL, cu ? NULL : mask, 0, &ar,
-                     (float)sqrt((double)hs), drop, scratch, slots, B, 1, T, H, hs);
+    xattention_forward(-1, ctx, att, keep, q, k, v, mask, cu, 1, drop, scratch, slots, B, T, C,
+                       H);
 }
 
 void attention_backward(float *dq, float *dk, float *dv, const float *dctx, const float *att,
@@ -664,9 +820,8 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dctx, cons
                         const zt_dropout *drop, float *scratch, int slots, int B, int T, int C,
                         int H)
 {
-    int hs = C / H;
-    mha_backward_keep(dq, dk, dv, NULL, dctx, att, keep, q, k, v, NULL, (float)sqrt((double)hs),
-                      drop, scratch, slots, B, T, T, H, hs);
+    xattention_backward(-1, dq, dk, dv, dctx, att, keep, q, k, v, NULL, 0, drop, scratch, slots,
+                        B, T, C, H);
 }
 
 void attention_backward_varlen(float *dq, float *dk, float *dv, const float *dctx,
@@ -675,10 +830,8 @@ void attention_backward_varlen(float *dq, float *dk, float *dv, const float *dct
                                const zt_dropout *drop, float *scratch, int slots, int B, int T,
                                int C, int H)
 {
-    int hs = C / H;
-    att_rows ar = {cu, 0};
-    mha_backward_keep(dq, dk, dv, NULL, dctx, att, keep, q, k, v, &ar, (float)sqrt((double)hs),
-                      drop, scratch, slots, B, T, T, H, hs);
+    xattention_backward(-1, dq, dk, dv, dctx, att, keep, q, k, v, cu, 0, drop, scratch, slots,
+                        B, T, C, H);
 }
 
 void attention_backward_first(float *dq, float *dk, float *dv, const float *dctx,
@@ -687,10 +840,8 @@ void attention_backward_first(float *dq, float *dk, float *dv, const float *dctx
                               const zt_dropout *drop, float *scratch, int slots, int B, int T,
                               int C, int H)
 {
-    int hs = C / H;
-    att_rows ar = {cu, 1};
-    mha_backward_keep(dq, dk, dv, NULL, dctx, att, keep, q, k, v, &ar, (float)sqrt((double)hs),
-                      drop, scratch, slots, B, 1, T, H, hs);
+    xattention_backward(-1, dq, dk, dv, dctx, att, keep, q, k, v, cu, 1, drop, scratch, slots,
+                        B, T, C, H);
 }
 
 /* ---- embeddings --------------------------------------------------------------------- */

@@ -83,6 +83,23 @@ void attention_backward(float *dq, float *dk, float *dv, const float *dctx, cons
                         const zt_dropout *drop, float *scratch, int slots, int B, int T, int C,
                         int H);
 
+/* The same three over half-precision activations (hdt = ZT_HALF_*, common/half.h): ctx, att,
+ * q, k, v hold 16-bit values, the gradients dq, dk, dv, dctx stay fp32. Each (sample, head)
+ * pair widens its rows and computes in fp32 as above; the forward rounds the probabilities
+ * into att and multiplies v by the rounded ones (those the backward reads), and rounds the
+ * context. cu: packed rows (varlen) or NULL (padded, with mask); first: the first token's
+ * query alone (attention_forward_first). hdt < 0: the fp32 kernels. scratch: slots x
+ * attention_scratch(hdt, first ? 1 : T, T, C / H, backward) floats. */
+size_t attention_scratch(int hdt, int Tq, int Tk, int D, int backward);
+void xattention_forward(int hdt, void *ctx, void *att, uint32_t *keep, const void *q,
+                        const void *k, const void *v, const int64_t *mask, const int32_t *cu,
+                        int first, const zt_dropout *drop, float *scratch, int slots, int B,
+                        int T, int C, int H);
+void xattention_backward(int hdt, float *dq, float *dk, float *dv, const float *dctx,
+                         const void *att, const uint32_t *keep, const void *q, const void *k,
+                         const void *v, const int32_t *cu, int first, const zt_dropout *drop,
+                         float *scratch, int slots, int B, int T, int C, int H);
+
 /* x[B, per_row] *= keep_mask / (1 - p), mask drawn from Philox per (sample, element);
  * the same call in backward applies the identical mask to the gradient. */
 void dropout_apply(float *x, const zt_dropout *d, int B, size_t per_row);
@@ -103,6 +120,12 @@ void dropout_backward_rows(float *dx, const uint32_t *keep, const zt_dropout *d,
                            const int32_t *cu, size_t C);
 /* x[i] += y[i] */
 void add_into(float *x, const float *y, size_t n);
+/* dropout_residual(_rows) over half-precision x and r (hdt = ZT_HALF_*; < 0: the fp32
+ * kernels): the same decisions and fp32 arithmetic, x rounded */
+void xdropout_residual(int hdt, void *x, const void *r, uint32_t *keep, const zt_dropout *d,
+                       int B, size_t per_row);
+void xdropout_residual_rows(int hdt, void *x, const void *r, uint32_t *keep,
+                            const zt_dropout *d, int B, const int32_t *cu, size_t C);
 
 /* out[b,t,:] = word[ids] + type[tt] + pos[t] (tt may be NULL: type 0). */
 void embedding_forward(float *out, const int64_t *ids, const int64_t *tt, const float *word,
