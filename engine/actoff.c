@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static zt_cslot *slot_for(zt_actoff *ao, const float *p)
+static zt_cslot *slot_for(zt_actoff *ao, const void *p)
 {
     for (int i = 0; i < ao->n_slot; i++)
         if (ao->slot[i].p == p)
@@ -67,7 +67,7 @@ int zt_act_begin(zt_actoff *ao, int train)
 {
     int nu = ao->n_units, any = 0, known = 1;
     size_t bytes = 0, b;
-    float *p;
+    void *p;
     ao->train = train;
     if (!ao->ops->checkpoint)
         return 0;

@@ -11,7 +11,7 @@ struct zt_store;
 
 /* a buffer offloaded layer outputs share */
 typedef struct zt_cslot {
-    float *p;
+    void *p;
     int holder;              /* the unit whose output it holds, or -1 */
     int putting, loading;    /* a write of holder from it / a read of holder into it under way */
 } zt_cslot;

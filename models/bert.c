@@ -1,13 +1,15 @@
-/* bert.c - BertForMaskedLM on per-unit flat buffers: config (HF config.json), parameter
- * layout, and unit-by-unit forward/backward built from layers.c. Owns only activations;
- * parameters and gradients are the engine's. Not here: pooler, NSP head, fp16. */
+/* bert.c - BertForMaskedLM and BertForSequenceClassification on per-unit flat buffers: config
+ * (HF config.json), parameter layout, and unit-by-unit forward/backward built from layers.c,
+ * in fp32 or over bf16/fp16 parameters and activations (hlayers.c). Owns only activations;
+ * parameters and gradients are the engine's. Not here: the NSP head. */
 
 #include "bert.h"
 #include "../common/prof.h"
 #include "hfconfig.h"
 #include "layers.h"
 #include "lmrows.h"
-#include "pview.h"
+#include "hlayers.h"
+#include "../common/half.h"
 #include "../common/err.h"
 #include "../format/fileio.h"
 #include "../common/rng.h"
@@ -399,8 +401,11 @@ fail:
 
 /* ---- activations -------------------------------------------------------------------- */
 
+/* Activations are fp32, or with half-precision parameters (dt >= 0) 16-bit (hlayers.h): the
+ * pieces marked "x" below hold elements of x_es(dt) bytes; statistics, masks, the gradients'
+ * scratch and the classifier's logits stay fp32. */
 typedef struct layer_acts {
-    float *q, *k, *v, *ctx, *att, *a_pre, *a, *h, *g, *y_pre, *y;
+    void *q, *k, *v, *ctx, *att, *a_pre, *a, *h, *g, *y_pre, *y;     /* x */
     float *m1, *r1, *m2, *r2;
     uint32_t *keep;            /* attention dropout keep-mask, one bit per probability */
     uint32_t *k1, *k2;         /* hidden dropout keep-masks (attention output, FFN output) */
@@ -408,9 +413,10 @@ typedef struct layer_acts {
 
 typedef struct bert_model {
     zt_mem_account *acct;      /* the engine's: the activations are counted there too */
-    zt_pview pv;               /* half-precision parameters widened for the fp32 kernels */
     bert_config c;
     const zt_layout *l;
+    int dt;                    /* -1: fp32; else the 16-bit dtype of parameters and
+                                * activations (ZT_HALF_*) */
     int dropout, train;
     /* recomputation plan: per layer ZT_KEEP_*; seg_k >= 2: segments of seg_k layers */
     unsigned char *mode;
@@ -425,7 +431,7 @@ typedef struct bert_model {
     int M, packed;
     int32_t *cu;
     int32_t *cu1;              /* [B + 1]: 0, 1, ..., B (one row per sample) */
-    float *cxq;                /* [B, C]: the last layer's input at the [CLS] rows */
+    void *cxq;                 /* x [B, C]: the last layer's input at the [CLS] rows */
     int64_t *pids, *ptt, *ppos;
     int evaluated;             /* the last loss was an evaluation's: its logits stay */
     const int64_t *ids, *mask, *tt, *labels;
@@ -436,13 +442,15 @@ typedef struct bert_model {
     size_t cap_bt, cap_t, cap_b;
     float *arena;
     size_t arena_bytes;
-    float *e_pre, *em, *er, *e;
+    void *e_pre, *e;           /* x */
+    float *em, *er;
     uint32_t *ke;              /* embedding dropout keep-mask */
     layer_acts *la;
     layer_acts *ws;            /* working sets of recomputed layers: [max(1, seg_k)] */
-    float *slot[3];            /* ZT_KEEP_OFFLOAD outputs, by their ordinal mod 3 */
+    void *slot[3];             /* x: ZT_KEEP_OFFLOAD outputs, by their ordinal mod 3 */
     signed char *slot_of;      /* per layer: its output's slot, or -1 */
-    float *t1, *t2, *t3, *tm, *tr;
+    void *t1, *t2, *t3;        /* x */
+    float *tm, *tr;
     double *row_loss;
     /* training (no logits kept): the decoder runs on the labelled rows only */
     int compact, n_lab;
@@ -450,21 +458,36 @@ typedef struct bert_model {
     int64_t *lab_c;          /* [n_lab] their labels */
     /* backward scratch */
     float *dcur, *sc[5], *si[2], *att_scratch;
-    int slots;                 /* attention scratch: one T x T pair per thread */
+    int slots;                 /* attention scratch: one pair's scratch per thread */
+    /* 16-bit activations: a product's gradient rounded before it is multiplied (hs, hs_n
+     * elements) and the kernels' per-thread rows (xs) */
+    uint16_t *hs;
+    size_t hs_n;
+    float *xs;
     /* classification head, [B, C] each: the [CLS] rows, the pooler's dense output, its tanh
-     * (dropout applied in place), their gradients; the logits [B, num_labels] and theirs */
-    float *cx, *cp, *ct, *cdx, *cdt, *clog, *cdlog;
+     * (dropout applied in place) (x), their gradients (fp32); the logits [B, num_labels] and
+     * theirs (fp32) */
+    void *cx, *cp, *ct;
+    float *cdx, *cdt, *clog, *cdlog;
     uint32_t *ck;              /* the classifier dropout's keep-mask */
     zt_lm_rows lm;             /* the decoder's rows: logits, and the labelled rows' transformed
                                 * hidden states (lm.x) and their gradient */
+    float *elog;               /* 16-bit activations evaluated: the labelled rows' logits in
+                                * fp32 (zt_engine_logits), elog_n floats */
+    size_t elog_n;
     void (*poll)(void *);      /* called between kernels: lets communication advance */
     void *poll_arg;
 } bert_model;
+
+static size_t es_of(const bert_model *m) { return x_es(m->dt); }
 
 static void free_acts(bert_model *m)
 {
     zt_lm_rows_free(&m->lm);
     zt_mem_free_in(m->acct, m->arena, m->arena_bytes, ZT_MEM_ACTIVATIONS);
+    zt_mem_free_in(m->acct, m->elog, m->elog_n * sizeof(float), ZT_MEM_ACTIVATIONS);
+    m->elog = NULL;
+    m->elog_n = 0;
     m->arena = NULL;
     m->arena_bytes = 0;
     m->cap_bt = 0;
@@ -477,27 +500,34 @@ static void free_acts(bert_model *m)
 enum { P_KEPT = 1, P_RECOMP = 2, P_OUT = 4, P_ALL = 7 };
 
 typedef struct dims {
-    size_t bt, T, C, F, H;
+    size_t bt, T, C, F, H, es;
 } dims;
+
+/* n elements of es bytes */
+static void *take_x(zt_carver *cv, size_t n, size_t es)
+{
+    return zt_take(cv, (n * es + 3) / 4);
+}
 
 static void carve_layer(zt_carver *cv, layer_acts *a, unsigned pieces, const dims *d)
 {
-    size_t bt = d->bt, C = d->C, F = d->F, mask = bt * C / 32 + bt; /* B rows of bits */
+    size_t bt = d->bt, C = d->C, F = d->F, mask = bt * C / 32 + bt, es = d->es; /* B rows of bits */
     if (pieces & P_KEPT) {
-        a->q = zt_take(cv, bt * C); a->k = zt_take(cv, bt * C); a->v = zt_take(cv, bt * C);
-        a->a_pre = zt_take(cv, bt * C); a->a = zt_take(cv, bt * C);
+        a->q = take_x(cv, bt * C, es); a->k = take_x(cv, bt * C, es);
+        a->v = take_x(cv, bt * C, es);
+        a->a_pre = take_x(cv, bt * C, es); a->a = take_x(cv, bt * C, es);
         a->k1 = zt_take(cv, mask); a->k2 = zt_take(cv, mask);
-        a->h = zt_take(cv, bt * F); a->y_pre = zt_take(cv, bt * C);
+        a->h = take_x(cv, bt * F, es); a->y_pre = take_x(cv, bt * C, es);
         a->m1 = zt_take(cv, bt); a->r1 = zt_take(cv, bt); a->m2 = zt_take(cv, bt); a->r2 = zt_take(cv, bt);
     }
     if (pieces & P_RECOMP) {
-        a->ctx = zt_take(cv, bt * C);
-        a->att = zt_take(cv, bt * d->H * d->T);
+        a->ctx = take_x(cv, bt * C, es);
+        a->att = take_x(cv, bt * d->H * d->T, es);
         a->keep = zt_take(cv, bt / d->T * d->H * ((d->T * d->T + 31) / 32)); /* 4-byte words */
-        a->g = zt_take(cv, bt * F);
+        a->g = take_x(cv, bt * F, es);
     }
     if (pieces & P_OUT)
-        a->y = zt_take(cv, bt * C);
+        a->y = take_x(cv, bt * C, es);
 }
 
 /* the pieces of the working set unit u's recomputation writes (FULL: all, SELECTIVE:
@@ -518,6 +548,14 @@ static int seg_of(const bert_model *m, int k, int i)
     return i + (m->c.layers - 1 - i) % k;
 }
 
+/* floats of one thread's attention scratch (forward and backward) */
+static size_t att_per_slot(const bert_model *m, int T)
+{
+    int D = m->c.hidden / m->c.heads;
+    size_t f = attention_scratch(m->dt, T, T, D, 0), b = attention_scratch(m->dt, T, T, D, 1);
+    return f > b ? f : b;
+}
+
 /* Carves the activations of a B x T batch under plan (mode, k) from cv: counting (cv->base
  * NULL: cv->off becomes the arena's bytes; m's pointers are clobbered, so count on a copy
  * unless the real carving follows) or for real (into m->arena). Layers that keep
@@ -527,8 +565,9 @@ static int seg_of(const bert_model *m, int k, int i)
  * three slots. */
 static void carve(bert_model *m, zt_carver *cv, const unsigned char *mode, int k, int B, int T)
 {
+    size_t es = es_of(m);
     dims d = {(size_t)B * T, (size_t)T, (size_t)m->c.hidden, (size_t)m->c.inter,
-              (size_t)m->c.heads};
+              (size_t)m->c.heads, es};
     size_t bt = d.bt, C = d.C, F = d.F;
     int L = m->c.layers, nws = 0, noff = 0, seg = k >= 2;
     unsigned ws_pieces = P_RECOMP; /* selective layers share only what they recompute */
@@ -539,15 +578,15 @@ static void carve(bert_model *m, zt_carver *cv, const unsigned char *mode, int k
         if (mode[i] == ZT_KEEP_OUTPUT || mode[i] == ZT_KEEP_OFFLOAD || mode[i] == ZT_KEEP_FORWARD)
             ws_pieces = P_ALL;
     }
-    m->e_pre = zt_take(cv, bt * C); m->em = zt_take(cv, bt); m->er = zt_take(cv, bt);
-    m->e = zt_take(cv, bt * C);
+    m->e_pre = take_x(cv, bt * C, es); m->em = zt_take(cv, bt); m->er = zt_take(cv, bt);
+    m->e = take_x(cv, bt * C, es);
     m->ke = zt_take(cv, bt * C / 32 + bt);
     /* working sets */
     nws = nws == 0 ? 0 : seg ? k : 1;
     for (int p = 0; p < nws; p++)
         carve_layer(cv, ws ? &ws[p] : &scratch_la, ws_pieces, &d);
     for (int s = 0; s < (noff ? 3 : 0); s++) {
-        float *x = zt_take(cv, bt * C);
+        void *x = take_x(cv, bt * C, es);
         if (cv->base)
             m->slot[s] = x;
     }
@@ -572,7 +611,8 @@ static void carve(bert_model *m, zt_carver *cv, const unsigned char *mode, int k
         }
         o += (md == ZT_KEEP_OFFLOAD || md == ZT_KEEP_FORWARD) && end;
     }
-    m->t1 = zt_take(cv, bt * C); m->t2 = zt_take(cv, bt * C); m->t3 = zt_take(cv, bt * C);
+    m->t1 = take_x(cv, bt * C, es); m->t2 = take_x(cv, bt * C, es);
+    m->t3 = take_x(cv, bt * C, es);
     m->tm = zt_take(cv, bt); m->tr = zt_take(cv, bt);
     m->row_loss = zt_take(cv, bt * 2);
     m->lab_rows = zt_take(cv, bt); m->lab_c = zt_take(cv, bt * 2);
@@ -580,13 +620,26 @@ static void carve(bert_model *m, zt_carver *cv, const unsigned char *mode, int k
     for (int i = 0; i < 5; i++)
         m->sc[i] = zt_take(cv, bt * C);
     m->si[0] = zt_take(cv, bt * F); m->si[1] = zt_take(cv, bt * F);
-    m->att_scratch = zt_take(cv, 2 * (size_t)T * T * (size_t)m->slots);
+    m->att_scratch = zt_take(cv, att_per_slot(m, T) * (size_t)m->slots);
+    m->hs_n = 0;
+    m->hs = NULL;
+    m->xs = NULL;
+    if (m->dt >= 0) {
+        size_t ln = xlayernorm_scratch(m->dt, (int)C, m->slots);
+        size_t ce = xcrossentropy_scratch(m->dt, m->c.head == BERT_HEAD_CLS ? m->c.num_labels
+                                                                         : m->c.vocab,
+                                          m->slots);
+        m->hs_n = bt * (F > C ? F : C);
+        m->hs = take_x(cv, m->hs_n, 2);
+        m->xs = zt_take(cv, ln > ce ? ln : ce);
+    }
     m->cu = zt_take(cv, (size_t)B + 1);
     if (m->c.head == BERT_HEAD_CLS) {
         size_t b = (size_t)B, nl = (size_t)m->c.num_labels;
-        m->cu1 = zt_take(cv, b + 1); m->cxq = zt_take(cv, b * C);
+        m->cu1 = zt_take(cv, b + 1); m->cxq = take_x(cv, b * C, es);
         m->pids = zt_take(cv, bt * 2); m->ptt = zt_take(cv, bt * 2); m->ppos = zt_take(cv, bt * 2);
-        m->cx = zt_take(cv, b * C); m->cp = zt_take(cv, b * C); m->ct = zt_take(cv, b * C);
+        m->cx = take_x(cv, b * C, es); m->cp = take_x(cv, b * C, es);
+        m->ct = take_x(cv, b * C, es);
         m->cdx = zt_take(cv, b * C); m->cdt = zt_take(cv, b * C);
         m->clog = zt_take(cv, b * nl); m->cdlog = zt_take(cv, b * nl);
         m->ck = zt_take(cv, b * C / 32 + b);
@@ -625,14 +678,10 @@ static size_t bert_act_bytes(void *p, int B, int T, const unsigned char *unit_mo
     zt_carver cv = {NULL, 0};
     t.slots = omp_get_max_threads();
     carve(&t, &cv, unit_mode ? unit_mode + 1 : t.mode, unit_mode ? k : t.seg_k, B, T);
-    size_t pv = zt_pview_bytes(t.l, t.pv.hdt, t.c.head == BERT_HEAD_MLM);
     if (t.c.head == BERT_HEAD_CLS)
-        return cv.off + pv;
-    return cv.off + zt_lm_rows_floats((size_t)B * T / 4, t.c.vocab, t.c.hidden, 0) *
-                        sizeof(float) + pv;
+        return cv.off;
+    return cv.off + zt_lm_rows_bytes((size_t)B * T / 4, t.c.vocab, t.c.hidden, 0, es_of(&t));
 }
-
-static void bert_destroy(void *p);
 
 int bert_create(const bert_config *c, const zt_layout *l, int dropout, uint64_t seed, int hdt,
                 zt_mem_account *acct, void **out)
@@ -652,15 +701,11 @@ int bert_create(const bert_config *c, const zt_layout *l, int dropout, uint64_t 
     m->c = *c;
     m->acct = m->lm.acct = acct;
     m->l = l;
+    m->dt = hdt;
     m->dropout = dropout;
     m->train = 1;
     m->seed = seed;
     m->last_rc = -1;
-    int rc = zt_pview_init(&m->pv, hdt, l, c->head == BERT_HEAD_MLM, acct);
-    if (rc < 0) {
-        bert_destroy(m);
-        return rc;
-    }
     *out = m;
     return 0;
 }
@@ -671,7 +716,6 @@ static void bert_destroy(void *p)
     if (!m)
         return;
     free_acts(m);
-    zt_pview_free(&m->pv);
     free(m->la);
     free(m->ws);
     free(m->mode);
@@ -679,8 +723,6 @@ static void bert_destroy(void *p)
     free(m);
 }
 
-/* BertForSequenceClassification's labels: class ids [B] (single-label, -100 ignored) or
- * label_values [B, num_labels]; the problem as HF decides it when the config does not say */
 static int prepare_cls(bert_model *m, const zt_batch *b, int64_t *n_labels)
 {
     const bert_config *c = &m->c;
@@ -824,16 +866,23 @@ static int bert_prepare(void *p, const zt_batch *b, int keep_logits, int64_t *n_
                 m->lab_c[m->n_lab++] = b->labels[i];
             }
     ZT_TRY(zt_lm_rows_size(&m->lm, m->compact ? (size_t)m->n_lab : (size_t)b->B * b->T,
-                           (size_t)b->B * b->T, c->vocab, c->hidden, keep_logits));
+                           (size_t)b->B * b->T, c->vocab, c->hidden, keep_logits,
+                           keep_logits ? sizeof(float) : es_of(m)));
     *n_labels = n;
     return 0;
 }
 
-/* pointer to parameter j of unit u */
-static float *param(const bert_model *m, float *const *P, int u, int j)
+/* parameter j of unit u (the parameters' dtype) and its gradient (fp32) */
+static void *param(const bert_model *m, void *const *P, int u, int j)
 {
     const zt_param_def *d = &m->l->params[m->l->units[u].first_param + j];
-    return P[u] + d->offset;
+    return x_at(m->dt, P[u], d->offset);
+}
+
+static float *gparam(const bert_model *m, float *const *G, int u, int j)
+{
+    const zt_param_def *d = &m->l->params[m->l->units[u].first_param + j];
+    return G[u] + d->offset;
 }
 
 static zt_dropout drop_for(const bert_model *m, int u, int purpose, float p)
@@ -843,28 +892,28 @@ static zt_dropout drop_for(const bert_model *m, int u, int purpose, float p)
     return d;
 }
 
+/* the kernels' scratch: the forward products' fp32 rows (the backward's si[0], free while a
+ * forward or recomputation runs), the backward products' rounded gradient, the rows */
+#define FS(m) (m)->si[0], (size_t)(m)->M * (size_t)(m)->c.inter
+#define HS(m) (m)->hs, (m)->hs_n
+#define XS(m) (m)->xs, (m)->slots
+
 /* layer a's attention core over the batch's rows (packed or padded with the key mask) */
 static void attn_forward(bert_model *m, layer_acts *a, const zt_dropout *da)
 {
     const bert_config *c = &m->c;
-    if (m->packed)
-        attention_forward_varlen(a->ctx, a->att, a->keep, a->q, a->k, a->v, m->cu, da,
-                                 m->att_scratch, m->slots, m->B, m->T, c->hidden, c->heads);
-    else
-        attention_forward(a->ctx, a->att, a->keep, a->q, a->k, a->v, m->mask, da,
-                          m->att_scratch, m->slots, m->B, m->T, c->hidden, c->heads);
+    xattention_forward(m->dt, a->ctx, a->att, a->keep, a->q, a->k, a->v, m->mask,
+                       m->packed ? m->cu : NULL, 0, da, m->att_scratch, m->slots, m->B, m->T,
+                       c->hidden, c->heads);
 }
 
 static void attn_backward(bert_model *m, layer_acts *a, const zt_dropout *da, float *dq,
                           float *dk, float *dv, const float *dctx)
 {
     const bert_config *c = &m->c;
-    if (m->packed)
-        attention_backward_varlen(dq, dk, dv, dctx, a->att, a->keep, a->q, a->k, a->v, m->cu, da,
-                                  m->att_scratch, m->slots, m->B, m->T, c->hidden, c->heads);
-    else
-        attention_backward(dq, dk, dv, dctx, a->att, a->keep, a->q, a->k, a->v, da,
-                           m->att_scratch, m->slots, m->B, m->T, c->hidden, c->heads);
+    xattention_backward(m->dt, dq, dk, dv, dctx, a->att, a->keep, a->q, a->k, a->v,
+                        m->packed ? m->cu : NULL, 0, da, m->att_scratch, m->slots, m->B, m->T,
+                        c->hidden, c->heads);
 }
 
 static int bert_set_recompute(void *p, const unsigned char *unit_mode, int k)
@@ -913,13 +962,13 @@ static int bert_backward_steps(const void *p, zt_step *st)
     return n;
 }
 
-static float *bert_checkpoint(void *p, int u, size_t *bytes)
+static void *bert_checkpoint(void *p, int u, size_t *bytes)
 {
     bert_model *m = p;
     if (u < 1 || u > m->c.layers || !m->arena || m->slot_of[u - 1] < 0 ||
         m->mode[u - 1] != ZT_KEEP_OFFLOAD)
         return NULL;
-    *bytes = m->cap_bt * (size_t)m->c.hidden * sizeof(float);
+    *bytes = m->cap_bt * (size_t)m->c.hidden * es_of(m);
     return m->la[u - 1].y;
 }
 
@@ -938,13 +987,13 @@ static size_t bert_recompute_bytes(const void *p, int u)
 {
     const bert_model *m = p;
     dims d = {(size_t)m->B * m->T, (size_t)m->T, (size_t)m->c.hidden, (size_t)m->c.inter,
-              (size_t)m->c.heads};
+              (size_t)m->c.heads, es_of(m)};
     if (u < 1 || u > m->c.layers || m->mode[u - 1] == ZT_KEEP_ALL)
         return 0;
     return layer_bytes(m->mode[u - 1] == ZT_KEEP_SELECTIVE ? P_RECOMP : P_ALL, &d);
 }
 
-static const float *unit_input(const bert_model *m, int u)
+static const void *unit_input(const bert_model *m, int u)
 {
     return u == 1 ? m->e : m->la[u - 2].y;
 }
@@ -959,38 +1008,38 @@ static zt_dropout cls_drop(const bert_model *m, int u)
 
 /* BertForSequenceClassification: pooled = tanh(dense(h[:, 0])), logits =
  * classifier(dropout(pooled)) */
-static void cls_forward(bert_model *m, int u, float *const *P)
+static void cls_forward(bert_model *m, int u, void *const *P)
 {
     const bert_config *c = &m->c;
-    int B = m->B, C = c->hidden;
-    const float *y = m->la[c->layers - 1].y; /* [B, C]: the [CLS] rows (first_only) */
+    int B = m->B, C = c->hidden, dt = m->dt;
+    const void *y = m->la[c->layers - 1].y; /* [B, C]: the [CLS] rows (first_only) */
     zt_dropout d = cls_drop(m, u);
-    memcpy(m->cx, y, sizeof(float) * (size_t)B * C);
-    linear_forward(m->cp, m->cx, param(m, P, u, C_PW), param(m, P, u, C_PB), B, C, C);
-    tanh_forward(m->cp, m->cp, (size_t)B * C);
-    memcpy(m->ct, m->cp, sizeof(float) * (size_t)B * C);
-    dropout_residual(m->ct, NULL, m->ck, &d, B, (size_t)C);
-    linear_forward(m->clog, m->ct, param(m, P, u, C_W), param(m, P, u, C_B), B, C,
-                   c->num_labels);
+    memcpy(m->cx, y, es_of(m) * (size_t)B * C);
+    xlinear_forward(dt, m->cp, m->cx, param(m, P, u, C_PW), param(m, P, u, C_PB), B, C, C, FS(m));
+    xtanh_forward(dt, m->cp, m->cp, (size_t)B * C);
+    memcpy(m->ct, m->cp, es_of(m) * (size_t)B * C);
+    xdropout_residual(dt, m->ct, NULL, m->ck, &d, B, (size_t)C);
+    xlinear_forward_f32(dt, m->clog, m->ct, param(m, P, u, C_W), param(m, P, u, C_B), B, C,
+                        c->num_labels);
     POLL(m);
 }
 
 /* the gradient of the last layer's output at the [CLS] rows (dcur [B, C]) */
-static void cls_backward(bert_model *m, int u, float *const *P, float *const *G)
+static void cls_backward(bert_model *m, int u, void *const *P, float *const *G)
 {
     const bert_config *c = &m->c;
-    int B = m->B, C = c->hidden;
+    int B = m->B, C = c->hidden, dt = m->dt;
     size_t bc = (size_t)B * C;
     zt_dropout d = cls_drop(m, u);
     memset(m->cdt, 0, sizeof(float) * bc);
-    linear_backward(m->cdt, param(m, G, u, C_W), param(m, G, u, C_B), m->cdlog, m->ct,
-                    param(m, P, u, C_W), B, C, c->num_labels);
+    xlinear_backward(dt, m->cdt, gparam(m, G, u, C_W), gparam(m, G, u, C_B), m->cdlog, m->ct,
+                     param(m, P, u, C_W), B, C, c->num_labels, HS(m));
     dropout_backward(m->cdt, m->ck, &d, B, (size_t)C);
     memset(m->cdx, 0, sizeof(float) * bc); /* cdx: the gradient before the tanh */
-    tanh_backward(m->cdx, m->cp, m->cdt, bc);
+    xtanh_backward(dt, m->cdx, m->cp, m->cdt, bc);
     memset(m->cdt, 0, sizeof(float) * bc); /* cdt: the [CLS] rows' gradient */
-    linear_backward(m->cdt, param(m, G, u, C_PW), param(m, G, u, C_PB), m->cdx, m->cx,
-                    param(m, P, u, C_PW), B, C, C);
+    xlinear_backward(dt, m->cdt, gparam(m, G, u, C_PW), gparam(m, G, u, C_PB), m->cdx, m->cx,
+                     param(m, P, u, C_PW), B, C, C, HS(m));
     memcpy(m->dcur, m->cdt, sizeof(float) * bc);
     POLL(m);
 }
@@ -1019,96 +1068,91 @@ static int first_only(const bert_model *m, int u)
     return m->c.head == BERT_HEAD_CLS && u == m->c.layers;
 }
 
-static void gather_first(const bert_model *m, float *dst, const float *src)
-{
-    size_t C = (size_t)m->c.hidden;
-    for (int b = 0; b < m->B; b++)
-        memcpy(dst + (size_t)b * C, src + (size_t)m->cu[b] * C, sizeof(float) * C);
-}
-
 static void first_attention(bert_model *m, layer_acts *a, const zt_dropout *da)
 {
     const bert_config *c = &m->c;
-    attention_forward_first(a->ctx, a->att, a->keep, a->q, a->k, a->v, m->mask,
-                            m->packed ? m->cu : NULL, da, m->att_scratch, m->slots, m->B, m->T,
-                            c->hidden, c->heads);
+    xattention_forward(m->dt, a->ctx, a->att, a->keep, a->q, a->k, a->v, m->mask,
+                       m->packed ? m->cu : NULL, 1, da, m->att_scratch, m->slots, m->B, m->T,
+                       c->hidden, c->heads);
 }
 
-static void first_forward(bert_model *m, int u, float *const *P, layer_acts *a, const float *x)
+static void first_forward(bert_model *m, int u, void *const *P, layer_acts *a, const void *x)
 {
     const bert_config *c = &m->c;
-    int B = m->B, C = c->hidden, F = c->inter, M = m->M;
+    int B = m->B, C = c->hidden, F = c->inter, M = m->M, dt = m->dt;
     zt_dropout da = drop_for(m, u, ZT_RNG_DROP_ATT, c->attn_drop);
     zt_dropout d1 = drop_for(m, u, ZT_RNG_DROP_ATTOUT, c->hidden_drop);
     zt_dropout d2 = drop_for(m, u, ZT_RNG_DROP_FFOUT, c->hidden_drop);
-    gather_first(m, m->cxq, x);
-    linear_forward(a->q, m->cxq, param(m, P, u, L_QW), param(m, P, u, L_QB), B, C, C);
+    xgather_rows(dt, m->cxq, x, m->cu, B, C);
+    xlinear_forward(dt, a->q, m->cxq, param(m, P, u, L_QW), param(m, P, u, L_QB), B, C, C, FS(m));
     POLL(m);
-    linear_forward(a->k, x, param(m, P, u, L_KW), param(m, P, u, L_KB), M, C, C);
+    xlinear_forward(dt, a->k, x, param(m, P, u, L_KW), param(m, P, u, L_KB), M, C, C, FS(m));
     POLL(m);
-    linear_forward(a->v, x, param(m, P, u, L_VW), param(m, P, u, L_VB), M, C, C);
+    xlinear_forward(dt, a->v, x, param(m, P, u, L_VW), param(m, P, u, L_VB), M, C, C, FS(m));
     POLL(m);
     first_attention(m, a, &da);
     POLL(m);
-    linear_forward(a->a_pre, a->ctx, param(m, P, u, L_AOW), param(m, P, u, L_AOB), B, C, C);
+    xlinear_forward(dt, a->a_pre, a->ctx, param(m, P, u, L_AOW), param(m, P, u, L_AOB), B, C, C,
+                    FS(m));
     POLL(m);
-    dropout_residual_rows(a->a_pre, m->cxq, a->k1, &d1, B, m->cu1, (size_t)C);
-    layernorm_forward(a->a, a->m1, a->r1, a->a_pre, param(m, P, u, L_LN1W),
-                      param(m, P, u, L_LN1B), B, C, c->eps);
+    xdropout_residual_rows(dt, a->a_pre, m->cxq, a->k1, &d1, B, m->cu1, (size_t)C);
+    xlayernorm_forward(dt, a->a, a->m1, a->r1, a->a_pre, param(m, P, u, L_LN1W),
+                       param(m, P, u, L_LN1B), B, C, c->eps, XS(m));
     POLL(m);
-    linear_forward(a->h, a->a, param(m, P, u, L_IW), param(m, P, u, L_IB), B, C, F);
+    xlinear_forward(dt, a->h, a->a, param(m, P, u, L_IW), param(m, P, u, L_IB), B, C, F, FS(m));
     POLL(m);
-    gelu_forward(a->g, a->h, (size_t)B * F);
+    xgelu_forward(dt, a->g, a->h, (size_t)B * F);
     POLL(m);
-    linear_forward(a->y_pre, a->g, param(m, P, u, L_OW), param(m, P, u, L_OB), B, F, C);
+    xlinear_forward(dt, a->y_pre, a->g, param(m, P, u, L_OW), param(m, P, u, L_OB), B, F, C,
+                    FS(m));
     POLL(m);
-    dropout_residual_rows(a->y_pre, a->a, a->k2, &d2, B, m->cu1, (size_t)C);
-    layernorm_forward(a->y, a->m2, a->r2, a->y_pre, param(m, P, u, L_LN2W),
-                      param(m, P, u, L_LN2B), B, C, c->eps);
+    xdropout_residual_rows(dt, a->y_pre, a->a, a->k2, &d2, B, m->cu1, (size_t)C);
+    xlayernorm_forward(dt, a->y, a->m2, a->r2, a->y_pre, param(m, P, u, L_LN2W),
+                       param(m, P, u, L_LN2B), B, C, c->eps, XS(m));
     POLL(m);
 }
 
 /* A layer's backward from its output's gradient (dcur, rows x C) through LN2, the
  * feed-forward and LN1 (the first `rows` rows of each buffer; cu: their samples' rows, for
  * the dropout): leaves in s[0] the gradient of a_pre = x + drop(ao), before that dropout */
-static void ffn_backward(bert_model *m, int u, float *const *P, float *const *G,
+static void ffn_backward(bert_model *m, int u, void *const *P, float *const *G,
                          const layer_acts *a, int rows, const int32_t *cu)
 {
     const bert_config *c = &m->c;
-    int C = c->hidden, F = c->inter;
+    int C = c->hidden, F = c->inter, dt = m->dt;
     size_t n = (size_t)rows * C, ni = (size_t)rows * F;
     float **s = m->sc, **si = m->si;
     zt_dropout d2 = drop_for(m, u, ZT_RNG_DROP_FFOUT, c->hidden_drop);
     /* y = LN2(y_pre), y_pre = a + drop(o) */
     zero(s[0], n);
-    layernorm_backward(s[0], param(m, G, u, L_LN2W), param(m, G, u, L_LN2B), m->dcur, a->y_pre,
-                       a->m2, a->r2, param(m, P, u, L_LN2W), rows, C);
+    xlayernorm_backward(dt, s[0], gparam(m, G, u, L_LN2W), gparam(m, G, u, L_LN2B), m->dcur,
+                        a->y_pre, a->m2, a->r2, param(m, P, u, L_LN2W), rows, C, XS(m));
     POLL(m);
     copy(s[1], s[0], n);
     dropout_backward_rows(s[0], a->k2, &d2, m->B, cu, (size_t)C);
     /* o = g Wo^T + bo, g = gelu(h), h = a Wi^T + bi */
     zero(si[0], ni);
-    linear_backward(si[0], param(m, G, u, L_OW), param(m, G, u, L_OB), s[0], a->g,
-                    param(m, P, u, L_OW), rows, F, C);
+    xlinear_backward(dt, si[0], gparam(m, G, u, L_OW), gparam(m, G, u, L_OB), s[0], a->g,
+                     param(m, P, u, L_OW), rows, F, C, HS(m));
     POLL(m);
     zero(si[1], ni);
-    gelu_backward(si[1], a->h, si[0], ni);
+    xgelu_backward(dt, si[1], a->h, si[0], ni);
     POLL(m);
-    linear_backward(s[1], param(m, G, u, L_IW), param(m, G, u, L_IB), si[1], a->a,
-                    param(m, P, u, L_IW), rows, C, F);
+    xlinear_backward(dt, s[1], gparam(m, G, u, L_IW), gparam(m, G, u, L_IB), si[1], a->a,
+                     param(m, P, u, L_IW), rows, C, F, HS(m));
     POLL(m);
     /* a = LN1(a_pre), a_pre = x + drop(ao) */
     zero(s[0], n);
-    layernorm_backward(s[0], param(m, G, u, L_LN1W), param(m, G, u, L_LN1B), s[1], a->a_pre,
-                       a->m1, a->r1, param(m, P, u, L_LN1W), rows, C);
+    xlayernorm_backward(dt, s[0], gparam(m, G, u, L_LN1W), gparam(m, G, u, L_LN1B), s[1],
+                        a->a_pre, a->m1, a->r1, param(m, P, u, L_LN1W), rows, C, XS(m));
     POLL(m);
 }
 
-static void first_backward(bert_model *m, int u, float *const *P, float *const *G,
-                           layer_acts *a, const float *x)
+static void first_backward(bert_model *m, int u, void *const *P, float *const *G,
+                           layer_acts *a, const void *x)
 {
     const bert_config *c = &m->c;
-    int B = m->B, C = c->hidden, M = m->M;
+    int B = m->B, C = c->hidden, M = m->M, dt = m->dt;
     size_t nb = (size_t)B * C;
     float **s = m->sc;
     zt_dropout da = drop_for(m, u, ZT_RNG_DROP_ATT, c->attn_drop);
@@ -1120,18 +1164,18 @@ static void first_backward(bert_model *m, int u, float *const *P, float *const *
         memcpy(m->dcur + (size_t)m->cu[b] * C, s[0] + (size_t)b * C, sizeof(float) * (size_t)C);
     dropout_backward_rows(s[0], a->k1, &d1, B, m->cu1, (size_t)C);
     zero(s[1], nb);
-    linear_backward(s[1], param(m, G, u, L_AOW), param(m, G, u, L_AOB), s[0], a->ctx,
-                    param(m, P, u, L_AOW), B, C, C);
+    xlinear_backward(dt, s[1], gparam(m, G, u, L_AOW), gparam(m, G, u, L_AOB), s[0], a->ctx,
+                     param(m, P, u, L_AOW), B, C, C, HS(m));
     POLL(m);
-    attention_backward_first(s[2], s[3], s[4], s[1], a->att, a->keep, a->q, a->k, a->v,
-                             m->packed ? m->cu : NULL, &da, m->att_scratch, m->slots, B, m->T, C,
-                             c->heads);
+    xattention_backward(dt, s[2], s[3], s[4], s[1], a->att, a->keep, a->q, a->k, a->v,
+                        m->packed ? m->cu : NULL, 1, &da, m->att_scratch, m->slots, B, m->T, C,
+                        c->heads);
     POLL(m);
     /* ... Q's at the [CLS] rows, K's and V's at every row */
-    gather_first(m, m->cxq, x);
+    xgather_rows(dt, m->cxq, x, m->cu, B, C);
     zero(s[0], nb);
-    linear_backward(s[0], param(m, G, u, L_QW), param(m, G, u, L_QB), s[2], m->cxq,
-                    param(m, P, u, L_QW), B, C, C);
+    xlinear_backward(dt, s[0], gparam(m, G, u, L_QW), gparam(m, G, u, L_QB), s[2], m->cxq,
+                     param(m, P, u, L_QW), B, C, C, HS(m));
     POLL(m);
     for (int b = 0; b < B; b++) {
         float *d = m->dcur + (size_t)m->cu[b] * C;
@@ -1139,87 +1183,88 @@ static void first_backward(bert_model *m, int u, float *const *P, float *const *
         for (int j = 0; j < C; j++)
             d[j] += g[j];
     }
-    linear_backward(m->dcur, param(m, G, u, L_KW), param(m, G, u, L_KB), s[3], x,
-                    param(m, P, u, L_KW), M, C, C);
+    xlinear_backward(dt, m->dcur, gparam(m, G, u, L_KW), gparam(m, G, u, L_KB), s[3], x,
+                     param(m, P, u, L_KW), M, C, C, HS(m));
     POLL(m);
-    linear_backward(m->dcur, param(m, G, u, L_VW), param(m, G, u, L_VB), s[4], x,
-                    param(m, P, u, L_VW), M, C, C);
+    xlinear_backward(dt, m->dcur, gparam(m, G, u, L_VW), gparam(m, G, u, L_VB), s[4], x,
+                     param(m, P, u, L_VW), M, C, C, HS(m));
     POLL(m);
 }
 
-static void forward_f32(void *p, int u, float *const *P)
+static void bert_forward_unit(void *p, int u, void *const *P)
 {
     bert_model *m = p;
     const bert_config *c = &m->c;
-    int B = m->B, T = m->T, C = c->hidden, F = c->inter, M = m->M;
+    int B = m->B, T = m->T, C = c->hidden, F = c->inter, M = m->M, dt = m->dt;
     size_t n = (size_t)M * C;
     if (u == 0) {
         zt_dropout d = drop_for(m, 0, ZT_RNG_DROP_EMB, c->hidden_drop);
         if (m->packed)
-            embedding_forward_pos(m->e_pre, m->pids, m->ptt, m->ppos, param(m, P, 0, E_WORD),
-                                  param(m, P, 0, E_TYPE), param(m, P, 0, E_POS), M, C);
+            xembedding_forward(dt, m->e_pre, m->pids, m->ptt, m->ppos, param(m, P, 0, E_WORD),
+                               param(m, P, 0, E_TYPE), param(m, P, 0, E_POS), M, 1, C);
         else
-            embedding_forward(m->e_pre, m->ids, m->tt, param(m, P, 0, E_WORD),
-                              param(m, P, 0, E_TYPE), param(m, P, 0, E_POS), B, T, C);
+            xembedding_forward(dt, m->e_pre, m->ids, m->tt, NULL, param(m, P, 0, E_WORD),
+                               param(m, P, 0, E_TYPE), param(m, P, 0, E_POS), B, T, C);
         POLL(m);
-        layernorm_forward(m->e, m->em, m->er, m->e_pre, param(m, P, 0, E_LNW),
-                          param(m, P, 0, E_LNB), M, C, c->eps);
+        xlayernorm_forward(dt, m->e, m->em, m->er, m->e_pre, param(m, P, 0, E_LNW),
+                           param(m, P, 0, E_LNB), M, C, c->eps, XS(m));
         POLL(m);
-        dropout_residual_rows(m->e, NULL, m->ke, &d, B, m->cu, (size_t)C);
+        xdropout_residual_rows(dt, m->e, NULL, m->ke, &d, B, m->cu, (size_t)C);
     } else if (first_only(m, u)) {
         first_forward(m, u, P, &m->la[u - 1], unit_input(m, u));
     } else if (u <= c->layers) {
         layer_acts *a = &m->la[u - 1];
-        const float *x = unit_input(m, u);
+        const void *x = unit_input(m, u);
         zt_dropout da = drop_for(m, u, ZT_RNG_DROP_ATT, c->attn_drop);
         zt_dropout d1 = drop_for(m, u, ZT_RNG_DROP_ATTOUT, c->hidden_drop);
         zt_dropout d2 = drop_for(m, u, ZT_RNG_DROP_FFOUT, c->hidden_drop);
-        linear_forward(a->q, x, param(m, P, u, L_QW), param(m, P, u, L_QB), M, C, C);
+        xlinear_forward(dt, a->q, x, param(m, P, u, L_QW), param(m, P, u, L_QB), M, C, C, FS(m));
         POLL(m);
-        linear_forward(a->k, x, param(m, P, u, L_KW), param(m, P, u, L_KB), M, C, C);
+        xlinear_forward(dt, a->k, x, param(m, P, u, L_KW), param(m, P, u, L_KB), M, C, C, FS(m));
         POLL(m);
-        linear_forward(a->v, x, param(m, P, u, L_VW), param(m, P, u, L_VB), M, C, C);
+        xlinear_forward(dt, a->v, x, param(m, P, u, L_VW), param(m, P, u, L_VB), M, C, C, FS(m));
         POLL(m);
         attn_forward(m, a, &da);
         POLL(m);
-        linear_forward(a->a_pre, a->ctx, param(m, P, u, L_AOW), param(m, P, u, L_AOB), M, C, C);
+        xlinear_forward(dt, a->a_pre, a->ctx, param(m, P, u, L_AOW), param(m, P, u, L_AOB), M, C,
+                        C, FS(m));
         POLL(m);
-        dropout_residual_rows(a->a_pre, x, a->k1, &d1, B, m->cu, (size_t)C);
-        layernorm_forward(a->a, a->m1, a->r1, a->a_pre, param(m, P, u, L_LN1W),
-                          param(m, P, u, L_LN1B), M, C, c->eps);
+        xdropout_residual_rows(dt, a->a_pre, x, a->k1, &d1, B, m->cu, (size_t)C);
+        xlayernorm_forward(dt, a->a, a->m1, a->r1, a->a_pre, param(m, P, u, L_LN1W),
+                           param(m, P, u, L_LN1B), M, C, c->eps, XS(m));
         POLL(m);
-        linear_forward(a->h, a->a, param(m, P, u, L_IW), param(m, P, u, L_IB), M, C, F);
+        xlinear_forward(dt, a->h, a->a, param(m, P, u, L_IW), param(m, P, u, L_IB), M, C, F,
+                        FS(m));
         POLL(m);
-        gelu_forward(a->g, a->h, (size_t)M * F);
+        xgelu_forward(dt, a->g, a->h, (size_t)M * F);
         POLL(m);
-        linear_forward(a->y_pre, a->g, param(m, P, u, L_OW), param(m, P, u, L_OB), M, F, C);
+        xlinear_forward(dt, a->y_pre, a->g, param(m, P, u, L_OW), param(m, P, u, L_OB), M, F, C,
+                        FS(m));
         POLL(m);
-        dropout_residual_rows(a->y_pre, a->a, a->k2, &d2, B, m->cu, (size_t)C);
-        layernorm_forward(a->y, a->m2, a->r2, a->y_pre, param(m, P, u, L_LN2W),
-                          param(m, P, u, L_LN2B), M, C, c->eps);
+        xdropout_residual_rows(dt, a->y_pre, a->a, a->k2, &d2, B, m->cu, (size_t)C);
+        xlayernorm_forward(dt, a->y, a->m2, a->r2, a->y_pre, param(m, P, u, L_LN2W),
+                           param(m, P, u, L_LN2B), M, C, c->eps, XS(m));
         POLL(m);
     } else if (c->head == BERT_HEAD_CLS) {
         cls_forward(m, u, P);
     } else {
-        const float *y = m->la[c->layers - 1].y;
-        linear_forward(m->t1, y, param(m, P, u, H_TW), param(m, P, u, H_TB), M, C, C);
+        const void *y = m->la[c->layers - 1].y;
+        xlinear_forward(dt, m->t1, y, param(m, P, u, H_TW), param(m, P, u, H_TB), M, C, C, FS(m));
         POLL(m);
-        gelu_forward(m->t2, m->t1, n);
+        xgelu_forward(dt, m->t2, m->t1, n);
         POLL(m);
-        layernorm_forward(m->t3, m->tm, m->tr, m->t2, param(m, P, u, H_LNW),
-                          param(m, P, u, H_LNB), M, C, c->eps);
+        xlayernorm_forward(dt, m->t3, m->tm, m->tr, m->t2, param(m, P, u, H_LNW),
+                           param(m, P, u, H_LNB), M, C, c->eps, XS(m));
         POLL(m);
         /* decoder tied to the word embeddings of unit 0 */
-        if (!m->compact) {
-            linear_forward(m->lm.logits, m->t3, param(m, P, 0, E_WORD), param(m, P, u, H_BIAS), M,
-                           C, c->vocab);
+        if (!m->compact) { /* every row's logits, kept: fp32 */
+            xlinear_forward_f32(dt, m->lm.logits, m->t3, param(m, P, 0, E_WORD),
+                                param(m, P, u, H_BIAS), M, C, c->vocab);
             POLL(m);
         } else if (m->n_lab > 0) {
-            for (int i = 0; i < m->n_lab; i++)
-                memcpy(m->lm.x + (size_t)i * C, m->t3 + (size_t)m->lab_rows[i] * C,
-                       sizeof(float) * (size_t)C);
-            linear_forward(m->lm.logits, m->lm.x, param(m, P, 0, E_WORD), param(m, P, u, H_BIAS),
-                           m->n_lab, C, c->vocab);
+            xgather_rows(dt, m->lm.x, m->t3, m->lab_rows, m->n_lab, C);
+            xlinear_forward(dt, m->lm.logits, m->lm.x, param(m, P, 0, E_WORD),
+                            param(m, P, u, H_BIAS), m->n_lab, C, c->vocab, FS(m));
             POLL(m);
         }
     }
@@ -1227,12 +1272,12 @@ static void forward_f32(void *p, int u, float *const *P)
 
 /* what layer unit u did not keep: all of its forward (OUTPUT, OFFLOAD), or the attention
  * core and GELU from the kept Q, K, V and intermediate (SELECTIVE) */
-static void recompute_f32(void *p, int u, float *const *P)
+static void bert_recompute_unit(void *p, int u, void *const *P)
 {
     bert_model *m = p;
     const bert_config *c = &m->c;
     if (m->mode[u - 1] != ZT_KEEP_SELECTIVE) {
-        forward_f32(p, u, P);
+        bert_forward_unit(p, u, P);
         return;
     }
     layer_acts *a = &m->la[u - 1];
@@ -1242,7 +1287,7 @@ static void recompute_f32(void *p, int u, float *const *P)
     else
         attn_forward(m, a, &da);
     POLL(m);
-    gelu_forward(a->g, a->h, (size_t)(first_only(m, u) ? m->B : m->M) * c->inter);
+    xgelu_forward(m->dt, a->g, a->h, (size_t)(first_only(m, u) ? m->B : m->M) * c->inter);
     POLL(m);
 }
 
@@ -1263,91 +1308,112 @@ static double bert_loss(void *p, float grad_scale)
     }
     /* evaluating (train 0): no gradient, so that the logits (which it would overwrite when
      * they are not kept) stay for zt_engine_logits */
-    float *d = m->train ? m->lm.dlogits : NULL;
+    void *d = m->train ? m->lm.dlogits : NULL;
     m->evaluated = !m->train;
-    if (m->compact)
-        return m->n_lab ? crossentropy_forward_backward(d, m->row_loss, &count, m->lm.logits,
-                                                        m->lab_c, m->n_lab, m->c.vocab,
-                                                        grad_scale)
-                        : 0.0;
-    return crossentropy_forward_backward(d, m->row_loss, &count, m->lm.logits, m->labels,
-                                         m->B * m->T, m->c.vocab, grad_scale);
+    if (!m->compact)
+        return crossentropy_forward_backward(d, m->row_loss, &count, m->lm.logits, m->labels,
+                                             m->B * m->T, m->c.vocab, grad_scale);
+    if (!m->n_lab)
+        return 0.0;
+    double s = xcrossentropy_forward_backward(m->dt, d, m->row_loss, &count, m->lm.logits,
+                                              m->lab_c, m->n_lab, m->c.vocab, grad_scale,
+                                              XS(m));
+    if (m->evaluated && m->dt >= 0) { /* the logits as zt_engine_logits gives them: fp32 */
+        size_t need = (size_t)m->n_lab * (size_t)m->c.vocab;
+        if (need > m->elog_n) {
+            zt_mem_free_in(m->acct, m->elog, m->elog_n * sizeof(float), ZT_MEM_ACTIVATIONS);
+            m->elog_n = 0;
+            if ((m->elog = zt_mem_alloc_in(m->acct, need * sizeof(float), ZT_ALIGN_PAGE,
+                                           ZT_MEM_ACTIVATIONS)))
+                m->elog_n = need;
+        }
+        if (m->elog)
+            zt_half_widen(m->dt, m->elog, m->lm.logits, need);
+    }
+    return s;
 }
 
-static void backward_f32(void *p, int u, float *const *P, float *const *G)
+static void bert_backward_unit(void *p, int u, void *const *P, float *const *G)
 {
     bert_model *m = p;
     const bert_config *c = &m->c;
-    int B = m->B, C = c->hidden, M = m->M;
+    int B = m->B, C = c->hidden, M = m->M, dt = m->dt;
     size_t n = (size_t)M * C;
     float **s = m->sc;
     if (u == c->layers + 1 && c->head == BERT_HEAD_CLS) {
         cls_backward(m, u, P, G);
     } else if (u == c->layers + 1) {
-        const float *y = m->la[c->layers - 1].y;
+        const void *y = m->la[c->layers - 1].y;
         zero(s[0], n);
         if (!m->compact) {
-            linear_backward(s[0], param(m, G, 0, E_WORD), param(m, G, u, H_BIAS), m->lm.dlogits,
-                            m->t3, param(m, P, 0, E_WORD), M, C, c->vocab);
+            xlinear_backward(dt, s[0], gparam(m, G, 0, E_WORD), gparam(m, G, u, H_BIAS),
+                             m->lm.dlogits, m->t3, param(m, P, 0, E_WORD), M, C, c->vocab,
+                             HS(m));
             POLL(m);
         } else if (m->n_lab > 0) {
             zero(m->lm.dx, (size_t)m->n_lab * C);
-            linear_backward(m->lm.dx, param(m, G, 0, E_WORD), param(m, G, u, H_BIAS), m->lm.dlogits,
-                            m->lm.x, param(m, P, 0, E_WORD), m->n_lab, C, c->vocab);
+            if (dt < 0)
+                linear_backward(m->lm.dx, gparam(m, G, 0, E_WORD), gparam(m, G, u, H_BIAS),
+                                m->lm.dlogits, m->lm.x, param(m, P, 0, E_WORD), m->n_lab, C,
+                                c->vocab);
+            else /* (the gradient was rounded into the logits' place) */
+                xlinear_backward_h(dt, m->lm.dx, gparam(m, G, 0, E_WORD), gparam(m, G, u, H_BIAS),
+                                   m->lm.dlogits, m->lm.x, param(m, P, 0, E_WORD), m->n_lab, C,
+                                   c->vocab);
             POLL(m);
             for (int i = 0; i < m->n_lab; i++) /* rows are distinct: a plain copy */
                 memcpy(s[0] + (size_t)m->lab_rows[i] * C, m->lm.dx + (size_t)i * C,
                        sizeof(float) * (size_t)C);
         }
         zero(s[1], n);
-        layernorm_backward(s[1], param(m, G, u, H_LNW), param(m, G, u, H_LNB), s[0], m->t2, m->tm,
-                           m->tr, param(m, P, u, H_LNW), M, C);
+        xlayernorm_backward(dt, s[1], gparam(m, G, u, H_LNW), gparam(m, G, u, H_LNB), s[0],
+                            m->t2, m->tm, m->tr, param(m, P, u, H_LNW), M, C, XS(m));
         POLL(m);
         zero(s[2], n);
-        gelu_backward(s[2], m->t1, s[1], n);
+        xgelu_backward(dt, s[2], m->t1, s[1], n);
         POLL(m);
         zero(m->dcur, n);
-        linear_backward(m->dcur, param(m, G, u, H_TW), param(m, G, u, H_TB), s[2], y,
-                        param(m, P, u, H_TW), M, C, C);
+        xlinear_backward(dt, m->dcur, gparam(m, G, u, H_TW), gparam(m, G, u, H_TB), s[2], y,
+                         param(m, P, u, H_TW), M, C, C, HS(m));
         POLL(m);
     } else if (first_only(m, u)) {
         first_backward(m, u, P, G, &m->la[u - 1], unit_input(m, u));
     } else if (u >= 1) {
         layer_acts *a = &m->la[u - 1];
-        const float *x = unit_input(m, u);
+        const void *x = unit_input(m, u);
         zt_dropout da = drop_for(m, u, ZT_RNG_DROP_ATT, c->attn_drop);
         zt_dropout d1 = drop_for(m, u, ZT_RNG_DROP_ATTOUT, c->hidden_drop);
         ffn_backward(m, u, P, G, a, M, m->cu);
         copy(m->dcur, s[0], n);
         dropout_backward_rows(s[0], a->k1, &d1, B, m->cu, (size_t)C);
         zero(s[1], n);
-        linear_backward(s[1], param(m, G, u, L_AOW), param(m, G, u, L_AOB), s[0], a->ctx,
-                        param(m, P, u, L_AOW), M, C, C);
+        xlinear_backward(dt, s[1], gparam(m, G, u, L_AOW), gparam(m, G, u, L_AOB), s[0], a->ctx,
+                         param(m, P, u, L_AOW), M, C, C, HS(m));
         POLL(m);
         attn_backward(m, a, &da, s[2], s[3], s[4], s[1]);
         POLL(m);
-        linear_backward(m->dcur, param(m, G, u, L_QW), param(m, G, u, L_QB), s[2], x,
-                        param(m, P, u, L_QW), M, C, C);
+        xlinear_backward(dt, m->dcur, gparam(m, G, u, L_QW), gparam(m, G, u, L_QB), s[2], x,
+                         param(m, P, u, L_QW), M, C, C, HS(m));
         POLL(m);
-        linear_backward(m->dcur, param(m, G, u, L_KW), param(m, G, u, L_KB), s[3], x,
-                        param(m, P, u, L_KW), M, C, C);
+        xlinear_backward(dt, m->dcur, gparam(m, G, u, L_KW), gparam(m, G, u, L_KB), s[3], x,
+                         param(m, P, u, L_KW), M, C, C, HS(m));
         POLL(m);
-        linear_backward(m->dcur, param(m, G, u, L_VW), param(m, G, u, L_VB), s[4], x,
-                        param(m, P, u, L_VW), M, C, C);
+        xlinear_backward(dt, m->dcur, gparam(m, G, u, L_VW), gparam(m, G, u, L_VB), s[4], x,
+                         param(m, P, u, L_VW), M, C, C, HS(m));
         POLL(m);
     } else {
         zt_dropout d = drop_for(m, 0, ZT_RNG_DROP_EMB, c->hidden_drop);
         dropout_backward_rows(m->dcur, m->ke, &d, B, m->cu, (size_t)C);
         zero(s[0], n);
-        layernorm_backward(s[0], param(m, G, 0, E_LNW), param(m, G, 0, E_LNB), m->dcur, m->e_pre,
-                           m->em, m->er, param(m, P, 0, E_LNW), M, C);
+        xlayernorm_backward(dt, s[0], gparam(m, G, 0, E_LNW), gparam(m, G, 0, E_LNB), m->dcur,
+                            m->e_pre, m->em, m->er, param(m, P, 0, E_LNW), M, C, XS(m));
         POLL(m);
         if (m->packed)
-            embedding_backward_pos(param(m, G, 0, E_WORD), param(m, G, 0, E_TYPE),
-                                   param(m, G, 0, E_POS), s[0], m->pids, m->ptt, m->ppos, M, C);
+            embedding_backward_pos(gparam(m, G, 0, E_WORD), gparam(m, G, 0, E_TYPE),
+                                   gparam(m, G, 0, E_POS), s[0], m->pids, m->ptt, m->ppos, M, C);
         else
-            embedding_backward(param(m, G, 0, E_WORD), param(m, G, 0, E_TYPE),
-                               param(m, G, 0, E_POS), s[0], m->ids, m->tt, B, m->T, C);
+            embedding_backward(gparam(m, G, 0, E_WORD), gparam(m, G, 0, E_TYPE),
+                               gparam(m, G, 0, E_POS), s[0], m->ids, m->tt, B, m->T, C);
         POLL(m);
     }
 }
@@ -1389,7 +1455,7 @@ static const float *bert_logits(const void *p, int64_t shape[3])
         shape[0] = 1;
         shape[1] = m->n_lab;
         shape[2] = m->c.vocab;
-        return m->lm.logits;
+        return m->dt < 0 ? m->lm.logits : m->elog;
     }
     shape[0] = m->B;
     shape[1] = m->T;
@@ -1410,25 +1476,6 @@ static int bert_tied_unit(const void *p, int u)
 {
     const bert_model *m = p;
     return m->c.head == BERT_HEAD_MLM && u == m->c.layers + 1 ? 0 : -1;
-}
-
-/* the engine's calls: the parameters as fp32 (half precision: the units widened) */
-static void bert_forward_unit(void *p, int u, void *const *P)
-{
-    bert_model *m = p;
-    forward_f32(p, u, zt_pview_of(&m->pv, P, u, bert_tied_unit(m, u)));
-}
-
-static void bert_recompute_unit(void *p, int u, void *const *P)
-{
-    bert_model *m = p;
-    recompute_f32(p, u, zt_pview_of(&m->pv, P, u, bert_tied_unit(m, u)));
-}
-
-static void bert_backward_unit(void *p, int u, void *const *P, float *const *G)
-{
-    bert_model *m = p;
-    backward_f32(p, u, zt_pview_of(&m->pv, P, u, bert_tied_unit(m, u)), G);
 }
 
 const zt_model_ops bert_ops = {

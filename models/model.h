@@ -141,7 +141,7 @@ typedef struct zt_model_ops {
      * step reads it again) and its bytes (capacity: fixed until the next prepare that
      * re-carves). Several units' outputs share a buffer: a forward or recompute of unit u
      * overwrites what checkpoint(u) held. NULL for the other units. */
-    float *(*checkpoint)(void *m, int u, size_t *bytes);
+    void *(*checkpoint)(void *m, int u, size_t *bytes);
     /* Generation with a key/value cache (encoder-decoder models; NULL for the others). Each
      * pass is a forward pass over every unit, as an evaluation's. gen_begin: the next pass
      * encodes b (B rows) and decodes position 0 of B x per decoder rows (row r reads input

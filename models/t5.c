@@ -19,6 +19,9 @@
 #include "lmrows.h"
 #include "pview.h"
 
+/* the head's row buffer holds fp32 here */
+#define LMF(p) ((float *)(p))
+
 #include <cjson/cJSON.h>
 #include <float.h>
 #include <math.h>
@@ -555,8 +558,8 @@ static size_t t5_act_bytes(void *p, int B, int T, const unsigned char *unit_mode
     if (unit_mode)
         t.seg_k = k >= 2 ? k : 0;
     carve(&t, &cv, unit_mode ? unit_mode : t.mode, B, T, Td);
-    return cv.off + zt_lm_rows_floats((size_t)B * Td, t.c.vocab, t.c.d_model, 0) *
-                        sizeof(float) + zt_pview_bytes(t.l, t.pv.hdt, t.c.tie);
+    return cv.off + zt_lm_rows_bytes((size_t)B * Td, t.c.vocab, t.c.d_model, 0, sizeof(float)) +
+           zt_pview_bytes(t.l, t.pv.hdt, t.c.tie);
 }
 
 /* ---- create / prepare -------------------------------------------------------------------- */
@@ -702,7 +705,7 @@ static int t5_prepare(void *p, const zt_batch *b, int keep_logits, int64_t *n_la
                 m->lab_c[m->n_lab++] = b->labels[i];
             }
     ZT_TRY(zt_lm_rows_size(&m->lm, m->compact ? (size_t)m->n_lab : (size_t)b->B * Td,
-                           (size_t)b->B * Td, c->vocab, c->d_model, keep_logits));
+                           (size_t)b->B * Td, c->vocab, c->d_model, keep_logits, sizeof(float)));
     *n_labels = n;
     return 0;
 }
@@ -1077,20 +1080,20 @@ static void forward_f32(void *p, int u, float *const *P)
         int nr = Md;
         if (m->compact) {
             for (int i = 0; i < m->n_lab; i++)
-                memcpy(m->lm.x + (size_t)i * C, m->dec_out + (size_t)m->lab_rows[i] * C,
+                memcpy(LMF(m->lm.x) + (size_t)i * C, m->dec_out + (size_t)m->lab_rows[i] * C,
                        sizeof(float) * (size_t)C);
-            rows = m->lm.x;
+            rows = LMF(m->lm.x);
             nr = m->n_lab;
         }
         if (nr > 0) {
             if (c->tie) { /* the scaled copy is what the head multiplies */
-                float *sc = m->compact ? m->lm.x : m->s[0];
+                float *sc = m->compact ? LMF(m->lm.x) : m->s[0];
                 if (!m->compact)
                     memcpy(sc, rows, sizeof(float) * (size_t)nr * C);
                 scale_inplace(sc, (float)pow((double)C, -0.5), (size_t)nr * C);
                 rows = sc;
             }
-            linear_forward(m->lm.logits, rows, w, NULL, nr, C, c->vocab);
+            linear_forward(LMF(m->lm.logits), rows, w, NULL, nr, C, c->vocab);
             POLL(m);
         }
     }
@@ -1117,14 +1120,14 @@ static double t5_loss(void *p, float grad_scale)
     int64_t count;
     /* evaluating (train 0): no gradient, so that the logits (which it would overwrite when
      * they are not kept) stay for zt_engine_logits */
-    float *d = m->train ? m->lm.dlogits : NULL;
+    float *d = m->train ? LMF(m->lm.dlogits) : NULL;
     m->evaluated = !m->train;
     if (m->compact)
-        return m->n_lab ? crossentropy_forward_backward(d, m->row_loss, &count, m->lm.logits,
+        return m->n_lab ? crossentropy_forward_backward(d, m->row_loss, &count, LMF(m->lm.logits),
                                                         m->lab_c, m->n_lab, m->c.vocab,
                                                         grad_scale)
                         : 0.0;
-    return crossentropy_forward_backward(d, m->row_loss, &count, m->lm.logits, m->labels,
+    return crossentropy_forward_backward(d, m->row_loss, &count, LMF(m->lm.logits), m->labels,
                                          m->B * m->Td, m->c.vocab, grad_scale);
 }
 
@@ -1245,12 +1248,13 @@ static void backward_f32(void *p, int u, float *const *P, float *const *G)
         zero(m->s[1], (size_t)Md * C);
         if (!m->compact) {
             /* the forward's scaled copy of dec_out is in s[0] when tied */
-            linear_backward(m->s[1], dw, NULL, m->lm.dlogits, c->tie ? m->s[0] : m->dec_out, w, Md,
-                            C, c->vocab);
+            linear_backward(m->s[1], dw, NULL, LMF(m->lm.dlogits), c->tie ? m->s[0] : m->dec_out,
+                            w, Md, C, c->vocab);
             POLL(m);
         } else if (m->n_lab > 0) {
             zero(m->lm.dx, (size_t)m->n_lab * C);
-            linear_backward(m->lm.dx, dw, NULL, m->lm.dlogits, m->lm.x, w, m->n_lab, C, c->vocab);
+            linear_backward(m->lm.dx, dw, NULL, LMF(m->lm.dlogits), LMF(m->lm.x), w, m->n_lab, C,
+                            c->vocab);
             POLL(m);
             for (int i = 0; i < m->n_lab; i++)
                 memcpy(m->s[1] + (size_t)m->lab_rows[i] * C, m->lm.dx + (size_t)i * C,
@@ -1342,7 +1346,7 @@ static int t5_backward_steps(const void *p, zt_step *st)
     return n;
 }
 
-static float *t5_checkpoint(void *p, int u, size_t *bytes)
+static void *t5_checkpoint(void *p, int u, size_t *bytes)
 {
     t5_model *m = p;
     if (!is_block(m, u) || !m->arena || m->slot_of[blk(m, u)] < 0)
@@ -1406,12 +1410,12 @@ static const float *t5_logits(const void *p, int64_t shape[3])
         shape[0] = 1;
         shape[1] = m->n_lab;
         shape[2] = m->c.vocab;
-        return m->lm.logits;
+        return LMF(m->lm.logits);
     }
     shape[0] = m->B;
     shape[1] = m->Td;
     shape[2] = m->c.vocab;
-    return m->lm.logits;
+    return LMF(m->lm.logits);
 }
 
 static void t5_set_train(void *p, int train) { ((t5_model *)p)->train = train; }
