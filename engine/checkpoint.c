@@ -5,6 +5,7 @@
  * state is re-sliced from the layout the state records (world size, bucket) into this
  * engine's, and it must be the same optimizer's. */
 #include "checkpoint.h"
+#include "lscale.h"
 #include "zero.h"
 #include "../common/err.h"
 #include "load.h"
@@ -202,6 +203,15 @@ static cJSON *optimizer_json(const zt_ckpt *ck)
         cJSON_AddBoolToObject(o, "beta1", ck->os->lay & ZT_OST_BETA1);
     if (ck->os->lay & ZT_OST_MASTER) /* (no update has filled the master sections yet) */
         cJSON_AddBoolToObject(o, "master_fresh", ck->os->master_fresh);
+    if (ck->ls) { /* fp16's loss scaler (DeepSpeed keeps it with the optimizer's state) */
+        cJSON *l = cJSON_AddObjectToObject(o, "loss_scaler");
+        if (l) {
+            cJSON_AddNumberToObject(l, "cur_scale", ck->ls->scale);
+            cJSON_AddNumberToObject(l, "cur_iter", (double)ck->ls->iter);
+            cJSON_AddNumberToObject(l, "last_overflow_iter", (double)ck->ls->last_overflow);
+            cJSON_AddNumberToObject(l, "cur_hysteresis", ck->ls->hysteresis);
+        }
+    }
     if (ck->os->opt == ZT_OPT_ADAMW8BIT && (c = cJSON_AddArrayToObject(o, "fp32_state")))
         for (int i = 0; i < ck->L->n_params; i++)
             if (ck->os->pcompact[i])
@@ -923,7 +933,26 @@ int zt_ckpt_read_state(zt_ckpt *ck, const char *dir, zt_train_state *st, int *wo
     }
     {
         const cJSON *oo = cJSON_GetObjectItemCaseSensitive(o, "optimizer");
+        const cJSON *l = cJSON_GetObjectItemCaseSensitive(oo, "loss_scaler");
         ck->saved_fresh = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(oo, "master_fresh"));
+        if (ck->ls && l) { /* (a checkpoint of another precision: the scaler starts fresh) */
+            const cJSON *sc = cJSON_GetObjectItemCaseSensitive(l, "cur_scale");
+            const cJSON *it = cJSON_GetObjectItemCaseSensitive(l, "cur_iter");
+            const cJSON *lo = cJSON_GetObjectItemCaseSensitive(l, "last_overflow_iter");
+            const cJSON *hy = cJSON_GetObjectItemCaseSensitive(l, "cur_hysteresis");
+            if (!cJSON_IsNumber(sc) || !(sc->valuedouble > 0) || !cJSON_IsNumber(it) ||
+                it->valuedouble < 0 || !cJSON_IsNumber(lo) || lo->valuedouble < -1 ||
+                !cJSON_IsNumber(hy) || hy->valuedouble < 1) {
+                cJSON_Delete(o);
+                return zt_fail(ZT_E_FORMAT, "%s: \"optimizer.loss_scaler\" needs cur_scale > "
+                               "0, cur_iter >= 0, last_overflow_iter >= -1 and cur_hysteresis "
+                               ">= 1", path);
+            }
+            ck->ls->scale = sc->valuedouble;
+            ck->ls->iter = (int64_t)it->valuedouble;
+            ck->ls->last_overflow = (int64_t)lo->valuedouble;
+            ck->ls->hysteresis = (int)hy->valuedouble;
+        }
     }
     /* cJSON keeps numbers as doubles: exact below 2^53, far beyond any step count */
     st->step = (int64_t)s->valuedouble;
@@ -1353,8 +1382,9 @@ done:
 
 void zt_ckpt_init(zt_ckpt *ck, const zt_config *cfg, const zt_layout *L, const zt_model_cfg *mc,
                   zt_comm *comm, const zt_geometry *geo, zt_ostate *os, zt_zero *z,
-                  const int64_t *step)
+                  const int64_t *step, zt_lscale *ls)
 {
+    ck->ls = ls;
     ck->cfg = cfg;
     ck->L = L;
     ck->mc = mc;

@@ -32,11 +32,12 @@ typedef struct zt_ckpt {
     char trainer_info[ZT_TRAINER_INFO_MAX], loaded_info[ZT_TRAINER_INFO_MAX];
     unsigned char *alias_seen;
     int saved_fresh;         /* the checkpoint being loaded recorded an unfilled bf16 master */
+    struct zt_lscale *ls;    /* fp16: the loss scale, saved and restored; NULL otherwise */
 } zt_ckpt;
 
 void zt_ckpt_init(zt_ckpt *ck, const zt_config *cfg, const zt_layout *L, const zt_model_cfg *mc,
                   zt_comm *comm, const zt_geometry *geo, zt_ostate *os, struct zt_zero *z,
-                  const int64_t *step);
+                  const int64_t *step, struct zt_lscale *ls);
 /* Saving: rank 0 makes the hidden folder tmp (named tmpn in root; one a dead save left is
  * replaced) and removes it again on failure; every rank writes its rank file into it; rank 0
  * writes the state and the manifest, renames the folder into place and prunes to keep. */

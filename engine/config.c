@@ -97,7 +97,9 @@ enum {
     K_OFFPAR_MAXCPU,
     K_AC, K_AC_PARTITION, K_AC_CPU, K_AC_CONTIG, K_AC_NUMBER, K_AC_SYNC, K_AC_PROFILE,
     K_AIO, K_AIO_BLOCK, K_AIO_QDEPTH, K_AIO_INTRA, K_AIO_THREADS, K_AIO_SINGLE, K_AIO_OVERLAP,
-    K_FP16, K_FP16_ON, K_BF16, K_BF16_ON, K_BFLOAT16, K_BFLOAT16_ON,
+    K_FP16, K_FP16_ON, K_FP16_LS, K_FP16_POWER, K_FP16_WINDOW, K_FP16_HYST, K_FP16_CONSEC,
+    K_FP16_MIN, K_FP16_AUTOCAST, K_FP16_MASTER, K_BF16, K_BF16_ON, K_BFLOAT16, K_BFLOAT16_ON,
+    K_DATA_TYPES, K_GRAD_ACCUM,
     K_ZT, K_ZT_NO_DECAY, K_ZT_THREADS, K_ZT_SEED, K_ZT_COLL_TIMEOUT, K_ZT_CHECK_COLL, K_ZT_PROGRESS,
     K_ZT_MEMLIMIT, K_ZT_OFFGRAD, K_ZT_DIRECT, K_ZT_RECOMPUTE, K_ZT_FP32_STATE,
     K_ZT_SKIP_NONFINITE, K_ZT_MAX_SKIPPED,
@@ -398,9 +400,32 @@ static const key keys[] = {
                "when the last one completed."},
 
     [K_FP16] = {"fp16", T_OBJ, C_APPLIED, A_NO, F_NULL, 0, 0, 0, .def_doc = "off",
-        .doc = "fp16 mixed precision: accepted while disabled (use bf16 for now)."},
+        .doc = "fp16 mixed precision as DeepSpeed runs it: fp16 parameters (compute copies) "
+               "updated from an fp32 master kept with the optimizer state, gradients "
+               "accumulated in fp16 (data_types.grad_accum_dtype), the loss scaled before the "
+               "backward pass and the gradients unscaled before clipping; a step whose "
+               "gradients overflow is skipped and the scale lowered (dynamic loss scaling, "
+               "DeepSpeed's DynamicLossScaler)."},
     [K_FP16_ON] = {"fp16.enabled", T_BOOL, C_APPLIED, A_DERIVED, 0, 0, 0, 0,
-        .auto_doc = "false", .doc = "true is not supported yet."},
+        .auto_doc = "false", .doc = "true = train in fp16 (zt_config.precision)."},
+    [K_FP16_LS] = {"fp16.loss_scale", T_NUM, C_APPLIED, A_NO, 0, FIELD_DEF, 0, INFINITY,
+        .doc = "0 = dynamic loss scaling; a positive number = that fixed scale."},
+    [K_FP16_POWER] = {"fp16.initial_scale_power", T_INT, C_APPLIED, A_NO, 0, FIELD_DEF, 0, 100,
+        .doc = "Dynamic scaling starts at 2^initial_scale_power."},
+    [K_FP16_WINDOW] = {"fp16.loss_scale_window", T_INT, C_APPLIED, A_NO, 0, FIELD_DEF, 1, IMAX,
+        .doc = "Steps without an overflow after which the scale doubles."},
+    [K_FP16_HYST] = {"fp16.hysteresis", T_INT, C_APPLIED, A_NO, 0, FIELD_DEF, 1, IMAX,
+        .doc = "Overflows tolerated before the scale is halved (DeepSpeed's delayed shift)."},
+    [K_FP16_CONSEC] = {"fp16.consecutive_hysteresis", T_BOOL, C_APPLIED, A_NO, 0, FIELD_DEF, 0,
+        0, .doc = "true: the hysteresis refills after every step without an overflow."},
+    [K_FP16_MIN] = {"fp16.min_loss_scale", T_NUM, C_APPLIED, A_NO, F_HI_OPEN, FIELD_DEF, 0,
+        INFINITY, .doc = "The scale never goes below it: an overflow there, with no "
+                         "hysteresis left, ends the run with an error (as in DeepSpeed)."},
+    [K_FP16_AUTOCAST] = {"fp16.auto_cast", T_BOOL, C_IGNORED, .quiet = "false",
+        .doc = "the inputs are token ids, which nothing casts"},
+    [K_FP16_MASTER] = {"fp16.fp16_master_weights_and_grads", T_BOOL, C_APPLIED, A_NO, 0, 0, 0,
+        0, .doc = "false only: the master weights are fp32 (true is DeepSpeed's fp16-master "
+                  "mode for its CPU Adam)."},
     [K_BF16] = {"bf16", T_OBJ, C_APPLIED, A_NO, F_NULL, 0, 0, 0, .def_doc = "off",
         .doc = "bf16 mixed precision with DeepSpeed's bf16 optimizer semantics: the "
                "parameters the passes read are bf16 values, the optimizer updates an fp32 "
@@ -413,6 +438,14 @@ static const key keys[] = {
         .doc = "Older DeepSpeed name of bf16."},
     [K_BFLOAT16_ON] = {"bfloat16.enabled", T_BOOL, C_APPLIED, A_DERIVED, 0, 0, 0, 0,
         .auto_doc = "false", .doc = "Older DeepSpeed name of bf16.enabled."},
+    [K_DATA_TYPES] = {"data_types", T_OBJ, C_APPLIED, A_NO, F_NULL, 0, 0, 0,
+        .def_doc = "DeepSpeed's", .doc = "Data types of DeepSpeed's buffers."},
+    [K_GRAD_ACCUM] = {"data_types.grad_accum_dtype", T_ENUM, C_APPLIED, A_NO, F_NULL | F_NOCASE,
+        0, 0, 0, .values = "fp32|bf16|fp16|float32|bfloat16|float16|float|half",
+        .def_doc = "fp32, fp16 with fp16",
+        .doc = "The dtype gradients are summed in over micro-batches and kept in after their "
+               "reduction (which runs in fp32): fp32, or bf16 / fp16 (2 bytes a gradient; "
+               "each micro-batch's gradient is rounded to it, as a 16-bit module's is)."},
 
     [K_ZT] = {"zerotrain", T_OBJ, C_APPLIED, A_NO, 0, 0, 0, 0, .def_doc = "the defaults below",
         .doc = "zerotrain's own settings (not a DeepSpeed section; DeepSpeed would reject "
@@ -539,8 +572,7 @@ static const key keys[] = {
     {"compression_training", T_ANY, C_IGNORED, .doc = "compression training is " NOT_OFFERED},
     {"checkpoint", T_ANY, C_IGNORED, .doc = "DeepSpeed checkpoint-layout options; zerotrain "
         "writes its own checkpoints"},
-    {"data_types", T_ANY, C_IGNORED, .doc = "gradients are accumulated in fp32 (with bf16 "
-        "too, DeepSpeed's bf16 default: data_types.grad_accum_dtype)"},
+    {"data_types.*", T_ANY, C_IGNORED, .doc = "only grad_accum_dtype applies here"},
     {"sparse_attention", T_ANY, C_IGNORED, .doc = "attention is dense"},
     {"pipeline", T_ANY, C_IGNORED, .doc = "no pipeline parallelism"},
     {"autotuning", T_ANY, C_IGNORED, .doc = "no autotuner"},
@@ -623,7 +655,7 @@ static const key keys[] = {
     {"aio.io_backend", T_ANY, C_IGNORED, .quiet = "async_io",
         .doc = "zerotrain chooses its own I/O backend"},
     {"fp16.*", T_ANY, C_IGNORED, .flags = F_QUIET,
-        .doc = "no effect while fp16 is off (loss_scale, initial_scale_power, hysteresis, ...)"},
+        .doc = "DeepSpeed's other fp16 keys"},
     {"bf16.*", T_ANY, C_IGNORED, .flags = F_QUIET,
         .doc = "DeepSpeed's other bf16 keys (immediate_grad_update, check_grad_overflow, ...) "
                "change nothing here: the update is the one fp32 step of the master"},
@@ -816,13 +848,25 @@ const zt_cfg_field zt_cfg_fields[] = {
      .doc = "1 = forward only (`zerotrain predict`): no gradients, no optimizer state, one "
             "layer's activations at a time."},
     {FIELD(precision, ZT_CF_ENUM), .names = precisions,
-     JSON(K_BF16_ON, K_BFLOAT16_ON, precision, precision),
-     .doc = "The training precision: fp32, or bf16 (parameters rounded to bf16 from an fp32 "
-            "master in the optimizer state); fp16 is refused so far. zt_estimate_memory and "
-            "`zerotrain estimate` count all three."},
-    {FIELD(grad_accum_dtype, ZT_CF_ENUM), .names = grad_dtypes, OWN,
-     .doc = "The gradients' dtype: auto = fp32 for fp32 and bf16, fp16 for fp16 "
-            "(DeepSpeed's data_types.grad_accum_dtype)."},
+     JSON(K_BF16_ON, K_FP16_ON, precision, precision),
+     .doc = "The training precision: fp32, or bf16 / fp16 (2-byte parameters rounded from an "
+            "fp32 master in the optimizer state; fp16 with loss scaling)."},
+    {FIELD(grad_accum_dtype, ZT_CF_ENUM), .names = grad_dtypes,
+     JSON(K_GRAD_ACCUM, -1, grad_accum_dtype, grad_accum_dtype),
+     .doc = "The gradients' accumulation dtype: auto = fp32 for fp32 and bf16, fp16 for fp16 "
+            "(DeepSpeed's data_types.grad_accum_dtype defaults); bf16 / fp16 keep 2 bytes a "
+            "gradient."},
+    {FIELD(loss_scale, ZT_CF_DOUBLE), JSON(K_FP16_LS, -1, loss_scale, loss_scale),
+     .doc = "fp16: 0 = dynamic loss scaling, else a fixed scale."},
+    {FIELD(initial_scale_power, ZT_CF_INT), .def = 16,
+     JSON(K_FP16_POWER, -1, initial_scale_power, initial_scale_power)},
+    {FIELD(loss_scale_window, ZT_CF_INT), .def = 1000,
+     JSON(K_FP16_WINDOW, -1, loss_scale_window, loss_scale_window)},
+    {FIELD(hysteresis, ZT_CF_INT), .def = 2, JSON(K_FP16_HYST, -1, hysteresis, hysteresis)},
+    {FIELD(consecutive_hysteresis, ZT_CF_INT),
+     JSON(K_FP16_CONSEC, -1, consecutive_hysteresis, consecutive_hysteresis)},
+    {FIELD(min_loss_scale, ZT_CF_DOUBLE), .def = 1.0,
+     JSON(K_FP16_MIN, -1, min_loss_scale, min_loss_scale)},
 };
 const int zt_cfg_n_fields = (int)(sizeof zt_cfg_fields / sizeof zt_cfg_fields[0]);
 
@@ -2003,14 +2047,28 @@ static void resolve_precision(ctx *x, zt_train_settings *s)
     /* DeepSpeed reads "bf16" first and its older name only without it */
     int bf16 = GIVEN(K_BF16_ON) ? NUM(K_BF16_ON) == 1
                                 : GIVEN(K_BFLOAT16_ON) && NUM(K_BFLOAT16_ON) == 1;
-    s->precision = bf16 ? ZT_PREC_BF16 : ZT_PREC_FP32;
+    s->precision = bf16 ? ZT_PREC_BF16 : fp16 ? ZT_PREC_FP16 : ZT_PREC_FP32;
     if (fp16 && bf16)
         problem(x, ZT_E_CONFIG, K_FP16_ON, keys[K_FP16_ON].path, "fp16 and bf16 are both "
                 "enabled: enable one of them");
-    else if (fp16)
-        problem(x, ZT_E_UNSUPPORTED, K_FP16_ON, keys[K_FP16_ON].path, "fp16 training (with "
-                "dynamic loss scaling) is not supported yet: use \"bf16\": {\"enabled\": "
-                "true}, or set \"enabled\": false");
+    if (GIVEN(K_FP16_MASTER) && NUM(K_FP16_MASTER) == 1)
+        problem(x, ZT_E_UNSUPPORTED, K_FP16_MASTER, keys[K_FP16_MASTER].path, "true is not "
+                "supported: zerotrain keeps an fp32 master (DeepSpeed's default, false)");
+    /* the fp16 section's scaling (read whether or not fp16 is enabled: DeepSpeed ignores it
+     * then, and so does the engine) */
+    s->loss_scale = NUM_OR_DEF(K_FP16_LS);
+    s->initial_scale_power = (int)NUM_OR_DEF(K_FP16_POWER);
+    s->loss_scale_window = (int)NUM_OR_DEF(K_FP16_WINDOW);
+    s->hysteresis = (int)NUM_OR_DEF(K_FP16_HYST);
+    s->consecutive_hysteresis = (int)NUM_OR_DEF(K_FP16_CONSEC);
+    s->min_loss_scale = NUM_OR_DEF(K_FP16_MIN);
+    /* data_types.grad_accum_dtype: fp32, bf16, fp16 and DeepSpeed's other spellings */
+    s->grad_accum_dtype = ZT_GRAD_AUTO;
+    if (GIVEN(K_GRAD_ACCUM)) {
+        static const int g[] = {ZT_GRAD_FP32, ZT_GRAD_BF16, ZT_GRAD_FP16, ZT_GRAD_FP32,
+                                ZT_GRAD_BF16, ZT_GRAD_FP16, ZT_GRAD_FP32, ZT_GRAD_FP16};
+        s->grad_accum_dtype = g[(int)NUM(K_GRAD_ACCUM)];
+    }
 }
 
 static void resolve(ctx *x, int world, int64_t total_steps, resolved *r)

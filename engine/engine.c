@@ -22,11 +22,13 @@
 #include "zero.h"
 #include "../common/err.h"
 #include "../common/half.h"
+#include "lscale.h"
 #include "../common/prof.h"
 #include "../common/rng.h"
 #include "../format/fileio.h"
 #include "../format/hfweights.h"
 #include "../memory/mem.h"
+#include "../models/hgemm.h"
 #include "../models/zoo.h"
 #include "../offload/store.h"
 #include "../optimizer/adam8bit.h"
@@ -81,6 +83,7 @@ struct zt_engine {
     int64_t skipped_steps;
     int have_logits;
     int save_dtype;          /* ZT_PREC_* of the weights written (the run's precision) */
+    zt_lscale ls;            /* fp16: the loss scale (lscale.c); scale 1 otherwise */
     zt_mem_account mem;      /* the bytes this engine's modules and model hold, per category */
     int whole_grad;          /* stages 2-3: the unit whose gradient stays whole, or -1 */
     zt_geometry geo;
@@ -119,13 +122,15 @@ int zt_config_check(const zt_config *c, int estimate)
     if ((unsigned)c->precision > ZT_PREC_FP16 || (unsigned)c->grad_accum_dtype > ZT_GRAD_FP16)
         return zt_fail(ZT_E_CONFIG, "config: precision %d, grad_accum_dtype %d: one of "
                        "ZT_PREC_* and ZT_GRAD_*", c->precision, c->grad_accum_dtype);
-    if (!estimate && (c->precision == ZT_PREC_FP16 || c->grad_accum_dtype > ZT_GRAD_FP32))
-        return zt_fail(ZT_E_UNSUPPORTED, "config: precision %s, gradients %s: zerotrain trains "
-                       "in fp32 and bf16 with fp32 gradients so far (zt_estimate_memory "
-                       "estimates the others)",
-                       c->precision == ZT_PREC_BF16 ? "bf16" : c->precision == ZT_PREC_FP16
-                       ? "fp16" : "fp32", c->grad_accum_dtype == ZT_GRAD_BF16 ? "bf16"
-                       : c->grad_accum_dtype == ZT_GRAD_FP16 ? "fp16" : "fp32");
+    (void)estimate; /* (every precision and accumulation dtype trains) */
+    if (!(c->loss_scale >= 0.0) || !isfinite(c->loss_scale) || !(c->min_loss_scale > 0.0) ||
+        !isfinite(c->min_loss_scale) || c->initial_scale_power < 0 ||
+        c->initial_scale_power > 100 || c->loss_scale_window < 1 || c->hysteresis < 1 ||
+        (unsigned)c->consecutive_hysteresis > 1)
+        return zt_fail(ZT_E_CONFIG, "config: fp16 loss scaling needs loss_scale >= 0 (0 = "
+                       "dynamic), min_loss_scale > 0, initial_scale_power in [0, 100], "
+                       "loss_scale_window >= 1, hysteresis >= 1 and consecutive_hysteresis 0 or "
+                       "1");
     const struct { const char *name; double v; } hp[] = {
         {"lr", c->lr}, {"beta1", c->beta1}, {"beta2", c->beta2}, {"eps", c->eps},
         {"weight_decay", c->weight_decay}, {"grad_clip", c->grad_clip},
@@ -498,6 +503,10 @@ static int commit(zt_engine *e, const char *model_dir)
         zt_act_init(&e->ao, &e->cfg, e->nvme_path, e->comm.rank, e->layout.n_units, e->ops,
                     e->model, &e->rc, &e->mem);
     ZT_TRY(zt_engine_agree(e, rc, "setting up the model"));
+    /* a bf16 engine's products open oneDNN (hgemm.c): opened now, it is in the process the
+     * planner measures */
+    if (zt_fp_half(cfg) == ZT_HALF_BF16)
+        (void)zt_hgemm_default(ZT_HALF_BF16);
     zt_plan_init(&e->pn, &e->cfg, &e->layout, &e->comm, &e->rc, e->ops, e->model, e->nvme_path,
                  e->whole_grad);
     ZT_TRY(zt_plan_memory(&e->pn, e->plan, sizeof e->plan));
@@ -609,7 +618,13 @@ int zt_engine_create(const zt_config *cfg, MPI_Comm comm, zt_engine **out)
     zt_units_init(&e->un, &e->layout, &e->comm, &e->z,
                   !cfg->model_dir && !cfg->model_config && !cfg->model_preset);
     zt_ckpt_init(&e->ck, &e->cfg, &e->layout, &e->mc, &e->comm, &e->geo, &e->os, &e->z,
-                 &e->step);
+                 &e->step, cfg->precision == ZT_PREC_FP16 ? &e->ls : NULL);
+    if (cfg->precision == ZT_PREC_FP16)
+        zt_lscale_init(&e->ls, cfg->loss_scale, cfg->initial_scale_power,
+                       cfg->loss_scale_window, cfg->hysteresis, cfg->consecutive_hysteresis,
+                       cfg->min_loss_scale);
+    else
+        e->ls.scale = 1.0;
     if (cfg->model_dir) {
         snprintf(path, sizeof path, "%s/config.json", cfg->model_dir);
         rc = zt_model_config_load(path, &e->mc);
@@ -973,13 +988,23 @@ int zt_engine_read_param(const zt_engine *e, const char *name, float *dst, size_
 
 int zt_engine_read_grad(const zt_engine *e, const char *name, float *dst, size_t n)
 {
-    void *p = NULL;
-    if (e && e->cfg.inference)
+    int i;
+    if (!e || !name)
+        return zt_fail(ZT_E_INVAL, "zt_engine_read_grad: NULL engine or name");
+    if (e->cfg.inference)
         return zt_fail(ZT_E_INVAL, "zt_engine_read_grad: the engine is forward only "
                        "(zt_config.inference): it has no gradients");
-    ZT_TRY(locate(e, e ? (void *const *)e->z.gr.G : NULL, sizeof(float), name, n, &p));
-    memcpy(dst, p, n * sizeof(float));
-    return 0;
+    if (e->un.committed <= 0)
+        return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "\"%s\": the engine has no buffers yet "
+                                         "(zt_engine_commit)", name));
+    if ((i = zt_layout_find(&e->layout, name)) < 0)
+        return zt_engine_fail(e, zt_fail(ZT_E_NOTFOUND, "no parameter named \"%s\"", name));
+    const zt_param_def *d = &e->layout.params[i];
+    if (n != d->numel)
+        return zt_engine_fail(e, zt_fail(ZT_E_SHAPE, "parameter \"%s\" has %zu elements, "
+                                         "buffer has %zu", name, d->numel, n));
+    int rc = zt_zero_grad_read(&e->z, d->unit, d->offset, dst, n);
+    return rc < 0 ? zt_engine_fail(e, zt_fail_wrap(rc, "\"%s\"", name)) : 0;
 }
 
 int zt_engine_write_param(zt_engine *e, const char *name, const float *src, size_t n)
@@ -1096,9 +1121,9 @@ int zt_engine_forward_backward(zt_engine *e, const zt_batch *b, int keep_logits,
     if ((rc = e->ops->prepare(e->model, b, keep_logits, &n)) < 0 ||
         (rc = zt_act_begin(&e->ao, 1)) < 0 || (rc = run_forward(e, 0)) < 0)
         return zt_engine_fail(e, zt_units_abort(&e->un, rc));
-    {
+    { /* the gradient of the mean, times fp16's loss scale */
         int64_t denom = b->label_count > 0 ? b->label_count : n;
-        sum = e->ops->loss(e->model, denom > 0 ? (float)(1.0 / (double)denom) : 0.0f);
+        sum = e->ops->loss(e->model, denom > 0 ? (float)(e->ls.scale / (double)denom) : 0.0f);
     }
     if ((rc = run_backward(e)) < 0)
         return zt_engine_fail(e, zt_units_abort(&e->un, rc));
@@ -1227,16 +1252,19 @@ int zt_engine_step(zt_engine *e, float lr, zt_step_info *out)
      * gradients it was computed from; then the shards zero_grad left are zeroed */
     if ((rc = zt_zero_flush(&e->z)) < 0 || (rc = zt_zero_clear_stale(&e->z)) < 0)
         return zt_engine_fail(e, rc);
-    int bad_unit = -1;
+    int bad_unit = -1, fp16 = e->cfg.precision == ZT_PREC_FP16;
+    double S = e->ls.scale; /* what this step's backward passes scaled the loss by */
     if ((rc = zt_zero_reduce(&e->z, &sumsq, &bad_unit)) < 0)
         return zt_engine_fail(e, rc);
-    if (e->cfg.skip_nonfinite && e->loss_bad) /* (the reduced sum then tells every rank) */
+    if ((e->cfg.skip_nonfinite || fp16) && e->loss_bad) /* (the reduced sum tells every rank) */
         sumsq = NAN;
     e->loss_bad = 0;
     if ((rc = zt_comm_sum_ordered(&e->comm, sumsq, &sumsq)) < 0)
         return zt_engine_fail(e, rc);
-    norm = sqrt(sumsq);
-    if (!isfinite(norm) && e->cfg.skip_nonfinite) {
+    norm = sqrt(sumsq) / S; /* (fp16: the unscaled gradients' norm) */
+    /* fp16: an overflow (a non-finite gradient on any rank) skips the step and lowers the
+     * scale (DeepSpeed's dynamic loss scaling), without counting as a divergence */
+    if (!isfinite(norm) && (e->cfg.skip_nonfinite || fp16)) {
         /* the divergence guard: nothing changes; every rank decided alike from the reduced
          * sum. The first non-finite unit of any rank (one more gather, on this path only). */
         double mine = bad_unit, *all = malloc(sizeof *all * (size_t)e->comm.size);
@@ -1252,7 +1280,10 @@ int zt_engine_step(zt_engine *e, float lr, zt_step_info *out)
                 first = (int)all[r];
         free(all);
         zt_zero_step_done(&e->z);
-        e->skipped_steps++;
+        if (fp16 && (rc = zt_lscale_update(&e->ls, 1)) < 0) /* (every rank alike) */
+            return zt_engine_fail(e, zt_fail_wrap(rc, "step %" PRId64, e->step + 1));
+        if (!fp16)
+            e->skipped_steps++;
         if (out) {
             out->grad_norm = norm;
             out->clip_coef = 1.0f;
@@ -1260,6 +1291,8 @@ int zt_engine_step(zt_engine *e, float lr, zt_step_info *out)
             out->lr = lr;
             out->skipped = 1;
             out->nonfinite_unit = first;
+            out->overflow = fp16;
+            out->loss_scale = S;
         }
         return 0;
     }
@@ -1272,8 +1305,11 @@ int zt_engine_step(zt_engine *e, float lr, zt_step_info *out)
         coef = (float)(e->cfg.grad_clip / (norm + 1e-6));
     e->step++;
     zt_zero_step_done(&e->z);
+    /* the gradients' multiplier: the clipping coefficient, and fp16's unscaling (as
+     * DeepSpeed's combined scale) */
     hp.adamw = (zt_adamw_hparams){lr, e->cfg.beta1, e->cfg.beta2, e->cfg.eps,
-                                  e->cfg.weight_decay, e->step, coef};
+                                  e->cfg.weight_decay, e->step,
+                                  fp16 ? (float)((double)coef / S) : coef};
     if (e->os.opt == ZT_OPT_ADAFACTOR) {
         const zt_config *c = &e->cfg;
         hp.af = (zt_adafactor_hparams){lr, c->adafactor_eps1, c->adafactor_eps2,
@@ -1283,6 +1319,8 @@ int zt_engine_step(zt_engine *e, float lr, zt_step_info *out)
     }
     if ((rc = zt_zero_update(&e->z, &hp)) < 0)
         return zt_engine_fail(e, rc);
+    if (fp16)
+        (void)zt_lscale_update(&e->ls, 0); /* (no error without an overflow) */
     if (out) {
         out->grad_norm = norm;
         out->clip_coef = coef;
@@ -1290,8 +1328,15 @@ int zt_engine_step(zt_engine *e, float lr, zt_step_info *out)
         out->lr = e->os.opt == ZT_OPT_ADAFACTOR ? (float)zt_adafactor_step_size(&hp.af) : lr;
         out->skipped = 0;
         out->nonfinite_unit = -1;
+        out->overflow = 0;
+        out->loss_scale = S;
     }
     return 0;
+}
+
+double zt_engine_loss_scale(const zt_engine *e)
+{
+    return e ? e->ls.scale : 1.0;
 }
 
 int zt_engine_report_get(const zt_engine *e, zt_engine_report *o)

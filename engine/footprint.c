@@ -50,9 +50,13 @@ void zt_footprint_of(const zt_fp_in *in, zt_footprint *o)
     /* gradients: whole units below stage 2; stages 2-3 the whole-gradient unit and two
      * scratch buffers of the largest other unit; the reduced shards with N > 1 or stage >= 2
      * (in RAM, or where the optimizer state goes, with two accumulation buffers) */
-    o->grads = st < 2 ? G * P : G * (whole + 2 * maxo);
+    /* (a 16-bit accumulation dtype: every stage lends fp32 buffers as stage 2 does) */
+    int h16 = G < 4.0;
+    double lent = 4.0 * (whole + 2 * maxo);
+    o->grads = st < 2 ? G * P + (h16 ? lent : 0.0) : lent;
     if (in->grads_off) {
         o->grads += in->grad_acc_buffers ? 2 * G * maxs : 0.0;
+        o->grads += h16 ? 2 * G * maxs : 0.0; /* each shard rounded for its write-back */
         if (in->opt_off == ZT_OFFLOAD_NVME)
             o->grads_off = G * P / N;
         else
@@ -67,8 +71,10 @@ void zt_footprint_of(const zt_fp_in *in, zt_footprint *o)
         o->optimizer_off = in->opt_state;
     else
         o->optimizer += in->opt_state;
-    /* stages 2-3: a later micro-batch's reduced shard waits in one of two buffers */
-    o->comm = st >= 2 ? 2 * G * maxs : 0.0;
+    /* stages 2-3: a later micro-batch's reduced shard waits in one of two fp32 buffers (with
+     * 16-bit accumulation also at stage 1, a shard widened for the update, and at stage 0
+     * with several ranks, a reduced shard before its rounding) */
+    o->comm = st >= 2 || (h16 && (st == 1 || in->N > 1)) ? 2 * 4.0 * maxs : 0.0;
     /* the ZeRO paper's figure */
     double ost = in->opt_state + in->opt_replicated;
     o->opt_state = ost;
@@ -88,15 +94,20 @@ int zt_fp_half(const zt_config *c)
            : c->precision == ZT_PREC_FP16 ? ZT_HALF_F16 : -1;
 }
 
-void zt_fp_dtypes(const zt_config *c, double *pb, double *gb, double *mb)
+int zt_fp_grad_half(const zt_config *c)
 {
-    int half = c->precision == ZT_PREC_BF16 || c->precision == ZT_PREC_FP16;
     int g = c->grad_accum_dtype;
     if (g == ZT_GRAD_AUTO) /* DeepSpeed: the bf16 optimizer accumulates in fp32, fp16 in fp16 */
         g = c->precision == ZT_PREC_FP16 ? ZT_GRAD_FP16 : ZT_GRAD_FP32;
+    return g == ZT_GRAD_BF16 ? ZT_HALF_BF16 : g == ZT_GRAD_FP16 ? ZT_HALF_F16 : -1;
+}
+
+void zt_fp_dtypes(const zt_config *c, double *pb, double *gb, double *mb)
+{
+    int half = c->precision == ZT_PREC_BF16 || c->precision == ZT_PREC_FP16;
     /* the compute copy: 2 bytes in bf16 and fp16 */
     *pb = half ? 2.0 : 4.0;
-    *gb = g == ZT_GRAD_FP32 ? 4.0 : 2.0;
+    *gb = zt_fp_grad_half(c) < 0 ? 4.0 : 2.0;
     *mb = half ? 4.0 : 0.0;
 }
 

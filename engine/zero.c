@@ -125,6 +125,34 @@ static void pbuf_free(const zt_zero *z, void *p, size_t n)
     zt_mem_free_in(z->acct, p, n * z->pes, ZT_MEM_PARAMS);
 }
 
+/* the backward gets lent fp32 buffers: stages 2-3, and every stage with 16-bit accumulation */
+static int lends(const zt_zero *z)
+{
+    return z->cfg->zero_stage >= 2 || z->gr.gdt >= 0;
+}
+
+/* the two fp32 shard buffers: stages 2-3 (a later micro-batch's reduced shard); with 16-bit
+ * accumulation also stage 1 (a shard widened for the update) and stage 0 with several ranks
+ * (a reduced shard before it is rounded) */
+static int rs_needed(const zt_zero *z)
+{
+    int st = z->cfg->zero_stage;
+    return st >= 2 || (z->gr.gdt >= 0 && (st == 1 || z->comm->size > 1));
+}
+
+/* 16-bit accumulation: h = round(h + x) over n elements (x fp32) */
+static void hacc(const zt_zero *z, uint16_t *h, const float *x, size_t n)
+{
+    float t[1024];
+    for (size_t i = 0; i < n; i += 1024) {
+        size_t k = n - i < 1024 ? n - i : 1024;
+        zt_half_widen(z->gr.gdt, t, h + i, k);
+        for (size_t j = 0; j < k; j++)
+            t[j] = t[j] + x[i + j];
+        zt_half_narrow(z->gr.gdt, h + i, t, k);
+    }
+}
+
 /* a buffer per unit (whole or this rank's shard) of es-byte elements */
 static void **alloc_units(const zt_zero *z, int category, int shard, size_t es)
 {
@@ -458,14 +486,20 @@ int zt_zero_setup(zt_zero *z, zt_config *cfg, zt_comm *comm, const zt_layout *L,
     } else if (!(z->P = alloc_units(z, ZT_MEM_PARAMS, 0, z->pes))) {
         return ZT_E_NOMEM;
     }
+    z->gr.gdt = zt_fp_grad_half(cfg);
+    z->gr.ges = z->gr.gdt < 0 ? sizeof(float) : sizeof(uint16_t);
     if (z->cfg->inference) { /* forward only: no gradient buffer of any kind */
         z->cfg->offload_gradients = -1;
+        z->gr.gdt = -1;
         return (z->gr.G = calloc((size_t)nu, sizeof *z->gr.G)) ? 0
                : zt_fail(ZT_E_NOMEM, "out of memory");
     }
-    if (st < 2 && !(z->gr.G = alloc_funits(z, ZT_MEM_GRADS, 0)))
+    if (!lends(z) && !(z->gr.G = alloc_funits(z, ZT_MEM_GRADS, 0)))
         return ZT_E_NOMEM;
-    if (st >= 2) {
+    if (st < 2 && z->gr.gdt >= 0 &&
+        !(z->gr.Gh = (uint16_t **)alloc_units(z, ZT_MEM_GRADS, 0, sizeof(uint16_t))))
+        return ZT_E_NOMEM;
+    if (lends(z)) {
         /* the unit a tied unit's backward adds into (z->gr.whole_grad) keeps a whole gradient
          * through the backward pass; every other unit borrows one of two scratch buffers
          * (none when the whole one is the only unit: m = 0) */
@@ -476,7 +510,7 @@ int zt_zero_setup(zt_zero *z, zt_config *cfg, zt_comm *comm, const zt_layout *L,
             return ZT_E_NOMEM;
         for (int i = 0; i < 2; i++)
             if ((m && !(z->gr.scratch[i] = floats_alloc(z, m, ZT_MEM_GRADS))) ||
-                !(z->gr.rs_tmp[i] = floats_alloc(z, ms, ZT_MEM_COMM)))
+                (rs_needed(z) && !(z->gr.rs_tmp[i] = floats_alloc(z, ms, ZT_MEM_COMM))))
                 return ZT_E_NOMEM;
     }
     if (z->cfg->offload_gradients > 0 && (st < 2 || !z->cfg->offload_optimizer))
@@ -488,6 +522,9 @@ int zt_zero_setup(zt_zero *z, zt_config *cfg, zt_comm *comm, const zt_layout *L,
                                z->cfg->offload_gradients >= 0 ? 1 : -1;
     if (z->cfg->offload_gradients > 0)
         return gstore_open(z);
+    if ((N > 1 || st >= 2) && z->gr.gdt >= 0)
+        return (z->gr.Hs = (uint16_t **)alloc_units(z, ZT_MEM_GRADS, 1, sizeof(uint16_t)))
+                   ? 0 : ZT_E_NOMEM;
     if ((N > 1 || st >= 2) && !(z->gr.Gs = alloc_funits(z, ZT_MEM_GRADS, 1)))
         return ZT_E_NOMEM;
     return 0;
@@ -518,7 +555,7 @@ void zt_zero_teardown(zt_zero *z)
     } else {
         free_units(z, z->P, ZT_MEM_PARAMS, 0, z->pes);
     }
-    if (st >= 2) {
+    if (lends(z) && z->gr.G) {
         int w = z->gr.whole_grad;
         size_t m = zt_geometry_max(z->geo, w), ms = zt_geometry_max(z->geo, -1) /
                                                       (size_t)z->comm->size;
@@ -533,6 +570,8 @@ void zt_zero_teardown(zt_zero *z)
         free_funits(z, z->gr.G, ZT_MEM_GRADS, 0);
     }
     free_funits(z, z->gr.Gs, ZT_MEM_GRADS, 1);
+    free_units(z, (void **)z->gr.Gh, ZT_MEM_GRADS, 0, sizeof(uint16_t));
+    free_units(z, (void **)z->gr.Hs, ZT_MEM_GRADS, 1, sizeof(uint16_t));
     offload_close(z);
     free(z->gr.rpend_lo);
     free(z->gr.rpend_hi);
@@ -900,12 +939,14 @@ int zt_zero_enter(zt_zero *z, int k, const int *rel, int nrel)
 
 static void gstore_close(zt_zero *z)
 {
-    size_t ms = shard_max(z) * sizeof(float);
+    size_t ms = shard_max(z) * z->gr.ges;
     zt_store_close(z->gr.store);
     z->gr.store = NULL;
     for (int i = 0; i < 2; i++) {
         zt_mem_free_in(z->acct, z->gr.acc[i], ms, ZT_MEM_GRADS);
+        zt_mem_free_in(z->acct, z->gr.hstage[i], shard_max(z) * 2, ZT_MEM_GRADS);
         z->gr.acc[i] = NULL;
+        z->gr.hstage[i] = NULL;
     }
     free(z->gr.sumsq);
     z->gr.sumsq = NULL;
@@ -917,7 +958,7 @@ static int gstore_open(zt_zero *z)
     ZT_TRY(zt_offload_store_open(z->cfg, z->nvme, z->comm->rank, z->cfg->offload_optimizer,
                                  "grads", z->acct, &z->gr.store));
     for (int u = 0; u < nu; u++)
-        if (zt_store_add(z->gr.store, zt_geometry_len(z->geo, u, 1) * sizeof(float),
+        if (zt_store_add(z->gr.store, zt_geometry_len(z->geo, u, 1) * z->gr.ges,
                          ZT_MEM_GRADS) != u)
             return zt_fail(ZT_E_NOMEM, "gradient offload: cannot declare unit %d", u);
     ZT_TRY(zt_store_reserve(z->gr.store));
@@ -926,6 +967,10 @@ static int gstore_open(zt_zero *z)
     for (int u = 0; u < nu; u++)
         z->gr.sumsq[u] = -1.0;
     z->gr.buf[0] = z->gr.buf[1] = -1;
+    for (int i = 0; z->gr.gdt >= 0 && i < 2; i++)
+        if (!(z->gr.hstage[i] = zt_mem_alloc_in(z->acct, shard_max(z) * 2, ZT_ALIGN_PAGE,
+                                                ZT_MEM_GRADS)))
+            return zt_fail(ZT_E_NOMEM, "gradient offload: staging buffers: out of memory");
     return 0;
 }
 
@@ -938,18 +983,23 @@ static int gbuf_take(zt_zero *z, int i)
     return u >= 0 ? zt_store_wait(z->gr.store, u) : 0;
 }
 
-/* shard u into rs_tmp[u & 1]: started (wait = 0) or there on return */
+/* shard u into rs_tmp[u & 1] (16-bit: read into hstage[u & 1], widened into rs_tmp when
+ * waited for): started (wait = 0) or there on return */
 static int gbuf_read(zt_zero *z, int u, int wait)
 {
-    int i = u & 1;
+    int i = u & 1, h = z->gr.gdt >= 0;
+    void *dst = h ? (void *)z->gr.hstage[i] : (void *)z->gr.rs_tmp[i];
     if (z->gr.buf[i] != u) {
         ZT_TRY(gbuf_take(z, i));
-        ZT_TRY(zt_store_prefetch(z->gr.store, u, z->gr.rs_tmp[i]));
+        ZT_TRY(zt_store_prefetch(z->gr.store, u, dst));
         z->gr.buf[i] = u;
         z->gr.buf_loading[i] = 1;
     }
     if (wait && z->gr.buf_loading[i]) {
-        ZT_TRY(zt_store_get(z->gr.store, u, z->gr.rs_tmp[i]));
+        ZT_TRY(zt_store_get(z->gr.store, u, dst));
+        if (h)
+            zt_half_widen(z->gr.gdt, z->gr.rs_tmp[i], z->gr.hstage[i],
+                          zt_geometry_len(z->geo, u, 1));
         z->gr.buf_loading[i] = 0;
     }
     return 0;
@@ -959,25 +1009,37 @@ static int gbuf_read(zt_zero *z, int u, int wait)
 static int gacc_alloc(zt_zero *z)
 {
     for (int i = 0; i < 2; i++)
-        if (!z->gr.acc[i] && !(z->gr.acc[i] = floats_alloc(z, shard_max(z), ZT_MEM_GRADS)))
+        if (!z->gr.acc[i] && !(z->gr.acc[i] = zt_mem_alloc_in(z->acct, shard_max(z) * z->gr.ges,
+                                                              ZT_ALIGN_PAGE, ZT_MEM_GRADS)))
             return zt_fail(ZT_E_NOMEM, "gradient offload: accumulation buffers: out of memory");
     return 0;
 }
 
-/* unit u's reduced shard in rs_tmp[t]: added to the shard so far, written back */
+/* unit u's reduced shard in rs_tmp[t]: added to the shard so far, written back (16-bit
+ * accumulation: rounded into hstage[t], whose values rs_tmp then holds) */
 static int gshard_finish(zt_zero *z, int u, int t)
 {
     size_t s = zt_geometry_len(z->geo, u, 1);
     float *x = z->gr.rs_tmp[t];
+    int h = z->gr.gdt;
     if (!z->gr.accum_first) { /* (read ahead when the unit's backward began; whole_grad: now) */
         ZT_TRY(gacc_alloc(z));
-        const float *g = z->gr.acc[t];
         ZT_TRY(zt_store_get(z->gr.store, u, z->gr.acc[t]));
-        for (size_t i = 0; i < s; i++) /* g + x: the in-RAM sum's order */
-            x[i] = g[i] + x[i];
+        if (h >= 0) {
+            memcpy(z->gr.hstage[t], z->gr.acc[t], s * 2);
+            hacc(z, z->gr.hstage[t], x, s); /* the in-RAM sum's order and rounding */
+        } else {
+            const float *g = z->gr.acc[t];
+            for (size_t i = 0; i < s; i++) /* g + x: the in-RAM sum's order */
+                x[i] = g[i] + x[i];
+        }
+    } else if (h >= 0) {
+        zt_half_narrow(h, z->gr.hstage[t], x, s);
     }
+    if (h >= 0)
+        zt_half_widen(h, x, z->gr.hstage[t], s);
     z->gr.sumsq[u] = z->gr.last_micro ? zt_sumsq(x, s) : -1.0;
-    ZT_TRY(zt_store_put(z->gr.store, u, x));
+    ZT_TRY(zt_store_put(z->gr.store, u, h >= 0 ? (void *)z->gr.hstage[t] : (void *)x));
     z->gr.buf[t] = u;
     z->gr.buf_loading[t] = 0;
     return 0;
@@ -989,16 +1051,21 @@ static int clear_shards(zt_zero *z)
     size_t N = (size_t)z->comm->size;
     if (!z->gr.store) {
         for (int u = 0; u < nu; u++)
-            memset(z->gr.Gs[u], 0, z->geo->padded[u] / N * sizeof(float));
+            memset(z->gr.Hs ? (void *)z->gr.Hs[u] : (void *)z->gr.Gs[u], 0,
+                   z->geo->padded[u] / N * z->gr.ges);
         return 0;
     }
     ZT_TRY(gbuf_take(z, 0));
-    memset(z->gr.rs_tmp[0], 0, shard_max(z) * sizeof(float));
+    void *zeros = z->gr.gdt >= 0 ? (void *)z->gr.hstage[0] : (void *)z->gr.rs_tmp[0];
+    memset(zeros, 0, shard_max(z) * z->gr.ges);
     for (int u = 0; u < nu; u++) {
-        ZT_TRY(zt_store_put(z->gr.store, u, z->gr.rs_tmp[0]));
+        ZT_TRY(zt_store_put(z->gr.store, u, zeros));
         z->gr.sumsq[u] = 0.0;
     }
-    return zt_store_sync(z->gr.store);
+    ZT_TRY(zt_store_sync(z->gr.store));
+    if (z->gr.gdt >= 0)
+        memset(z->gr.rs_tmp[0], 0, shard_max(z) * sizeof(float));
+    return 0;
 }
 
 int zt_zero_clear_stale(zt_zero *z)
@@ -1014,6 +1081,14 @@ int zt_zero_grads_clear(zt_zero *z)
 {
     z->gr.micro = 0;
     ZT_TRY(zt_zero_pass_grads_begin(z)); /* reductions still reading G finish first */
+    if (z->gr.Gh) { /* stages 0-1, 16-bit: the sums and the whole-gradient unit's buffer */
+        int w = z->gr.whole_grad;
+        for (int u = 0; u < z->L->n_units; u++)
+            memset(z->gr.Gh[u], 0, z->geo->padded[u] * sizeof(uint16_t));
+        if (w >= 0)
+            memset(z->gr.G[w], 0, z->geo->padded[w] * sizeof(float));
+        return 0;
+    }
     if (z->cfg->zero_stage >= 2) {
         int w = z->gr.whole_grad;
         if (w >= 0)
@@ -1049,6 +1124,13 @@ static int finish_reduce(zt_zero *z, int u)
     z->gr.rpend_lo[u] = z->gr.rpend_hi[u] = -1;
     if (z->gr.store) {
         ZT_TRY(gshard_finish(z, u, t));
+        z->gr.rpend_tmp[u] = -1;
+    } else if (z->gr.Hs) { /* 16-bit: the shard rounded, or added to the shard so far */
+        size_t s = zt_geometry_len(z->geo, u, 1);
+        if (z->gr.accum_first)
+            zt_half_narrow(z->gr.gdt, z->gr.Hs[u], z->gr.rs_tmp[t], s);
+        else
+            hacc(z, z->gr.Hs[u], z->gr.rs_tmp[t], s);
         z->gr.rpend_tmp[u] = -1;
     } else if (t >= 0) { /* a later micro-batch: add its shard */
         size_t s = zt_geometry_len(z->geo, u, 1);
@@ -1102,18 +1184,18 @@ static int lend_slot(const zt_zero *z, int u)
 
 int zt_zero_grads_can_lend(const zt_zero *z, int u)
 {
-    if (z->cfg->zero_stage < 2 || u == z->gr.whole_grad || lend_slot(z, u) >= 0)
+    if (!lends(z) || u == z->gr.whole_grad || lend_slot(z, u) >= 0)
         return 0;
-    return zt_fail(ZT_E_INVAL, "stage %d lends gradient buffers to two units at a time "
+    return zt_fail(ZT_E_INVAL, "stage %d%s lends gradient buffers to two units at a time "
                    "(besides unit %d): units %d and %d still have theirs; make one's gradients "
                    "ready (zt_engine_unit_grads_ready) before acquiring unit %d for backward",
-                   z->cfg->zero_stage, z->gr.whole_grad, z->gr.scratch_unit[0],
-                   z->gr.scratch_unit[1], u);
+                   z->cfg->zero_stage, z->gr.gdt >= 0 ? " with 16-bit gradients" : "",
+                   z->gr.whole_grad, z->gr.scratch_unit[0], z->gr.scratch_unit[1], u);
 }
 
 int zt_zero_grads_lend(zt_zero *z, int u)
 {
-    if (z->cfg->zero_stage < 2 || u == z->gr.whole_grad)
+    if (!lends(z) || u == z->gr.whole_grad)
         return 0;
     ZT_TRY(zt_zero_grads_can_lend(z, u));
     int i = lend_slot(z, u); /* the reduction of a unit that holds it finishes first */
@@ -1131,14 +1213,19 @@ int zt_zero_grads_lend(zt_zero *z, int u)
 
 static int reduce_into_shard(zt_zero *z, int u, int tmp)
 {
+    /* 16-bit accumulation: the micro-batch's gradient is a 16-bit value before it is reduced
+     * (a 16-bit module's grad; stages 0-1 round it into their sum), so stages agree */
+    if (z->gr.gdt >= 0)
+        zt_half_round(z->gr.gdt == ZT_HALF_F16, z->gr.G[u], z->gr.G[u], z->geo->padded[u]);
     if (z->gr.store) { /* into rs_tmp, written back when complete */
         ZT_TRY(gbuf_take(z, tmp));
         z->gr.rpend_tmp[u] = tmp;
         return start_rs(z, u, z->gr.G[u], z->gr.rs_tmp[tmp], &z->gr.rpend_lo[u],
                         &z->gr.rpend_hi[u]);
     }
-    float *dst = z->gr.accum_first ? z->gr.Gs[u] : z->gr.rs_tmp[tmp];
-    z->gr.rpend_tmp[u] = z->gr.accum_first ? -1 : tmp;
+    int into = z->gr.accum_first && !z->gr.Hs; /* (16-bit: through rs_tmp, then rounded) */
+    float *dst = into ? z->gr.Gs[u] : z->gr.rs_tmp[tmp];
+    z->gr.rpend_tmp[u] = into ? -1 : tmp;
     return start_rs(z, u, z->gr.G[u], dst, &z->gr.rpend_lo[u], &z->gr.rpend_hi[u]);
 }
 
@@ -1146,9 +1233,15 @@ int zt_zero_grads_reduce(zt_zero *z, int u)
 {
     if (early_reduce(z) && u != z->gr.whole_grad)
         return start_rs(z, u, z->gr.G[u], z->gr.Gs[u], &z->gr.rpend_lo[u], &z->gr.rpend_hi[u]);
-    if (z->cfg->zero_stage < 2 || u == z->gr.whole_grad)
+    if (!lends(z) || u == z->gr.whole_grad)
         return 0;
     if (u == z->gr.skip_unit) {
+        z->gr.scratch_unit[slot_of(z, u)] = -1;
+        z->gr.G[u] = NULL;
+        return 0;
+    }
+    if (z->cfg->zero_stage < 2) { /* 16-bit: added into the step's sum, reduced at the step */
+        hacc(z, z->gr.Gh[u], z->gr.G[u], z->geo->padded[u]);
         z->gr.scratch_unit[slot_of(z, u)] = -1;
         z->gr.G[u] = NULL;
         return 0;
@@ -1165,8 +1258,15 @@ int zt_zero_grads_end(zt_zero *z)
         return w >= 0 ? start_rs(z, w, z->gr.G[w], z->gr.Gs[w], &z->gr.rpend_lo[w],
                                  &z->gr.rpend_hi[w])
                       : 0;
-    if (z->cfg->zero_stage < 2)
+    if (!lends(z))
         return 0;
+    if (z->cfg->zero_stage < 2) { /* 16-bit: the whole-gradient unit's too */
+        if (w >= 0) {
+            hacc(z, z->gr.Gh[w], z->gr.G[w], z->geo->padded[w]);
+            memset(z->gr.G[w], 0, z->geo->padded[w] * sizeof(float));
+        }
+        return 0;
+    }
     for (int i = 0; i < 2; i++)
         if (z->gr.scratch_unit[i] >= 0)
             ZT_TRY(finish_reduce(z, z->gr.scratch_unit[i]));
@@ -1183,7 +1283,7 @@ int zt_zero_grads_end(zt_zero *z)
 void zt_zero_take_back(zt_zero *z)
 {
     zt_comm_wait_all(z->comm);
-    for (int u = 0; z->cfg->zero_stage >= 2 && u < z->L->n_units; u++) {
+    for (int u = 0; lends(z) && u < z->L->n_units; u++) {
         if (u == z->gr.whole_grad || !z->gr.G[u]) /* (lent, never reduced) */
             continue;
         z->gr.G[u] = NULL;
@@ -1208,11 +1308,40 @@ int zt_zero_whole_grad(const zt_zero *z) { return z->gr.whole_grad; }
 
 /* ---- the step ------------------------------------------------------------------------------ */
 
+/* 16-bit accumulation: this rank's reduced shard of unit u (the whole unit's sum at stages
+ * 0-1 on one rank) */
+static uint16_t *hshard(const zt_zero *z, int u)
+{
+    return z->gr.Hs ? z->gr.Hs[u] : z->gr.Gh[u];
+}
+
+/* Stages 0-1 with 16-bit accumulation and several ranks: each unit's sum widened into a
+ * lent buffer (the whole-gradient unit's own, else scratch[0]), reduce-scattered into
+ * rs_tmp[0] and rounded into its shard. */
+static int reduce_h01(zt_zero *z)
+{
+    int w = z->gr.whole_grad;
+    for (int u = 0; u < z->L->n_units; u++) {
+        float *x = u == w ? z->gr.G[w] : z->gr.scratch[0];
+        size_t n = z->geo->padded[u];
+        int64_t lo, hi;
+        zt_half_widen(z->gr.gdt, x, z->gr.Gh[u], n);
+        ZT_TRY(start_rs(z, u, x, z->gr.rs_tmp[0], &lo, &hi));
+        ZT_TRY(zt_comm_wait_range(z->comm, lo, hi));
+        zt_half_narrow(z->gr.gdt, z->gr.Hs[u], z->gr.rs_tmp[0], zt_geometry_len(z->geo, u, 1));
+        if (u == w)
+            memset(x, 0, n * sizeof(float));
+    }
+    return 0;
+}
+
 int zt_zero_reduce(zt_zero *z, double *sumsq, int *bad_unit)
 {
     int nu = z->L->n_units;
     float **gs = z->gr.Gs ? z->gr.Gs : z->gr.G;
     double local = 0.0;
+    if (z->cfg->zero_stage < 2 && z->gr.Gh && z->gr.Hs)
+        ZT_TRY(reduce_h01(z));
     if (z->cfg->zero_stage < 2 && z->gr.Gs) /* stages 0-1: every unit's summed gradient, unless */
         for (int u = 0; u < nu; u++)   /* its reduction started in the last backward pass */
             if (z->gr.rpend_lo[u] < 0)
@@ -1226,7 +1355,10 @@ int zt_zero_reduce(zt_zero *z, double *sumsq, int *bad_unit)
             ZT_TRY(gbuf_read(z, u, 1));
             z->gr.sumsq[u] = zt_sumsq(z->gr.rs_tmp[u & 1], zt_geometry_len(z->geo, u, 1));
         }
-        double x = z->gr.store ? z->gr.sumsq[u] : zt_sumsq(gs[u], zt_geometry_len(z->geo, u, 1));
+        size_t len = zt_geometry_len(z->geo, u, 1);
+        double x = z->gr.store ? z->gr.sumsq[u]
+                   : z->gr.gdt >= 0 ? zt_sumsq_half(z->gr.gdt, hshard(z, u), len)
+                                    : zt_sumsq(gs[u], len);
         if (!isfinite(x) && *bad_unit < 0)
             *bad_unit = u;
         local += x;
@@ -1263,9 +1395,11 @@ static int update_unit(zt_zero *z, int u)
     zt_spart *part = zt_ost_part(z->os, u, r);
     size_t len = part->len;
     void *ps = NULL;
-    float *gu = z->gr.store ? z->gr.rs_tmp[u & 1] : gs[u];
+    float *gu = z->gr.store || z->gr.gdt >= 0 ? z->gr.rs_tmp[u & 1] : gs[u];
     if (st >= 3)
         ZT_TRY(pshard_get(z, u, &ps));
+    if (!z->gr.store && z->gr.gdt >= 0) /* the 16-bit shard widened */
+        zt_half_widen(z->gr.gdt, gu, hshard(z, u), len);
     if (z->gr.store) { /* this unit's gradient shard in; the next one's read starts */
         ZT_TRY(gbuf_read(z, u, 1));
         if (u + 1 < nu)
@@ -1362,15 +1496,22 @@ int zt_zero_flush(zt_zero *z)
  * rank; the reduced shards are all-gathered back into the whole gradients first. */
 static int update_whole(zt_zero *z)
 {
-    int nu = z->L->n_units, np = z->os->n_parts;
+    int nu = z->L->n_units, np = z->os->n_parts, w = z->gr.whole_grad, h = z->gr.gdt >= 0;
     for (int u = 0; z->comm->size > 1 && u < nu; u++)
-        ZT_TRY(start_ag(z, u, z->gr.Gs[u], z->gr.G[u], &z->gr.rpend_lo[u], &z->gr.rpend_hi[u]));
+        ZT_TRY(h ? start_pieces(z, u, 1, sizeof(uint16_t), z->gr.Hs[u], z->gr.Gh[u],
+                                &z->gr.rpend_lo[u], &z->gr.rpend_hi[u])
+                 : start_ag(z, u, z->gr.Gs[u], z->gr.G[u], &z->gr.rpend_lo[u],
+                            &z->gr.rpend_hi[u]));
     zt_spart *parts[ZT_MAX_PARTS];
     zt_ost_view views[ZT_MAX_PARTS];
     for (int u = 0; u < nu; u++) {
-        zt_ost_io io = {z->P[u], z->gr.G[u], 0, 0, z->oo.store, z->hdt};
+        /* 16-bit: the whole gradient widened into a lent buffer */
+        float *g = !h ? z->gr.G[u] : u == w ? z->gr.G[w] : z->gr.scratch[0];
+        zt_ost_io io = {z->P[u], g, 0, 0, z->oo.store, z->hdt};
         ZT_TRY(zt_comm_wait_range(z->comm, z->gr.rpend_lo[u], z->gr.rpend_hi[u]));
         z->gr.rpend_lo[u] = z->gr.rpend_hi[u] = -1;
+        if (h)
+            zt_half_widen(z->gr.gdt, g, z->gr.Gh[u], z->geo->padded[u]);
         for (int k = 0; k < np; k++) {
             zt_spart *p = &z->os->parts[u * np + k];
             parts[k] = p;
@@ -1381,8 +1522,23 @@ static int update_whole(zt_zero *z)
         }
         if (z->os->opt == ZT_OPT_ADAFACTOR)
             ZT_TRY(zt_ost_adafactor_unit(z->os, &z->up.hp, u, parts, np, views, &io));
+        if (h && u == w) /* (the backward adds into it) */
+            memset(g, 0, z->geo->padded[u] * sizeof(float));
     }
     z->os->master_fresh = 0;
+    return 0;
+}
+
+int zt_zero_grad_read(const zt_zero *z, int u, size_t off, float *dst, size_t n)
+{
+    if (z->gr.Gh) {
+        zt_half_widen(z->gr.gdt, dst, z->gr.Gh[u] + off, n);
+        return 0;
+    }
+    if (!z->gr.G || !z->gr.G[u])
+        return zt_fail(ZT_E_UNSUPPORTED, "ZeRO stage %d does not keep unit %d's gradient whole",
+                       z->cfg->zero_stage, u);
+    memcpy(dst, z->gr.G[u] + off, n * sizeof(float));
     return 0;
 }
 
@@ -1486,7 +1642,8 @@ void zt_zero_footprint(const zt_zero *z, zt_footprint *o)
         .grads_off = z->gr.store != NULL, .grad_acc_buffers = z->gr.acc[0] != NULL,
         .param_slots = z->ps.n_slot, .persist_threshold = z->cfg->persist_threshold,
         .gathered = pool, .opt_work = (double)zt_zero_offload_bytes(z),
-        .inference = z->cfg->inference, .pbytes = (double)z->pes};
+        .inference = z->cfg->inference, .pbytes = (double)z->pes,
+        .gbytes = z->cfg->inference ? 0.0 : (double)z->gr.ges};
     size_t rep = z->os->opt == ZT_OPT_ADAFACTOR ? z->os->af_floats * sizeof(float) : 0;
     in.opt_replicated = (double)rep;
     in.opt_state = (double)(zt_ost_state_bytes(z->os) - rep);

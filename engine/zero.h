@@ -18,11 +18,19 @@ struct zt_store;
 #define ZT_POOL_MAX 32      /* stage 3: most whole-unit parameter buffers */
 
 /* Gradients: whole per unit below stage 2; stages 2-3 lend scratch buffers during the
- * backward pass and keep this rank's reduced shards. */
+ * backward pass and keep this rank's reduced shards. With a 16-bit accumulation dtype
+ * (gdt >= 0: data_types.grad_accum_dtype, fp16's default) every stage lends fp32 buffers
+ * to the backward, and what is summed over micro-batches is 16-bit: stages 0-1's whole
+ * gradients (Gh) and the reduced shards (Hs, or the offloaded blobs). */
 typedef struct zt_grads {
-    float **G;               /* per unit: the gradient the backward adds into (stages 2-3:
-                              * lent while the unit's backward runs) */
+    float **G;               /* per unit: the gradient the backward adds into (stages 2-3,
+                              * and any stage with gdt: lent while the unit's backward runs) */
     float **Gs;              /* N > 1 or stage 2: this rank's shard of the reduced gradient */
+    int gdt;                 /* -1: gradients accumulated in fp32; else ZT_HALF_* */
+    size_t ges;              /* bytes per accumulated gradient element: 4 or 2 */
+    uint16_t **Gh;           /* gdt, stages 0-1: the whole gradients summed over the step */
+    uint16_t **Hs;           /* gdt, N > 1 or stage >= 2: this rank's reduced shards */
+    uint16_t *hstage[2];     /* gdt with gradient offload: a shard rounded for its put */
     int whole_grad;          /* stages 2-3: the unit whose gradient stays whole through the
                               * backward pass (a tied unit adds into it), or -1 */
     int overlap;             /* stages 2-3: reduce a unit while the next one computes */
@@ -42,7 +50,8 @@ typedef struct zt_grads {
      * into it under way */
     struct zt_store *store;
     int buf[2], buf_loading[2];
-    float *acc[2];           /* a later micro-batch: the shard so far, read ahead */
+    void *acc[2];            /* a later micro-batch: the shard so far, read ahead (ges bytes
+                              * an element) */
     double *sumsq;           /* per unit: the final shard's sum of squares, or -1 */
 } zt_grads;
 
@@ -227,6 +236,9 @@ void *zt_zero_pat(const zt_zero *z, void *p, size_t off);
  * whole holds only this rank's positions and must be all-gathered, 0 when it is whole; an
  * error (< 0) comes only from a shard case: the caller all-gathers still, to stay in step. */
 int zt_zero_master_to_whole(zt_zero *z, int u, float *whole);
+/* unit u's gradient elements [off, off + n) as fp32 (stages 0-1: the whole gradient so far);
+ * ZT_E_UNSUPPORTED when the stage does not keep it whole */
+int zt_zero_grad_read(const zt_zero *z, int u, size_t off, float *dst, size_t n);
 /* Half precision: parameter floats [off, off + n) of unit u written by the trainer also set
  * the fp32 master (RAM state; refused with the state offloaded, once the master is filled). */
 int zt_zero_master_write(zt_zero *z, int u, size_t off, const float *src, size_t n);

@@ -391,7 +391,10 @@ typedef struct zt_train_settings {
     /* zerotrain.skip_nonfinite (the divergence guard; 1 unless the config says false) and
      * zerotrain.max_skipped_steps (consecutive skips that end a run; 5) */
     int skip_nonfinite, max_skipped_steps;
-    int precision;                 /* ZT_PREC_*: bf16.enabled (or bfloat16.enabled) */
+    int precision;                 /* ZT_PREC_*: fp16.enabled, bf16.enabled (or bfloat16.enabled) */
+    int grad_accum_dtype;          /* ZT_GRAD_*: data_types.grad_accum_dtype */
+    double loss_scale, min_loss_scale; /* fp16.*: DeepSpeed's dynamic loss scaling */
+    int initial_scale_power, loss_scale_window, hysteresis, consecutive_hysteresis;
 } zt_train_settings;
 
 typedef struct zt_train_config zt_train_config;
@@ -579,9 +582,19 @@ typedef struct zt_config {
      * offloaded parameters stream as in training; optimizer offload and recomputation
      * settings do not apply. */
     int inference;
-    /* ZT_PREC_* and the gradients' ZT_GRAD_* (see zt_precision). The engine trains in fp32
-     * only so far (it refuses the others); zt_estimate_memory counts any of them. */
+    /* ZT_PREC_* and the gradients' accumulation dtype ZT_GRAD_* (see zt_precision): the
+     * parameters' compute copies are 2 bytes in bf16 and fp16, with an fp32 master in the
+     * optimizer state; ZT_GRAD_AUTO accumulates in fp32, or fp16 with fp16 (DeepSpeed's
+     * defaults). The engine trains fp32, bf16 and fp16 (with fp16: loss scaling below). */
     int precision, grad_accum_dtype;
+    /* fp16's loss scaling, DeepSpeed's fp16 section: loss_scale 0 = dynamic (else that fixed
+     * scale), starting at 2^initial_scale_power, doubled after loss_scale_window steps
+     * without overflow, halved on an overflow once `hysteresis` overflows were tolerated
+     * (consecutive_hysteresis: refilled after each good step), never below min_loss_scale.
+     * A step whose gradients overflow (not finite) is skipped. */
+    double loss_scale;
+    int initial_scale_power, loss_scale_window, hysteresis, consecutive_hysteresis;
+    double min_loss_scale;
 } zt_config;
 
 enum { ZT_HEAD_AUTO = 0, ZT_HEAD_MLM = 1, ZT_HEAD_CLASSIFY = 2 };
@@ -784,7 +797,8 @@ ZT_API int zt_engine_read_grad(const zt_engine *e, const char *name, float *dst,
 ZT_API int zt_engine_write_param(zt_engine *e, const char *name, const float *src, size_t n);
 
 typedef struct zt_step_info {
-    double grad_norm;        /* global L2 norm before clipping */
+    double grad_norm;        /* global L2 norm before clipping (fp16: of the unscaled
+                              * gradients) */
     float clip_coef;         /* factor applied to gradients (1 = none) */
     int64_t step;            /* optimizer steps taken so far, this one included */
     float lr;                /* the step size applied: the lr argument, or Adafactor's relative
@@ -793,7 +807,14 @@ typedef struct zt_step_info {
                               * step is the count before it), 0 = applied */
     int nonfinite_unit;      /* skipped: the first unit whose gradient is not finite on some
                               * rank, or -1 when only the loss was */
+    int overflow;            /* fp16: the scaled gradients overflowed; the step was skipped and
+                              * does not count as a divergence (skipped is 1 too) */
+    double loss_scale;       /* fp16: the scale the step's backward passes used (1 otherwise);
+                              * zt_engine_loss_scale: the next one */
 } zt_step_info;
+/* fp16: the loss scale the next backward passes multiply the loss's gradient by (a trainer
+ * of its own model scales its loss by it; zt_engine_step unscales); 1 in fp32 and bf16. */
+ZT_API double zt_engine_loss_scale(const zt_engine *e);
 /* Clip by global norm (cfg.grad_clip), then the optimizer update (cfg.optimizer) with this
  * learning rate (Adafactor with relative_step: its own step size); lr must be finite and
  * >= 0. With cfg.skip_nonfinite a non-finite loss or norm skips the update (every rank

@@ -1,11 +1,14 @@
 /* hgemm.c - 16-bit x 16-bit -> fp32 matrix products (hgemm.h): oneDNN's bf16 matmul primitive
  * with strided memory descriptors (one primitive per shape, kept in a small cache), or
- * widened k-blocks through OpenBLAS's sgemm. */
+ * widened k-blocks through OpenBLAS's sgemm. oneDNN is opened (dlopen) the first time a bf16
+ * product is asked for: an fp32 process never maps it (2 MiB resident), and without it the
+ * products take the widened path. */
 #include "hgemm.h"
 #include "../common/err.h"
 #include "../common/half.h"
 
 #include <cblas.h>
+#include <dlfcn.h>
 #include <oneapi/dnnl/dnnl.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -65,6 +68,45 @@ static int hgemm_f32(int dt, int ta, int tb, int M, int N, int K, float alpha, c
 
 /* ---- path 1: oneDNN ------------------------------------------------------------------------ */
 
+/* the oneDNN entry points used, resolved from libdnnl.so.2 by dnnl_open */
+#define DNNL_FUNCS(X)                                                                             \
+    X(dnnl_engine_create) X(dnnl_engine_destroy) X(dnnl_stream_create) X(dnnl_stream_wait)      \
+    X(dnnl_set_verbose) X(dnnl_matmul_desc_init) X(dnnl_memory_create) X(dnnl_memory_destroy)   \
+    X(dnnl_memory_desc_init_by_strides) X(dnnl_memory_desc_init_by_tag)                         \
+    X(dnnl_memory_set_data_handle) X(dnnl_post_ops_create) X(dnnl_post_ops_destroy)             \
+    X(dnnl_post_ops_append_sum) X(dnnl_primitive_attr_create) X(dnnl_primitive_attr_destroy)    \
+    X(dnnl_primitive_attr_set_output_scales) X(dnnl_primitive_attr_set_post_ops)                \
+    X(dnnl_primitive_create) X(dnnl_primitive_destroy) X(dnnl_primitive_execute)                \
+    X(dnnl_primitive_desc_create) X(dnnl_primitive_desc_destroy) X(dnnl_primitive_desc_query)
+
+static struct {
+#define DNNL_PTR(f) __typeof__(&f) f;
+    DNNL_FUNCS(DNNL_PTR)
+#undef DNNL_PTR
+} dn;
+
+static void *dnnl_lib;
+
+/* 0 when every entry point resolved */
+static int dnnl_open(void)
+{
+    if (!(dnnl_lib = dlopen("libdnnl.so.2", RTLD_NOW | RTLD_LOCAL)))
+        return -1;
+    int ok = 1;
+#define DNNL_SYM(f)                                                                               \
+    if (ok && !(*(void **)&dn.f = dlsym(dnnl_lib, #f)))                                           \
+        ok = 0;
+    DNNL_FUNCS(DNNL_SYM)
+#undef DNNL_SYM
+    if (!ok) {
+        dlclose(dnnl_lib);
+        dnnl_lib = NULL;
+        memset(&dn, 0, sizeof dn);
+        return -1;
+    }
+    return 0;
+}
+
 #define CACHE 64
 
 typedef struct prim {
@@ -84,13 +126,13 @@ static int n_cache, next_evict;
 static void prim_free(prim *q)
 {
     if (q->p)
-        dnnl_primitive_destroy(q->p);
+        dn.dnnl_primitive_destroy(q->p);
     if (q->ma)
-        dnnl_memory_destroy(q->ma);
+        dn.dnnl_memory_destroy(q->ma);
     if (q->mb)
-        dnnl_memory_destroy(q->mb);
+        dn.dnnl_memory_destroy(q->mb);
     if (q->mc)
-        dnnl_memory_destroy(q->mc);
+        dn.dnnl_memory_destroy(q->mc);
     memset(q, 0, sizeof *q);
 }
 
@@ -116,38 +158,38 @@ static prim *prim_get(int ta, int tb, int M, int N, int K, float alpha, int lda,
     dnnl_primitive_desc_t pd = NULL;
     dnnl_matmul_desc_t md;
     *why = "memory descriptors";
-    int ok = dnnl_memory_desc_init_by_strides(&a, 2, da, dnnl_bf16, sa) == dnnl_success &&
-             dnnl_memory_desc_init_by_strides(&b, 2, db, dnnl_bf16, sb) == dnnl_success &&
-             dnnl_memory_desc_init_by_strides(&c, 2, dc, dnnl_f32, sc) == dnnl_success &&
-             dnnl_matmul_desc_init(&md, &a, &b, NULL, &c) == dnnl_success &&
-             dnnl_primitive_attr_create(&attr) == dnnl_success;
+    int ok = dn.dnnl_memory_desc_init_by_strides(&a, 2, da, dnnl_bf16, sa) == dnnl_success &&
+             dn.dnnl_memory_desc_init_by_strides(&b, 2, db, dnnl_bf16, sb) == dnnl_success &&
+             dn.dnnl_memory_desc_init_by_strides(&c, 2, dc, dnnl_f32, sc) == dnnl_success &&
+             dn.dnnl_matmul_desc_init(&md, &a, &b, NULL, &c) == dnnl_success &&
+             dn.dnnl_primitive_attr_create(&attr) == dnnl_success;
     if (ok && alpha != 1.0f) {
         *why = "output scale";
-        ok = dnnl_primitive_attr_set_output_scales(attr, 1, 0, &alpha) == dnnl_success;
+        ok = dn.dnnl_primitive_attr_set_output_scales(attr, 1, 0, &alpha) == dnnl_success;
     }
     if (ok && beta != 0.0f) { /* C = product + beta C */
         *why = "sum post-op";
-        ok = dnnl_post_ops_create(&po) == dnnl_success &&
-             dnnl_post_ops_append_sum(po, beta) == dnnl_success &&
-             dnnl_primitive_attr_set_post_ops(attr, po) == dnnl_success;
+        ok = dn.dnnl_post_ops_create(&po) == dnnl_success &&
+             dn.dnnl_post_ops_append_sum(po, beta) == dnnl_success &&
+             dn.dnnl_primitive_attr_set_post_ops(attr, po) == dnnl_success;
     }
     if (ok) {
         *why = "no matmul implementation for bf16 on this CPU";
-        ok = dnnl_primitive_desc_create(&pd, &md, attr, eng, NULL) == dnnl_success;
+        ok = dn.dnnl_primitive_desc_create(&pd, &md, attr, eng, NULL) == dnnl_success;
     }
     if (ok) {
         *why = "primitive";
-        ok = dnnl_primitive_create(&q->p, pd) == dnnl_success &&
-             dnnl_memory_create(&q->ma, &a, eng, DNNL_MEMORY_NONE) == dnnl_success &&
-             dnnl_memory_create(&q->mb, &b, eng, DNNL_MEMORY_NONE) == dnnl_success &&
-             dnnl_memory_create(&q->mc, &c, eng, DNNL_MEMORY_NONE) == dnnl_success;
+        ok = dn.dnnl_primitive_create(&q->p, pd) == dnnl_success &&
+             dn.dnnl_memory_create(&q->ma, &a, eng, DNNL_MEMORY_NONE) == dnnl_success &&
+             dn.dnnl_memory_create(&q->mb, &b, eng, DNNL_MEMORY_NONE) == dnnl_success &&
+             dn.dnnl_memory_create(&q->mc, &c, eng, DNNL_MEMORY_NONE) == dnnl_success;
     }
     if (pd)
-        dnnl_primitive_desc_destroy(pd);
+        dn.dnnl_primitive_desc_destroy(pd);
     if (po)
-        dnnl_post_ops_destroy(po);
+        dn.dnnl_post_ops_destroy(po);
     if (attr)
-        dnnl_primitive_attr_destroy(attr);
+        dn.dnnl_primitive_attr_destroy(attr);
     if (!ok) {
         prim_free(q);
         if (q == &cache[n_cache - 1])
@@ -166,11 +208,13 @@ static int dnnl_probe(void)
     if (dnnl_state)
         return dnnl_state;
     dnnl_state = -1;
-    dnnl_set_verbose(0);
-    if (dnnl_engine_create(&eng, dnnl_cpu, 0) != dnnl_success)
+    if (dnnl_open() < 0)
         return dnnl_state;
-    if (dnnl_stream_create(&stream, eng, dnnl_stream_default_flags) != dnnl_success) {
-        dnnl_engine_destroy(eng);
+    dn.dnnl_set_verbose(0);
+    if (dn.dnnl_engine_create(&eng, dnnl_cpu, 0) != dnnl_success)
+        return dnnl_state;
+    if (dn.dnnl_stream_create(&stream, eng, dnnl_stream_default_flags) != dnnl_success) {
+        dn.dnnl_engine_destroy(eng);
         return dnnl_state;
     }
     dnnl_memory_desc_t a, b, c;
@@ -178,17 +222,17 @@ static int dnnl_probe(void)
     dnnl_matmul_desc_t md;
     dnnl_primitive_desc_t pd = NULL;
     const char *s = NULL;
-    if (dnnl_memory_desc_init_by_tag(&a, 2, d, dnnl_bf16, dnnl_ab) == dnnl_success &&
-        dnnl_memory_desc_init_by_tag(&b, 2, d, dnnl_bf16, dnnl_ab) == dnnl_success &&
-        dnnl_memory_desc_init_by_tag(&c, 2, d, dnnl_f32, dnnl_ab) == dnnl_success &&
-        dnnl_matmul_desc_init(&md, &a, &b, NULL, &c) == dnnl_success &&
-        dnnl_primitive_desc_create(&pd, &md, NULL, eng, NULL) == dnnl_success &&
-        dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &s) == dnnl_success && s) {
+    if (dn.dnnl_memory_desc_init_by_tag(&a, 2, d, dnnl_bf16, dnnl_ab) == dnnl_success &&
+        dn.dnnl_memory_desc_init_by_tag(&b, 2, d, dnnl_bf16, dnnl_ab) == dnnl_success &&
+        dn.dnnl_memory_desc_init_by_tag(&c, 2, d, dnnl_f32, dnnl_ab) == dnnl_success &&
+        dn.dnnl_matmul_desc_init(&md, &a, &b, NULL, &c) == dnnl_success &&
+        dn.dnnl_primitive_desc_create(&pd, &md, NULL, eng, NULL) == dnnl_success &&
+        dn.dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &s) == dnnl_success && s) {
         dnnl_state = strstr(s, "amx") || strstr(s, "avx512_core_bf16") ? 1 : 2;
         snprintf(impl, sizeof impl, "%s", s);
     }
     if (pd)
-        dnnl_primitive_desc_destroy(pd);
+        dn.dnnl_primitive_desc_destroy(pd);
     return dnnl_state;
 }
 
@@ -199,13 +243,13 @@ static int hgemm_dnnl(int ta, int tb, int M, int N, int K, float alpha, const ui
     prim *q = prim_get(ta, tb, M, N, K, alpha, lda, ldb, beta, ldc, &why);
     if (!q)
         return zt_fail(ZT_E_UNSUPPORTED, "bf16 product %dx%dx%d (oneDNN): %s", M, N, K, why);
-    dnnl_memory_set_data_handle(q->ma, (void *)A);
-    dnnl_memory_set_data_handle(q->mb, (void *)B);
-    dnnl_memory_set_data_handle(q->mc, C);
+    dn.dnnl_memory_set_data_handle(q->ma, (void *)A);
+    dn.dnnl_memory_set_data_handle(q->mb, (void *)B);
+    dn.dnnl_memory_set_data_handle(q->mc, C);
     dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, q->ma}, {DNNL_ARG_WEIGHTS, q->mb},
                                {DNNL_ARG_DST, q->mc}};
-    if (dnnl_primitive_execute(q->p, stream, 3, args) != dnnl_success ||
-        dnnl_stream_wait(stream) != dnnl_success)
+    if (dn.dnnl_primitive_execute(q->p, stream, 3, args) != dnnl_success ||
+        dn.dnnl_stream_wait(stream) != dnnl_success)
         return zt_fail(ZT_E_UNSUPPORTED, "bf16 product %dx%dx%d: oneDNN's matmul failed", M, N,
                        K);
     return 0;

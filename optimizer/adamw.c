@@ -3,6 +3,7 @@
  * denom = sqrt(v) / sqrt(1 - b2^t) + eps. Clipping scales the gradient on the fly. */
 #include "adamw.h"
 #include "../common/prof.h"
+#include "../common/half.h"
 
 #include <math.h>
 
@@ -69,6 +70,28 @@ double zt_sumsq(const float *x, size_t n)
         for (size_t c = c0; c < c1; c++) {
             size_t lo = c * CHUNK, k = lo + CHUNK < n ? CHUNK : n - lo;
             part[c - c0] = avx2 ? chunk_sumsq_avx2(x + lo, k) : chunk_sumsq(x + lo, k);
+        }
+        for (size_t c = c0; c < c1; c++)
+            total += part[c - c0];
+    }
+    return total;
+}
+
+double zt_sumsq_half(int dt, const uint16_t *x, size_t n)
+{
+    enum { CHUNK = 4096 };
+    size_t nc = (n + CHUNK - 1) / CHUNK;
+    double total = 0.0;
+    int avx2 = __builtin_cpu_supports("avx2");
+    for (size_t c0 = 0; c0 < nc; c0 += 1024) {
+        double part[1024];
+        size_t c1 = c0 + 1024 < nc ? c0 + 1024 : nc;
+#pragma omp parallel for schedule(static)
+        for (size_t c = c0; c < c1; c++) {
+            float w[CHUNK];
+            size_t lo = c * CHUNK, k = lo + CHUNK < n ? CHUNK : n - lo;
+            zt_half_widen(dt, w, x + lo, k);
+            part[c - c0] = avx2 ? chunk_sumsq_avx2(w, k) : chunk_sumsq(w, k);
         }
         for (size_t c = c0; c < c1; c++)
             total += part[c - c0];

@@ -20,5 +20,7 @@ void zt_adamw_update(float *p, const float *g, float *m, float *v, size_t n,
 /* Sum of squares in double, summed in fixed 4096-element chunks in order, so the result
  * does not depend on the number of threads. */
 double zt_sumsq(const float *x, size_t n);
+/* the same over 16-bit values (dt: ZT_HALF_*, common/half.h): zt_sumsq of the widened values */
+double zt_sumsq_half(int dt, const uint16_t *x, size_t n);
 
 #endif

@@ -557,6 +557,102 @@ static void test_bf16_write_param(void **state)
     zt_engine_destroy(e);
 }
 
+/* fp16 with DeepSpeed's loss scaling, through the API: the loss's gradient is scaled (the
+ * accumulated gradients are S times an fp32 engine's, within fp16 rounding); an overflow
+ * (the gradients not finite at this scale) skips the step -- parameters and step count as
+ * they were, zt_step_info.overflow and skipped set, the scale halved once the hysteresis is
+ * used up -- and does not count as a divergence; the next good step unscales (its norm is
+ * the fp32 engine's); and an overflow at min_loss_scale with no hysteresis left is an error
+ * that changes nothing. */
+static void test_fp16_loss_scale(void **state)
+{
+    (void)state;
+    zt_config c;
+    zt_engine *e, *f;
+    int64_t ids[2 * 5] = {2, 10, 11, 12, 3, 2, 40, 41, 42, 3}, mask[10], labels[10];
+    for (int i = 0; i < 10; i++) {
+        mask[i] = 1;
+        labels[i] = i % 3 == 1 ? 7 : -100;
+    }
+    zt_batch b = {2, 5, ids, mask, NULL, labels, 0, 0, 0, NULL, NULL};
+    zt_fb_result r;
+    zt_step_info si;
+    const char *name = "bert.embeddings.LayerNorm.bias";
+    zt_param_info pi;
+    tiny_config(&c);
+    c.precision = ZT_PREC_FP16;
+    c.initial_scale_power = 10;
+    c.hysteresis = 2;
+    assert_int_equal(zt_engine_create(&c, MPI_COMM_NULL, &e), 0);
+    tiny_config(&c); /* the same model in fp32 */
+    assert_int_equal(zt_engine_create(&c, MPI_COMM_NULL, &f), 0);
+    int i = 0;
+    while (zt_engine_param_get(e, i, &pi) == 0 && strcmp(pi.name, name))
+        i++;
+    float *g16 = calloc(pi.numel, 4), *g32 = calloc(pi.numel, 4), *p0 = calloc(pi.numel, 4),
+          *p1 = calloc(pi.numel, 4);
+    assert_true(zt_engine_loss_scale(e) == 1024.0 && zt_engine_loss_scale(f) == 1.0);
+    assert_int_equal(zt_engine_forward_backward(e, &b, 0, &r), 0);
+    assert_int_equal(zt_engine_forward_backward(f, &b, 0, &r), 0);
+    assert_int_equal(zt_engine_read_grad(e, name, g16, pi.numel), 0);
+    assert_int_equal(zt_engine_read_grad(f, name, g32, pi.numel), 0);
+    double num = 0, den = 0;
+    for (size_t k = 0; k < pi.numel; k++) {
+        num += ((double)g16[k] / 1024.0 - g32[k]) * ((double)g16[k] / 1024.0 - g32[k]);
+        den += (double)g32[k] * g32[k];
+    }
+    /* the fp16 model's own roundings: a few 2^-11 (the bf16 bound's argument, u = 2^-11) */
+    assert_true(den > 0 && sqrt(num / den) < 2 * sqrt(60.0 * 2 + 20) * 0x1p-11);
+    zt_step_info sf;
+    assert_int_equal(zt_engine_step(e, 1e-2f, &si), 0);
+    assert_int_equal(si.overflow, 0);
+    assert_int_equal(si.skipped, 0);
+    assert_true(si.loss_scale == 1024.0);
+    assert_int_equal(zt_engine_step(f, 1e-2f, &sf), 0);
+    /* the unscaled norm (what clipping compares) */
+    assert_true(fabs(si.grad_norm - sf.grad_norm) < 0.02 * sf.grad_norm);
+    /* an overflow: a weight of 65504 (fp16's largest) makes the forward overflow */
+    assert_int_equal(zt_engine_read_param(e, name, p0, pi.numel), 0);
+    for (size_t k = 0; k < pi.numel; k++)
+        p1[k] = 65504.0f;
+    assert_int_equal(zt_engine_write_param(e, name, p1, pi.numel), 0);
+    assert_int_equal(zt_engine_read_param(e, name, p0, pi.numel), 0);
+    for (int rep = 0; rep < 2; rep++) {
+        assert_int_equal(zt_engine_zero_grad(e), 0);
+        assert_int_equal(zt_engine_forward_backward(e, &b, 0, &r), 0);
+        assert_int_equal(zt_engine_step(e, 1e-2f, &si), 0);
+        assert_int_equal(si.overflow, 1);
+        assert_int_equal(si.skipped, 1);
+        assert_int_equal(si.step, 1); /* (the count before it) */
+        assert_true(si.loss_scale == 1024.0);
+        /* hysteresis 2: the first overflow keeps the scale, the second halves it */
+        assert_true(zt_engine_loss_scale(e) == (rep == 0 ? 1024.0 : 512.0));
+        assert_int_equal(zt_engine_read_param(e, name, p1, pi.numel), 0);
+        assert_memory_equal(p0, p1, 4 * pi.numel);
+    }
+    zt_engine_destroy(e);
+    /* at min_loss_scale, without hysteresis: the overflow is an error */
+    tiny_config(&c);
+    c.precision = ZT_PREC_FP16;
+    c.initial_scale_power = 0;
+    c.min_loss_scale = 1.0;
+    c.hysteresis = 1;
+    assert_int_equal(zt_engine_create(&c, MPI_COMM_NULL, &e), 0);
+    for (size_t k = 0; k < pi.numel; k++)
+        p1[k] = 65504.0f;
+    assert_int_equal(zt_engine_write_param(e, name, p1, pi.numel), 0);
+    assert_int_equal(zt_engine_forward_backward(e, &b, 0, &r), 0);
+    assert_int_equal(zt_engine_step(e, 1e-2f, &si), ZT_E_RANGE);
+    assert_non_null(strstr(zt_engine_last_error(e), "the scale cannot go lower"));
+    assert_true(zt_engine_loss_scale(e) == 1.0);
+    free(g16);
+    free(g32);
+    free(p0);
+    free(p1);
+    zt_engine_destroy(e);
+    zt_engine_destroy(f);
+}
+
 /* Forward only (zt_config.inference) on the classifier fixture: the same logits, bit for
  * bit, as a training engine's evaluation, at stages 0 and 3; no gradient or optimizer bytes
  * (the report's measured state is the parameters alone); the training calls refused; and
@@ -1185,7 +1281,7 @@ int main(void)
         cmocka_unit_test(test_nonfinite),
         cmocka_unit_test(test_misc),
         cmocka_unit_test(test_inference),
-        cmocka_unit_test(test_bf16_write_param),
+        cmocka_unit_test(test_bf16_write_param), cmocka_unit_test(test_fp16_loss_scale),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

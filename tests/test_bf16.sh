@@ -14,8 +14,9 @@
 #   - the fp32 master is a "master.<unit>" section of the rank files; a resumed run continues
 #     bit-identically; an fp32 checkpoint resumes in bf16 and a bf16 one in fp32;
 #   - stage 3's parameter store keeps bf16 shards in 2 bytes: half fp32's NVMe bytes;
-#   - fp16 and both precisions at once are refused by name; half-precision reduction and
-#     accumulation keys are noticed and the gradients stay fp32.
+#   - both precisions at once are refused by name; a half-precision reduction key is a
+#     notice (the reduction runs in fp32); data_types.grad_accum_dtype bf16 keeps 2-byte
+#     gradient sums, the same bits at every stage and with NVMe offload.
 # BF16_LONG=1 adds N = 3 for AdamW, more parity shapes, and offload at N = 2.
 # Usage: tests/test_bf16.sh [zerotrain]
 set -u
@@ -207,19 +208,27 @@ refused() { # NAME CONFIG EXPECTED
     refuse "$1" "$3" "$T/r.out" "$ZT" train --model bert-tiny --data synthetic --config "$T/r.json" \
         --seq-len 16 --steps 1 --save-model "$T/r.out"
 }
-refused "fp16" '{"train_batch_size": 2, "fp16": {"enabled": true}}' 'fp16.enabled: fp16 training (with dynamic loss scaling) is not supported yet'
 echo '{"train_batch_size": 2}' >"$T/f.json"
 refuse "--save-model-dtype bf16 of an fp32 run" "bf16 weights of an fp32 run would lose their low bits" "$T/f.out" \
     "$ZT" train --model bert-tiny --data synthetic --config "$T/f.json" --seq-len 16 --steps 1 \
     --save-model "$T/f.out" --save-model-dtype bf16
 if ! grep -q "^step 1/1" "$T/m.log"; then ok; else bad "--save-model-dtype bf16 of an fp32 run refused only after training"; fi
 refused "fp16 and bf16" '{"train_batch_size": 2, "fp16": {"enabled": true}, "bf16": {"enabled": true}}' 'fp16 and bf16 are both enabled'
-# half-precision reduction and accumulation keys: a notice, the run goes on in fp32
+# a half-precision reduction key: a notice (the reduction runs in fp32); the accumulation
+# dtype applies (the banner says so)
 echo '{"train_batch_size": 2, "bf16": {"enabled": true}, "communication_data_type": "bf16", "data_types": {"grad_accum_dtype": "bf16"}}' >"$T/n.json"
 if "$ZT" train --model bert-tiny --data synthetic --config "$T/n.json" --seq-len 16 --steps 1 >"$T/n.log" 2>&1 &&
    grep -q "communication_data_type: ignored: gradients are reduced in fp32" "$T/n.log" &&
-   grep -q "data_types: ignored: gradients are accumulated in fp32" "$T/n.log"; then ok
-else bad "bf16 with half-precision reduction keys: not a notice and a run"; cat "$T/n.log"; fi
+   grep -q "bf16 (fp32 master, bf16 gradients)" "$T/n.log"; then ok
+else bad "bf16 with half-precision reduction keys: not a notice, a run with bf16 gradients"; cat "$T/n.log"; fi
+# 16-bit gradient sums: stages 0-3 the same bits at N=2, and with the state, gradients and
+# parameters on NVMe
+GA=', "data_types": {"grad_accum_dtype": "bf16"}'
+for st in 0 1 2 3; do cfg "ga$st" $st "$AW" "" "$GA"; run "ga$st" 2 "ga$st" 4; done
+cfg gaoff 3 "$AW" ", \"stage3_param_persistence_threshold\": 0, \"offload_optimizer\": {\"device\": \"nvme\", $NV}, \"offload_param\": {\"device\": \"nvme\", \"buffer_count\": 3, $NV}" "$GA"
+run gaoff 2 gaoff 4
+if same ga0 ga1 && same ga0 ga2 && same ga0 ga3 && same ga0 gaoff && ! same ga0 aw2s0; then ok
+else bad "bf16 gradient sums: stages 0-3 (and NVMe) differ at N=2, or equal the fp32 sums' result"; fi
 
 echo "bf16: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

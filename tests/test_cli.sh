@@ -185,7 +185,7 @@ bad_config "unknown nested key" 'zero_optimization.stgae: unknown key (did you m
 bad_config "wrong type" 'gradient_clipping' '{"train_batch_size": 8, "gradient_clipping": "high"}'
 bad_config "inconsistent batch" 'train_batch_size' '{"train_batch_size": 8, "train_micro_batch_size_per_gpu": 3, "gradient_accumulation_steps": 2}'
 bad_config "negative lr" 'optimizer.params.lr: must be >= 0, got -0.1' '{"train_batch_size": 8, "optimizer": {"type": "AdamW", "params": {"lr": -0.1}}}'
-bad_config "fp16" 'fp16' '{"train_batch_size": 8, "fp16": {"enabled": true}}'
+bad_config "fp16 loss scale window" 'fp16.loss_scale_window: must be >= 1, got 0' '{"train_batch_size": 8, "fp16": {"enabled": true, "loss_scale_window": 0}}'
 bad_config "not JSON" 'bad.json' '{"train_batch_size": 8,'
 echo '{"train_batch_size": 8, "trian": 1, "optimizer": {"type": "AdamW", "params": {"lr": -1, "betas": [0.9, 2]}}}' >"$T/bad3.json"
 if ! "$ZT" check-config "$T/bad3.json" 2>"$T/b3.err" && [ "$(grep -c "$T/bad3.json: " "$T/b3.err")" -eq 3 ]; then ok

@@ -630,9 +630,15 @@ static const bad_case bad[] = {
      ZT_E_CONFIG, 1, {"src: scheduler.params.total_num_steps: missing: WarmupDecayLR needs it"}},
     {"optimizer without type", "{" MB "\"optimizer\": {\"params\": {\"lr\": 0.001}}}", 1, 0,
      ZT_E_CONFIG, 1, {"src: optimizer.type: missing: the \"optimizer\" section needs it"}},
-    {"fp16 enabled", "{" MB "\"fp16\": {\"enabled\": true, \"loss_scale\": 0}}", 1, 0,
-     ZT_E_UNSUPPORTED, 1, {"src: fp16.enabled: fp16 training (with dynamic loss scaling) is "
-                           "not supported yet: use \"bf16\""}},
+    {"fp16 master in fp16", "{" MB "\"fp16\": {\"enabled\": true, "
+     "\"fp16_master_weights_and_grads\": true}}", 1, 0, ZT_E_UNSUPPORTED, 1,
+     {"src: fp16.fp16_master_weights_and_grads: true is not supported: zerotrain keeps an fp32 "
+      "master"}},
+    {"fp16 scale below 0", "{" MB "\"fp16\": {\"enabled\": true, \"loss_scale\": -1}}", 1, 0,
+     ZT_E_CONFIG, 1, {"src: fp16.loss_scale: must be >= 0, got -1"}},
+    {"grad_accum_dtype", "{" MB "\"data_types\": {\"grad_accum_dtype\": \"int8\"}}", 1, 0,
+     ZT_E_CONFIG, 1, {"src: data_types.grad_accum_dtype: must be one of \"fp32\", \"bf16\", "
+                      "\"fp16\""}},
     {"fp16 and bf16", "{" MB "\"fp16\": {\"enabled\": true}, \"bf16\": {\"enabled\": true}}",
      1, 0, ZT_E_CONFIG, 1, {"src: fp16.enabled: fp16 and bf16 are both enabled"}},
     {"Adam without adam_w_mode", "{" MB "\"optimizer\": {\"type\": \"Adam\", \"params\":"
@@ -705,9 +711,10 @@ static const bad_case bad[] = {
     {"two seeds", "{" MB "\"seed\": 1, \"zerotrain\": {\"seed\": 2}}", 1, 0, ZT_E_CONFIG, 1,
      {"src: seed: 1 differs from zerotrain.seed 2"}},
     {"unsupported and config problems together give ZT_E_CONFIG",
-     "{" MB "\"fp16\": {\"enabled\": true}, \"stage\": 2}", 1, 0, ZT_E_CONFIG, 2,
+     "{" MB "\"fp16\": {\"enabled\": true, \"fp16_master_weights_and_grads\": true}, "
+     "\"stage\": 2}", 1, 0, ZT_E_CONFIG, 2,
      {"src: stage: unknown key (did you mean \"zero_optimization.stage\"?)",
-      "src: fp16.enabled: fp16 training (with dynamic loss scaling) is not supported yet"}},
+      "src: fp16.fp16_master_weights_and_grads: true is not supported"}},
     {"not an object", "[1, 2]", 1, 0, ZT_E_CONFIG, 1,
      {"src: the config must be a JSON object ({...}), got an array"}},
     {"not JSON", "{\n  \"train_micro_batch_size_per_gpu\": 4,\n  \"x\": tru\n}", 1, 0,

@@ -104,6 +104,14 @@ check_run "N=1 stage 3, bf16, parameters (2 bytes a float) and optimizer on NVMe
 check_run "N=2 stage 3, bf16, parameters in the RAM pool" 2 3 \
     ', "offload_param": {"device": "cpu"}}, "bf16": {"enabled": true' --offload-param cpu --precision bf16
 check_run "N=2 stage 2, bf16" 2 2 '}, "bf16": {"enabled": true' --precision bf16
+check_run "N=2 stage 1, bf16 with bf16 gradients" 2 1 \
+    '}, "bf16": {"enabled": true}, "data_types": {"grad_accum_dtype": "bf16"' --precision bf16 --grad-dtype bf16
+check_run "N=2 stage 2, fp16 (fp16 gradients)" 2 2 '}, "fp16": {"enabled": true' --precision fp16
+check_run "N=1 stage 3, fp16, parameters and optimizer on NVMe" 1 3 \
+    ", \"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": \"$T\"}, \"offload_param\": {\"device\": \"nvme\", \"nvme_path\": \"$T\"}}, \"fp16\": {\"enabled\": true" \
+    --offload-optimizer nvme --offload-param nvme --precision fp16
+check_run "N=2 stage 0, fp16 with fp32 gradients" 2 0 \
+    '}, "fp16": {"enabled": true}, "data_types": {"grad_accum_dtype": "fp32"' --precision fp16 --grad-dtype fp32
 check_run "N=2 stage 3, AdamW8bit" 2 3 '}, "optimizer": {"type": "AdamW8bit"' --optimizer adamw8bit
 check_run "N=2 stage 3, bf16 with AdamW8bit" 2 3 '}, "bf16": {"enabled": true}, "optimizer": {"type": "AdamW8bit"' \
     --precision bf16 --optimizer adamw8bit

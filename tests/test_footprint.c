@@ -49,7 +49,7 @@ static zt_batch make_batch(batch16 *s)
     return (zt_batch){2, 8, s->ids, s->mask, s->tt, s->labels, 0, 0, 0, NULL, NULL};
 }
 
-typedef struct { int stage, opt, off_opt, off_par, accum; } fp_case;
+typedef struct { int stage, opt, off_opt, off_par, accum, precision, grad_dtype; } fp_case;
 
 static void check_case(const fp_case *k)
 {
@@ -61,7 +61,8 @@ static void check_case(const fp_case *k)
     zt_fb_result r;
     char what[160];
     snprintf(what, sizeof what, "stage %d optimizer %d offload_optimizer %d offload_param %d "
-             "accumulation %d", k->stage, k->opt, k->off_opt, k->off_par, k->accum);
+             "accumulation %d precision %d gradients %d", k->stage, k->opt, k->off_opt,
+             k->off_par, k->accum, k->precision, k->grad_dtype);
     zt_config_init(&c);
     c.model_preset = "bert-tiny";
     c.vocab_size = 512;
@@ -74,6 +75,8 @@ static void check_case(const fp_case *k)
     c.nvme_path = tmpdir;
     c.grad_accum_steps = k->accum;
     c.offload_gradients = k->off_opt && k->stage >= 2 ? 1 : 0;
+    c.precision = k->precision;
+    c.grad_accum_dtype = k->grad_dtype;
     zt_memory_report(&m0);
     if (zt_engine_create(&c, MPI_COMM_NULL, &e) != 0)
         fail_msg("%s: %s", what, zt_last_error());
@@ -127,18 +130,26 @@ static void check_case(const fp_case *k)
 static void test_footprint_agrees(void **state)
 {
     static const fp_case cases[] = {
-        {0, ZT_OPT_ADAMW, 0, 0, 1},
-        {1, ZT_OPT_ADAMW, 0, 0, 1},
-        {2, ZT_OPT_ADAMW, 0, 0, 1},
-        {3, ZT_OPT_ADAMW, 0, 0, 1},
-        {2, ZT_OPT_ADAMW, 0, 0, 2},
-        {1, ZT_OPT_ADAMW8BIT, 0, 0, 1},
-        {2, ZT_OPT_ADAFACTOR, 0, 0, 1},
-        {0, ZT_OPT_ADAFACTOR, 0, 0, 1},
-        {1, ZT_OPT_ADAMW, ZT_OFFLOAD_CPU, 0, 1},
-        {2, ZT_OPT_ADAMW, ZT_OFFLOAD_NVME, 0, 2},
-        {3, ZT_OPT_ADAMW, ZT_OFFLOAD_CPU, ZT_OFFLOAD_CPU, 1},
-        {3, ZT_OPT_ADAMW8BIT, ZT_OFFLOAD_NVME, ZT_OFFLOAD_NVME, 2},
+        {0, ZT_OPT_ADAMW, 0, 0, 1, 0, 0},
+        {1, ZT_OPT_ADAMW, 0, 0, 1, 0, 0},
+        {2, ZT_OPT_ADAMW, 0, 0, 1, 0, 0},
+        {3, ZT_OPT_ADAMW, 0, 0, 1, 0, 0},
+        {2, ZT_OPT_ADAMW, 0, 0, 2, 0, 0},
+        {1, ZT_OPT_ADAMW8BIT, 0, 0, 1, 0, 0},
+        {2, ZT_OPT_ADAFACTOR, 0, 0, 1, 0, 0},
+        {0, ZT_OPT_ADAFACTOR, 0, 0, 1, 0, 0},
+        {1, ZT_OPT_ADAMW, ZT_OFFLOAD_CPU, 0, 1, 0, 0},
+        {2, ZT_OPT_ADAMW, ZT_OFFLOAD_NVME, 0, 2, 0, 0},
+        {3, ZT_OPT_ADAMW, ZT_OFFLOAD_CPU, ZT_OFFLOAD_CPU, 1, 0, 0},
+        {3, ZT_OPT_ADAMW8BIT, ZT_OFFLOAD_NVME, ZT_OFFLOAD_NVME, 2, 0, 0},
+        /* half precision: 2-byte parameters, fp32 or 16-bit gradient sums */
+        {2, ZT_OPT_ADAMW, 0, 0, 1, ZT_PREC_BF16, ZT_GRAD_FP32},
+        {0, ZT_OPT_ADAMW, 0, 0, 2, ZT_PREC_BF16, ZT_GRAD_BF16},
+        {1, ZT_OPT_ADAMW, 0, 0, 1, ZT_PREC_BF16, ZT_GRAD_BF16},
+        {2, ZT_OPT_ADAMW, 0, 0, 2, ZT_PREC_BF16, ZT_GRAD_BF16},
+        {3, ZT_OPT_ADAMW, 0, 0, 1, ZT_PREC_BF16, ZT_GRAD_BF16},
+        {2, ZT_OPT_ADAMW, ZT_OFFLOAD_NVME, 0, 2, ZT_PREC_BF16, ZT_GRAD_BF16},
+        {3, ZT_OPT_ADAMW8BIT, ZT_OFFLOAD_NVME, ZT_OFFLOAD_NVME, 2, ZT_PREC_BF16, ZT_GRAD_BF16},
     };
     (void)state;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)

@@ -97,8 +97,9 @@ static int read_batch(const char *path, batch_file *b)
     return rc;
 }
 
-/* step.json: {"lr":..., "betas":[b1,b2], "eps":..., "weight_decay":..., "precision": "bf16",
- * "steps": k (k optimizer steps on the one gradient, as the reference repeats opt.step())} */
+/* step.json: {"lr":..., "betas":[b1,b2], "eps":..., "weight_decay":..., "precision": "bf16"
+ * or "fp16", "loss_scale": S (fp16's static scale; absent: dynamic from 2^16), "steps": k
+ * (k optimizer steps on the one gradient, as the reference repeats opt.step())} */
 static int read_step(const char *path, zt_config *cfg, int *steps)
 {
     char *buf = NULL;
@@ -126,6 +127,12 @@ static int read_step(const char *path, zt_config *cfg, int *steps)
     NUM("eps", cfg->eps)
     NUM("weight_decay", cfg->weight_decay)
 #undef NUM
+    if (!rc && (v = cJSON_GetObjectItemCaseSensitive(o, "loss_scale"))) { /* fp16's, static */
+        if (!cJSON_IsNumber(v) || !(v->valuedouble > 0))
+            rc = die("%s: \"loss_scale\" must be a number > 0", path);
+        else
+            cfg->loss_scale = v->valuedouble;
+    }
     v = cJSON_GetObjectItemCaseSensitive(o, "betas");
     if (!rc && v) {
         if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) != 2 ||
@@ -140,8 +147,10 @@ static int read_step(const char *path, zt_config *cfg, int *steps)
     if (!rc && v) {
         if (cJSON_IsString(v) && !strcmp(v->valuestring, "bf16"))
             cfg->precision = ZT_PREC_BF16;
+        else if (cJSON_IsString(v) && !strcmp(v->valuestring, "fp16"))
+            cfg->precision = ZT_PREC_FP16;
         else if (!cJSON_IsString(v) || strcmp(v->valuestring, "fp32"))
-            rc = die("%s: \"precision\" must be \"fp32\" or \"bf16\"", path);
+            rc = die("%s: \"precision\" must be \"fp32\", \"bf16\" or \"fp16\"", path);
     }
     v = cJSON_GetObjectItemCaseSensitive(o, "steps");
     if (!rc && v && (!cJSON_IsNumber(v) || v->valuedouble != (int)v->valuedouble ||
@@ -217,6 +226,9 @@ int cmd_grad(int argc, char **argv)
             goto done;
         }
         zt_engine_read_grad(e, pi.name, bufs[i], pi.numel);
+        if (zt_engine_loss_scale(e) != 1.0) /* fp16: the gradient of the loss, unscaled */
+            for (size_t k = 0; k < pi.numel; k++)
+                bufs[i][k] = (float)(bufs[i][k] / zt_engine_loss_scale(e));
         for (int alias = 0; alias < 2; alias++) {
             const char *nm = alias ? pi.alias : pi.name;
             char *full;

@@ -443,6 +443,12 @@ out:
     return h;
 }
 
+/* --save-model-dtype's ZT_PREC_* */
+static int save_dtype_of(const char *s)
+{
+    return !strcmp(s, "bf16") ? ZT_PREC_BF16 : !strcmp(s, "fp16") ? ZT_PREC_FP16 : ZT_PREC_FP32;
+}
+
 static void progress(int tty, int64_t step, int64_t total, double loss, double unigram,
                      double lr, double tps, double eta)
 {
@@ -473,10 +479,12 @@ typedef struct eval_result {
     double token_accuracy, exact_match;
 } eval_result;
 
-/* One JSON line. Values that are not finite are null, and named in "nonfinite". */
+/* One JSON line. Values that are not finite are null, and named in "nonfinite". si: the
+ * step's (fp16: its loss scale, and whether it overflowed) */
 static void write_metrics(FILE *f, int64_t step, double loss, double lr, double norm,
                           uint64_t tokens, double seconds, const eval_result *ev,
-                          int skipped, int64_t skipped_total)
+                          int skipped, int64_t skipped_total, const zt_step_info *si,
+                          int fp16)
 {
     zt_mem_report r;
     const char *bad[8];
@@ -516,6 +524,9 @@ static void write_metrics(FILE *f, int64_t step, double loss, double lr, double 
     }
     fprintf(f, ", \"skipped\": %s, \"skipped_steps\": %" PRId64, skipped ? "true" : "false",
             skipped_total);
+    if (fp16) /* (DeepSpeed's dynamic loss scaling) */
+        fprintf(f, ", \"loss_scale\": %.9g, \"overflow\": %s", si->loss_scale,
+                si->overflow ? "true" : "false");
     fprintf(f, ", \"memory\": {");
     for (int c = 0; c < ZT_MEM_NCAT; c++)
         fprintf(f, "%s\"%s\": %zu", c ? ", " : "", zt_memory_category_name(c), r.current[c]);
@@ -668,6 +679,7 @@ typedef struct train_ctx {
     long target_len;               /* text2text: the targets' tokens at most */
     int t2t;                       /* finetune --task text2text */
     int world, rank, tty;
+    int fp16;                      /* fp16 training: the loss scale in the metrics */
     const char *data_dir;          /* NULL: synthetic ids */
     uint64_t synth_seed;           /* synthetic:SEED's SEED */
     char *cfg_text;                /* the config's text, stored in every checkpoint */
@@ -848,8 +860,9 @@ static int parse_args(train_ctx *c, int argc, char **argv)
         return 2;
     if (a->finetune ? check_finetune_args(a) : check_train_args(a))
         return 2;
-    if (a->save_dtype && strcmp(a->save_dtype, "fp32") && strcmp(a->save_dtype, "bf16"))
-        return die("--save-model-dtype %s: fp32 or bf16", a->save_dtype), 2;
+    if (a->save_dtype && strcmp(a->save_dtype, "fp32") && strcmp(a->save_dtype, "bf16") &&
+        strcmp(a->save_dtype, "fp16"))
+        return die("--save-model-dtype %s: fp32, bf16 or fp16", a->save_dtype), 2;
     if (a->save_dtype && !a->save)
         return die("--save-model-dtype needs --save-model DIR"), 2;
     if (parse_numbers(c))
@@ -909,6 +922,7 @@ static int read_config(train_ctx *c)
         return 1;
     }
     c->ts = zt_train_config_settings(c->tc);
+    c->fp16 = c->ts->precision == ZT_PREC_FP16;
     c->agree_timeout = c->ts->collective_timeout;
     c->st.seed = c->seed >= 0 ? (uint64_t)c->seed : c->ts->seed_given ? c->ts->seed : 42;
     if (c->ts->activation_checkpointing && c->ts->recompute == ZT_RECOMPUTE_NONE)
@@ -1149,8 +1163,7 @@ static int start_engine(train_ctx *c)
         return 1;
     }
     if (c->a.save_dtype && /* (checked now; applied to the final save only) */
-        (zt_engine_set_save_dtype(c->e, strcmp(c->a.save_dtype, "bf16") ? ZT_PREC_FP32
-                                                                           : ZT_PREC_BF16) < 0 ||
+        (zt_engine_set_save_dtype(c->e, save_dtype_of(c->a.save_dtype)) < 0 ||
          zt_engine_set_save_dtype(c->e, -1) < 0)) {
         die("--save-model-dtype: %s", zt_engine_last_error(c->e));
         return 1;
@@ -1287,15 +1300,26 @@ static void print_start(train_ctx *c)
                     "formula + %.1f MiB of buffers\n",
             er.zero_stage, er.world_size, er.predicted_state_bytes / 1048576.0,
             er.buffer_bytes / 1048576.0);
+    char prec[160] = "";
+    if (ts->precision != ZT_PREC_FP32) { /* (the gradients' dtype as the engine settles it) */
+        int g = ts->grad_accum_dtype, fp16 = ts->precision == ZT_PREC_FP16;
+        const char *gd = g == ZT_GRAD_BF16 ? "bf16" : g == ZT_GRAD_FP16 || (!g && fp16)
+                                                                  ? "fp16" : "fp32";
+        char sc[64] = "";
+        if (fp16)
+            snprintf(sc, sizeof sc, ", %s loss scale %g", ts->loss_scale > 0 ? "static"
+                                                                           : "dynamic",
+                     zt_engine_loss_scale(c->e));
+        snprintf(prec, sizeof prec, ", %s (fp32 master, %s gradients%s)", fp16 ? "fp16" : "bf16",
+                 gd, sc);
+    }
     fprintf(stderr, "zerotrain %s: %s L%d H%d A%d V%d, %zu parameters; steps %" PRId64
                     "..%ld, batch %d = %d x %d x %d ranks, seq %ld%s, %s\n",
             zt_version(), strcmp(mi->model_type, "t5") == 0 ? "T5" : "BERT", mi->num_layers,
             mi->hidden_size, mi->num_heads, mi->vocab_size, mi->num_parameters,
             c->st.step + 1, c->steps, ts->train_batch_size, ts->micro_batch_size,
-            ts->grad_accum_steps, c->world, c->seq,
-            ts->precision == ZT_PREC_BF16 ? ", bf16 (fp32 master and gradients)" : "",
-            c->a.finetune ? c->a.train
-                                                    : c->data_dir ? c->data_dir : "synthetic data");
+            ts->grad_accum_steps, c->world, c->seq, prec,
+            c->a.finetune ? c->a.train : c->data_dir ? c->data_dir : "synthetic data");
     if (c->a.finetune && c->t2t) {
         uint64_t rows = t2t_source_rows(c->src.t2t);
         fprintf(stderr, "finetune: %s, text2text, %" PRIu64 " training rows (an epoch is %.1f "
@@ -1366,6 +1390,7 @@ typedef struct loop_state {
     double shown_sum;              /* the finite losses since the last progress line */
     int shown_n;
     int64_t skipped_total, skipped_run; /* steps skipped in all, and in a row */
+    int64_t overflows;             /* fp16: steps skipped for an overflow (not counted above) */
 } loop_state;
 
 /* One step's outcome */
@@ -1438,11 +1463,24 @@ static int train_step(train_ctx *c, step_result *sr)
 
 /* A step the engine skipped (its loss or gradient norm was not finite): a warning, a
  * metrics line, and the end of the run after zerotrain.max_skipped_steps of them in a row;
- * 0, or 1 after printing why the run ends */
+ * fp16's overflows (the loss scale lowered, as DeepSpeed's dynamic loss scaling does) are a
+ * notice and do not count. 0, or 1 after printing why the run ends */
 static int step_skipped(train_ctx *c, loop_state *ls, const step_result *sr)
 {
     const zt_step_info *si = &sr->si;
     char where[200] = "";
+    if (si->overflow) {
+        ls->overflows++;
+        if (c->rank == 0)
+            fprintf(stderr, "%szerotrain: step %" PRId64 ": the fp16 gradients overflowed at "
+                    "loss scale %g: the step is skipped, the scale is now %g (%" PRId64
+                    " overflows)\n", c->tty ? "\n" : "", c->st.step + 1, si->loss_scale,
+                    zt_engine_loss_scale(c->e), ls->overflows);
+        if (c->metrics && c->rank == 0)
+            write_metrics(c->metrics, c->st.step + 1, sr->loss, sr->lr, si->grad_norm,
+                          sr->tokens, now() - sr->t0, NULL, 1, ls->skipped_total, si, 1);
+        return 0;
+    }
     ls->skipped_total++;
     ls->skipped_run++;
     if (si->nonfinite_unit >= 0)
@@ -1458,7 +1496,7 @@ static int step_skipped(train_ctx *c, loop_state *ls, const step_result *sr)
                 si->grad_norm, where, ls->skipped_run, ls->skipped_total);
     if (c->metrics && c->rank == 0)
         write_metrics(c->metrics, c->st.step + 1, sr->loss, sr->lr, si->grad_norm, sr->tokens,
-                      now() - sr->t0, NULL, 1, ls->skipped_total);
+                      now() - sr->t0, NULL, 1, ls->skipped_total, si, c->fp16);
     if (ls->skipped_run >= c->ts->max_skipped_steps) {
         die("step %" PRId64 ": %" PRId64 " steps in a row were skipped (their loss or "
             "gradient norm was not finite; zerotrain.max_skipped_steps %d): the run "
@@ -1577,7 +1615,7 @@ static int step_done(train_ctx *c, loop_state *ls, const step_result *sr)
     }
     if (c->metrics && c->rank == 0)
         write_metrics(c->metrics, c->st.step, sr->loss, sr->lr, sr->si.grad_norm, sr->tokens,
-                      t1 - sr->t0, evp, 0, ls->skipped_total);
+                      t1 - sr->t0, evp, 0, ls->skipped_total, &sr->si, c->fp16);
     if (isfinite(sr->loss)) {
         ls->shown_sum += sr->loss;
         ls->shown_n++;
@@ -1728,8 +1766,7 @@ static int finish(train_ctx *c)
         return 1;
     if (a->save) { /* collective: every rank takes part, rank 0 writes */
         char msg[1024];
-        if ((a->save_dtype && zt_engine_set_save_dtype(c->e, strcmp(a->save_dtype, "bf16")
-                                                           ? ZT_PREC_FP32 : ZT_PREC_BF16) < 0) ||
+        if ((a->save_dtype && zt_engine_set_save_dtype(c->e, save_dtype_of(a->save_dtype)) < 0) ||
             zt_engine_save_model(c->e, a->save) < 0)
             return die("%s", zt_engine_last_error(c->e));
         /* with the tokenizer of the data it was trained on, so that the folder loads in

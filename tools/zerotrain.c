@@ -31,7 +31,7 @@ static void usage(FILE *f)
             "           removes this run's own)\n"
             "           [--resume-from D/step-N]   (with --steps N: saved again into\n"
             "           --checkpoint-dir for this world size and stage)\n"
-            "           [--save-model DIR [--save-model-dtype fp32|bf16]] [--metrics FILE]\n"
+            "           [--save-model DIR [--save-model-dtype fp32|bf16|fp16]] [--metrics FILE]\n"
             "           (a bf16 run saves bf16 weights by default)\n"
             "           [--collective-timeout SECONDS] [--check-collectives]\n"
             "           [--profile] [--summary FILE] [--warmup K]   per-kernel profile table,\n"
