@@ -64,7 +64,8 @@ class _TrainState(ctypes.Structure):
 class _StepInfo(ctypes.Structure):
     _fields_ = [("grad_norm", ctypes.c_double), ("clip_coef", ctypes.c_float),
                 ("step", ctypes.c_int64), ("lr", ctypes.c_float), ("skipped", ctypes.c_int),
-                ("nonfinite_unit", ctypes.c_int)]
+                ("nonfinite_unit", ctypes.c_int), ("overflow", ctypes.c_int),
+                ("loss_scale", ctypes.c_double)]
 
 
 _lib = None
@@ -174,6 +175,7 @@ def _load():
         "zt_engine_step": (ip, [vp, ctypes.c_float, ctypes.POINTER(_StepInfo)]),
         "zt_engine_zero_grad": (ip, [vp]), "zt_engine_save_model": (ip, [vp, cp]),
         "zt_engine_set_save_dtype": (ip, [vp, ip]),
+        "zt_engine_loss_scale": (ctypes.c_double, [vp]),
         "zt_checkpoint_save": (ip, [vp, cp, ctypes.POINTER(_TrainState), cp, ip]),
         "zt_checkpoint_load": (ip, [vp, cp, ctypes.POINTER(_TrainState)]),
         "zt_checkpoint_find_latest": (ip, [cp, cp, ctypes.c_size_t]),
@@ -460,13 +462,22 @@ class Engine:
 
     def step(self, lr):
         """Clip, update, gather: returns dict(grad_norm, clip_coef, step, lr, skipped,
-        nonfinite_unit); skipped is True when the divergence guard (config skip_nonfinite,
-        off by default here) left everything as it was. lr: a finite number >= 0."""
+        nonfinite_unit, overflow, loss_scale); skipped is True when the divergence guard
+        (config skip_nonfinite, off by default here) or an fp16 overflow (overflow True: the
+        loss scale is lowered, as DeepSpeed's dynamic loss scaling does) left everything as it
+        was; loss_scale is the scale the step's gradients carried (1 unless fp16). lr: a finite
+        number >= 0."""
         lr = _check_lr(lr)
         si = _StepInfo()
         self._check(self._L.zt_engine_step(self._handle(), lr, ctypes.byref(si)))
         return {"grad_norm": si.grad_norm, "clip_coef": si.clip_coef, "step": si.step,
-                "lr": si.lr, "skipped": bool(si.skipped), "nonfinite_unit": si.nonfinite_unit}
+                "lr": si.lr, "skipped": bool(si.skipped), "nonfinite_unit": si.nonfinite_unit,
+                "overflow": bool(si.overflow), "loss_scale": si.loss_scale}
+
+    def loss_scale(self):
+        """fp16: the scale the next backward pass must multiply the loss's gradient by (the
+        gradients reach the engine scaled; step unscales them); 1.0 in fp32 and bf16."""
+        return self._L.zt_engine_loss_scale(self._handle())
 
     def zero_grad(self):
         self._check(self._L.zt_engine_zero_grad(self._handle()))
@@ -489,12 +500,13 @@ class Engine:
         self._check(self._L.zt_engine_pass_abort(self._handle()))
 
     def save_model(self, path, dtype=None):
-        """A Hugging Face folder. dtype: None (the run's: a bf16 run saves BF16 weights), "fp32"
-        (a bf16 run: its fp32 master) or "bf16"."""
-        if dtype not in (None, "fp32", "bf16"):
-            raise Error("save_model: dtype %r: None, \"fp32\" or \"bf16\"" % (dtype,))
-        self._check(self._L.zt_engine_set_save_dtype(
-            self._handle(), -1 if dtype is None else 0 if dtype == "fp32" else 1))
+        """A Hugging Face folder. dtype: None (the run's: a bf16 run saves BF16 weights, an fp16
+        run F16), "fp32" (a bf16 or fp16 run: its fp32 master), "bf16" or "fp16" (the run's
+        own 16-bit format only)."""
+        codes = {None: -1, "fp32": 0, "bf16": 1, "fp16": 2}
+        if dtype not in codes:
+            raise Error("save_model: dtype %r: None, \"fp32\", \"bf16\" or \"fp16\"" % (dtype,))
+        self._check(self._L.zt_engine_set_save_dtype(self._handle(), codes[dtype]))
         try:
             self._check(self._L.zt_engine_save_model(self._handle(), path.encode()))
         finally:  # (this save only: checkpoints and later saves keep the run's dtype)
@@ -649,7 +661,10 @@ class Optimizer:
     transformers' Adafactor(lr=None); a number there is refused, as transformers refuses it;
     weight_decay None: torch's 0.01, Adafactor's 0.0);
     further keyword arguments are zt_config fields (zero_stage, optimizer, offload_optimizer,
-    nvme_path, grad_clip, ...)."""
+    nvme_path, grad_clip, precision, ...). With precision="fp16" step multiplies the gradients
+    by the engine's loss scale before they reach its fp16 sums (as a scaled loss's backward
+    would) and the engine unscales them: an overflow skips the step and lowers the scale
+    (step's "overflow"), as DeepSpeed's fp16 optimizer does."""
 
     def __init__(self, params, lr=None, betas=(0.9, 0.999), eps=1e-8, weight_decay=None,
                  names=None, no_decay=(), comm=None, **config):
@@ -691,6 +706,9 @@ class Optimizer:
         for u in range(n):  # a backward pass follows a forward pass
             e.acquire(u, FOR_FORWARD)
             e.release(u)
+        scale = e.loss_scale()
+        if scale != 1.0:  # (fp16: float32 products, rounded into the fp16 sums by the engine)
+            gs = [g * np.float32(scale) for g in gs]
         for u in reversed(range(n)):
             _, g = e.acquire(u, FOR_BACKWARD)
             # the only contribution of the step: copied, not added to the zeroed buffer

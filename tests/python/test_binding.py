@@ -18,6 +18,10 @@ zerotrain.Error naming what is wrong, and a refused call must leave the engine a
              parameter in fp32, and refuses a missing, doubled or misnamed setting
   bf16       a parameter trained in bf16 stays bf16 values while its fp32 master moves;
              save_model writes BF16, or the master with dtype="fp32"
+  fp16       fp16 with the dynamic loss scale: a gradient that overflows fp16 once scaled
+             skips the step (the weights unchanged, overflow reported) and halves the scale
+             after DeepSpeed's hysteresis of 2; then the weights stay fp16 values while the
+             fp32 master moves; save_model writes F16, or the master with dtype="fp32"
   heap       the report names its heap statistics' source: "none" in this process (no
              jemalloc), "jemalloc" with --expect-heap jemalloc (started with it preloaded)
 
@@ -312,6 +316,75 @@ def check_bf16():
     say("ok: bf16: weights bf16 values, the master saved with dtype fp32, BF16 by default")
 
 
+def _st_f16(path, name):
+    """(dtype, values as float32) of one tensor of a safetensors file."""
+    import json, struct
+    b = open(path, "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    v = json.loads(b[8:8 + n])[name]
+    s, e = v["data_offsets"]
+    dt = {"F16": np.float16, "F32": np.float32}[v["dtype"]]
+    return v["dtype"], np.frombuffer(b[8 + n + s:8 + n + e], dt).astype(np.float32)
+
+
+def check_fp16():
+    # a gradient of 4 (summed over the ranks) times 2^16 overflows fp16 on every rank (at
+    # least 4/3 x 65536 > 65504): the first step is skipped with the hysteresis spent, the
+    # second halves the scale (DeepSpeed's DynamicLossScaler, hysteresis 2); the steps
+    # applied after that move the fp32 master by lr each (Adam on a constant gradient) and
+    # the weights are its fp16 values
+    size = int(os.environ.get("OMPI_COMM_WORLD_SIZE", "1"))
+    p = [np.full((4, 3), 0.3, np.float32) + np.arange(12, dtype=np.float32).reshape(4, 3) / 64]
+    opt = zt.Optimizer(p, lr=1e-4, weight_decay=0.0, precision="fp16", threads=1)
+    start = p[0].copy()
+    g = [np.full((4, 3), 4.0 / size, np.float32)]
+    if opt.engine.loss_scale() != 65536.0 or opt.engine.param_dtype() != "fp16":
+        fail("fp16", "loss scale %r, param_dtype %r" % (opt.engine.loss_scale(),
+                                                         opt.engine.param_dtype()))
+    for want_after in (65536.0, 32768.0):
+        info = opt.step(g)
+        if not (info["overflow"] and info["skipped"] and info["loss_scale"] == 65536.0 and
+                info["step"] == 0 and opt.engine.loss_scale() == want_after):
+            fail("fp16", "an overflowing step gave %s, scale now %r (want %r)" %
+                 (info, opt.engine.loss_scale(), want_after))
+        if not np.array_equal(p[0], start.astype(np.float16).astype(np.float32)):
+            fail("fp16", "an overflowed step changed the weights: %s" % p[0].ravel()[:3])
+    applied = 0
+    for _ in range(40):  # (the scale halves until the gradient fits, then 6 steps)
+        applied += not opt.step(g)["skipped"]
+        if applied == 6:
+            break
+    if applied != 6 or not np.array_equal(p[0], p[0].astype(np.float16).astype(np.float32)):
+        fail("fp16", "%d steps applied, or the weights are not fp16 values" % applied)
+    v, _ = opt.engine.acquire(0, zt.FOR_FORWARD | zt.FOR_EVAL)
+    half = np.asarray(v)
+    opt.engine.release(0)
+    if half.dtype != np.float16 or not np.array_equal(half[:12].astype(np.float32), p[0].ravel()):
+        fail("fp16", "the acquired parameters are %s, not the weights" % half.dtype)
+    d = tempfile.mkdtemp(prefix="zt_binding.") if RANK == 0 else None
+    if size > 1:
+        from mpi4py import MPI
+        d = MPI.COMM_WORLD.bcast(d)
+    opt.engine.save_model(os.path.join(d, "h"))
+    opt.engine.save_model(os.path.join(d, "f"), dtype="fp32")
+    raises("fp16", "save_model(dtype='bf16')", lambda: opt.engine.save_model(d, dtype="bf16"),
+           "bf16")
+    if RANK == 0:
+        h = _st_f16(os.path.join(d, "h", "model.safetensors"), "p0")
+        f = _st_f16(os.path.join(d, "f", "model.safetensors"), "p0")
+        first = start.ravel().astype(np.float16).astype(np.float32)
+        if h[0] != "F16" or f[0] != "F32" or not np.array_equal(h[1], p[0].ravel()):
+            fail("fp16", "saved dtypes %s / %s, or F16 values not the weights" % (h[0], f[0]))
+        if not np.all(np.abs(f[1] - (first - 6e-4)) < 1e-5):
+            fail("fp16", "the master %s, want the rounded start - 6e-4" % f[1][:3])
+        if not np.array_equal(f[1].astype(np.float16).astype(np.float32), h[1]):
+            fail("fp16", "the weights are not the master rounded to nearest even")
+        shutil.rmtree(d)
+    opt.close()
+    say("ok: fp16: two overflows skipped (scale 65536 -> 32768), then the weights fp16 values "
+        "of the master, F16 saved, the master with dtype fp32")
+
+
 def main():
     only = sys.argv[sys.argv.index("--only") + 1].split(",") if "--only" in sys.argv else None
     expect = sys.argv[sys.argv.index("--expect-heap") + 1] if "--expect-heap" in sys.argv \
@@ -319,7 +392,7 @@ def main():
     checks = [("shape", check_shape), ("single", check_single), ("closed", check_closed),
               ("negstep", check_negstep), ("lr", check_lr), ("negzero", check_negzero),
               ("heap", lambda: check_heap(expect)), ("estimate", check_estimate),
-              ("bf16", check_bf16)]
+              ("bf16", check_bf16), ("fp16", check_fp16)]
     for name, fn in checks:
         if only is None or name in only:
             fn()
