@@ -10,8 +10,10 @@
 #include "../common/err.h"
 #include "load.h"
 #include "../common/faults.h"
+#include "../common/half.h"
 #include "../format/fileio.h"
 #include "../format/hfweights.h"
+#include "../models/zoo.h"
 #include "../optimizer/quant.h"
 
 #include <cjson/cJSON.h>
@@ -1321,7 +1323,174 @@ static int export_folder(const char *out, const zt_tensor_view *v, int nv,
     return zt_dir_commit(tmp, out);
 }
 
+/* ---- export in fp32 from a half-precision checkpoint's master ------------------------------
+ * The weights of a bf16 / fp16 checkpoint are its compute copies; the fp32 master is the last
+ * section ("master.<unit>") of each rank file, rank k holding its slices of every unit as
+ * laid out for the saved world size and bucket (saved_pos). Each tensor's fp32 values are
+ * gathered from them just before it is written (one tensor in memory at a time); a
+ * checkpoint saved before its first step keeps no master, and its weights widened are it. */
+typedef struct master_src {
+    const char *dir;
+    zt_layout L;
+    int world0;
+    size_t bucket0;
+    zt_safetensors **rf;          /* the rank files */
+    const zt_tensor_view *w;      /* the saved weights (their data) */
+    int *param;                   /* per tensor: its parameter in L */
+    float *buf;
+    size_t cap;
+} master_src;
+
+static int fetch_master(int i, void *arg, const void **data)
+{
+    master_src *ms = arg;
+    const zt_param_def *d = &ms->L.params[ms->param[i]];
+    int u = d->unit;
+    char name[ZT_NAME_MAX + 16], path[4200];
+    zt_geom g = {0, 0, (size_t)ms->world0};
+    if (d->numel > ms->cap) {
+        float *b = realloc(ms->buf, d->numel * sizeof *b);
+        if (!b)
+            return zt_fail(ZT_E_NOMEM, "out of memory");
+        ms->buf = b;
+        ms->cap = d->numel;
+    }
+    *data = ms->buf;
+    g.piece = zt_geom_piece_for(ms->L.units[u].numel, g.N, ms->bucket0, &g.padded);
+    snprintf(name, sizeof name, "master.%s", ms->L.units[u].name);
+    zt_tensor_info t;
+    if (zt_safetensors_find(ms->rf[0], name, &t) < 0) { /* (no step taken: the weights) */
+        zt_half_widen(ms->w[i].dtype == ZT_F16 ? ZT_HALF_F16 : ZT_HALF_BF16, ms->buf,
+                      ms->w[i].data, d->numel);
+        return 0;
+    }
+    for (size_t x = d->offset; x < d->offset + d->numel;) {
+        int k;
+        size_t sp, run;
+        saved_pos(&g, x, &k, &sp, &run);
+        run = run < d->offset + d->numel - x ? run : d->offset + d->numel - x;
+        if (zt_safetensors_find(ms->rf[k], name, &t) < 0 || t.dtype != ZT_F32 ||
+            t.numel != g.padded / g.N) {
+            snprintf(path, sizeof path, "%s/rank-%05d.safetensors", ms->dir, k);
+            return zt_fail(ZT_E_FORMAT, "%s: no F32 tensor \"%s\" of %zu elements", path, name,
+                           g.padded / g.N);
+        }
+        memcpy(ms->buf + (x - d->offset), (const float *)t.data + sp, run * sizeof(float));
+        x += run;
+    }
+    return 0;
+}
+
+/* config.json with torch_dtype float32 */
+static int config_fp32(const char *dir, const char *config, char **out, size_t *len)
+{
+    cJSON *o = cJSON_Parse(config);
+    if (!cJSON_IsObject(o)) {
+        cJSON_Delete(o);
+        return zt_fail(ZT_E_FORMAT, "%s/config.json: not a JSON object", dir);
+    }
+    cJSON_DeleteItemFromObjectCaseSensitive(o, "torch_dtype");
+    cJSON_AddStringToObject(o, "torch_dtype", "float32");
+    *out = cJSON_Print(o);
+    cJSON_Delete(o);
+    if (!*out)
+        return zt_fail(ZT_E_NOMEM, "out of memory");
+    *len = strlen(*out);
+    return 0;
+}
+
+/* the fp32 export of the half-precision weights v[0..nv) of checkpoint dir */
+static int export_master(const char *dir, const char *out, const zt_tensor_view *v, int nv,
+                         size_t max_shard_bytes, const char *config)
+{
+    master_src ms = {.dir = dir};
+    zt_model_cfg mc;
+    zt_tensor_view *w = NULL;
+    char path[4096], *cfg32 = NULL;
+    size_t cfg32_len = 0;
+    int rc;
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    if ((rc = zt_model_config_load(path, &mc)) < 0 ||
+        (rc = zt_model_head_apply(&mc, path, ZT_HEAD_AUTO, 0, 0, NULL)) < 0 ||
+        (rc = zt_model_layout(&mc, &ms.L)) < 0)
+        return zt_fail_wrap(rc, "export in fp32 from the master");
+    {   /* the saved world size and bucket (state.json, as zt_ckpt_read_state reads them) */
+        char *text = NULL;
+        snprintf(path, sizeof path, "%s/state.json", dir);
+        if ((rc = zt_file_read_all(path, 16u << 20, &text, NULL)) < 0)
+            goto out;
+        cJSON *o = cJSON_Parse(text);
+        const cJSON *wj = cJSON_GetObjectItemCaseSensitive(o, "world_size");
+        const cJSON *bk = cJSON_GetObjectItemCaseSensitive(o, "bucket_size");
+        free(text);
+        if (!cJSON_IsNumber(wj) || wj->valuedouble < 1 || wj->valuedouble > 1 << 20 ||
+            (bk && (!cJSON_IsNumber(bk) || bk->valuedouble < 0 || bk->valuedouble > 9e15)))
+            rc = zt_fail(ZT_E_FORMAT, "%s: missing or bad world_size or bucket_size", path);
+        else {
+            ms.world0 = (int)wj->valuedouble;
+            ms.bucket0 = bk ? (size_t)bk->valuedouble : 0;
+        }
+        cJSON_Delete(o);
+    }
+    if (rc == 0 && (!(ms.rf = calloc((size_t)ms.world0, sizeof *ms.rf)) ||
+                    !(ms.param = calloc((size_t)nv, sizeof *ms.param)) ||
+                    !(w = malloc(sizeof *w * (size_t)nv))))
+        rc = zt_fail(ZT_E_NOMEM, "out of memory");
+    for (int k = 0; rc == 0 && k < ms.world0; k++) {
+        snprintf(path, sizeof path, "%s/rank-%05d.safetensors", dir, k);
+        rc = zt_safetensors_open(path, &ms.rf[k]);
+    }
+    for (int i = 0; rc == 0 && i < nv; i++) {
+        int j = 0;
+        while (j < ms.L.n_params && strcmp(ms.L.params[j].name, v[i].name) &&
+               strcmp(ms.L.params[j].alias, v[i].name))
+            j++;
+        size_t numel = 1;
+        for (int k = 0; k < v[i].ndim; k++)
+            numel *= (size_t)v[i].shape[k];
+        if (j == ms.L.n_params || ms.L.params[j].numel != numel)
+            rc = zt_fail(ZT_E_FORMAT, "%s: tensor \"%s\" is no parameter of the model its "
+                         "config.json describes", dir, v[i].name);
+        ms.param[i] = j;
+        w[i] = v[i];
+        w[i].dtype = ZT_F32;
+        w[i].data = NULL;
+    }
+    ms.w = v;
+    if (rc == 0)
+        rc = config_fp32(dir, config, &cfg32, &cfg32_len);
+    if (rc == 0) {
+        char tmp[4200];
+        const void *parts[1] = {cfg32};
+        if ((rc = zt_hf_dir_begin(out, tmp, sizeof tmp)) == 0) {
+            snprintf(path, sizeof path, "%s/config.json", tmp);
+            if ((rc = zt_hf_write_weights_cb(tmp, w, nv, max_shard_bytes, fetch_master,
+                                              &ms)) < 0 ||
+                (rc = zt_file_write_atomic(path, parts, &cfg32_len, 1)) < 0)
+                zt_dir_discard(tmp);
+            else
+                rc = zt_dir_commit(tmp, out);
+        }
+    }
+out:
+    for (int k = 0; ms.rf && k < ms.world0; k++)
+        zt_safetensors_close(ms.rf[k]);
+    free(ms.rf);
+    free(ms.param);
+    free(ms.buf);
+    free(w);
+    free(cfg32);
+    zt_layout_free(&ms.L);
+    return rc;
+}
+
 int zt_checkpoint_export(const char *dir, const char *out, size_t max_shard_bytes)
+{
+    return zt_checkpoint_export_dtype(dir, out, max_shard_bytes, -1);
+}
+
+int zt_checkpoint_export_dtype(const char *dir, const char *out, size_t max_shard_bytes,
+                               int dtype)
 {
     char path[4096], **files = NULL, *config = NULL;
     zt_safetensors **f = NULL;
@@ -1330,6 +1499,9 @@ int zt_checkpoint_export(const char *dir, const char *out, size_t max_shard_byte
     int nf = 0, nv = 0, rc;
     if (!dir || !out)
         return zt_fail(ZT_E_INVAL, "zt_checkpoint_export: NULL argument");
+    if (dtype != -1 && dtype != ZT_PREC_FP32 && dtype != ZT_PREC_BF16 && dtype != ZT_PREC_FP16)
+        return zt_fail(ZT_E_INVAL, "zt_checkpoint_export_dtype: dtype %d: -1 or a ZT_PREC_*",
+                       dtype);
     if ((rc = zt_checkpoint_verify(dir)) < 0 || (rc = weight_files(dir, &files, &nf)) < 0)
         goto done;
     snprintf(path, sizeof path, "%s/config.json", dir);
@@ -1364,6 +1536,18 @@ int zt_checkpoint_export(const char *dir, const char *out, size_t max_shard_byte
     }
     if (rc == 0)
         rc = export_finite(dir, v, nv);
+    if (rc == 0 && dtype >= 0) { /* the weights' dtype: as saved, or fp32 from the master */
+        zt_dtype saved = nv ? v[0].dtype : ZT_F32, want = dtype == ZT_PREC_FP32 ? ZT_F32
+                                                       : dtype == ZT_PREC_BF16 ? ZT_BF16 : ZT_F16;
+        static const char *const prec[] = {"fp32", "bf16", "fp16"};
+        if (saved != want && want != ZT_F32)
+            rc = zt_fail(ZT_E_INVAL, "%s: its weights are %s: exported as they are, or in fp32 "
+                         "(from the master); not in %s", dir, zt_dtype_name(saved), prec[dtype]);
+        else if (saved != want) {
+            rc = export_master(dir, out, v, nv, max_shard_bytes, config);
+            goto done;
+        }
+    }
     if (rc == 0)
         rc = export_folder(out, v, nv, max_shard_bytes, config, config_len);
 done:

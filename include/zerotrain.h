@@ -1101,6 +1101,11 @@ ZT_API int zt_checkpoint_load(zt_engine *e, const char *dir, zt_train_state *st)
  * model.safetensors, sharded with an index above max_shard_bytes; 0 = never). The tensors
  * are streamed from the mapped checkpoint files, not loaded. */
 ZT_API int zt_checkpoint_export(const char *dir, const char *out, size_t max_shard_bytes);
+/* The same in a dtype: -1 or the weights' own (as saved), or ZT_PREC_FP32 for a bf16 / fp16
+ * checkpoint: the fp32 master weights, gathered from the rank files' "master.<unit>" sections
+ * tensor by tensor (config.json's torch_dtype float32); refused for another 16-bit dtype. */
+ZT_API int zt_checkpoint_export_dtype(const char *dir, const char *out, size_t max_shard_bytes,
+                                      int dtype);
 /* Finds the newest checkpoint in root that verifies; corrupt or partial ones are logged
  * (naming the bad file) and moved aside under a hidden name. Returns 1 and its path in
  * path_out (size n) when one exists, 0 when none does, < 0 on error. */

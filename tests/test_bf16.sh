@@ -124,9 +124,17 @@ rne = lambda x: ((x + 0x7FFF + ((x >> 16) & 1)) >> 16) << 16
 sys.exit(0 if all([rne(x) for x in b[k][1]] == a[k][1] for k in a) else 1)' "$T/aw2s0/model.safetensors" "$T/aw2f32/model.safetensors"; then ok
 else bad "--save-model-dtype fp32: not the master whose rounding the bf16 weights are"; fi
 run aw2f32s1 2 aw2s1 4 --save-model-dtype fp32
-run aw2f32s3 2 aw2s3 4 --save-model-dtype fp32
+run aw2f32s3 2 aw2s3 4 --save-model-dtype fp32 --checkpoint-dir "$T/X3" --checkpoint-every 4
 if same aw2f32 aw2f32s1 && same aw2f32 aw2f32s3; then ok
 else bad "--save-model-dtype fp32: the master differs between stages 0, 1 and 3 at N=2"; fi
+# export: the checkpoint's BF16 weights as they are, or (--save-model-dtype fp32) the master
+# gathered from the stage-3 rank files: the run's own fp32 save, byte for byte
+if "$ZT" export --checkpoint "$T/X3/step-4" --out "$T/x3f" --save-model-dtype fp32 >/dev/null &&
+   "$ZT" export --checkpoint "$T/X3/step-4" --out "$T/x3b" >/dev/null && same aw2f32 x3f &&
+   grep -q '"torch_dtype":.*"float32"' "$T/x3f/config.json" && same aw2s0 x3b; then ok
+else bad "export --save-model-dtype fp32 of a bf16 stage-3 checkpoint: not the run's master"; fi
+refuse "export --save-model-dtype fp16 of a bf16 checkpoint" "its weights are BF16: exported as they are, or in fp32" \
+    "$T/x3h" "$ZT" export --checkpoint "$T/X3/step-4" --out "$T/x3h" --save-model-dtype fp16
 echo "{\"train_batch_size\": 6, \"zero_optimization\": {\"stage\": 0}, \"optimizer\": $AW}" >"$T/fp.json"
 run fp 2 fp 4
 if [ -s "$T/fp/model.safetensors" ] && ! same fp aw2s0 && ! bf16_only "$T/fp/model.safetensors"; then ok

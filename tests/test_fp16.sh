@@ -150,7 +150,7 @@ sys.exit(0 if all(v["dtype"] == "F16" for k, v in h.items() if k != "__metadata_
          and json.load(open(sys.argv[2]))["torch_dtype"] == "float16" else 1)
 PY
 run aw2f32 2 aw2s0 4 --save-model-dtype fp32
-run aw2f32s3 2 aw2s3 4 --save-model-dtype fp32
+run aw2f32s3 2 aw2s3 4 --save-model-dtype fp32 --checkpoint-dir "$T/X3" --checkpoint-every 4
 if same aw2f32 aw2f32s3 && "$PY" - "$T/aw2s0/model.safetensors" "$T/aw2f32/model.safetensors" <<'PY'; then ok
 import json, sys
 import numpy as np
@@ -168,6 +168,10 @@ ok = ok and any((f[k][1] != f[k][1].astype(np.float16).astype(np.float32)).any()
 sys.exit(0 if ok else 1)
 PY
 else bad "fp16 --save-model-dtype fp32: not the master the F16 weights round, or it differs between stages 0 and 3"; fi
+# export --save-model-dtype fp32: the master from the stage-3 rank files, the run's own save
+if "$ZT" export --checkpoint "$T/X3/step-4" --out "$T/x3f" --save-model-dtype fp32 >/dev/null &&
+   same aw2f32 x3f && grep -q '"torch_dtype":.*"float32"' "$T/x3f/config.json"; then ok
+else bad "export --save-model-dtype fp32 of an fp16 stage-3 checkpoint: not the run's master"; fi
 echo "{\"train_batch_size\": 6, \"zero_optimization\": {\"stage\": 0}, \"optimizer\": $AW}" >"$T/fp.json"
 run fp 2 fp 4
 if [ -s "$T/fp/model.safetensors" ] && ! cmp -s "$T/fp/model.safetensors" "$T/aw2f32/model.safetensors"; then ok
