@@ -687,9 +687,13 @@ def report():
         for png in res.get("plots", []):
             lines += ["", "![%s](results/%s)" % (png[:-4], png)]
         lines.append("")
-    for name in extra:  # benchmarks/bench_finetune.sh, bench_predict_memory.sh
+    reporters = {"finetune": report_finetune, "predict-memory": report_predict_memory,
+                 "precision": report_precision}
+    for name in extra:  # benchmarks/bench_finetune.sh, bench_predict_memory.sh, bench_precision.py
         res = json.load(open(os.path.join(RESULTS, name + ".json")))
-        lines += {"finetune": report_finetune, "predict-memory": report_predict_memory}[res["kind"]](res)
+        if res["kind"] not in reporters:  # (reported elsewhere, e.g. generate.json: README)
+            continue
+        lines += reporters[res["kind"]](res)
     open(os.path.join(ROOT, "benchmarks", "RESULTS.md"), "w").write("\n".join(lines))
 
 
@@ -704,6 +708,57 @@ def machine_line(m):
             "Environment: " + (", ".join("%s=%s" % kv for kv in sorted(m.get("env", {}).items()))
                                or "no BLAS-related variables set (OPENBLAS_CORETYPE, OPENBLAS_L2_SIZE unset)")
             + ".", ""]
+
+
+def report_precision(res):
+    """a section from benchmarks/bench_precision.py's results/precision.json"""
+    s, MiB = res["setup"], 2.0 ** 20
+    out = ["## Mixed precision: bf16 and fp16 against fp32 (`precision`)", ""]
+    out += machine_line(res["machine"])
+    out += ["Made by `benchmarks/bench_precision.py`: `zerotrain train --model %s --data synthetic "
+            "--seq-len %d --steps %d --warmup %d --threads %d`, micro-batch %d, stage %d, one rank; "
+            "fp32, bf16 and fp16 (`\"bf16\"` / `\"fp16\": {\"enabled\": true}`, DeepSpeed's defaults: "
+            "fp32 gradients with bf16, fp16 gradients and dynamic loss scaling with fp16) "
+            "interleaved round by round; the step time is each run's median measured step, the "
+            "ratio the median over the rounds of each round's ratio. bf16 products: %s; fp16's "
+            "are widened into OpenBLAS's sgemm." % (
+                s["model"], s["seq"], s["steps"], s["warmup"], s["threads"], s["micro_batch"],
+                s["stage"], res.get("bf16_products")), ""]
+    for key, rkey, what in (("summary", "rounds", "the environment above"),
+                            ("summary_unset", "rounds_unset",
+                             "OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset")):
+        if key not in res:
+            continue
+        sm, rs = res[key], res[rkey]
+        out += ["With %s, %d rounds:" % (what, len(rs)), "",
+                "| round | fp32 step s | bf16 step s | fp16 step s | bf16 / fp32 | fp16 / fp32 |",
+                "|---|---|---|---|---|---|"]
+        for i, r in enumerate(rs):
+            out.append("| %d | %.3f | %.3f | %.3f | %.3fx | %.3fx |" % (
+                i + 1, r["fp32"]["step_median"], r["bf16"]["step_median"],
+                r["fp16"]["step_median"], r["bf16"]["step_median"] / r["fp32"]["step_median"],
+                r["fp16"]["step_median"] / r["fp32"]["step_median"]))
+        out.append("| **median** | %.3f | %.3f | %.3f | **%.3fx** | **%.3fx** |" % (
+            sm["step_median"]["fp32"], sm["step_median"]["bf16"], sm["step_median"]["fp16"],
+            sm["step_ratio_median_of_rounds"]["bf16"], sm["step_ratio_median_of_rounds"]["fp16"]))
+        out += ["", "Activation peak: fp32 %.1f MiB, bf16 %.1f MiB (%.3fx), fp16 %.1f MiB (%.3fx)." % (
+            sm["activations_peak"]["fp32"] / MiB, sm["activations_peak"]["bf16"] / MiB,
+            sm["activations_ratio"]["bf16"], sm["activations_peak"]["fp16"] / MiB,
+            sm["activations_ratio"]["fp16"]), ""]
+    t = res["traffic"]
+    out += ["Counts per step (bert-base, sequence 128, micro-batch 1; one run each): stage 3 at "
+            "N = 2, all-gathered bytes fp32 %d, bf16 %d (%.3fx), fp16 %d (%.3fx); reduce-scattered "
+            "fp32 %d, bf16 %d, fp16 %d (gradients are reduced in fp32). Stage 3 on one rank with "
+            "the parameters on NVMe: read fp32 %d, bf16 %d (%.3fx); written fp32 %d, bf16 %d "
+            "(%.3fx)." % (
+                t["fp32"]["all_gather"], t["bf16"]["all_gather"],
+                t["bf16"]["all_gather"] / t["fp32"]["all_gather"], t["fp16"]["all_gather"],
+                t["fp16"]["all_gather"] / t["fp32"]["all_gather"], t["fp32"]["reduce_scatter"],
+                t["bf16"]["reduce_scatter"], t["fp16"]["reduce_scatter"], t["fp32"]["nvme_read"],
+                t["bf16"]["nvme_read"], t["bf16"]["nvme_read"] / max(t["fp32"]["nvme_read"], 1),
+                t["fp32"]["nvme_write"], t["bf16"]["nvme_write"],
+                t["bf16"]["nvme_write"] / max(t["fp32"]["nvme_write"], 1)), ""]
+    return out
 
 
 def report_finetune(res):

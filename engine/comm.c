@@ -3,6 +3,7 @@
 #include "comm.h"
 #include "../common/err.h"
 #include "../common/faults.h"
+#include "../common/half.h"
 #include "../common/prof.h"
 
 #include <pthread.h>
@@ -92,7 +93,67 @@ static void *watch(void *arg)
  * engine never test the same request at once. */
 
 enum { OP_RS, OP_AG, OP_AG_INPLACE, OP_GATHER_D, OP_SUM_I64, OP_GATHER_B, OP_AG16,
-       OP_AG16_INPLACE };
+       OP_AG16_INPLACE, OP_RS_BF16, OP_RS_F16 };
+
+/* ---- 16-bit sums: MPI operations over MPI_UINT16_T holding bf16 / fp16 values ---------- */
+
+static void sum16(int dt, const uint16_t *in, uint16_t *inout, int n)
+{
+    for (int i = 0; i < n; i++)
+        inout[i] = zt_half_of(dt, zt_half_value(dt, in[i]) + zt_half_value(dt, inout[i]));
+}
+
+static void sum_bf16(void *in, void *inout, int *len, MPI_Datatype *t)
+{
+    (void)t;
+    sum16(ZT_HALF_BF16, in, inout, *len);
+}
+
+static void sum_f16(void *in, void *inout, int *len, MPI_Datatype *t)
+{
+    (void)t;
+    sum16(ZT_HALF_F16, in, inout, *len);
+}
+
+static MPI_Op op16[2] = {MPI_OP_NULL, MPI_OP_NULL};
+static pthread_mutex_t op16_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* the MPI operation of dt's sum (made once per process; MPI_Finalize frees it) */
+static int op16_get(int dt, MPI_Op *op)
+{
+    int rc = MPI_SUCCESS, i = dt == ZT_HALF_F16;
+    pthread_mutex_lock(&op16_lock);
+    if (op16[i] == MPI_OP_NULL)
+        rc = MPI_Op_create(i ? sum_f16 : sum_bf16, 1, &op16[i]);
+    *op = op16[i];
+    pthread_mutex_unlock(&op16_lock);
+    return rc;
+}
+
+/* In place, through a small buffer (memcpy: no aliasing between the two views): x's n floats
+ * narrowed into its first 2n bytes (forwards: a chunk's 16-bit values land on floats read
+ * already), and back (backwards: a chunk's floats land on 16-bit values read already). */
+#define INPLACE_CHUNK 512
+static void narrow_in_place(int dt, float *x, size_t n)
+{
+    uint16_t h[INPLACE_CHUNK];
+    for (size_t i = 0; i < n; i += INPLACE_CHUNK) {
+        size_t k = n - i < INPLACE_CHUNK ? n - i : INPLACE_CHUNK;
+        zt_half_narrow(dt, h, x + i, k);
+        memcpy((char *)x + 2 * i, h, 2 * k);
+    }
+}
+
+static void widen_in_place(int dt, float *x, size_t n)
+{
+    uint16_t h[INPLACE_CHUNK];
+    for (size_t end = n; end > 0;) {
+        size_t k = end < INPLACE_CHUNK ? end : INPLACE_CHUNK, i = end - k;
+        memcpy(h, (const char *)x + 2 * i, 2 * k);
+        zt_half_widen(dt, x + i, h, k);
+        end = i;
+    }
+}
 
 static void mark_done(zt_comm *c, zt_comm_req *q, int rc)
 {
@@ -353,14 +414,15 @@ static int64_t oldest_open(const zt_comm *c)
 /* Starts collective `op` as number c->seq; *h = that number. */
 static int start(zt_comm *c, int op, const void *in, void *out, size_t n, int64_t *h)
 {
-    int kind = op == OP_RS ? ZT_COLL_REDUCE_SCATTER
+    int kind = op == OP_RS || op == OP_RS_BF16 || op == OP_RS_F16 ? ZT_COLL_REDUCE_SCATTER
                : op == OP_AG || op == OP_AG_INPLACE || op == OP_AG16 || op == OP_AG16_INPLACE
                    ? ZT_COLL_ALLGATHER : ZT_COLL_OTHER;
     int slot = -1, rc = MPI_SUCCESS, cnt = (int)(n / (size_t)c->size);
     size_t bytes = op == OP_GATHER_D ? sizeof(double) * (size_t)c->size * n
                    : op == OP_GATHER_B ? (size_t)c->size * n
                    : op == OP_SUM_I64 ? sizeof(int64_t) * n
-                   : op == OP_AG16 || op == OP_AG16_INPLACE ? n * sizeof(uint16_t)
+                   : op == OP_AG16 || op == OP_AG16_INPLACE || op == OP_RS_BF16 ||
+                           op == OP_RS_F16 ? n * sizeof(uint16_t)
                    : n * sizeof(float);
     *h = -1;
     if (c->open == ZT_COMM_MAXREQ)
@@ -373,10 +435,21 @@ static int start(zt_comm *c, int op, const void *in, void *out, size_t n, int64_
     zt_comm_req *q = &c->reqs[slot];
     memset(q, 0, sizeof *q);
     q->req = MPI_REQUEST_NULL;
+    q->hdt = -1;
     switch (op) {
     case OP_RS:
         rc = MPI_Ireduce_scatter_block(in, out, cnt, MPI_FLOAT, MPI_SUM, c->comm, &q->req);
         break;
+    case OP_RS_BF16:
+    case OP_RS_F16: {
+        MPI_Op sum;
+        q->hdt = op == OP_RS_F16 ? ZT_HALF_F16 : ZT_HALF_BF16;
+        q->hfull = (float *)in;
+        q->hshard = out;
+        if ((rc = op16_get(q->hdt, &sum)) == MPI_SUCCESS)
+            rc = MPI_Ireduce_scatter_block(in, out, cnt, MPI_UINT16_T, sum, c->comm, &q->req);
+        break;
+    }
     case OP_AG:
         rc = MPI_Iallgather(in, cnt, MPI_FLOAT, out, cnt, MPI_FLOAT, c->comm, &q->req);
         break;
@@ -447,6 +520,10 @@ int zt_comm_wait(zt_comm *c, int64_t h)
         inflight(c, 0, 0, NULL, 0);
     }
     rc = q->rc;
+    if (q->hdt >= 0) { /* a 16-bit reduce-scatter: both buffers floats again */
+        widen_in_place(q->hdt, q->hfull, q->count);
+        widen_in_place(q->hdt, q->hshard, q->count / (size_t)c->size);
+    }
     c->seconds[q->kind] += MPI_Wtime() - t0;
     ZT_PROF(ZT_PROF_COMM_WAIT, tp, 0, 0);
     q->used = 0;
@@ -492,6 +569,20 @@ int zt_comm_start_reduce_scatter(zt_comm *c, const float *full, float *shard, si
     }
     ZT_TRY(check_n(c, n));
     return start(c, OP_RS, full, shard, n, h);
+}
+
+int zt_comm_start_reduce_scatter16(zt_comm *c, int dt, float *full, float *shard, size_t n,
+                                   int64_t *h)
+{
+    *h = -1;
+    if (c->size == 1) { /* (the sum of one value: itself) */
+        if (shard != full)
+            memcpy(shard, full, n * sizeof(float));
+        return 0;
+    }
+    ZT_TRY(check_n(c, n));
+    narrow_in_place(dt, full, n);
+    return start(c, dt == ZT_HALF_F16 ? OP_RS_F16 : OP_RS_BF16, full, shard, n, h);
 }
 
 int zt_comm_start_allgather(zt_comm *c, const float *shard, float *full, size_t n, int64_t *h)

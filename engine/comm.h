@@ -31,6 +31,9 @@ typedef struct zt_comm_req {
     uint64_t seq;
     size_t count;              /* floats in the whole buffer */
     double started;            /* MPI_Wtime at the start */
+    int hdt;                   /* a 16-bit reduce-scatter's ZT_HALF_* (else -1): widened in
+                                * place when it is waited for */
+    float *hfull, *hshard;
 } zt_comm_req;
 
 typedef struct zt_comm {
@@ -68,6 +71,13 @@ int zt_comm_start_reduce_scatter(zt_comm *c, const float *full, float *shard, si
                                  int64_t *h);
 int zt_comm_start_allgather(zt_comm *c, const float *shard, float *full, size_t n, int64_t *h);
 /* the same over 16-bit elements (half-precision parameters) */
+/* The reduce-scatter in 16 bits (dt: ZT_HALF_BF16 or _F16; half the bytes): full's n floats
+ * must be values of that dtype (rounded already). They are narrowed in place into full's
+ * first half and summed pairwise in fp32, each partial sum rounded to nearest even (as a
+ * 16-bit all-reduce sums); zt_comm_wait widens both buffers back in place, so full is
+ * unchanged and shard holds floats again. Neither may be touched before the wait. */
+int zt_comm_start_reduce_scatter16(zt_comm *c, int dt, float *full, float *shard, size_t n,
+                                   int64_t *h);
 int zt_comm_start_allgather16(zt_comm *c, const uint16_t *shard, uint16_t *full, size_t n,
                               int64_t *h);
 /* Blocks until collective number h completes (h < 0, or already waited for: returns at

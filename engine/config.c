@@ -99,7 +99,7 @@ enum {
     K_AIO, K_AIO_BLOCK, K_AIO_QDEPTH, K_AIO_INTRA, K_AIO_THREADS, K_AIO_SINGLE, K_AIO_OVERLAP,
     K_FP16, K_FP16_ON, K_FP16_LS, K_FP16_POWER, K_FP16_WINDOW, K_FP16_HYST, K_FP16_CONSEC,
     K_FP16_MIN, K_FP16_AUTOCAST, K_FP16_MASTER, K_BF16, K_BF16_ON, K_BFLOAT16, K_BFLOAT16_ON,
-    K_DATA_TYPES, K_GRAD_ACCUM,
+    K_DATA_TYPES, K_GRAD_ACCUM, K_COMM_DTYPE,
     K_ZT, K_ZT_NO_DECAY, K_ZT_THREADS, K_ZT_SEED, K_ZT_COLL_TIMEOUT, K_ZT_CHECK_COLL, K_ZT_PROGRESS,
     K_ZT_MEMLIMIT, K_ZT_OFFGRAD, K_ZT_DIRECT, K_ZT_RECOMPUTE, K_ZT_FP32_STATE,
     K_ZT_SKIP_NONFINITE, K_ZT_MAX_SKIPPED,
@@ -446,6 +446,12 @@ static const key keys[] = {
         .doc = "The dtype gradients are summed in over micro-batches and kept in after their "
                "reduction (which runs in fp32): fp32, or bf16 / fp16 (2 bytes a gradient; "
                "each micro-batch's gradient is rounded to it, as a 16-bit module's is)."},
+    [K_COMM_DTYPE] = {"communication_data_type", T_ENUM, C_APPLIED, A_NO, F_NULL | F_NOCASE,
+        0, 0, 0, .values = "fp32|bf16|fp16|float32|bfloat16|float16|float|half",
+        .def_doc = "the gradients' accumulation dtype",
+        .doc = "The dtype gradients are reduced in: fp32, or bf16 / fp16 (half the bytes; each "
+               "gradient rounded to it, the partial sums added in fp32 and rounded, as a "
+               "16-bit all-reduce adds)."},
 
     [K_ZT] = {"zerotrain", T_OBJ, C_APPLIED, A_NO, 0, 0, 0, 0, .def_doc = "the defaults below",
         .doc = "zerotrain's own settings (not a DeepSpeed section; DeepSpeed would reject "
@@ -537,13 +543,11 @@ static const key keys[] = {
     {"zero_force_ds_cpu_optimizer", T_ANY, C_IGNORED, .quiet = "true",
         .doc = "offload always uses zerotrain's own CPU optimizers"},
     {"prescale_gradients", T_ANY, C_IGNORED,
-        .doc = "gradients are reduced in fp32, where pre-scaling against fp16 overflow is not "
-               "needed"},
+        .doc = "the reduction adds in fp32 (16-bit sums are rounded from it); an fp16 sum "
+               "that overflows skips the step and lowers the loss scale, as any overflow"},
     {"gradient_predivide_factor", T_ANY, C_IGNORED, .quiet = "1",
-        .doc = "gradients are reduced in fp32, where pre-dividing against fp16 overflow is not "
-               "needed"},
-    {"communication_data_type", T_ANY, C_IGNORED, .quiet = "fp32",
-        .doc = "gradients are reduced in fp32 (with bf16 too, DeepSpeed's bf16 default)"},
+        .doc = "the reduction adds in fp32 (16-bit sums are rounded from it); an fp16 sum "
+               "that overflows skips the step and lowers the loss scale, as any overflow"},
     {"seq_parallel_comm_data_type", T_ANY, C_IGNORED, .quiet = "fp32",
         .doc = "no sequence parallelism"},
     {"sparse_gradients", T_ANY, C_IGNORED, .doc = "gradients are dense (no sparse embedding "
@@ -856,6 +860,10 @@ const zt_cfg_field zt_cfg_fields[] = {
      .doc = "The gradients' accumulation dtype: auto = fp32 for fp32 and bf16, fp16 for fp16 "
             "(DeepSpeed's data_types.grad_accum_dtype defaults); bf16 / fp16 keep 2 bytes a "
             "gradient."},
+    {FIELD(comm_dtype, ZT_CF_ENUM), .names = grad_dtypes,
+     JSON(K_COMM_DTYPE, -1, comm_dtype, comm_dtype),
+     .doc = "The gradients' reduction dtype: auto = the accumulation dtype (DeepSpeed's "
+            "communication_data_type default); bf16 / fp16 send 2 bytes a gradient."},
     {FIELD(loss_scale, ZT_CF_DOUBLE), JSON(K_FP16_LS, -1, loss_scale, loss_scale),
      .doc = "fp16: 0 = dynamic loss scaling, else a fixed scale."},
     {FIELD(initial_scale_power, ZT_CF_INT), .def = 16,
@@ -2068,6 +2076,12 @@ static void resolve_precision(ctx *x, zt_train_settings *s)
         static const int g[] = {ZT_GRAD_FP32, ZT_GRAD_BF16, ZT_GRAD_FP16, ZT_GRAD_FP32,
                                 ZT_GRAD_BF16, ZT_GRAD_FP16, ZT_GRAD_FP32, ZT_GRAD_FP16};
         s->grad_accum_dtype = g[(int)NUM(K_GRAD_ACCUM)];
+    }
+    s->comm_dtype = ZT_GRAD_AUTO; /* communication_data_type: the same spellings */
+    if (GIVEN(K_COMM_DTYPE)) {
+        static const int g[] = {ZT_GRAD_FP32, ZT_GRAD_BF16, ZT_GRAD_FP16, ZT_GRAD_FP32,
+                                ZT_GRAD_BF16, ZT_GRAD_FP16, ZT_GRAD_FP32, ZT_GRAD_FP16};
+        s->comm_dtype = g[(int)NUM(K_COMM_DTYPE)];
     }
 }
 

@@ -119,9 +119,11 @@ static int zt_engine_fail(const zt_engine *e, int rc)
 
 int zt_config_check(const zt_config *c, int estimate)
 {
-    if ((unsigned)c->precision > ZT_PREC_FP16 || (unsigned)c->grad_accum_dtype > ZT_GRAD_FP16)
-        return zt_fail(ZT_E_CONFIG, "config: precision %d, grad_accum_dtype %d: one of "
-                       "ZT_PREC_* and ZT_GRAD_*", c->precision, c->grad_accum_dtype);
+    if ((unsigned)c->precision > ZT_PREC_FP16 || (unsigned)c->grad_accum_dtype > ZT_GRAD_FP16 ||
+        (unsigned)c->comm_dtype > ZT_GRAD_FP16)
+        return zt_fail(ZT_E_CONFIG, "config: precision %d, grad_accum_dtype %d, comm_dtype %d: "
+                       "one of ZT_PREC_* and ZT_GRAD_*", c->precision, c->grad_accum_dtype,
+                       c->comm_dtype);
     (void)estimate; /* (every precision and accumulation dtype trains) */
     if (!(c->loss_scale >= 0.0) || !isfinite(c->loss_scale) || !(c->min_loss_scale > 0.0) ||
         !isfinite(c->min_loss_scale) || c->initial_scale_power < 0 ||

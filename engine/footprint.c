@@ -102,6 +102,14 @@ int zt_fp_grad_half(const zt_config *c)
     return g == ZT_GRAD_BF16 ? ZT_HALF_BF16 : g == ZT_GRAD_FP16 ? ZT_HALF_F16 : -1;
 }
 
+int zt_fp_comm_half(const zt_config *c)
+{
+    int g = c->comm_dtype;
+    if (g == ZT_GRAD_AUTO) /* DeepSpeed: the gradients' own dtype */
+        return zt_fp_grad_half(c);
+    return g == ZT_GRAD_BF16 ? ZT_HALF_BF16 : g == ZT_GRAD_FP16 ? ZT_HALF_F16 : -1;
+}
+
 void zt_fp_dtypes(const zt_config *c, double *pb, double *gb, double *mb)
 {
     int half = c->precision == ZT_PREC_BF16 || c->precision == ZT_PREC_FP16;

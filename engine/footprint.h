@@ -55,9 +55,10 @@ void zt_footprint_of(const zt_fp_in *in, zt_footprint *out);
  * the accumulation dtype) and per owned parameter of the fp32 master (*mb, 0 in fp32). */
 void zt_fp_dtypes(const struct zt_config *c, double *pb, double *gb, double *mb);
 /* The parameters' dtype: -1 (fp32) or ZT_HALF_* (common/half.h) of the compute copies; the
- * gradients' accumulation dtype: -1 (fp32) or ZT_HALF_*. */
+ * gradients' accumulation dtype and their reduction dtype: -1 (fp32) or ZT_HALF_*. */
 int zt_fp_half(const struct zt_config *c);
 int zt_fp_grad_half(const struct zt_config *c);
+int zt_fp_comm_half(const struct zt_config *c);
 
 /* engine.c, for tests/test_footprint.c: an engine's footprint now (its buffers) and the
  * planner's for its placement, stage and world size. */

@@ -30,9 +30,10 @@
 /* ---- collectives over a unit's pieces ------------------------------------------------- */
 
 /* One collective per piece of unit u, started back to back; *lo..*hi = their sequence
- * numbers. Reduce-scatter: full -> shard (fp32). All-gather: shard -> full, es bytes an
- * element (4, or 2 for half-precision parameters; shard NULL: in place, this rank's slices
- * are already in full). */
+ * numbers. Reduce-scatter: full -> shard (fp32 buffers; with a 16-bit communication dtype
+ * full is narrowed in place until the wait widens it back, comm.h). All-gather: shard ->
+ * full, es bytes an element (4, or 2 for half-precision parameters; shard NULL: in place,
+ * this rank's slices are already in full). */
 static int start_pieces(zt_zero *z, int u, int gather, size_t es, const void *full_or_shard,
                         void *dst, int64_t *lo, int64_t *hi)
 {
@@ -51,6 +52,10 @@ static int start_pieces(zt_zero *z, int u, int gather, size_t es, const void *fu
         else if (gather)
             ZT_TRY(zt_comm_start_allgather16(z->comm, from, (uint16_t *)(d + off0 * es),
                                              s.len * N, &h));
+        else if (z->gr.cdt >= 0) /* (full is the caller's gradient buffer: writable) */
+            ZT_TRY(zt_comm_start_reduce_scatter16(z->comm, z->gr.cdt,
+                                                  (float *)(uintptr_t)src + off0,
+                                                  (float *)dst + s.soff, s.len * N, &h));
         else
             ZT_TRY(zt_comm_start_reduce_scatter(z->comm, (const float *)src + off0,
                                                 (float *)dst + s.soff, s.len * N, &h));
@@ -487,10 +492,11 @@ int zt_zero_setup(zt_zero *z, zt_config *cfg, zt_comm *comm, const zt_layout *L,
         return ZT_E_NOMEM;
     }
     z->gr.gdt = zt_fp_grad_half(cfg);
+    z->gr.cdt = zt_fp_comm_half(cfg);
     z->gr.ges = z->gr.gdt < 0 ? sizeof(float) : sizeof(uint16_t);
     if (z->cfg->inference) { /* forward only: no gradient buffer of any kind */
         z->cfg->offload_gradients = -1;
-        z->gr.gdt = -1;
+        z->gr.gdt = z->gr.cdt = -1;
         return (z->gr.G = calloc((size_t)nu, sizeof *z->gr.G)) ? 0
                : zt_fail(ZT_E_NOMEM, "out of memory");
     }

@@ -27,6 +27,8 @@ typedef struct zt_grads {
                               * and any stage with gdt: lent while the unit's backward runs) */
     float **Gs;              /* N > 1 or stage 2: this rank's shard of the reduced gradient */
     int gdt;                 /* -1: gradients accumulated in fp32; else ZT_HALF_* */
+    int cdt;                 /* -1: reduced in fp32; else ZT_HALF_* (communication_data_type:
+                              * zt_comm_start_reduce_scatter16, half the bytes) */
     size_t ges;              /* bytes per accumulated gradient element: 4 or 2 */
     uint16_t **Gh;           /* gdt, stages 0-1: the whole gradients summed over the step */
     uint16_t **Hs;           /* gdt, N > 1 or stage >= 2: this rank's reduced shards */

@@ -393,6 +393,7 @@ typedef struct zt_train_settings {
     int skip_nonfinite, max_skipped_steps;
     int precision;                 /* ZT_PREC_*: fp16.enabled, bf16.enabled (or bfloat16.enabled) */
     int grad_accum_dtype;          /* ZT_GRAD_*: data_types.grad_accum_dtype */
+    int comm_dtype;                /* ZT_GRAD_*: communication_data_type */
     double loss_scale, min_loss_scale; /* fp16.*: DeepSpeed's dynamic loss scaling */
     int initial_scale_power, loss_scale_window, hysteresis, consecutive_hysteresis;
 } zt_train_settings;
@@ -595,6 +596,10 @@ typedef struct zt_config {
     double loss_scale;
     int initial_scale_power, loss_scale_window, hysteresis, consecutive_hysteresis;
     double min_loss_scale;
+    /* The gradients' reduction dtype (ZT_GRAD_*, DeepSpeed's communication_data_type): AUTO
+     * is the accumulation dtype's; bf16 / fp16 reduce-scatter 2 bytes a gradient (each
+     * rounded to it first), summed pairwise in fp32 and rounded, as a 16-bit all-reduce. */
+    int comm_dtype;
 } zt_config;
 
 enum { ZT_HEAD_AUTO = 0, ZT_HEAD_MLM = 1, ZT_HEAD_CLASSIFY = 2 };

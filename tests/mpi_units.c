@@ -5,11 +5,13 @@
  * that do not nest; ranks that register different shapes, or one rank that fails alone at
  * commit, are refused on every rank with a message naming the unit or that rank; with
  * "nonfinite DIR", a NaN in one rank's shard stops every rank's save; with "adafactor ...",
- * Adafactor over 3-D and 4-D tensors (adafactor_run). Prints one line per check; the exit
- * status is the verdict. */
+ * Adafactor over 3-D and 4-D tensors (adafactor_run); with "comm16", the 16-bit
+ * reduce-scatter (comm16_run). Prints one line per check; the exit status is the verdict. */
 #define ZT_EXPERIMENTAL
 #include "zerotrain.h"
 #include "../optimizer/adafactor.h"
+#include "../engine/comm.h"
+#include "../common/half.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -329,6 +331,62 @@ static int adafactor_run(int rank, int argc, char **argv)
     return bad;
 }
 
+/* zt_comm_start_reduce_scatter16 in bf16 and fp16: small integers (every partial sum exact,
+ * any order) sum exactly; 1 + 2^-9 rounds to 1 in bf16 (8 bits) and stays in fp16 (11 bits);
+ * 40000 + 40000 overflows fp16 to infinity; the input buffer is the same bits after the wait,
+ * and half fp32's bytes moved. */
+static int comm16_run(int rank, int size)
+{
+    zt_comm c;
+    int bad = 0;
+    const size_t s = 1000, n = s * (size_t)size;
+    float *full = malloc(n * sizeof *full), *keep = malloc(n * sizeof *keep);
+    float *shard = malloc(s * sizeof *shard);
+    if (!full || !keep || !shard || zt_comm_open(&c, MPI_COMM_WORLD) < 0) {
+        printf("FAIL: rank %d: comm16 setup: %s\n", rank, zt_last_error());
+        return 1;
+    }
+    for (int dt = ZT_HALF_BF16; dt <= ZT_HALF_F16; dt++) {
+        int64_t h;
+        uint64_t b0 = c.bytes[ZT_COLL_REDUCE_SCATTER];
+        for (size_t i = 0; i < n; i++)
+            full[i] = (float)((int)(i % 16) - 8) * (float)(rank + 1);
+        size_t last = n - s; /* rank size-1's slice: elements 0-1 hold the rounding cases */
+        full[last] = rank == 0 ? 1.0f : rank == 1 ? 0x1p-9f : 0.0f;
+        full[last + 1] = rank < 2 ? 40000.0f : 0.0f;
+        if (dt == ZT_HALF_BF16)
+            full[last + 1] = rank < 2 ? 32768.0f : 0.0f; /* (bf16: exact) */
+        memcpy(keep, full, n * sizeof *full);
+        int rc = zt_comm_start_reduce_scatter16(&c, dt, full, shard, n, &h);
+        rc = rc < 0 ? rc : zt_comm_wait(&c, h);
+        int ok = rc == 0 && memcmp(keep, full, n * sizeof *full) == 0 &&
+                 c.bytes[ZT_COLL_REDUCE_SCATTER] - b0 == n * 2;
+        const int tri = size * (size + 1) / 2; /* sum over ranks of (rank + 1) */
+        for (size_t i = 0; ok && i < s; i++) {
+            size_t g = (size_t)rank * s + i;
+            float want = (float)((int)(g % 16) - 8) * (float)tri;
+            if (g == last)
+                want = dt == ZT_HALF_BF16 ? 1.0f : 1.0f + 0x1p-9f;
+            else if (g == last + 1)
+                want = dt == ZT_HALF_BF16 ? 65536.0f : INFINITY;
+            ok = shard[i] == want;
+            if (!ok)
+                printf("  rank %d: %s element %zu: %g, want %g\n", rank,
+                       dt == ZT_HALF_F16 ? "fp16" : "bf16", g, shard[i], want);
+        }
+        printf("%s: rank %d: %s reduce-scatter over %d ranks: sums, rounding, overflow, the "
+               "input restored, %llu bytes\n", ok ? "ok" : "FAIL", rank,
+               dt == ZT_HALF_F16 ? "fp16" : "bf16", size,
+               (unsigned long long)(c.bytes[ZT_COLL_REDUCE_SCATTER] - b0));
+        bad |= !ok;
+    }
+    zt_comm_close(&c);
+    free(full);
+    free(keep);
+    free(shard);
+    return bad;
+}
+
 int main(int argc, char **argv)
 {
     int rank, size, bad = 0;
@@ -338,6 +396,11 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     if (argc == 3 && strcmp(argv[1], "nonfinite") == 0) {
         bad = nonfinite(rank, size, argv[2]);
+        MPI_Finalize();
+        return bad;
+    }
+    if (argc == 2 && strcmp(argv[1], "comm16") == 0) {
+        bad = comm16_run(rank, size);
         MPI_Finalize();
         return bad;
     }

@@ -222,21 +222,41 @@ refuse "--save-model-dtype bf16 of an fp32 run" "bf16 weights of an fp32 run wou
     --save-model "$T/f.out" --save-model-dtype bf16
 if ! grep -q "^step 1/1" "$T/m.log"; then ok; else bad "--save-model-dtype bf16 of an fp32 run refused only after training"; fi
 refused "fp16 and bf16" '{"train_batch_size": 2, "fp16": {"enabled": true}, "bf16": {"enabled": true}}' 'fp16 and bf16 are both enabled'
-# a half-precision reduction key: a notice (the reduction runs in fp32); the accumulation
-# dtype applies (the banner says so)
+# the half-precision keys apply (the banner says so, no notice)
 echo '{"train_batch_size": 2, "bf16": {"enabled": true}, "communication_data_type": "bf16", "data_types": {"grad_accum_dtype": "bf16"}}' >"$T/n.json"
 if "$ZT" train --model bert-tiny --data synthetic --config "$T/n.json" --seq-len 16 --steps 1 >"$T/n.log" 2>&1 &&
-   grep -q "communication_data_type: ignored: gradients are reduced in fp32" "$T/n.log" &&
-   grep -q "bf16 (fp32 master, bf16 gradients)" "$T/n.log"; then ok
-else bad "bf16 with half-precision reduction keys: not a notice, a run with bf16 gradients"; cat "$T/n.log"; fi
-# 16-bit gradient sums: stages 0-3 the same bits at N=2, and with the state, gradients and
-# parameters on NVMe
+   ! grep -q "communication_data_type" "$T/n.log" &&
+   grep -q "bf16 (fp32 master, bf16 gradients reduced in bf16)" "$T/n.log"; then ok
+else bad "bf16 with half-precision gradient keys: a notice, or not a run with bf16 gradients"; cat "$T/n.log"; fi
+# 16-bit gradient sums (reduced in bf16: communication_data_type follows them): stages 0-3 the
+# same bits at N=2 (and N=3 with BF16_LONG), and with the state, gradients and parameters on
+# NVMe; the reduce-scatter moves half fp32's bytes
 GA=', "data_types": {"grad_accum_dtype": "bf16"}'
-for st in 0 1 2 3; do cfg "ga$st" $st "$AW" "" "$GA"; run "ga$st" 2 "ga$st" 4; done
+gastages() { # N
+    for st in 0 1 2 3; do cfg "ga$1s$st" $st "$AW" "" "$GA"; run "ga$1s$st" "$1" "ga$1s$st" 4 --summary "$T/ga$1s$st.sum.json"; done
+    if same "ga$1s0" "ga$1s1" && same "ga$1s0" "ga$1s2" && same "ga$1s0" "ga$1s3"; then ok
+    else bad "bf16 gradient sums: stages 0-3 differ at N=$1"; fi
+}
+gastages 2
+[ "$LONG" = 1 ] && gastages 3
 cfg gaoff 3 "$AW" ", \"stage3_param_persistence_threshold\": 0, \"offload_optimizer\": {\"device\": \"nvme\", $NV}, \"offload_param\": {\"device\": \"nvme\", \"buffer_count\": 3, $NV}" "$GA"
 run gaoff 2 gaoff 4
-if same ga0 ga1 && same ga0 ga2 && same ga0 ga3 && same ga0 gaoff && ! same ga0 aw2s0; then ok
-else bad "bf16 gradient sums: stages 0-3 (and NVMe) differ at N=2, or equal the fp32 sums' result"; fi
+run aw2s3sum 2 aw2s3 4 --summary "$T/aw2s3.sum.json"
+if same ga2s0 gaoff && ! same ga2s0 aw2s0 && "$PY" - "$T/aw2s3.sum.json" "$T/ga2s3.sum.json" <<'PY'; then ok
+import json, sys
+f, h = (json.load(open(p))["comm_bytes_per_step"]["reduce_scatter"] for p in sys.argv[1:])
+print("  reduce-scattered bytes per step at stage 3, N=2: fp32 %d, bf16 %d (%.3fx)" % (f, h, h / f))
+sys.exit(0 if f > 0 and 2 * h == f else 1)
+PY
+else bad "bf16 gradient sums: NVMe differs from stage 0, the result equals fp32 sums', or the reduction does not move half the bytes"; fi
+# fp32 sums reduced in bf16 (each gradient rounded for the reduction): stages 0-3 alike; with
+# one micro-batch per step each rank's sum is its one gradient, rounded as bf16 sums round it:
+# the bf16 sums' bits, not the fp32 reduction's
+CB=', "communication_data_type": "bf16"'
+for st in 0 1 2 3; do cfg "cb$st" $st "$AW" "" "$CB"; run "cb$st" 2 "cb$st" 4; done
+if same cb0 cb1 && same cb0 cb2 && same cb0 cb3 && ! same cb0 aw2s0 && same cb0 ga2s0 &&
+   grep -q "bf16 (fp32 master, fp32 gradients reduced in bf16)" "$T/cb0.log"; then ok
+else bad "bf16 with fp32 gradients reduced in bf16: stages 0-3 differ at N=2, or equal another run"; fi
 
 echo "bf16: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -84,7 +84,7 @@ stages "$AW" aw 2
 stages "$A8" a8 3
 [ "$LONG" = 1 ] && stages "$AW" aw 3 && stages "$A8" a8 2
 if grep -q "the fp16 gradients overflowed at loss scale 1.67772e+07" "$T/aw2s3.log" &&
-   grep -q "fp16 (fp32 master, fp16 gradients, dynamic loss scale 1.67772e+07)" "$T/aw2s3.log"; then ok
+   grep -q "fp16 (fp32 master, fp16 gradients reduced in fp16, dynamic loss scale 1.67772e+07)" "$T/aw2s3.log"; then ok
 else bad "fp16: no overflow at the initial scale 2^24, or no banner"; tail -5 "$T/aw2s3.log"; fi
 
 # the loss scale, step by step, against DeepSpeed's DynamicLossScaler fed the run's overflows;
@@ -187,7 +187,7 @@ if same aw2s0 awrc; then ok; else bad "fp16: stage 2 with full recomputation dif
 # fp32 gradient sums: stages 0 and 3 alike, and not the fp16 sums' result
 G32=', "data_types": {"grad_accum_dtype": "fp32"}'
 for st in 0 3; do cfg "g32s$st" $st "$AW" "" "$G32" "$IS"; run "g32s$st" 2 "g32s$st" 4; done
-if same g32s0 g32s3 && ! same g32s0 aw2s0 && grep -q "fp16 (fp32 master, fp32 gradients" "$T/g32s0.log"; then ok
+if same g32s0 g32s3 && ! same g32s0 aw2s0 && grep -q "fp16 (fp32 master, fp32 gradients reduced in fp32" "$T/g32s0.log"; then ok
 else bad "fp16 with fp32 gradient sums: stages 0 and 3 differ at N=2, or equal the fp16 sums' result"; fi
 
 # ---- checkpoints: 2 steps, a checkpoint, 3 resumed steps = 5 steps; the scaler resumes ----

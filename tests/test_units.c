@@ -807,6 +807,7 @@ static const cfg_field cfg_fields[] = {
     CF(label_names, NULL), CF(inference, "7"), CF(precision, "bf16"), CF(grad_accum_dtype, "fp16"),
     CF(loss_scale, "0.5"), CF(initial_scale_power, "7"), CF(loss_scale_window, "7"),
     CF(hysteresis, "7"), CF(consecutive_hysteresis, "7"), CF(min_loss_scale, "0.5"),
+    CF(comm_dtype, "bf16"),
 };
 #undef CF
 

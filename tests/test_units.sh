@@ -64,6 +64,10 @@ for np in 2 3; do
     if timeout 120 $MPI -np $np build/tests/mpi_units >"$T/mpi_units.log" 2>&1 \
        && [ "$(grep -c '^ok: ' "$T/mpi_units.log")" -eq $((7 * np)) ]; then ok
     else bad "mismatched orders and shapes across $np ranks"; cat "$T/mpi_units.log"; fi
+    # the 16-bit reduce-scatter (communication_data_type): sums, rounding, overflow, bytes
+    if timeout 120 $MPI -np $np build/tests/mpi_units comm16 >"$T/comm16.log" 2>&1 \
+       && [ "$(grep -c '^ok: ' "$T/comm16.log")" -eq $((2 * np)) ]; then ok
+    else bad "the 16-bit reduce-scatter across $np ranks"; cat "$T/comm16.log"; fi
 done
 
 # Adafactor over tensors of 3 and 4 dimensions (and a matrix and a vector) through the unit

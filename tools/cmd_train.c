@@ -1302,16 +1302,18 @@ static void print_start(train_ctx *c)
             er.buffer_bytes / 1048576.0);
     char prec[160] = "";
     if (ts->precision != ZT_PREC_FP32) { /* (the gradients' dtype as the engine settles it) */
-        int g = ts->grad_accum_dtype, fp16 = ts->precision == ZT_PREC_FP16;
+        int g = ts->grad_accum_dtype, fp16 = ts->precision == ZT_PREC_FP16, k = ts->comm_dtype;
         const char *gd = g == ZT_GRAD_BF16 ? "bf16" : g == ZT_GRAD_FP16 || (!g && fp16)
                                                                   ? "fp16" : "fp32";
+        const char *cd = k == ZT_GRAD_AUTO ? gd : k == ZT_GRAD_BF16 ? "bf16"
+                         : k == ZT_GRAD_FP16 ? "fp16" : "fp32";
         char sc[64] = "";
         if (fp16)
             snprintf(sc, sizeof sc, ", %s loss scale %g", ts->loss_scale > 0 ? "static"
                                                                            : "dynamic",
                      zt_engine_loss_scale(c->e));
-        snprintf(prec, sizeof prec, ", %s (fp32 master, %s gradients%s)", fp16 ? "fp16" : "bf16",
-                 gd, sc);
+        snprintf(prec, sizeof prec, ", %s (fp32 master, %s gradients reduced in %s%s)",
+                 fp16 ? "fp16" : "bf16", gd, cd, sc);
     }
     fprintf(stderr, "zerotrain %s: %s L%d H%d A%d V%d, %zu parameters; steps %" PRId64
                     "..%ld, batch %d = %d x %d x %d ranks, seq %ld%s, %s\n",
