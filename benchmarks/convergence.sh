@@ -5,7 +5,7 @@
 # the T5 fine-tuning recipe (lr 1e-3, no relative step, no parameter scaling, AdamW's
 # schedule), and AdamW / AdamW8bit again with a RoBERTa-style recipe (-warm), the latter also
 # with the embedding tables' state in 8 bits (-warm-emb8; by default it stays fp32, as the HF
-# Trainer keeps it), and the -warm recipe in bf16 (warm-bf16: "bf16": {"enabled": true},
+# Trainer keeps it), and the -warm recipe in bf16 and fp16 (warm-bf16, warm-fp16: "bf16" / "fp16": {"enabled": true},
 # against adamw-warm). The Python documentation corpus is split by folder: tutorial/ and faq/
 # are held out (their own SentencePiece-encoded shards, fixed masks) and evaluated every EVAL
 # steps. ONLY="run ..." runs some; the table then mixes runs of different lengths (its steps
@@ -62,7 +62,11 @@ EXTRA[adamw8bit-warm-emb8]=', "fp32_optimizer_state": []'
 OPT[warm-bf16]=${OPT[adamw-warm]}
 SCHED[warm-bf16]=${SCHED[adamw-warm]}
 TOP[warm-bf16]='"bf16": {"enabled": true},'
-RUNS="adamw adamw8bit adafactor adafactor-t5 adamw-warm adamw8bit-warm adamw8bit-warm-emb8 warm-bf16"
+# and in fp16 (DeepSpeed's fp16 optimizer: fp16 weights and gradients, dynamic loss scaling)
+OPT[warm-fp16]=${OPT[adamw-warm]}
+SCHED[warm-fp16]=${SCHED[adamw-warm]}
+TOP[warm-fp16]='"fp16": {"enabled": true},'
+RUNS="adamw adamw8bit adafactor adafactor-t5 adamw-warm adamw8bit-warm adamw8bit-warm-emb8 warm-bf16 warm-fp16"
 
 for o in $RUNS; do
     [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $o "* ]] && continue
@@ -96,7 +100,7 @@ res, steps = sys.argv[1], int(sys.argv[2])
 names = [("adamw", "adamw"), ("adamw8bit", "adamw"), ("adafactor", "adamw"),
          ("adafactor-t5", "adamw"), ("adamw-warm", "adamw-warm"),
          ("adamw8bit-warm", "adamw-warm"), ("adamw8bit-warm-emb8", "adamw-warm"),
-         ("warm-bf16", "adamw-warm")]
+         ("warm-bf16", "adamw-warm"), ("warm-fp16", "adamw-warm")]
 final = {}
 for n, _ in names:
     p = os.path.join(res, "convergence-%s.csv" % n)
@@ -124,9 +128,9 @@ EOF
 if command -v gnuplot >/dev/null; then
     declare -A COLOR=([adamw]="#1f77b4" [adamw8bit]="#ff7f0e" [adafactor]="#2ca02c"
                       [adafactor-t5]="#d62728" [adamw-warm]="#9467bd" [adamw8bit-warm]="#8c564b"
-                      [adamw8bit-warm-emb8]="#e377c2" [warm-bf16]="#bcbd22")
+                      [adamw8bit-warm-emb8]="#e377c2" [warm-bf16]="#bcbd22" [warm-fp16]="#17becf")
     declare -A DASH=([adamw]=1 [adamw8bit]=2 [adafactor]=1 [adafactor-t5]=1 [adamw-warm]=1
-                     [adamw8bit-warm]=2 [adamw8bit-warm-emb8]=3 [warm-bf16]=2)
+                     [adamw8bit-warm]=2 [adamw8bit-warm-emb8]=3 [warm-bf16]=2 [warm-fp16]=3)
     plots=""
     for o in $RUNS; do
         f="$RES/convergence-$o.csv"

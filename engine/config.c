@@ -444,8 +444,9 @@ static const key keys[] = {
         0, 0, 0, .values = "fp32|bf16|fp16|float32|bfloat16|float16|float|half",
         .def_doc = "fp32, fp16 with fp16",
         .doc = "The dtype gradients are summed in over micro-batches and kept in after their "
-               "reduction (which runs in fp32): fp32, or bf16 / fp16 (2 bytes a gradient; "
-               "each micro-batch's gradient is rounded to it, as a 16-bit module's is)."},
+               "reduction (in communication_data_type): fp32, or bf16 / fp16 (2 bytes a "
+               "gradient; each micro-batch's gradient is rounded to it, as a 16-bit module's "
+               "is)."},
     [K_COMM_DTYPE] = {"communication_data_type", T_ENUM, C_APPLIED, A_NO, F_NULL | F_NOCASE,
         0, 0, 0, .values = "fp32|bf16|fp16|float32|bfloat16|float16|float|half",
         .def_doc = "the gradients' accumulation dtype",
@@ -604,11 +605,13 @@ static const key keys[] = {
     {"zero_optimization.zero_hpz_partition_size", T_ANY, C_IGNORED, .quiet = "1",
         .doc = "ZeRO++ hierarchical partitioning is " NOT_OFFERED},
     {"zero_optimization.zero_quantized_weights", T_ANY, C_IGNORED,
-        .doc = "ZeRO++ quantized communication is " NOT_OFFERED "; communication stays fp32"},
+        .doc = "ZeRO++ quantized communication is " NOT_OFFERED
+        "; communication is in the parameters' and gradients' own dtypes"},
     {"zero_optimization.zero_quantized_nontrainable_weights", T_ANY, C_IGNORED,
         .doc = "ZeRO++ quantized weights are " NOT_OFFERED},
     {"zero_optimization.zero_quantized_gradients", T_ANY, C_IGNORED,
-        .doc = "ZeRO++ quantized communication is " NOT_OFFERED "; communication stays fp32"},
+        .doc = "ZeRO++ quantized communication is " NOT_OFFERED
+        "; communication is in the parameters' and gradients' own dtypes"},
     {"zero_optimization.zeropp_loco_param", T_ANY, C_IGNORED, .doc = "ZeRO++ LoCo is " NOT_OFFERED},
     {"zero_optimization.mics_shard_size", T_ANY, C_IGNORED, .quiet = "-1",
         .doc = "MiCS sharding is " NOT_OFFERED},

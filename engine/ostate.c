@@ -548,6 +548,53 @@ size_t zt_ost_state_bytes(const zt_ostate *os)
     return b;
 }
 
+double zt_ost_predict_group_max(const zt_config *c, const zt_layout *L, int N, size_t gf,
+                                int *groups)
+{
+    int lay = zt_ost_layout(c);
+    double most = 0.0;
+    *groups = 0;
+    for (int u = 0; gf && u < L->n_units; u++) {
+        size_t padded;
+        (void)zt_geom_piece_for(L->units[u].numel, (size_t)N, c->bucket_size, &padded);
+        *groups += (int)((padded / (size_t)N + gf - 1) / gf);
+    }
+    unsigned char *pc = calloc((size_t)L->n_params + 1, 1);
+    if (!pc || gf == 0) { /* (an overestimate: every float with fp32 state) */
+        free(pc);
+        return (double)zt_ost_bytes(c->optimizer, lay, gf, gf);
+    }
+    for (int i = 0; i < L->n_params; i++)
+        pc[i] = (unsigned char)param_compact(c, L, i);
+    for (int u = 0; u < L->n_units; u++) {
+        zt_geom g = {0, 0, (size_t)N};
+        g.piece = zt_geom_piece_for(L->units[u].numel, (size_t)N, c->bucket_size, &g.padded);
+        size_t len = g.padded / (size_t)N;
+        for (int r = 0; r < N; r++) {
+            zt_srun *run = NULL;
+            int nr = 0;
+            size_t nc = 0;
+            if (zt_ost_runs(L, pc, u, &g, r, &run, &nr, &nc) < 0) {
+                free(pc);
+                return (double)zt_ost_bytes(c->optimizer, lay, gf, gf);
+            }
+            for (size_t c0 = 0; c0 < len; c0 += gf) { /* (offload_open's groups) */
+                size_t c1 = c0 + gf < len ? c0 + gf : len, k = 0;
+                for (int j = 0; j < nr; j++) {
+                    size_t lo = run[j].j0 > c0 ? run[j].j0 : c0;
+                    size_t hi = run[j].j1 < c1 ? run[j].j1 : c1;
+                    k += run[j].compact && hi > lo ? hi - lo : 0;
+                }
+                double b = (double)zt_ost_bytes(c->optimizer, lay, c1 - c0, k);
+                most = b > most ? b : most;
+            }
+            free(run);
+        }
+    }
+    free(pc);
+    return most;
+}
+
 double zt_ost_predict_bytes(const zt_config *c, const zt_layout *L, int N, int whole,
                             double *replicated)
 {

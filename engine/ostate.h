@@ -181,6 +181,11 @@ int zt_ost_adafactor_unit(zt_ostate *os, const zt_ost_hparams *hp, int u,
  * before setup for world size N: the state of a rank's shards (whole: every rank's, stage 0)
  * returned, Adafactor's replicated factored moments in *replicated. */
 size_t zt_ost_state_bytes(const zt_ostate *os);
+/* The bytes of the largest offload sub-group (an optimizer offload working buffer) over every
+ * rank's shards, each cut into groups of gf floats as the engine cuts them (a group of an
+ * fp32-state tensor of AdamW8bit takes 8 bytes a float, not 2) */
+double zt_ost_predict_group_max(const zt_config *c, const zt_layout *L, int N, size_t gf,
+                                int *groups);
 double zt_ost_predict_bytes(const zt_config *c, const zt_layout *L, int N, int whole,
                             double *replicated);
 

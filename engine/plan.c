@@ -55,25 +55,33 @@ static void plan_footprint(const zt_planner *pn, placement pl, int st, int Nr, z
 {
     int nu = pn->L->n_units, opt = pl.opt, par = pl.par;
     int goff = pl.grads && opt != ZT_OFFLOAD_NONE && st >= 2;
-    double N = Nr, P = 0.0, maxu = 0.0, maxs = 0.0;
+    double N = Nr, P = 0.0, maxu = 0.0, maxs = 0.0, whole = 0.0, maxo = 0.0;
     for (int u = 0; u < nu; u++) {
         size_t padded;
         zt_geom_piece_for(pn->L->units[u].numel, (size_t)Nr, pn->cfg->bucket_size, &padded);
         P += (double)padded;
         maxu = (double)padded > maxu ? (double)padded : maxu;
         maxs = (double)padded / N > maxs ? (double)padded / N : maxs;
+        if (u == pn->whole_grad) /* (a persistent one stays gathered, outside the pool) */
+            whole = padded < pn->cfg->persist_threshold ? 0.0 : (double)padded;
+        else
+            maxo = (double)padded > maxo ? (double)padded : maxo;
     }
-    double live = (double)pn->cfg->prefetch_size + 2 * maxu;
+    /* the gather pool: two units at once, and the tied unit (the word embeddings the head
+     * uses) held beside two others from the end of the forward pass into the backward */
+    double live = (double)pn->cfg->prefetch_size +
+                  (whole + 2 * maxo > 2 * maxu ? whole + 2 * maxo : 2 * maxu);
     if (pn->cfg->max_live && live > (double)pn->cfg->max_live + maxu)
         live = (double)pn->cfg->max_live + maxu;
     double rep, own = zt_ost_predict_bytes(pn->cfg, pn->L, Nr, st == 0, &rep), work = 0.0;
     double pb, gb, mb;
     zt_fp_dtypes(pn->cfg, &pb, &gb, &mb);
     own += mb * (st == 0 ? P : P / N); /* half precision: the fp32 master, with the moments */
-    if (opt != ZT_OFFLOAD_NONE) { /* the working buffers (the state's bytes per float) */
-        double g = (double)pn->cfg->sub_group_size, per = own / (st == 0 ? P : P / N);
-        g = g > 0 && g < maxs && pn->cfg->optimizer != ZT_OPT_ADAFACTOR ? g : maxs;
-        work = per * g * (pn->cfg->offload_buffers < 3 ? 3 : pn->cfg->offload_buffers);
+    if (opt != ZT_OFFLOAD_NONE) { /* the working buffers: the largest sub-group's state each */
+        int groups;
+        work = zt_ost_predict_group_max(pn->cfg, pn->L, Nr,
+                                        zt_fp_group_floats(pn->cfg, (size_t)maxs), &groups);
+        work *= zt_fp_offload_buffers(pn->cfg, groups);
     }
     zt_fp_in in = {
         .L = pn->L, .N = Nr, .stage = st, .bucket = pn->cfg->bucket_size,

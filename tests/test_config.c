@@ -837,7 +837,7 @@ static void test_notices_for_keys_that_do_not_apply(void **state)
         "scale, as any overflow\n"
         "W ds.json: zero_optimization.zero_quantized_weights: ignored: ZeRO++ quantized "
         "communication is not offered by zerotrain (a DeepSpeed feature outside its scope); "
-        "communication stays fp32\n"
+        "communication is in the parameters' and gradients' own dtypes\n"
         "W ds.json: checkpoint: ignored: DeepSpeed checkpoint-layout options; zerotrain writes "
         "its own checkpoints\n"
         "W ds.json: scheduler.params.warmup_num_steps: 1 acts as 2 (DeepSpeed warms up over at "

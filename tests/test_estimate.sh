@@ -59,10 +59,10 @@ conf() { # stage, extra zero_optimization keys
 check_run() { # name ranks stage extra-keys estimate-args...
     local name=$1 n=$2 st=$3 extra=$4; shift 4
     conf "$st" "$extra" >"$T/c.json"
-    local run=("$ZT" train --model bert-tiny --data synthetic --steps 2 --seq-len 32 --config "$T/c.json")
+    local run=("$ZT" train --model "${MODEL:-bert-tiny}" --data synthetic --steps 2 --seq-len 32 --config "$T/c.json")
     [ "$n" -gt 1 ] && run=($MPI -np "$n" "${run[@]}")
     if ! "${run[@]}" >"$T/run.log" 2>&1; then bad "$name: the run failed"; cat "$T/run.log"; return; fi
-    if ! "$ZT" estimate --model bert-tiny --ranks "$n" --stage "$st" --micro-batch 4 --seq-len 32 "$@" \
+    if ! "$ZT" estimate --model "${MODEL:-bert-tiny}" --ranks "$n" --stage "$st" --micro-batch 4 --seq-len 32 "$@" \
         --json >"$T/e.json" 2>"$T/e.log"; then bad "$name: estimate failed"; cat "$T/e.log"; return; fi
     if python3 - "$T/run.log" "$T/e.json" "$st" <<'PY'; then ok; else bad "$name"; fi
 import json, re, sys
@@ -112,6 +112,19 @@ check_run "N=1 stage 3, fp16, parameters and optimizer on NVMe" 1 3 \
     --offload-optimizer nvme --offload-param nvme --precision fp16
 check_run "N=2 stage 0, fp16 with fp32 gradients" 2 0 \
     '}, "fp16": {"enabled": true}, "data_types": {"grad_accum_dtype": "fp32"' --precision fp16 --grad-dtype fp32
+# AdamW8bit's embedding tables keep fp32 state: the largest offload sub-group holds 8 bytes a
+# float, the working buffers are sized by it
+check_run "N=1 stage 3, AdamW8bit, the optimizer on NVMe" 1 3 \
+    ", \"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": \"$T\"}}, \"optimizer\": {\"type\": \"AdamW8bit\"" \
+    --optimizer adamw8bit --offload-optimizer nvme
+# a model whose layers are larger than its (tied) word embeddings: the gather pool holds the
+# embeddings beside two layers
+echo '{"model_type": "bert", "vocab_size": 4000, "hidden_size": 64, "num_hidden_layers": 3,
+       "num_attention_heads": 2, "intermediate_size": 2048, "max_position_embeddings": 64,
+       "type_vocab_size": 2, "hidden_act": "gelu", "layer_norm_eps": 1e-12,
+       "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}' >"$T/wide.json"
+MODEL="$T/wide.json" check_run "N=2 stage 3, layers wider than the embeddings, parameters on NVMe" 2 3 \
+    ", \"offload_param\": {\"device\": \"nvme\", \"nvme_path\": \"$T\"}" --offload-param nvme
 check_run "N=2 stage 3, AdamW8bit" 2 3 '}, "optimizer": {"type": "AdamW8bit"' --optimizer adamw8bit
 check_run "N=2 stage 3, bf16 with AdamW8bit" 2 3 '}, "bf16": {"enabled": true}, "optimizer": {"type": "AdamW8bit"' \
     --precision bf16 --optimizer adamw8bit

@@ -64,7 +64,8 @@ static void human(const est_args *a, const zt_estimate *e, const char *optname)
         printf("on NVMe: parameters %s, gradients %.4g GB, optimizer state %.4g GB\n",
                gb(e->params_nvme, b1, sizeof b1), e->grads_nvme / 1e9, e->optimizer_nvme / 1e9);
     if (a->micro && e->precision != 0)
-        printf("activations are counted in fp32, as the engine keeps them so far\n");
+        printf("activations are counted as the model keeps them (BERT: in the 16-bit dtype; T5: "
+               "fp32, with the units it reads widened)\n");
     if (!a->micro)
         printf("activations not counted: give --micro-batch and --seq-len (with --model)\n");
     printf("the process's own code, libraries and MPI buffers come on top of the peak\n");
