@@ -94,7 +94,7 @@ enum {
     K_SUB_GROUP, K_ROUND_ROBIN,
     K_OFFOPT, K_OFFOPT_DEVICE, K_OFFOPT_NVME, K_OFFOPT_PIN, K_OFFOPT_BUFCOUNT, K_OFFOPT_FASTINIT,
     K_OFFPAR, K_OFFPAR_DEVICE, K_OFFPAR_NVME, K_OFFPAR_PIN, K_OFFPAR_BUFCOUNT, K_OFFPAR_BUFSIZE,
-    K_OFFPAR_MAXCPU,
+    K_OFFPAR_MAXCPU, K_CPU_OFFLOAD, K_CPU_OFFLOAD_PARAM, K_CPU_OFFLOAD_PIN,
     K_AC, K_AC_PARTITION, K_AC_CPU, K_AC_CONTIG, K_AC_NUMBER, K_AC_SYNC, K_AC_PROFILE,
     K_AIO, K_AIO_BLOCK, K_AIO_QDEPTH, K_AIO_INTRA, K_AIO_THREADS, K_AIO_SINGLE, K_AIO_OVERLAP,
     K_FP16, K_FP16_ON, K_FP16_LS, K_FP16_POWER, K_FP16_WINDOW, K_FP16_HYST, K_FP16_CONSEC,
@@ -350,6 +350,20 @@ static const key keys[] = {
         .doc = "Parameter elements the shard buffers may hold in RAM: caps buffer_count at "
                "max_in_cpu / the largest shard (at least 3 buffers; a value below 3 shards is "
                "an error)."},
+    /* DeepSpeed's deprecated switches, read as its ZeRO config reads them (new_param_fn) */
+    [K_CPU_OFFLOAD] = {"zero_optimization.cpu_offload", T_BOOL, C_APPLIED, A_NO, F_NULL, 0, 0,
+        0, .def_doc = "none",
+        .doc = "Deprecated DeepSpeed switch: true is read as \"offload_optimizer\": {\"device\": "
+               "\"cpu\"}, with a notice, as DeepSpeed reads it; giving offload_optimizer too is "
+               "an error."},
+    [K_CPU_OFFLOAD_PARAM] = {"zero_optimization.cpu_offload_param", T_BOOL, C_APPLIED, A_NO,
+        F_NULL, 0, 0, 0, .def_doc = "none",
+        .doc = "Deprecated DeepSpeed switch: true is read as \"offload_param\": {\"device\": "
+               "\"cpu\"}, with a notice; giving offload_param too is an error."},
+    [K_CPU_OFFLOAD_PIN] = {"zero_optimization.cpu_offload_use_pin_memory", T_BOOL, C_LATER, A_NO,
+        F_NULL, 0, 0, 0, .def_doc = "none",
+        .doc = "Deprecated DeepSpeed switch (pin_memory of the offload sections); accepted, "
+               "with a notice: as offload_optimizer.pin_memory, nothing to pin here."},
 
     [K_AC] = {"activation_checkpointing", T_OBJ, C_APPLIED, A_NO, F_NULL, 0, 0, 0,
         .def_doc = "off", .doc = "DeepSpeed's activation checkpointing section. zerotrain's "
@@ -636,16 +650,9 @@ static const key keys[] = {
     {"zero_optimization.stage3_model_persistence_threshold", T_ANY, C_IGNORED,
         .doc = "zerotrain has no limit on unpartitioned parameters besides "
                "stage3_param_persistence_threshold"},
-    {"zero_optimization.cpu_offload", T_ANY, C_GATED, .flags = F_DEPRECATED,
-        .unsup_why = "deprecated DeepSpeed key: use \"offload_optimizer\": {\"device\": "
-                     "\"cpu\"} instead", .doc = "deprecated DeepSpeed key"},
-    {"zero_optimization.cpu_offload_param", T_ANY, C_GATED, .flags = F_DEPRECATED,
-        .unsup_why = "deprecated DeepSpeed key: use \"offload_param\": {\"device\": \"cpu\"} "
-                     "instead",
-        .doc = "deprecated DeepSpeed key"},
-    {"zero_optimization.cpu_offload_use_pin_memory", T_ANY, C_GATED, .flags = F_DEPRECATED,
-        .unsup_why = "deprecated DeepSpeed key: use pin_memory in offload_optimizer or "
-                     "offload_param instead", .doc = "deprecated DeepSpeed key"},
+    {"optimizer.params.max_grad_norm", T_ANY, C_GATED, .flags = F_DEPRECATED,
+        .unsup_why = "not an optimizer parameter (DeepSpeed refuses it too): use the top-level "
+                     "gradient_clipping", .doc = "refused, as DeepSpeed refuses it"},
     {"zero_optimization.offload_optimizer.pipeline_read", T_ANY, C_IGNORED,
         .doc = "zerotrain's offload engine schedules its NVMe reads itself"},
     {"zero_optimization.offload_optimizer.pipeline_write", T_ANY, C_IGNORED,
@@ -1989,6 +1996,32 @@ static zt_offload_device resolve_offload(ctx *x, int sect, int dev, int nvme, in
     return d;
 }
 
+/* DeepSpeed's deprecated cpu_offload / cpu_offload_param: true is device "cpu" of the section
+ * that replaced it (DeepSpeedZeroConfig's new_param_fn), false none; both given is an error,
+ * as pydantic's deprecated-field check makes it in DeepSpeed */
+static zt_offload_device legacy_offload(ctx *x, int k, int sect, zt_offload_device d,
+                                        int min_stage, int stage)
+{
+    if (!GIVEN(k))
+        return d;
+    const char *name = strrchr(keys[sect].path, '.') + 1;
+    if (GIVEN(sect)) {
+        problem(x, ZT_E_CONFIG, k, keys[k].path, "deprecated DeepSpeed key given together with "
+                "%s, which replaced it: remove it", name);
+        return d;
+    }
+    note(x, ZT_LOG_WARN, keys[k].path, "deprecated DeepSpeed key, read as DeepSpeed reads it: "
+         "\"%s\": {\"device\": \"%s\"} (write that instead)", name, NUM(k) ? "cpu" : "none");
+    if (!NUM(k))
+        return ZT_OFFLOAD_NONE;
+    if (stage < min_stage) {
+        note(x, ZT_LOG_WARN, keys[k].path, "ignored with stage %d: set zero_optimization.stage "
+             "to %s, or remove it", stage, min_stage == 3 ? "3" : "1 or more");
+        return ZT_OFFLOAD_NONE;
+    }
+    return ZT_OFFLOAD_CPU;
+}
+
 static void resolve_zero(ctx *x, zt_train_settings *s)
 {
     s->zero_stage = (int)NUM_OR_DEF(K_STAGE);
@@ -2007,6 +2040,13 @@ static void resolve_zero(ctx *x, zt_train_settings *s)
     s->offload_param = resolve_offload(x, K_OFFPAR, K_OFFPAR_DEVICE, K_OFFPAR_NVME, 3,
                                        s->zero_stage, "DeepSpeed offloads parameters with ZeRO "
                                        "stage 3 only");
+    s->offload_optimizer = legacy_offload(x, K_CPU_OFFLOAD, K_OFFOPT, s->offload_optimizer, 1,
+                                          s->zero_stage);
+    s->offload_param = legacy_offload(x, K_CPU_OFFLOAD_PARAM, K_OFFPAR, s->offload_param, 3,
+                                      s->zero_stage);
+    if (GIVEN(K_CPU_OFFLOAD_PIN))
+        note(x, ZT_LOG_WARN, keys[K_CPU_OFFLOAD_PIN].path, "deprecated DeepSpeed key (pin_memory "
+             "of offload_optimizer and offload_param replaced it); nothing to pin here");
     const char *po = GIVEN(K_OFFOPT_NVME) ? x->v[K_OFFOPT_NVME].node->valuestring : NULL;
     const char *pp = GIVEN(K_OFFPAR_NVME) ? x->v[K_OFFPAR_NVME].node->valuestring : NULL;
     if (s->offload_optimizer == ZT_OFFLOAD_NVME && s->offload_param == ZT_OFFLOAD_NVME && po &&

@@ -36,6 +36,7 @@ suite generate bash tests/test_generate.sh build/zerotrain
 suite estimate bash tests/test_estimate.sh build/zerotrain
 suite bf16 bash tests/test_bf16.sh build/zerotrain
 suite fp16 bash tests/test_fp16.sh build/zerotrain
+suite ds-configs bash tests/test_ds_configs.sh build/zerotrain
 suite prepare bash tests/test_prepare.sh build/zerotrain
 suite zero bash tests/test_zero.sh build/zerotrain
 suite robust bash tests/test_robust.sh build/zerotrain

@@ -308,6 +308,30 @@ static const good_case good[] = {
      "{\"train_micro_batch_size_per_gpu\": 1, \"optimizer\": {\"type\": \"AdamW8bit\"}}", 1, 0,
      "batch=1/1/1 lr=0.001 betas=0.9,0.999 eps=1e-08 wd=0.01 clip=0 print=10 seed=42(default) "
      NO_SCHED " zero=0 offload=none/none nvme='' ac=0 no_decay=-1 threads=0", ""},
+    /* DeepSpeed's deprecated switches, read as DeepSpeedZeroConfig reads them */
+    {"cpu_offload, cpu_offload_param: device cpu, each with a notice",
+     "{\"train_micro_batch_size_per_gpu\": 1, \"zero_optimization\": {\"stage\": 3,"
+     " \"cpu_offload\": true, \"cpu_offload_param\": true, \"cpu_offload_use_pin_memory\": true}}",
+     1, 0,
+     "batch=1/1/1 " ADAMW_DEFAULTS " clip=0 print=10 seed=42(default) " NO_SCHED
+     " zero=3 offload=cpu/cpu nvme='' ac=0 no_decay=-1 threads=0",
+     "W cfg: zero_optimization.cpu_offload: deprecated DeepSpeed key, read as DeepSpeed reads it: "
+     "\"offload_optimizer\": {\"device\": \"cpu\"} (write that instead)\n"
+     "W cfg: zero_optimization.cpu_offload_param: deprecated DeepSpeed key, read as DeepSpeed "
+     "reads it: \"offload_param\": {\"device\": \"cpu\"} (write that instead)\n"
+     "W cfg: zero_optimization.cpu_offload_use_pin_memory: deprecated DeepSpeed key (pin_memory "
+     "of offload_optimizer and offload_param replaced it); nothing to pin here\n"},
+    {"cpu_offload false, cpu_offload_param at stage 2: no offload",
+     "{\"train_micro_batch_size_per_gpu\": 1, \"zero_optimization\": {\"stage\": 2,"
+     " \"cpu_offload\": false, \"cpu_offload_param\": true}}", 1, 0,
+     "batch=1/1/1 " ADAMW_DEFAULTS " clip=0 print=10 seed=42(default) " NO_SCHED
+     " zero=2 offload=none/none nvme='' ac=0 no_decay=-1 threads=0",
+     "W cfg: zero_optimization.cpu_offload: deprecated DeepSpeed key, read as DeepSpeed reads it: "
+     "\"offload_optimizer\": {\"device\": \"none\"} (write that instead)\n"
+     "W cfg: zero_optimization.cpu_offload_param: deprecated DeepSpeed key, read as DeepSpeed "
+     "reads it: \"offload_param\": {\"device\": \"cpu\"} (write that instead)\n"
+     "W cfg: zero_optimization.cpu_offload_param: ignored with stage 2: set "
+     "zero_optimization.stage to 3, or remove it\n"},
     {"WarmupCosineLR, zerotrain section, NVMe offload, checkpointing",
      "{\"train_micro_batch_size_per_gpu\": 2, \"seed\": 7,"
      " \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 5e-4}},"
@@ -691,9 +715,14 @@ static const bad_case bad[] = {
      1, 0, ZT_E_UNSUPPORTED, 1, {"src: optimizer.type: \"PagedAdamW8bit\" is not supported"}},
     {"amp enabled", "{" MB "\"amp\": {\"enabled\": true, \"opt_level\": \"O1\"}}", 1, 0,
      ZT_E_UNSUPPORTED, 1, {"src: amp: Apex AMP (NVIDIA GPU mixed precision) is not supported"}},
-    {"deprecated cpu_offload", "{" MB "\"zero_optimization\": {\"cpu_offload\": true}}", 1, 0,
-     ZT_E_CONFIG, 1, {"src: zero_optimization.cpu_offload: deprecated DeepSpeed key: use "
-                      "\"offload_optimizer\": {\"device\": \"cpu\"} instead"}},
+    {"deprecated cpu_offload beside offload_optimizer", "{" MB "\"zero_optimization\": "
+     "{\"stage\": 2, \"cpu_offload\": true, \"offload_optimizer\": {\"device\": \"cpu\"}}}",
+     1, 0, ZT_E_CONFIG, 1, {"src: zero_optimization.cpu_offload: deprecated DeepSpeed key given "
+                            "together with offload_optimizer, which replaced it: remove it"}},
+    {"max_grad_norm as an optimizer parameter (DeepSpeed's engine refuses it)",
+     "{" MB "\"optimizer\": {\"type\": \"Adam\", \"params\": {\"max_grad_norm\": 1.0}}}", 1,
+     0, ZT_E_CONFIG, 1, {"src: optimizer.params.max_grad_norm: not an optimizer parameter "
+                         "(DeepSpeed refuses it too): use the top-level gradient_clipping"}},
     {"auto that cannot be derived: warmup_num_steps", "{" MB "\"scheduler\": {\"type\":"
      " \"WarmupLR\", \"params\": {\"warmup_num_steps\": \"auto\"}}}", 1, 0, ZT_E_CONFIG, 1,
      {"src: scheduler.params.warmup_num_steps: \"auto\" cannot be resolved (Hugging Face "
