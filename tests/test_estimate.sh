@@ -125,6 +125,11 @@ echo '{"model_type": "bert", "vocab_size": 4000, "hidden_size": 64, "num_hidden_
        "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}' >"$T/wide.json"
 MODEL="$T/wide.json" check_run "N=2 stage 3, layers wider than the embeddings, parameters on NVMe" 2 3 \
     ", \"offload_param\": {\"device\": \"nvme\", \"nvme_path\": \"$T\"}" --offload-param nvme
+# nothing prefetched or persistent (--set: zt_config fields): the pool is exactly two layers
+# and the tied embeddings, held from the end of the forward pass into the backward
+MODEL="$T/wide.json" check_run "N=1 stage 3, layers wider than the embeddings, no prefetch, nothing persistent" 1 3 \
+    ', "stage3_prefetch_bucket_size": 0, "stage3_param_persistence_threshold": 0' \
+    --set prefetch_size=0 --set persist_threshold=0
 check_run "N=2 stage 3, AdamW8bit" 2 3 '}, "optimizer": {"type": "AdamW8bit"' --optimizer adamw8bit
 check_run "N=2 stage 3, bf16 with AdamW8bit" 2 3 '}, "bf16": {"enabled": true}, "optimizer": {"type": "AdamW8bit"' \
     --precision bf16 --optimizer adamw8bit
@@ -151,5 +156,7 @@ misuse "param offload below stage 3" "offload_param" --params 1e9 --ranks 2 --st
 misuse "recompute auto" "recompute auto" --model bert-tiny --ranks 1 --stage 0 --micro-batch 4 --seq-len 32 \
     --recompute auto
 misuse "unknown model" "bert-huge" --model bert-huge --ranks 1 --stage 0
+misuse "--set of no field" "--set bogus=1: zt_config_set: no key \"bogus\"" --params 1e9 --ranks 1 --stage 0 --set bogus=1
+misuse "--set without =" "--set takes FIELD=VALUE" --params 1e9 --ranks 1 --stage 0 --set prefetch_size
 echo "estimate: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

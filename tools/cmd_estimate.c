@@ -21,7 +21,7 @@ static const char *usage_text =
     "         [--optimizer adamw|adamw8bit|adafactor]\n"
     "         [--offload-optimizer none|cpu|nvme] [--offload-param none|cpu|nvme]\n"
     "         [--micro-batch B --seq-len T [--recompute none|full|selective|every-k:K]]\n"
-    "         [--unit-params N] [--json]\n";
+    "         [--unit-params N] [--set FIELD=VALUE]... [--json]\n";
 
 /* one zt_config_set, its message on failure */
 static int set(zt_config *c, const char *key, const char *value, const char *flag)
@@ -128,11 +128,20 @@ int cmd_estimate(int argc, char **argv)
         {"--micro-batch", &a.micro},   {"--seq-len", &a.seq},
         {"--recompute", &a.recompute}, {"--unit-params", &a.unit},
         {"--grad-dtype", &a.grad_dtype}};
-    int n = 0;
+    int n = 0, nset = 0;
     char *rest[64];
-    for (int i = 0; i < argc; i++) { /* --json takes no value */
+    const char *sets[32];
+    for (int i = 0; i < argc; i++) { /* --json takes no value, --set may repeat */
         if (strcmp(argv[i], "--json") == 0)
             a.json = 1;
+        else if (strcmp(argv[i], "--set") == 0) {
+            if (i + 1 >= argc || !strchr(argv[i + 1], '='))
+                return die("estimate: --set takes FIELD=VALUE (a zt_config field, as "
+                           "docs/config.md's zt_config column names it)"), 2;
+            if (nset == 32)
+                return die("estimate: more than 32 --set"), 2;
+            sets[nset++] = argv[++i];
+        }
         else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
             return fputs(usage_text, stdout), 0;
         else if (n < 64)
@@ -203,6 +212,16 @@ int cmd_estimate(int argc, char **argv)
         c.lr = 0.0f; /* its relative steps */
     if (a.model && cli_set_model(&c, a.model))
         return 2;
+    for (int i = 0; i < nset; i++) { /* the config's other fields (after the flags: they win) */
+        char key[64];
+        size_t k = (size_t)(strchr(sets[i], '=') - sets[i]);
+        if (k == 0 || k >= sizeof key)
+            return die("estimate: --set %s: no field name before '='", sets[i]), 2;
+        memcpy(key, sets[i], k);
+        key[k] = '\0';
+        if (zt_config_set(&c, key, sets[i] + k + 1) < 0)
+            return die("estimate: --set %s: %s", sets[i], zt_last_error()), 2;
+    }
     zt_estimate e;
     if (zt_estimate_memory(&c, (int)ranks, params, (size_t)unit, &e) < 0)
         return die("estimate: %s", zt_last_error());
