@@ -187,7 +187,10 @@ static const key keys[] = {
         .doc = "DeepSpeed's choice of implementation (torch or fused); either way the update "
                "is torch.optim.AdamW's."},
     [K_BIAS_CORR] = {"optimizer.params.bias_correction", T_BOOL, C_APPLIED, A_NO, 0, 1, 0, 0,
-        .opt = O_ADAM_ALL, .doc = "Adam bias correction; only true is supported."},
+        .opt = O_ADAM_ALL,
+        .doc = "Adam's bias correction of the moments (DeepSpeed's FusedAdam and CPUAdam "
+               "take it); false: the step is lr, the denominator sqrt(v) + eps. AdamW8bit "
+               "always corrects (bitsandbytes has no switch)."},
     [K_MIN8] = {"optimizer.params.min_8bit_size", T_INT, C_APPLIED, A_NO, 0, FIELD_DEF, 0, BIG,
         .opt = O_8BIT,
         .doc = "Tensors with fewer elements keep fp32 moments (bitsandbytes' rule; the "
@@ -740,6 +743,10 @@ const zt_cfg_field zt_cfg_fields[] = {
     {FIELD(eps, ZT_CF_FLOAT), .def = 1e-8, JSON(K_EPS, -1, eps, eps)},
     {FIELD(weight_decay, ZT_CF_FLOAT), .def = 0.01, JSON(K_WD, -1, weight_decay, weight_decay),
      .doc = "torch's AdamW default here (see the key for a config file's)."},
+    {FIELD(bias_correction, ZT_CF_INT), .def = 1,
+     JSON(K_BIAS_CORR, -1, bias_correction, bias_correction),
+     .doc = "AdamW: 1 = bias-corrected moments (torch), 0 = none (DeepSpeed's Adam with "
+            "bias_correction false)."},
     {FIELD(grad_clip, ZT_CF_FLOAT), JSON(K_CLIP, -1, grad_clip, grad_clip)},
     {FIELD(decay_all, ZT_CF_INT), OWN,
      .doc = "1 = weight decay on every parameter, 0 = not on biases and LayerNorm weights (the "
@@ -1787,6 +1794,7 @@ static void resolve_optimizer(ctx *x, zt_train_settings *s, double *lr)
     s->optimizer = type == OT_ADAMW8BIT ? ZT_OPT_ADAMW8BIT : af ? ZT_OPT_ADAFACTOR : ZT_OPT_ADAMW;
     s->grad_clip = (float)resolve_num(x, K_CLIP, 1.0, "Hugging Face's max_grad_norm default");
     s->min_8bit_size = (size_t)NUM_OR_DEF(K_MIN8);
+    s->bias_correction = 1;
     /* Adafactor: transformers' defaults and rules */
     s->adafactor_eps1 = (float)field_def("adafactor_eps1");
     s->adafactor_eps2 = (float)field_def("adafactor_eps2");
@@ -1879,9 +1887,13 @@ static void resolve_optimizer(ctx *x, zt_train_settings *s, double *lr)
             note(x, ZT_LOG_WARN, keys[K_ADAM_W_MODE].path, "false has no effect with type "
                  "\"AdamW\" (DeepSpeed also uses decoupled weight decay for AdamW): remove it");
     }
-    if (GIVEN(K_BIAS_CORR) && NUM(K_BIAS_CORR) == 0)
-        problem(x, ZT_E_UNSUPPORTED, K_BIAS_CORR, keys[K_BIAS_CORR].path, "false is not "
-                "supported (zerotrain's AdamW always corrects the bias): remove it");
+    if (GIVEN(K_BIAS_CORR) && NUM(K_BIAS_CORR) == 0) {
+        if (type == OT_ADAMW8BIT)
+            problem(x, ZT_E_UNSUPPORTED, K_BIAS_CORR, keys[K_BIAS_CORR].path, "false is not "
+                    "supported with AdamW8bit (bitsandbytes always corrects the bias): remove "
+                    "it");
+        s->bias_correction = 0;
+    }
 }
 
 static void resolve_scheduler(ctx *x, int64_t total_steps, double lr, zt_train_settings *s,

@@ -143,6 +143,10 @@ int zt_config_check(const zt_config *c, int estimate)
         if (!isfinite(hp[i].v))
             return zt_fail(ZT_E_CONFIG, "config: %s is %g: hyperparameters must be finite",
                            hp[i].name, hp[i].v);
+    if ((unsigned)c->bias_correction > 1 ||
+        (!c->bias_correction && c->optimizer == ZT_OPT_ADAMW8BIT))
+        return zt_fail(ZT_E_CONFIG, "config: bias_correction %d: 1, or 0 with AdamW (AdamW8bit "
+                       "always corrects, as bitsandbytes does)", c->bias_correction);
     if (c->skip_nonfinite < 0 || c->skip_nonfinite > 1)
         return zt_fail(ZT_E_CONFIG, "config: skip_nonfinite %d: 0 or 1", c->skip_nonfinite);
     if (c->recompute < ZT_RECOMPUTE_NONE || c->recompute > ZT_RECOMPUTE_AUTO)
@@ -1311,7 +1315,8 @@ int zt_engine_step(zt_engine *e, float lr, zt_step_info *out)
      * DeepSpeed's combined scale) */
     hp.adamw = (zt_adamw_hparams){lr, e->cfg.beta1, e->cfg.beta2, e->cfg.eps,
                                   e->cfg.weight_decay, e->step,
-                                  fp16 ? (float)((double)coef / S) : coef};
+                                  fp16 ? (float)((double)coef / S) : coef,
+                                  !e->cfg.bias_correction};
     if (e->os.opt == ZT_OPT_ADAFACTOR) {
         const zt_config *c = &e->cfg;
         hp.af = (zt_adafactor_hparams){lr, c->adafactor_eps1, c->adafactor_eps2,

@@ -29,7 +29,7 @@ extern "C" {
 #define ZT_VERSION_PATCH 0
 /* The library's soname is libzerotrain.so.ZT_ABI_VERSION; it changes whenever a public
  * struct or signature does. */
-#define ZT_ABI_VERSION 5
+#define ZT_ABI_VERSION 6
 
 /* ---- errors -------------------------------------------------------------------------
  * Every fallible function returns 0 (or a count) on success and a negative value on
@@ -335,6 +335,7 @@ typedef struct zt_train_settings {
     int train_batch_size, micro_batch_size, grad_accum_steps;
     /* optimizer (type "AdamW", or "Adam" with adam_w_mode true) */
     float lr, beta1, beta2, eps, weight_decay;
+    int bias_correction;           /* optimizer.params.bias_correction (Adam, AdamW): 1 or 0 */
     float grad_clip;               /* gradient_clipping; 0 = off */
     int steps_per_print;
     uint64_t seed;
@@ -440,6 +441,10 @@ typedef struct zt_config {
     /* optimizer (AdamW, torch.optim.AdamW semantics) */
     float lr;
     float beta1, beta2, eps, weight_decay;
+    /* 1 (the default): AdamW's step is lr / (1 - beta1^t) and its denominator
+     * sqrt(v / (1 - beta2^t)) + eps; 0: lr and sqrt(v) + eps, as DeepSpeed's Adam with
+     * bias_correction false (AdamW only; AdamW8bit always corrects, as bitsandbytes does) */
+    int bias_correction;
     float grad_clip;         /* global-norm clipping, 0 = off */
     int decay_all;           /* 1 = weight decay on every parameter, 0 = skip biases and
                               * LayerNorm weights (BERT recipe) */

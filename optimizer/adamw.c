@@ -1,6 +1,8 @@
 /* adamw.c - the AdamW update exactly as torch.optim.AdamW (1.13, single-tensor path):
  * decoupled decay p *= 1 - lr*wd, moments with mul/add, step_size = lr / (1 - b1^t),
- * denom = sqrt(v) / sqrt(1 - b2^t) + eps. Clipping scales the gradient on the fly. */
+ * denom = sqrt(v) / sqrt(1 - b2^t) + eps (without bias correction: lr and sqrt(v) + eps, as
+ * DeepSpeed's FusedAdam / DeepSpeedCPUAdam with bias_correction false). Clipping scales the
+ * gradient on the fly. */
 #include "adamw.h"
 #include "../common/prof.h"
 #include "../common/half.h"
@@ -15,8 +17,10 @@ void zt_adamw_update(float *p, const float *g, float *m, float *v, size_t n,
     float keep = decay ? (float)(1.0 - (double)hp->lr * hp->weight_decay) : 1.0f;
     float b1 = hp->beta1, b2 = hp->beta2, one_b1 = (float)(1.0 - hp->beta1),
           one_b2 = (float)(1.0 - hp->beta2);
-    float step_size = (float)(hp->lr / (1.0 - pow(hp->beta1, t)));
-    float bc2_sqrt = (float)sqrt(1.0 - pow(hp->beta2, t));
+    /* without bias correction both corrections are 1, as DeepSpeed's multi_tensor_adam and
+     * cpu_adam set them: step lr, sqrt(v) / 1 + eps */
+    float step_size = hp->no_bias_correction ? hp->lr : (float)(hp->lr / (1.0 - pow(hp->beta1, t)));
+    float bc2_sqrt = hp->no_bias_correction ? 1.0f : (float)sqrt(1.0 - pow(hp->beta2, t));
     float eps = hp->eps, gs = hp->grad_scale;
     /* simd: vectorized sqrt and division are the same correctly rounded IEEE operations */
 #pragma omp parallel for simd schedule(static)

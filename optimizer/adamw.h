@@ -10,6 +10,8 @@ typedef struct zt_adamw_hparams {
     float lr, beta1, beta2, eps, weight_decay;
     int64_t step;        /* 1 for the first update (bias corrections) */
     float grad_scale;    /* gradients are multiplied by this (clipping); 1 = none */
+    int no_bias_correction; /* 1: step lr, denominator sqrt(v) + eps (DeepSpeed's Adam with
+                             * bias_correction false) */
 } zt_adamw_hparams;
 
 /* One fused pass: p -= lr*wd*p; m, v updated; p -= lr/bc1 * m / (sqrt(v)/sqrt(bc2) + eps).

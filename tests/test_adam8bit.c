@@ -262,7 +262,7 @@ static void test_reference_fixture(void **state)
     uint8_t *ec = malloc(nmax);
     size_t special = 0, checked = 0;
     for (uint32_t s = 1; s <= steps; s++) {
-        zt_adamw_hparams hp = {hpf[0], hpf[1], hpf[2], hpf[3], hpf[4], (int64_t)s, hpf[5]};
+        zt_adamw_hparams hp = {hpf[0], hpf[1], hpf[2], hpf[3], hpf[4], (int64_t)s, hpf[5], 0};
         for (uint32_t t = 0; t < nt; t++) {
             size_t nn = n[t], nb = (nn + ZT_QBLOCK - 1) / ZT_QBLOCK;
             read_or_fail(g, nn * 4, f);
@@ -341,7 +341,7 @@ static void test_acceptance_vs_fp32(void **state)
     zt_adam8bit_init(cm, cv, am, av, N);
     double worst_err = 0.0, worst_rel = 0.0;
     for (int step = 1; step <= 50; step++) {
-        zt_adamw_hparams hp = {1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, step, 1.0f};
+        zt_adamw_hparams hp = {1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, step, 1.0f, 0};
         for (int i = 0; i < N; i++)
             g[i] = (float)(randn(&s) * 0.01);
         zt_adamw_update(p1, g, m, v, N, &hp, 1); /* torch.optim.Adam(W)'s formula */
@@ -751,7 +751,7 @@ static void check_update(int path, const zt_adam8_maps *q)
     for (int step = 1; step <= 8; step++) {
         int ties = step == 4 || step == 7;
         zt_adamw_hparams hp = {1e-3f, ties ? 0.0f : 0.9f, 0.999f, 1e-8f, 0.01f, step,
-                               step == 8 ? 4.0f : step % 3 == 2 ? 0.5f : 1.0f};
+                               step == 8 ? 4.0f : step % 3 == 2 ? 0.5f : 1.0f, 0};
         int decay = step % 2;
         make_grads(g, n, &r, step, tv, ties ? nt : 0);
         for (size_t b = 3; step == 1 && b < nb; b += 11) /* NaN moments throughout: absmax */
@@ -787,7 +787,7 @@ static void check_adam32(int path)
     for (size_t i = 0; i < n; i += 97) /* odd parameters */
         p[0][i] = p[1][i] = (i / 97) % 3 == 0 ? NAN : (i / 97) % 3 == 1 ? INFINITY : -1e-40f;
     for (int step = 1; step <= 5; step++) {
-        zt_adamw_hparams hp = {1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, step, step == 3 ? 0.5f : 1.0f};
+        zt_adamw_hparams hp = {1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, step, step == 3 ? 0.5f : 1.0f, 0};
         make_grads(g, n, &r, step, NULL, 0);
         for (size_t i = 3; i < n; i += 89) /* moments that overflow: inf / inf */
             g[i] = (i / 89) % 2 ? 3.4e38f : -3.4e38f;

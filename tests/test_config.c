@@ -361,6 +361,32 @@ static const good_case good[] = {
 
 /* the aio section reaches the settings: DeepSpeed's defaults when absent; the older
  * thread_count name; the new offload_gradients switch (not given / true / false) */
+/* optimizer.params.bias_correction: true by default; false reaches zt_config for Adam / AdamW
+ * (DeepSpeed's FusedAdam takes it), refused for AdamW8bit */
+static void test_bias_correction(void **state)
+{
+    (void)state;
+    zt_config cfg;
+    const char *js[] = {"{\"train_micro_batch_size_per_gpu\": 1}",
+                        "{\"train_micro_batch_size_per_gpu\": 1, \"optimizer\": {\"type\": \"Adam\","
+                        " \"params\": {\"bias_correction\": false}}}"};
+    for (int i = 0; i < 2; i++) {
+        zt_train_config *c = parse_ok(js[i], "bc", 1, 0);
+        assert_int_equal(zt_train_config_settings(c)->bias_correction, !i);
+        zt_config_init(&cfg);
+        assert_int_equal(zt_train_config_apply(c, &cfg), 0);
+        assert_int_equal(cfg.bias_correction, !i);
+        zt_train_config_destroy(c);
+    }
+    zt_train_config *c = NULL;
+    assert_int_equal(zt_train_config_parse("{\"train_micro_batch_size_per_gpu\": 1, \"optimizer\":"
+                                           " {\"type\": \"AdamW8bit\", \"params\":"
+                                           " {\"bias_correction\": false}}}", "bc8", 1, 0, &c),
+                     ZT_E_UNSUPPORTED);
+    assert_non_null(strstr(zt_last_error(), "bc8: optimizer.params.bias_correction: false is not "
+                                            "supported with AdamW8bit"));
+}
+
 static void test_aio_and_gradients(void **state)
 {
     (void)state;
@@ -1137,6 +1163,7 @@ int main(void)
         cmocka_unit_test(test_hf_auto_resolution_is_logged),
         cmocka_unit_test(test_bad_configs),
         cmocka_unit_test(test_hf_examples_verbatim),
+        cmocka_unit_test(test_bias_correction),
         cmocka_unit_test(test_three_problems_three_lines),
         cmocka_unit_test(test_many_problems_fit_the_message),
         cmocka_unit_test(test_notices_for_keys_that_do_not_apply),

@@ -6,9 +6,8 @@
 #   - the ones whose only obstacle was half precision train: exit 0, the banner names the
 #     precision (and fp16's initial scale, 2^initial_scale_power), two finite losses;
 #   - the others are refused for what they ask beyond it (Lamb, 1-bit Adam, an optimizer
-#     parameter DeepSpeed itself refuses, a key DeepSpeed does not define, Adam without bias
-#     correction, values only the HF Trainer fills), with that reason, and no refusal names
-#     fp16 or bf16.
+#     parameter DeepSpeed itself refuses, a key DeepSpeed does not define, values only the HF
+#     Trainer fills), with that reason, and no refusal names fp16 or bf16.
 # Usage: tests/test_ds_configs.sh [zerotrain]
 set -u
 ZT=${1:-build/zerotrain}
@@ -46,13 +45,13 @@ ds_tests_torch_compile_z2_bf16.json | train bf16 (fp32 master
 ds_tests_torch_compile_z3_bf16.json | train bf16 (fp32 master
 mds_finetune_hf_llama_bf16.json | train bf16 (fp32 master
 mds_universal_checkpointing_bf16.json | train bf16 (fp32 master, fp32 gradients
+dse_bingbertsquad_bsz24.json | train fp16 (fp32 master, fp16 gradients reduced in fp16, dynamic loss scale 65536
 ds_docs_bert_pretraining.json | refuse optimizer.params.max_grad_norm: not an optimizer parameter
 ds_docs_curriculum_learning.json | refuse optimizer.params.max_grad_norm: not an optimizer parameter
 mds_curriculum_zero1_baseline.json | refuse optimizer.params.max_grad_norm: not an optimizer parameter
 ds_docs_zero_one_adam.json | refuse optimizer.type: "ZeroOneAdam" is not supported
 dse_bingbert_lamb_bsz64k_seq128.json | refuse optimizer.type: "Lamb" is not supported
 dse_bingbert_onebitadam_nccl_seq128.json | refuse optimizer.type: "OneBitAdam" is not supported
-dse_bingbertsquad_bsz24.json | refuse optimizer.params.bias_correction: false is not supported
 dse_imagenet_fp16_z1.json | refuse cuda_visible_devices: unknown key
 hf_transformers_ds_config_zero3_fp16.json | refuse train_micro_batch_size_per_gpu: cannot derive the batch size
 EOF

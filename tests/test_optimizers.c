@@ -158,7 +158,7 @@ static void adam8_case(size_t min8, const char *const *fp32, int n_fp32)
     for (int step = 1; step <= 4; step++) {
         zt_step_info si = engine_step(e, r, n, vocab, step, c.lr);
         zt_adamw_hparams hp = {c.lr, c.beta1, c.beta2, c.eps, c.weight_decay, step,
-                               si.clip_coef};
+                               si.clip_coef, 0};
         assert_true(si.lr == c.lr);
         for (int i = 0; i < n; i++) {
             if (r[i].fp32)
@@ -182,6 +182,67 @@ static void test_adamw8bit_engine(void **state)
     adam8_case(ZT_MIN_8BIT_SIZE, NULL, 0);  /* bert-tiny: 64-float vectors in fp32 */
     adam8_case(100, emb, 1);                /* the intermediate bias in 8 bits, the
                                              * word embeddings (tied decoder) in fp32 */
+}
+
+/* AdamW without bias correction (DeepSpeed's Adam with bias_correction false): 4 engine steps
+ * against DeepSpeed's update written out in double from csrc/adam/multi_tensor_adam.cu (mode
+ * 1, decoupled decay, both corrections 1): m = b1 m + (1 - b1) g, v = b2 v + (1 - b2) g^2,
+ * p -= lr (m / (sqrt(v) + eps) + wd p). The engine computes in fp32 in torch's order (p (1 -
+ * lr wd) first), about ten roundings (2^-24 each) per step on |p| and on the update (at most
+ * (1 - b1) / sqrt(1 - b2) ~ 3.2 lr here): 4 steps stay within 4e-6 (|p| + 4 lr); the
+ * bias-corrected update differs from it by about 2 lr (1e3 times that) from the first step. */
+static void test_adamw_no_bias_correction(void **state)
+{
+    (void)state;
+    zt_config c;
+    zt_config_init(&c);
+    assert_int_equal(c.bias_correction, 1); /* the default corrects, as torch does */
+    c.bias_correction = 0;
+    c.lr = 3e-3f;
+    c.weight_decay = 0.01f;
+    int vocab, n;
+    zt_engine *e = tiny(&c, &vocab);
+    ref *r = refs_create(e, &n);
+    double **pm = calloc((size_t)n, sizeof *pm);
+    for (int i = 0; i < n; i++) { /* p, m, v in double */
+        size_t k = r[i].pi.numel;
+        pm[i] = calloc(3 * k, sizeof(double));
+        for (size_t j = 0; j < k; j++)
+            pm[i][j] = r[i].p[j];
+    }
+    for (int step = 1; step <= 4; step++) {
+        zt_step_info si = engine_step(e, r, n, vocab, step, c.lr);
+        double lr = c.lr, b1 = c.beta1, b2 = c.beta2, eps = c.eps;
+        for (int i = 0; i < n; i++) {
+            size_t k = r[i].pi.numel;
+            double *p = pm[i], *m = p + k, *v = m + k;
+            double wd = r[i].pi.decay ? c.weight_decay : 0.0;
+            float *x = malloc(k * 4);
+            assert_int_equal(zt_engine_read_param(e, r[i].pi.name, x, k), 0);
+            for (size_t j = 0; j < k; j++) {
+                double g = (double)r[i].g[j] * si.clip_coef;
+                m[j] = b1 * m[j] + (1 - b1) * g;
+                v[j] = b2 * v[j] + (1 - b2) * g * g;
+                p[j] -= lr * (m[j] / (sqrt(v[j]) + eps) + wd * p[j]);
+                if (fabs(x[j] - p[j]) > 4e-6 * (fabs(p[j]) + 4 * lr))
+                    fail_msg("step %d: %s[%zu]: engine %.9g, DeepSpeed's update %.9g", step,
+                             r[i].pi.name, j, x[j], p[j]);
+            }
+            free(x);
+        }
+    }
+    for (int i = 0; i < n; i++)
+        free(pm[i]);
+    free(pm);
+    refs_destroy(r, n);
+    zt_engine_destroy(e);
+    /* AdamW8bit always corrects: refused by name */
+    zt_config_init(&c);
+    c.model_preset = "bert-tiny";
+    c.optimizer = ZT_OPT_ADAMW8BIT;
+    c.bias_correction = 0;
+    assert_int_equal(zt_engine_create(&c, MPI_COMM_NULL, &e), ZT_E_CONFIG);
+    assert_non_null(strstr(zt_last_error(), "bias_correction 0"));
 }
 
 static void adafactor_case(float beta1, int relative, float wd, float lr)
@@ -378,6 +439,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_adamw8bit_engine),
+        cmocka_unit_test(test_adamw_no_bias_correction),
         cmocka_unit_test(test_adafactor_engine),
         cmocka_unit_test(test_adafactor_apply_grad),
         cmocka_unit_test(test_state_bytes),
