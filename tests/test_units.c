@@ -786,7 +786,8 @@ typedef struct cfg_field {
 static const cfg_field cfg_fields[] = {
     CF(model_dir, "x"), CF(model_preset, "x"), CF(model_config, "x"), CF(vocab_size, "7"),
     CF(seed, "7"), CF(threads, "7"), CF(dropout, "7"), CF(lr, "0.5"), CF(beta1, "0.5"),
-    CF(beta2, "0.5"), CF(eps, "0.5"), CF(weight_decay, "0.5"), CF(grad_clip, "0.5"),
+    CF(beta2, "0.5"), CF(eps, "0.5"), CF(weight_decay, "0.5"), CF(bias_correction, "7"),
+    CF(grad_clip, "0.5"),
     CF(decay_all, "7"), CF(no_decay, NULL), CF(n_no_decay, "7"), CF(zero_stage, "7"),
     CF(bucket_size, "7"), CF(overlap_comm, "7"), CF(grad_accum_steps, "7"),
     CF(prefetch_size, "7"), CF(max_live, "7"), CF(persist_threshold, "7"), CF(progress, "7"),
