@@ -82,7 +82,8 @@ EOF
         --eval-samples 512 --metrics "$OUT/$o.jsonl" 2>&1 | tee "$OUT/$o.log" | grep -E "^step|^optimizer state|error"
     /usr/bin/python3 - "$OUT/$o.jsonl" "$RES/convergence-$o.csv" <<'EOF'
 import json, sys
-rows = [json.loads(l) for l in open(sys.argv[1])]
+# (fp16's overflowed steps are skipped, not steps: their lines are left out)
+rows = [r for r in map(json.loads, open(sys.argv[1])) if not r.get("overflow")]
 with open(sys.argv[2], "w") as f:
     f.write("step,loss,lr,grad_norm,loss_mean50,eval_loss\n")
     for i, r in enumerate(rows):
