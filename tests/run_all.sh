@@ -10,10 +10,11 @@ FUZZ_SECONDS=${FUZZ_SECONDS:-30}
 passed=0; failed=0; skipped=0; failed_names=""
 
 suite() {   # suite NAME command...
-    local name=$1; shift
+    local name=$1 t0=$SECONDS; shift
     echo "=== $name"
     "$@"
     local st=$?
+    echo "=== $name: $((SECONDS - t0)) s"
     if [ $st -eq 0 ]; then passed=$((passed + 1))
     elif [ $st -eq 77 ]; then skipped=$((skipped + 1)); echo "=== $name: skipped"
     else failed=$((failed + 1)); failed_names="$failed_names $name"; echo "=== $name: FAILED (status $st)"; fi
