@@ -14,8 +14,12 @@
 # torch.autograd.profiler run after the timed ones say where each one's step goes. Writes
 # benchmarks/results/finetune.json and regenerates RESULTS.md (benchmarks/run.py --markdown-only).
 #
+# PRECISION=bf16: both in bf16 mixed precision as each one's users run it -- zerotrain with
+# DeepSpeed's "bf16": {"enabled": true} (bf16 weights and activations, fp32 master), PyTorch
+# with the HF Trainer's --bf16 on a CPU (torch.autocast(cpu, bfloat16), fp32 weights). Their
+# losses differ in rounding, so the step-by-step parity run stays in fp32.
 # Usage: benchmarks/bench_finetune.sh        (environment: PRESET=bert-mini BATCH=32 SEQ=128
-#        THREADS=2 STEPS=40 WARMUP=5 RUNS=5 MAX_RUNS=2*RUNS NOISE=0.02 WORK=/var/tmp/zt-bench-finetune NAME=finetune
+#        PRECISION=fp32 THREADS=2 STEPS=40 WARMUP=5 RUNS=5 MAX_RUNS=2*RUNS NOISE=0.02 WORK=/var/tmp/zt-bench-finetune NAME=finetune
 #        PARITY=1 PROFILE=1 WAIT_IDLE=0 ZT=build/zerotrain)
 # Each run also records the CPU time other processes took while it ran (the machine's busy
 # time from /proc/stat minus the run's own user + sys) and the steal time: a shared machine's
@@ -32,9 +36,15 @@ cd "$(dirname "$0")/.."
 ZT=${ZT:-build/zerotrain}
 PY=/usr/bin/python3
 PRESET=${PRESET:-bert-mini}; BATCH=${BATCH:-32}; SEQ=${SEQ:-128}; THREADS=${THREADS:-2}
-STEPS=${STEPS:-40}; WARMUP=${WARMUP:-5}; RUNS=${RUNS:-5}; NAME=${NAME:-finetune}
+STEPS=${STEPS:-40}; WARMUP=${WARMUP:-5}; RUNS=${RUNS:-5}
 WORK=${WORK:-/var/tmp/zt-bench-finetune}; PARITY=${PARITY:-1}; PROFILE=${PROFILE:-1}
-LR=2e-5; WD=0.01; CLIP=1.0
+LR=2e-5; WD=0.01; CLIP=1.0; PRECISION=${PRECISION:-fp32}
+case $PRECISION in
+    fp32) HALF=""; BF=() ;;
+    bf16) HALF=', "bf16": {"enabled": true}'; BF=(--bf16) ;;
+    *) echo "bench_finetune.sh: PRECISION must be fp32 or bf16, not '$PRECISION'" >&2; exit 2 ;;
+esac
+NAME=${NAME:-finetune$([ "$PRECISION" = fp32 ] || echo "-$PRECISION")}
 [ -x "$ZT" ] || { echo "bench_finetune.sh: $ZT is not built (make -j2 all)" >&2; exit 1; }
 mkdir -p "$WORK"
 T=$(mktemp -d /tmp/zt_bench_finetune.XXXXXX)
@@ -50,12 +60,14 @@ cat >"$T/ds.json" <<EOF
                                            "weight_decay": $WD}},
  "zero_optimization": {"stage": 0}}
 EOF
+sed '$ s/}$/'"$HALF"'}/' "$T/ds.json" >"$T/ds_run.json" # the timed runs' precision
 export OMP_NUM_THREADS=$THREADS
 A=("$ZT" finetune --model "$PRESET" --task classify --train "$TRAIN" --tokenizer "wordpiece:$VOCAB"
-   --config "$T/ds.json" --steps "$STEPS" --warmup "$WARMUP" --seq-len "$SEQ" --threads "$THREADS")
-B=($PY benchmarks/finetune_torch.py train --train "$TRAIN" --vocab "$VOCAB" --preset "$PRESET"
+   --config "$T/ds_run.json" --steps "$STEPS" --warmup "$WARMUP" --seq-len "$SEQ" --threads "$THREADS")
+B0=($PY benchmarks/finetune_torch.py train --train "$TRAIN" --vocab "$VOCAB" --preset "$PRESET"
    --batch "$BATCH" --seq "$SEQ" --steps "$STEPS" --warmup "$WARMUP" --threads "$THREADS"
    --lr "$LR" --weight-decay "$WD" --clip "$CLIP")
+B=("${B0[@]}" "${BF[@]}")
 
 echo "== token ids: finetune_torch.py's tokenizer against zerotrain prepare-data's" >&2
 $PY benchmarks/finetune_torch.py tokens --train "$TRAIN" --vocab "$VOCAB" --zerotrain "$ZT" \
@@ -73,7 +85,7 @@ if [ "$PARITY" = 1 ]; then
     "$ZT" finetune --model "$T/init" --task classify --train "$TRAIN" --config "$T/ds.json" \
         --steps 5 --seq-len "$SEQ" --threads "$THREADS" --metrics "$T/parity_a.jsonl" \
         >"$T/parity_a.log" 2>&1 || { cat "$T/parity_a.log"; exit 1; }
-    "${B[@]}" --model "$T/init" --no-dropout --steps 5 --warmup 0 >"$T/parity_b.json"
+    "${B0[@]}" --model "$T/init" --no-dropout --steps 5 --warmup 0 >"$T/parity_b.json"
 fi
 
 # the machine's busy CPU time (user nice system irq softirq steal, in clock ticks), the steal
@@ -189,6 +201,7 @@ res = {"kind": "finetune", "name": name, "machine": harness.machine_facts(zt),
        "setup": {k: pb1[k] for k in ("model", "layers", "hidden", "heads", "intermediate", "vocab",
                                      "num_labels", "batch", "seq", "threads", "lr", "weight_decay",
                                      "clip", "dropout", "seed", "rows", "torch")},
+       "precision": pb1.get("precision", "fp32"),
        "warmup_steps": warmup, "steps": len(za1), "runs": runs,
        "tokens_per_step": [s["tokens"] for s in za1],
        "padded_shapes": [s["shape"] for s in pb1["steps"]],

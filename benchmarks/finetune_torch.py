@@ -407,7 +407,12 @@ def cmd_train(a):
         lab = torch.tensor([labels[i] for i in idx], dtype=torch.long)
         real = int(mask.sum())
         opt.zero_grad(set_to_none=True)
-        loss, _ = model(ids, mask, types, lab)
+        if a.bf16:  # HF Trainer's --bf16 on a CPU: autocast, fp32 weights and optimizer
+            with torch.autocast(device_type="cpu", dtype=torch.bfloat16):
+                loss, _ = model(ids, mask, types, lab)
+            loss = loss.float()
+        else:
+            loss, _ = model(ids, mask, types, lab)
         loss.backward()
         norm = torch.nn.utils.clip_grad_norm_(model.parameters(), a.clip) if a.clip > 0 else None
         opt.step()
@@ -426,7 +431,7 @@ def cmd_train(a):
            "threads": a.threads, "model": a.model or a.preset, "layers": L, "hidden": H, "heads": A,
            "intermediate": I, "vocab": V, "num_labels": NL, "batch": a.batch, "seq": a.seq,
            "lr": a.lr, "weight_decay": a.weight_decay, "clip": a.clip,
-           "dropout": 0.0 if a.no_dropout else 0.1, "seed": a.seed, "rows": n,
+           "dropout": 0.0 if a.no_dropout else 0.1, "precision": "bf16-autocast" if a.bf16 else "fp32", "seed": a.seed, "rows": n,
            "tokenize_seconds": t_tok, "warmup_steps": a.warmup, "measured_steps": len(meas),
            "tokens_per_s": tok_s,
            "step_median": statistics.median(s["seconds"] for s in meas) if meas else None,
@@ -458,6 +463,8 @@ def main():
     t.add_argument("--clip", type=float, default=1.0)
     t.add_argument("--seed", type=int, default=42, help="zerotrain's seed: the data order")
     t.add_argument("--no-dropout", action="store_true")
+    t.add_argument("--bf16", action="store_true",
+                   help="torch.autocast(cpu, bfloat16) around the forward, as the HF Trainer's --bf16 does")
     t.add_argument("--lib", default=os.path.join(ROOT, "build", "libzerotrain.so"))
     t.add_argument("--verbose", action="store_true")
     t.add_argument("--profile", action="store_true",

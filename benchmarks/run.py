@@ -770,6 +770,11 @@ def report_finetune(res):
     s, A, B = res["setup"], res["zerotrain"], res["pytorch"]
     out = ["## Fine-tuning: `zerotrain finetune --task classify` against PyTorch (`%s`)" % res["name"], ""]
     out += machine_line(res["machine"])
+    if res.get("precision", "fp32") != "fp32":
+        out += ["Precision: %s on both sides -- A with DeepSpeed's `\"bf16\": {\"enabled\": true}` in "
+                "ds.json (bf16 weights and activations, fp32 master weights and moments), B with "
+                "`torch.autocast(\"cpu\", torch.bfloat16)` around the forward, as the HF Trainer's "
+                "`--bf16` runs on a CPU (fp32 weights). The parity run below is fp32's." % res["precision"], ""]
     out += ["Made by `benchmarks/bench_finetune.sh` (A: `zerotrain finetune --model %s --task classify "
             "--train train.jsonl --tokenizer wordpiece:vocab.txt --config ds.json --steps %d --warmup %d "
             "--seq-len %d --threads %d --metrics FILE`; B: `benchmarks/finetune_torch.py train`, Hugging "

@@ -39,6 +39,8 @@ def main():
     ap.add_argument("--clip", type=float, default=1.0)
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--lib", default=os.path.join(ROOT, "build", "libzerotrain.so"))
+    ap.add_argument("--bf16", action="store_true",
+                    help="torch.autocast(cpu, bfloat16) around the forward, as the HF Trainer's --bf16 does")
     a = ap.parse_args()
     import numpy as np
     import torch
@@ -79,7 +81,12 @@ def main():
             lab[r, :len(y)] = y
         real = int(mask.sum()) + int((lab != -100).sum())
         opt.zero_grad(set_to_none=True)
-        loss, _ = R.forward(P, c, torch.from_numpy(ids), torch.from_numpy(mask), torch.from_numpy(lab))
+        if a.bf16:  # HF Trainer's --bf16 on a CPU: autocast, fp32 weights and optimizer
+            with torch.autocast(device_type="cpu", dtype=torch.bfloat16):
+                loss, _ = R.forward(P, c, torch.from_numpy(ids), torch.from_numpy(mask), torch.from_numpy(lab))
+            loss = loss.float()
+        else:
+            loss, _ = R.forward(P, c, torch.from_numpy(ids), torch.from_numpy(mask), torch.from_numpy(lab))
         loss.backward()
         norm = torch.nn.utils.clip_grad_norm_(list(P.values()), a.clip) if a.clip > 0 else None
         opt.step()
@@ -91,7 +98,7 @@ def main():
         "peer": "pytorch T5ForConditionalGeneration (tests/ref/t5_ref.py)", "torch": torch.__version__,
         "threads": a.threads, "model": a.model, "d_model": c["d_model"], "layers": c["num_layers"],
         "decoder_layers": c["num_decoder_layers"], "vocab": c["vocab_size"], "batch": a.batch, "seq": a.seq,
-        "target_len": a.target_len, "lr": a.lr, "clip": a.clip, "seed": a.seed, "rows": len(rows),
+        "target_len": a.target_len, "precision": "bf16-autocast" if a.bf16 else "fp32", "lr": a.lr, "clip": a.clip, "seed": a.seed, "rows": len(rows),
         "tokenize_seconds": t_tok, "warmup_steps": a.warmup, "measured_steps": len(meas),
         "tokens_per_s": sum(s["tokens"] for s in meas) / sum(s["seconds"] for s in meas),
         "step_median": statistics.median(s["seconds"] for s in meas),

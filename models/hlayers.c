@@ -1,4 +1,4 @@
-/* hlayers.c - BERT's kernels over 16-bit activations (hlayers.h): rows or blocks widened to
+/* hlayers.c - BERT's and T5's kernels over 16-bit activations (hlayers.h): rows or blocks widened to
  * fp32, the fp32 arithmetic of layers.c on them, the results rounded; products through
  * hgemm. With dt < 0 each calls its fp32 kernel. */
 #include "hlayers.h"
@@ -390,4 +390,243 @@ void xgather_rows(int dt, void *dst, const void *src, const int32_t *idx, int n,
     size_t row = (size_t)C * x_es(dt);
     for (int i = 0; i < n; i++)
         memcpy((char *)dst + (size_t)i * row, (const char *)src + (size_t)idx[i] * row, row);
+}
+
+/* ---- T5 --------------------------------------------------------------------------------- */
+
+void xrmsnorm_forward(int dt, void *out, float *rstd, const void *inp, const void *w, int M,
+                      int C, float eps, float *scr, int slots)
+{
+    if (dt < 0) {
+        rmsnorm_forward(out, rstd, inp, w, M, C, eps);
+        return;
+    }
+    double t0 = ZT_PROF_T0();
+    float *wf = scr;
+    zt_half_widen(dt, wf, w, (size_t)C);
+#pragma omp parallel num_threads(nthreads(slots))
+    {
+        float *x = scr + (size_t)(2 + 2 * omp_get_thread_num()) * C, *y = x + C;
+#pragma omp for schedule(static)
+        for (int m = 0; m < M; m++) { /* rmsnorm_forward's arithmetic on the widened row */
+            zt_half_widen(dt, x, (const uint16_t *)inp + (size_t)m * C, (size_t)C);
+            float var = (float)(vm_sum(x, x, (size_t)C) / C);
+            float rs = 1.0f / sqrtf(var + eps);
+            for (int c = 0; c < C; c++)
+                y[c] = wf[c] * (x[c] * rs);
+            zt_half_narrow(dt, (uint16_t *)out + (size_t)m * C, y, (size_t)C);
+            rstd[m] = rs;
+        }
+    }
+    ZT_PROF(ZT_PROF_LAYERNORM, t0, 5.0 * M * C, 2.0 * (2.0 * M * C) + 4.0 * M);
+}
+
+void xrmsnorm_backward(int dt, float *dinp, float *dw, const float *dout, const void *inp,
+                       const float *rstd, const void *w, int M, int C, float *scr, int slots)
+{
+    if (dt < 0) {
+        rmsnorm_backward(dinp, dw, dout, inp, rstd, w, M, C);
+        return;
+    }
+    double t0 = ZT_PROF_T0();
+    const uint16_t *in = inp;
+    float *wf = scr;
+    zt_half_widen(dt, wf, w, (size_t)C);
+#pragma omp parallel num_threads(nthreads(slots))
+    {
+        float *x = scr + (size_t)(2 + 2 * omp_get_thread_num()) * C;
+#pragma omp for schedule(static)
+        for (int m = 0; m < M; m++) { /* rmsnorm_backward's arithmetic */
+            const float *dy = dout + (size_t)m * C;
+            float *dx = dinp + (size_t)m * C;
+            float rs = rstd[m];
+            double s = 0.0;
+            zt_half_widen(dt, x, in + (size_t)m * C, (size_t)C);
+            for (int c = 0; c < C; c++)
+                s += (double)(dy[c] * wf[c]) * (double)(x[c] * rs);
+            float mg = (float)(s / C);
+            for (int c = 0; c < C; c++)
+                dx[c] += rs * (dy[c] * wf[c] - (x[c] * rs) * mg);
+        }
+    }
+#pragma omp parallel for schedule(static)
+    for (int c0 = 0; c0 < C; c0 += 64) {
+        int c1 = c0 + 64 < C ? c0 + 64 : C;
+        double aw[64] = {0};
+        float x[64];
+        for (int m = 0; m < M; m++) {
+            const float *dy = dout + (size_t)m * C;
+            zt_half_widen(dt, x, in + (size_t)m * C + c0, (size_t)(c1 - c0));
+            for (int c = c0; c < c1; c++)
+                aw[c - c0] += (double)dy[c] * (x[c - c0] * rstd[m]);
+        }
+        for (int c = c0; c < c1; c++)
+            dw[c] += (float)aw[c - c0];
+    }
+    ZT_PROF(ZT_PROF_LAYERNORM, t0, 10.0 * M * C, 2.0 * 2.0 * M * C + 4.0 * 3.0 * M * C);
+}
+
+void xact_forward(int dt, int act, void *out, const void *inp, size_t n)
+{
+    if (dt < 0) {
+        act_forward(act, out, inp, n);
+        return;
+    }
+    double t0 = ZT_PROF_T0();
+    long chunks = (long)((n + XCHUNK - 1) / XCHUNK);
+#pragma omp parallel for schedule(static)
+    for (long c = 0; c < chunks; c++) {
+        float x[XCHUNK];
+        size_t i = (size_t)c * XCHUNK, k = n - i < XCHUNK ? n - i : XCHUNK;
+        zt_half_widen(dt, x, (const uint16_t *)inp + i, k);
+        if (act == ZT_ACT_GELU)
+            vm_gelu(x, x, k);
+        else if (act == ZT_ACT_GELU_TANH)
+            vm_gelu_tanh(x, x, k);
+        else
+            for (size_t j = 0; j < k; j++)
+                x[j] = x[j] > 0.0f ? x[j] : 0.0f;
+        zt_half_narrow(dt, (uint16_t *)out + i, x, k);
+    }
+    ZT_PROF(ZT_PROF_GELU, t0, (act == ZT_ACT_RELU ? 1.0 : 20.0) * (double)n, 4.0 * (double)n);
+}
+
+void xact_backward(int dt, int act, float *dinp, const void *inp, const float *dout, size_t n)
+{
+    if (dt < 0) {
+        act_backward(act, dinp, inp, dout, n);
+        return;
+    }
+    double t0 = ZT_PROF_T0();
+    long chunks = (long)((n + XCHUNK - 1) / XCHUNK);
+#pragma omp parallel for schedule(static)
+    for (long c = 0; c < chunks; c++) {
+        float x[XCHUNK];
+        size_t i = (size_t)c * XCHUNK, k = n - i < XCHUNK ? n - i : XCHUNK;
+        zt_half_widen(dt, x, (const uint16_t *)inp + i, k);
+        if (act == ZT_ACT_GELU)
+            vm_gelu_grad_acc(dinp + i, x, dout + i, k);
+        else if (act == ZT_ACT_GELU_TANH)
+            vm_gelu_tanh_grad_acc(dinp + i, x, dout + i, k);
+        else
+            for (size_t j = 0; j < k; j++) {
+                float d = dout[i + j];
+                dinp[i + j] += x[j] > 0.0f ? d : 0.0f;
+            }
+    }
+    ZT_PROF(ZT_PROF_GELU, t0, (act == ZT_ACT_RELU ? 1.0 : 25.0) * (double)n, 10.0 * (double)n);
+}
+
+void xmul_forward(int dt, void *out, const void *a, const void *b, size_t n)
+{
+    if (dt < 0) {
+        mul_forward(out, a, b, n);
+        return;
+    }
+    double t0 = ZT_PROF_T0();
+    long chunks = (long)((n + XCHUNK - 1) / XCHUNK);
+#pragma omp parallel for schedule(static)
+    for (long c = 0; c < chunks; c++) {
+        float x[XCHUNK], y[XCHUNK];
+        size_t i = (size_t)c * XCHUNK, k = n - i < XCHUNK ? n - i : XCHUNK;
+        zt_half_widen(dt, x, (const uint16_t *)a + i, k);
+        zt_half_widen(dt, y, (const uint16_t *)b + i, k);
+        for (size_t j = 0; j < k; j++)
+            x[j] *= y[j];
+        zt_half_narrow(dt, (uint16_t *)out + i, x, k);
+    }
+    ZT_PROF(ZT_PROF_ELEMENTWISE, t0, (double)n, 6.0 * (double)n);
+}
+
+void xmul_backward(int dt, float *da, float *db, const float *dout, const void *a,
+                   const void *b, size_t n)
+{
+    if (dt < 0) {
+        mul_backward(da, db, dout, a, b, n);
+        return;
+    }
+    double t0 = ZT_PROF_T0();
+    long chunks = (long)((n + XCHUNK - 1) / XCHUNK);
+#pragma omp parallel for schedule(static)
+    for (long c = 0; c < chunks; c++) {
+        float x[XCHUNK], y[XCHUNK];
+        size_t i = (size_t)c * XCHUNK, k = n - i < XCHUNK ? n - i : XCHUNK;
+        zt_half_widen(dt, x, (const uint16_t *)a + i, k);
+        zt_half_widen(dt, y, (const uint16_t *)b + i, k);
+        for (size_t j = 0; j < k; j++) {
+            if (da)
+                da[i + j] += dout[i + j] * y[j];
+            if (db)
+                db[i + j] += dout[i + j] * x[j];
+        }
+    }
+    ZT_PROF(ZT_PROF_ELEMENTWISE, t0, 2.0 * (double)n, 16.0 * (double)n);
+}
+
+void xlookup_forward(int dt, void *out, const int64_t *ids, const void *word, int M, int C)
+{
+    if (dt < 0) {
+        lookup_forward(out, ids, word, M, C);
+        return;
+    }
+    double t0 = ZT_PROF_T0();
+    size_t row = (size_t)C * x_es(dt);
+#pragma omp parallel for schedule(static)
+    for (int m = 0; m < M; m++)
+        memcpy((char *)out + (size_t)m * row, (const char *)word + (size_t)ids[m] * row, row);
+    ZT_PROF(ZT_PROF_EMBEDDING, t0, 0, 4.0 * M * C);
+}
+
+void xscale(int dt, void *out, const void *inp, float s, size_t n)
+{
+    if (dt < 0) {
+        if (out != inp)
+            memcpy(out, inp, n * sizeof(float));
+        scale_inplace(out, s, n);
+        return;
+    }
+    double t0 = ZT_PROF_T0();
+    long chunks = (long)((n + XCHUNK - 1) / XCHUNK);
+#pragma omp parallel for schedule(static)
+    for (long c = 0; c < chunks; c++) {
+        float x[XCHUNK];
+        size_t i = (size_t)c * XCHUNK, k = n - i < XCHUNK ? n - i : XCHUNK;
+        zt_half_widen(dt, x, (const uint16_t *)inp + i, k);
+        for (size_t j = 0; j < k; j++)
+            x[j] *= s;
+        zt_half_narrow(dt, (uint16_t *)out + i, x, k);
+    }
+    ZT_PROF(ZT_PROF_ELEMENTWISE, t0, (double)n, 4.0 * (double)n);
+}
+
+void xwiden_rows(int dt, float *dst, const void *src, const int64_t *idx, int n, int C)
+{
+    for (int i = 0; i < n; i++) {
+        size_t r = idx ? (size_t)idx[i] : (size_t)i;
+        if (dt < 0)
+            memcpy(dst + (size_t)i * C, (const float *)src + r * C, sizeof(float) * (size_t)C);
+        else
+            zt_half_widen(dt, dst + (size_t)i * C, (const uint16_t *)src + r * C, (size_t)C);
+    }
+}
+
+int xclamp_f16(int dt, void *x, size_t n)
+{
+    if (dt != ZT_HALF_F16)
+        return 0;
+    uint16_t *h = x;
+    int inf = 0;
+#pragma omp parallel for schedule(static) reduction(| : inf)
+    for (size_t i = 0; i < n; i++)
+        inf |= (h[i] & 0x7fffu) == 0x7c00u;
+    if (!inf)
+        return 0;
+    uint16_t hi = zt_half_of(dt, 65504.0f - 1000.0f), lo = (uint16_t)(hi | 0x8000u);
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        uint16_t a = h[i] & 0x7fffu;
+        if (a > (hi & 0x7fffu) && a <= 0x7c00u) /* beyond the bound, or infinite (NaN stays) */
+            h[i] = h[i] & 0x8000u ? lo : hi;
+    }
+    return 1;
 }

@@ -1,4 +1,4 @@
-/* hlayers.h - BERT's kernels over activations of either precision. dt < 0 calls the fp32
+/* hlayers.h - BERT's and T5's kernels over activations of either precision. dt < 0 calls the fp32
  * kernels of layers.h as they are; dt = ZT_HALF_BF16 or ZT_HALF_F16 (common/half.h) reads and
  * writes 16-bit activations and parameters (uint16_t bit patterns), computes in fp32 inside
  * and rounds to nearest even what it stores: the matrix products through hgemm.h (bf16 on
@@ -70,6 +70,29 @@ size_t xcrossentropy_scratch(int dt, int V, int slots);
 double xcrossentropy_forward_backward(int dt, void *dlogits, double *row_loss, int64_t *count,
                                       const void *logits, const int64_t *labels, int M, int V,
                                       float grad_scale, float *scr, int slots);
+
+/* ---- T5 ---- */
+/* rmsnorm_forward / _backward (rstd, dinp, dw fp32); scr: xlayernorm_scratch */
+void xrmsnorm_forward(int dt, void *out, float *rstd, const void *inp, const void *w, int M,
+                      int C, float eps, float *scr, int slots);
+void xrmsnorm_backward(int dt, float *dinp, float *dw, const float *dout, const void *inp,
+                       const float *rstd, const void *w, int M, int C, float *scr, int slots);
+/* act_forward / act_backward (ZT_ACT_*; out may equal inp; dinp fp32) */
+void xact_forward(int dt, int act, void *out, const void *inp, size_t n);
+void xact_backward(int dt, int act, float *dinp, const void *inp, const float *dout, size_t n);
+/* mul_forward / mul_backward (da, db fp32, either may be NULL) */
+void xmul_forward(int dt, void *out, const void *a, const void *b, size_t n);
+void xmul_backward(int dt, float *da, float *db, const float *dout, const void *a,
+                   const void *b, size_t n);
+/* out[M,C] = word[ids] (lookup_forward: the rows copied) */
+void xlookup_forward(int dt, void *out, const int64_t *ids, const void *word, int M, int C);
+/* out[n] = inp[n] * s (scale_inplace when out == inp), rounded */
+void xscale(int dt, void *out, const void *inp, float s, size_t n);
+/* fp16 only (else nothing): when any of x[n] is infinite, every element clamped to
+ * +-(65504 - 1000) (as transformers' T5Block clamps fp16 hidden states); 1 if it clamped */
+int xclamp_f16(int dt, void *x, size_t n);
+/* row i of dst (fp32) = row idx[i] of src (fp32 or 16-bit: widened) */
+void xwiden_rows(int dt, float *dst, const void *src, const int64_t *idx, int n, int C);
 
 /* row i of dst = row idx[i] of src (n rows of C elements) */
 void xgather_rows(int dt, void *dst, const void *src, const int32_t *idx, int n, int C);

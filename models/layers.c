@@ -627,6 +627,15 @@ void mha_forward(float *ctx, float *att, const float *q, const float *k, const f
                      slots, B, Tq, Tk, H, D, -1);
 }
 
+void xmha_forward(int hdt, void *ctx, void *att, const void *q, const void *k, const void *v,
+                  const float *bias, const int64_t *kmask, int causal, float div,
+                  const zt_dropout *drop, float *scratch, int slots, int B, int Tq, int Tk,
+                  int H, int D)
+{
+    mha_forward_keep(ctx, att, NULL, q, k, v, bias, kmask, causal, NULL, div, drop, scratch,
+                     slots, B, Tq, Tk, H, D, hdt);
+}
+
 /* (layers.h) ctx[r, h] = softmax(q[r, h] . K[c][j, h] + madd)
  * V[c], c = r / per the cache row that row r reads (caches are [rows, positions, I], one
  * cache row every `stride` floats); madd: the additive scores of cache row c and head h at
@@ -761,6 +770,15 @@ void mha_backward(float *dq, float *dk, float *dv, float *dbias, const float *dc
 {
     mha_backward_keep(dq, dk, dv, dbias, dctx, att, NULL, q, k, v, NULL, div, drop, scratch,
                       slots, B, Tq, Tk, H, D, -1);
+}
+
+void xmha_backward(int hdt, float *dq, float *dk, float *dv, float *dbias, const float *dctx,
+                   const void *att, const void *q, const void *k, const void *v, float div,
+                   const zt_dropout *drop, float *scratch, int slots, int B, int Tq, int Tk,
+                   int H, int D)
+{
+    mha_backward_keep(dq, dk, dv, dbias, dctx, att, NULL, q, k, v, NULL, div, drop, scratch,
+                      slots, B, Tq, Tk, H, D, hdt);
 }
 
 /* BERT's self-attention: the general kernel with scores / sqrt(hs), the key mask or packed

@@ -191,6 +191,17 @@ void mha_forward(float *ctx, float *att, const float *q, const float *k, const f
                  const float *bias, const int64_t *kmask, int causal, float div,
                  const zt_dropout *drop, float *scratch, int slots, int B, int Tq, int Tk, int H,
                  int D);
+/* mha_forward / mha_backward over half-precision ctx, att, q, k, v (hdt = ZT_HALF_*; < 0: the
+ * fp32 kernels), as xattention_forward / _backward: scratch slots x attention_scratch(hdt, Tq,
+ * Tk, D, backward) floats */
+void xmha_forward(int hdt, void *ctx, void *att, const void *q, const void *k, const void *v,
+                  const float *bias, const int64_t *kmask, int causal, float div,
+                  const zt_dropout *drop, float *scratch, int slots, int B, int Tq, int Tk,
+                  int H, int D);
+void xmha_backward(int hdt, float *dq, float *dk, float *dv, float *dbias, const float *dctx,
+                   const void *att, const void *q, const void *k, const void *v, float div,
+                   const zt_dropout *drop, float *scratch, int slots, int B, int Tq, int Tk,
+                   int H, int D);
 /* Decoding: one query per row against n cached keys. ctx[r, h] = softmax(q[r, h] . K[c][j, h]
  * + madd) V[c] over keys j < n, where c = r / per is the cache row that row r reads (caches
  * [rows, positions, H*D], one cache row every `stride` floats) and madd, the additive scores

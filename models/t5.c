@@ -5,7 +5,11 @@
  * encoder's output, tied head scaled by d_model^-0.5). Owns only activations. Generation
  * (gen_*): one decoder position a pass over key/value caches, as transformers' T5 with
  * use_cache (past_key_values: each block's self-attention keys and values per position,
- * its cross-attention ones computed once from the encoder's output). */
+ * its cross-attention ones computed once from the encoder's output).
+ * Half precision (hdt >= 0): training and evaluation passes compute on the 16-bit parameters
+ * through hlayers.h, with 16-bit activations (marked "x" below) and fp32 gradients, as BERT
+ * does; generation's decode passes widen the decoder's units (pview.h) and keep fp32 caches,
+ * the encoder runs in 16 bits and its output is widened once. */
 
 #include "t5.h"
 #include "../common/err.h"
@@ -15,12 +19,11 @@
 #include "../format/fileio.h"
 #include "../memory/mem.h"
 #include "hfconfig.h"
+#include "../common/half.h"
+#include "hlayers.h"
 #include "layers.h"
 #include "lmrows.h"
 #include "pview.h"
-
-/* the head's row buffer holds fp32 here */
-#define LMF(p) ((float *)(p))
 
 #include <cjson/cJSON.h>
 #include <float.h>
@@ -276,13 +279,14 @@ fail:
 /* ---- the model ------------------------------------------------------------------------ */
 
 typedef struct blk_acts {
-    /* kept (selective keeps these too) */
-    float *n1, *r1, *q, *k, *v, *x1;            /* self-attention: norm, projections, residual */
-    float *n2, *r2, *cq, *ck, *cv, *x2;         /* cross-attention (decoder) */
-    float *n3, *r3, *h0, *h1;                   /* feed-forward: norm, wi (wi_0), wi_1 */
+    /* kept (selective keeps these too); all x but the norms' 1/rms r1, r2, r3 (fp32) */
+    void *n1, *q, *k, *v, *x1;                  /* self-attention: norm, projections, residual */
+    void *n2, *cq, *ck, *cv, *x2;               /* cross-attention (decoder) */
+    void *n3, *h0, *h1;                         /* feed-forward: norm, wi (wi_0), wi_1 */
+    float *r1, *r2, *r3;
     /* recomputed by selective */
-    float *att, *ctx, *catt, *cctx, *a0, *g;    /* probabilities, contexts, act(h0), FF hidden */
-    float *y;                                   /* the output */
+    void *att, *ctx, *catt, *cctx, *a0, *g;     /* probabilities, contexts, act(h0), FF hidden */
+    void *y;                                    /* the output */
 } blk_acts;
 
 /* generation's state (gen_begin .. gen_end): the caches and one position's working set */
@@ -300,12 +304,15 @@ typedef struct t5_gen {
     float *pb;                     /* [H, S] position t's biases over the keys */
     float *cmask;                  /* [B, Te] 0, or -FLT_MAX on padding */
     float *tmp;                    /* [R, S, I] the reorder's copy */
+    float *enc;                    /* half precision: [B, Te, C] the encoder's output widened */
     float *scr;                    /* slots x max(S, Te) attention scores */
 } t5_gen;
 
 typedef struct t5_model {
     zt_mem_account *acct;      /* the engine's: the activations are counted there too */
-    zt_pview pv;               /* half-precision parameters widened for the fp32 kernels */
+    int dt;                    /* -1: fp32; else the 16-bit dtype of parameters and
+                                * activations (ZT_HALF_*) */
+    zt_pview pv;               /* generation, half precision: the decoder's units widened */
     t5_config c;
     const zt_layout *l;
     int dropout, train;
@@ -323,25 +330,34 @@ typedef struct t5_model {
     uint64_t first_sample;
     /* activations, carved for (cap_b, cap_te, cap_td) */
     int cap_b, cap_te, cap_td;
+    size_t cap_mx;                 /* rows of the longer stack at capacity */
     char *arena;
     size_t arena_bytes;
     int64_t *dec_ids;              /* [B,Td] labels shifted right */
-    float *e_enc, *e_dec;          /* input embeddings (after dropout) */
+    void *e_enc, *e_dec;           /* x: input embeddings (after dropout) */
     float *pb[2], *dpb[2];         /* position biases [H,T,T] of each stack and gradients */
     blk_acts *la;                  /* [Le + Ld] */
     blk_acts *ws[2];               /* working sets of recomputed blocks, per stack: one, or
                                     * one per segment position */
-    float *slot[3];                /* ZT_KEEP_OFFLOAD outputs */
+    void *slot[3];                 /* x: ZT_KEEP_OFFLOAD outputs */
     signed char *slot_of;          /* per block */
-    float *r_ef, *enc_out;         /* encoder final norm */
-    float *r_df, *dec_out;         /* decoder final norm (after dropout) */
+    float *r_ef, *r_df;            /* the final norms' 1/rms */
+    void *enc_out, *dec_out;       /* x: encoder final norm, decoder's (after dropout) */
     double *row_loss;
     int compact, n_lab;
     int32_t *lab_rows;
     int64_t *lab_c;
     float *dcur, *d_edec, *d_enc, *s[2], *sI[4], *sF[4], *att_scratch;
+    /* half precision's scratch: the norms', the loss's, the first block's relative-bias
+     * table widened, the products' output gradients rounded (hs_n elements) */
+    float *nscr, *xce, *tab;
+    uint16_t *hs;
+    size_t hs_n;
+    float *elog;                   /* half precision, evaluated: the logits widened */
+    size_t elog_n;
     int slots;
-    zt_lm_rows lm;                 /* the head's rows: logits, the labelled rows (lm.x) */
+    zt_lm_rows lm;                 /* the head's rows: logits, the labelled rows (lm.x); x
+                                    * unless every row's logits are kept (fp32) */
     t5_gen g;
     void (*poll)(void *);
     void *poll_arg;
@@ -375,18 +391,44 @@ static int seg_end(int L, int k, int i) { return (L - 1 - i) % k == 0; }
 static int seg_of(int L, int k, int i) { return i + (L - 1 - i) % k; }
 static int seg_start(int k, int e) { return e - k + 1 > 0 ? e - k + 1 : 0; }
 
-static float *param(const t5_model *m, float *const *P, int u, int j)
+static size_t poff(const t5_model *m, int u, int j)
 {
-    const zt_param_def *d = &m->l->params[m->l->units[u].first_param + j];
-    return P[u] + d->offset;
+    return (size_t)m->l->params[m->l->units[u].first_param + j].offset;
+}
+
+/* parameter j of unit u: in the model's dtype (P), or fp32 (gradients, generation's views) */
+static void *param(const t5_model *m, void *const *P, int u, int j)
+{
+    return x_at(m->dt, P[u], poff(m, u, j));
+}
+
+static float *fparam(const t5_model *m, float *const *P, int u, int j)
+{
+    return P[u] + poff(m, u, j);
 }
 
 /* block parameter by role (NULL when the block has none) */
-static float *bp(const t5_model *m, float *const *P, int u, int role)
+static int bj(const t5_model *m, int u, int role)
 {
-    int j = m->bidx[is_dec(m, u)][!first_of_stack(m, u)][role];
+    return m->bidx[is_dec(m, u)][!first_of_stack(m, u)][role];
+}
+
+static void *bp(const t5_model *m, void *const *P, int u, int role)
+{
+    int j = bj(m, u, role);
     return j < 0 ? NULL : param(m, P, u, j);
 }
+
+static float *fbp(const t5_model *m, float *const *P, int u, int role)
+{
+    int j = bj(m, u, role);
+    return j < 0 ? NULL : fparam(m, P, u, j);
+}
+
+/* the scratch of the half-precision kernels (fp32: unused) */
+#define FS(m) (m)->sF[0], (m)->cap_mx * (size_t)(m)->c.d_ff
+#define HS(m) (m)->hs, (m)->hs_n
+#define XS(m) (m)->nscr, (m)->slots
 
 static zt_dropout drop_for(const t5_model *m, int u, int purpose)
 {
@@ -401,39 +443,46 @@ static zt_dropout drop_for(const t5_model *m, int u, int purpose)
 enum { P_KEPT = 1, P_RECOMP = 2, P_OUT = 4, P_ALL = 7 };
 
 typedef struct dims {
-    size_t B, Te, Td, C, I, F, H;
+    size_t B, Te, Td, C, I, F, H, es; /* es: bytes of an x element */
     int gated;
 } dims;
+
+/* n elements of es bytes */
+static void *take_x(zt_carver *cv, size_t n, size_t es)
+{
+    return zt_take(cv, (n * es + sizeof(float) - 1) / sizeof(float));
+}
 
 static void carve_block(zt_carver *cv, blk_acts *a, unsigned pieces, const dims *d, int dec)
 {
     size_t T = dec ? d->Td : d->Te, M = d->B * T, Me = d->B * d->Te, C = d->C, I = d->I,
-           F = d->F;
+           F = d->F, e = d->es;
     if (pieces & P_KEPT) {
-        a->n1 = zt_take(cv, M * C); a->r1 = zt_take(cv, M);
-        a->q = zt_take(cv, M * I); a->k = zt_take(cv, M * I); a->v = zt_take(cv, M * I);
-        a->x1 = zt_take(cv, M * C);
+        a->n1 = take_x(cv, M * C, e); a->r1 = zt_take(cv, M);
+        a->q = take_x(cv, M * I, e); a->k = take_x(cv, M * I, e); a->v = take_x(cv, M * I, e);
+        a->x1 = take_x(cv, M * C, e);
         if (dec) {
-            a->n2 = zt_take(cv, M * C); a->r2 = zt_take(cv, M);
-            a->cq = zt_take(cv, M * I); a->ck = zt_take(cv, Me * I); a->cv = zt_take(cv, Me * I);
-            a->x2 = zt_take(cv, M * C);
+            a->n2 = take_x(cv, M * C, e); a->r2 = zt_take(cv, M);
+            a->cq = take_x(cv, M * I, e); a->ck = take_x(cv, Me * I, e);
+            a->cv = take_x(cv, Me * I, e);
+            a->x2 = take_x(cv, M * C, e);
         }
-        a->n3 = zt_take(cv, M * C); a->r3 = zt_take(cv, M);
-        a->h0 = zt_take(cv, M * F);
-        a->h1 = d->gated ? zt_take(cv, M * F) : NULL;
+        a->n3 = take_x(cv, M * C, e); a->r3 = zt_take(cv, M);
+        a->h0 = take_x(cv, M * F, e);
+        a->h1 = d->gated ? take_x(cv, M * F, e) : NULL;
     }
     if (pieces & P_RECOMP) {
-        a->att = zt_take(cv, d->B * d->H * T * T);
-        a->ctx = zt_take(cv, M * I);
+        a->att = take_x(cv, d->B * d->H * T * T, e);
+        a->ctx = take_x(cv, M * I, e);
         if (dec) {
-            a->catt = zt_take(cv, d->B * d->H * T * d->Te);
-            a->cctx = zt_take(cv, M * I);
+            a->catt = take_x(cv, d->B * d->H * T * d->Te, e);
+            a->cctx = take_x(cv, M * I, e);
         }
-        a->a0 = d->gated ? zt_take(cv, M * F) : NULL;
-        a->g = zt_take(cv, M * F);
+        a->a0 = d->gated ? take_x(cv, M * F, e) : NULL;
+        a->g = take_x(cv, M * F, e);
     }
     if (pieces & P_OUT)
-        a->y = zt_take(cv, M * C);
+        a->y = take_x(cv, M * C, e);
 }
 
 static size_t block_bytes(unsigned pieces, const dims *d, int dec)
@@ -450,8 +499,8 @@ static size_t block_bytes(unsigned pieces, const dims *d, int dec)
 static void carve(t5_model *m, zt_carver *cv, const unsigned char *mode, int B, int Te, int Td)
 {
     dims d = {(size_t)B, (size_t)Te, (size_t)Td, (size_t)m->c.d_model, (size_t)m->I,
-              (size_t)m->c.d_ff, (size_t)m->c.heads, m->c.gated};
-    size_t Me = (size_t)B * Te, Md = (size_t)B * Td, Mx = Me > Md ? Me : Md, C = d.C;
+              (size_t)m->c.d_ff, (size_t)m->c.heads, x_es(m->dt), m->c.gated};
+    size_t Me = (size_t)B * Te, Md = (size_t)B * Td, Mx = Me > Md ? Me : Md, C = d.C, e = d.es;
     size_t Tx = (size_t)(Te > Td ? Te : Td), H = d.H;
     int nu = u_head(m) + 1, noff = 0, seg = m->seg_k >= 2;
     unsigned wsp[2] = {0, 0};
@@ -463,15 +512,15 @@ static void carve(t5_model *m, zt_carver *cv, const unsigned char *mode, int B, 
         noff += mode[u] == ZT_KEEP_OFFLOAD;
     }
     m->dec_ids = zt_take(cv, Md * 2);
-    m->e_enc = zt_take(cv, Me * C);
-    m->e_dec = zt_take(cv, Md * C);
+    m->e_enc = take_x(cv, Me * C, e);
+    m->e_dec = take_x(cv, Md * C, e);
     m->pb[0] = zt_take(cv, H * Te * Te); m->dpb[0] = zt_take(cv, H * Te * Te);
     m->pb[1] = zt_take(cv, H * Td * Td); m->dpb[1] = zt_take(cv, H * Td * Td);
     for (int s = 0; s < 2; s++) /* selective-only stacks share only what they recompute */
         for (int p = 0; wsp[s] && p < (seg ? seg_k_of(m, s) : 1); p++)
             carve_block(cv, cv->base ? &m->ws[s][p] : &scratch, wsp[s], &d, s);
     for (int s = 0; s < (noff ? 3 : 0); s++) {
-        float *x = zt_take(cv, Mx * C);
+        void *x = take_x(cv, Mx * C, e);
         if (cv->base)
             m->slot[s] = x;
     }
@@ -499,8 +548,8 @@ static void carve(t5_model *m, zt_carver *cv, const unsigned char *mode, int B, 
         }
         o += md == ZT_KEEP_OFFLOAD && end;
     }
-    m->r_ef = zt_take(cv, Me); m->enc_out = zt_take(cv, Me * C);
-    m->r_df = zt_take(cv, Md); m->dec_out = zt_take(cv, Md * C);
+    m->r_ef = zt_take(cv, Me); m->enc_out = take_x(cv, Me * C, e);
+    m->r_df = zt_take(cv, Md); m->dec_out = take_x(cv, Md * C, e);
     m->row_loss = zt_take(cv, Md * 2);
     m->lab_rows = zt_take(cv, Md); m->lab_c = zt_take(cv, Md * 2);
     m->dcur = zt_take(cv, Mx * C); m->d_edec = zt_take(cv, Md * C); m->d_enc = zt_take(cv, Me * C);
@@ -510,7 +559,22 @@ static void carve(t5_model *m, zt_carver *cv, const unsigned char *mode, int B, 
         m->sI[i] = zt_take(cv, Mx * d.I);
     for (int i = 0; i < 4; i++)
         m->sF[i] = zt_take(cv, Mx * d.F);
-    m->att_scratch = zt_take(cv, 2 * Tx * Tx * (size_t)m->slots);
+    if (m->dt < 0) {
+        m->att_scratch = zt_take(cv, 2 * Tx * Tx * (size_t)m->slots);
+        m->nscr = m->xce = m->tab = NULL;
+        m->hs = NULL;
+        m->hs_n = 0;
+    } else {
+        size_t fw = attention_scratch(m->dt, (int)Tx, (int)Tx, m->c.d_kv, 0);
+        size_t bw = attention_scratch(m->dt, (int)Tx, (int)Tx, m->c.d_kv, 1);
+        size_t wide = d.F > d.I ? d.F : d.I;
+        m->att_scratch = zt_take(cv, (fw > bw ? fw : bw) * (size_t)m->slots);
+        m->nscr = zt_take(cv, xlayernorm_scratch(m->dt, (int)C, m->slots));
+        m->xce = zt_take(cv, xcrossentropy_scratch(m->dt, m->c.vocab, m->slots));
+        m->tab = zt_take(cv, (size_t)m->c.buckets * H);
+        m->hs_n = Mx * (wide > C ? wide : C);
+        m->hs = take_x(cv, m->hs_n, 2);
+    }
 }
 
 static void free_acts(t5_model *m)
@@ -541,6 +605,7 @@ static int size_acts(t5_model *m, int B, int Te, int Td)
     m->cap_b = B;
     m->cap_te = Te;
     m->cap_td = Td;
+    m->cap_mx = (size_t)B * (size_t)(Te > Td ? Te : Td);
     return 0;
 }
 
@@ -558,8 +623,7 @@ static size_t t5_act_bytes(void *p, int B, int T, const unsigned char *unit_mode
     if (unit_mode)
         t.seg_k = k >= 2 ? k : 0;
     carve(&t, &cv, unit_mode ? unit_mode : t.mode, B, T, Td);
-    return cv.off + zt_lm_rows_bytes((size_t)B * Td, t.c.vocab, t.c.d_model, 0, sizeof(float)) +
-           zt_pview_bytes(t.l, t.pv.hdt, t.c.tie);
+    return cv.off + zt_lm_rows_bytes((size_t)B * Td, t.c.vocab, t.c.d_model, 0, x_es(t.dt));
 }
 
 /* ---- create / prepare -------------------------------------------------------------------- */
@@ -585,6 +649,7 @@ int t5_create(const t5_config *c, const zt_layout *l, int dropout, uint64_t seed
         return zt_fail(ZT_E_NOMEM, "out of memory creating the model");
     }
     m->c = *c;
+    m->dt = hdt;
     m->acct = m->lm.acct = acct;
     m->l = l;
     m->dropout = dropout;
@@ -615,11 +680,7 @@ int t5_create(const t5_config *c, const zt_layout *l, int dropout, uint64_t seed
                 ix[B_WI1] = j++;
             ix[B_WO] = j++; ix[B_LNF] = j++;
         }
-    int rc = zt_pview_init(&m->pv, hdt, l, c->tie, acct);
-    if (rc < 0) {
-        t5_destroy(m);
-        return rc;
-    }
+    zt_pview_init(&m->pv, -1, l, c->tie, acct); /* (generation widens: gen_begin) */
     *out = m;
     return 0;
 }
@@ -633,7 +694,7 @@ static void t5_destroy(void *p)
         return;
     t5_gen_end(m);
     free_acts(m);
-    zt_pview_free(&m->pv);
+    zt_mem_free_in(m->acct, m->elog, m->elog_n * sizeof(float), ZT_MEM_ACTIVATIONS);
     free(m->la);
     free(m->mode);
     free(m->slot_of);
@@ -705,14 +766,14 @@ static int t5_prepare(void *p, const zt_batch *b, int keep_logits, int64_t *n_la
                 m->lab_c[m->n_lab++] = b->labels[i];
             }
     ZT_TRY(zt_lm_rows_size(&m->lm, m->compact ? (size_t)m->n_lab : (size_t)b->B * Td,
-                           (size_t)b->B * Td, c->vocab, c->d_model, keep_logits, sizeof(float)));
+                           (size_t)b->B * Td, c->vocab, c->d_model, keep_logits, x_es(m->dt)));
     *n_labels = n;
     return 0;
 }
 
 /* ---- forward ----------------------------------------------------------------------------- */
 
-static const float *block_input(const t5_model *m, int u)
+static const void *block_input(const t5_model *m, int u)
 {
     if (u == 1)
         return m->e_enc;
@@ -726,16 +787,16 @@ static void block_attention(t5_model *m, int u, blk_acts *a)
 {
     int dec = is_dec(m, u), T = dec ? m->Td : m->Te, H = m->c.heads, D = m->c.d_kv;
     zt_dropout da = drop_for(m, u, ZT_RNG_DROP_ATT);
-    mha_forward(a->ctx, a->att, a->q, a->k, a->v, m->pb[dec], dec ? m->dmask : m->mask, dec,
-                1.0f, &da, m->att_scratch, m->slots, m->B, T, T, H, D);
+    xmha_forward(m->dt, a->ctx, a->att, a->q, a->k, a->v, m->pb[dec], dec ? m->dmask : m->mask,
+                 dec, 1.0f, &da, m->att_scratch, m->slots, m->B, T, T, H, D);
     POLL(m);
 }
 
 static void cross_attention(t5_model *m, int u, blk_acts *a)
 {
     zt_dropout dc = drop_for(m, u, ZT_RNG_DROP_ATT2);
-    mha_forward(a->cctx, a->catt, a->cq, a->ck, a->cv, NULL, m->mask, 0, 1.0f, &dc,
-                m->att_scratch, m->slots, m->B, m->Td, m->Te, m->c.heads, m->c.d_kv);
+    xmha_forward(m->dt, a->cctx, a->catt, a->cq, a->ck, a->cv, NULL, m->mask, 0, 1.0f, &dc,
+                 m->att_scratch, m->slots, m->B, m->Td, m->Te, m->c.heads, m->c.d_kv);
     POLL(m);
 }
 
@@ -745,66 +806,78 @@ static void ff_hidden(t5_model *m, int u, blk_acts *a, int M)
     size_t nf = (size_t)M * m->c.d_ff;
     zt_dropout dm = drop_for(m, u, ZT_RNG_DROP_FFMID);
     if (m->c.gated) {
-        act_forward(m->c.act, a->a0, a->h0, nf);
-        mul_forward(a->g, a->a0, a->h1, nf);
+        xact_forward(m->dt, m->c.act, a->a0, a->h0, nf);
+        xmul_forward(m->dt, a->g, a->a0, a->h1, nf);
     } else {
-        act_forward(m->c.act, a->g, a->h0, nf);
+        xact_forward(m->dt, m->c.act, a->g, a->h0, nf);
     }
-    dropout_apply(a->g, &dm, m->B, nf / (size_t)m->B);
+    xdropout_residual(m->dt, a->g, NULL, NULL, &dm, m->B, nf / (size_t)m->B);
     POLL(m);
 }
 
-static void block_forward(t5_model *m, int u, float *const *P)
+/* the first block's relative-bias table [buckets, H] as fp32 (half precision: widened) */
+static const float *rel_table(t5_model *m, void *const *P, int u)
+{
+    if (m->dt < 0)
+        return bp(m, P, u, B_REL);
+    zt_half_widen(m->dt, m->tab, bp(m, P, u, B_REL), (size_t)m->c.buckets * m->c.heads);
+    return m->tab;
+}
+
+static void block_forward(t5_model *m, int u, void *const *P)
 {
     const t5_config *c = &m->c;
     int dec = is_dec(m, u), T = dec ? m->Td : m->Te, M = m->B * T, Me = m->B * m->Te;
-    int C = c->d_model, I = m->I, F = c->d_ff;
+    int C = c->d_model, I = m->I, F = c->d_ff, dt = m->dt;
     blk_acts *a = &m->la[blk(m, u)];
-    const float *x = block_input(m, u);
+    const void *x = block_input(m, u);
     zt_dropout d1 = drop_for(m, u, ZT_RNG_DROP_ATTOUT), d2 = drop_for(m, u, ZT_RNG_DROP_FFOUT);
     if (first_of_stack(m, u)) {
-        posbias_forward(m->pb[dec], bp(m, P, u, B_REL), !dec, c->buckets, c->max_dist, T, T,
+        posbias_forward(m->pb[dec], rel_table(m, P, u), !dec, c->buckets, c->max_dist, T, T,
                         c->heads);
         POLL(m);
     }
-    rmsnorm_forward(a->n1, a->r1, x, bp(m, P, u, B_LN0), M, C, c->eps);
-    linear_forward(a->q, a->n1, bp(m, P, u, B_Q), NULL, M, C, I);
+    xrmsnorm_forward(dt, a->n1, a->r1, x, bp(m, P, u, B_LN0), M, C, c->eps, XS(m));
+    xlinear_forward(dt, a->q, a->n1, bp(m, P, u, B_Q), NULL, M, C, I, FS(m));
     POLL(m);
-    linear_forward(a->k, a->n1, bp(m, P, u, B_K), NULL, M, C, I);
+    xlinear_forward(dt, a->k, a->n1, bp(m, P, u, B_K), NULL, M, C, I, FS(m));
     POLL(m);
-    linear_forward(a->v, a->n1, bp(m, P, u, B_V), NULL, M, C, I);
+    xlinear_forward(dt, a->v, a->n1, bp(m, P, u, B_V), NULL, M, C, I, FS(m));
     POLL(m);
     block_attention(m, u, a);
-    linear_forward(a->x1, a->ctx, bp(m, P, u, B_O), NULL, M, I, C);
+    xlinear_forward(dt, a->x1, a->ctx, bp(m, P, u, B_O), NULL, M, I, C, FS(m));
     POLL(m);
-    dropout_residual(a->x1, x, NULL, &d1, m->B, (size_t)T * C);
-    const float *xf = a->x1;
+    xdropout_residual(dt, a->x1, x, NULL, &d1, m->B, (size_t)T * C);
+    xclamp_f16(dt, a->x1, (size_t)M * C); /* fp16: transformers' T5Block clamp */
+    const void *xf = a->x1;
     if (dec) {
         zt_dropout dc = drop_for(m, u, ZT_RNG_DROP_CROSSOUT);
-        rmsnorm_forward(a->n2, a->r2, a->x1, bp(m, P, u, B_LN1), M, C, c->eps);
-        linear_forward(a->cq, a->n2, bp(m, P, u, B_CQ), NULL, M, C, I);
+        xrmsnorm_forward(dt, a->n2, a->r2, a->x1, bp(m, P, u, B_LN1), M, C, c->eps, XS(m));
+        xlinear_forward(dt, a->cq, a->n2, bp(m, P, u, B_CQ), NULL, M, C, I, FS(m));
         POLL(m);
-        linear_forward(a->ck, m->enc_out, bp(m, P, u, B_CK), NULL, Me, C, I);
+        xlinear_forward(dt, a->ck, m->enc_out, bp(m, P, u, B_CK), NULL, Me, C, I, FS(m));
         POLL(m);
-        linear_forward(a->cv, m->enc_out, bp(m, P, u, B_CV), NULL, Me, C, I);
+        xlinear_forward(dt, a->cv, m->enc_out, bp(m, P, u, B_CV), NULL, Me, C, I, FS(m));
         POLL(m);
         cross_attention(m, u, a);
-        linear_forward(a->x2, a->cctx, bp(m, P, u, B_CO), NULL, M, I, C);
+        xlinear_forward(dt, a->x2, a->cctx, bp(m, P, u, B_CO), NULL, M, I, C, FS(m));
         POLL(m);
-        dropout_residual(a->x2, a->x1, NULL, &dc, m->B, (size_t)T * C);
+        xdropout_residual(dt, a->x2, a->x1, NULL, &dc, m->B, (size_t)T * C);
+        xclamp_f16(dt, a->x2, (size_t)M * C);
         xf = a->x2;
     }
-    rmsnorm_forward(a->n3, a->r3, xf, bp(m, P, u, B_LNF), M, C, c->eps);
-    linear_forward(a->h0, a->n3, bp(m, P, u, B_WI), NULL, M, C, F);
+    xrmsnorm_forward(dt, a->n3, a->r3, xf, bp(m, P, u, B_LNF), M, C, c->eps, XS(m));
+    xlinear_forward(dt, a->h0, a->n3, bp(m, P, u, B_WI), NULL, M, C, F, FS(m));
     POLL(m);
     if (c->gated) {
-        linear_forward(a->h1, a->n3, bp(m, P, u, B_WI1), NULL, M, C, F);
+        xlinear_forward(dt, a->h1, a->n3, bp(m, P, u, B_WI1), NULL, M, C, F, FS(m));
         POLL(m);
     }
     ff_hidden(m, u, a, M);
-    linear_forward(a->y, a->g, bp(m, P, u, B_WO), NULL, M, F, C);
+    xlinear_forward(dt, a->y, a->g, bp(m, P, u, B_WO), NULL, M, F, C, FS(m));
     POLL(m);
-    dropout_residual(a->y, xf, NULL, &d2, m->B, (size_t)T * C);
+    xdropout_residual(dt, a->y, xf, NULL, &d2, m->B, (size_t)T * C);
+    xclamp_f16(dt, a->y, (size_t)M * C);
 }
 
 /* ---- generation ---------------------------------------------------------------------------- */
@@ -827,7 +900,7 @@ static void gen_block(t5_model *m, int u, float *const *P)
     int t = g->t, S = g->S, Te = m->Te, j = blk(m, u) - m->Le, cap = S > Te ? S : Te;
     size_t nr = (size_t)R * C;
     if (first_of_stack(m, u)) { /* position t's biases, shared by the stack's blocks */
-        const float *tab = bp(m, P, u, B_REL);
+        const float *tab = fbp(m, P, u, B_REL);
         for (int k = 0; k <= t; k++) {
             const float *row = tab + (size_t)t5_bucket(k - t, 0, c->buckets, c->max_dist) * H;
             for (int h = 0; h < H; h++)
@@ -835,15 +908,16 @@ static void gen_block(t5_model *m, int u, float *const *P)
         }
     }
     if (g->on == 1) { /* the cross-attention keys and values, once */
-        linear_forward(g->ck[j], m->enc_out, bp(m, P, u, B_CK), NULL, m->B * Te, C, I);
+        const float *enc = m->dt < 0 ? (const float *)m->enc_out : g->enc;
+        linear_forward(g->ck[j], enc, fbp(m, P, u, B_CK), NULL, m->B * Te, C, I);
         POLL(m);
-        linear_forward(g->cv[j], m->enc_out, bp(m, P, u, B_CV), NULL, m->B * Te, C, I);
+        linear_forward(g->cv[j], enc, fbp(m, P, u, B_CV), NULL, m->B * Te, C, I);
         POLL(m);
     }
-    rmsnorm_forward(g->n, g->r, g->x, bp(m, P, u, B_LN0), R, C, c->eps);
-    gen_linear(g->q, g->n, bp(m, P, u, B_Q), R, C, I);
-    gen_linear(g->kk, g->n, bp(m, P, u, B_K), R, C, I);
-    gen_linear(g->vv, g->n, bp(m, P, u, B_V), R, C, I);
+    rmsnorm_forward(g->n, g->r, g->x, fbp(m, P, u, B_LN0), R, C, c->eps);
+    gen_linear(g->q, g->n, fbp(m, P, u, B_Q), R, C, I);
+    gen_linear(g->kk, g->n, fbp(m, P, u, B_K), R, C, I);
+    gen_linear(g->vv, g->n, fbp(m, P, u, B_V), R, C, I);
     for (int r = 0; r < R; r++) {
         size_t at = ((size_t)r * S + t) * I;
         memcpy(g->k[j] + at, g->kk + (size_t)r * I, sizeof(float) * (size_t)I);
@@ -851,52 +925,63 @@ static void gen_block(t5_model *m, int u, float *const *P)
     }
     mha_decode_forward(g->ctx, g->q, g->k[j], g->v[j], (size_t)S * I, 1, g->pb, 0, (size_t)S, t + 1, R,
                H, D, g->scr, cap, m->slots);
-    gen_linear(g->o, g->ctx, bp(m, P, u, B_O), R, I, C);
+    gen_linear(g->o, g->ctx, fbp(m, P, u, B_O), R, I, C);
     add_into(g->x, g->o, nr);
     POLL(m);
-    rmsnorm_forward(g->n, g->r, g->x, bp(m, P, u, B_LN1), R, C, c->eps);
-    gen_linear(g->q, g->n, bp(m, P, u, B_CQ), R, C, I);
+    rmsnorm_forward(g->n, g->r, g->x, fbp(m, P, u, B_LN1), R, C, c->eps);
+    gen_linear(g->q, g->n, fbp(m, P, u, B_CQ), R, C, I);
     mha_decode_forward(g->ctx, g->q, g->ck[j], g->cv[j], (size_t)Te * I, g->per, g->cmask, (size_t)Te,
                0, Te, R, H, D, g->scr, cap, m->slots);
-    gen_linear(g->o, g->ctx, bp(m, P, u, B_CO), R, I, C);
+    gen_linear(g->o, g->ctx, fbp(m, P, u, B_CO), R, I, C);
     add_into(g->x, g->o, nr);
     POLL(m);
-    rmsnorm_forward(g->n, g->r, g->x, bp(m, P, u, B_LNF), R, C, c->eps);
-    gen_linear(g->h0, g->n, bp(m, P, u, B_WI), R, C, F);
+    rmsnorm_forward(g->n, g->r, g->x, fbp(m, P, u, B_LNF), R, C, c->eps);
+    gen_linear(g->h0, g->n, fbp(m, P, u, B_WI), R, C, F);
     if (c->gated) {
-        gen_linear(g->h1, g->n, bp(m, P, u, B_WI1), R, C, F);
+        gen_linear(g->h1, g->n, fbp(m, P, u, B_WI1), R, C, F);
         act_forward(c->act, g->a0, g->h0, (size_t)R * F);
         mul_forward(g->g, g->a0, g->h1, (size_t)R * F);
     } else {
         act_forward(c->act, g->g, g->h0, (size_t)R * F);
     }
-    gen_linear(g->o, g->g, bp(m, P, u, B_WO), R, F, C);
+    gen_linear(g->o, g->g, fbp(m, P, u, B_WO), R, F, C);
     add_into(g->x, g->o, nr);
     POLL(m);
 }
 
-/* unit u of a generation pass */
+/* the encoder's units of a generation pass (the first pass only; every pass embeds its
+ * tokens), on the parameters as they are */
+static void gen_encode_unit(t5_model *m, int u, void *const *P)
+{
+    t5_gen *g = &m->g;
+    const t5_config *c = &m->c;
+    int C = c->d_model, Me = m->B * m->Te;
+    if (u == 0) {
+        if (g->on == 1)
+            xlookup_forward(m->dt, m->e_enc, m->ids, param(m, P, 0, 0), Me, C);
+        xwiden_rows(m->dt, g->x, param(m, P, 0, 0), g->tok, g->R, C);
+    } else if (g->on == 1 && is_block(m, u)) {
+        block_forward(m, u, P); /* (dropout off: evaluating) */
+    } else if (g->on == 1) {
+        xrmsnorm_forward(m->dt, m->enc_out, m->r_ef, m->la[m->Le - 1].y, param(m, P, u, 0), Me,
+                         C, c->eps, XS(m));
+        if (m->dt >= 0)
+            zt_half_widen(m->dt, g->enc, m->enc_out, (size_t)Me * C);
+    }
+    POLL(m);
+}
+
+/* the decoder's units of a generation pass, on fp32 parameters (half precision: views) */
 static void gen_forward_unit(t5_model *m, int u, float *const *P)
 {
     t5_gen *g = &m->g;
     const t5_config *c = &m->c;
     int C = c->d_model;
-    if (u == 0) {
-        if (g->on == 1)
-            lookup_forward(m->e_enc, m->ids, param(m, P, 0, 0), m->B * m->Te, C);
-        lookup_forward(g->x, g->tok, param(m, P, 0, 0), g->R, C);
-    } else if (is_block(m, u) && !is_dec(m, u)) {
-        if (g->on == 1)
-            block_forward(m, u, P); /* (dropout off: evaluating) */
-    } else if (u == u_encf(m)) {
-        if (g->on == 1)
-            rmsnorm_forward(m->enc_out, m->r_ef, m->la[m->Le - 1].y, param(m, P, u, 0),
-                            m->B * m->Te, C, c->eps);
-    } else if (is_block(m, u)) {
+    if (is_block(m, u)) {
         gen_block(m, u, P);
     } else {
-        const float *w = c->tie ? param(m, P, 0, 0) : param(m, P, u, 1);
-        rmsnorm_forward(g->n, g->r, g->x, param(m, P, u, 0), g->R, C, c->eps);
+        const float *w = c->tie ? fparam(m, P, 0, 0) : fparam(m, P, u, 1);
+        rmsnorm_forward(g->n, g->r, g->x, fparam(m, P, u, 0), g->R, C, c->eps);
         if (c->tie)
             scale_inplace(g->n, (float)pow((double)C, -0.5), (size_t)g->R * C);
         gen_linear(g->logits, g->n, w, g->R, C, c->vocab);
@@ -927,6 +1012,7 @@ static void gen_carve(t5_model *m, zt_carver *cv, t5_gen *g)
     g->cmask = zt_take(cv, Me);
     g->tmp = zt_take(cv, R * S * I);
     g->scr = zt_take(cv, (size_t)m->slots * cap);
+    g->enc = m->dt >= 0 ? zt_take(cv, Me * C) : NULL;
 }
 
 static void t5_gen_end(void *p)
@@ -936,6 +1022,8 @@ static void t5_gen_end(void *p)
     zt_mem_free_in(m->acct, g->arena, g->bytes, ZT_MEM_ACTIVATIONS);
     free(g->k);
     memset(g, 0, sizeof *g);
+    zt_pview_free(&m->pv);
+    zt_pview_init(&m->pv, -1, m->l, m->c.tie, m->acct);
 }
 
 static int t5_gen_begin(void *p, const zt_batch *b, int per, int steps)
@@ -948,6 +1036,8 @@ static int t5_gen_begin(void *p, const zt_batch *b, int per, int steps)
     ZT_TRY(check_inputs(&m->c, b));
     t5_gen_end(m);
     ZT_TRY(size_acts(m, b->B, b->T, 1));
+    if (m->dt >= 0) /* the decoder's units widened for the decode passes */
+        ZT_TRY(zt_pview_init(&m->pv, m->dt, m->l, m->c.tie, m->acct));
     m->B = b->B;
     m->Te = b->T;
     m->Td = 1;
@@ -1045,66 +1135,58 @@ static const float *t5_gen_logits(const void *p, int *rows, int *V)
     return m->g.on ? m->g.logits : NULL;
 }
 
-static void forward_f32(void *p, int u, float *const *P)
+static void t5_forward(t5_model *m, int u, void *const *P)
 {
-    t5_model *m = p;
     const t5_config *c = &m->c;
-    int C = c->d_model, Me = m->B * m->Te, Md = m->B * m->Td;
-    if (m->g.on) {
-        gen_forward_unit(m, u, P);
-        return;
-    }
+    int C = c->d_model, Me = m->B * m->Te, Md = m->B * m->Td, dt = m->dt;
     if (u == 0) {
         zt_dropout de = drop_for(m, 0, ZT_RNG_DROP_EMB), dd = drop_for(m, 0, ZT_RNG_DROP_DEC_EMB);
-        lookup_forward(m->e_enc, m->ids, param(m, P, 0, 0), Me, C);
-        dropout_apply(m->e_enc, &de, m->B, (size_t)m->Te * C);
-        lookup_forward(m->e_dec, m->dec_ids, param(m, P, 0, 0), Md, C);
-        dropout_apply(m->e_dec, &dd, m->B, (size_t)m->Td * C);
+        xlookup_forward(dt, m->e_enc, m->ids, param(m, P, 0, 0), Me, C);
+        xdropout_residual(dt, m->e_enc, NULL, NULL, &de, m->B, (size_t)m->Te * C);
+        xlookup_forward(dt, m->e_dec, m->dec_ids, param(m, P, 0, 0), Md, C);
+        xdropout_residual(dt, m->e_dec, NULL, NULL, &dd, m->B, (size_t)m->Td * C);
         POLL(m);
     } else if (is_block(m, u)) {
         block_forward(m, u, P);
     } else if (u == u_encf(m)) {
         zt_dropout df = drop_for(m, u, ZT_RNG_DROP_FINAL);
-        rmsnorm_forward(m->enc_out, m->r_ef, m->la[m->Le - 1].y, param(m, P, u, 0), Me, C,
-                        c->eps);
-        dropout_apply(m->enc_out, &df, m->B, (size_t)m->Te * C);
+        xrmsnorm_forward(dt, m->enc_out, m->r_ef, m->la[m->Le - 1].y, param(m, P, u, 0), Me, C,
+                         c->eps, XS(m));
+        xdropout_residual(dt, m->enc_out, NULL, NULL, &df, m->B, (size_t)m->Te * C);
         POLL(m);
     } else {
         zt_dropout df = drop_for(m, u, ZT_RNG_DROP_FINAL);
-        const float *w = c->tie ? param(m, P, 0, 0) : param(m, P, u, 1);
-        rmsnorm_forward(m->dec_out, m->r_df, m->la[m->Le + m->Ld - 1].y, param(m, P, u, 0), Md,
-                        C, c->eps);
-        dropout_apply(m->dec_out, &df, m->B, (size_t)m->Td * C);
+        const void *w = c->tie ? param(m, P, 0, 0) : param(m, P, u, 1);
+        xrmsnorm_forward(dt, m->dec_out, m->r_df, m->la[m->Le + m->Ld - 1].y, param(m, P, u, 0),
+                         Md, C, c->eps, XS(m));
+        xdropout_residual(dt, m->dec_out, NULL, NULL, &df, m->B, (size_t)m->Td * C);
         POLL(m);
-        const float *rows = m->dec_out;
+        const void *rows = m->dec_out;
         int nr = Md;
         if (m->compact) {
-            for (int i = 0; i < m->n_lab; i++)
-                memcpy(LMF(m->lm.x) + (size_t)i * C, m->dec_out + (size_t)m->lab_rows[i] * C,
-                       sizeof(float) * (size_t)C);
-            rows = LMF(m->lm.x);
+            xgather_rows(dt, m->lm.x, m->dec_out, m->lab_rows, m->n_lab, C);
+            rows = m->lm.x;
             nr = m->n_lab;
         }
         if (nr > 0) {
             if (c->tie) { /* the scaled copy is what the head multiplies */
-                float *sc = m->compact ? LMF(m->lm.x) : m->s[0];
-                if (!m->compact)
-                    memcpy(sc, rows, sizeof(float) * (size_t)nr * C);
-                scale_inplace(sc, (float)pow((double)C, -0.5), (size_t)nr * C);
+                void *sc = m->compact ? m->lm.x : (void *)m->s[0];
+                xscale(dt, sc, rows, (float)pow((double)C, -0.5), (size_t)nr * C);
                 rows = sc;
             }
-            linear_forward(LMF(m->lm.logits), rows, w, NULL, nr, C, c->vocab);
+            if (m->compact) /* the labelled rows' logits: x */
+                xlinear_forward(dt, m->lm.logits, rows, w, NULL, nr, C, c->vocab, FS(m));
+            else /* every row's, kept: fp32 */
+                xlinear_forward_f32(dt, m->lm.logits, rows, w, NULL, nr, C, c->vocab);
             POLL(m);
         }
     }
 }
 
-static void recompute_f32(void *p, int u, float *const *P)
+static void t5_recompute(t5_model *m, int u, void *const *P)
 {
-    t5_model *m = p;
-    (void)P;
     if (m->mode[u] != ZT_KEEP_SELECTIVE) {
-        forward_f32(p, u, P);
+        t5_forward(m, u, P);
         return;
     }
     blk_acts *a = &m->la[blk(m, u)];
@@ -1120,15 +1202,29 @@ static double t5_loss(void *p, float grad_scale)
     int64_t count;
     /* evaluating (train 0): no gradient, so that the logits (which it would overwrite when
      * they are not kept) stay for zt_engine_logits */
-    float *d = m->train ? LMF(m->lm.dlogits) : NULL;
+    void *d = m->train ? m->lm.dlogits : NULL;
     m->evaluated = !m->train;
-    if (m->compact)
-        return m->n_lab ? crossentropy_forward_backward(d, m->row_loss, &count, LMF(m->lm.logits),
-                                                        m->lab_c, m->n_lab, m->c.vocab,
-                                                        grad_scale)
-                        : 0.0;
-    return crossentropy_forward_backward(d, m->row_loss, &count, LMF(m->lm.logits), m->labels,
-                                         m->B * m->Td, m->c.vocab, grad_scale);
+    if (!m->compact)
+        return crossentropy_forward_backward(d, m->row_loss, &count, m->lm.logits, m->labels,
+                                             m->B * m->Td, m->c.vocab, grad_scale);
+    if (!m->n_lab)
+        return 0.0;
+    double s = xcrossentropy_forward_backward(m->dt, d, m->row_loss, &count, m->lm.logits,
+                                              m->lab_c, m->n_lab, m->c.vocab, grad_scale,
+                                              m->xce, m->slots);
+    if (m->evaluated && m->dt >= 0) { /* the logits as zt_engine_logits gives them: fp32 */
+        size_t need = (size_t)m->n_lab * (size_t)m->c.vocab;
+        if (need > m->elog_n) {
+            zt_mem_free_in(m->acct, m->elog, m->elog_n * sizeof(float), ZT_MEM_ACTIVATIONS);
+            m->elog_n = 0;
+            if ((m->elog = zt_mem_alloc_in(m->acct, need * sizeof(float), ZT_ALIGN_PAGE,
+                                           ZT_MEM_ACTIVATIONS)))
+                m->elog_n = need;
+        }
+        if (m->elog)
+            zt_half_widen(m->dt, m->elog, m->lm.logits, need);
+    }
+    return s;
 }
 
 /* ---- backward ----------------------------------------------------------------------------- */
@@ -1136,50 +1232,53 @@ static double t5_loss(void *p, float grad_scale)
 static void zero(float *x, size_t n) { memset(x, 0, n * sizeof(float)); }
 
 /* the feed-forward sub-layer: dcur = d(its output) in, d(its input) out */
-static void ff_backward(t5_model *m, int u, blk_acts *a, const float *xf, float *const *P,
+static void ff_backward(t5_model *m, int u, blk_acts *a, const void *xf, void *const *P,
                         float *const *G, int M)
 {
     const t5_config *c = &m->c;
-    int C = c->d_model, F = c->d_ff, T = M / m->B;
+    int C = c->d_model, F = c->d_ff, T = M / m->B, dt = m->dt;
     size_t n = (size_t)M * C, nf = (size_t)M * F;
     zt_dropout d2 = drop_for(m, u, ZT_RNG_DROP_FFOUT), dm = drop_for(m, u, ZT_RNG_DROP_FFMID);
     float **s = m->s, **sf = m->sF;
     memcpy(s[0], m->dcur, n * sizeof(float));
     dropout_backward(s[0], NULL, &d2, m->B, (size_t)T * C);
     zero(sf[0], nf);
-    linear_backward(sf[0], bp(m, G, u, B_WO), NULL, s[0], a->g, bp(m, P, u, B_WO), M, F, C);
+    xlinear_backward(dt, sf[0], fbp(m, G, u, B_WO), NULL, s[0], a->g, bp(m, P, u, B_WO), M, F, C,
+                     HS(m));
     POLL(m);
     dropout_backward(sf[0], NULL, &dm, m->B, (size_t)T * F);
     zero(sf[1], nf);
     if (c->gated) { /* g = act(h0) * h1 */
         zero(sf[2], nf);
         zero(sf[3], nf);
-        mul_backward(sf[2], sf[3], sf[0], a->a0, a->h1, nf);
-        act_backward(c->act, sf[1], a->h0, sf[2], nf);
+        xmul_backward(dt, sf[2], sf[3], sf[0], a->a0, a->h1, nf);
+        xact_backward(dt, c->act, sf[1], a->h0, sf[2], nf);
     } else {
-        act_backward(c->act, sf[1], a->h0, sf[0], nf);
+        xact_backward(dt, c->act, sf[1], a->h0, sf[0], nf);
     }
     POLL(m);
     zero(s[1], n);
-    linear_backward(s[1], bp(m, G, u, B_WI), NULL, sf[1], a->n3, bp(m, P, u, B_WI), M, C, F);
+    xlinear_backward(dt, s[1], fbp(m, G, u, B_WI), NULL, sf[1], a->n3, bp(m, P, u, B_WI), M, C, F,
+                     HS(m));
     POLL(m);
     if (c->gated) {
-        linear_backward(s[1], bp(m, G, u, B_WI1), NULL, sf[3], a->n3, bp(m, P, u, B_WI1), M, C,
-                        F);
+        xlinear_backward(dt, s[1], fbp(m, G, u, B_WI1), NULL, sf[3], a->n3, bp(m, P, u, B_WI1), M,
+                         C, F, HS(m));
         POLL(m);
     }
-    rmsnorm_backward(m->dcur, bp(m, G, u, B_LNF), s[1], xf, a->r3, bp(m, P, u, B_LNF), M, C);
+    xrmsnorm_backward(dt, m->dcur, fbp(m, G, u, B_LNF), s[1], xf, a->r3, bp(m, P, u, B_LNF), M, C,
+                      XS(m));
     POLL(m);
 }
 
-static void block_backward(t5_model *m, int u, float *const *P, float *const *G)
+static void block_backward(t5_model *m, int u, void *const *P, float *const *G)
 {
     const t5_config *c = &m->c;
     int dec = is_dec(m, u), T = dec ? m->Td : m->Te, M = m->B * T, Me = m->B * m->Te;
-    int C = c->d_model, I = m->I, H = c->heads, D = c->d_kv;
+    int C = c->d_model, I = m->I, H = c->heads, D = c->d_kv, dt = m->dt;
     size_t n = (size_t)M * C, ni = (size_t)M * I;
     blk_acts *a = &m->la[blk(m, u)];
-    const float *x = block_input(m, u);
+    const void *x = block_input(m, u);
     float **s = m->s, **sI = m->sI;
     ff_backward(m, u, a, dec ? a->x2 : a->x1, P, G, M);
     if (dec) { /* x2 = x1 + drop(o_c(cross(rms(x1), enc_out))) */
@@ -1187,23 +1286,24 @@ static void block_backward(t5_model *m, int u, float *const *P, float *const *G)
         memcpy(s[0], m->dcur, n * sizeof(float));
         dropout_backward(s[0], NULL, &dc, m->B, (size_t)T * C);
         zero(sI[0], ni);
-        linear_backward(sI[0], bp(m, G, u, B_CO), NULL, s[0], a->cctx, bp(m, P, u, B_CO), M, I,
-                        C);
+        xlinear_backward(dt, sI[0], fbp(m, G, u, B_CO), NULL, s[0], a->cctx, bp(m, P, u, B_CO), M,
+                         I, C, HS(m));
         POLL(m);
-        mha_backward(sI[1], sI[2], sI[3], NULL, sI[0], a->catt, a->cq, a->ck, a->cv, 1.0f, &d2,
-                     m->att_scratch, m->slots, m->B, T, m->Te, H, D);
+        xmha_backward(dt, sI[1], sI[2], sI[3], NULL, sI[0], a->catt, a->cq, a->ck, a->cv, 1.0f,
+                      &d2, m->att_scratch, m->slots, m->B, T, m->Te, H, D);
         POLL(m);
         zero(s[0], n);
-        linear_backward(s[0], bp(m, G, u, B_CQ), NULL, sI[1], a->n2, bp(m, P, u, B_CQ), M, C, I);
+        xlinear_backward(dt, s[0], fbp(m, G, u, B_CQ), NULL, sI[1], a->n2, bp(m, P, u, B_CQ), M,
+                         C, I, HS(m));
         POLL(m);
-        linear_backward(m->d_enc, bp(m, G, u, B_CK), NULL, sI[2], m->enc_out, bp(m, P, u, B_CK),
-                        Me, C, I);
+        xlinear_backward(dt, m->d_enc, fbp(m, G, u, B_CK), NULL, sI[2], m->enc_out,
+                         bp(m, P, u, B_CK), Me, C, I, HS(m));
         POLL(m);
-        linear_backward(m->d_enc, bp(m, G, u, B_CV), NULL, sI[3], m->enc_out, bp(m, P, u, B_CV),
-                        Me, C, I);
+        xlinear_backward(dt, m->d_enc, fbp(m, G, u, B_CV), NULL, sI[3], m->enc_out,
+                         bp(m, P, u, B_CV), Me, C, I, HS(m));
         POLL(m);
-        rmsnorm_backward(m->dcur, bp(m, G, u, B_LN1), s[0], a->x1, a->r2, bp(m, P, u, B_LN1), M,
-                         C);
+        xrmsnorm_backward(dt, m->dcur, fbp(m, G, u, B_LN1), s[0], a->x1, a->r2,
+                          bp(m, P, u, B_LN1), M, C, XS(m));
         POLL(m);
     }
     /* x1 = x + drop(o(self(rms(x)))) */
@@ -1211,36 +1311,40 @@ static void block_backward(t5_model *m, int u, float *const *P, float *const *G)
     memcpy(s[0], m->dcur, n * sizeof(float));
     dropout_backward(s[0], NULL, &d1, m->B, (size_t)T * C);
     zero(sI[0], ni);
-    linear_backward(sI[0], bp(m, G, u, B_O), NULL, s[0], a->ctx, bp(m, P, u, B_O), M, I, C);
+    xlinear_backward(dt, sI[0], fbp(m, G, u, B_O), NULL, s[0], a->ctx, bp(m, P, u, B_O), M, I, C,
+                     HS(m));
     POLL(m);
-    mha_backward(sI[1], sI[2], sI[3], m->dpb[dec], sI[0], a->att, a->q, a->k, a->v, 1.0f, &da,
-                 m->att_scratch, m->slots, m->B, T, T, H, D);
+    xmha_backward(dt, sI[1], sI[2], sI[3], m->dpb[dec], sI[0], a->att, a->q, a->k, a->v, 1.0f,
+                  &da, m->att_scratch, m->slots, m->B, T, T, H, D);
     POLL(m);
     zero(s[0], n);
-    linear_backward(s[0], bp(m, G, u, B_Q), NULL, sI[1], a->n1, bp(m, P, u, B_Q), M, C, I);
+    xlinear_backward(dt, s[0], fbp(m, G, u, B_Q), NULL, sI[1], a->n1, bp(m, P, u, B_Q), M, C, I,
+                     HS(m));
     POLL(m);
-    linear_backward(s[0], bp(m, G, u, B_K), NULL, sI[2], a->n1, bp(m, P, u, B_K), M, C, I);
+    xlinear_backward(dt, s[0], fbp(m, G, u, B_K), NULL, sI[2], a->n1, bp(m, P, u, B_K), M, C, I,
+                     HS(m));
     POLL(m);
-    linear_backward(s[0], bp(m, G, u, B_V), NULL, sI[3], a->n1, bp(m, P, u, B_V), M, C, I);
+    xlinear_backward(dt, s[0], fbp(m, G, u, B_V), NULL, sI[3], a->n1, bp(m, P, u, B_V), M, C, I,
+                     HS(m));
     POLL(m);
-    rmsnorm_backward(m->dcur, bp(m, G, u, B_LN0), s[0], x, a->r1, bp(m, P, u, B_LN0), M, C);
+    xrmsnorm_backward(dt, m->dcur, fbp(m, G, u, B_LN0), s[0], x, a->r1, bp(m, P, u, B_LN0), M, C,
+                      XS(m));
     POLL(m);
     if (first_of_stack(m, u)) {
-        posbias_backward(bp(m, G, u, B_REL), m->dpb[dec], !dec, c->buckets, c->max_dist, T, T,
+        posbias_backward(fbp(m, G, u, B_REL), m->dpb[dec], !dec, c->buckets, c->max_dist, T, T,
                          H);
         POLL(m);
     }
 }
 
-static void backward_f32(void *p, int u, float *const *P, float *const *G)
+static void t5_backward(t5_model *m, int u, void *const *P, float *const *G)
 {
-    t5_model *m = p;
     const t5_config *c = &m->c;
-    int C = c->d_model, Me = m->B * m->Te, Md = m->B * m->Td, H = c->heads;
+    int C = c->d_model, Me = m->B * m->Te, Md = m->B * m->Td, H = c->heads, dt = m->dt;
     if (u == u_head(m)) { /* the first step of the backward pass */
         zt_dropout df = drop_for(m, u, ZT_RNG_DROP_FINAL);
-        float *w = c->tie ? param(m, P, 0, 0) : param(m, P, u, 1);
-        float *dw = c->tie ? param(m, G, 0, 0) : param(m, G, u, 1);
+        const void *w = c->tie ? param(m, P, 0, 0) : param(m, P, u, 1);
+        float *dw = c->tie ? fparam(m, G, 0, 0) : fparam(m, G, u, 1);
         float sc = (float)pow((double)C, -0.5);
         zero(m->dpb[0], (size_t)H * m->Te * m->Te);
         zero(m->dpb[1], (size_t)H * m->Td * m->Td);
@@ -1248,13 +1352,18 @@ static void backward_f32(void *p, int u, float *const *P, float *const *G)
         zero(m->s[1], (size_t)Md * C);
         if (!m->compact) {
             /* the forward's scaled copy of dec_out is in s[0] when tied */
-            linear_backward(m->s[1], dw, NULL, LMF(m->lm.dlogits), c->tie ? m->s[0] : m->dec_out,
-                            w, Md, C, c->vocab);
+            xlinear_backward(dt, m->s[1], dw, NULL, m->lm.dlogits,
+                             c->tie ? (const void *)m->s[0] : m->dec_out, w, Md, C, c->vocab,
+                             HS(m));
             POLL(m);
         } else if (m->n_lab > 0) {
             zero(m->lm.dx, (size_t)m->n_lab * C);
-            linear_backward(m->lm.dx, dw, NULL, LMF(m->lm.dlogits), LMF(m->lm.x), w, m->n_lab, C,
-                            c->vocab);
+            if (dt < 0)
+                linear_backward(m->lm.dx, dw, NULL, m->lm.dlogits, m->lm.x, w, m->n_lab, C,
+                                c->vocab);
+            else /* (the gradient was rounded into the logits' place) */
+                xlinear_backward_h(dt, m->lm.dx, dw, NULL, m->lm.dlogits, m->lm.x, w, m->n_lab,
+                                   C, c->vocab);
             POLL(m);
             for (int i = 0; i < m->n_lab; i++)
                 memcpy(m->s[1] + (size_t)m->lab_rows[i] * C, m->lm.dx + (size_t)i * C,
@@ -1264,8 +1373,8 @@ static void backward_f32(void *p, int u, float *const *P, float *const *G)
             scale_inplace(m->s[1], sc, (size_t)Md * C);
         dropout_backward(m->s[1], NULL, &df, m->B, (size_t)m->Td * C);
         zero(m->dcur, (size_t)Md * C);
-        rmsnorm_backward(m->dcur, param(m, G, u, 0), m->s[1], m->la[m->Le + m->Ld - 1].y,
-                         m->r_df, param(m, P, u, 0), Md, C);
+        xrmsnorm_backward(dt, m->dcur, fparam(m, G, u, 0), m->s[1], m->la[m->Le + m->Ld - 1].y,
+                          m->r_df, param(m, P, u, 0), Md, C, XS(m));
         POLL(m);
     } else if (is_block(m, u)) {
         block_backward(m, u, P, G);
@@ -1275,15 +1384,15 @@ static void backward_f32(void *p, int u, float *const *P, float *const *G)
         memcpy(m->d_edec, m->dcur, sizeof(float) * (size_t)Md * C);
         dropout_backward(m->d_enc, NULL, &df, m->B, (size_t)m->Te * C);
         zero(m->dcur, (size_t)Me * C);
-        rmsnorm_backward(m->dcur, param(m, G, u, 0), m->d_enc, m->la[m->Le - 1].y, m->r_ef,
-                         param(m, P, u, 0), Me, C);
+        xrmsnorm_backward(dt, m->dcur, fparam(m, G, u, 0), m->d_enc, m->la[m->Le - 1].y, m->r_ef,
+                          param(m, P, u, 0), Me, C, XS(m));
         POLL(m);
     } else {
         zt_dropout de = drop_for(m, 0, ZT_RNG_DROP_EMB), dd = drop_for(m, 0, ZT_RNG_DROP_DEC_EMB);
         dropout_backward(m->dcur, NULL, &de, m->B, (size_t)m->Te * C);
-        lookup_backward(param(m, G, 0, 0), m->dcur, m->ids, Me, C);
+        lookup_backward(fparam(m, G, 0, 0), m->dcur, m->ids, Me, C);
         dropout_backward(m->d_edec, NULL, &dd, m->B, (size_t)m->Td * C);
-        lookup_backward(param(m, G, 0, 0), m->d_edec, m->dec_ids, Md, C);
+        lookup_backward(fparam(m, G, 0, 0), m->d_edec, m->dec_ids, Md, C);
         POLL(m);
     }
 }
@@ -1352,7 +1461,7 @@ static void *t5_checkpoint(void *p, int u, size_t *bytes)
     if (!is_block(m, u) || !m->arena || m->slot_of[blk(m, u)] < 0)
         return NULL;
     *bytes = (size_t)m->cap_b * (size_t)(is_dec(m, u) ? m->cap_td : m->cap_te) *
-             (size_t)m->c.d_model * sizeof(float);
+             (size_t)m->c.d_model * x_es(m->dt);
     return m->la[blk(m, u)].y;
 }
 
@@ -1384,7 +1493,7 @@ static size_t t5_recompute_bytes(const void *p, int u)
 {
     const t5_model *m = p;
     dims d = {(size_t)m->B, (size_t)m->Te, (size_t)m->Td, (size_t)m->c.d_model, (size_t)m->I,
-              (size_t)m->c.d_ff, (size_t)m->c.heads, m->c.gated};
+              (size_t)m->c.d_ff, (size_t)m->c.heads, x_es(m->dt), m->c.gated};
     if (!is_block(m, u) || m->mode[u] == ZT_KEEP_ALL)
         return 0;
     return block_bytes(m->mode[u] == ZT_KEEP_SELECTIVE ? P_RECOMP : P_ALL, &d, is_dec(m, u));
@@ -1410,12 +1519,12 @@ static const float *t5_logits(const void *p, int64_t shape[3])
         shape[0] = 1;
         shape[1] = m->n_lab;
         shape[2] = m->c.vocab;
-        return LMF(m->lm.logits);
+        return m->dt < 0 ? m->lm.logits : m->elog;
     }
     shape[0] = m->B;
     shape[1] = m->Td;
     shape[2] = m->c.vocab;
-    return LMF(m->lm.logits);
+    return m->lm.logits;
 }
 
 static void t5_set_train(void *p, int train) { ((t5_model *)p)->train = train; }
@@ -1433,23 +1542,26 @@ static int t5_tied_unit(const void *p, int u)
     return u == u_head(m) && m->c.tie ? 0 : -1;
 }
 
-/* the engine's calls: the parameters as fp32 (half precision: the units widened) */
+/* the engine's calls. Generation's decode passes run the decoder on fp32 views. */
 static void t5_forward_unit(void *p, int u, void *const *P)
 {
     t5_model *m = p;
-    forward_f32(p, u, zt_pview_of(&m->pv, P, u, t5_tied_unit(m, u)));
+    if (!m->g.on)
+        t5_forward(m, u, P);
+    else if (u == 0 || u <= u_encf(m))
+        gen_encode_unit(m, u, P);
+    else
+        gen_forward_unit(m, u, zt_pview_of(&m->pv, P, u, t5_tied_unit(m, u)));
 }
 
 static void t5_recompute_unit(void *p, int u, void *const *P)
 {
-    t5_model *m = p;
-    recompute_f32(p, u, zt_pview_of(&m->pv, P, u, t5_tied_unit(m, u)));
+    t5_recompute(p, u, P);
 }
 
 static void t5_backward_unit(void *p, int u, void *const *P, float *const *G)
 {
-    t5_model *m = p;
-    backward_f32(p, u, zt_pview_of(&m->pv, P, u, t5_tied_unit(m, u)), G);
+    t5_backward(p, u, P, G);
 }
 
 const zt_model_ops t5_ops = {

@@ -16,7 +16,9 @@
 #   - stage 3's parameter store keeps bf16 shards in 2 bytes: half fp32's NVMe bytes;
 #   - both precisions at once are refused by name; a half-precision reduction key is a
 #     notice (the reduction runs in fp32); data_types.grad_accum_dtype bf16 keeps 2-byte
-#     gradient sums, the same bits at every stage and with NVMe offload.
+#     gradient sums, the same bits at every stage and with NVMe offload;
+#   - T5 computes in bf16 too: one step against the bf16 module (tests/ref/t5_bf16_ref.py),
+#     stages 0-3 the same bits at N=2, also from NVMe with every block recomputed.
 # BF16_LONG=1 adds N = 3 for AdamW, more parity shapes, and offload at N = 2.
 # Usage: tests/test_bf16.sh [zerotrain]
 set -u
@@ -257,6 +259,48 @@ for st in 0 1 2 3; do cfg "cb$st" $st "$AW" "" "$CB"; run "cb$st" 2 "cb$st" 4; d
 if same cb0 cb1 && same cb0 cb2 && same cb0 cb3 && ! same cb0 aw2s0 && same cb0 ga2s0 &&
    grep -q "bf16 (fp32 master, fp32 gradients reduced in bf16)" "$T/cb0.log"; then ok
 else bad "bf16 with fp32 gradients reduced in bf16: stages 0-3 differ at N=2, or equal another run"; fi
+
+# ---- T5 -----------------------------------------------------------------------------------
+# one step against the bf16 module of tests/ref/t5_bf16_ref.py (its docstring argues the bound)
+if "$PY" -c 'import torch, numpy' 2>/dev/null; then
+    T5C=("31 --layers 1 --dec-layers 1 --ff relu --tie 1 --batch 2 --enc-len 13 --dec-len 7")
+    [ "$LONG" = 1 ] && T5C+=("32 --layers 2 --dec-layers 2 --ff gated-gelu --tie 0 --dec-mask 1 --batch 3 --enc-len 19 --dec-len 11"
+                             "33 --layers 1 --dec-layers 2 --ff gated-gelu --tie 1 --batch 1 --enc-len 5 --dec-len 9 --buckets 8 --max-distance 20")
+    for c in "${T5C[@]}"; do
+        read -r s rest <<<"$c"
+        d="$T/t5ref$s"
+        if ! "$PY" "$(dirname "$REF")/t5_bf16_ref.py" make --out "$d" --seed "$s" $rest >"$T/make.log" 2>&1; then
+            bad "t5_bf16_ref.py make (seed $s)"; cat "$T/make.log"; continue
+        fi
+        if ! "$ZT" grad --model "$d" --batch "$d/batch.safetensors" --step "$d/step.json" \
+                --out "$d/out.safetensors" >"$T/grad.log" 2>&1; then
+            bad "zerotrain grad, T5 (seed $s)"; tail -5 "$T/grad.log"; continue
+        fi
+        if "$PY" "$(dirname "$REF")/t5_bf16_ref.py" compare "$d" "$d/out.safetensors" >"$T/cmp.log" 2>&1; then
+            ok; echo "ok   [T5 seed $s $rest]: $(tail -n 1 "$T/cmp.log")"
+        else bad "T5 bf16 step against PyTorch (seed $s $rest)"; cat "$T/cmp.log"; fi
+    done
+fi
+# training in bf16 (16-bit activations): stages 0-3 the same bits at N=2 (N=3 with BF16_LONG),
+# and with the state and parameters on NVMe and every block recomputed; BF16 weights saved
+t5run() { # OUT NP STAGE [ZERO_EXTRA [TOP_EXTRA]]
+    echo "{\"train_batch_size\": 6, \"zero_optimization\": {\"stage\": $3 ${4:-}},
+           \"optimizer\": $AW, \"bf16\": {\"enabled\": true} ${5:-}}" >"$T/$1.json"
+    timeout 300 $MPI -np "$2" "$ZT" train --model "${ZT_FIXTURES:-tests/fixtures}/t5-tiny" --data synthetic:3 \
+        --config "$T/$1.json" --seq-len 16 --steps 3 --threads 1 --save-model "$T/$1" >"$T/$1.log" 2>&1 ||
+        { echo "run $1 failed:"; tail -5 "$T/$1.log"; }
+}
+t5stages() { # N
+    for st in 0 1 2 3; do t5run "t5n$1s$st" "$1" $st; done
+    if same "t5n$1s0" "t5n$1s1" && same "t5n$1s0" "t5n$1s2" && same "t5n$1s0" "t5n$1s3" &&
+       grep -q '"torch_dtype": "bfloat16"' "$T/t5n$1s0/config.json"; then ok
+    else bad "bf16 T5: stages 0-3 differ at N=$1, or no bfloat16 weights"; fi
+}
+t5stages 2
+[ "$LONG" = 1 ] && t5stages 3
+t5run t5off 2 3 ", \"stage3_param_persistence_threshold\": 0, \"offload_optimizer\": {\"device\": \"nvme\", $NV}, \"offload_param\": {\"device\": \"nvme\", \"buffer_count\": 3, $NV}" ', "zerotrain": {"recompute": "full"}'
+if same t5n2s0 t5off; then ok
+else bad "bf16 T5: NVMe offload with recomputation differs from stage 0 at N=2"; fi
 
 echo "bf16: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

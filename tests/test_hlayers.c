@@ -12,7 +12,9 @@
  *     stored probabilities are the fp32 kernel's rounded; the context is checked against an
  *     fp32 product of the rounded (and dropped-out) probabilities within gamma_T (and a
  *     rounding of its own); the backward equals the fp32 backward fed the widened q, k, v and
- *     stored probabilities, bit for bit (the same arithmetic on the same fp32 values). */
+ *     stored probabilities, bit for bit (the same arithmetic on the same fp32 values);
+ *   - T5's: the RMS norm, the feed-forward's activations and product, the tied head's scale,
+ *     the embedding lookup, and its attention (position bias, causal or cross) likewise. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -441,13 +443,196 @@ static void test_attention(void **state)
         }
 }
 
+/* ---- T5's kernels ---------------------------------------------------------------------- */
+
+static void test_rmsnorm(void **state)
+{
+    (void)state;
+    int M = 23, C = 200, slots = omp_get_max_threads();
+    for (int dt = 0; dt < 2; dt++) {
+        size_t n = (size_t)M * C;
+        uint16_t *x = hvec(n), *w = hvec(C), *y = hvec(n);
+        float *xf = vec(n), *wf = vec(C), *yf = vec(n), *rstd = vec(M), *rf = vec(M);
+        float *scr = vec(xlayernorm_scratch(dt, C, slots));
+        float *dy = vec(n), *dx = vec(n), *dxf = vec(n), *dw = vec(C), *dwf = vec(C);
+        fill_h(dt, x, xf, n, 111, 2.0f);
+        fill_h(dt, w, wf, C, 112, 1.0f);
+        fill_f(dy, n, 114, 1.0f);
+        fill_f(dx, n, 115, 1.0f);
+        memcpy(dxf, dx, 4 * n);
+        fill_f(dw, C, 116, 1.0f);
+        memcpy(dwf, dw, 4 * (size_t)C);
+        xrmsnorm_forward(dt, y, rstd, x, w, M, C, 1e-6f, scr, slots);
+        rmsnorm_forward(yf, rf, xf, wf, M, C, 1e-6f);
+        same_rounded("rmsnorm forward", dt, y, yf, n);
+        same_f32("rmsnorm rstd", dt, rstd, rf, M);
+        xrmsnorm_backward(dt, dx, dw, dy, x, rstd, w, M, C, scr, slots);
+        rmsnorm_backward(dxf, dwf, dy, xf, rf, wf, M, C);
+        same_f32("rmsnorm dinp", dt, dx, dxf, n);
+        same_f32("rmsnorm dw", dt, dw, dwf, C);
+        free(x); free(w); free(y); free(xf); free(wf); free(yf); free(rstd); free(rf); free(scr);
+        free(dy); free(dx); free(dxf); free(dw); free(dwf);
+    }
+}
+
+/* the fp16 clamp of transformers' T5Block: only when something is infinite, then every
+ * element to within +-(65504 - 1000) rounded (64512); NaN stays; bf16 untouched */
+static void test_clamp(void **state)
+{
+    (void)state;
+    float v[6] = {5.0f, 65000.0f, -60000.0f, INFINITY, -INFINITY, NAN};
+    float want[6] = {5.0f, 64512.0f, -60000.0f, 64512.0f, -64512.0f, NAN};
+    uint16_t h[6], g[6];
+    zt_half_narrow(ZT_HALF_F16, h, v, 6);
+    memcpy(g, h, sizeof g);
+    assert_int_equal(xclamp_f16(ZT_HALF_BF16, g, 6), 0);
+    assert_memory_equal(g, h, sizeof g);
+    assert_int_equal(xclamp_f16(ZT_HALF_F16, h, 3), 0); /* finite: nothing */
+    assert_memory_equal(g, h, sizeof g);
+    assert_int_equal(xclamp_f16(ZT_HALF_F16, h, 6), 1);
+    for (int i = 0; i < 6; i++) {
+        float x = zt_half_value(ZT_HALF_F16, h[i]);
+        if (isnan(want[i]) ? !isnan(x) : x != want[i])
+            fail_msg("clamp: element %d is %g, want %g", i, (double)x, (double)want[i]);
+    }
+}
+
+static void test_t5_elementwise(void **state)
+{
+    (void)state;
+    size_t n = 10001; /* several chunks and a partial one */
+    static const char *const act_name[3] = {"relu", "gelu", "gelu_tanh"};
+    for (int dt = 0; dt < 2; dt++) {
+        uint16_t *x = hvec(n), *x2 = hvec(n), *y = hvec(n);
+        float *xf = vec(n), *x2f = vec(n), *yf = vec(n), *dy = vec(n), *dx = vec(n),
+              *dxf = vec(n), *d2 = vec(n), *d2f = vec(n);
+        fill_h(dt, x, xf, n, 121, 3.0f);
+        fill_h(dt, x2, x2f, n, 122, 2.0f);
+        fill_f(dy, n, 123, 1.0f);
+        for (int act = 0; act < 3; act++) {
+            char what[64];
+            fill_f(dx, n, 124 + (uint64_t)act, 1.0f);
+            memcpy(dxf, dx, 4 * n);
+            xact_forward(dt, act, y, x, n);
+            act_forward(act, yf, xf, n);
+            snprintf(what, sizeof what, "%s forward", act_name[act]);
+            same_rounded(what, dt, y, yf, n);
+            xact_backward(dt, act, dx, x, dy, n);
+            act_backward(act, dxf, xf, dy, n);
+            snprintf(what, sizeof what, "%s backward", act_name[act]);
+            same_f32(what, dt, dx, dxf, n);
+        }
+        xmul_forward(dt, y, x, x2, n);
+        mul_forward(yf, xf, x2f, n);
+        same_rounded("mul forward", dt, y, yf, n);
+        fill_f(dx, n, 131, 1.0f);
+        memcpy(dxf, dx, 4 * n);
+        fill_f(d2, n, 132, 1.0f);
+        memcpy(d2f, d2, 4 * n);
+        xmul_backward(dt, dx, d2, dy, x, x2, n);
+        mul_backward(dxf, d2f, dy, xf, x2f, n);
+        same_f32("mul backward (a)", dt, dx, dxf, n);
+        same_f32("mul backward (b)", dt, d2, d2f, n);
+        xscale(dt, y, x, 0.0883883f, n);
+        memcpy(yf, xf, 4 * n);
+        scale_inplace(yf, 0.0883883f, n);
+        same_rounded("scale", dt, y, yf, n);
+        xscale(dt, x2, x2, 0.0883883f, n); /* in place */
+        scale_inplace(x2f, 0.0883883f, n);
+        same_rounded("scale in place", dt, x2, x2f, n);
+        /* lookup: rows copied; widened rows: the fp32 values */
+        int V = 50, C = 40, M = 17;
+        int64_t ids[17];
+        for (int i = 0; i < M; i++)
+            ids[i] = (i * 31 + 7) % V;
+        xlookup_forward(dt, y, ids, x, M, C);
+        lookup_forward(yf, ids, xf, M, C);
+        same_rounded("lookup", dt, y, yf, (size_t)M * C);
+        xwiden_rows(dt, dxf, x, ids, M, C);
+        same_f32("widened rows", dt, dxf, yf, (size_t)M * C);
+        free(x); free(x2); free(y); free(xf); free(x2f); free(yf); free(dy); free(dx);
+        free(dxf); free(d2); free(d2f);
+    }
+}
+
+/* T5's attention: unscaled scores, the position bias, the key mask, causal (self) or not
+ * (cross, Tq != Tk); dropout regenerated in the backward. As run_attention: probabilities
+ * the fp32 kernel's rounded, the context within gamma_T of the rounded probabilities times v
+ * (without dropout), the backward (with dbias) the fp32 kernel's on the widened values. */
+static void run_mha(int dt, int causal, float p)
+{
+    int B = 2, Tq = causal ? 13 : 9, Tk = 13, H = 3, D = 8, C = H * D, slots = omp_get_max_threads();
+    size_t tt = (size_t)Tq * Tk, nq = (size_t)B * Tq * C, nk = (size_t)B * Tk * C;
+    int64_t mask[26];
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < Tk; t++)
+            mask[b * Tk + t] = t < Tk - 3 * b;
+    zt_dropout d = {p, 5, 40, 77};
+    uint16_t *q = hvec(nq), *k = hvec(nk), *v = hvec(nk), *ctx = hvec(nq), *att = hvec(B * H * tt);
+    float *qf = vec(nq), *kf = vec(nk), *vf = vec(nk), *cf = vec(nq), *af = vec(B * H * tt),
+          *aw = vec(B * H * tt), *bias = vec(H * tt);
+    size_t per = attention_scratch(dt, Tq, Tk, D, 1) > attention_scratch(dt, Tq, Tk, D, 0)
+                     ? attention_scratch(dt, Tq, Tk, D, 1) : attention_scratch(dt, Tq, Tk, D, 0);
+    float *scr = vec((size_t)slots * per), *scrf = vec((size_t)slots * 2 * (tt + Tk));
+    fill_h(dt, q, qf, nq, 141, 1.0f);
+    fill_h(dt, k, kf, nk, 142, 1.0f);
+    fill_h(dt, v, vf, nk, 143, 1.0f);
+    fill_f(bias, H * tt, 144, 1.0f);
+    xmha_forward(dt, ctx, att, q, k, v, bias, mask, causal, 1.0f, &d, scr, slots, B, Tq, Tk, H, D);
+    mha_forward(cf, af, qf, kf, vf, bias, mask, causal, 1.0f, &d, scrf, slots, B, Tq, Tk, H, D);
+    same_rounded("mha probabilities", dt, att, af, (size_t)B * H * tt);
+    zt_half_widen(dt, aw, att, (size_t)B * H * tt);
+    for (int bh = 0; p == 0.0f && bh < B * H; bh++) {
+        int b = bh / H, h = bh % H;
+        for (int i = 0; i < Tq; i++)
+            for (int j = 0; j < D; j++) {
+                double s = 0.0, sa = 0.0;
+                for (int t = 0; t < Tk; t++) {
+                    double x = (double)aw[(size_t)bh * tt + (size_t)i * Tk + t] *
+                               vf[((size_t)b * Tk + t) * C + (size_t)h * D + j];
+                    s += x;
+                    sa += fabs(x);
+                }
+                double g = (Tk + 2) * 0x1p-24 / (1 - (Tk + 2) * 0x1p-24);
+                size_t o = ((size_t)b * Tq + i) * C + (size_t)h * D + j;
+                within("mha context", dt, zt_half_value(dt, ctx[o]), s, g * sa + 1e-30, o, 1);
+            }
+    }
+    float *dctx = vec(nq), *dq = vec(nq), *dk = vec(nk), *dv = vec(nk), *dqf = vec(nq),
+          *dkf = vec(nk), *dvf = vec(nk), *db = vec(H * tt), *dbf = vec(H * tt);
+    fill_f(dctx, nq, 145, 1.0f);
+    fill_f(db, H * tt, 146, 1.0f);
+    memcpy(dbf, db, 4 * (size_t)H * tt);
+    xmha_backward(dt, dq, dk, dv, db, dctx, att, q, k, v, 1.0f, &d, scr, slots, B, Tq, Tk, H, D);
+    mha_backward(dqf, dkf, dvf, dbf, dctx, aw, qf, kf, vf, 1.0f, &d, scrf, slots, B, Tq, Tk, H, D);
+    same_f32("mha dq", dt, dq, dqf, nq);
+    same_f32("mha dk", dt, dk, dkf, nk);
+    same_f32("mha dv", dt, dv, dvf, nk);
+    same_f32("mha dbias", dt, db, dbf, (size_t)H * tt);
+    free(q); free(k); free(v); free(ctx); free(att); free(qf); free(kf); free(vf); free(cf);
+    free(af); free(aw); free(bias); free(scr); free(scrf); free(dctx); free(dq); free(dk);
+    free(dv); free(dqf); free(dkf); free(dvf); free(db); free(dbf);
+}
+
+static void test_mha(void **state)
+{
+    (void)state;
+    for (int dt = 0; dt < 2; dt++)
+        for (int causal = 0; causal < 2; causal++) {
+            run_mha(dt, causal, 0.0f);
+            run_mha(dt, causal, 0.1f);
+        }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_linear),      cmocka_unit_test(test_layernorm),
         cmocka_unit_test(test_elementwise), cmocka_unit_test(test_dropout),
         cmocka_unit_test(test_embedding),   cmocka_unit_test(test_crossentropy),
-        cmocka_unit_test(test_attention),
+        cmocka_unit_test(test_attention),   cmocka_unit_test(test_rmsnorm),
+        cmocka_unit_test(test_t5_elementwise), cmocka_unit_test(test_mha),
+        cmocka_unit_test(test_clamp),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
