@@ -2,7 +2,8 @@
 # run_all.sh - the whole test suite (what `make test` and CI run): unit tests, command-line
 # tests, parity with the PyTorch reference on random configs, the library as other trainers
 # link it (install, pkg-config, the example trainers, the Python binding), the unit tests
-# again under ASan+UBSan, and a short fuzzing run. Runs every suite, then prints one summary line.
+# again under ASan+UBSan (one suite), and a short fuzzing run. Runs every suite, then prints one
+# summary line.
 # Suites run TEST_JOBS (2) at a time: each is a process tree of its own (its own temporary
 # directory, reading the built tree only), most of them mpirun jobs of one thread per rank
 # that leave a core idle while they start, load and write; a suite's output is printed whole
@@ -42,7 +43,25 @@ suite() {   # suite NAME command...: started when fewer than JOBS run
 }
 drain() { while [ "${#name_of[@]}" -gt 0 ]; do reap; done; }
 
+# the unit tests again under ASan+UBSan (built into build/asan: the other suites read build/
+# only), one suite: its build runs beside the others
+asan_all() {
+    $MAKE -s asan-build || { echo "asan-build failed"; return 1; }
+    local t st bad=0
+    for t in build/asan/tests/test_*; do
+        # (the Makefile's ASAN_ENV, and why intercept_tls_get_addr=0)
+        env ASAN_OPTIONS=detect_leaks=1:intercept_tls_get_addr=0 UBSAN_OPTIONS=print_stacktrace=1 \
+            "$t" >"$L/asan.log" 2>&1
+        st=$?
+        if [ $st -ne 0 ] && [ $st -ne 77 ]; then
+            cat "$L/asan.log"; echo "asan:$(basename "$t"): FAILED (status $st)"; bad=1
+        else echo "asan:$(basename "$t"): $([ $st -eq 0 ] && echo passed || echo skipped)"; fi
+    done
+    return $bad
+}
+
 if ! $MAKE -s -j2 all unit-tests; then echo "build failed"; echo "0 passed, 1 failed"; exit 1; fi
+suite asan asan_all
 # (the longest first: two lanes finish together)
 suite bf16 bash tests/test_bf16.sh build/zerotrain
 suite zero bash tests/test_zero.sh build/zerotrain
@@ -63,6 +82,7 @@ suite finetune bash tests/test_finetune.sh build/zerotrain
 suite text2text bash tests/test_text2text.sh build/zerotrain
 suite parity env ZT=build/zerotrain bash tests/test_bert_random.sh
 suite prepare bash tests/test_prepare.sh build/zerotrain
+suite "fuzz(${FUZZ_SECONDS}s)" $MAKE -s fuzz FUZZ_SECONDS="$FUZZ_SECONDS"
 for t in build/tests/test_*; do suite "$(basename "$t")" "$t"; done
 # the bf16 products' oneDNN path where this CPU has it (77 elsewhere)
 suite test_hgemm-onednn build/tests/test_hgemm --onednn
@@ -72,19 +92,6 @@ suite layers python3 tests/layers.py build
 suite memlock setpriv --inh-caps=-ipc_lock --bounding-set=-ipc_lock \
     bash -c 'ulimit -l 64 && exec env ZT_MEMLOCK_TEST=1 build/tests/test_offload'
 drain
-if $MAKE -s -j2 asan-build; then
-    for t in build/asan/tests/test_*; do
-        # (the Makefile's ASAN_ENV, and why intercept_tls_get_addr=0)
-        suite "asan:$(basename "$t")" env ASAN_OPTIONS=detect_leaks=1:intercept_tls_get_addr=0 \
-            UBSAN_OPTIONS=print_stacktrace=1 "$t"
-    done
-else
-    failed=$((failed + 1)); failed_names="$failed_names asan-build"
-fi
-drain
-suite "fuzz(${FUZZ_SECONDS}s)" $MAKE -s fuzz FUZZ_SECONDS="$FUZZ_SECONDS"
-drain
-
 [ -n "$failed_names" ] && echo "failed suites:$failed_names"
 echo "suites: $passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]
