@@ -28,6 +28,7 @@ ZT=${1:-build/zerotrain}
 PY=/usr/bin/python3
 REF=$(cd "$(dirname "$0")" && pwd)/ref/bf16_ref.py
 SUITE=bf16 . "$(dirname "$0")/lib.sh"
+dropout_model "$T/model" # the bert-tiny fixture (V=512, H=64) with dropout 0.1
 MPI="mpirun --allow-run-as-root --oversubscribe"
 LONG=${BF16_LONG:-0}
 NV="\"nvme_path\": \"$T/swap\""
@@ -65,7 +66,7 @@ cfg() { # NAME STAGE OPTIMIZER_JSON [ZERO_EXTRA [TOP_EXTRA]]: a global batch of 
 }
 run() { # OUT NP CONFIG STEPS [extra...]
     local out=$1 np=$2 c=$3 steps=$4; shift 4
-    timeout 300 $MPI -np "$np" "$ZT" train --model bert-tiny --data synthetic:5 --config "$T/$c.json" \
+    timeout 300 $MPI -np "$np" "$ZT" train --model "$T/model" --data synthetic:5 --config "$T/$c.json" \
         --seq-len 16 --steps "$steps" --threads 1 --save-model "$T/$out" "$@" >"$T/$out.log" 2>&1 ||
         { echo "run $out failed:"; tail -5 "$T/$out.log"; }
 }
@@ -220,18 +221,18 @@ else bad "a bf16 checkpoint resumed in fp32"; tail -3 "$T/b2fB.log"; fi
 # ---- refused ---------------------------------------------------------------------------------
 refused() { # NAME CONFIG EXPECTED
     echo "$2" >"$T/r.json"
-    refuse "$1" "$3" "$T/r.out" "$ZT" train --model bert-tiny --data synthetic --config "$T/r.json" \
+    refuse "$1" "$3" "$T/r.out" "$ZT" train --model "$T/model" --data synthetic --config "$T/r.json" \
         --seq-len 16 --steps 1 --save-model "$T/r.out"
 }
 echo '{"train_batch_size": 2}' >"$T/f.json"
 refuse "--save-model-dtype bf16 of an fp32 run" "bf16 weights of an fp32 run would lose their low bits" "$T/f.out" \
-    "$ZT" train --model bert-tiny --data synthetic --config "$T/f.json" --seq-len 16 --steps 1 \
+    "$ZT" train --model "$T/model" --data synthetic --config "$T/f.json" --seq-len 16 --steps 1 \
     --save-model "$T/f.out" --save-model-dtype bf16
 if ! grep -q "^step 1/1" "$T/m.log"; then ok; else bad "--save-model-dtype bf16 of an fp32 run refused only after training"; fi
 refused "fp16 and bf16" '{"train_batch_size": 2, "fp16": {"enabled": true}, "bf16": {"enabled": true}}' 'fp16 and bf16 are both enabled'
 # the half-precision keys apply (the banner says so, no notice)
 echo '{"train_batch_size": 2, "bf16": {"enabled": true}, "communication_data_type": "bf16", "data_types": {"grad_accum_dtype": "bf16"}}' >"$T/n.json"
-if "$ZT" train --model bert-tiny --data synthetic --config "$T/n.json" --seq-len 16 --steps 1 >"$T/n.log" 2>&1 &&
+if "$ZT" train --model "$T/model" --data synthetic --config "$T/n.json" --seq-len 16 --steps 1 >"$T/n.log" 2>&1 &&
    ! grep -q "communication_data_type" "$T/n.log" &&
    grep -q "bf16 (fp32 master, bf16 gradients reduced in bf16)" "$T/n.log"; then ok
 else bad "bf16 with half-precision gradient keys: a notice, or not a run with bf16 gradients"; cat "$T/n.log"; fi

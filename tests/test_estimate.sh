@@ -107,6 +107,9 @@ check_run "N=2 stage 2, bf16" 2 2 '}, "bf16": {"enabled": true' --precision bf16
 check_run "N=2 stage 1, bf16 with bf16 gradients" 2 1 \
     '}, "bf16": {"enabled": true}, "data_types": {"grad_accum_dtype": "bf16"' --precision bf16 --grad-dtype bf16
 check_run "N=2 stage 2, fp16 (fp16 gradients)" 2 2 '}, "fp16": {"enabled": true' --precision fp16
+# T5 (Adafactor, its default) in bf16: 16-bit activations, the span-corrupted targets' length
+MODEL=${ZT_FIXTURES:-tests/fixtures}/t5-tiny check_run "T5, N=2 stage 2, bf16" 2 2 '}, "bf16": {"enabled": true' \
+    --precision bf16 --optimizer adafactor
 check_run "N=1 stage 3, fp16, parameters and optimizer on NVMe" 1 3 \
     ", \"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": \"$T\"}, \"offload_param\": {\"device\": \"nvme\", \"nvme_path\": \"$T\"}}, \"fp16\": {\"enabled\": true" \
     --offload-optimizer nvme --offload-param nvme --precision fp16

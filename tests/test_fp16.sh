@@ -26,6 +26,7 @@ PY=/usr/bin/python3
 HERE=$(cd "$(dirname "$0")" && pwd)
 REF=$HERE/ref/bf16_ref.py
 SUITE=fp16 . "$(dirname "$0")/lib.sh"
+dropout_model "$T/model" # the bert-tiny fixture (V=512, H=64) with dropout 0.1
 MPI="mpirun --allow-run-as-root --oversubscribe"
 LONG=${FP16_LONG:-0}
 NV="\"nvme_path\": \"$T/swap\""
@@ -63,7 +64,7 @@ cfg() { # NAME STAGE OPTIMIZER_JSON [ZERO_EXTRA [TOP_EXTRA [FP16_EXTRA]]]: a glo
 }
 run() { # OUT NP CONFIG STEPS [extra...]
     local out=$1 np=$2 c=$3 steps=$4; shift 4
-    timeout 300 $MPI -np "$np" "$ZT" train --model bert-tiny --data synthetic:5 --config "$T/$c.json" \
+    timeout 300 $MPI -np "$np" "$ZT" train --model "$T/model" --data synthetic:5 --config "$T/$c.json" \
         --seq-len 16 --steps "$steps" --threads 1 --save-model "$T/$out" --metrics "$T/$out.jsonl" \
         "$@" >"$T/$out.log" 2>&1 || { echo "run $out failed:"; tail -5 "$T/$out.log"; }
 }
@@ -137,7 +138,7 @@ sys.exit(0 if len(rows) == 4 and all(r["loss_scale"] == 128 and not r["overflow"
 PY
 # at min_loss_scale with an overflow: DeepSpeed's error, no model saved
 cfg mn 0 "$AW" "" "" ', "initial_scale_power": 40, "hysteresis": 1, "min_loss_scale": 1073741824'
-"$ZT" train --model bert-tiny --data synthetic:5 --config "$T/mn.json" --seq-len 16 --steps 4 \
+"$ZT" train --model "$T/model" --data synthetic:5 --config "$T/mn.json" --seq-len 16 --steps 4 \
     --threads 1 --save-model "$T/mn" >"$T/mn.log" 2>&1 && bad "fp16 overflow at min_loss_scale: exit 0"
 if grep -q "overflowed at the minimum loss scale 1.07374e+09 (fp16.min_loss_scale)" "$T/mn.log" && [ ! -e "$T/mn" ]; then ok
 else bad "fp16 overflow at min_loss_scale: no error, or a model saved"; tail -3 "$T/mn.log"; fi

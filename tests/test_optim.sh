@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# test_optim.sh - AdamW8bit and Adafactor over several ranks (mpirun), on the bert-tiny preset
-# (vocabulary 30522: the MLM bias ends in a partial 8-bit block; dropout on):
+# test_optim.sh - AdamW8bit and Adafactor over several ranks (mpirun), on a small BERT
+# (vocabulary 5000, intermediate 250: the MLM bias and the feed-forward weights end in partial
+# 8-bit blocks; dropout on):
 #   - ZeRO stages 0-3 give bit-identical weights at equal N (N = 2 and 3), also with units
 #     cut into several pieces (buckets) and with the optimizer state and the parameters
 #     offloaded (RAM pool, NVMe swap files, small sub-groups);
@@ -16,6 +17,13 @@ set -u
 ZT=${1:-build/zerotrain}
 PY=/usr/bin/python3
 SUITE=optim . "$(dirname "$0")/lib.sh"
+# a small BERT whose 8-bit tensors end in partial 256-element blocks: the MLM bias (5000
+# floats) and the feed-forward weights (64 x 250), past min_8bit_size (tensors under 4096
+# floats keep fp32 moments)
+echo '{"model_type": "bert", "vocab_size": 5000, "hidden_size": 64, "num_hidden_layers": 2,
+       "num_attention_heads": 4, "intermediate_size": 250, "max_position_embeddings": 64,
+       "type_vocab_size": 2, "hidden_act": "gelu", "layer_norm_eps": 1e-12,
+       "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1}' >"$T/model.json"
 MPI="mpirun --allow-run-as-root --oversubscribe"
 LONG=${OPTIM_LONG:-0}
 
@@ -31,7 +39,7 @@ NV="\"nvme_path\": \"$T/swap\""
 mkdir -p "$T/swap"
 run() { # OUT NP CONFIG STEPS [extra...]
     local out=$1 np=$2 c=$3 steps=$4; shift 4
-    $MPI -np "$np" "$ZT" train --model bert-tiny --data synthetic:5 --config "$T/$c.json" \
+    $MPI -np "$np" "$ZT" train --model "$T/model.json" --data synthetic:5 --config "$T/$c.json" \
         --seq-len 16 --steps "$steps" --threads 1 --metrics "$T/$out.jsonl" \
         --save-model "$T/$out" "$@" >"$T/$out.log" 2>&1 || { echo "run $out failed:"; tail -5 "$T/$out.log"; }
 }
@@ -165,7 +173,7 @@ if [ "$LONG" = 1 ]; then
 fi
 # resumed into another optimizer: refused before anything changes, naming both
 cfg a8wrong 3 '{"type": "AdamW", "params": {"lr": 2e-3}}'
-$MPI -np 3 "$ZT" train --model bert-tiny --data synthetic:5 --config "$T/a8wrong.json" --seq-len 16 \
+$MPI -np 3 "$ZT" train --model "$T/model.json" --data synthetic:5 --config "$T/a8wrong.json" --seq-len 16 \
     --steps 4 --threads 1 --resume-from "$T/a8rtA/step-3" >"$T/wrong.log" 2>&1
 st=$?
 if [ $st -ne 0 ] && grep -q "holds AdamW8bit state, and this run's optimizer is AdamW" "$T/wrong.log"; then ok
