@@ -472,9 +472,6 @@ typedef struct bert_model {
     uint32_t *ck;              /* the classifier dropout's keep-mask */
     zt_lm_rows lm;             /* the decoder's rows: logits, and the labelled rows' transformed
                                 * hidden states (lm.x) and their gradient */
-    float *elog;               /* 16-bit activations evaluated: the labelled rows' logits in
-                                * fp32 (zt_engine_logits), elog_n floats */
-    size_t elog_n;
     void (*poll)(void *);      /* called between kernels: lets communication advance */
     void *poll_arg;
 } bert_model;
@@ -485,9 +482,6 @@ static void free_acts(bert_model *m)
 {
     zt_lm_rows_free(&m->lm);
     zt_mem_free_in(m->acct, m->arena, m->arena_bytes, ZT_MEM_ACTIVATIONS);
-    zt_mem_free_in(m->acct, m->elog, m->elog_n * sizeof(float), ZT_MEM_ACTIVATIONS);
-    m->elog = NULL;
-    m->elog_n = 0;
     m->arena = NULL;
     m->arena_bytes = 0;
     m->cap_bt = 0;
@@ -1318,18 +1312,8 @@ static double bert_loss(void *p, float grad_scale)
     double s = xcrossentropy_forward_backward(m->dt, d, m->row_loss, &count, m->lm.logits,
                                               m->lab_c, m->n_lab, m->c.vocab, grad_scale,
                                               XS(m));
-    if (m->evaluated && m->dt >= 0) { /* the logits as zt_engine_logits gives them: fp32 */
-        size_t need = (size_t)m->n_lab * (size_t)m->c.vocab;
-        if (need > m->elog_n) {
-            zt_mem_free_in(m->acct, m->elog, m->elog_n * sizeof(float), ZT_MEM_ACTIVATIONS);
-            m->elog_n = 0;
-            if ((m->elog = zt_mem_alloc_in(m->acct, need * sizeof(float), ZT_ALIGN_PAGE,
-                                           ZT_MEM_ACTIVATIONS)))
-                m->elog_n = need;
-        }
-        if (m->elog)
-            zt_half_widen(m->dt, m->elog, m->lm.logits, need);
-    }
+    if (m->evaluated && m->dt >= 0) /* the logits as zt_engine_logits gives them: fp32 */
+        zt_lm_rows_widen(&m->lm, m->dt, (size_t)m->n_lab * (size_t)m->c.vocab);
     return s;
 }
 
@@ -1455,7 +1439,7 @@ static const float *bert_logits(const void *p, int64_t shape[3])
         shape[0] = 1;
         shape[1] = m->n_lab;
         shape[2] = m->c.vocab;
-        return m->dt < 0 ? m->lm.logits : m->elog;
+        return m->dt < 0 ? m->lm.logits : m->lm.wide;
     }
     shape[0] = m->B;
     shape[1] = m->T;

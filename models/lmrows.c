@@ -1,5 +1,6 @@
 /* lmrows.c - sizing the LM head's row buffer (lmrows.h), counted as activations. */
 #include "lmrows.h"
+#include "../common/half.h"
 #include "../common/err.h"
 #include "../memory/mem.h"
 
@@ -41,9 +42,26 @@ int zt_lm_rows_size(zt_lm_rows *h, size_t rows, size_t most, int V, int C, int k
     return 0;
 }
 
+const float *zt_lm_rows_widen(zt_lm_rows *h, int dt, size_t n)
+{
+    if (n > h->wide_n) {
+        zt_mem_free_in(h->acct, h->wide, h->wide_n * sizeof(float), ZT_MEM_ACTIVATIONS);
+        h->wide_n = 0;
+        if (!(h->wide = zt_mem_alloc_in(h->acct, n * sizeof(float), ZT_ALIGN_PAGE,
+                                        ZT_MEM_ACTIVATIONS)))
+            return NULL;
+        h->wide_n = n;
+    }
+    zt_half_widen(dt, h->wide, h->logits, n);
+    return h->wide;
+}
+
 void zt_lm_rows_free(zt_lm_rows *h)
 {
     zt_mem_free_in(h->acct, h->buf, h->bytes, ZT_MEM_ACTIVATIONS);
+    zt_mem_free_in(h->acct, h->wide, h->wide_n * sizeof(float), ZT_MEM_ACTIVATIONS);
     h->buf = NULL;
     h->bytes = 0;
+    h->wide = NULL;
+    h->wide_n = 0;
 }

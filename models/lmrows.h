@@ -17,6 +17,8 @@ typedef struct zt_lm_rows {
     void *logits, *dlogits;    /* [rows, V] each (the same buffer when not kept: in place) */
     void *x;                   /* [rows, C]: the gathered rows (NULL kept) */
     float *dx;                 /* [rows, C]: their gradient (NULL kept) */
+    float *wide;               /* 16-bit logits evaluated, widened (zt_lm_rows_widen) */
+    size_t wide_n;             /* its floats */
 } zt_lm_rows;
 
 /* bytes for rows: logits [rows, V], and dlogits when kept (fp32), else the gathered x and dx;
@@ -26,6 +28,10 @@ size_t zt_lm_rows_bytes(size_t rows, int V, int C, int keep, size_t es);
  * (capped at most's need) so that the labelled count may vary without reallocating. */
 int zt_lm_rows_size(zt_lm_rows *h, size_t rows, size_t most, int V, int C, int keep,
                     size_t es);
+/* The first n 16-bit logits (dt: ZT_HALF_*) widened into fp32, as zt_engine_logits gives
+ * them, in a buffer of the head's own grown as needed; NULL when out of memory for it. */
+const float *zt_lm_rows_widen(zt_lm_rows *h, int dt, size_t n);
+/* frees the buffer and the widened logits */
 void zt_lm_rows_free(zt_lm_rows *h);
 
 #endif

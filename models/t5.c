@@ -353,8 +353,6 @@ typedef struct t5_model {
     float *nscr, *xce, *tab;
     uint16_t *hs;
     size_t hs_n;
-    float *elog;                   /* half precision, evaluated: the logits widened */
-    size_t elog_n;
     int slots;
     zt_lm_rows lm;                 /* the head's rows: logits, the labelled rows (lm.x); x
                                     * unless every row's logits are kept (fp32) */
@@ -694,7 +692,6 @@ static void t5_destroy(void *p)
         return;
     t5_gen_end(m);
     free_acts(m);
-    zt_mem_free_in(m->acct, m->elog, m->elog_n * sizeof(float), ZT_MEM_ACTIVATIONS);
     free(m->la);
     free(m->mode);
     free(m->slot_of);
@@ -1212,18 +1209,8 @@ static double t5_loss(void *p, float grad_scale)
     double s = xcrossentropy_forward_backward(m->dt, d, m->row_loss, &count, m->lm.logits,
                                               m->lab_c, m->n_lab, m->c.vocab, grad_scale,
                                               m->xce, m->slots);
-    if (m->evaluated && m->dt >= 0) { /* the logits as zt_engine_logits gives them: fp32 */
-        size_t need = (size_t)m->n_lab * (size_t)m->c.vocab;
-        if (need > m->elog_n) {
-            zt_mem_free_in(m->acct, m->elog, m->elog_n * sizeof(float), ZT_MEM_ACTIVATIONS);
-            m->elog_n = 0;
-            if ((m->elog = zt_mem_alloc_in(m->acct, need * sizeof(float), ZT_ALIGN_PAGE,
-                                           ZT_MEM_ACTIVATIONS)))
-                m->elog_n = need;
-        }
-        if (m->elog)
-            zt_half_widen(m->dt, m->elog, m->lm.logits, need);
-    }
+    if (m->evaluated && m->dt >= 0) /* the logits as zt_engine_logits gives them: fp32 */
+        zt_lm_rows_widen(&m->lm, m->dt, (size_t)m->n_lab * (size_t)m->c.vocab);
     return s;
 }
 
@@ -1519,7 +1506,7 @@ static const float *t5_logits(const void *p, int64_t shape[3])
         shape[0] = 1;
         shape[1] = m->n_lab;
         shape[2] = m->c.vocab;
-        return m->dt < 0 ? m->lm.logits : m->elog;
+        return m->dt < 0 ? m->lm.logits : m->lm.wide;
     }
     shape[0] = m->B;
     shape[1] = m->Td;

@@ -235,6 +235,31 @@ def cmd_make(a):
     return 0
 
 
+def check_master(params, act, names, fails):
+    """Each adamw.<name> of act must hold 16-bit values, each the rounding of a value within
+    compare.py's fp32 AdamW bound of the master after STEP's steps on act's own gradient (from
+    the rounded weights); failures appended to fails. Returns (weights, those rounded the other
+    way at a boundary)."""
+    master = master_steps(params, {n: act["grad." + n] for n in names}, STEP)
+    flips = n_w = 0
+    for name in names:
+        m = master[name].astype(np.float64)
+        got = act["adamw." + name].astype(np.float32)
+        if (got != bf16(got)).any():
+            fails.append(f"FAIL adamw.{name}: holds values that are not {DT}")
+        bound, _ = adamw_bounds(master[name], act["grad." + name], STEP["lr"])
+        lo, hi = bf16(m - bound), bf16(m + bound)
+        okv = (got >= lo) & (got <= hi)
+        n_w += got.size
+        flips += int((got != bf16(master[name])).sum())
+        if not okv.all():
+            i = int(np.flatnonzero(~okv)[0])
+            fails.append(f"FAIL adamw.{name}: element {i} is {got.flat[i]!r}; the master "
+                         f"{m.flat[i]!r} +- {bound.flat[i]:.3g} rounds to [{lo.flat[i]!r}, "
+                         f"{hi.flat[i]!r}]")
+    return n_w, flips
+
+
 def normwise(a, b):
     """||a - b|| / ||b|| over the pairs given (float64)."""
     num = sum(float(((np.asarray(x, np.float64) - y) ** 2).sum()) for x, y in zip(a, b))
@@ -253,7 +278,6 @@ def cmd_compare(a):
         set_precision(json.load(f).get("precision", "bf16"))
     exp, act = load_st(os.path.join(a.dir, "expected.safetensors")), load_st(a.actual)
     params = load_st(os.path.join(a.dir, "model.safetensors"))
-    lr = STEP["lr"]
     fails, dist = [], {}
     names = sorted(k[len("grad."):] for k in exp if k.startswith("grad."))
     missing = [n for n in names if "grad." + n not in act or "adamw." + n not in act]
@@ -277,23 +301,7 @@ def cmd_compare(a):
     dist["loss"] = normwise([act["loss"]], [exp["loss"]])
     dist["grad"] = normwise([act["grad." + n] for n in names], [exp["grad." + n] for n in names])
     # the weights: the rounding of the master moved by AdamW on zerotrain's own gradient
-    master = master_steps(params, {n: act["grad." + n] for n in names}, STEP)
-    flips = n_w = 0
-    for name in names:
-        m = master[name].astype(np.float64)
-        got = act["adamw." + name].astype(np.float32)
-        if (got != bf16(got)).any():
-            fails.append(f"FAIL adamw.{name}: holds values that are not {DT}")
-        bound, _ = adamw_bounds(master[name], act["grad." + name], lr)
-        lo, hi = bf16(m - bound), bf16(m + bound)
-        okv = (got >= lo) & (got <= hi)
-        n_w += got.size
-        flips += int((got != bf16(master[name])).sum())
-        if not okv.all():
-            i = int(np.flatnonzero(~okv)[0])
-            fails.append(f"FAIL adamw.{name}: element {i} is {got.flat[i]!r}; the master "
-                         f"{m.flat[i]!r} +- {bound.flat[i]:.3g} rounds to [{lo.flat[i]!r}, "
-                         f"{hi.flat[i]!r}]")
+    n_w, flips = check_master(params, act, names, fails)
     # the gradient against the bf16 module's (fp16: against the mixed reference, within the
     # noise fp16's roundings themselves make, the same bound with u = 2^-11)
     u = 2.0 ** -8 if DT == torch.bfloat16 else 2.0 ** -11

@@ -37,7 +37,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import bf16_ref  # noqa: E402
 import t5_ref  # noqa: E402
-from compare import adamw_bounds, load_st, save_st  # noqa: E402
+from compare import load_st, save_st  # noqa: E402
 
 torch.set_num_threads(1)
 U = 2.0 ** -8
@@ -97,22 +97,7 @@ def cmd_compare(a):
     mod32 = bf16_ref.normwise([exp["module_grad." + n] for n in names], [exp["grad32." + n] for n in names])
     if not rel <= tol:
         fails.append(f"FAIL gradients vs the bf16 module: normwise {rel:.4g} > {tol:.3g}")
-    master = bf16_ref.master_steps(params, {n: act["grad." + n] for n in names}, bf16_ref.STEP)
-    flips = n_w = 0
-    for n in names:
-        got = act["adamw." + n].astype(np.float32)
-        if (got != bf16_ref.bf16(got)).any():
-            fails.append(f"FAIL adamw.{n}: holds values that are not bf16")
-        bound, _ = adamw_bounds(master[n], act["grad." + n], bf16_ref.STEP["lr"])
-        m = master[n].astype(np.float64)
-        lo, hi = bf16_ref.bf16(m - bound), bf16_ref.bf16(m + bound)
-        okv = (got >= lo) & (got <= hi)
-        n_w += got.size
-        flips += int((got != bf16_ref.bf16(master[n])).sum())
-        if not okv.all():
-            i = int(np.flatnonzero(~okv)[0])
-            fails.append(f"FAIL adamw.{n}: element {i} is {got.flat[i]!r}; the master "
-                         f"{m.flat[i]!r} +- {bound.flat[i]:.3g} rounds to [{lo.flat[i]!r}, {hi.flat[i]!r}]")
+    n_w, flips = bf16_ref.check_master(params, act, names, fails)
     dl = abs(float(act["loss"][0]) - float(exp["loss"][0])) / abs(float(exp["loss"][0]))
     lg = bf16_ref.normwise([act["logits"]], [exp["logits"]])
     for line in fails[:20]:
