@@ -135,6 +135,7 @@ test-long: all unit-tests
 	ESTIMATE_LONG=1 bash tests/test_estimate.sh $(BUILD)/zerotrain
 	BF16_LONG=1 bash tests/test_bf16.sh $(BUILD)/zerotrain
 	FP16_LONG=1 bash tests/test_fp16.sh $(BUILD)/zerotrain
+	DSCONFIGS_LONG=1 bash tests/test_ds_configs.sh $(BUILD)/zerotrain
 	ZT_HALF_EXHAUSTIVE=1 $(BUILD)/tests/test_half
 	bash tests/bits_hash.sh --check tests/bits-main.txt $(BUILD)/zerotrain >/dev/null; rc=$$?; \
 	    [ $$rc -eq 0 ] || [ $$rc -eq 77 ]

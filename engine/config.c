@@ -54,12 +54,14 @@ enum {
 
 /* optimizer.type values (the order of K_OPT_TYPE's list) and their bits for optimizer.params
  * keys that only some take */
-enum { OT_ADAMW = 0, OT_ADAM, OT_ADAMW8BIT, OT_ADAFACTOR, OT_COUNT };
+enum { OT_ADAMW = 0, OT_ADAM, OT_ADAMW8BIT, OT_ADAFACTOR, OT_LAMB, OT_COUNT };
 #define OPT_BIT(t) (1u << (t))
 #define O_ADAM (OPT_BIT(OT_ADAMW) | OPT_BIT(OT_ADAM))
 #define O_ADAM_ALL (O_ADAM | OPT_BIT(OT_ADAMW8BIT))
 #define O_8BIT OPT_BIT(OT_ADAMW8BIT)
 #define O_AF OPT_BIT(OT_ADAFACTOR)
+#define O_LAMB OPT_BIT(OT_LAMB)
+#define O_MOMENTS (O_ADAM_ALL | O_LAMB) /* the optimizers with Adam's two moments */
 
 #define BIG 9007199254740992.0   /* 2^53: integers above it are not exact in JSON numbers */
 #define IMAX 2147483647.0
@@ -86,7 +88,7 @@ typedef struct key {
 enum {
     K_TRAIN_BATCH, K_MICRO_BATCH, K_GAS, K_CLIP, K_STEPS_PER_PRINT, K_SEED_TOP,
     K_OPT, K_OPT_TYPE, K_OPT_PARAMS, K_LR, K_BETAS, K_EPS, K_WD, K_ADAM_W_MODE, K_TORCH_ADAM,
-    K_BIAS_CORR, K_MIN8, K_AF_CLIP, K_AF_DECAY, K_AF_BETA1, K_AF_SCALE, K_AF_REL, K_AF_WARMUP,
+    K_BIAS_CORR, K_MIN8, K_LAMB_MAX, K_LAMB_MIN, K_LAMB_EPS_IN, K_AF_CLIP, K_AF_DECAY, K_AF_BETA1, K_AF_SCALE, K_AF_REL, K_AF_WARMUP,
     K_SCHED, K_SCHED_TYPE, K_SCHED_PARAMS, K_WMIN_LR, K_WMAX_LR, K_WNUM, K_WTYPE, K_TOTAL,
     K_WMIN_RATIO, K_COS_MIN_RATIO, K_LAST_IT,
     K_ZERO, K_STAGE, K_OVERLAP, K_REDUCE_BUCKET, K_ALLGATHER_BUCKET, K_REDUCE_SCATTER,
@@ -135,19 +137,22 @@ static const key keys[] = {
     [K_OPT] = {"optimizer", T_OBJ, C_APPLIED, A_NO, 0, 0, 0, 0,
         .def_doc = "AdamW with the defaults below",
         .doc = "The optimizer: AdamW (torch.optim.AdamW's update), AdamW8bit (bitsandbytes' "
-               "block-wise 8-bit AdamW) or Adafactor (transformers' Adafactor)."},
+               "block-wise 8-bit AdamW), Adafactor (transformers' Adafactor) or Lamb "
+               "(DeepSpeed's FusedLamb)."},
     [K_OPT_TYPE] = {"optimizer.type", T_ENUM, C_APPLIED, A_NO, F_NOCASE | F_REQUIRED, 0, 0, 0,
-        .values = "AdamW|Adam|AdamW8bit|Adafactor",
-        .unsup = "OneBitAdam|ZeroOneAdam|OneBitLamb|Lamb|Lion|Muon|MuAdam|MuAdamW|MuSGD|"
+        .values = "AdamW|Adam|AdamW8bit|Adafactor|Lamb",
+        .unsup = "OneBitAdam|ZeroOneAdam|OneBitLamb|Lion|Muon|MuAdam|MuAdamW|MuSGD|"
                  "Adagrad|SGD|FusedAdam|CPUAdam|Adam8bit|PagedAdamW8bit|PagedAdamW|Lion8bit",
-        .unsup_why = "zerotrain implements AdamW, AdamW8bit and Adafactor",
+        .unsup_why = "zerotrain implements AdamW, AdamW8bit, Adafactor and Lamb",
         .def_doc = "required in the section",
         .doc = "\"AdamW\"; \"Adam\" with adam_w_mode true (DeepSpeed's default), which is the "
                "same AdamW; \"AdamW8bit\": both moments one byte per element with one fp32 "
                "absolute maximum per 256 (about 2.03 bytes of state per parameter instead of "
                "8), tensors below min_8bit_size in fp32; \"Adafactor\": factored second "
                "moments for tensors of two or more dimensions (over the last two: rows + "
-               "columns instead of rows x columns), Hugging Face's parameters and defaults. "
+               "columns instead of rows x columns), Hugging Face's parameters and defaults; "
+               "\"Lamb\": DeepSpeed's FusedLamb (Adam's moments, each tensor's step scaled by "
+               "its trust ratio norm(p) / norm(update) clamped to [min_coeff, max_coeff]). "
                "Case-insensitive, as in DeepSpeed."},
     [K_OPT_PARAMS] = {"optimizer.params", T_OBJ, C_APPLIED, A_NO, 0, 0, 0, 0,
         .def_doc = "the defaults below",
@@ -164,11 +169,11 @@ static const key keys[] = {
                "relative_step false (Hugging Face's rule: with relative_step true an lr is an "
                "error; null or 0 is no lr)."},
     [K_BETAS] = {"optimizer.params.betas", T_BETAS, C_APPLIED, A_DEFAULT, F_HI_OPEN, 0, 0, 1,
-        .opt = O_ADAM_ALL,
+        .opt = O_MOMENTS,
         .def_doc = "[0.9, 0.999]", .doc = "Decay rates [beta1, beta2] of the two moments."},
     [K_EPS] = {"optimizer.params.eps", T_EPS, C_APPLIED, A_DEFAULT, 0, FIELD_DEF, 0, INFINITY,
         .def_doc = "1e-8 (Adafactor: [1e-30, 1e-3])",
-        .doc = "AdamW, AdamW8bit: added to the denominator sqrt(v). Adafactor: [eps1, eps2], "
+        .doc = "AdamW, AdamW8bit, Lamb: added to the denominator sqrt(v). Adafactor: [eps1, eps2], "
                "eps1 added to the squared gradient, eps2 the least parameter scale."},
     [K_WD] = {"optimizer.params.weight_decay", T_NUM, C_APPLIED, A_DERIVED, 0, 0.0, 0, INFINITY,
         .def_doc = "0, as DeepSpeed's Adam and AdamW (FusedAdam, DeepSpeedCPUAdam) and "
@@ -187,10 +192,24 @@ static const key keys[] = {
         .doc = "DeepSpeed's choice of implementation (torch or fused); either way the update "
                "is torch.optim.AdamW's."},
     [K_BIAS_CORR] = {"optimizer.params.bias_correction", T_BOOL, C_APPLIED, A_NO, 0, 1, 0, 0,
-        .opt = O_ADAM_ALL,
-        .doc = "Adam's bias correction of the moments (DeepSpeed's FusedAdam and CPUAdam "
-               "take it); false: the step is lr, the denominator sqrt(v) + eps. AdamW8bit "
-               "always corrects (bitsandbytes has no switch)."},
+        .opt = O_MOMENTS,
+        .doc = "Adam's bias correction of the moments (DeepSpeed's FusedAdam, CPUAdam and "
+               "FusedLamb take it); false: the step is lr, the denominator sqrt(v) + eps. "
+               "Lamb folds both corrections into its step size (lr sqrt(1 - beta2^t) / "
+               "(1 - beta1^t)), as FusedLamb does. AdamW8bit always corrects (bitsandbytes "
+               "has no switch)."},
+    [K_LAMB_MAX] = {"optimizer.params.max_coeff", T_NUM, C_APPLIED, A_NO, 0, 10.0, 0, INFINITY,
+        .opt = O_LAMB,
+        .doc = "Lamb: the upper clamp of each tensor's trust ratio norm(p) / norm(update) "
+               "(FusedLamb's default 10)."},
+    [K_LAMB_MIN] = {"optimizer.params.min_coeff", T_NUM, C_APPLIED, A_NO, 0, 0.01, 0, INFINITY,
+        .opt = O_LAMB,
+        .doc = "Lamb: the lower clamp of the trust ratio (FusedLamb's default 0.01); at most "
+               "max_coeff. A tensor whose norm or update norm is 0 takes ratio 1."},
+    [K_LAMB_EPS_IN] = {"optimizer.params.eps_inside_sqrt", T_BOOL, C_APPLIED, A_NO, 0, 0, 0, 0,
+        .opt = O_LAMB,
+        .doc = "Lamb: the denominator sqrt(v + eps) instead of sqrt(v) + eps (FusedLamb's "
+               "switch)."},
     [K_MIN8] = {"optimizer.params.min_8bit_size", T_INT, C_APPLIED, A_NO, 0, FIELD_DEF, 0, BIG,
         .opt = O_8BIT,
         .doc = "Tensors with fewer elements keep fp32 moments (bitsandbytes' rule; the "
@@ -692,7 +711,7 @@ struct zt_train_config {
     char **fp32_state;    /* n_fp32_state strings, likewise */
 };
 
-static const char *const optimizers[] = {"adamw", "adamw8bit", "adafactor", NULL};
+static const char *const optimizers[] = {"adamw", "adamw8bit", "adafactor", "lamb", NULL};
 static const char *const devices[] = {"none", "cpu", "nvme", NULL};
 /* ZT_RECOMPUTE_*, named as zerotrain.recompute names them ("every-k" takes recompute_k) */
 static const char *const recomputes[] = {"none", "full", "selective", "every-k", "auto", NULL};
@@ -845,6 +864,11 @@ const zt_cfg_field zt_cfg_fields[] = {
     {FIELD(decay_rate, ZT_CF_FLOAT), .def = -0.8, JSON(K_AF_DECAY, -1, decay_rate, decay_rate)},
     {FIELD(adafactor_beta1, ZT_CF_FLOAT), .def = -1.0,
      JSON(K_AF_BETA1, -1, adafactor_beta1, adafactor_beta1), .doc = "< 0: no first moment."},
+    /* DeepSpeed's FusedLamb defaults */
+    {FIELD(max_coeff, ZT_CF_FLOAT), .def = 10.0, JSON(K_LAMB_MAX, -1, max_coeff, max_coeff)},
+    {FIELD(min_coeff, ZT_CF_FLOAT), .def = 0.01, JSON(K_LAMB_MIN, -1, min_coeff, min_coeff)},
+    {FIELD(eps_inside_sqrt, ZT_CF_INT), JSON(K_LAMB_EPS_IN, -1, eps_inside_sqrt,
+                                             eps_inside_sqrt)},
     {FIELD(relative_step, ZT_CF_INT), .def = 1,
      JSON(K_AF_REL, -1, relative_step, relative_step)},
     {FIELD(scale_parameter, ZT_CF_INT), .def = 1,
@@ -1791,7 +1815,17 @@ static void resolve_optimizer(ctx *x, zt_train_settings *s, double *lr)
     int adam = type == OT_ADAM, af = type == OT_ADAFACTOR;
     check_opt_params(x, type);
     s->optimizer_given = x->v[K_OPT].given;
-    s->optimizer = type == OT_ADAMW8BIT ? ZT_OPT_ADAMW8BIT : af ? ZT_OPT_ADAFACTOR : ZT_OPT_ADAMW;
+    s->optimizer = type == OT_ADAMW8BIT ? ZT_OPT_ADAMW8BIT
+                   : af                 ? ZT_OPT_ADAFACTOR
+                   : type == OT_LAMB    ? ZT_OPT_LAMB
+                                        : ZT_OPT_ADAMW;
+    s->max_coeff = (float)NUM_OR_DEF(K_LAMB_MAX);
+    s->min_coeff = (float)NUM_OR_DEF(K_LAMB_MIN);
+    s->eps_inside_sqrt = (int)NUM_OR_DEF(K_LAMB_EPS_IN);
+    if (s->min_coeff > s->max_coeff)
+        problem(x, ZT_E_CONFIG, K_LAMB_MIN, keys[K_LAMB_MIN].path, "%g is above max_coeff %g: "
+                "the trust ratio is clamped to [min_coeff, max_coeff]", (double)s->min_coeff,
+                (double)s->max_coeff);
     s->grad_clip = (float)resolve_num(x, K_CLIP, 1.0, "Hugging Face's max_grad_norm default");
     s->min_8bit_size = (size_t)NUM_OR_DEF(K_MIN8);
     s->bias_correction = 1;

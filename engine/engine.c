@@ -138,15 +138,16 @@ int zt_config_check(const zt_config *c, int estimate)
         {"weight_decay", c->weight_decay}, {"grad_clip", c->grad_clip},
         {"adafactor_eps1", c->adafactor_eps1}, {"adafactor_eps2", c->adafactor_eps2},
         {"clip_threshold", c->clip_threshold}, {"decay_rate", c->decay_rate},
-        {"adafactor_beta1", c->adafactor_beta1}, {"collective_timeout", c->collective_timeout}};
+        {"adafactor_beta1", c->adafactor_beta1}, {"max_coeff", c->max_coeff},
+        {"min_coeff", c->min_coeff}, {"collective_timeout", c->collective_timeout}};
     for (size_t i = 0; i < sizeof hp / sizeof hp[0]; i++)
         if (!isfinite(hp[i].v))
             return zt_fail(ZT_E_CONFIG, "config: %s is %g: hyperparameters must be finite",
                            hp[i].name, hp[i].v);
     if ((unsigned)c->bias_correction > 1 ||
         (!c->bias_correction && c->optimizer == ZT_OPT_ADAMW8BIT))
-        return zt_fail(ZT_E_CONFIG, "config: bias_correction %d: 1, or 0 with AdamW (AdamW8bit "
-                       "always corrects, as bitsandbytes does)", c->bias_correction);
+        return zt_fail(ZT_E_CONFIG, "config: bias_correction %d: 1, or 0 with AdamW or Lamb "
+                       "(AdamW8bit always corrects, as bitsandbytes does)", c->bias_correction);
     if (c->skip_nonfinite < 0 || c->skip_nonfinite > 1)
         return zt_fail(ZT_E_CONFIG, "config: skip_nonfinite %d: 0 or 1", c->skip_nonfinite);
     if (c->recompute < ZT_RECOMPUTE_NONE || c->recompute > ZT_RECOMPUTE_AUTO)
@@ -210,10 +211,16 @@ int zt_config_check(const zt_config *c, int estimate)
          (!(c->beta1 >= 0.0f && c->beta1 < 1.0f) || !(c->beta2 >= 0.0f && c->beta2 < 1.0f) ||
           !(c->eps > 0.0f))))
         return zt_fail(ZT_E_CONFIG, "config: optimizer needs lr >= 0, weight_decay >= 0 and "
-                                    "(AdamW, AdamW8bit) betas in [0, 1), eps > 0");
-    if (c->optimizer < ZT_OPT_ADAMW || c->optimizer > ZT_OPT_ADAFACTOR)
+                                    "(AdamW, AdamW8bit, Lamb) betas in [0, 1), eps > 0");
+    if (c->optimizer < ZT_OPT_ADAMW || c->optimizer > ZT_OPT_LAMB)
         return zt_fail(ZT_E_CONFIG, "config: optimizer %d: one of ZT_OPT_ADAMW, "
-                       "ZT_OPT_ADAMW8BIT and ZT_OPT_ADAFACTOR", c->optimizer);
+                       "ZT_OPT_ADAMW8BIT, ZT_OPT_ADAFACTOR and ZT_OPT_LAMB", c->optimizer);
+    if (c->optimizer == ZT_OPT_LAMB &&
+        (!(c->min_coeff >= 0.0f) || !(c->max_coeff >= c->min_coeff) ||
+         (unsigned)c->eps_inside_sqrt > 1))
+        return zt_fail(ZT_E_CONFIG, "config: Lamb needs 0 <= min_coeff <= max_coeff (%g, %g) "
+                       "and eps_inside_sqrt 0 or 1 (%d)", (double)c->min_coeff,
+                       (double)c->max_coeff, c->eps_inside_sqrt);
     if (c->n_fp32_state < -1 || (c->n_fp32_state > 0 && !c->fp32_state))
         return zt_fail(ZT_E_CONFIG, "config: fp32_state: n_fp32_state %d: -1 (the embedding "
                        "tables), 0, or that many patterns in the array", c->n_fp32_state);
@@ -1323,6 +1330,12 @@ int zt_engine_step(zt_engine *e, float lr, zt_step_info *out)
                                        c->clip_threshold, c->decay_rate, c->adafactor_beta1,
                                        c->weight_decay, c->relative_step, c->scale_parameter,
                                        c->warmup_init, e->step};
+    }
+    if (e->os.opt == ZT_OPT_LAMB) {
+        const zt_config *c = &e->cfg;
+        hp.lamb = (zt_lamb_hparams){lr, c->beta1, c->beta2, c->eps, c->weight_decay,
+                                    c->max_coeff, c->min_coeff, e->step, hp.adamw.grad_scale,
+                                    !c->bias_correction, c->eps_inside_sqrt};
     }
     if ((rc = zt_zero_update(&e->z, &hp)) < 0)
         return zt_engine_fail(e, rc);

@@ -131,7 +131,8 @@ int zt_fp_param_slots(const zt_config *c, size_t largest_shard)
 size_t zt_fp_group_floats(const zt_config *c, size_t largest_shard)
 {
     size_t g = c->sub_group_size ? c->sub_group_size : (size_t)1 << 62;
-    if (c->optimizer == ZT_OPT_ADAFACTOR) /* (its update reads a tensor's state twice) */
+    if (c->optimizer == ZT_OPT_ADAFACTOR || c->optimizer == ZT_OPT_LAMB) /* (their updates
+                                                        * read a tensor's state twice) */
         g = (size_t)1 << 62;
     g = g < ZT_SHARD_ALIGN ? ZT_SHARD_ALIGN : g / ZT_SHARD_ALIGN * ZT_SHARD_ALIGN;
     return g < largest_shard ? g : largest_shard;

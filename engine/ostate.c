@@ -155,7 +155,15 @@ void zt_ost_view_of(int opt, int lay, uint8_t *base, size_t c0, size_t n, size_t
 
 const char *zt_ost_name(int opt)
 {
-    return opt == ZT_OPT_ADAMW8BIT ? "AdamW8bit" : opt == ZT_OPT_ADAFACTOR ? "Adafactor" : "AdamW";
+    return opt == ZT_OPT_ADAMW8BIT   ? "AdamW8bit"
+           : opt == ZT_OPT_ADAFACTOR ? "Adafactor"
+           : opt == ZT_OPT_LAMB      ? "Lamb"
+                                     : "AdamW";
+}
+
+int zt_ost_unitwise(int opt)
+{
+    return opt == ZT_OPT_ADAFACTOR || opt == ZT_OPT_LAMB;
 }
 
 /* ---- the engine's state ------------------------------------------------------------------- */
@@ -270,6 +278,13 @@ int zt_ost_setup(zt_ostate *os, const zt_config *cfg, const zt_layout *L,
             !(os->af_cfac = malloc(scratch * sizeof *os->af_cfac)))
             return zt_fail(ZT_E_NOMEM, "out of memory");
     }
+    if (os->opt == ZT_OPT_LAMB) {
+        os->lb_np = 1;
+        for (int u = 0; u < nu; u++)
+            os->lb_np = L->units[u].n_params > os->lb_np ? L->units[u].n_params : os->lb_np;
+        if (!(os->lb_buf = malloc((size_t)(2 + N) * 2 * (size_t)os->lb_np * sizeof(double))))
+            return zt_fail(ZT_E_NOMEM, "out of memory");
+    }
     return 0;
 }
 
@@ -299,6 +314,8 @@ void zt_ost_teardown(zt_ostate *os)
     free(os->af_lr);
     free(os->af_cfac);
     os->af_cfac = NULL;
+    free(os->lb_buf);
+    os->lb_buf = NULL;
     os->af_off = os->af_soff = NULL;
     os->af_buf = NULL;
     os->af_lr = NULL;
@@ -427,6 +444,23 @@ int zt_ost_update_range(zt_ostate *os, const zt_ost_hparams *hps, const zt_spart
     return 0;
 }
 
+/* total[n] += one part's sums acc[n] in rank order: this rank's part when it computes every
+ * part (stage 0) or is alone, else every rank's (gathered into all[N x n]) */
+static int add_part(zt_ostate *os, int n_parts, const double *acc, double *all, double *total,
+                    size_t n)
+{
+    if (n_parts > 1 || os->comm->size == 1) {
+        for (size_t j = 0; j < n; j++)
+            total[j] += acc[j];
+        return 0;
+    }
+    ZT_TRY(zt_comm_gather_d(os->comm, acc, all, n));
+    for (int r = 0; r < os->comm->size; r++)
+        for (size_t j = 0; j < n; j++)
+            total[j] += all[(size_t)r * n + j];
+    return 0;
+}
+
 /* Sums of every part into total (af_len doubles laid out by af_soff, then one per
  * parameter), each part's partial sums added in rank order: with sharded parts every rank
  * contributes its own (gathered); at stage 0 this rank computes them all. phase 1: g^2 rows
@@ -474,16 +508,7 @@ static int af_phase(zt_ostate *os, const zt_ost_hparams *hps, int u, zt_spart *c
             }
             ZT_TRY(poll(os, io));
         }
-        if (n_parts > 1 || os->comm->size == 1) {
-            for (size_t j = r0; j < r1; j++)
-                total[j] += acc[j];
-        } else {
-            size_t n = r1 - r0;
-            ZT_TRY(zt_comm_gather_d(os->comm, acc + r0, all, n));
-            for (int r = 0; r < os->comm->size; r++)
-                for (size_t j = 0; j < n; j++)
-                    total[r0 + j] += all[(size_t)r * n + j];
-        }
+        ZT_TRY(add_part(os, n_parts, acc + r0, all, total + r0, r1 - r0));
     }
     return 0;
 }
@@ -535,6 +560,53 @@ int zt_ost_adafactor_unit(zt_ostate *os, const zt_ost_hparams *hps, int u,
         }
     }
     return 0;
+}
+
+/* Lamb: phase 1 per part (moments, sums of p^2 and u^2 per tensor: acc[2 i], acc[2 i + 1]
+ * for the unit's parameter i), added in rank order; the trust ratios; phase 2 per part. */
+int zt_ost_lamb_unit(zt_ostate *os, const zt_ost_hparams *hps, int u, zt_spart *const *parts,
+                     int n_parts, const zt_ost_view *views, const zt_ost_io *io)
+{
+    const zt_unit_def *ud = &os->L->units[u];
+    const zt_lamb_hparams *hp = &hps->lamb;
+    size_t n = 2 * (size_t)ud->n_params;
+    double *acc = os->lb_buf, *total = acc + 2 * (size_t)os->lb_np, *all = total + 2 * (size_t)os->lb_np;
+    int i0 = ud->first_param;
+    memset(total, 0, n * sizeof *total);
+    for (int k = 0; k < n_parts; k++) {
+        const zt_spart *p = parts[k];
+        memset(acc, 0, n * sizeof *acc);
+        for (int q = 0; q < p->n_run; q++) {
+            const zt_srun *x = &p->run[q];
+            size_t o = x->j0 - views[k].c0, i = (size_t)(x->param - i0);
+            master_take(os, io, &views[k], x, x->j0, x->j1);
+            zt_lamb_moments(w_at(io, &views[k], x, x->j0), g_at(io, x, x->j0), views[k].m + o,
+                            views[k].v + o, x->j1 - x->j0, hp, os->L->params[x->param].decay,
+                            &acc[2 * i], &acc[2 * i + 1]);
+            ZT_TRY(poll(os, io));
+        }
+        ZT_TRY(add_part(os, n_parts, acc, all, total, n));
+    }
+    for (int k = 0; k < n_parts; k++) {
+        const zt_spart *p = parts[k];
+        for (int q = 0; q < p->n_run; q++) {
+            const zt_srun *x = &p->run[q];
+            size_t o = x->j0 - views[k].c0, i = (size_t)(x->param - i0);
+            zt_lamb_apply(w_at(io, &views[k], x, x->j0), views[k].m + o, views[k].v + o,
+                          x->j1 - x->j0, hp, os->L->params[x->param].decay,
+                          zt_lamb_coeff(total[2 * i], total[2 * i + 1], hp));
+            master_give(os, io, &views[k], x, x->j0, x->j1);
+            ZT_TRY(poll(os, io));
+        }
+    }
+    return 0;
+}
+
+int zt_ost_update_unit(zt_ostate *os, const zt_ost_hparams *hp, int u, zt_spart *const *parts,
+                       int n_parts, const zt_ost_view *views, const zt_ost_io *io)
+{
+    return os->opt == ZT_OPT_LAMB ? zt_ost_lamb_unit(os, hp, u, parts, n_parts, views, io)
+                                  : zt_ost_adafactor_unit(os, hp, u, parts, n_parts, views, io);
 }
 
 /* ---- bytes -------------------------------------------------------------------------------- */

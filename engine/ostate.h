@@ -1,5 +1,5 @@
 /* ostate.h - the optimizer state of a unit's shard, for each optimizer (AdamW, AdamW8bit,
- * Adafactor): which parameters keep a compact fp32 state, the runs of a shard that belong to
+ * Adafactor, Lamb): which parameters keep a compact fp32 state, the runs of a shard that belong to
  * one parameter, the byte layout of the state of a stretch of positions, and the update of
  * such a stretch. Where the state lives (RAM, the offload store) and the order of units is
  * zero.c's; the checkpoint sections are checkpoint.c's. Sees no engine.
@@ -12,7 +12,7 @@
  * tensor: an 8-bit block never straddles a tensor or a shard.
  *
  * Layout of the state of positions [c0, c0 + n), nc of them compact (n a multiple of 256):
- *   AdamW       m[n] v[n]                                           (floats)
+ *   AdamW, Lamb m[n] v[n]                                           (floats)
  *   AdamW8bit   cm[n] cv[n] (bytes), am[n/256] av[n/256] fm[nc] fv[nc] (floats): codes and
  *               block maxima of every position, fp32 moments of the compact positions (the
  *               tensors below min_8bit_size or named by fp32_state; their codes are unused)
@@ -31,6 +31,7 @@
 #include "../models/model.h"
 #include "../optimizer/adafactor.h"
 #include "../optimizer/adamw.h"
+#include "../optimizer/lamb.h"
 
 struct zt_store;
 struct zt_layout;
@@ -128,6 +129,9 @@ typedef struct zt_ostate {
     double *af_buf;
     float *af_lr;            /* the step sizes of the unit being updated */
     float *af_cfac;          /* the column factors and row means of the tensor being updated */
+    double *lb_buf;          /* Lamb: a part's sums (p^2, u^2 per parameter of a unit), their
+                              * total, every rank's: (2 + N) x 2 x lb_np doubles */
+    int lb_np;               /* the most parameters of a unit */
 } zt_ostate;
 
 /* ---- the optimizer state (ostate.c) -------------------------------------------------------
@@ -163,6 +167,7 @@ typedef struct zt_ost_io {
 typedef struct zt_ost_hparams {
     zt_adamw_hparams adamw;
     zt_adafactor_hparams af;
+    zt_lamb_hparams lamb;
 } zt_ost_hparams;
 
 /* The elementwise optimizers (AdamW, AdamW8bit): part p's positions [c0, c1) with state
@@ -176,6 +181,17 @@ int zt_ost_update_range(zt_ostate *os, const zt_ost_hparams *hp, const zt_spart 
 int zt_ost_adafactor_unit(zt_ostate *os, const zt_ost_hparams *hp, int u,
                           zt_spart *const *parts, int n_parts, const zt_ost_view *views,
                           const zt_ost_io *io);
+/* Lamb on every part this rank holds of unit u: the moments and each part's sums of p^2 and
+ * u^2 per tensor, added in rank order across ranks (collective when the parts are sharded),
+ * the trust ratios, then the update. */
+int zt_ost_lamb_unit(zt_ostate *os, const zt_ost_hparams *hp, int u, zt_spart *const *parts,
+                     int n_parts, const zt_ost_view *views, const zt_ost_io *io);
+/* Whether the optimizer updates a unit as a whole, with collectives of its own (Adafactor,
+ * Lamb: their norms span the shards), rather than elementwise by sub-group; and that
+ * update. */
+int zt_ost_unitwise(int opt);
+int zt_ost_update_unit(zt_ostate *os, const zt_ost_hparams *hp, int u, zt_spart *const *parts,
+                       int n_parts, const zt_ost_view *views, const zt_ost_io *io);
 
 /* Bytes of optimizer state the engine holds (parts, replicated moments), and its prediction
  * before setup for world size N: the state of a rank's shards (whole: every rank's, stage 0)

@@ -1426,8 +1426,8 @@ static int update_unit(zt_zero *z, int u)
         } else {
             zt_ost_view_of(z->os->opt, z->os->lay, part->state, 0, len, 0, part->n_compact, &v);
         }
-        if (z->os->opt == ZT_OPT_ADAFACTOR) /* (one sub-group per unit: group_floats) */
-            ZT_TRY(zt_ost_adafactor_unit(z->os, &z->up.hp, u, &part, 1, &v, &io));
+        if (zt_ost_unitwise(z->os->opt)) /* (one sub-group per unit: group_floats) */
+            ZT_TRY(zt_ost_update_unit(z->os, &z->up.hp, u, &part, 1, &v, &io));
         else
             ZT_TRY(zt_ost_update_range(z->os, &z->up.hp, part, c0, c1, &v, &io));
         if (nw) { /* write back; the buffer of group g - 1 then reads group g + nw - 1 */
@@ -1523,11 +1523,11 @@ static int update_whole(zt_zero *z)
             parts[k] = p;
             zt_ost_view_of(z->os->opt, z->os->lay, p->state, 0, p->len, 0, p->n_compact,
                            &views[k]);
-            if (z->os->opt != ZT_OPT_ADAFACTOR)
+            if (!zt_ost_unitwise(z->os->opt))
                 ZT_TRY(zt_ost_update_range(z->os, &z->up.hp, p, 0, p->len, &views[k], &io));
         }
-        if (z->os->opt == ZT_OPT_ADAFACTOR)
-            ZT_TRY(zt_ost_adafactor_unit(z->os, &z->up.hp, u, parts, np, views, &io));
+        if (zt_ost_unitwise(z->os->opt))
+            ZT_TRY(zt_ost_update_unit(z->os, &z->up.hp, u, parts, np, views, &io));
         if (h && u == w) /* (the backward adds into it) */
             memset(g, 0, z->geo->padded[u] * sizeof(float));
     }
@@ -1559,9 +1559,9 @@ int zt_zero_update(zt_zero *z, const zt_ost_hparams *hp)
      * use in the next forward pass (acquire), so its offloaded state and shard stream in
      * and out while the units before it compute. Same arithmetic, same order: the result is
      * bit-identical; zt_zero_flush applies what is left wherever the state is read.
-     * (Adafactor's update of a unit has collectives of its own: not deferred.) */
+     * (Adafactor's and Lamb's update of a unit has collectives of its own: not deferred.) */
     if (st >= 3 && (z->oo.store || z->ps.store) && !z->ga.any_persist &&
-        z->os->opt != ZT_OPT_ADAFACTOR) {
+        !zt_ost_unitwise(z->os->opt)) {
         z->up.lz_pending = 1;
         z->up.lz_next = 0;
         return 0;

@@ -29,7 +29,7 @@ extern "C" {
 #define ZT_VERSION_PATCH 0
 /* The library's soname is libzerotrain.so.ZT_ABI_VERSION; it changes whenever a public
  * struct or signature does. */
-#define ZT_ABI_VERSION 6
+#define ZT_ABI_VERSION 7
 
 /* ---- errors -------------------------------------------------------------------------
  * Every fallible function returns 0 (or a count) on success and a negative value on
@@ -328,6 +328,7 @@ typedef enum zt_optimizer {
     ZT_OPT_ADAMW = 0,     /* torch.optim.AdamW: fp32 moments, 8 bytes per parameter */
     ZT_OPT_ADAMW8BIT,     /* bitsandbytes' AdamW8bit: block-wise 8-bit moments, ~2 bytes */
     ZT_OPT_ADAFACTOR,     /* transformers' Adafactor: factored second moments */
+    ZT_OPT_LAMB,          /* DeepSpeed's FusedLamb: AdamW's moments, per-tensor trust ratio */
 } zt_optimizer;
 
 typedef struct zt_train_settings {
@@ -335,7 +336,9 @@ typedef struct zt_train_settings {
     int train_batch_size, micro_batch_size, grad_accum_steps;
     /* optimizer (type "AdamW", or "Adam" with adam_w_mode true) */
     float lr, beta1, beta2, eps, weight_decay;
-    int bias_correction;           /* optimizer.params.bias_correction (Adam, AdamW): 1 or 0 */
+    int bias_correction;           /* optimizer.params.bias_correction (Adam, AdamW, Lamb) */
+    float max_coeff, min_coeff;    /* Lamb's trust-ratio clamp (10, 0.01) */
+    int eps_inside_sqrt;           /* Lamb: sqrt(v + eps) */
     float grad_clip;               /* gradient_clipping; 0 = off */
     int steps_per_print;
     uint64_t seed;
@@ -561,6 +564,13 @@ typedef struct zt_config {
     int n_fp32_state;
     float adafactor_eps1, adafactor_eps2, clip_threshold, decay_rate, adafactor_beta1;
     int relative_step, scale_parameter, warmup_init;
+    /* Lamb (DeepSpeed's FusedLamb): lr, beta1, beta2, eps, weight_decay and bias_correction
+     * as AdamW's fields; each tensor's step is scaled by ||p|| / ||update|| clamped to
+     * [min_coeff, max_coeff] (10, 0.01), or 1 when a norm is 0; eps_inside_sqrt 1: the
+     * denominator sqrt(v + eps). The norms span every rank's shard of a tensor (sums added
+     * in rank order), so stages give the same bits. */
+    float max_coeff, min_coeff;
+    int eps_inside_sqrt;
     /* The divergence guard (zerotrain.skip_nonfinite; 0 here, 1 in `zerotrain train`): a
      * step whose global gradient norm is not finite, or whose loss was not finite on any
      * rank (zt_engine_forward_backward), is skipped by zt_engine_step: parameters,

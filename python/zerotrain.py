@@ -35,7 +35,7 @@ import weakref
 
 import numpy as np
 
-ABI_VERSION = 6
+ABI_VERSION = 7
 FOR_FORWARD, FOR_BACKWARD, FOR_RECOMPUTE, FOR_EVAL = 1, 2, 4, 8
 INIT_NORMAL, INIT_ZEROS, INIT_ONES, INIT_VALUES = 0, 1, 2, 3
 
@@ -659,7 +659,9 @@ class Optimizer:
     no_decay: names (or indices) without weight decay; lr ... weight_decay as torch.optim.AdamW
     (lr None: its 1e-3, or for optimizer="adafactor" with relative steps no lr at all, as
     transformers' Adafactor(lr=None); a number there is refused, as transformers refuses it;
-    weight_decay None: torch's 0.01, Adafactor's 0.0);
+    weight_decay None: torch's 0.01, Adafactor's and DeepSpeed's FusedLamb's 0.0);
+    optimizer="lamb" takes FusedLamb's max_coeff, min_coeff, bias_correction and
+    eps_inside_sqrt keywords;
     further keyword arguments are zt_config fields (zero_stage, optimizer, offload_optimizer,
     nvme_path, grad_clip, precision, ...). With precision="fp16" step multiplies the gradients
     by the engine's loss scale before they reach its fp16 sums (as a scaled loss's backward
@@ -669,12 +671,13 @@ class Optimizer:
     def __init__(self, params, lr=None, betas=(0.9, 0.999), eps=1e-8, weight_decay=None,
                  names=None, no_decay=(), comm=None, **config):
         self.params = params
-        adafactor = str(config.get("optimizer", "")).lower() == "adafactor"
+        kind = str(config.get("optimizer", "")).lower()
+        adafactor = kind == "adafactor"
         if lr is None:
             relative = adafactor and str(config.get("relative_step", 1)).lower() not in ("0", "false")
             lr = 0.0 if relative else 1e-3
         if weight_decay is None:
-            weight_decay = 0.0 if adafactor else 0.01
+            weight_decay = 0.0 if kind in ("adafactor", "lamb") else 0.01
         self.lr = _check_lr(lr)
         names = names or ["p%d" % i for i in range(len(params))]
         self.engine = Engine(comm=comm, lr=lr, beta1=betas[0], beta2=betas[1], eps=eps,

@@ -502,6 +502,25 @@ static void test_optimizer_settings(void **state)
     assert_true(s->weight_decay == 0.1f);
     assert_true(zt_train_config_lr(c, 20) == 0.001);
     zt_train_config_destroy(c);
+    /* DeepSpeed's FusedLamb: its defaults, and bing_bert's settings */
+    c = parse_ok("{\"train_micro_batch_size_per_gpu\": 1, \"optimizer\": {\"type\": "
+                 "\"Lamb\"}}", "o", 1, 0);
+    s = zt_train_config_settings(c);
+    assert_int_equal(s->optimizer, ZT_OPT_LAMB);
+    assert_true(s->max_coeff == 10.0f && s->min_coeff == 0.01f && !s->eps_inside_sqrt);
+    assert_true(s->lr == 1e-3f && s->beta1 == 0.9f && s->beta2 == 0.999f && s->eps == 1e-8f);
+    assert_true(s->weight_decay == 0.0f && s->bias_correction == 1);
+    zt_train_config_destroy(c);
+    c = parse_ok("{\"train_micro_batch_size_per_gpu\": 1, \"optimizer\": {\"type\": "
+                 "\"lamb\", \"params\": {\"lr\": 11e-3, \"weight_decay\": 0.01, "
+                 "\"bias_correction\": false, \"max_coeff\": 0.3, \"min_coeff\": 0.01, "
+                 "\"eps_inside_sqrt\": true, \"betas\": [0.8, 0.99]}}}", "o", 1, 0);
+    s = zt_train_config_settings(c);
+    assert_int_equal(s->optimizer, ZT_OPT_LAMB);
+    assert_true(s->lr == 11e-3f && s->weight_decay == 0.01f && s->bias_correction == 0);
+    assert_true(s->max_coeff == 0.3f && s->min_coeff == 0.01f && s->eps_inside_sqrt == 1);
+    assert_true(s->beta1 == 0.8f && s->beta2 == 0.99f);
+    zt_train_config_destroy(c);
     /* a pattern list without AdamW8bit does nothing, and says so */
     log_reset();
     c = parse_ok("{\"train_micro_batch_size_per_gpu\": 1, \"zerotrain\": "
@@ -695,9 +714,19 @@ static const bad_case bad[] = {
      " {\"adam_w_mode\": false}}}", 1, 0, ZT_E_UNSUPPORTED, 1,
      {"src: optimizer.params.adam_w_mode: false selects Adam with L2 regularisation, which is "
       "not supported"}},
-    {"other optimizer", "{" MB "\"optimizer\": {\"type\": \"Lamb\"}}", 1, 0, ZT_E_UNSUPPORTED, 1,
-     {"src: optimizer.type: \"Lamb\" is not supported: zerotrain implements AdamW, AdamW8bit "
-      "and Adafactor"}},
+    {"other optimizer", "{" MB "\"optimizer\": {\"type\": \"OneBitLamb\"}}", 1, 0,
+     ZT_E_UNSUPPORTED, 1,
+     {"src: optimizer.type: \"OneBitLamb\" is not supported: zerotrain implements AdamW, "
+      "AdamW8bit, Adafactor and Lamb"}},
+    {"Lamb: a clamp upside down, AdamW8bit's parameter",
+     "{" MB "\"optimizer\": {\"type\": \"Lamb\", \"params\": {\"max_coeff\": 0.1,"
+     " \"min_coeff\": 0.5, \"min_8bit_size\": 10}}}", 1, 0, ZT_E_CONFIG, 2,
+     {"src: optimizer.params.min_8bit_size: not a parameter of Lamb: remove it; Lamb takes lr, "
+      "betas, eps, weight_decay, bias_correction, max_coeff, min_coeff, eps_inside_sqrt",
+      "src: optimizer.params.min_coeff: 0.5 is above max_coeff 0.1"}},
+    {"AdamW with Lamb's clamp",
+     "{" MB "\"optimizer\": {\"type\": \"AdamW\", \"params\": {\"max_coeff\": 1}}}", 1, 0,
+     ZT_E_CONFIG, 1, {"src: optimizer.params.max_coeff: not a parameter of AdamW"}},
     {"Adafactor with an lr and relative steps",
      "{" MB "\"optimizer\": {\"type\": \"Adafactor\", \"params\": {\"lr\": 0.001}}}", 1, 0,
      ZT_E_CONFIG, 1, {"src: optimizer.params.lr: Adafactor with relative_step true computes its "

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# test_optim.sh - AdamW8bit and Adafactor over several ranks (mpirun), on a small BERT
+# test_optim.sh - AdamW8bit, Adafactor and Lamb over several ranks (mpirun), on a small BERT
 # (vocabulary 5000, intermediate 250: the MLM bias and the feed-forward weights end in partial
 # 8-bit blocks; dropout on):
 #   - ZeRO stages 0-3 give bit-identical weights at equal N (N = 2 and 3), also with units
 #     cut into several pieces (buckets) and with the optimizer state and the parameters
 #     offloaded (RAM pool, NVMe swap files, small sub-groups);
-#   - Adafactor at N = 3 equals N = 1 with 3-fold accumulation within fp32 rounding (its row,
-#     column and RMS sums are partial per shard and added across ranks);
+#   - Adafactor and Lamb at N = 3 equal N = 1 with 3-fold accumulation within fp32 rounding
+#     (Adafactor's row, column and RMS sums, Lamb's norms, are partial per shard and added
+#     across ranks);
+#   - Lamb's steps in the engine equal DeepSpeed's FusedLamb (tests/ref/lamb_ref.py) on the
+#     engine's own gradient;
 #   - a checkpoint resumed at the same N and stage continues bit-identically, and the
 #     optimizer state survives a change of world size and stage exactly: a checkpoint
 #     re-saved at N = 2 (and N = 1) and again at the original N = 3 has the same bytes;
@@ -35,6 +38,10 @@ cfg() {
 }
 A8='{"type": "AdamW8bit", "params": {"lr": 2e-3}}'
 AF='{"type": "Adafactor", "params": {"beta1": 0.9, "weight_decay": 0.01}}'
+# Lamb without bias correction (bing_bert's) and a clamp wide enough that the trust ratios
+# (about 0.02 / 3 here: weights of scale 0.02, first updates of about 3 per element) are the
+# norms' own: a clamped ratio would hide a norm summed over the wrong elements
+LB='{"type": "Lamb", "params": {"lr": 2e-3, "weight_decay": 0.01, "bias_correction": false, "max_coeff": 10, "min_coeff": 1e-4}}'
 NV="\"nvme_path\": \"$T/swap\""
 mkdir -p "$T/swap"
 run() { # OUT NP CONFIG STEPS [extra...]
@@ -54,6 +61,8 @@ stages() { # OPT_JSON NAME N: stages 0-3 at N give the same weights
 # ---- stages bit-identical -----------------------------------------------------------------
 stages "$A8" a8 2
 stages "$AF" af 3
+stages "$LB" lb 2
+stages "$LB" lb 3
 if [ "$LONG" = 1 ]; then
     stages "$A8" a8 3; stages "$A8" a8 1; stages "$AF" af 2; stages "$AF" af 1
     stages '{"type": "Adafactor"}' afd 3  # Hugging Face's defaults: no first moment
@@ -81,6 +90,8 @@ offload a8cpu 2 2 "$A8" ", \"offload_optimizer\": {\"device\": \"cpu\"}" a82s0 \
     "AdamW8bit: stage 2 with the state in the RAM pool"
 offload afoff 3 3 "$AF" ", \"offload_optimizer\": {\"device\": \"nvme\", $NV}" af3s0 \
     "Adafactor: stage 3 with the state on NVMe"
+offload lboff 3 3 "$LB" ", \"sub_group_size\": 3000, \"offload_optimizer\": {\"device\": \"nvme\", $NV}, \"offload_param\": {\"device\": \"nvme\", $NV}" \
+    lb3s0 "Lamb: stage 3 with optimizer and parameter offload on NVMe"
 if [ "$LONG" = 1 ]; then
     offload a8off2 2 2 "$A8" ", \"sub_group_size\": 1024, \"offload_optimizer\": {\"device\": \"nvme\", $NV}" \
         a82s0 "AdamW8bit: stage 2 with 1024-position sub-groups on NVMe"
@@ -123,6 +134,33 @@ sys.exit(0 if worst <= 1e-5 and far * 10000 <= total else 1)
 EOF
 }
 if close af3 af1acc; then ok; else bad "Adafactor: N=3 differs from N=1 x3 accumulation beyond fp32 rounding"; fi
+# Lamb: each tensor's norms summed over the three ranks' shards equal one rank's whole-tensor
+# norms (within the same rounding)
+GAS=3 cfg lb1acc 1 "$LB"; run lb1acc 1 lb1acc 4
+cfg lb3 1 "$LB"; run lb3 3 lb3 4
+if close lb3 lb1acc; then ok; else bad "Lamb: N=3 differs from N=1 x3 accumulation beyond fp32 rounding"; fi
+
+# ---- Lamb in the engine against DeepSpeed's FusedLamb (tests/ref/lamb_ref.py) ---------------
+# zerotrain grad --step: three Lamb steps on one gradient of a random BERT (tests/ref/
+# bert_ref.py's case; weight decay on every parameter), against FusedLamb applied to the same
+# weights with that gradient: bing_bert's settings (most ratios clamped), and bias correction
+# with eps inside the square root and the ratios unclamped
+"$PY" tests/ref/bert_ref.py make --out "$T/lbcase" --seed 7 --vocab 300 --hidden 32 --layers 2 \
+    --heads 4 --intermediate 64 --max-pos 40 --type-vocab 2 --batch 2 --seq 16 --eps 1e-12 >/dev/null
+for v in 1 2; do
+    if [ $v = 1 ]; then
+        echo '{"optimizer": "Lamb", "lr": 0.011, "weight_decay": 0.01, "bias_correction": false,
+               "max_coeff": 0.3, "min_coeff": 0.01, "steps": 3}' >"$T/lbstep$v.json"
+    else
+        echo '{"optimizer": "Lamb", "lr": 0.002, "betas": [0.8, 0.99], "eps": 1e-6,
+               "weight_decay": 0.1, "eps_inside_sqrt": true, "max_coeff": 10, "min_coeff": 1e-4,
+               "steps": 3}' >"$T/lbstep$v.json"
+    fi
+    "$ZT" grad --model "$T/lbcase" --batch "$T/lbcase/batch.safetensors" --step "$T/lbstep$v.json" \
+        --out "$T/lbout$v.safetensors" --threads 1 >"$T/lbgrad$v.log" 2>&1 || tail -3 "$T/lbgrad$v.log"
+    if "$PY" tests/ref/lamb_ref.py check-engine "$T/lbcase/model.safetensors" "$T/lbout$v.safetensors" \
+        "$T/lbstep$v.json"; then ok; else bad "Lamb (case $v): the engine's steps differ from FusedLamb's"; fi
+done
 
 # ---- checkpoints ------------------------------------------------------------------------------
 # the same N and stage: 6 steps at once, or 3, a checkpoint and --resume to 6
@@ -153,6 +191,7 @@ roundtrip() { # NAME OPT_JSON
 }
 roundtrip a8rt "$A8"
 roundtrip afrt "$AF"
+[ "$LONG" = 1 ] && roundtrip lbrt "$LB"
 if [ "$LONG" = 1 ]; then
     # a bucketed checkpoint through N=2 unbucketed and back: the same bytes
     for o in a8 af; do

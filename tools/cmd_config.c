@@ -42,8 +42,15 @@ int cmd_check_config(int argc, char **argv)
                s->scale_parameter ? "true" : "false", s->weight_decay, s->grad_clip);
     } else {
         printf("  optimizer: %s lr %g betas (%g, %g) eps %g weight_decay %g, clipping %g",
-               s->optimizer == ZT_OPT_ADAMW8BIT ? "AdamW8bit" : "AdamW", s->lr, s->beta1,
-               s->beta2, s->eps, s->weight_decay, s->grad_clip);
+               s->optimizer == ZT_OPT_ADAMW8BIT ? "AdamW8bit"
+               : s->optimizer == ZT_OPT_LAMB    ? "Lamb"
+                                                : "AdamW",
+               s->lr, s->beta1, s->beta2, s->eps, s->weight_decay, s->grad_clip);
+        if (!s->bias_correction)
+            printf(", no bias correction");
+        if (s->optimizer == ZT_OPT_LAMB)
+            printf(", trust ratio in [%g, %g]%s", s->min_coeff, s->max_coeff,
+                   s->eps_inside_sqrt ? ", eps inside the square root" : "");
         if (s->optimizer == ZT_OPT_ADAMW8BIT) {
             printf(", fp32 state below %zu elements", s->min_8bit_size);
             if (s->n_fp32_state < 0)

@@ -18,7 +18,7 @@ typedef struct est_args {
 static const char *usage_text =
     "usage: zerotrain estimate (--model MODEL | --params N) --ranks N --stage S\n"
     "         [--precision fp32|bf16|fp16] [--grad-dtype auto|fp32|bf16|fp16]\n"
-    "         [--optimizer adamw|adamw8bit|adafactor]\n"
+    "         [--optimizer adamw|adamw8bit|adafactor|lamb]\n"
     "         [--offload-optimizer none|cpu|nvme] [--offload-param none|cpu|nvme]\n"
     "         [--micro-batch B --seq-len T [--recompute none|full|selective|every-k:K]]\n"
     "         [--unit-params N] [--set FIELD=VALUE]... [--json]\n";

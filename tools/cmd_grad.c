@@ -97,9 +97,11 @@ static int read_batch(const char *path, batch_file *b)
     return rc;
 }
 
-/* step.json: {"lr":..., "betas":[b1,b2], "eps":..., "weight_decay":..., "precision": "bf16"
- * or "fp16", "loss_scale": S (fp16's static scale; absent: dynamic from 2^16), "steps": k
- * (k optimizer steps on the one gradient, as the reference repeats opt.step())} */
+/* step.json: {"optimizer": "AdamW" (the default) or "Lamb", "lr":..., "betas":[b1,b2],
+ * "eps":..., "weight_decay":..., Lamb's "max_coeff", "min_coeff", "bias_correction" and
+ * "eps_inside_sqrt", "precision": "bf16" or "fp16", "loss_scale": S (fp16's static scale;
+ * absent: dynamic from 2^16), "steps": k (k optimizer steps on the one gradient, as the
+ * reference repeats opt.step())} */
 static int read_step(const char *path, zt_config *cfg, int *steps)
 {
     char *buf = NULL;
@@ -114,8 +116,19 @@ static int read_step(const char *path, zt_config *cfg, int *steps)
         return die("%s: not a JSON object", path);
     }
     v = cJSON_GetObjectItemCaseSensitive(o, "optimizer");
-    if (v && (!cJSON_IsString(v) || strcmp(v->valuestring, "AdamW") != 0))
-        rc = die("%s: \"optimizer\" must be \"AdamW\"", path);
+    if (v && cJSON_IsString(v) && !strcmp(v->valuestring, "Lamb"))
+        cfg->optimizer = ZT_OPT_LAMB;
+    else if (v && (!cJSON_IsString(v) || strcmp(v->valuestring, "AdamW") != 0))
+        rc = die("%s: \"optimizer\" must be \"AdamW\" or \"Lamb\"", path);
+    const char *flags[] = {"bias_correction", "eps_inside_sqrt"};
+    int *flag_of[] = {&cfg->bias_correction, &cfg->eps_inside_sqrt};
+    for (int k = 0; k < 2 && !rc; k++)
+        if ((v = cJSON_GetObjectItemCaseSensitive(o, flags[k]))) {
+            if (!cJSON_IsBool(v) || cfg->optimizer != ZT_OPT_LAMB)
+                rc = die("%s: \"%s\" is Lamb's, true or false", path, flags[k]);
+            else
+                *flag_of[k] = cJSON_IsTrue(v);
+        }
 #define NUM(key, dst)                                                                          \
     if (!rc && (v = cJSON_GetObjectItemCaseSensitive(o, key))) {                               \
         if (!cJSON_IsNumber(v))                                                                \
@@ -126,6 +139,8 @@ static int read_step(const char *path, zt_config *cfg, int *steps)
     NUM("lr", cfg->lr)
     NUM("eps", cfg->eps)
     NUM("weight_decay", cfg->weight_decay)
+    NUM("max_coeff", cfg->max_coeff)
+    NUM("min_coeff", cfg->min_coeff)
 #undef NUM
     if (!rc && (v = cJSON_GetObjectItemCaseSensitive(o, "loss_scale"))) { /* fp16's, static */
         if (!cJSON_IsNumber(v) || !(v->valuedouble > 0))
@@ -250,7 +265,8 @@ int cmd_grad(int argc, char **argv)
             char *full;
             zt_engine_param_get(e, i, &pi);
             if (!(bufs[np + i] = malloc(pi.numel * sizeof(float))) ||
-                asprintf(&full, "adamw.%s", pi.name) < 0) {
+                asprintf(&full, "%s.%s", cfg.optimizer == ZT_OPT_LAMB ? "lamb" : "adamw",
+                         pi.name) < 0) {
                 die("out of memory");
                 goto done;
             }

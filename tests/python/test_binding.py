@@ -22,6 +22,9 @@ zerotrain.Error naming what is wrong, and a refused call must leave the engine a
              skips the step (the weights unchanged, overflow reported) and halves the scale
              after DeepSpeed's hysteresis of 2; then the weights stay fp16 values while the
              fp32 master moves; save_model writes F16, or the master with dtype="fp32"
+  lamb       optimizer="lamb" with FusedLamb's keywords (max_coeff, min_coeff,
+             bias_correction) at ZeRO stage 2, three steps on two tensors, equals DeepSpeed's
+             FusedLamb (tests/ref/lamb_ref.py); the clamp upside down is refused
   heap       the report names its heap statistics' source: "none" in this process (no
              jemalloc), "jemalloc" with --expect-heap jemalloc (started with it preloaded)
 
@@ -385,6 +388,34 @@ def check_fp16():
         "of the master, F16 saved, the master with dtype fp32")
 
 
+def check_lamb():
+    sys.path.insert(0, os.path.join(here, "..", "ref"))
+    import torch
+    from lamb_ref import FusedLambTensor
+    rng = np.random.default_rng(5)
+    p = [(0.05 * rng.standard_normal((7, 33))).astype(np.float32),
+         (0.05 * rng.standard_normal(40)).astype(np.float32)]
+    ref = [FusedLambTensor(torch.from_numpy(a.copy()), lr=0.01, weight_decay=0.01,
+                           bias_correction=False, max_coeff=10.0, min_coeff=1e-4) for a in p]
+    opt = zt.Optimizer(p, lr=0.01, weight_decay=0.01, optimizer="lamb", max_coeff=10.0,
+                       min_coeff=1e-4, bias_correction=False, zero_stage=2, threads=1)
+    for _ in range(3):  # the gradient from rank 0 alone: the ranks' sum is exactly g
+        g = [(0.01 * rng.standard_normal(a.shape)).astype(np.float32) for a in p]
+        opt.step(g if RANK == 0 else [np.zeros_like(a) for a in g])
+        for r, x in zip(ref, g):
+            r.update(torch.from_numpy(x))
+    opt.close()
+    for a, r in zip(p, ref):
+        want = r.p.numpy()
+        if not np.allclose(a, want, rtol=2 ** -20, atol=0):
+            fail("lamb", "the weights differ from FusedLamb's by %.3g" % abs(a - want).max())
+    raises("lamb", "min_coeff above max_coeff",
+           lambda: zt.Optimizer([np.ones(3, np.float32)], optimizer="lamb", max_coeff=0.1,
+                                min_coeff=0.5), "min_coeff", "max_coeff")
+    say("ok: lamb: optimizer=\"lamb\" at stage 2 equals DeepSpeed's FusedLamb over three "
+        "steps; an inverted clamp refused")
+
+
 def main():
     only = sys.argv[sys.argv.index("--only") + 1].split(",") if "--only" in sys.argv else None
     expect = sys.argv[sys.argv.index("--expect-heap") + 1] if "--expect-heap" in sys.argv \
@@ -392,7 +423,7 @@ def main():
     checks = [("shape", check_shape), ("single", check_single), ("closed", check_closed),
               ("negstep", check_negstep), ("lr", check_lr), ("negzero", check_negzero),
               ("heap", lambda: check_heap(expect)), ("estimate", check_estimate),
-              ("bf16", check_bf16), ("fp16", check_fp16)]
+              ("bf16", check_bf16), ("fp16", check_fp16), ("lamb", check_lamb)]
     for name, fn in checks:
         if only is None or name in only:
             fn()
