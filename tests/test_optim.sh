@@ -69,6 +69,14 @@ if [ "$LONG" = 1 ]; then
     stages '{"type": "AdamW8bit", "params": {"lr": 2e-3, "min_8bit_size": 100}}' a8m 3
 fi
 
+# Lamb on the fp32 master of a bf16 run: stages 0 and 3 give the same bits at N=2
+for st in 0 3; do
+    echo "{\"train_batch_size\": 6, \"bf16\": {\"enabled\": true}, \"zero_optimization\": {\"stage\": $st},
+           \"optimizer\": $LB}" >"$T/lbh$st.json"
+    run "lbh$st" 2 "lbh$st" 3
+done
+if same lbh0 lbh3; then ok; else bad "Lamb in bf16: stage 3 differs from stage 0 at N=2"; fi
+
 # ---- buckets: units cut into several pieces (a parameter's run in several segments) ------
 BK=', "reduce_bucket_size": 30000, "allgather_bucket_size": 30000'
 for o in a8 af; do
