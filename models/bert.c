@@ -199,8 +199,16 @@ int bert_config_load(const char *path, bert_config *c)
     if (rc < 0)
         return rc;
     memset(c, 0, sizeof *c);
-    if ((rc = check_string(o, path, "model_type", "bert")) < 0 ||
-        (rc = check_string(o, path, "hidden_act", "gelu")) < 0 ||
+    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(o, "model_type");
+    if (mt && (!cJSON_IsString(mt) || strcmp(mt->valuestring, "bert") != 0)) {
+        rc = zt_fail(ZT_E_UNSUPPORTED, "%s: model_type %s%s%s is not supported: zerotrain "
+                     "trains \"bert\", \"t5\" and \"mt5\" models", path,
+                     cJSON_IsString(mt) ? "\"" : "",
+                     cJSON_IsString(mt) ? mt->valuestring : "(not a string)",
+                     cJSON_IsString(mt) ? "\"" : "");
+        goto out;
+    }
+    if ((rc = check_string(o, path, "hidden_act", "gelu")) < 0 ||
         (rc = check_string(o, path, "position_embedding_type", "absolute")) < 0 ||
         (rc = zt_hfc_int(o, path, "vocab_size", 1, 0, 1, &c->vocab)) < 0 ||
         (rc = zt_hfc_int(o, path, "hidden_size", 1, 0, 1, &c->hidden)) < 0 ||

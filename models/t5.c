@@ -97,10 +97,18 @@ int t5_config_load(const char *path, t5_config *c)
         (rc = zt_hfc_float(o, path, "initializer_factor", 1.0, 0.0, 1e3, &c->init_factor)) < 0)
         goto out;
     v = cJSON_GetObjectItemCaseSensitive(o, "model_type");
-    if (v && (!cJSON_IsString(v) || strcmp(v->valuestring, "t5") != 0)) {
-        rc = zt_fail(ZT_E_UNSUPPORTED, "%s: \"model_type\" must be \"t5\"", path);
+    if (cJSON_IsString(v) && strcmp(v->valuestring, "umt5") == 0) {
+        rc = zt_fail(ZT_E_UNSUPPORTED, "%s: model_type \"umt5\" is not supported: UMT5 gives "
+                     "every layer its own relative attention bias, and zerotrain's T5 has the "
+                     "first layer's only (model_type \"t5\" and \"mt5\" are supported)", path);
         goto out;
     }
+    if (v && (!cJSON_IsString(v) ||
+              (strcmp(v->valuestring, "t5") != 0 && strcmp(v->valuestring, "mt5") != 0))) {
+        rc = zt_fail(ZT_E_UNSUPPORTED, "%s: \"model_type\" must be \"t5\" or \"mt5\"", path);
+        goto out;
+    }
+    c->mt5 = v && strcmp(v->valuestring, "mt5") == 0;
     v = cJSON_GetObjectItemCaseSensitive(o, "feed_forward_proj");
     if (v && !cJSON_IsString(v)) {
         rc = zt_fail(ZT_E_CONFIG, "%s: \"feed_forward_proj\" must be a string", path);
@@ -160,7 +168,7 @@ int t5_config_save(const t5_config *c, const char *path, const char *torch_dtype
     const char *act = c->act == ZT_ACT_RELU ? "relu" : "gelu";
     int n = snprintf(
         text, sizeof text,
-        "{\n  \"architectures\": [\"T5ForConditionalGeneration\"],\n  \"model_type\": \"t5\",\n"
+        "{\n  \"architectures\": [\"%sT5ForConditionalGeneration\"],\n  \"model_type\": \"%st5\",\n"
         "  \"vocab_size\": %d,\n  \"d_model\": %d,\n  \"d_kv\": %d,\n  \"d_ff\": %d,\n"
         "  \"num_layers\": %d,\n  \"num_decoder_layers\": %d,\n  \"num_heads\": %d,\n"
         "  \"relative_attention_num_buckets\": %d,\n  \"relative_attention_max_distance\": %d,\n"
@@ -169,7 +177,8 @@ int t5_config_save(const t5_config *c, const char *path, const char *torch_dtype
         "  \"initializer_factor\": %.9g,\n  \"decoder_start_token_id\": %d,\n"
         "  \"pad_token_id\": %d,\n  \"eos_token_id\": %d,\n  \"is_encoder_decoder\": true,\n"
         "  \"torch_dtype\": \"%s\"\n}\n",
-        c->vocab, c->d_model, c->d_kv, c->d_ff, c->layers, c->dec_layers, c->heads, c->buckets,
+        c->mt5 ? "M" : "", c->mt5 ? "m" : "", c->vocab, c->d_model, c->d_kv, c->d_ff, c->layers,
+        c->dec_layers, c->heads, c->buckets,
         c->max_dist, c->gated ? "gated-" : "", act, c->tie ? "true" : "false", c->eps,
         c->dropout, c->init_factor, c->dec_start, c->pad, c->eos,
         torch_dtype ? torch_dtype : "float32");

@@ -14,10 +14,12 @@ typedef struct t5_config {
     int tie;                   /* tie_word_embeddings: LM head = shared, scaled d_model^-0.5 */
     float eps, dropout, init_factor;
     int dec_start, pad, eos;   /* decoder_start_token_id, pad_token_id, eos_token_id */
+    int mt5;                   /* model_type "mt5" (MT5ForConditionalGeneration: T5 v1.1's
+                                * architecture, its own model_type kept on save) */
 } t5_config;
 
-/* HF T5Config from config.json (model_type "t5"): vocab_size, d_model, d_kv, d_ff,
- * num_layers, num_heads required; the rest default as in transformers. */
+/* HF T5Config or MT5Config from config.json (model_type "t5" or "mt5"): vocab_size, d_model,
+ * d_kv, d_ff, num_layers, num_heads required; the rest default as in transformers. */
 int t5_config_load(const char *path, t5_config *c);
 /* "t5-small", "t5-base" (v1.0: relu, tied), "t5-v1_1-small", "t5-v1_1-base" (gated-gelu,
  * untied); vocab 0 = 32128. Returns 1 when name is not a T5 preset (nothing set). */

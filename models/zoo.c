@@ -23,8 +23,8 @@ int zt_model_config_load(const char *path, zt_model_cfg *c)
         snprintf(type, sizeof type, "%s", v->valuestring);
     cJSON_Delete(o);
     memset(c, 0, sizeof *c);
-    if (strcmp(type, "t5") == 0) {
-        c->type = ZT_MODEL_T5;
+    if (strcmp(type, "t5") == 0 || strcmp(type, "mt5") == 0 || strcmp(type, "umt5") == 0) {
+        c->type = ZT_MODEL_T5; /* (t5's loader refuses umt5, naming why) */
         return t5_config_load(path, &c->t5);
     }
     c->type = ZT_MODEL_BERT; /* bert's loader names any other model_type */

@@ -71,6 +71,24 @@ if grep -q '"model_type": "t5"' "$T/gatedn2s0/config.json" && grep -q '"feed_for
    && "$ZT" grad --model "$T/gatedn2s0" --batch "$FIXB" --out "$T/g.st" >"$T/g.log" 2>&1; then ok
 else bad "T5: the exported folder does not load back"; cat "$T/g.log"; fi
 
+# mT5 (model_type "mt5", T5 v1.1's architecture: gated-gelu, untied): it trains, its folder
+# keeps model_type "mt5" and MT5ForConditionalGeneration, and zerotrain grad on that folder
+# equals the independent reference's (tests/ref/t5_ref.py, transformers' T5 classes, which
+# MT5ForConditionalGeneration reuses unchanged); umt5 is refused naming why
+# (dropout 0: zerotrain grad applies the config's dropout, the reference has none)
+sed 's/"model_type": "t5"/"model_type": "mt5"/; s/"dropout_rate": 0.1/"dropout_rate": 0.0/' \
+    "$T/gated.json" >"$T/mt5.json"
+cfg mt5s0 1 0 none; run mt5s0 1 mt5 2
+if grep -q '"model_type": "mt5"' "$T/mt5s0/config.json" && grep -q '"MT5ForConditionalGeneration"' "$T/mt5s0/config.json" \
+   && "$ZT" grad --model "$T/mt5s0" --batch "$FIXB" --out "$T/m.st" >"$T/m.log" 2>&1 \
+   && /usr/bin/python3 tests/ref/t5_ref.py grad --model "$T/mt5s0" --batch "$FIXB" --out "$T/mref.st" >"$T/mref.log" 2>&1 \
+   && /usr/bin/python3 tests/ref/compare.py "$T/mref.st" "$T/m.st" >"$T/mcmp.log" 2>&1; then ok
+else bad "mT5: the folder is not an mt5 one, or its gradients differ from the reference"; tail -n 3 "$T/m.log" "$T/mref.log" "$T/mcmp.log"; fi
+sed 's/"model_type": "t5"/"model_type": "umt5"/' "$T/gated.json" >"$T/umt5.json"
+if ! "$ZT" train --model "$T/umt5.json" --data synthetic --steps 1 --seq-len 8 >"$T/umt5.log" 2>&1 \
+   && grep -q 'model_type "umt5" is not supported: UMT5 gives every layer its own relative attention bias' "$T/umt5.log"; then ok
+else bad "umt5: not refused with its reason"; cat "$T/umt5.log"; fi
+
 # a folder that also stores transformers' tied copies of shared.weight (encoder/decoder
 # embed_tokens, lm_head) loads them as copies (none left unused): the fixture's values within
 # its tolerances

@@ -23,7 +23,8 @@ int clstok_config_is_classifier(const char *path)
     return cls;
 }
 
-/* --model names a T5: a t5-* preset, or a config.json (alone or in a folder) of model_type t5 */
+/* --model names a T5: a t5-* preset, or a config.json (alone or in a folder) of model_type t5
+ * or mt5 */
 int clstok_model_is_t5(const char *model)
 {
     char path[4096], *text = NULL;
@@ -34,7 +35,8 @@ int clstok_model_is_t5(const char *model)
     snprintf(path, sizeof path, S_ISDIR(sb.st_mode) ? "%s/config.json" : "%s", model);
     if (zt_file_read_all(path, 16u << 20, &text, NULL) == 0) {
         cJSON *o = cJSON_Parse(text), *v = o ? cJSON_GetObjectItemCaseSensitive(o, "model_type") : NULL;
-        t5 = cJSON_IsString(v) && strcmp(v->valuestring, "t5") == 0;
+        t5 = cJSON_IsString(v) &&
+             (strcmp(v->valuestring, "t5") == 0 || strcmp(v->valuestring, "mt5") == 0);
         cJSON_Delete(o);
     }
     free(text);
