@@ -38,6 +38,39 @@ static int check_string(const cJSON *o, const char *path, const char *key, const
     return 0;
 }
 
+/* transformers' ACT2FN names BERT takes, and the kernels computing them */
+static const struct { const char *name; int act; } acts[] = {
+    {"gelu", ZT_ACT_GELU},      {"gelu_new", ZT_ACT_GELU_TANH}, {"gelu_pytorch_tanh", ZT_ACT_GELU_TANH},
+    {"relu", ZT_ACT_RELU},      {"silu", ZT_ACT_SILU},          {"swish", ZT_ACT_SILU},
+};
+#define N_ACTS ((int)(sizeof acts / sizeof *acts))
+
+const char *bert_act_name(const bert_config *c)
+{
+    return acts[c->act_id >= 0 && c->act_id < N_ACTS ? c->act_id : 0].name;
+}
+
+int bert_act(const bert_config *c)
+{
+    return acts[c->act_id >= 0 && c->act_id < N_ACTS ? c->act_id : 0].act;
+}
+
+static int load_act(const cJSON *o, const char *path, bert_config *c)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "hidden_act");
+    if (!v)
+        return zt_fail(ZT_E_CONFIG, "%s: missing required field \"hidden_act\"", path);
+    for (int k = 0; cJSON_IsString(v) && k < N_ACTS; k++)
+        if (strcmp(v->valuestring, acts[k].name) == 0) {
+            c->act_id = k;
+            return 0;
+        }
+    return zt_fail(ZT_E_UNSUPPORTED, "%s: \"hidden_act\" is %s%s%s; zerotrain computes \"gelu\", "
+                   "\"gelu_new\", \"gelu_pytorch_tanh\", \"relu\", \"silu\" and \"swish\"", path,
+                   cJSON_IsString(v) ? "\"" : "", cJSON_IsString(v) ? v->valuestring : "not a string",
+                   cJSON_IsString(v) ? "\"" : "");
+}
+
 static int validate(const bert_config *c, const char *where)
 {
     if (c->hidden % c->heads != 0)
@@ -208,8 +241,7 @@ int bert_config_load(const char *path, bert_config *c)
                      cJSON_IsString(mt) ? "\"" : "");
         goto out;
     }
-    if ((rc = check_string(o, path, "hidden_act", "gelu")) < 0 ||
-        (rc = check_string(o, path, "position_embedding_type", "absolute")) < 0 ||
+    if ((rc = check_string(o, path, "position_embedding_type", "absolute")) < 0 ||
         (rc = zt_hfc_int(o, path, "vocab_size", 1, 0, 1, &c->vocab)) < 0 ||
         (rc = zt_hfc_int(o, path, "hidden_size", 1, 0, 1, &c->hidden)) < 0 ||
         (rc = zt_hfc_int(o, path, "num_hidden_layers", 1, 0, 1, &c->layers)) < 0 ||
@@ -223,9 +255,7 @@ int bert_config_load(const char *path, bert_config *c)
             0 ||
         (rc = zt_hfc_float(o, path, "initializer_range", 0.02, 0.0, 10.0, &c->init_range)) < 0)
         goto out;
-    if (!cJSON_GetObjectItemCaseSensitive(o, "hidden_act"))
-        rc = zt_fail(ZT_E_CONFIG, "%s: missing required field \"hidden_act\"", path);
-    else if ((rc = load_head(o, path, c)) == 0)
+    if ((rc = load_act(o, path, c)) == 0 && (rc = load_head(o, path, c)) == 0)
         rc = validate(c, path);
 out:
     cJSON_Delete(o);
@@ -296,14 +326,15 @@ int bert_config_save(const bert_config *c, const char *path, const char *torch_d
                  "{\n  \"architectures\": [\"%s\"],\n  \"model_type\": \"bert\",\n"
                  "  \"vocab_size\": %d,\n  \"hidden_size\": %d,\n  \"num_hidden_layers\": %d,\n"
                  "  \"num_attention_heads\": %d,\n  \"intermediate_size\": %d,\n"
-                 "  \"hidden_act\": \"gelu\",\n  \"hidden_dropout_prob\": %.9g,\n"
+                 "  \"hidden_act\": \"%s\",\n  \"hidden_dropout_prob\": %.9g,\n"
                  "  \"attention_probs_dropout_prob\": %.9g,\n  \"max_position_embeddings\": %d,\n"
                  "  \"type_vocab_size\": %d,\n  \"initializer_range\": %.9g,\n"
                  "  \"layer_norm_eps\": %.9g,\n  \"pad_token_id\": 0,\n"
                  "  \"position_embedding_type\": \"absolute\",\n  \"tie_word_embeddings\": true,\n"
                  "  \"torch_dtype\": \"%s\"",
                  cls ? "BertForSequenceClassification" : "BertForMaskedLM", c->vocab, c->hidden,
-                 c->layers, c->heads, c->inter, c->hidden_drop, c->attn_drop, c->max_pos,
+                 c->layers, c->heads, c->inter, bert_act_name(c), c->hidden_drop, c->attn_drop,
+                 c->max_pos,
                  c->type_vocab, c->init_range, c->eps, torch_dtype ? torch_dtype : "float32");
     const void *parts[3] = {text, head ? head : "", "\n}\n"};
     size_t lens[3] = {(size_t)n, head ? strlen(head) : 0, 3};
@@ -1103,7 +1134,7 @@ static void first_forward(bert_model *m, int u, void *const *P, layer_acts *a, c
     POLL(m);
     xlinear_forward(dt, a->h, a->a, param(m, P, u, L_IW), param(m, P, u, L_IB), B, C, F, FS(m));
     POLL(m);
-    xgelu_forward(dt, a->g, a->h, (size_t)B * F);
+    xact_forward(dt, bert_act(&m->c), a->g, a->h, (size_t)B * F);
     POLL(m);
     xlinear_forward(dt, a->y_pre, a->g, param(m, P, u, L_OW), param(m, P, u, L_OB), B, F, C,
                     FS(m));
@@ -1138,7 +1169,7 @@ static void ffn_backward(bert_model *m, int u, void *const *P, float *const *G,
                      param(m, P, u, L_OW), rows, F, C, HS(m));
     POLL(m);
     zero(si[1], ni);
-    xgelu_backward(dt, si[1], a->h, si[0], ni);
+    xact_backward(dt, bert_act(&m->c), si[1], a->h, si[0], ni);
     POLL(m);
     xlinear_backward(dt, s[1], gparam(m, G, u, L_IW), gparam(m, G, u, L_IB), si[1], a->a,
                      param(m, P, u, L_IW), rows, C, F, HS(m));
@@ -1238,7 +1269,7 @@ static void bert_forward_unit(void *p, int u, void *const *P)
         xlinear_forward(dt, a->h, a->a, param(m, P, u, L_IW), param(m, P, u, L_IB), M, C, F,
                         FS(m));
         POLL(m);
-        xgelu_forward(dt, a->g, a->h, (size_t)M * F);
+        xact_forward(dt, bert_act(&m->c), a->g, a->h, (size_t)M * F);
         POLL(m);
         xlinear_forward(dt, a->y_pre, a->g, param(m, P, u, L_OW), param(m, P, u, L_OB), M, F, C,
                         FS(m));
@@ -1253,7 +1284,7 @@ static void bert_forward_unit(void *p, int u, void *const *P)
         const void *y = m->la[c->layers - 1].y;
         xlinear_forward(dt, m->t1, y, param(m, P, u, H_TW), param(m, P, u, H_TB), M, C, C, FS(m));
         POLL(m);
-        xgelu_forward(dt, m->t2, m->t1, n);
+        xact_forward(dt, bert_act(&m->c), m->t2, m->t1, n);
         POLL(m);
         xlayernorm_forward(dt, m->t3, m->tm, m->tr, m->t2, param(m, P, u, H_LNW),
                            param(m, P, u, H_LNB), M, C, c->eps, XS(m));
@@ -1289,7 +1320,7 @@ static void bert_recompute_unit(void *p, int u, void *const *P)
     else
         attn_forward(m, a, &da);
     POLL(m);
-    xgelu_forward(m->dt, a->g, a->h, (size_t)(first_only(m, u) ? m->B : m->M) * c->inter);
+    xact_forward(m->dt, bert_act(&m->c), a->g, a->h, (size_t)(first_only(m, u) ? m->B : m->M) * c->inter);
     POLL(m);
 }
 
@@ -1362,7 +1393,7 @@ static void bert_backward_unit(void *p, int u, void *const *P, float *const *G)
                             m->t2, m->tm, m->tr, param(m, P, u, H_LNW), M, C, XS(m));
         POLL(m);
         zero(s[2], n);
-        xgelu_backward(dt, s[2], m->t1, s[1], n);
+        xact_backward(dt, bert_act(&m->c), s[2], m->t1, s[1], n);
         POLL(m);
         zero(m->dcur, n);
         xlinear_backward(dt, m->dcur, gparam(m, G, u, H_TW), gparam(m, G, u, H_TB), s[2], y,

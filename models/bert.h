@@ -18,6 +18,7 @@ enum { BERT_PROBLEM_SINGLE = 1, BERT_PROBLEM_MULTI, BERT_PROBLEM_REGRESSION };
 typedef struct bert_config {
     int vocab, hidden, layers, heads, inter, max_pos, type_vocab;
     float eps, hidden_drop, attn_drop, init_range;
+    int act_id;                /* hidden_act: an index of bert_act_name (0: "gelu") */
     /* the head */
     int head;                  /* BERT_HEAD_* */
     int num_labels, problem;   /* BERT_HEAD_CLS: classes (or regression outputs), BERT_PROBLEM_* */
@@ -27,7 +28,12 @@ typedef struct bert_config {
     char labels[BERT_LABELS_BYTES]; /* id2label: num_labels names, each NUL-terminated */
 } bert_config;
 
-/* HF BertConfig from config.json: shape fields are required; hidden_act must be "gelu".
+/* hidden_act's transformers name of act_id ("gelu", "gelu_new", "gelu_pytorch_tanh", "relu",
+ * "silu", "swish"), and its kernel (ZT_ACT_*, layers.h) */
+const char *bert_act_name(const bert_config *c);
+int bert_act(const bert_config *c);
+/* HF BertConfig from config.json: shape fields and hidden_act are required (one of the names
+ * above).
  * "architectures" ["BertForSequenceClassification"] chooses that head (with id2label,
  * num_labels, problem_type and classifier_dropout); anything else the masked-LM head. */
 int bert_config_load(const char *path, bert_config *c);

@@ -236,43 +236,6 @@ void xlayernorm_backward(int dt, float *dinp, float *dw, float *db, const float 
 
 enum { XCHUNK = 4096 }; /* layers.c's GELU chunk: a multiple of 8 */
 
-void xgelu_forward(int dt, void *out, const void *inp, size_t n)
-{
-    if (dt < 0) {
-        gelu_forward(out, inp, n);
-        return;
-    }
-    double t0 = ZT_PROF_T0();
-    long chunks = (long)((n + XCHUNK - 1) / XCHUNK);
-#pragma omp parallel for schedule(static)
-    for (long c = 0; c < chunks; c++) {
-        float x[XCHUNK];
-        size_t i = (size_t)c * XCHUNK, k = n - i < XCHUNK ? n - i : XCHUNK;
-        zt_half_widen(dt, x, (const uint16_t *)inp + i, k);
-        vm_gelu(x, x, k);
-        zt_half_narrow(dt, (uint16_t *)out + i, x, k);
-    }
-    ZT_PROF(ZT_PROF_GELU, t0, 20.0 * (double)n, 4.0 * (double)n);
-}
-
-void xgelu_backward(int dt, float *dinp, const void *inp, const float *dout, size_t n)
-{
-    if (dt < 0) {
-        gelu_backward(dinp, inp, dout, n);
-        return;
-    }
-    double t0 = ZT_PROF_T0();
-    long chunks = (long)((n + XCHUNK - 1) / XCHUNK);
-#pragma omp parallel for schedule(static)
-    for (long c = 0; c < chunks; c++) {
-        float x[XCHUNK];
-        size_t i = (size_t)c * XCHUNK, k = n - i < XCHUNK ? n - i : XCHUNK;
-        zt_half_widen(dt, x, (const uint16_t *)inp + i, k);
-        vm_gelu_grad_acc(dinp + i, x, dout + i, k);
-    }
-    ZT_PROF(ZT_PROF_GELU, t0, 30.0 * (double)n, 14.0 * (double)n);
-}
-
 void xtanh_forward(int dt, void *out, const void *inp, size_t n)
 {
     if (dt < 0) {
@@ -483,6 +446,8 @@ void xact_forward(int dt, int act, void *out, const void *inp, size_t n)
             vm_gelu(x, x, k);
         else if (act == ZT_ACT_GELU_TANH)
             vm_gelu_tanh(x, x, k);
+        else if (act == ZT_ACT_SILU)
+            vm_silu(x, x, k);
         else
             for (size_t j = 0; j < k; j++)
                 x[j] = x[j] > 0.0f ? x[j] : 0.0f;
@@ -508,6 +473,8 @@ void xact_backward(int dt, int act, float *dinp, const void *inp, const float *d
             vm_gelu_grad_acc(dinp + i, x, dout + i, k);
         else if (act == ZT_ACT_GELU_TANH)
             vm_gelu_tanh_grad_acc(dinp + i, x, dout + i, k);
+        else if (act == ZT_ACT_SILU)
+            vm_silu_grad_acc(dinp + i, x, dout + i, k);
         else
             for (size_t j = 0; j < k; j++) {
                 float d = dout[i + j];

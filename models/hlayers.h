@@ -51,9 +51,6 @@ void xlayernorm_backward(int dt, float *dinp, float *dw, float *db, const float 
                          const void *inp, const float *mean, const float *rstd, const void *w,
                          int M, int C, float *scr, int slots);
 
-/* exact GELU (out may equal inp); its backward: dinp (fp32) += gelu'(inp) dout */
-void xgelu_forward(int dt, void *out, const void *inp, size_t n);
-void xgelu_backward(int dt, float *dinp, const void *inp, const float *dout, size_t n);
 /* tanh; its backward from the output */
 void xtanh_forward(int dt, void *out, const void *inp, size_t n);
 void xtanh_backward(int dt, float *dinp, const void *out, const float *dout, size_t n);

@@ -1144,6 +1144,13 @@ void act_forward(int act, float *out, const float *inp, size_t n)
 #pragma omp parallel for schedule(static)
         for (size_t i = 0; i < n; i++)
             out[i] = inp[i] > 0.0f ? inp[i] : 0.0f;
+    } else if (act == ZT_ACT_SILU) {
+        long chunks = (long)((n + GELU_CHUNK - 1) / GELU_CHUNK);
+#pragma omp parallel for schedule(static)
+        for (long c = 0; c < chunks; c++) {
+            size_t i = (size_t)c * GELU_CHUNK, k = n - i < GELU_CHUNK ? n - i : GELU_CHUNK;
+            vm_silu(out + i, inp + i, k);
+        }
     } else {
         long chunks = (long)((n + GELU_CHUNK - 1) / GELU_CHUNK);
 #pragma omp parallel for schedule(static)
@@ -1167,6 +1174,13 @@ void act_backward(int act, float *dinp, const float *inp, const float *dout, siz
         for (size_t i = 0; i < n; i++) { /* (both loads unconditional: it vectorizes) */
             float d = dout[i];
             dinp[i] += inp[i] > 0.0f ? d : 0.0f;
+        }
+    } else if (act == ZT_ACT_SILU) {
+        long chunks = (long)((n + GELU_CHUNK - 1) / GELU_CHUNK);
+#pragma omp parallel for schedule(static)
+        for (long c = 0; c < chunks; c++) {
+            size_t i = (size_t)c * GELU_CHUNK, k = n - i < GELU_CHUNK ? n - i : GELU_CHUNK;
+            vm_silu_grad_acc(dinp + i, inp + i, dout + i, k);
         }
     } else {
         long chunks = (long)((n + GELU_CHUNK - 1) / GELU_CHUNK);

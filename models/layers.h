@@ -219,9 +219,10 @@ void mha_backward(float *dq, float *dk, float *dv, float *dbias, const float *dc
                   const zt_dropout *drop, float *scratch, int slots, int B, int Tq, int Tk, int H,
                   int D);
 
-/* activations of T5's feed-forward: ZT_ACT_RELU, ZT_ACT_GELU (erf), ZT_ACT_GELU_TANH
- * (0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))). out may equal inp. */
-enum { ZT_ACT_RELU = 0, ZT_ACT_GELU, ZT_ACT_GELU_TANH };
+/* activations of the feed-forward layers: ZT_ACT_RELU, ZT_ACT_GELU (erf), ZT_ACT_GELU_TANH
+ * (0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))), ZT_ACT_SILU (x sigmoid(x), torch's
+ * SiLU). out may equal inp. */
+enum { ZT_ACT_RELU = 0, ZT_ACT_GELU, ZT_ACT_GELU_TANH, ZT_ACT_SILU };
 void act_forward(int act, float *out, const float *inp, size_t n);
 /* dinp[n] += act'(inp) * dout */
 void act_backward(int act, float *dinp, const float *inp, const float *dout, size_t n);

@@ -57,6 +57,23 @@ static void gelu_tanh_grad_1(float *dinp, const float *x, const float *dout, siz
     }
 }
 
+/* torch's SiLU: x * sigmoid(x), sigmoid = 1 / (1 + exp(-x)) */
+static void silu_1(float *out, const float *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float v = x[i], s = 1.0f / (1.0f + expf(-v));
+        out[i] = v * s;
+    }
+}
+
+static void silu_grad_1(float *dinp, const float *x, const float *dout, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float v = x[i], s = 1.0f / (1.0f + expf(-v));
+        dinp[i] += s * (1.0f + v * (1.0f - s)) * dout[i];
+    }
+}
+
 static double exp_sum_1(float *y, const float *x, float sub, size_t n)
 {
     double s = 0.0;
@@ -270,6 +287,28 @@ static void gelu_tanh_grad_8n(float *dinp, const float *x, const float *dout, si
 }
 
 static void gelu_8n(float *out, const float *x, size_t n) { MAP_8N(gelu_8, out, x, n); }
+
+static inline __m256 sigmoid_8(__m256 v)
+{
+    __m256 one = _mm256_set1_ps(1.0f);
+    __m256 e = _ZGVdN8v_expf(_mm256_sub_ps(_mm256_setzero_ps(), v));
+    return _mm256_div_ps(one, _mm256_add_ps(one, e));
+}
+
+static inline __m256 silu_8(__m256 v) { return _mm256_mul_ps(v, sigmoid_8(v)); }
+
+static inline __m256 silu_grad_8(__m256 v)
+{
+    __m256 s = sigmoid_8(v), one = _mm256_set1_ps(1.0f);
+    return _mm256_mul_ps(s, _mm256_add_ps(one, _mm256_mul_ps(v, _mm256_sub_ps(one, s))));
+}
+
+static void silu_8n(float *out, const float *x, size_t n) { MAP_8N(silu_8, out, x, n); }
+
+static void silu_grad_8n(float *dinp, const float *x, const float *dout, size_t n)
+{
+    ACC_8N(silu_grad_8, dinp, x, dout, n);
+}
 
 static void gelu_grad_8n(float *dinp, const float *x, const float *dout, size_t n)
 {
@@ -650,6 +689,33 @@ void vm_gelu_tanh_grad_acc(float *dinp, const float *x, const float *dout, size_
         gelu_tanh_grad_8n(dinp, x, dout, n);
     else
         gelu_tanh_grad_1(dinp, x, dout, n);
+}
+
+void vm_silu(float *out, const float *x, size_t n)
+{
+    if (vm_wide())
+        silu_8n(out, x, n);
+    else
+        silu_1(out, x, n);
+}
+
+void vm_silu_grad_acc(float *dinp, const float *x, const float *dout, size_t n)
+{
+    if (vm_wide())
+        silu_grad_8n(dinp, x, dout, n);
+    else
+        silu_grad_1(dinp, x, dout, n);
+}
+
+int vm_silu_path(int path, int grad, float *out, const float *x, const float *dout, size_t n)
+{
+    if (path == 1 && !vm_wide())
+        return -1;
+    if (grad)
+        (path ? silu_grad_8n : silu_grad_1)(out, x, dout, n);
+    else
+        (path ? silu_8n : silu_1)(out, x, n);
+    return 0;
 }
 
 void vm_gelu_grad_acc(float *dinp, const float *x, const float *dout, size_t n)

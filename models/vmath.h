@@ -17,6 +17,12 @@ void vm_gelu_grad_acc(float *dinp, const float *x, const float *dout, size_t n);
  * out may equal x; and dinp[i] += its derivative * dout[i]. Single-threaded. */
 void vm_gelu_tanh(float *out, const float *x, size_t n);
 void vm_gelu_tanh_grad_acc(float *dinp, const float *x, const float *dout, size_t n);
+/* out[i] = x / (1 + exp(-x)) (torch's SiLU, transformers' "silu" / "swish"), out may equal
+ * x; and dinp[i] += s (1 + x (1 - s)) dout[i], s = 1 / (1 + exp(-x)). Single-threaded. A
+ * path forced for tests: 0 portable, 1 eight-wide (-1 when the CPU lacks it). */
+void vm_silu(float *out, const float *x, size_t n);
+void vm_silu_grad_acc(float *dinp, const float *x, const float *dout, size_t n);
+int vm_silu_path(int path, int grad, float *out, const float *x, const float *dout, size_t n);
 /* y[i] = exp(x[i] - sub) (y may equal x; NULL: not stored); returns the sum of the y[i], accumulated in double
  * in a fixed order. */
 double vm_exp_sum(float *y, const float *x, float sub, size_t n);

@@ -373,8 +373,8 @@ static void test_config_errors(void **state)
          "hidden_size 10 is not divisible by num_attention_heads 3", ZT_E_CONFIG},
         {"{\"vocab_size\": 100, \"hidden_size\": 8, \"num_hidden_layers\": 1, "
          "\"num_attention_heads\": 2, \"intermediate_size\": 8, \"max_position_embeddings\": 8, "
-         "\"type_vocab_size\": 2, \"hidden_act\": \"swish\"}",
-         "\"hidden_act\" is \"swish\"", ZT_E_UNSUPPORTED},
+         "\"type_vocab_size\": 2, \"hidden_act\": \"quick_gelu\"}",
+         "\"hidden_act\" is \"quick_gelu\"; zerotrain computes \"gelu\", \"gelu_new\"", ZT_E_UNSUPPORTED},
         {"{\"vocab_size\": -5}", "\"vocab_size\" must be a positive integer", ZT_E_CONFIG},
         {"{\"vocab_size\": 100, \"hidden_size\": 8, \"num_hidden_layers\": 1, "
          "\"num_attention_heads\": 2, \"intermediate_size\": 8, \"max_position_embeddings\": 8, "

@@ -241,6 +241,13 @@ mkdir -p "$T/i128"; sed 's/"intermediate_size": 256,/"intermediate_size": 128,/'
 "$ZT" train --model "$FIX/config.json" --data synthetic --steps 1 --seq-len 8 --checkpoint-dir "$T/cki" >/dev/null 2>&1
 expect_error "resume into another shape" 1 "$T/cki/step-1/config.json: the checkpoint's model shape differs from this engine's: intermediate_size 256 in $T/cki/step-1/config.json, 128 in this engine" -- \
     "$ZT" train --model "$T/i128/config.json" --data synthetic --steps 2 --seq-len 8 --resume-from "$T/cki/step-1" --save-model "$T/out.m"
+# BERT's hidden_act: transformers' names are kept on save; one it lacks is refused by name
+mkdir -p "$T/act"; sed 's/"hidden_act": "gelu"/"hidden_act": "gelu_new"/' "$FIX/config.json" >"$T/act/config.json"
+"$ZT" train --model "$T/act/config.json" --data synthetic --steps 1 --seq-len 8 --save-model "$T/act.m" >/dev/null 2>&1
+if grep -q '"hidden_act": "gelu_new"' "$T/act.m/config.json"; then ok; else bad "hidden_act gelu_new not kept on save"; fi
+sed 's/"hidden_act": "gelu"/"hidden_act": "quick_gelu"/' "$FIX/config.json" >"$T/act/config.json"
+expect_error "hidden_act quick_gelu" 1 "$T/act/config.json: \"hidden_act\" is \"quick_gelu\"; zerotrain computes \"gelu\", \"gelu_new\", \"gelu_pytorch_tanh\", \"relu\", \"silu\" and \"swish\"" -- \
+    "$ZT" train --model "$T/act/config.json" --data synthetic --steps 1 --seq-len 8 --save-model "$T/out.m"
 if ls "$T" | grep -q '\.tmp\.'; then bad "temporary files left: $(ls "$T" | grep '\.tmp\.')"; else ok; fi
 
 echo "cli: $pass passed, $fail failed"

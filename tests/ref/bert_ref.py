@@ -55,6 +55,18 @@ def gelu(x):  # exact erf form
     return x * 0.5 * (1.0 + torch.erf(x / math.sqrt(2.0)))
 
 
+# transformers' ACT2FN (src/transformers/activations.py) for the names BertConfig.hidden_act
+# takes here: GELUActivation (erf), NewGELUActivation, PytorchGELUTanh, nn.ReLU, nn.SiLU
+ACT = {
+    "gelu": gelu,
+    "gelu_new": lambda x: 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0)))),
+    "gelu_pytorch_tanh": lambda x: torch.nn.functional.gelu(x, approximate="tanh"),
+    "relu": torch.relu,
+    "silu": torch.nn.functional.silu,
+    "swish": torch.nn.functional.silu,
+}
+
+
 def linear(x, P, name):
     return x @ P[name + ".weight"].T + P[name + ".bias"]
 
@@ -75,7 +87,7 @@ def encode(P, c, ids, mask, types):
         scores = q @ k.transpose(-1, -2) / math.sqrt(d) + mask_term
         ctx = (torch.softmax(scores, dim=-1) @ v).transpose(1, 2).reshape(B, T, H)
         x = layer_norm(x + linear(ctx, P, p + "attention.output.dense"), P, p + "attention.output.LayerNorm", eps)
-        h = gelu(linear(x, P, p + "intermediate.dense"))
+        h = ACT[c["hidden_act"]](linear(x, P, p + "intermediate.dense"))
         x = layer_norm(x + linear(h, P, p + "output.dense"), P, p + "output.LayerNorm", eps)
     return x
 
@@ -83,7 +95,8 @@ def encode(P, c, ids, mask, types):
 def forward(P, c, ids, mask, types, labels):
     eps = c["layer_norm_eps"]
     x = encode(P, c, ids, mask, types)
-    t = layer_norm(gelu(linear(x, P, "cls.predictions.transform.dense")), P, "cls.predictions.transform.LayerNorm", eps)
+    t = layer_norm(ACT[c["hidden_act"]](linear(x, P, "cls.predictions.transform.dense")), P,
+                   "cls.predictions.transform.LayerNorm", eps)
     logits = t @ P["bert.embeddings.word_embeddings.weight"].T + P["cls.predictions.bias"]
     lab = labels.reshape(-1)
     keep = lab != -100
@@ -181,7 +194,7 @@ def bert_config(a, architecture):
     """config.json fields of a BertConfig from `make`'s shape arguments."""
     return {"architectures": [architecture], "model_type": "bert", "vocab_size": a.vocab, "hidden_size": a.hidden,
             "num_hidden_layers": a.layers, "num_attention_heads": a.heads, "intermediate_size": a.intermediate,
-            "hidden_act": "gelu", "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0,
+            "hidden_act": getattr(a, "act", "gelu"), "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0,
             "max_position_embeddings": a.max_pos, "type_vocab_size": a.type_vocab, "initializer_range": 0.02,
             "layer_norm_eps": a.eps, "pad_token_id": 0, "position_embedding_type": "absolute",
             "tie_word_embeddings": True, "torch_dtype": "float32"}
@@ -253,6 +266,7 @@ def main():
                             ("--intermediate", int, 256), ("--max-pos", int, 64), ("--type-vocab", int, 2),
                             ("--batch", int, 2), ("--seq", int, 16), ("--eps", float, 1e-12)]:
         m.add_argument(flag, type=typ, default=dflt)
+    m.add_argument("--act", choices=sorted(ACT), default="gelu", help="hidden_act")
     ck = sub.add_parser("check-fixture", help="recompute a fixture folder and compare with its expected values")
     ck.add_argument("dir")
     gr = sub.add_parser("grad", help="write loss/logits/grad.*/adamw.* like `zerotrain grad`")
