@@ -55,6 +55,37 @@ int bert_act(const bert_config *c)
     return acts[c->act_id >= 0 && c->act_id < N_ACTS ? c->act_id : 0].act;
 }
 
+/* BertConfig fields that change the model, taken only at the value BERT's masked-LM and
+ * classifier have here: another value is refused by name (transformers would build another
+ * model), never ignored */
+static int check_defaults(const cJSON *o, const char *path)
+{
+    static const struct { const char *key; int want; const char *what; } flags[] = {
+        {"is_decoder", 0, "a causal decoder (BertLMHeadModel)"},
+        {"add_cross_attention", 0, "cross-attention layers"},
+        {"is_encoder_decoder", 0, "an encoder-decoder"},
+        {"tie_encoder_decoder", 0, "an encoder-decoder"},
+        {"tie_word_embeddings", 1, "an MLM decoder untied from the word embeddings"},
+    };
+    for (size_t k = 0; k < sizeof flags / sizeof *flags; k++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, flags[k].key);
+        if (!v || cJSON_IsNull(v))
+            continue;
+        if (!cJSON_IsBool(v))
+            return zt_fail(ZT_E_CONFIG, "%s: \"%s\" must be true or false", path, flags[k].key);
+        if (cJSON_IsTrue(v) != flags[k].want)
+            return zt_fail(ZT_E_UNSUPPORTED, "%s: \"%s\": %s is not supported: it makes %s, "
+                           "which zerotrain's BERT does not implement (remove it or set %s)",
+                           path, flags[k].key, flags[k].want ? "false" : "true", flags[k].what,
+                           flags[k].want ? "true" : "false");
+    }
+    const cJSON *ph = cJSON_GetObjectItemCaseSensitive(o, "pruned_heads");
+    if (ph && !cJSON_IsNull(ph) && (!cJSON_IsObject(ph) || ph->child))
+        return zt_fail(ZT_E_UNSUPPORTED, "%s: \"pruned_heads\" is not empty: pruned attention "
+                       "heads are not supported (their layers' shapes differ)", path);
+    return 0;
+}
+
 static int load_act(const cJSON *o, const char *path, bert_config *c)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "hidden_act");
@@ -255,7 +286,8 @@ int bert_config_load(const char *path, bert_config *c)
             0 ||
         (rc = zt_hfc_float(o, path, "initializer_range", 0.02, 0.0, 10.0, &c->init_range)) < 0)
         goto out;
-    if ((rc = load_act(o, path, c)) == 0 && (rc = load_head(o, path, c)) == 0)
+    if ((rc = load_act(o, path, c)) == 0 && (rc = check_defaults(o, path)) == 0 &&
+        (rc = load_head(o, path, c)) == 0)
         rc = validate(c, path);
 out:
     cJSON_Delete(o);

@@ -248,6 +248,15 @@ if grep -q '"hidden_act": "gelu_new"' "$T/act.m/config.json"; then ok; else bad 
 sed 's/"hidden_act": "gelu"/"hidden_act": "quick_gelu"/' "$FIX/config.json" >"$T/act/config.json"
 expect_error "hidden_act quick_gelu" 1 "$T/act/config.json: \"hidden_act\" is \"quick_gelu\"; zerotrain computes \"gelu\", \"gelu_new\", \"gelu_pytorch_tanh\", \"relu\", \"silu\" and \"swish\"" -- \
     "$ZT" train --model "$T/act/config.json" --data synthetic --steps 1 --seq-len 8 --save-model "$T/out.m"
+# BertConfig fields that would build another model are refused by name, never ignored
+for kv in '"is_decoder": true|"is_decoder": true is not supported: it makes a causal decoder' \
+          '"tie_word_embeddings": false|"tie_word_embeddings": false is not supported: it makes an MLM decoder untied' \
+          '"pruned_heads": {"0": [1]}|"pruned_heads" is not empty'; do
+    field=${kv%%|*}; msg=${kv#*|}
+    sed "s/\"hidden_act\": \"gelu\",/\"hidden_act\": \"gelu\", $field,/" "$FIX/config.json" >"$T/act/config.json"
+    expect_error "${field%%:*}" 1 "$T/act/config.json: $msg" -- \
+        "$ZT" train --model "$T/act/config.json" --data synthetic --steps 1 --seq-len 8 --save-model "$T/out.m"
+done
 if ls "$T" | grep -q '\.tmp\.'; then bad "temporary files left: $(ls "$T" | grep '\.tmp\.')"; else ok; fi
 
 echo "cli: $pass passed, $fail failed"
