@@ -4,7 +4,7 @@
 # the trust ratio clamped to [0.01, 0.3], weight decay 0.01), a large batch made by gradient
 # accumulation, WarmupDecayLR; beside the same run with AdamW at BERT's lr 1e-4. bf16 (bing_bert
 # runs fp16; bf16 is the faster half precision here). Writes benchmarks/results/lamb-recipe.txt
-# (per-step losses of both, and the machine).
+# (per-step losses of both, and the machine; losses, not a timing).
 # Env: STEPS (8), MICRO (16), ACC (8), SEQ (128), LAMB_LR (4e-3: bing_bert's 4K-batch lr),
 #      DATA (out/convergence/train: make bench-convergence's pydoc corpus), THREADS (2).
 set -eu
@@ -61,10 +61,6 @@ print("| step | Lamb loss | Lamb lr | AdamW loss | AdamW lr |")
 print("|---|---|---|---|---|")
 for x, y in zip(a, b):
     print("| %d | %.4f | %.3g | %.4f | %.3g |" % (x["step"], x["loss"], x["lr"], y["loss"], y["lr"]))
-print()
-print("step seconds (median): Lamb %.1f, AdamW %.1f" % (
-    sorted(x["seconds"] for x in a)[len(a) // 2] if "seconds" in a[0] else float("nan"),
-    sorted(y["seconds"] for y in b)[len(b) // 2] if "seconds" in b[0] else float("nan")))
 PY
 } >"$OUT"
 cat "$OUT"
