@@ -60,6 +60,14 @@ static double chunk_sumsq(const float *x, size_t n)
 }
 #undef SUMSQ_BODY
 
+double zt_sumsq_chunk(const float *x, size_t n)
+{
+    static int avx2 = -1;
+    if (avx2 < 0)
+        avx2 = __builtin_cpu_supports("avx2");
+    return avx2 ? chunk_sumsq_avx2(x, n) : chunk_sumsq(x, n);
+}
+
 double zt_sumsq(const float *x, size_t n)
 {
     enum { CHUNK = 4096 };

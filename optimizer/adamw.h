@@ -22,6 +22,9 @@ void zt_adamw_update(float *p, const float *g, float *m, float *v, size_t n,
 /* Sum of squares in double, summed in fixed 4096-element chunks in order, so the result
  * does not depend on the number of threads. */
 double zt_sumsq(const float *x, size_t n);
+/* one 4096-element chunk of it (n <= 4096), single-threaded: eight interleaved double lanes
+ * (lane k takes the elements k mod 8) added pairwise; for callers that chunk themselves */
+double zt_sumsq_chunk(const float *x, size_t n);
 /* the same over 16-bit values (dt: ZT_HALF_*, common/half.h): zt_sumsq of the widened values */
 double zt_sumsq_half(int dt, const uint16_t *x, size_t n);
 

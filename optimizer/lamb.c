@@ -2,39 +2,41 @@
  * b1 m + (1 - b1) g and b2 v + ((1 - b2) g) g, the update m / denom + wd p, the step
  * p - (step_size coeff) u. Its norms are sums in double (FusedLamb's are fp32 block sums). */
 #include "lamb.h"
+#include "adamw.h"
 #include "../common/prof.h"
 
 #include <math.h>
 
 enum { CHUNK = 4096, BATCH = 1024 };
 
-static inline float update_of(float m, float v, float p, float eps, float wd, int inside)
+/* m / denom + wd p, denom = sqrtf(v + e_in) + e_out: eps outside the root (e_in 0) or inside
+ * (e_out 0), the same values as either form written alone (adding +0 changes nothing: v and
+ * the root are >= 0), with no branch in the loop, so it vectorizes */
+static inline float update_of(float m, float v, float p, float e_in, float e_out, float wd)
 {
-    float denom = inside ? sqrtf(v + eps) : sqrtf(v) + eps;
-    return m / denom + wd * p;
+    return m / (sqrtf(v + e_in) + e_out) + wd * p;
 }
 
-/* one chunk: the moments, and its two sums in eight interleaved double lanes added pairwise
- * (the same order whatever the thread that runs it) */
+/* one chunk (n <= CHUNK): the moments and the update (an elementwise loop that
+ * vectorizes), then its two sums as zt_sumsq's chunks add them (the same order whatever the
+ * thread that runs it) */
 static void chunk_moments(const float *p, const float *g, float *m, float *v, size_t n,
                           const zt_lamb_hparams *hp, float wd, double *w2, double *u2)
 {
     float b1 = hp->beta1, b2 = hp->beta2, one_b1 = 1.0f - b1, one_b2 = 1.0f - b2;
-    float gs = hp->grad_scale, eps = hp->eps;
-    int inside = hp->eps_inside_sqrt;
-    double aw[8] = {0}, au[8] = {0};
+    float gs = hp->grad_scale, u[CHUNK];
+    float e_in = hp->eps_inside_sqrt ? hp->eps : 0.0f, e_out = hp->eps_inside_sqrt ? 0.0f : hp->eps;
+#pragma omp simd
     for (size_t i = 0; i < n; i++) {
         float gi = g[i] * gs;
         float mi = b1 * m[i] + one_b1 * gi;
         float vi = b2 * v[i] + one_b2 * gi * gi;
-        float u = update_of(mi, vi, p[i], eps, wd, inside);
+        u[i] = update_of(mi, vi, p[i], e_in, e_out, wd);
         m[i] = mi;
         v[i] = vi;
-        aw[i & 7] += (double)p[i] * p[i];
-        au[i & 7] += (double)u * u;
     }
-    *w2 = ((aw[0] + aw[1]) + (aw[2] + aw[3])) + ((aw[4] + aw[5]) + (aw[6] + aw[7]));
-    *u2 = ((au[0] + au[1]) + (au[2] + au[3])) + ((au[4] + au[5]) + (au[6] + au[7]));
+    *w2 = zt_sumsq_chunk(p, n);
+    *u2 = zt_sumsq_chunk(u, n);
 }
 
 void zt_lamb_moments(const float *p, const float *g, float *m, float *v, size_t n,
@@ -87,11 +89,10 @@ void zt_lamb_apply(float *p, const float *m, const float *v, size_t n,
                    const zt_lamb_hparams *hp, int decay, float coeff)
 {
     double t0 = ZT_PROF_T0();
-    float wd = decay ? hp->weight_decay : 0.0f, eps = hp->eps;
-    float scale = zt_lamb_step_size(hp) * coeff;
-    int inside = hp->eps_inside_sqrt;
+    float wd = decay ? hp->weight_decay : 0.0f, scale = zt_lamb_step_size(hp) * coeff;
+    float e_in = hp->eps_inside_sqrt ? hp->eps : 0.0f, e_out = hp->eps_inside_sqrt ? 0.0f : hp->eps;
 #pragma omp parallel for simd schedule(static)
     for (size_t i = 0; i < n; i++)
-        p[i] = p[i] - scale * update_of(m[i], v[i], p[i], eps, wd, inside);
+        p[i] = p[i] - scale * update_of(m[i], v[i], p[i], e_in, e_out, wd);
     ZT_PROF(ZT_PROF_OPTIMIZER, t0, 6.0 * (double)n, 16.0 * (double)n);
 }
