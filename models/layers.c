@@ -1144,19 +1144,13 @@ void act_forward(int act, float *out, const float *inp, size_t n)
 #pragma omp parallel for schedule(static)
         for (size_t i = 0; i < n; i++)
             out[i] = inp[i] > 0.0f ? inp[i] : 0.0f;
-    } else if (act == ZT_ACT_SILU) {
+    } else { /* gelu (tanh) or silu: vmath's loops over GELU_CHUNK-element chunks */
+        void (*f)(float *, const float *, size_t) = act == ZT_ACT_SILU ? vm_silu : vm_gelu_tanh;
         long chunks = (long)((n + GELU_CHUNK - 1) / GELU_CHUNK);
 #pragma omp parallel for schedule(static)
         for (long c = 0; c < chunks; c++) {
             size_t i = (size_t)c * GELU_CHUNK, k = n - i < GELU_CHUNK ? n - i : GELU_CHUNK;
-            vm_silu(out + i, inp + i, k);
-        }
-    } else {
-        long chunks = (long)((n + GELU_CHUNK - 1) / GELU_CHUNK);
-#pragma omp parallel for schedule(static)
-        for (long c = 0; c < chunks; c++) {
-            size_t i = (size_t)c * GELU_CHUNK, k = n - i < GELU_CHUNK ? n - i : GELU_CHUNK;
-            vm_gelu_tanh(out + i, inp + i, k);
+            f(out + i, inp + i, k);
         }
     }
     ZT_PROF(ZT_PROF_GELU, t0, (act == ZT_ACT_RELU ? 1.0 : 20.0) * (double)n, 8.0 * (double)n);
@@ -1175,19 +1169,14 @@ void act_backward(int act, float *dinp, const float *inp, const float *dout, siz
             float d = dout[i];
             dinp[i] += inp[i] > 0.0f ? d : 0.0f;
         }
-    } else if (act == ZT_ACT_SILU) {
-        long chunks = (long)((n + GELU_CHUNK - 1) / GELU_CHUNK);
-#pragma omp parallel for schedule(static)
-        for (long c = 0; c < chunks; c++) {
-            size_t i = (size_t)c * GELU_CHUNK, k = n - i < GELU_CHUNK ? n - i : GELU_CHUNK;
-            vm_silu_grad_acc(dinp + i, inp + i, dout + i, k);
-        }
     } else {
+        void (*f)(float *, const float *, const float *, size_t) =
+            act == ZT_ACT_SILU ? vm_silu_grad_acc : vm_gelu_tanh_grad_acc;
         long chunks = (long)((n + GELU_CHUNK - 1) / GELU_CHUNK);
 #pragma omp parallel for schedule(static)
         for (long c = 0; c < chunks; c++) {
             size_t i = (size_t)c * GELU_CHUNK, k = n - i < GELU_CHUNK ? n - i : GELU_CHUNK;
-            vm_gelu_tanh_grad_acc(dinp + i, inp + i, dout + i, k);
+            f(dinp + i, inp + i, dout + i, k);
         }
     }
     ZT_PROF(ZT_PROF_GELU, t0, (act == ZT_ACT_RELU ? 1.0 : 25.0) * (double)n, 12.0 * (double)n);
