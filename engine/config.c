@@ -88,7 +88,8 @@ typedef struct key {
 enum {
     K_TRAIN_BATCH, K_MICRO_BATCH, K_GAS, K_CLIP, K_STEPS_PER_PRINT, K_SEED_TOP,
     K_OPT, K_OPT_TYPE, K_OPT_PARAMS, K_LR, K_BETAS, K_EPS, K_WD, K_ADAM_W_MODE, K_TORCH_ADAM,
-    K_BIAS_CORR, K_MIN8, K_LAMB_MAX, K_LAMB_MIN, K_LAMB_EPS_IN, K_AF_CLIP, K_AF_DECAY, K_AF_BETA1, K_AF_SCALE, K_AF_REL, K_AF_WARMUP,
+    K_BIAS_CORR, K_MIN8, K_LAMB_MAX, K_LAMB_MIN, K_LAMB_EPS_IN, K_AF_CLIP, K_AF_DECAY,
+    K_AF_BETA1, K_AF_SCALE, K_AF_REL, K_AF_WARMUP,
     K_SCHED, K_SCHED_TYPE, K_SCHED_PARAMS, K_WMIN_LR, K_WMAX_LR, K_WNUM, K_WTYPE, K_TOTAL,
     K_WMIN_RATIO, K_COS_MIN_RATIO, K_LAST_IT,
     K_ZERO, K_STAGE, K_OVERLAP, K_REDUCE_BUCKET, K_ALLGATHER_BUCKET, K_REDUCE_SCATTER,
@@ -198,11 +199,11 @@ static const key keys[] = {
                "Lamb folds both corrections into its step size (lr sqrt(1 - beta2^t) / "
                "(1 - beta1^t)), as FusedLamb does. AdamW8bit always corrects (bitsandbytes "
                "has no switch)."},
-    [K_LAMB_MAX] = {"optimizer.params.max_coeff", T_NUM, C_APPLIED, A_NO, 0, 10.0, 0, INFINITY,
+    [K_LAMB_MAX] = {"optimizer.params.max_coeff", T_NUM, C_APPLIED, A_NO, 0, FIELD_DEF, 0, INFINITY,
         .opt = O_LAMB,
         .doc = "Lamb: the upper clamp of each tensor's trust ratio norm(p) / norm(update) "
                "(FusedLamb's default 10)."},
-    [K_LAMB_MIN] = {"optimizer.params.min_coeff", T_NUM, C_APPLIED, A_NO, 0, 0.01, 0, INFINITY,
+    [K_LAMB_MIN] = {"optimizer.params.min_coeff", T_NUM, C_APPLIED, A_NO, 0, FIELD_DEF, 0, INFINITY,
         .opt = O_LAMB,
         .doc = "Lamb: the lower clamp of the trust ratio (FusedLamb's default 0.01); at most "
                "max_coeff. A tensor whose norm or update norm is 0 takes ratio 1."},
