@@ -513,7 +513,7 @@ static int af_phase(zt_ostate *os, const zt_ost_hparams *hps, int u, zt_spart *c
     return 0;
 }
 
-int zt_ost_adafactor_unit(zt_ostate *os, const zt_ost_hparams *hps, int u,
+static int adafactor_unit(zt_ostate *os, const zt_ost_hparams *hps, int u,
                           zt_spart *const *parts, int n_parts, const zt_ost_view *views,
                           const zt_ost_io *io)
 {
@@ -564,7 +564,7 @@ int zt_ost_adafactor_unit(zt_ostate *os, const zt_ost_hparams *hps, int u,
 
 /* Lamb: phase 1 per part (moments, sums of p^2 and u^2 per tensor: acc[2 i], acc[2 i + 1]
  * for the unit's parameter i), added in rank order; the trust ratios; phase 2 per part. */
-int zt_ost_lamb_unit(zt_ostate *os, const zt_ost_hparams *hps, int u, zt_spart *const *parts,
+static int lamb_unit(zt_ostate *os, const zt_ost_hparams *hps, int u, zt_spart *const *parts,
                      int n_parts, const zt_ost_view *views, const zt_ost_io *io)
 {
     const zt_unit_def *ud = &os->L->units[u];
@@ -605,8 +605,8 @@ int zt_ost_lamb_unit(zt_ostate *os, const zt_ost_hparams *hps, int u, zt_spart *
 int zt_ost_update_unit(zt_ostate *os, const zt_ost_hparams *hp, int u, zt_spart *const *parts,
                        int n_parts, const zt_ost_view *views, const zt_ost_io *io)
 {
-    return os->opt == ZT_OPT_LAMB ? zt_ost_lamb_unit(os, hp, u, parts, n_parts, views, io)
-                                  : zt_ost_adafactor_unit(os, hp, u, parts, n_parts, views, io);
+    return os->opt == ZT_OPT_LAMB ? lamb_unit(os, hp, u, parts, n_parts, views, io)
+                                  : adafactor_unit(os, hp, u, parts, n_parts, views, io);
 }
 
 /* ---- bytes -------------------------------------------------------------------------------- */

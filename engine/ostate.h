@@ -174,21 +174,15 @@ typedef struct zt_ost_hparams {
  * view v. */
 int zt_ost_update_range(zt_ostate *os, const zt_ost_hparams *hp, const zt_spart *p,
                         size_t c0, size_t c1, const zt_ost_view *v, const zt_ost_io *io);
-/* Adafactor on every part this rank holds of unit u (views[k]: part k's whole state):
- * partial sums per part, added in rank order across ranks (collective when the parts are
- * sharded), the replicated moments and step sizes, the preconditioned update's RMS the same
- * way, then the update. */
-int zt_ost_adafactor_unit(zt_ostate *os, const zt_ost_hparams *hp, int u,
-                          zt_spart *const *parts, int n_parts, const zt_ost_view *views,
-                          const zt_ost_io *io);
-/* Lamb on every part this rank holds of unit u: the moments and each part's sums of p^2 and
- * u^2 per tensor, added in rank order across ranks (collective when the parts are sharded),
- * the trust ratios, then the update. */
-int zt_ost_lamb_unit(zt_ostate *os, const zt_ost_hparams *hp, int u, zt_spart *const *parts,
-                     int n_parts, const zt_ost_view *views, const zt_ost_io *io);
-/* Whether the optimizer updates a unit as a whole, with collectives of its own (Adafactor,
- * Lamb: their norms span the shards), rather than elementwise by sub-group; and that
- * update. */
+/* The optimizers whose update of a unit runs as a whole, with collectives of its own
+ * (zt_ost_unitwise: Adafactor, Lamb; their sums span the shards), rather than elementwise by
+ * sub-group; and that update, on every part this rank holds of unit u (views[k]: part k's
+ * whole state), partial sums per part added in rank order across ranks (collective when the
+ * parts are sharded):
+ *   Adafactor  the replicated row/column moments and step sizes, the preconditioned
+ *              update's RMS the same way, then the update;
+ *   Lamb       the moments and each tensor's sums of p^2 and u^2, the trust ratios, then
+ *              the update. */
 int zt_ost_unitwise(int opt);
 int zt_ost_update_unit(zt_ostate *os, const zt_ost_hparams *hp, int u, zt_spart *const *parts,
                        int n_parts, const zt_ost_view *views, const zt_ost_io *io);
