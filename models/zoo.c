@@ -216,7 +216,7 @@ void zt_model_describe(const zt_model_cfg *c, char *buf, size_t n)
 {
     if (c->type == ZT_MODEL_T5) {
         const t5_config *t = &c->t5;
-        static const char *acts[] = {"relu", "gelu", "gelu_new"};
+        static const char *acts[] = {"relu", "gelu", "gelu_new", "silu"}; /* ZT_ACT_* */
         snprintf(buf, n, "T5 L%d/%d d%d A%d kv%d ff%d %s%s %s V%d", t->layers, t->dec_layers,
                  t->d_model, t->heads, t->d_kv, t->d_ff, t->gated ? "gated-" : "",
                  acts[t->act], t->tie ? "tied" : "untied", t->vocab);
