@@ -77,7 +77,8 @@ $(BUILD)/tests/test_wordpiece: tools/wordpiece.c
 # test_labelled includes the command's labelled-data reader (tools/labelled.c).
 $(BUILD)/tests/test_labelled: tools/labelled.c
 # test_tokenizer links the command's tokenizer objects (tools/ is not in the library).
-TOKENIZER_OBJ := $(BUILD)/obj/tools/tokenizer.o $(BUILD)/obj/tools/wordpiece.o $(BUILD)/obj/tools/spm.o
+TOKENIZER_OBJ := $(BUILD)/obj/tools/tokenizer.o $(BUILD)/obj/tools/wordpiece.o $(BUILD)/obj/tools/spm.o \
+                 $(BUILD)/obj/tools/bpe.o
 $(BUILD)/tests/test_tokenizer: tests/test_tokenizer.c $(TOKENIZER_OBJ) $(BUILD)/libzerotrain.a $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -o $@ $< $(TOKENIZER_OBJ) $(BUILD)/libzerotrain.a $(LIBS) \
@@ -108,6 +109,7 @@ test-cli: all
 test-parity: all
 	ZT=$(BUILD)/zerotrain bash tests/test_bert_random.sh
 	ZT=$(BUILD)/zerotrain bash tests/test_bert_cls_random.sh
+	ZT=$(BUILD)/zerotrain bash tests/test_family_random.sh
 
 # The heavy checks: 40 more random parity configurations (BERT and T5; 30 of BERT's classifier),
 # fine-tuning (classify and text2text) and generation at N=2 stages 1-2 and N=3 stages 0-3, T5 at N=3, a SIGKILL at every point of a
@@ -125,6 +127,7 @@ test-long: all unit-tests
 	OPTIM_LONG=1 bash tests/test_optim.sh $(BUILD)/zerotrain
 	PARITY_EXTRA=40 ZT=$(BUILD)/zerotrain bash tests/test_bert_random.sh
 	PARITY_EXTRA=30 ZT=$(BUILD)/zerotrain bash tests/test_bert_cls_random.sh
+	PARITY_EXTRA=30 ZT=$(BUILD)/zerotrain bash tests/test_family_random.sh
 	T5_LONG=1 bash tests/test_t5.sh $(BUILD)/zerotrain
 	PARITY_EXTRA=40 ZT=$(BUILD)/zerotrain bash tests/test_t5_random.sh
 	UNITS_LONG=1 bash tests/test_units.sh

@@ -15,6 +15,7 @@ enum {
     ZT_RNG_DROP_FFOUT = 5,  /* dropout after the feed-forward output projection */
     ZT_RNG_DATA = 6,        /* synthetic data and masking */
     ZT_RNG_DROP_CLS = 9,    /* dropout before the sequence classifier */
+    ZT_RNG_DROP_CLS_IN = 10, /* RoBERTa: dropout on <s> before the classifier's dense */
     /* T5 (7 and 8 are data/span.c's) */
     ZT_RNG_DROP_DEC_EMB = 16, /* dropout on the decoder's input embeddings */
     ZT_RNG_DROP_ATT2 = 17,    /* dropout on cross-attention probabilities */

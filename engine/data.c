@@ -16,6 +16,7 @@
 struct zt_mlm_source {
     const zt_token_data *data; /* NULL: synthetic */
     zt_tokenizer_info tok;
+    int32_t special[SYNTH_SPECIALS]; /* synthetic: the special ids, ascending */
     int vocab, T;
     uint32_t mask_threshold;   /* select a position when u32 < threshold */
     uint64_t seed, n_seq;
@@ -69,6 +70,8 @@ int zt_mlm_source_create(const zt_token_data *data, int vocab_size, int seq_len,
         s->tok = (zt_tokenizer_info){.type = "synthetic", .vocab_size = vocab_size,
                                      .pad_id = 0, .unk_id = 1, .cls_id = 2, .sep_id = 3,
                                      .mask_id = 4};
+        for (int k = 0; k < SYNTH_SPECIALS; k++)
+            s->special[k] = k;
         s->n_seq = 1ull << 62;
     }
     *out = s;
@@ -84,6 +87,37 @@ void zt_mlm_source_destroy(zt_mlm_source *s)
 }
 
 uint64_t zt_mlm_source_samples(const zt_mlm_source *s) { return s ? s->n_seq : 0; }
+
+int zt_mlm_source_set_specials(zt_mlm_source *s, const int32_t ids[5])
+{
+    if (!s || !ids || s->data)
+        return zt_fail(ZT_E_INVAL, "zt_mlm_source_set_specials: %s",
+                       s && ids ? "the source reads data: its tokenizer's special ids apply"
+                                : "NULL argument");
+    int32_t v[SYNTH_SPECIALS];
+    for (int k = 0; k < SYNTH_SPECIALS; k++) {
+        if (ids[k] < 0 || ids[k] >= s->vocab)
+            return zt_fail(ZT_E_INVAL, "zt_mlm_source_set_specials: id %d is outside [0, %d)",
+                           ids[k], s->vocab);
+        for (int j = 0; j < k; j++)
+            if (ids[j] == ids[k])
+                return zt_fail(ZT_E_INVAL, "zt_mlm_source_set_specials: id %d is given twice",
+                               ids[k]);
+        int j = k; /* insertion into ascending order */
+        while (j > 0 && v[j - 1] > ids[k]) {
+            v[j] = v[j - 1];
+            j--;
+        }
+        v[j] = ids[k];
+    }
+    memcpy(s->special, v, sizeof v);
+    s->tok.pad_id = ids[0];
+    s->tok.unk_id = ids[1];
+    s->tok.cls_id = ids[2];
+    s->tok.sep_id = ids[3];
+    s->tok.mask_id = ids[4];
+    return 0;
+}
 
 /* A bijection of [0, n) keyed by (seed, epoch): a 4-round Feistel network on the smallest
  * even number of bits covering n, cycle-walking until the value falls inside [0, n). */
@@ -119,16 +153,21 @@ static int is_special(const zt_tokenizer_info *t, int64_t id)
            id == t->unk_id;
 }
 
-/* synthetic ids of sample g: out[j] = element first + j of its stream, uniform in
- * [SYNTH_SPECIALS, vocab) */
-static void synth_ids(uint64_t seed, uint64_t g, int vocab, uint64_t first, int32_t *out, int n)
+/* synthetic ids of sample g: out[j] = element first + j of its stream, uniform over
+ * [0, vocab) without the special ids (sp: ascending; 0 ... 4 gives [5, vocab)) */
+static void synth_ids(uint64_t seed, uint64_t g, int vocab, const int32_t *sp, uint64_t first,
+                      int32_t *out, int n)
 {
     uint32_t u[64];
     for (int t = 0; t < n; t += 64) {
         int k = n - t < 64 ? n - t : 64;
         zt_rng_u32(seed, g, zt_rng_stream(1, ZT_RNG_DATA), first + (uint64_t)t, u, (uint64_t)k);
-        for (int j = 0; j < k; j++)
-            out[t + j] = SYNTH_SPECIALS + (int32_t)(u[j] % (uint32_t)(vocab - SYNTH_SPECIALS));
+        for (int j = 0; j < k; j++) {
+            int32_t r = (int32_t)(u[j] % (uint32_t)(vocab - SYNTH_SPECIALS));
+            for (int q = 0; q < SYNTH_SPECIALS; q++) /* step over the specials below it */
+                r += r >= sp[q];
+            out[t + j] = r;
+        }
     }
 }
 
@@ -151,7 +190,7 @@ int zt_mlm_source_fill(const zt_mlm_source *s, uint64_t first, int B, int64_t *i
             if (rc < 0)
                 return rc;
         } else { /* (elements 1 .. T-2 of the stream: the positions they fill) */
-            synth_ids(s->seed, g, s->vocab, 1, s->row, T - 2);
+            synth_ids(s->seed, g, s->vocab, s->special, 1, s->row, T - 2);
         }
         for (int t = 1; t < T - 1; t++)
             row[t] = s->row[t - 1];
@@ -278,7 +317,8 @@ int zt_span_source_fill(const zt_span_source *s, uint64_t first, int B, int64_t 
             if ((rc = zt_token_data_read(s->data, seq * (uint64_t)s->L, (size_t)s->L, s->row)) < 0)
                 return rc;
         } else {
-            synth_ids(s->seed, g, s->tok.vocab_size, 0, s->row, s->L);
+            static const int32_t sp[SYNTH_SPECIALS] = {0, 1, 2, 3, 4};
+            synth_ids(s->seed, g, s->tok.vocab_size, sp, 0, s->row, s->L);
         }
         if ((rc = zt_span_mask(s->seed, g, s->L, s->density, s->mean, s->mask)) < 0 ||
             (rc = zt_span_corrupt(s->row, s->mask, s->L, s->sentinel_top, s->tok.sep_id, s->in,

@@ -926,9 +926,10 @@ int zt_engine_model_info(const zt_engine *e, zt_model_info *o)
     if (!e || !o)
         return zt_fail(ZT_E_INVAL, "zt_engine_model_info: NULL argument");
     memset(o, 0, sizeof *o);
-    if (e->un.custom)
+    if (e->un.custom) {
         snprintf(o->model_type, sizeof o->model_type, "zerotrain");
-    else
+        o->pad_token_id = o->bos_token_id = o->eos_token_id = -1;
+    } else
         zt_model_info_fill(&e->mc, o);
     o->num_tensors = e->layout.n_params;
     o->num_units = e->layout.n_units;

@@ -1,5 +1,5 @@
 /* load.c - maps Hugging Face tensor names onto the parameter table (exact, tied alias,
- * legacy gamma/beta, missing "bert." prefix) and converts the data in place. Ignores the
+ * legacy gamma/beta, missing "bert." / "roberta." / "distilbert." prefix) and converts the data in place. Ignores the
  * pooler (unless the head uses it), the NSP head and position_ids buffers; warns about
  * anything else it does not use. */
 
@@ -24,6 +24,9 @@ void zt_param_init(const zt_layout *l, int i, float *const *P, uint64_t seed)
         zt_rng_normal(seed, (uint64_t)i, zt_rng_stream(d->unit, ZT_RNG_INIT), p, d->numel);
         for (size_t j = 0; j < d->numel; j++)
             p[j] *= d->std > 0.0f ? d->std : l->init_std;
+        if (d->pad_row >= 0 && d->ndim == 2 && d->pad_row < d->shape[0])
+            memset(p + (size_t)d->pad_row * (size_t)d->shape[1], 0,
+                   sizeof(float) * (size_t)d->shape[1]);
     } else {
         for (size_t j = 0; j < d->numel; j++)
             p[j] = d->init == ZT_INIT_ONES ? 1.0f : 0.0f;
@@ -49,13 +52,21 @@ static int map_name(const zt_layout *l, const char *name, int *alias)
         snprintf(buf + n - 6, sizeof buf - (n - 6), ".weight");
     else if (ends_with(buf, ".beta"))
         snprintf(buf + n - 5, sizeof buf - (n - 5), ".bias");
-    if ((i = zt_layout_find(l, buf)) < 0 && strncmp(l->params[0].name, "bert.", 5) == 0 &&
-        strncmp(buf, "bert.", 5) != 0 && strncmp(buf, "cls.", 4) != 0) {
-        char pre[ZT_NAME_MAX + 24];
-        snprintf(pre, sizeof pre, "bert.%s", buf);
-        i = zt_layout_find(l, pre);
-        snprintf(buf, sizeof buf, "%s", pre);
+    /* a base model's checkpoint (BertModel, RobertaModel, DistilBertModel) names its tensors
+     * without the task model's base_model_prefix */
+    static const char *const prefixes[] = {"bert.", "roberta.", "distilbert."};
+    if ((i = zt_layout_find(l, buf)) >= 0)
+        goto found;
+    for (int k = 0; k < 3; k++) {
+        size_t pl = strlen(prefixes[k]);
+        if (strncmp(l->params[0].name, prefixes[k], pl) == 0 && strncmp(buf, prefixes[k], pl) != 0) {
+            char pre[ZT_NAME_MAX + 24];
+            snprintf(pre, sizeof pre, "%s%s", prefixes[k], buf);
+            if ((i = zt_layout_find(l, pre)) >= 0)
+                snprintf(buf, sizeof buf, "%s", pre);
+        }
     }
+found:
     *alias = i >= 0 && strcmp(l->params[i].name, buf) != 0;
     return i;
 }

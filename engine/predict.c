@@ -60,7 +60,8 @@ int zt_predict_fill_mask(zt_engine *e, const zt_batch *b, int64_t mask_id, int k
     if (!e || !b || !b->input_ids || !ids || !scores || !positions || k < 1 || max_masks < 1)
         return zt_fail(ZT_E_INVAL, "zt_predict_fill_mask: NULL argument, k < 1 or max_masks < 1");
     ZT_TRY(zt_engine_model_info(e, &mi));
-    if (mi.num_labels > 0 || strcmp(mi.model_type, "bert") != 0)
+    if (mi.num_labels > 0 || strcmp(mi.model_type, "t5") == 0 ||
+        strcmp(mi.model_type, "zerotrain") == 0)
         return zt_fail(ZT_E_INVAL, "zt_predict_fill_mask: the model is a %s, not a masked LM "
                        "(create the engine with zt_config.head ZT_HEAD_MLM)", mi.architecture);
     BT = (size_t)b->B * (size_t)b->T;

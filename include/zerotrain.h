@@ -29,7 +29,7 @@ extern "C" {
 #define ZT_VERSION_PATCH 0
 /* The library's soname is libzerotrain.so.ZT_ABI_VERSION; it changes whenever a public
  * struct or signature does. */
-#define ZT_ABI_VERSION 7
+#define ZT_ABI_VERSION 8
 
 /* ---- errors -------------------------------------------------------------------------
  * Every fallible function returns 0 (or a count) on success and a negative value on
@@ -249,6 +249,11 @@ typedef struct zt_mlm_source zt_mlm_source;
 ZT_API int zt_mlm_source_create(const zt_token_data *data, int vocab_size, int seq_len,
                                 float mask_prob, uint64_t seed, zt_mlm_source **out);
 ZT_API void zt_mlm_source_destroy(zt_mlm_source *s);
+/* A synthetic source's special ids instead of 0 ... 4: ids[5] = pad, unk, cls, sep, mask
+ * (distinct, in [0, vocab_size)); the other ids are drawn uniformly from the rest, so that
+ * synthetic rows look like a model's own (RoBERTa: <s> 0, <pad> 1, </s> 2, <unk> 3, <mask>
+ * vocab_size - 1). ZT_E_INVAL for a source reading data (its tokenizer's ids apply). */
+ZT_API int zt_mlm_source_set_specials(zt_mlm_source *s, const int32_t ids[5]);
 /* Sequences per epoch (synthetic data: 2^62). */
 ZT_API uint64_t zt_mlm_source_samples(const zt_mlm_source *s);
 /* Rows for global samples [first, first + B), each [B, seq_len]: ids, attention mask,
@@ -680,7 +685,7 @@ ZT_API void zt_engine_destroy(zt_engine *e);
 ZT_API const char *zt_engine_last_error(const zt_engine *e);
 
 typedef struct zt_model_info {
-    char model_type[16];     /* "bert" or "t5" */
+    char model_type[16];     /* "bert", "roberta", "distilbert" or "t5" */
     /* T5: hidden_size = d_model, num_layers = encoder blocks, intermediate_size = d_ff,
      * max_positions = 0 (relative positions), type_vocab_size = 0 */
     int vocab_size, hidden_size, num_layers, num_heads, intermediate_size;
@@ -693,6 +698,9 @@ typedef struct zt_model_info {
     char architecture[48];   /* "BertForMaskedLM", "BertForSequenceClassification", ... */
     int num_labels;          /* a classifier's outputs (0: not a classifier) */
     int problem_type;        /* a classifier's ZT_PROBLEM_* (0: decided by the labels) */
+    /* config.json's special ids (-1: none): BERT and DistilBERT pad; RoBERTa pad, bos and
+     * eos (<pad> 1, <s> 0, </s> 2); T5 pad and eos */
+    int pad_token_id, bos_token_id, eos_token_id;
 } zt_model_info;
 ZT_API int zt_engine_model_info(const zt_engine *e, zt_model_info *out);
 /* A classifier's name of label id (config.json's id2label), or NULL (not a classifier, or

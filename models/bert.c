@@ -38,6 +38,80 @@ static int check_string(const cJSON *o, const char *path, const char *key, const
     return 0;
 }
 
+/* The families: HF's names of their classes and tensors. Head tables are whole names; the
+ * embeddings' and layers' are suffixes after "<prefix>.embeddings." and "<prefix>.<enc>.N.". */
+enum { E_WORD, E_POS, E_TYPE, E_LNW, E_LNB, E_N };
+enum { L_QW, L_QB, L_KW, L_KB, L_VW, L_VB, L_AOW, L_AOB, L_LN1W, L_LN1B, L_IW, L_IB, L_OW, L_OB,
+       L_LN2W, L_LN2B, L_N };
+enum { H_TW, H_TB, H_LNW, H_LNB, H_BIAS, H_N };
+enum { C_PW, C_PB, C_W, C_B, C_N }; /* the classification head */
+
+typedef struct family_def {
+    const char *type, *prefix, *mlm_arch, *cls_arch, *enc;
+    const char *emb[E_N];      /* E_TYPE NULL: no token types */
+    const char *layer[L_N];
+    const char *mlm[H_N], *bias_alias, *decoder;
+    const char *cls[C_N];
+    const char *cls_desc;
+} family_def;
+
+static const family_def families[] = {
+    [BERT_FAMILY_BERT] = {
+        "bert", "bert", "BertForMaskedLM", "BertForSequenceClassification", "encoder.layer",
+        {"word_embeddings.weight", "position_embeddings.weight", "token_type_embeddings.weight",
+         "LayerNorm.weight", "LayerNorm.bias"},
+        {"attention.self.query.weight", "attention.self.query.bias", "attention.self.key.weight",
+         "attention.self.key.bias", "attention.self.value.weight", "attention.self.value.bias",
+         "attention.output.dense.weight", "attention.output.dense.bias",
+         "attention.output.LayerNorm.weight", "attention.output.LayerNorm.bias",
+         "intermediate.dense.weight", "intermediate.dense.bias", "output.dense.weight",
+         "output.dense.bias", "output.LayerNorm.weight", "output.LayerNorm.bias"},
+        {"cls.predictions.transform.dense.weight", "cls.predictions.transform.dense.bias",
+         "cls.predictions.transform.LayerNorm.weight", "cls.predictions.transform.LayerNorm.bias",
+         "cls.predictions.bias"}, "cls.predictions.decoder.bias", "cls.predictions.decoder.weight",
+        {"bert.pooler.dense.weight", "bert.pooler.dense.bias", "classifier.weight",
+         "classifier.bias"}, "classification-head (pooler and classifier)"},
+    [BERT_FAMILY_ROBERTA] = {
+        "roberta", "roberta", "RobertaForMaskedLM", "RobertaForSequenceClassification",
+        "encoder.layer",
+        {"word_embeddings.weight", "position_embeddings.weight", "token_type_embeddings.weight",
+         "LayerNorm.weight", "LayerNorm.bias"},
+        {"attention.self.query.weight", "attention.self.query.bias", "attention.self.key.weight",
+         "attention.self.key.bias", "attention.self.value.weight", "attention.self.value.bias",
+         "attention.output.dense.weight", "attention.output.dense.bias",
+         "attention.output.LayerNorm.weight", "attention.output.LayerNorm.bias",
+         "intermediate.dense.weight", "intermediate.dense.bias", "output.dense.weight",
+         "output.dense.bias", "output.LayerNorm.weight", "output.LayerNorm.bias"},
+        {"lm_head.dense.weight", "lm_head.dense.bias", "lm_head.layer_norm.weight",
+         "lm_head.layer_norm.bias", "lm_head.bias"}, "lm_head.decoder.bias",
+        "lm_head.decoder.weight",
+        {"classifier.dense.weight", "classifier.dense.bias", "classifier.out_proj.weight",
+         "classifier.out_proj.bias"}, "classification-head (classifier.dense and out_proj)"},
+    [BERT_FAMILY_DISTILBERT] = {
+        "distilbert", "distilbert", "DistilBertForMaskedLM", "DistilBertForSequenceClassification",
+        "transformer.layer",
+        {"word_embeddings.weight", "position_embeddings.weight", NULL, "LayerNorm.weight",
+         "LayerNorm.bias"},
+        {"attention.q_lin.weight", "attention.q_lin.bias", "attention.k_lin.weight",
+         "attention.k_lin.bias", "attention.v_lin.weight", "attention.v_lin.bias",
+         "attention.out_lin.weight", "attention.out_lin.bias", "sa_layer_norm.weight",
+         "sa_layer_norm.bias", "ffn.lin1.weight", "ffn.lin1.bias", "ffn.lin2.weight",
+         "ffn.lin2.bias", "output_layer_norm.weight", "output_layer_norm.bias"},
+        {"vocab_transform.weight", "vocab_transform.bias", "vocab_layer_norm.weight",
+         "vocab_layer_norm.bias", "vocab_projector.bias"}, NULL, "vocab_projector.weight",
+        {"pre_classifier.weight", "pre_classifier.bias", "classifier.weight", "classifier.bias"},
+        "classification-head (pre_classifier and classifier)"},
+};
+
+static const family_def *fam(const bert_config *c) { return &families[c->family]; }
+
+const char *bert_model_type(const bert_config *c) { return fam(c)->type; }
+
+const char *bert_arch(const bert_config *c)
+{
+    return c->head == BERT_HEAD_CLS ? fam(c)->cls_arch : fam(c)->mlm_arch;
+}
+
 /* transformers' ACT2FN names BERT takes, and the kernels computing them */
 static const struct { const char *name; int act; } acts[] = {
     {"gelu", ZT_ACT_GELU},      {"gelu_new", ZT_ACT_GELU_TANH}, {"gelu_pytorch_tanh", ZT_ACT_GELU_TANH},
@@ -86,19 +160,20 @@ static int check_defaults(const cJSON *o, const char *path)
     return 0;
 }
 
-static int load_act(const cJSON *o, const char *path, bert_config *c)
+static int load_act(const cJSON *o, const char *path, const char *key, bert_config *c)
 {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "hidden_act");
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
     if (!v)
-        return zt_fail(ZT_E_CONFIG, "%s: missing required field \"hidden_act\"", path);
+        return zt_fail(ZT_E_CONFIG, "%s: missing required field \"%s\"", path, key);
     for (int k = 0; cJSON_IsString(v) && k < N_ACTS; k++)
         if (strcmp(v->valuestring, acts[k].name) == 0) {
             c->act_id = k;
             return 0;
         }
-    return zt_fail(ZT_E_UNSUPPORTED, "%s: \"hidden_act\" is %s%s%s; zerotrain computes \"gelu\", "
+    return zt_fail(ZT_E_UNSUPPORTED, "%s: \"%s\" is %s%s%s; zerotrain computes \"gelu\", "
                    "\"gelu_new\", \"gelu_pytorch_tanh\", \"relu\", \"silu\" and \"swish\"", path,
-                   cJSON_IsString(v) ? "\"" : "", cJSON_IsString(v) ? v->valuestring : "not a string",
+                   key, cJSON_IsString(v) ? "\"" : "",
+                   cJSON_IsString(v) ? v->valuestring : "not a string",
                    cJSON_IsString(v) ? "\"" : "");
 }
 
@@ -108,8 +183,15 @@ static int validate(const bert_config *c, const char *where)
         return zt_fail(ZT_E_CONFIG,
                        "%s: hidden_size %d is not divisible by num_attention_heads %d", where,
                        c->hidden, c->heads);
-    if (c->hidden_drop >= 1.0f || c->attn_drop >= 1.0f)
+    if (c->hidden_drop >= 1.0f || c->attn_drop >= 1.0f || c->cls_drop >= 1.0f)
         return zt_fail(ZT_E_CONFIG, "%s: dropout probabilities must be < 1", where);
+    if (c->pad_id >= c->vocab)
+        return zt_fail(ZT_E_CONFIG, "%s: pad_token_id %d is not an id of the vocabulary (vocab_size "
+                       "%d)", where, c->pad_id, c->vocab);
+    if (c->family == BERT_FAMILY_ROBERTA && c->max_pos <= c->pad_id + 1)
+        return zt_fail(ZT_E_CONFIG, "%s: max_position_embeddings %d leaves no position: RoBERTa's "
+                       "positions start at pad_token_id + 1 = %d", where, c->max_pos,
+                       c->pad_id + 1);
     return 0;
 }
 
@@ -181,12 +263,14 @@ static int load_head(const cJSON *o, const char *path, bert_config *c)
     if (!cJSON_IsArray(a))
         a = NULL;
     cJSON_ArrayForEach(v, a)
-        cls |= cJSON_IsString(v) && strcmp(v->valuestring, "BertForSequenceClassification") == 0;
+        cls |= cJSON_IsString(v) && strcmp(v->valuestring, fam(c)->cls_arch) == 0;
     if (!cls)
         return 0;
     const cJSON *id2 = cJSON_GetObjectItemCaseSensitive(o, "id2label");
     const cJSON *pt = cJSON_GetObjectItemCaseSensitive(o, "problem_type");
-    const cJSON *cd = cJSON_GetObjectItemCaseSensitive(o, "classifier_dropout");
+    const cJSON *cd = c->family == BERT_FAMILY_DISTILBERT
+                          ? NULL /* seq_classif_dropout: the family's loader */
+                          : cJSON_GetObjectItemCaseSensitive(o, "classifier_dropout");
     if (id2 && !cJSON_IsNull(id2)) {
         if (!cJSON_IsObject(id2) || (n = cJSON_GetArraySize(id2)) < 1)
             return zt_fail(ZT_E_CONFIG, "%s: \"id2label\" is not an object of labels", path);
@@ -256,22 +340,29 @@ static int load_head(const cJSON *o, const char *path, bert_config *c)
     return 0;
 }
 
-int bert_config_load(const char *path, bert_config *c)
+/* model_type's family; absent: bert */
+static int family_of(const cJSON *o, const char *path, int *family)
 {
-    cJSON *o;
-    int rc = zt_hfc_open(path, &o);
-    if (rc < 0)
-        return rc;
-    memset(c, 0, sizeof *c);
     const cJSON *mt = cJSON_GetObjectItemCaseSensitive(o, "model_type");
-    if (mt && (!cJSON_IsString(mt) || strcmp(mt->valuestring, "bert") != 0)) {
-        rc = zt_fail(ZT_E_UNSUPPORTED, "%s: model_type %s%s%s is not supported: zerotrain "
-                     "trains \"bert\", \"t5\" and \"mt5\" models", path,
-                     cJSON_IsString(mt) ? "\"" : "",
-                     cJSON_IsString(mt) ? mt->valuestring : "(not a string)",
-                     cJSON_IsString(mt) ? "\"" : "");
-        goto out;
-    }
+    *family = BERT_FAMILY_BERT;
+    if (!mt)
+        return 0;
+    for (int f = 0; cJSON_IsString(mt) && f < (int)(sizeof families / sizeof *families); f++)
+        if (strcmp(mt->valuestring, families[f].type) == 0) {
+            *family = f;
+            return 0;
+        }
+    return zt_fail(ZT_E_UNSUPPORTED, "%s: model_type %s%s%s is not supported: zerotrain "
+                   "trains \"bert\", \"roberta\", \"distilbert\", \"t5\" and \"mt5\" models", path,
+                   cJSON_IsString(mt) ? "\"" : "",
+                   cJSON_IsString(mt) ? mt->valuestring : "(not a string)",
+                   cJSON_IsString(mt) ? "\"" : "");
+}
+
+/* BertConfig's and RobertaConfig's fields (the same names; RoBERTa's defaults differ) */
+static int load_bert_fields(const cJSON *o, const char *path, bert_config *c)
+{
+    int roberta = c->family == BERT_FAMILY_ROBERTA, rc;
     if ((rc = check_string(o, path, "position_embedding_type", "absolute")) < 0 ||
         (rc = zt_hfc_int(o, path, "vocab_size", 1, 0, 1, &c->vocab)) < 0 ||
         (rc = zt_hfc_int(o, path, "hidden_size", 1, 0, 1, &c->hidden)) < 0 ||
@@ -280,14 +371,74 @@ int bert_config_load(const char *path, bert_config *c)
         (rc = zt_hfc_int(o, path, "intermediate_size", 1, 0, 1, &c->inter)) < 0 ||
         (rc = zt_hfc_int(o, path, "max_position_embeddings", 1, 0, 1, &c->max_pos)) < 0 ||
         (rc = zt_hfc_int(o, path, "type_vocab_size", 1, 0, 1, &c->type_vocab)) < 0 ||
+        (rc = zt_hfc_int(o, path, "pad_token_id", 0, roberta ? 1 : 0, 0, &c->pad_id)) < 0 ||
         (rc = zt_hfc_float(o, path, "layer_norm_eps", 1e-12, 0.0, 1.0, &c->eps)) < 0 ||
         (rc = zt_hfc_float(o, path, "hidden_dropout_prob", 0.1, 0.0, 1.0, &c->hidden_drop)) < 0 ||
         (rc = zt_hfc_float(o, path, "attention_probs_dropout_prob", 0.1, 0.0, 1.0, &c->attn_drop)) <
             0 ||
+        (rc = zt_hfc_float(o, path, "initializer_range", 0.02, 0.0, 10.0, &c->init_range)) < 0 ||
+        (rc = load_act(o, path, "hidden_act", c)) < 0 || (rc = check_defaults(o, path)) < 0)
+        return rc;
+    if (roberta && ((rc = zt_hfc_int(o, path, "bos_token_id", 0, 0, 0, &c->bos_id)) < 0 ||
+                    (rc = zt_hfc_int(o, path, "eos_token_id", 0, 2, 0, &c->eos_id)) < 0))
+        return rc;
+    return 0;
+}
+
+/* DistilBertConfig's fields (configuration_distilbert.py: its own names and defaults; the
+ * LayerNorms' eps is 1e-12, not a field) */
+static int load_distil_fields(const cJSON *o, const char *path, bert_config *c)
+{
+    int rc;
+    static const struct { const char *key; int want; const char *what; } flags[] = {
+        {"sinusoidal_pos_embds", 0, "fixed sinusoidal position embeddings"},
+        {"tie_weights_", 1, "a vocab_projector untied from the word embeddings"},
+        {"tie_word_embeddings", 1, "a vocab_projector untied from the word embeddings"},
+    };
+    for (size_t k = 0; k < sizeof flags / sizeof *flags; k++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, flags[k].key);
+        if (!v || cJSON_IsNull(v))
+            continue;
+        if (!cJSON_IsBool(v))
+            return zt_fail(ZT_E_CONFIG, "%s: \"%s\" must be true or false", path, flags[k].key);
+        if (cJSON_IsTrue(v) != flags[k].want)
+            return zt_fail(ZT_E_UNSUPPORTED, "%s: \"%s\": %s is not supported: it makes %s, "
+                           "which zerotrain's DistilBERT does not implement (remove it or set %s)",
+                           path, flags[k].key, flags[k].want ? "false" : "true", flags[k].what,
+                           flags[k].want ? "true" : "false");
+    }
+    c->type_vocab = 0;
+    c->eps = 1e-12f;
+    if ((rc = zt_hfc_int(o, path, "vocab_size", 0, 30522, 1, &c->vocab)) < 0 ||
+        (rc = zt_hfc_int(o, path, "dim", 0, 768, 1, &c->hidden)) < 0 ||
+        (rc = zt_hfc_int(o, path, "n_layers", 0, 6, 1, &c->layers)) < 0 ||
+        (rc = zt_hfc_int(o, path, "n_heads", 0, 12, 1, &c->heads)) < 0 ||
+        (rc = zt_hfc_int(o, path, "hidden_dim", 0, 3072, 1, &c->inter)) < 0 ||
+        (rc = zt_hfc_int(o, path, "max_position_embeddings", 0, 512, 1, &c->max_pos)) < 0 ||
+        (rc = zt_hfc_int(o, path, "pad_token_id", 0, 0, 0, &c->pad_id)) < 0 ||
+        (rc = zt_hfc_float(o, path, "dropout", 0.1, 0.0, 1.0, &c->hidden_drop)) < 0 ||
+        (rc = zt_hfc_float(o, path, "attention_dropout", 0.1, 0.0, 1.0, &c->attn_drop)) < 0 ||
+        (rc = zt_hfc_float(o, path, "seq_classif_dropout", 0.2, 0.0, 1.0, &c->cls_drop)) < 0 ||
         (rc = zt_hfc_float(o, path, "initializer_range", 0.02, 0.0, 10.0, &c->init_range)) < 0)
+        return rc;
+    c->has_cls_drop = 1;
+    if (!cJSON_GetObjectItemCaseSensitive(o, "activation"))
+        return c->act_id = 0, 0; /* "gelu" */
+    return load_act(o, path, "activation", c);
+}
+
+int bert_config_load(const char *path, bert_config *c)
+{
+    cJSON *o;
+    int rc = zt_hfc_open(path, &o);
+    if (rc < 0)
+        return rc;
+    memset(c, 0, sizeof *c);
+    if ((rc = family_of(o, path, &c->family)) < 0)
         goto out;
-    if ((rc = load_act(o, path, c)) == 0 && (rc = check_defaults(o, path)) == 0 &&
-        (rc = load_head(o, path, c)) == 0)
+    rc = c->family == BERT_FAMILY_DISTILBERT ? load_distil_fields(o, path, c)
+                                             : load_bert_fields(o, path, c);
+    if (rc == 0 && (rc = load_head(o, path, c)) == 0)
         rc = validate(c, path);
 out:
     cJSON_Delete(o);
@@ -296,23 +447,37 @@ out:
 
 int bert_config_preset(const char *name, int vocab, bert_config *c)
 {
-    static const struct { const char *name; int L, H, A; } presets[] = {
-        {"bert-tiny", 2, 128, 2},   {"bert-mini", 4, 256, 4},   {"bert-small", 4, 512, 8},
-        {"bert-medium", 8, 512, 8}, {"bert-base", 12, 768, 12}, {"bert-large", 24, 1024, 16},
+    static const struct { const char *name; int family, L, H, A; } presets[] = {
+        {"bert-tiny", 0, 2, 128, 2},   {"bert-mini", 0, 4, 256, 4},   {"bert-small", 0, 4, 512, 8},
+        {"bert-medium", 0, 8, 512, 8}, {"bert-base", 0, 12, 768, 12}, {"bert-large", 0, 24, 1024, 16},
+        {"roberta-base", BERT_FAMILY_ROBERTA, 12, 768, 12},
+        {"roberta-large", BERT_FAMILY_ROBERTA, 24, 1024, 16},
+        {"distilbert-base", BERT_FAMILY_DISTILBERT, 6, 768, 12},
     };
     for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++) {
         if (strcmp(name, presets[i].name) != 0)
             continue;
-        *c = (bert_config){.vocab = vocab > 0 ? vocab : 30522, .hidden = presets[i].H,
-                           .layers = presets[i].L, .heads = presets[i].A,
-                           .inter = 4 * presets[i].H, .max_pos = 512, .type_vocab = 2,
-                           .eps = 1e-12f, .hidden_drop = 0.1f, .attn_drop = 0.1f,
-                           .init_range = 0.02f};
+        int rob = presets[i].family == BERT_FAMILY_ROBERTA;
+        *c = (bert_config){.family = presets[i].family, .vocab = vocab > 0 ? vocab : rob ? 50265 : 30522,
+                           .hidden = presets[i].H, .layers = presets[i].L, .heads = presets[i].A,
+                           .inter = 4 * presets[i].H, .max_pos = rob ? 514 : 512,
+                           .type_vocab = rob ? 1 : 2, .eps = rob ? 1e-5f : 1e-12f,
+                           .hidden_drop = 0.1f, .attn_drop = 0.1f, .init_range = 0.02f,
+                           .pad_id = rob ? 1 : 0, .eos_id = rob ? 2 : 0};
+        if (presets[i].family == BERT_FAMILY_DISTILBERT) {
+            c->type_vocab = 0;
+            c->has_cls_drop = 1;
+            c->cls_drop = 0.2f;
+        }
+        if (c->pad_id >= c->vocab)
+            return zt_fail(ZT_E_CONFIG, "%s with vocab_size %d: too small for its pad id %d",
+                           name, c->vocab, c->pad_id);
         return 0;
     }
     return zt_fail(ZT_E_CONFIG,
                    "unknown model preset \"%s\" (known: bert-tiny, bert-mini, bert-small, "
-                   "bert-medium, bert-base, bert-large)",
+                   "bert-medium, bert-base, bert-large, roberta-base, roberta-large, "
+                   "distilbert-base)",
                    name);
 }
 
@@ -333,12 +498,13 @@ static char *head_fields(const bert_config *c)
     const char *pn = bert_problem_name(c->problem);
     size_t n = strlen(a) + strlen(b) + 256;
     if ((out = malloc(n))) {
-        char drop[32] = "null";
-        if (c->has_cls_drop)
-            snprintf(drop, sizeof drop, "%.9g", c->cls_drop);
+        char drop[64] = ",\n  \"classifier_dropout\": null";
+        if (c->family == BERT_FAMILY_DISTILBERT) /* (its seq_classif_dropout is a field) */
+            drop[0] = 0;
+        else if (c->has_cls_drop)
+            snprintf(drop, sizeof drop, ",\n  \"classifier_dropout\": %.9g", c->cls_drop);
         snprintf(out, n, ",\n  \"id2label\": %s,\n  \"label2id\": %s,\n  \"problem_type\": "
-                 "%s%s%s,\n  \"classifier_dropout\": %s", a, b, pn ? "\"" : "",
-                 pn ? pn : "null", pn ? "\"" : "", drop);
+                 "%s%s%s%s", a, b, pn ? "\"" : "", pn ? pn : "null", pn ? "\"" : "", drop);
     }
 out:
     free(a);
@@ -352,22 +518,41 @@ int bert_config_save(const bert_config *c, const char *path, const char *torch_d
 {
     char text[2048], *head = NULL;
     int n, cls = c->head == BERT_HEAD_CLS, rc;
+    const char *dtype = torch_dtype ? torch_dtype : "float32";
     if (cls && !(head = head_fields(c)))
         return zt_fail(ZT_E_NOMEM, "out of memory writing %s", path);
-    n = snprintf(text, sizeof text,
-                 "{\n  \"architectures\": [\"%s\"],\n  \"model_type\": \"bert\",\n"
-                 "  \"vocab_size\": %d,\n  \"hidden_size\": %d,\n  \"num_hidden_layers\": %d,\n"
-                 "  \"num_attention_heads\": %d,\n  \"intermediate_size\": %d,\n"
-                 "  \"hidden_act\": \"%s\",\n  \"hidden_dropout_prob\": %.9g,\n"
-                 "  \"attention_probs_dropout_prob\": %.9g,\n  \"max_position_embeddings\": %d,\n"
-                 "  \"type_vocab_size\": %d,\n  \"initializer_range\": %.9g,\n"
-                 "  \"layer_norm_eps\": %.9g,\n  \"pad_token_id\": 0,\n"
-                 "  \"position_embedding_type\": \"absolute\",\n  \"tie_word_embeddings\": true,\n"
-                 "  \"torch_dtype\": \"%s\"",
-                 cls ? "BertForSequenceClassification" : "BertForMaskedLM", c->vocab, c->hidden,
-                 c->layers, c->heads, c->inter, bert_act_name(c), c->hidden_drop, c->attn_drop,
-                 c->max_pos,
-                 c->type_vocab, c->init_range, c->eps, torch_dtype ? torch_dtype : "float32");
+    if (c->family == BERT_FAMILY_DISTILBERT) /* DistilBertConfig's names */
+        n = snprintf(text, sizeof text,
+                     "{\n  \"architectures\": [\"%s\"],\n  \"model_type\": \"distilbert\",\n"
+                     "  \"vocab_size\": %d,\n  \"dim\": %d,\n  \"n_layers\": %d,\n"
+                     "  \"n_heads\": %d,\n  \"hidden_dim\": %d,\n  \"activation\": \"%s\",\n"
+                     "  \"dropout\": %.9g,\n  \"attention_dropout\": %.9g,\n"
+                     "  \"max_position_embeddings\": %d,\n  \"sinusoidal_pos_embds\": false,\n"
+                     "  \"initializer_range\": %.9g,\n  \"qa_dropout\": 0.1,\n"
+                     "  \"seq_classif_dropout\": %.9g,\n  \"pad_token_id\": %d,\n"
+                     "  \"tie_weights_\": true,\n  \"torch_dtype\": \"%s\"",
+                     bert_arch(c), c->vocab, c->hidden, c->layers, c->heads, c->inter,
+                     bert_act_name(c), c->hidden_drop, c->attn_drop, c->max_pos, c->init_range,
+                     c->cls_drop, c->pad_id, dtype);
+    else {
+        char ids[96] = "";
+        if (c->family == BERT_FAMILY_ROBERTA)
+            snprintf(ids, sizeof ids, "  \"bos_token_id\": %d,\n  \"eos_token_id\": %d,\n",
+                     c->bos_id, c->eos_id);
+        n = snprintf(text, sizeof text,
+                     "{\n  \"architectures\": [\"%s\"],\n  \"model_type\": \"%s\",\n"
+                     "  \"vocab_size\": %d,\n  \"hidden_size\": %d,\n  \"num_hidden_layers\": %d,\n"
+                     "  \"num_attention_heads\": %d,\n  \"intermediate_size\": %d,\n"
+                     "  \"hidden_act\": \"%s\",\n  \"hidden_dropout_prob\": %.9g,\n"
+                     "  \"attention_probs_dropout_prob\": %.9g,\n  \"max_position_embeddings\": %d,\n"
+                     "  \"type_vocab_size\": %d,\n  \"initializer_range\": %.9g,\n"
+                     "  \"layer_norm_eps\": %.9g,\n  \"pad_token_id\": %d,\n%s"
+                     "  \"position_embedding_type\": \"absolute\",\n  \"tie_word_embeddings\": true,\n"
+                     "  \"torch_dtype\": \"%s\"",
+                     bert_arch(c), fam(c)->type, c->vocab, c->hidden, c->layers, c->heads, c->inter,
+                     bert_act_name(c), c->hidden_drop, c->attn_drop, c->max_pos, c->type_vocab,
+                     c->init_range, c->eps, c->pad_id, ids, dtype);
+    }
     const void *parts[3] = {text, head ? head : "", "\n}\n"};
     size_t lens[3] = {(size_t)n, head ? strlen(head) : 0, 3};
     rc = zt_file_write_atomic(path, parts, lens, 3);
@@ -377,12 +562,6 @@ int bert_config_save(const bert_config *c, const char *path, const char *torch_d
 
 /* ---- layout ------------------------------------------------------------------------- */
 
-enum { E_WORD, E_POS, E_TYPE, E_LNW, E_LNB, E_N };
-enum { L_QW, L_QB, L_KW, L_KB, L_VW, L_VB, L_AOW, L_AOB, L_LN1W, L_LN1B, L_IW, L_IB, L_OW, L_OB,
-       L_LN2W, L_LN2B, L_N };
-enum { H_TW, H_TB, H_LNW, H_LNB, H_BIAS, H_N };
-enum { C_PW, C_PB, C_W, C_B, C_N }; /* the classification head */
-
 static int add(zt_layout *l, const char *name, int64_t d0, int64_t d1, int init, int decay)
 {
     int64_t shape[2] = {d0, d1};
@@ -391,78 +570,75 @@ static int add(zt_layout *l, const char *name, int64_t d0, int64_t d1, int init,
 
 int bert_layout(const bert_config *c, zt_layout *l)
 {
+    static const struct { int out, in, init, decay; } lp[L_N] = { /* the layers' parameters */
+        {'C', 'C', ZT_INIT_NORMAL, 1}, {'C', 0, ZT_INIT_ZEROS, 0}, /* query */
+        {'C', 'C', ZT_INIT_NORMAL, 1}, {'C', 0, ZT_INIT_ZEROS, 0}, /* key */
+        {'C', 'C', ZT_INIT_NORMAL, 1}, {'C', 0, ZT_INIT_ZEROS, 0}, /* value */
+        {'C', 'C', ZT_INIT_NORMAL, 1}, {'C', 0, ZT_INIT_ZEROS, 0}, /* attention output */
+        {'C', 0, ZT_INIT_ONES, 0},     {'C', 0, ZT_INIT_ZEROS, 0}, /* its LayerNorm */
+        {'I', 'C', ZT_INIT_NORMAL, 1}, {'I', 0, ZT_INIT_ZEROS, 0}, /* intermediate */
+        {'C', 'I', ZT_INIT_NORMAL, 1}, {'C', 0, ZT_INIT_ZEROS, 0}, /* output */
+        {'C', 0, ZT_INIT_ONES, 0},     {'C', 0, ZT_INIT_ZEROS, 0}, /* its LayerNorm */
+    };
+    const family_def *f = fam(c);
     char n[ZT_NAME_MAX];
-    int C = c->hidden, F = c->inter, w;
+    int C = c->hidden, F = c->inter, w, k;
+    int64_t rows[E_N] = {c->vocab, c->max_pos, c->type_vocab};
     memset(l, 0, sizeof *l);
     l->init_std = c->init_range;
-    snprintf(l->arch, sizeof l->arch, "%s",
-             c->head == BERT_HEAD_CLS ? "BertForSequenceClassification" : "BertForMaskedLM");
+    snprintf(l->arch, sizeof l->arch, "%s", bert_arch(c));
     snprintf(l->head_desc, sizeof l->head_desc, "%s",
-             c->head == BERT_HEAD_CLS ? "classification-head (pooler and classifier)"
-                                      : "MLM-head");
-    if (zt_layout_add_unit(l, "embeddings") < 0 ||
-        (w = add(l, "bert.embeddings.word_embeddings.weight", c->vocab, C, ZT_INIT_NORMAL, 1)) < 0 ||
-        add(l, "bert.embeddings.position_embeddings.weight", c->max_pos, C, ZT_INIT_NORMAL, 1) < 0 ||
-        add(l, "bert.embeddings.token_type_embeddings.weight", c->type_vocab, C, ZT_INIT_NORMAL,
-            1) < 0)
+             c->head == BERT_HEAD_CLS ? f->cls_desc : "MLM-head");
+    if (zt_layout_add_unit(l, "embeddings") < 0)
         goto fail;
-    for (int k = w; k < l->n_params; k++) /* the three nn.Embedding tables */
-        l->params[k].embedding = 1;
-    if (add(l, "bert.embeddings.LayerNorm.weight", C, 0, ZT_INIT_ONES, 0) < 0 ||
-        add(l, "bert.embeddings.LayerNorm.bias", C, 0, ZT_INIT_ZEROS, 0) < 0)
-        goto fail;
+    for (int j = 0; j < E_N; j++) { /* the nn.Embedding tables, then the LayerNorm */
+        if (!f->emb[j])
+            continue;
+        snprintf(n, sizeof n, "%s.embeddings.%s", f->prefix, f->emb[j]);
+        if ((k = add(l, n, j <= E_TYPE ? rows[j] : C, j <= E_TYPE ? C : 0,
+                     j == E_LNW ? ZT_INIT_ONES : j == E_LNB ? ZT_INIT_ZEROS : ZT_INIT_NORMAL,
+                     j <= E_TYPE)) < 0)
+            goto fail;
+        l->params[k].embedding = j <= E_TYPE;
+        if (j == E_WORD)
+            l->params[k].pad_row = c->pad_id;
+        if (j == E_POS && c->family == BERT_FAMILY_ROBERTA)
+            l->params[k].pad_row = c->pad_id;
+    }
+    w = 0; /* the word embeddings */
     if (c->head == BERT_HEAD_MLM)
-        snprintf(l->params[w].alias, ZT_NAME_MAX, "cls.predictions.decoder.weight");
+        snprintf(l->params[w].alias, ZT_NAME_MAX, "%s", f->decoder);
     for (int i = 0; i < c->layers; i++) {
-        static const struct { const char *suffix; int out, in, init, decay; } p[L_N] = {
-            {"attention.self.query.weight", 'C', 'C', ZT_INIT_NORMAL, 1},
-            {"attention.self.query.bias", 'C', 0, ZT_INIT_ZEROS, 0},
-            {"attention.self.key.weight", 'C', 'C', ZT_INIT_NORMAL, 1},
-            {"attention.self.key.bias", 'C', 0, ZT_INIT_ZEROS, 0},
-            {"attention.self.value.weight", 'C', 'C', ZT_INIT_NORMAL, 1},
-            {"attention.self.value.bias", 'C', 0, ZT_INIT_ZEROS, 0},
-            {"attention.output.dense.weight", 'C', 'C', ZT_INIT_NORMAL, 1},
-            {"attention.output.dense.bias", 'C', 0, ZT_INIT_ZEROS, 0},
-            {"attention.output.LayerNorm.weight", 'C', 0, ZT_INIT_ONES, 0},
-            {"attention.output.LayerNorm.bias", 'C', 0, ZT_INIT_ZEROS, 0},
-            {"intermediate.dense.weight", 'I', 'C', ZT_INIT_NORMAL, 1},
-            {"intermediate.dense.bias", 'I', 0, ZT_INIT_ZEROS, 0},
-            {"output.dense.weight", 'C', 'I', ZT_INIT_NORMAL, 1},
-            {"output.dense.bias", 'C', 0, ZT_INIT_ZEROS, 0},
-            {"output.LayerNorm.weight", 'C', 0, ZT_INIT_ONES, 0},
-            {"output.LayerNorm.bias", 'C', 0, ZT_INIT_ZEROS, 0},
-        };
         snprintf(n, sizeof n, "layer.%d", i);
         if (zt_layout_add_unit(l, n) < 0)
             goto fail;
         for (int j = 0; j < L_N; j++) {
-            int64_t d0 = p[j].out == 'C' ? C : F, d1 = p[j].in ? (p[j].in == 'C' ? C : F) : 0;
-            snprintf(n, sizeof n, "bert.encoder.layer.%d.%s", i, p[j].suffix);
-            if (add(l, n, d0, d1, p[j].init, p[j].decay) < 0)
+            int64_t d0 = lp[j].out == 'C' ? C : F, d1 = lp[j].in ? (lp[j].in == 'C' ? C : F) : 0;
+            snprintf(n, sizeof n, "%s.%s.%d.%s", f->prefix, f->enc, i, f->layer[j]);
+            if (add(l, n, d0, d1, lp[j].init, lp[j].decay) < 0)
                 goto fail;
         }
     }
     int first_head = l->n_params;
     if (c->head == BERT_HEAD_CLS) {
         if (zt_layout_add_unit(l, "cls_head") < 0 ||
-            add(l, "bert.pooler.dense.weight", C, C, ZT_INIT_NORMAL, 1) < 0 ||
-            add(l, "bert.pooler.dense.bias", C, 0, ZT_INIT_ZEROS, 0) < 0 ||
-            add(l, "classifier.weight", c->num_labels, C, ZT_INIT_NORMAL, 1) < 0 ||
-            add(l, "classifier.bias", c->num_labels, 0, ZT_INIT_ZEROS, 0) < 0)
+            add(l, f->cls[C_PW], C, C, ZT_INIT_NORMAL, 1) < 0 ||
+            add(l, f->cls[C_PB], C, 0, ZT_INIT_ZEROS, 0) < 0 ||
+            add(l, f->cls[C_W], c->num_labels, C, ZT_INIT_NORMAL, 1) < 0 ||
+            add(l, f->cls[C_B], c->num_labels, 0, ZT_INIT_ZEROS, 0) < 0)
             goto fail;
-        for (int k = first_head; k < l->n_params; k++)
-            l->params[k].head = 1;
-        return 0;
+    } else {
+        if (zt_layout_add_unit(l, "mlm_head") < 0 ||
+            add(l, f->mlm[H_TW], C, C, ZT_INIT_NORMAL, 1) < 0 ||
+            add(l, f->mlm[H_TB], C, 0, ZT_INIT_ZEROS, 0) < 0 ||
+            add(l, f->mlm[H_LNW], C, 0, ZT_INIT_ONES, 0) < 0 ||
+            add(l, f->mlm[H_LNB], C, 0, ZT_INIT_ZEROS, 0) < 0 ||
+            (w = add(l, f->mlm[H_BIAS], c->vocab, 0, ZT_INIT_ZEROS, 0)) < 0)
+            goto fail;
+        if (f->bias_alias)
+            snprintf(l->params[w].alias, ZT_NAME_MAX, "%s", f->bias_alias);
     }
-    if (zt_layout_add_unit(l, "mlm_head") < 0 ||
-        add(l, "cls.predictions.transform.dense.weight", C, C, ZT_INIT_NORMAL, 1) < 0 ||
-        add(l, "cls.predictions.transform.dense.bias", C, 0, ZT_INIT_ZEROS, 0) < 0 ||
-        add(l, "cls.predictions.transform.LayerNorm.weight", C, 0, ZT_INIT_ONES, 0) < 0 ||
-        add(l, "cls.predictions.transform.LayerNorm.bias", C, 0, ZT_INIT_ZEROS, 0) < 0 ||
-        (w = add(l, "cls.predictions.bias", c->vocab, 0, ZT_INIT_ZEROS, 0)) < 0)
-        goto fail;
-    snprintf(l->params[w].alias, ZT_NAME_MAX, "cls.predictions.decoder.bias");
-    for (int k = first_head; k < l->n_params; k++)
+    for (k = first_head; k < l->n_params; k++)
         l->params[k].head = 1;
     return 0;
 fail:
@@ -541,6 +717,8 @@ typedef struct bert_model {
     void *cx, *cp, *ct;
     float *cdx, *cdt, *clog, *cdlog;
     uint32_t *ck;              /* the classifier dropout's keep-mask */
+    uint32_t *ck0;             /* RoBERTa: the keep-mask of the dropout on <s> */
+    int64_t *rpos;             /* RoBERTa: the position ids [B T] (padded rows) */
     zt_lm_rows lm;             /* the decoder's rows: logits, and the labelled rows' transformed
                                 * hidden states (lm.x) and their gradient */
     void (*poll)(void *);      /* called between kernels: lets communication advance */
@@ -708,7 +886,10 @@ static void carve(bert_model *m, zt_carver *cv, const unsigned char *mode, int k
         m->cdx = zt_take(cv, b * C); m->cdt = zt_take(cv, b * C);
         m->clog = zt_take(cv, b * nl); m->cdlog = zt_take(cv, b * nl);
         m->ck = zt_take(cv, b * C / 32 + b);
+        m->ck0 = zt_take(cv, b * C / 32 + b);
     }
+    if (m->c.family == BERT_FAMILY_ROBERTA)
+        m->rpos = zt_take(cv, bt * 2);
 }
 
 /* Carves every activation from one allocation (64-byte aligned pieces). */
@@ -824,6 +1005,21 @@ static int prepare_cls(bert_model *m, const zt_batch *b, int64_t *n_labels)
     return 0;
 }
 
+/* RoBERTa's create_position_ids_from_input_ids: a token that is not padding is at
+ * pad + its count among the row's non-padding tokens so far, padding at pad (the
+ * position embeddings' padding_idx) */
+static void roberta_positions(int64_t *pos, const int64_t *ids, int B, int T, int pad)
+{
+    for (int r = 0; r < B; r++) {
+        int64_t k = 0;
+        for (int t = 0; t < T; t++) {
+            size_t i = (size_t)r * T + t;
+            k += ids[i] != pad;
+            pos[i] = ids[i] != pad ? pad + k : pad;
+        }
+    }
+}
+
 /* the rows of the batch (see bert_model.M): a classifier whose every row is right-padded
  * (its mask 1 ... 1 0 ... 0, at least one 1) runs on its real tokens only -- the same
  * results, since a masked key's probability is exactly 0 and only [CLS] reaches the loss;
@@ -853,6 +1049,8 @@ static void set_rows(bert_model *m, const zt_batch *b)
     if (m->c.head == BERT_HEAD_CLS)
         for (int r = 0; r <= B; r++)
             m->cu1[r] = r;
+    if (m->rpos)
+        roberta_positions(m->rpos, b->input_ids, B, T, m->c.pad_id);
     if (!pack)
         return;
     for (int r = 0; r < B; r++)
@@ -860,7 +1058,7 @@ static void set_rows(bert_model *m, const zt_batch *b)
             size_t src = (size_t)r * T + t;
             m->pids[i] = b->input_ids[src];
             m->ptt[i] = b->token_type_ids ? b->token_type_ids[src] : 0;
-            m->ppos[i] = t;
+            m->ppos[i] = m->rpos ? m->rpos[src] : t;
         }
 }
 
@@ -877,19 +1075,31 @@ static int bert_prepare(void *p, const zt_batch *b, int keep_logits, int64_t *n_
                        "labels have the input's shape", b->B, b->T_dec, b->B, b->T);
     if (b->decoder_attention_mask)
         return zt_fail(ZT_E_INVAL, "batch: BERT takes no decoder_attention_mask");
-    if (b->T > c->max_pos)
+    if (b->T > c->max_pos && c->family != BERT_FAMILY_ROBERTA)
         return zt_fail(ZT_E_RANGE,
                        "batch: sequence length %d exceeds max_position_embeddings %d", b->T,
                        c->max_pos);
+    for (int r = 0; c->family == BERT_FAMILY_ROBERTA && r < b->B; r++) {
+        int k = 0;
+        for (int t = 0; t < b->T; t++)
+            k += b->input_ids[(size_t)r * b->T + t] != c->pad_id;
+        if (c->pad_id + k >= c->max_pos)
+            return zt_fail(ZT_E_RANGE, "batch: row %d has %d tokens that are not padding: "
+                           "RoBERTa's positions start after pad_token_id %d, so at most %d fit "
+                           "max_position_embeddings %d", r, k, c->pad_id,
+                           c->max_pos - c->pad_id - 1, c->max_pos);
+    }
+    int n_types = c->type_vocab > 0 ? c->type_vocab : 1; /* DistilBERT: none, all 0 */
     for (int i = 0; i < b->B * b->T; i++) {
         int r = i / b->T, t = i % b->T;
         if (b->input_ids[i] < 0 || b->input_ids[i] >= c->vocab)
             return zt_fail(ZT_E_RANGE, "batch: input_ids[%d][%d] = %lld is outside [0, %d)", r,
                            t, (long long)b->input_ids[i], c->vocab);
-        if (b->token_type_ids && (b->token_type_ids[i] < 0 || b->token_type_ids[i] >= c->type_vocab))
+        if (b->token_type_ids && (b->token_type_ids[i] < 0 || b->token_type_ids[i] >= n_types))
             return zt_fail(ZT_E_RANGE,
-                           "batch: token_type_ids[%d][%d] = %lld is outside [0, %d)", r, t,
-                           (long long)b->token_type_ids[i], c->type_vocab);
+                           "batch: token_type_ids[%d][%d] = %lld is outside [0, %d)%s", r, t,
+                           (long long)b->token_type_ids[i], n_types,
+                           c->type_vocab ? "" : ": DistilBERT has no token types");
         if (b->attention_mask && b->attention_mask[i] != 0 && b->attention_mask[i] != 1)
             return zt_fail(ZT_E_RANGE, "batch: attention_mask[%d][%d] = %lld is not 0 or 1", r,
                            t, (long long)b->attention_mask[i]);
@@ -948,6 +1158,24 @@ static float *gparam(const bert_model *m, float *const *G, int u, int j)
 {
     const zt_param_def *d = &m->l->params[m->l->units[u].first_param + j];
     return G[u] + d->offset;
+}
+
+/* the embeddings unit's parameter k (E_*): DistilBERT has no E_TYPE */
+static int eidx(const bert_model *m, int k)
+{
+    return m->c.type_vocab == 0 && k > E_TYPE ? k - 1 : k;
+}
+
+/* the dropout after the attention's output projection (DistilBERT has none) */
+static float attout_p(const bert_model *m)
+{
+    return m->c.family == BERT_FAMILY_DISTILBERT ? 0.0f : m->c.hidden_drop;
+}
+
+/* the MLM head's activation: RobertaLMHead's is the erf GELU whatever hidden_act says */
+static int head_act(const bert_model *m)
+{
+    return m->c.family == BERT_FAMILY_ROBERTA ? ZT_ACT_GELU : bert_act(&m->c);
 }
 
 static zt_dropout drop_for(const bert_model *m, int u, int purpose, float p)
@@ -1071,8 +1299,12 @@ static zt_dropout cls_drop(const bert_model *m, int u)
     return drop_for(m, u, ZT_RNG_DROP_CLS, c->has_cls_drop ? c->cls_drop : c->hidden_drop);
 }
 
-/* BertForSequenceClassification: pooled = tanh(dense(h[:, 0])), logits =
- * classifier(dropout(pooled)) */
+/* The classification heads on the [CLS] (<s>) rows h:
+ *   BERT        logits = classifier(dropout(tanh(pooler.dense(h))))
+ *   RoBERTa     logits = out_proj(dropout(tanh(dense(dropout(h)))))  (RobertaClassificationHead)
+ *   DistilBERT  logits = classifier(dropout(relu(pre_classifier(h))))
+ * cx: h (RoBERTa: after its dropout), cp: the dense output (tanh'd in place), ct: after the
+ * activation and the dropout. */
 static void cls_forward(bert_model *m, int u, void *const *P)
 {
     const bert_config *c = &m->c;
@@ -1080,9 +1312,17 @@ static void cls_forward(bert_model *m, int u, void *const *P)
     const void *y = m->la[c->layers - 1].y; /* [B, C]: the [CLS] rows (first_only) */
     zt_dropout d = cls_drop(m, u);
     memcpy(m->cx, y, es_of(m) * (size_t)B * C);
+    if (c->family == BERT_FAMILY_ROBERTA) {
+        zt_dropout d0 = drop_for(m, u, ZT_RNG_DROP_CLS_IN, d.p);
+        xdropout_residual(dt, m->cx, NULL, m->ck0, &d0, B, (size_t)C);
+    }
     xlinear_forward(dt, m->cp, m->cx, param(m, P, u, C_PW), param(m, P, u, C_PB), B, C, C, FS(m));
-    xtanh_forward(dt, m->cp, m->cp, (size_t)B * C);
-    memcpy(m->ct, m->cp, es_of(m) * (size_t)B * C);
+    if (c->family == BERT_FAMILY_DISTILBERT) {
+        xact_forward(dt, ZT_ACT_RELU, m->ct, m->cp, (size_t)B * C);
+    } else {
+        xtanh_forward(dt, m->cp, m->cp, (size_t)B * C);
+        memcpy(m->ct, m->cp, es_of(m) * (size_t)B * C);
+    }
     xdropout_residual(dt, m->ct, NULL, m->ck, &d, B, (size_t)C);
     xlinear_forward_f32(dt, m->clog, m->ct, param(m, P, u, C_W), param(m, P, u, C_B), B, C,
                         c->num_labels);
@@ -1100,11 +1340,18 @@ static void cls_backward(bert_model *m, int u, void *const *P, float *const *G)
     xlinear_backward(dt, m->cdt, gparam(m, G, u, C_W), gparam(m, G, u, C_B), m->cdlog, m->ct,
                      param(m, P, u, C_W), B, C, c->num_labels, HS(m));
     dropout_backward(m->cdt, m->ck, &d, B, (size_t)C);
-    memset(m->cdx, 0, sizeof(float) * bc); /* cdx: the gradient before the tanh */
-    xtanh_backward(dt, m->cdx, m->cp, m->cdt, bc);
+    memset(m->cdx, 0, sizeof(float) * bc); /* cdx: the gradient before the activation */
+    if (c->family == BERT_FAMILY_DISTILBERT)
+        xact_backward(dt, ZT_ACT_RELU, m->cdx, m->cp, m->cdt, bc);
+    else
+        xtanh_backward(dt, m->cdx, m->cp, m->cdt, bc);
     memset(m->cdt, 0, sizeof(float) * bc); /* cdt: the [CLS] rows' gradient */
     xlinear_backward(dt, m->cdt, gparam(m, G, u, C_PW), gparam(m, G, u, C_PB), m->cdx, m->cx,
                      param(m, P, u, C_PW), B, C, C, HS(m));
+    if (c->family == BERT_FAMILY_ROBERTA) {
+        zt_dropout d0 = drop_for(m, u, ZT_RNG_DROP_CLS_IN, d.p);
+        dropout_backward(m->cdt, m->ck0, &d0, B, (size_t)C);
+    }
     memcpy(m->dcur, m->cdt, sizeof(float) * bc);
     POLL(m);
 }
@@ -1146,7 +1393,7 @@ static void first_forward(bert_model *m, int u, void *const *P, layer_acts *a, c
     const bert_config *c = &m->c;
     int B = m->B, C = c->hidden, F = c->inter, M = m->M, dt = m->dt;
     zt_dropout da = drop_for(m, u, ZT_RNG_DROP_ATT, c->attn_drop);
-    zt_dropout d1 = drop_for(m, u, ZT_RNG_DROP_ATTOUT, c->hidden_drop);
+    zt_dropout d1 = drop_for(m, u, ZT_RNG_DROP_ATTOUT, attout_p(m));
     zt_dropout d2 = drop_for(m, u, ZT_RNG_DROP_FFOUT, c->hidden_drop);
     xgather_rows(dt, m->cxq, x, m->cu, B, C);
     xlinear_forward(dt, a->q, m->cxq, param(m, P, u, L_QW), param(m, P, u, L_QB), B, C, C, FS(m));
@@ -1221,7 +1468,7 @@ static void first_backward(bert_model *m, int u, void *const *P, float *const *G
     size_t nb = (size_t)B * C;
     float **s = m->sc;
     zt_dropout da = drop_for(m, u, ZT_RNG_DROP_ATT, c->attn_drop);
-    zt_dropout d1 = drop_for(m, u, ZT_RNG_DROP_ATTOUT, c->hidden_drop);
+    zt_dropout d1 = drop_for(m, u, ZT_RNG_DROP_ATTOUT, attout_p(m));
     ffn_backward(m, u, P, G, a, B, m->cu1); /* dcur [B, C]: the [CLS] rows' gradient */
     /* dcur becomes the input's gradient [M, C]: the residual's at the [CLS] rows, ... */
     zero(m->dcur, (size_t)M * C);
@@ -1264,15 +1511,19 @@ static void bert_forward_unit(void *p, int u, void *const *P)
     size_t n = (size_t)M * C;
     if (u == 0) {
         zt_dropout d = drop_for(m, 0, ZT_RNG_DROP_EMB, c->hidden_drop);
+        const void *type = c->type_vocab ? param(m, P, 0, E_TYPE) : NULL;
         if (m->packed)
             xembedding_forward(dt, m->e_pre, m->pids, m->ptt, m->ppos, param(m, P, 0, E_WORD),
-                               param(m, P, 0, E_TYPE), param(m, P, 0, E_POS), M, 1, C);
+                               type, param(m, P, 0, E_POS), M, 1, C);
+        else if (m->rpos)
+            xembedding_forward(dt, m->e_pre, m->ids, m->tt, m->rpos, param(m, P, 0, E_WORD),
+                               type, param(m, P, 0, E_POS), M, 1, C);
         else
             xembedding_forward(dt, m->e_pre, m->ids, m->tt, NULL, param(m, P, 0, E_WORD),
-                               param(m, P, 0, E_TYPE), param(m, P, 0, E_POS), B, T, C);
+                               type, param(m, P, 0, E_POS), B, T, C);
         POLL(m);
-        xlayernorm_forward(dt, m->e, m->em, m->er, m->e_pre, param(m, P, 0, E_LNW),
-                           param(m, P, 0, E_LNB), M, C, c->eps, XS(m));
+        xlayernorm_forward(dt, m->e, m->em, m->er, m->e_pre, param(m, P, 0, eidx(m, E_LNW)),
+                           param(m, P, 0, eidx(m, E_LNB)), M, C, c->eps, XS(m));
         POLL(m);
         xdropout_residual_rows(dt, m->e, NULL, m->ke, &d, B, m->cu, (size_t)C);
     } else if (first_only(m, u)) {
@@ -1281,7 +1532,7 @@ static void bert_forward_unit(void *p, int u, void *const *P)
         layer_acts *a = &m->la[u - 1];
         const void *x = unit_input(m, u);
         zt_dropout da = drop_for(m, u, ZT_RNG_DROP_ATT, c->attn_drop);
-        zt_dropout d1 = drop_for(m, u, ZT_RNG_DROP_ATTOUT, c->hidden_drop);
+        zt_dropout d1 = drop_for(m, u, ZT_RNG_DROP_ATTOUT, attout_p(m));
         zt_dropout d2 = drop_for(m, u, ZT_RNG_DROP_FFOUT, c->hidden_drop);
         xlinear_forward(dt, a->q, x, param(m, P, u, L_QW), param(m, P, u, L_QB), M, C, C, FS(m));
         POLL(m);
@@ -1316,7 +1567,7 @@ static void bert_forward_unit(void *p, int u, void *const *P)
         const void *y = m->la[c->layers - 1].y;
         xlinear_forward(dt, m->t1, y, param(m, P, u, H_TW), param(m, P, u, H_TB), M, C, C, FS(m));
         POLL(m);
-        xact_forward(dt, bert_act(&m->c), m->t2, m->t1, n);
+        xact_forward(dt, head_act(m), m->t2, m->t1, n);
         POLL(m);
         xlayernorm_forward(dt, m->t3, m->tm, m->tr, m->t2, param(m, P, u, H_LNW),
                            param(m, P, u, H_LNB), M, C, c->eps, XS(m));
@@ -1425,7 +1676,7 @@ static void bert_backward_unit(void *p, int u, void *const *P, float *const *G)
                             m->t2, m->tm, m->tr, param(m, P, u, H_LNW), M, C, XS(m));
         POLL(m);
         zero(s[2], n);
-        xact_backward(dt, bert_act(&m->c), s[2], m->t1, s[1], n);
+        xact_backward(dt, head_act(m), s[2], m->t1, s[1], n);
         POLL(m);
         zero(m->dcur, n);
         xlinear_backward(dt, m->dcur, gparam(m, G, u, H_TW), gparam(m, G, u, H_TB), s[2], y,
@@ -1437,7 +1688,7 @@ static void bert_backward_unit(void *p, int u, void *const *P, float *const *G)
         layer_acts *a = &m->la[u - 1];
         const void *x = unit_input(m, u);
         zt_dropout da = drop_for(m, u, ZT_RNG_DROP_ATT, c->attn_drop);
-        zt_dropout d1 = drop_for(m, u, ZT_RNG_DROP_ATTOUT, c->hidden_drop);
+        zt_dropout d1 = drop_for(m, u, ZT_RNG_DROP_ATTOUT, attout_p(m));
         ffn_backward(m, u, P, G, a, M, m->cu);
         copy(m->dcur, s[0], n);
         dropout_backward_rows(s[0], a->k1, &d1, B, m->cu, (size_t)C);
@@ -1460,15 +1711,19 @@ static void bert_backward_unit(void *p, int u, void *const *P, float *const *G)
         zt_dropout d = drop_for(m, 0, ZT_RNG_DROP_EMB, c->hidden_drop);
         dropout_backward_rows(m->dcur, m->ke, &d, B, m->cu, (size_t)C);
         zero(s[0], n);
-        xlayernorm_backward(dt, s[0], gparam(m, G, 0, E_LNW), gparam(m, G, 0, E_LNB), m->dcur,
-                            m->e_pre, m->em, m->er, param(m, P, 0, E_LNW), M, C, XS(m));
+        xlayernorm_backward(dt, s[0], gparam(m, G, 0, eidx(m, E_LNW)),
+                            gparam(m, G, 0, eidx(m, E_LNB)), m->dcur, m->e_pre, m->em, m->er,
+                            param(m, P, 0, eidx(m, E_LNW)), M, C, XS(m));
         POLL(m);
+        float *dtype = c->type_vocab ? gparam(m, G, 0, E_TYPE) : NULL;
+        int64_t pad_pos = m->rpos ? c->pad_id : -1; /* RoBERTa's positions' padding_idx */
         if (m->packed)
-            embedding_backward_pos(gparam(m, G, 0, E_WORD), gparam(m, G, 0, E_TYPE),
-                                   gparam(m, G, 0, E_POS), s[0], m->pids, m->ptt, m->ppos, M, C);
+            embedding_backward_pad(gparam(m, G, 0, E_WORD), dtype, gparam(m, G, 0, E_POS), s[0],
+                                   m->pids, m->ptt, m->ppos, M, 1, C, c->pad_id, pad_pos);
         else
-            embedding_backward(gparam(m, G, 0, E_WORD), gparam(m, G, 0, E_TYPE),
-                               gparam(m, G, 0, E_POS), s[0], m->ids, m->tt, B, m->T, C);
+            embedding_backward_pad(gparam(m, G, 0, E_WORD), dtype, gparam(m, G, 0, E_POS), s[0],
+                                   m->ids, m->tt, m->rpos, m->rpos ? M : B, m->rpos ? 1 : m->T,
+                                   C, c->pad_id, pad_pos);
         POLL(m);
     }
 }

@@ -1,7 +1,18 @@
-/* bert.h - BERT (post-LayerNorm encoder) as units: embeddings, one per encoder layer, and a
- * head: BertForMaskedLM's (tied to the word embeddings) or BertForSequenceClassification's
- * (pooler, dropout, classifier). HF config.json in and out. No next-sentence head, no
- * relative position embeddings. */
+/* bert.h - the BERT family's post-LayerNorm encoders as units: embeddings, one per encoder
+ * layer, and a head (masked LM, tied to the word embeddings, or sequence classification).
+ * Three families share the kernels and differ in names, config fields and small rules:
+ *   BERT        BertForMaskedLM / BertForSequenceClassification (pooler: dense + tanh,
+ *               dropout, classifier)
+ *   RoBERTa     RobertaForMaskedLM / ...ForSequenceClassification: positions start after
+ *               pad_token_id and skip padding (create_position_ids_from_input_ids), the LM
+ *               head's activation is always the erf GELU, the classifier is
+ *               dropout, dense, tanh, dropout, out_proj on <s>
+ *   DistilBERT  DistilBertForMaskedLM / ...ForSequenceClassification: no token types, no
+ *               dropout after the attention's output projection, the classifier is
+ *               pre_classifier, ReLU, dropout, classifier; config keys dim, n_layers, ...
+ * Every family's word embeddings (and RoBERTa's positions) have nn.Embedding's padding_idx:
+ * that row starts at zero and the lookup gives it no gradient. HF config.json in and out.
+ * No next-sentence head, no relative position embeddings. */
 #ifndef ZT_MODELS_BERT_H
 #define ZT_MODELS_BERT_H
 
@@ -15,8 +26,14 @@ enum { BERT_HEAD_MLM = 0, BERT_HEAD_CLS = 1 };
 enum { BERT_PROBLEM_SINGLE = 1, BERT_PROBLEM_MULTI, BERT_PROBLEM_REGRESSION };
 #define BERT_LABELS_BYTES 32768 /* id2label's names, NUL-separated */
 
+/* model_type: "bert", "roberta", "distilbert" */
+enum { BERT_FAMILY_BERT = 0, BERT_FAMILY_ROBERTA, BERT_FAMILY_DISTILBERT };
+
 typedef struct bert_config {
-    int vocab, hidden, layers, heads, inter, max_pos, type_vocab;
+    int family;                /* BERT_FAMILY_* */
+    int pad_id;                /* pad_token_id: the embeddings' padding_idx (-1: none) */
+    int bos_id, eos_id;        /* RoBERTa's bos_token_id, eos_token_id (written back) */
+    int vocab, hidden, layers, heads, inter, max_pos, type_vocab; /* DistilBERT: type_vocab 0 */
     float eps, hidden_drop, attn_drop, init_range;
     int act_id;                /* hidden_act: an index of bert_act_name (0: "gelu") */
     /* the head */
@@ -32,10 +49,11 @@ typedef struct bert_config {
  * "silu", "swish"), and its kernel (ZT_ACT_*, layers.h) */
 const char *bert_act_name(const bert_config *c);
 int bert_act(const bert_config *c);
-/* HF BertConfig from config.json: shape fields and hidden_act are required (one of the names
- * above).
- * "architectures" ["BertForSequenceClassification"] chooses that head (with id2label,
- * num_labels, problem_type and classifier_dropout); anything else the masked-LM head. */
+/* HF BertConfig, RobertaConfig or DistilBertConfig from config.json (by model_type; absent:
+ * bert): shape fields and the activation are required (one of the names above).
+ * "architectures" naming the family's ...ForSequenceClassification chooses that head (with
+ * id2label, num_labels, problem_type and classifier_dropout / seq_classif_dropout); anything
+ * else the masked-LM head. */
 int bert_config_load(const char *path, bert_config *c);
 /* Makes c a BertForSequenceClassification of num_labels outputs (problem: BERT_PROBLEM_*),
  * names: num_labels NUL-terminated names back to back (NULL: LABEL_0, LABEL_1, ...).
@@ -46,12 +64,16 @@ int bert_config_set_classifier(bert_config *c, int num_labels, int problem, cons
 const char *bert_label_name(const bert_config *c, int id, char *buf, size_t n);
 /* "single_label_classification", "multi_label_classification", "regression", or NULL */
 const char *bert_problem_name(int problem);
-/* "bert-tiny" ... "bert-large"; vocab 0 = 30522. */
+/* "bert-tiny" ... "bert-large", "roberta-base", "roberta-large", "distilbert-base"; vocab 0:
+ * the preset's own (30522; RoBERTa 50265). */
 int bert_config_preset(const char *name, int vocab, bert_config *c);
 /* Writes config.json (HF field names) atomically. */
 /* torch_dtype: "float32" (NULL) or "bfloat16", the dtype of the weights written beside it */
 int bert_config_save(const bert_config *c, const char *path, const char *torch_dtype);
 int bert_layout(const bert_config *c, zt_layout *out);
+/* "bert", "roberta", "distilbert"; and the family's HF architecture of the config's head */
+const char *bert_model_type(const bert_config *c);
+const char *bert_arch(const bert_config *c);
 
 extern const zt_model_ops bert_ops;
 /* dropout: 0 = off regardless of the config; seed keys the dropout masks. */

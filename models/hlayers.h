@@ -56,7 +56,7 @@ void xtanh_forward(int dt, void *out, const void *inp, size_t n);
 void xtanh_backward(int dt, float *dinp, const void *out, const float *dout, size_t n);
 
 /* out[M,C] = word[ids] + type[tt] + pos[pos_ids or t] (embedding_forward(_pos)); pos_ids NULL:
- * B rows of T positions, else M = B rows (T = 1) at their positions */
+ * B rows of T positions, else M = B rows (T = 1) at their positions; type NULL: word + pos */
 void xembedding_forward(int dt, void *out, const int64_t *ids, const int64_t *tt,
                         const int64_t *pos_ids, const void *word, const void *type,
                         const void *pos, int B, int T, int C);

@@ -879,9 +879,14 @@ static void embed_fwd(float *out, const int64_t *ids, const int64_t *tt, const i
 #pragma omp parallel for schedule(static)
     for (int bt = 0; bt < B * T; bt++) {
         const float *w = word + (size_t)ids[bt] * C;
-        const float *ty = type + (size_t)(tt ? tt[bt] : 0) * C;
         const float *p = pos + position(pos_ids, bt, T) * C;
         float *o = out + (size_t)bt * C;
+        if (!type) { /* no token types (DistilBERT) */
+            for (int c = 0; c < C; c++)
+                o[c] = w[c] + p[c];
+            continue;
+        }
+        const float *ty = type + (size_t)(tt ? tt[bt] : 0) * C;
         for (int c = 0; c < C; c++)
             o[c] = (w[c] + ty[c]) + p[c];
     }
@@ -903,7 +908,7 @@ void embedding_forward_pos(float *out, const int64_t *ids, const int64_t *tt,
 
 static void embed_bwd(float *dword, float *dtype, float *dpos, const float *dout,
                       const int64_t *ids, const int64_t *tt, const int64_t *pos_ids, int B,
-                      int T, int C)
+                      int T, int C, int64_t pad_word, int64_t pad_pos)
 {
     /* Rows may repeat (same token twice), so channels are split across threads and each
      * thread walks all rows in order: deterministic and race-free. */
@@ -913,13 +918,21 @@ static void embed_bwd(float *dword, float *dtype, float *dpos, const float *dout
         int c1 = c0 + 16 < C ? c0 + 16 : C;
         for (int bt = 0; bt < B * T; bt++) {
             const float *g = dout + (size_t)bt * C;
-            float *dw = dword + (size_t)ids[bt] * C;
-            float *dt = dtype + (size_t)(tt ? tt[bt] : 0) * C;
-            float *dp = dpos + position(pos_ids, bt, T) * C;
-            for (int c = c0; c < c1; c++) {
-                dw[c] += g[c];
-                dt[c] += g[c];
-                dp[c] += g[c];
+            size_t p = position(pos_ids, bt, T);
+            if (ids[bt] != pad_word) {
+                float *dw = dword + (size_t)ids[bt] * C;
+                for (int c = c0; c < c1; c++)
+                    dw[c] += g[c];
+            }
+            if (dtype) {
+                float *dt = dtype + (size_t)(tt ? tt[bt] : 0) * C;
+                for (int c = c0; c < c1; c++)
+                    dt[c] += g[c];
+            }
+            if ((int64_t)p != pad_pos) {
+                float *dp = dpos + p * C;
+                for (int c = c0; c < c1; c++)
+                    dp[c] += g[c];
             }
         }
     }
@@ -929,14 +942,21 @@ static void embed_bwd(float *dword, float *dtype, float *dpos, const float *dout
 void embedding_backward(float *dword, float *dtype, float *dpos, const float *dout,
                         const int64_t *ids, const int64_t *tt, int B, int T, int C)
 {
-    embed_bwd(dword, dtype, dpos, dout, ids, tt, NULL, B, T, C);
+    embed_bwd(dword, dtype, dpos, dout, ids, tt, NULL, B, T, C, -1, -1);
 }
 
 void embedding_backward_pos(float *dword, float *dtype, float *dpos, const float *dout,
                             const int64_t *ids, const int64_t *tt, const int64_t *pos_ids,
                             int M, int C)
 {
-    embed_bwd(dword, dtype, dpos, dout, ids, tt, pos_ids, M, 1, C);
+    embed_bwd(dword, dtype, dpos, dout, ids, tt, pos_ids, M, 1, C, -1, -1);
+}
+
+void embedding_backward_pad(float *dword, float *dtype, float *dpos, const float *dout,
+                            const int64_t *ids, const int64_t *tt, const int64_t *pos_ids,
+                            int B, int T, int C, int64_t pad_word, int64_t pad_pos)
+{
+    embed_bwd(dword, dtype, dpos, dout, ids, tt, pos_ids, B, T, C, pad_word, pad_pos);
 }
 
 /* ---- cross-entropy ------------------------------------------------------------------ */

@@ -127,7 +127,8 @@ void xdropout_residual(int hdt, void *x, const void *r, uint32_t *keep, const zt
 void xdropout_residual_rows(int hdt, void *x, const void *r, uint32_t *keep,
                             const zt_dropout *d, int B, const int32_t *cu, size_t C);
 
-/* out[b,t,:] = word[ids] + type[tt] + pos[t] (tt may be NULL: type 0). */
+/* out[b,t,:] = word[ids] + type[tt] + pos[t] (tt may be NULL: type 0; type NULL: no token
+ * types, word + pos). */
 void embedding_forward(float *out, const int64_t *ids, const int64_t *tt, const float *word,
                        const float *type, const float *pos, int B, int T, int C);
 void embedding_backward(float *dword, float *dtype, float *dpos, const float *dout,
@@ -139,6 +140,12 @@ void embedding_forward_pos(float *out, const int64_t *ids, const int64_t *tt,
 void embedding_backward_pos(float *dword, float *dtype, float *dpos, const float *dout,
                             const int64_t *ids, const int64_t *tt, const int64_t *pos_ids,
                             int M, int C);
+/* The backward of either (pos_ids NULL: B rows of T positions; else B = M rows, T = 1) with
+ * nn.Embedding's padding_idx: word row pad_word and position row pad_pos get no gradient
+ * (-1: none); dtype NULL: no token types. */
+void embedding_backward_pad(float *dword, float *dtype, float *dpos, const float *dout,
+                            const int64_t *ids, const int64_t *tt, const int64_t *pos_ids,
+                            int B, int T, int C, int64_t pad_word, int64_t pad_pos);
 
 /* Cross-entropy of logits[M,V] against labels[M] (-100 = ignored). Returns the loss sum
  * over labelled rows (double); *count = labelled rows. If dlogits is not NULL it is set to

@@ -48,6 +48,7 @@ int zt_layout_add_param(zt_layout *l, const char *name, int ndim, const int64_t 
     u->numel = p->offset + p->numel;
     p->init = init;
     p->decay = decay;
+    p->pad_row = -1;
     u->n_params++;
     return l->n_params++;
 }

@@ -27,6 +27,8 @@ typedef struct zt_param_def {
                                 * keeps its state in fp32 by default, as the HF Trainer does */
     int head;                  /* a task head's: initialised (with a notice) when a checkpoint
                                 * lacks it, as from_pretrained does */
+    int64_t pad_row;           /* nn.Embedding's padding_idx: the row that starts at zero (HF's
+                                * _init_weights); -1: none */
 } zt_param_def;
 
 typedef struct zt_unit_def {

@@ -42,8 +42,8 @@ int zt_model_config_preset(const char *name, int vocab, zt_model_cfg *c)
     if (bert_config_preset(name, vocab, &c->bert) < 0)
         return zt_fail(ZT_E_CONFIG,
                        "unknown model preset \"%s\" (known: bert-tiny, bert-mini, bert-small, "
-                       "bert-medium, bert-base, bert-large, t5-small, t5-base, t5-v1_1-small, "
-                       "t5-v1_1-base)", name);
+                       "bert-medium, bert-base, bert-large, roberta-base, roberta-large, "
+                       "distilbert-base, t5-small, t5-base, t5-v1_1-small, t5-v1_1-base)", name);
     return 0;
 }
 
@@ -72,9 +72,8 @@ int zt_model_head_apply(zt_model_cfg *c, const char *source, int head, int num_l
                        "classification" : "masked-LM");
     if (head == ZT_HEAD_MLM) {
         if (b->head == BERT_HEAD_CLS)
-            zt_log(ZT_LOG_WARN, "%s is a BertForSequenceClassification: as a masked LM its "
-                   "pooler and classifier are not used and its MLM head starts from the seed",
-                   source);
+            zt_log(ZT_LOG_WARN, "%s is a %s: as a masked LM its classification head is not "
+                   "used and its MLM head starts from the seed", source, bert_arch(b));
         b->head = BERT_HEAD_MLM;
         b->num_labels = b->problem = b->labels_len = 0;
         return 0;
@@ -135,7 +134,7 @@ static const shape_field bert_fields[] = {
     {"intermediate_size", offsetof(bert_config, inter)},
     {"max_position_embeddings", offsetof(bert_config, max_pos)},
     {"type_vocab_size", offsetof(bert_config, type_vocab)},
-    {"the head (0: BertForMaskedLM, 1: BertForSequenceClassification)",
+    {"the head (0: masked LM, 1: sequence classification)",
      offsetof(bert_config, head)},
     {"num_labels", offsetof(bert_config, num_labels)},
 };
@@ -155,10 +154,10 @@ static const shape_field t5_fields[] = {
 int zt_model_shape_diff(const zt_model_cfg *a, const char *a_name, const zt_model_cfg *b,
                         const char *b_name, char *buf, size_t n)
 {
-    static const char *const type[] = {"bert", "t5"};
-    if (a->type != b->type) {
-        snprintf(buf, n, "model_type %s in %s, %s in %s", type[a->type == ZT_MODEL_T5],
-                 a_name, type[b->type == ZT_MODEL_T5], b_name);
+    const char *ta = a->type == ZT_MODEL_T5 ? "t5" : bert_model_type(&a->bert);
+    const char *tb = b->type == ZT_MODEL_T5 ? "t5" : bert_model_type(&b->bert);
+    if (strcmp(ta, tb) != 0) {
+        snprintf(buf, n, "model_type %s in %s, %s in %s", ta, a_name, tb, b_name);
         return 1;
     }
     int t5 = a->type == ZT_MODEL_T5;
@@ -195,9 +194,12 @@ void zt_model_info_fill(const zt_model_cfg *c, zt_model_info *o)
         o->num_heads = c->t5.heads;
         o->intermediate_size = c->t5.d_ff;
         o->head_dim = c->t5.d_kv;
+        o->pad_token_id = c->t5.pad;
+        o->bos_token_id = -1;
+        o->eos_token_id = c->t5.eos;
         return;
     }
-    snprintf(o->model_type, sizeof o->model_type, "bert");
+    snprintf(o->model_type, sizeof o->model_type, "%s", bert_model_type(&c->bert));
     o->vocab_size = c->bert.vocab;
     o->hidden_size = c->bert.hidden;
     o->num_layers = c->bert.layers;
@@ -210,6 +212,9 @@ void zt_model_info_fill(const zt_model_cfg *c, zt_model_info *o)
     }
     o->type_vocab_size = c->bert.type_vocab;
     o->head_dim = c->bert.hidden / c->bert.heads;
+    o->pad_token_id = c->bert.pad_id;
+    o->bos_token_id = c->bert.family == BERT_FAMILY_ROBERTA ? c->bert.bos_id : -1;
+    o->eos_token_id = c->bert.family == BERT_FAMILY_ROBERTA ? c->bert.eos_id : -1;
 }
 
 void zt_model_describe(const zt_model_cfg *c, char *buf, size_t n)
@@ -223,6 +228,7 @@ void zt_model_describe(const zt_model_cfg *c, char *buf, size_t n)
         return;
     }
     const bert_config *b = &c->bert;
-    snprintf(buf, n, "BERT L%d H%d A%d I%d V%d", b->layers, b->hidden, b->heads, b->inter,
-             b->vocab);
+    static const char *const fam[] = {"BERT", "RoBERTa", "DistilBERT"};
+    snprintf(buf, n, "%s L%d H%d A%d I%d V%d", fam[b->family], b->layers, b->hidden, b->heads,
+             b->inter, b->vocab);
 }

@@ -117,7 +117,9 @@ class _ModelInfo(ctypes.Structure):  # zt_model_info
                 ("num_parameters", ctypes.c_size_t), ("num_tensors", ctypes.c_int),
                 ("num_units", ctypes.c_int), ("num_decoder_layers", ctypes.c_int),
                 ("head_dim", ctypes.c_int), ("architecture", ctypes.c_char * 48),
-                ("num_labels", ctypes.c_int), ("problem_type", ctypes.c_int)]
+                ("num_labels", ctypes.c_int), ("problem_type", ctypes.c_int),
+                ("pad_token_id", ctypes.c_int), ("bos_token_id", ctypes.c_int),
+                ("eos_token_id", ctypes.c_int)]
 
 
 def _close_all():

@@ -74,6 +74,7 @@ suite generate bash tests/test_generate.sh build/zerotrain
 suite robust bash tests/test_robust.sh build/zerotrain
 suite recompute bash tests/test_recompute.sh build/zerotrain
 suite cls-parity env ZT=build/zerotrain bash tests/test_bert_cls_random.sh
+suite family-parity env ZT=build/zerotrain bash tests/test_family_random.sh
 suite t5 bash tests/test_t5.sh build/zerotrain
 suite t5-parity env ZT=build/zerotrain bash tests/test_t5_random.sh
 suite cli bash tests/test_cli.sh build/zerotrain

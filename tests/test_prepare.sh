@@ -237,7 +237,7 @@ if [ -f "$T/wp/tokenizer_config.json" ] && run "MODEL_DIR bert" -- "$ZT" prepare
     else bad "a BERT model folder as --tokenizer"; fi
 fi
 mkdir -p "$T/notok"; : >"$T/notok/config.json"
-expect_error "folder without a tokenizer" 1 "$T/notok: no tokenizer (looked for tokenizer_config.json, vocab.txt, spiece.model and spm.model)" "$T/out10" -- \
+expect_error "folder without a tokenizer" 1 "$T/notok: no tokenizer (looked for tokenizer_config.json, vocab.txt, spiece.model, spm.model and vocab.json)" "$T/out10" -- \
     "$ZT" prepare-data --input "$T/corpus" --tokenizer "$T/notok" --out "$T/out10"
 
 # determinism of wordpiece too

@@ -207,6 +207,42 @@ static void test_bert_cased(void **state)
     cJSON_Delete(cases);
 }
 
+/* vocab.json and merges.txt alone: RobertaTokenizer's defaults (byte-level BPE, <mask> lstrip,
+ * no add_prefix_space, no clean-up on decode) against tests/ref/bpe_ref.py's cases */
+static void test_roberta(void **state)
+{
+    char dir[600];
+    cJSON *cases = load_cases("roberta");
+    tok_tokenizer *t;
+    tok_specials sp;
+    zt_tokenizer_info mi;
+    (void)state;
+    fixture_dir(dir, sizeof dir, "roberta");
+    t = load(dir);
+    assert_string_equal(tok_hf_class(t), "RobertaTokenizer");
+    assert_int_equal(tok_family(t), TOK_BERT);
+    assert_false(tok_lower_case(t));
+    tok_special_ids(t, &sp);
+    assert_int_equal(sp.cls, 0);
+    assert_int_equal(sp.pad, 1);
+    assert_int_equal(sp.sep, 2);
+    assert_int_equal(sp.eos, 2);
+    assert_int_equal(sp.unk, 3);
+    assert_int_equal(sp.mask, 1999);
+    assert_int_equal(tok_vocab_size(t), 2000);
+    assert_int_equal(tok_size(t), 2000);
+    assert_string_equal(tok_id_to_token(t, 224), "\xc4\xa0"); /* the space's byte symbol */
+    assert_int_equal(tok_token_to_id(t, "<mask>"), 1999);
+    tok_manifest_info(t, &mi);
+    assert_string_equal(mi.type, "bpe");
+    assert_string_equal(mi.model_file, "vocab.json");
+    assert_int_equal(mi.cls_id, 0);
+    assert_int_equal(mi.sep_id, 2);
+    assert_int_equal(check_cases(t, cases, -1, 1), 0);
+    tok_free(t);
+    cJSON_Delete(cases);
+}
+
 /* spiece.model alone: T5Tokenizer's defaults (100 extra ids, legacy) */
 static void test_t5(void **state)
 {
@@ -326,6 +362,11 @@ static void test_round_trip(void **state)
     round_trip("bert", 1, bert, 3, "BertTokenizer");
     round_trip("t5", -1, t5, 4, "T5Tokenizer");
     round_trip("bert-spm", -1, bs, 3, "DebertaV2Tokenizer");
+    {
+        static const char *const rb[] = {"vocab.json", "merges.txt", "tokenizer_config.json",
+                                         "special_tokens_map.json"};
+        round_trip("roberta", -1, rb, 4, "RobertaTokenizer");
+    }
 }
 
 /* a dataset's tokenizer: the files tok_save wrote, checked against the manifest */
@@ -390,7 +431,7 @@ static void test_errors(void **state)
 
     fresh_dir(dir, sizeof dir, "empty");
     snprintf(want, sizeof want, "%s: no tokenizer (looked for tokenizer_config.json, vocab.txt, "
-             "spiece.model and spm.model)", dir);
+             "spiece.model, spm.model and vocab.json)", dir);
     expect_error(dir, want);
 
     put(dir, "tokenizer.json", "{}", 2);
@@ -455,6 +496,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bert_uncased), cmocka_unit_test(test_bert_cased),
         cmocka_unit_test(test_t5),           cmocka_unit_test(test_bert_spm),
+        cmocka_unit_test(test_roberta),
         cmocka_unit_test(test_round_trip),   cmocka_unit_test(test_data_dir),
         cmocka_unit_test(test_errors),
     };

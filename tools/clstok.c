@@ -17,7 +17,10 @@ int clstok_config_is_classifier(const char *path)
     int cls = 0;
     if (cJSON_IsArray(arch))
         cJSON_ArrayForEach(v, arch)
-            cls |= cJSON_IsString(v) && strcmp(v->valuestring, "BertForSequenceClassification") == 0;
+            cls |= cJSON_IsString(v) &&
+                   (strcmp(v->valuestring, "BertForSequenceClassification") == 0 ||
+                    strcmp(v->valuestring, "RobertaForSequenceClassification") == 0 ||
+                    strcmp(v->valuestring, "DistilBertForSequenceClassification") == 0);
     cJSON_Delete(o);
     free(text);
     return cls;

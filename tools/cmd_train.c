@@ -115,7 +115,16 @@ static int source_create(const zt_token_data *data, const zt_model_info *mi, int
         return 0;
     }
     s->Tl = T;
-    return zt_mlm_source_create(data, mi->vocab_size, T, 0.15f, seed, &s->mlm) < 0 ? -1 : 0;
+    if (zt_mlm_source_create(data, mi->vocab_size, T, 0.15f, seed, &s->mlm) < 0)
+        return -1;
+    if (!data && strcmp(mi->model_type, "roberta") == 0) {
+        /* synthetic rows with RoBERTa's specials: pad, <unk> 3, <s>, </s>, <mask> last */
+        int32_t sp[5] = {mi->pad_token_id, 3, mi->bos_token_id, mi->eos_token_id,
+                         mi->vocab_size - 1};
+        if (zt_mlm_source_set_specials(s->mlm, sp) < 0)
+            return -1;
+    }
+    return 0;
 }
 
 static void source_destroy(source *s)

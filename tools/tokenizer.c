@@ -1,11 +1,12 @@
-/* tokenizer.c - Hugging Face's slow tokenizers (BertTokenizer, T5Tokenizer, DebertaV2Tokenizer)
- * over wordpiece.c and spm.cc: tokenizer_config.json in and out, PreTrainedTokenizer.tokenize
+/* tokenizer.c - Hugging Face's slow tokenizers (BertTokenizer, T5Tokenizer, DebertaV2Tokenizer,
+ * RobertaTokenizer) over wordpiece.c, spm.cc and bpe.c: tokenizer_config.json in and out, PreTrainedTokenizer.tokenize
  * (per-character lower-casing that spares the special tokens, the added-token split with its
  * lstrip/rstrip/single_word rules), framing, longest_first truncation, decoding. The
  * algorithms are transcribed from transformers 4.4x (tokenization_utils.py,
  * tokenization_utils_base.py, models/{bert,t5,deberta_v2}/tokenization_*.py); see tokenizer.h
  * for what is left out. */
 #include "tokenizer.h"
+#include "bpe.h"
 #include "growbuf.h"
 #include "spm.h"
 #include "wordpiece.h"
@@ -26,7 +27,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-enum { C_BERT, C_DEBERTA, C_T5 };
+enum { C_BERT, C_DEBERTA, C_T5, C_ROBERTA };
 /* special-token roles, in HF's SPECIAL_TOKENS_ATTRIBUTES order (bos, eos, unk, sep, pad,
  * cls, mask; additional_special_tokens after them) */
 enum { R_BOS, R_EOS, R_UNK, R_SEP, R_PAD, R_CLS, R_MASK, N_ROLES };
@@ -41,12 +42,16 @@ typedef struct added {
 } added;
 
 struct tok_tokenizer {
-    int cls;                 /* C_BERT, C_DEBERTA, C_T5 */
+    int cls;                 /* C_BERT, C_DEBERTA, C_T5, C_ROBERTA */
     char hf_class[64];       /* as the folder names it (DistilBertTokenizer is C_BERT) */
     char *model;             /* the vocabulary file's bytes */
     size_t model_len;
     wp_tokenizer *wp;
     spm_model *sp;
+    bpe_model *bpe;          /* RoBERTa: vocab.json (model) and merges.txt (merges) */
+    char *merges;
+    size_t merges_len;
+    int prefix_space;        /* RoBERTa's add_prefix_space */
     int vocab;
     int lower;               /* do_lower_case (BERT, DebertaV2) */
     int strip_accents;       /* -1: None */
@@ -154,18 +159,24 @@ static tok_tokenizer *tok_new(int cls)
                                                        "[PAD]", "[CLS]", "[MASK]"};
     static const char *const t5_roles[N_ROLES] = {NULL, "</s>", "<unk>", NULL, "<pad>", NULL,
                                                   NULL};
+    static const char *const roberta_roles[N_ROLES] = {"<s>", "</s>", "<unk>", "</s>", "<pad>",
+                                                       "<s>", "<mask>"};
+    static const char *const names[] = {"BertTokenizer", "DebertaV2Tokenizer", "T5Tokenizer",
+                                        "RobertaTokenizer"}; /* C_* */
     tok_tokenizer *t = calloc(1, sizeof *t);
-    const char *const *roles = cls == C_BERT ? bert_roles : cls == C_T5 ? t5_roles : deberta_roles;
+    const char *const *roles = cls == C_BERT ? bert_roles : cls == C_T5 ? t5_roles
+                               : cls == C_ROBERTA ? roberta_roles : deberta_roles;
     if (!t)
         return NULL;
     t->cls = cls;
-    snprintf(t->hf_class, sizeof t->hf_class, "%s",
-             cls == C_BERT ? "BertTokenizer" : cls == C_T5 ? "T5Tokenizer" : "DebertaV2Tokenizer");
+    snprintf(t->hf_class, sizeof t->hf_class, "%s", names[cls]);
     t->lower = cls == C_BERT;
     t->strip_accents = -1;
     t->chinese = 1;
     t->extra_ids = cls == C_T5 ? 100 : 0;
-    t->clean_up = 1;
+    /* clean_up_tokenization_spaces: transformers 4.45 made False the default, which
+     * RobertaTokenizer takes; the others are read as the 4.4x releases wrote them */
+    t->clean_up = cls != C_ROBERTA;
     t->wp_mode = -1;
     for (int r = 0; r < N_ROLES; r++) {
         set_str(&t->role[r], roles[r]);
@@ -187,6 +198,8 @@ void tok_free(tok_tokenizer *t)
         return;
     wp_free(t->wp);
     spm_free(t->sp);
+    bpe_free(t->bpe);
+    free(t->merges);
     free(t->model);
     for (int r = 0; r < N_ROLES; r++)
         free(t->role[r]);
@@ -215,7 +228,8 @@ static int strs_push(char ***v, int *n, const char *s)
 
 static int vocab_id(const tok_tokenizer *t, const char *s)
 {
-    return t->wp ? wp_token_id(t->wp, s, strlen(s)) : spm_piece_id(t->sp, s);
+    return t->wp ? wp_token_id(t->wp, s, strlen(s))
+           : t->bpe ? bpe_token_id(t->bpe, s, strlen(s)) : spm_piece_id(t->sp, s);
 }
 
 static added *find_added_id(const tok_tokenizer *t, int32_t id)
@@ -296,6 +310,12 @@ static int set_model(tok_tokenizer *t, const char *name, const void *bytes, size
         return fail(err, errlen, "%s: out of memory", name);
     memcpy(t->model, bytes, len);
     t->model_len = len;
+    if (t->cls == C_ROBERTA) { /* (merges.txt was set beside it) */
+        if (bpe_load(name, bytes, len, t->merges, t->merges_len, &t->bpe, err, errlen) < 0)
+            return -1;
+        t->vocab = bpe_vocab_size(t->bpe);
+        return 0;
+    }
     if (t->cls == C_BERT) {
         const wp_options opt = {t->lower, t->strip_accents, t->chinese};
         if (wp_load_mem(name, bytes, len, &opt, &t->wp, err, errlen) < 0)
@@ -350,7 +370,8 @@ static int finish(tok_tokenizer *t, const char *name, char *err, size_t errlen)
 {
     static const int bert_needs[] = {R_UNK, R_SEP, R_PAD, R_CLS, R_MASK};
     static const int t5_needs[] = {R_EOS, R_UNK, R_PAD};
-    const char *file = t->cls == C_BERT ? "vocab.txt" : "the SentencePiece model";
+    const char *file = t->cls == C_BERT ? "vocab.txt" : t->cls == C_ROBERTA ? "vocab.json"
+                                                      : "the SentencePiece model";
     const char **all = NULL;
     int n_all = 0, rc;
 
@@ -393,10 +414,13 @@ static int finish(tok_tokenizer *t, const char *name, char *err, size_t errlen)
             continue;
         if ((id = vocab_id(t, all[i])) < 0)
             id = tok_size(t); /* HF appends it after the vocabulary */
-        /* DebertaV2Tokenizer makes its unk token AddedToken(normalized=True) */
-        if ((rc = add_token(t, all[i], id, 0, 0, 0,
-                            t->cls == C_DEBERTA && t->role[R_UNK] &&
-                                !strcmp(all[i], t->role[R_UNK]), 1)) < 0)
+        /* DebertaV2Tokenizer makes its unk token AddedToken(normalized=True); RobertaTokenizer
+         * its mask AddedToken(lstrip=True, normalized=False) and the others AddedToken(s) */
+        int is_mask = t->role[R_MASK] && !strcmp(all[i], t->role[R_MASK]);
+        int normalized = t->cls == C_DEBERTA ? t->role[R_UNK] && !strcmp(all[i], t->role[R_UNK])
+                         : t->cls == C_ROBERTA ? !is_mask : 0;
+        if ((rc = add_token(t, all[i], id, t->cls == C_ROBERTA && is_mask, 0, 0, normalized,
+                            1)) < 0)
             return fail(err, errlen, "out of memory");
     }
     for (int r = 0; r < N_ROLES; r++) {
@@ -415,8 +439,8 @@ static int finish(tok_tokenizer *t, const char *name, char *err, size_t errlen)
                                            : "unk, sep, pad, cls and mask tokens");
             if (t->role_id[r] < 0 || t->role_id[r] >= t->vocab)
                 return fail(err, errlen, "%s: %s has no %s %s (the %s of %s)", name, file,
-                            t->cls == C_BERT ? "token" : "piece", t->role[r], role_key[r],
-                            t->hf_class);
+                            t->cls == C_BERT || t->cls == C_ROBERTA ? "token" : "piece",
+                            t->role[r], role_key[r], t->hf_class);
         }
     }
     if (t->wp)
@@ -511,6 +535,15 @@ static int apply_options(tok_tokenizer *t, const cJSON *cfg, const char *dir, ch
     v = cJSON_GetObjectItemCaseSensitive(cfg, "split_by_punct");
     if (t->cls == C_DEBERTA && cJSON_IsTrue(v))
         return fail(err, errlen, "%s: split_by_punct true is not supported", path);
+    if (t->cls == C_ROBERTA &&
+        json_bool(cfg, "add_prefix_space", &t->prefix_space, path, err, errlen) < 0)
+        return -1;
+    v = cJSON_GetObjectItemCaseSensitive(cfg, "errors");
+    if (t->cls == C_ROBERTA && v && !(cJSON_IsString(v) && !strcmp(v->valuestring, "replace")))
+        return fail(err, errlen, "%s: errors %s%s%s is not supported (zerotrain decodes bytes "
+                    "that are not UTF-8 as RobertaTokenizer's default, \"replace\")", path,
+                    cJSON_IsString(v) ? "\"" : "", cJSON_IsString(v) ? v->valuestring : "(not a string)",
+                    cJSON_IsString(v) ? "\"" : "");
     v = cJSON_GetObjectItemCaseSensitive(cfg, "legacy");
     if (t->cls == C_T5 && cJSON_IsFalse(v))
         return fail(err, errlen, "%s: legacy false is not supported (zerotrain encodes as "
@@ -791,12 +824,15 @@ static int class_of(const char *name, char *base, size_t n)
         return C_T5;
     if (!strcmp(base, "DebertaV2Tokenizer"))
         return C_DEBERTA;
+    if (!strcmp(base, "RobertaTokenizer"))
+        return C_ROBERTA;
     return -1;
 }
 
 int tok_load_folder(const char *dir, tok_tokenizer **out, char *err, size_t errlen)
 {
-    static const char *const vocab_file[3] = {"vocab.txt", "spm.model", "spiece.model"}; /* C_* */
+    static const char *const vocab_file[4] = {"vocab.txt", "spm.model", "spiece.model",
+                                              "vocab.json"}; /* C_* */
     char path[PATH_MAX], base[64] = "";
     cJSON *cfg = NULL, *stm = NULL, *atj = NULL;
     tok_tokenizer *t = NULL;
@@ -829,21 +865,22 @@ int tok_load_folder(const char *dir, tok_tokenizer **out, char *err, size_t errl
     if (v) {
         if ((cls = class_of(v->valuestring, base, sizeof base)) < 0) {
             fail(err, errlen, "%s: tokenizer_class %s is not one zerotrain reads (BertTokenizer, "
-                 "T5Tokenizer, DebertaV2Tokenizer)", dir, v->valuestring);
+                 "T5Tokenizer, DebertaV2Tokenizer, RobertaTokenizer)", dir, v->valuestring);
             goto out;
         }
     } else { /* no class named: the vocabulary file says, as the folder's model type would */
-        for (int c = 0; c < 3 && cls < 0; c++)
+        for (int c = 0; c < 4 && cls < 0; c++)
             if (exists(dir, vocab_file[c]))
                 cls = c;
         if (cls < 0) {
             if (exists(dir, "tokenizer.json"))
                 fail(err, errlen, "%s holds only tokenizer.json (a fast tokenizer), which "
-                     "zerotrain does not read: it needs vocab.txt (BERT), spiece.model (T5) or "
-                     "spm.model (DebertaV2Tokenizer), with tokenizer_config.json", dir);
+                     "zerotrain does not read: it needs vocab.txt (BERT), spiece.model (T5), "
+                     "spm.model (DebertaV2Tokenizer) or vocab.json and merges.txt (RoBERTa), "
+                     "with tokenizer_config.json", dir);
             else
                 fail(err, errlen, "%s: no tokenizer (looked for tokenizer_config.json, "
-                     "vocab.txt, spiece.model and spm.model)", dir);
+                     "vocab.txt, spiece.model, spm.model and vocab.json)", dir);
             goto out;
         }
     }
@@ -866,6 +903,21 @@ int tok_load_folder(const char *dir, tok_tokenizer **out, char *err, size_t errl
         goto out;
     }
     rc = -1;
+    if (cls == C_ROBERTA) { /* the merges beside vocab.json */
+        char mpath[PATH_MAX];
+        snprintf(mpath, sizeof mpath, "%s/merges.txt", dir);
+        if ((rc = zt_file_read_all(mpath, (1u << 31) - 1, &t->merges, &t->merges_len)) < 0) {
+            if (rc == -ENOENT)
+                fail(err, errlen, "%s: no merges.txt (%s's merges, beside vocab.json)", dir,
+                     t->hf_class);
+            else
+                fail(err, errlen, "%s", zt_last_error());
+            rc = -1;
+            goto out;
+        }
+        rc = -1;
+        snprintf(path, sizeof path, "%s", dir); /* (bpe.c names both files) */
+    }
     if (set_model(t, path, bytes, len, err, errlen) < 0 ||
         apply_tokens(t, cfg, stm, atj, dir, err, errlen) < 0)
         goto out;
@@ -962,7 +1014,8 @@ const char *tok_id_to_token(const tok_tokenizer *t, int32_t id)
     const added *a = find_added_id(t, id);
     if (a)
         return a->content;
-    return t->wp ? wp_id_token(t->wp, id) : spm_piece(t->sp, id);
+    return t->wp ? wp_id_token(t->wp, id) : t->bpe ? bpe_id_token(t->bpe, id)
+                                                   : spm_piece(t->sp, id);
 }
 
 int32_t tok_token_to_id(const tok_tokenizer *t, const char *token)
@@ -974,9 +1027,11 @@ int32_t tok_token_to_id(const tok_tokenizer *t, const char *token)
 void tok_manifest_info(const tok_tokenizer *t, zt_tokenizer_info *out)
 {
     memset(out, 0, sizeof *out);
-    snprintf(out->type, sizeof out->type, "%s", t->wp ? "wordpiece" : "sentencepiece");
+    snprintf(out->type, sizeof out->type, "%s", t->wp ? "wordpiece" : t->bpe ? "bpe"
+                                                                          : "sentencepiece");
     snprintf(out->model_file, sizeof out->model_file, "%s",
-             t->cls == C_BERT ? "vocab.txt" : t->cls == C_DEBERTA ? "spm.model" : "spiece.model");
+             t->cls == C_BERT ? "vocab.txt" : t->cls == C_DEBERTA ? "spm.model"
+             : t->cls == C_ROBERTA ? "vocab.json" : "spiece.model");
     snprintf(out->hf_class, sizeof out->hf_class, "%s", t->hf_class);
     out->vocab_size = t->vocab;
     out->lower_case = tok_lower_case(t);
@@ -1051,6 +1106,9 @@ static long lower_text(tok_tokenizer *t, const char *s, size_t n, int protect)
 static int model_ids(tok_tokenizer *t, const char *s, size_t n, int split_special,
                      int32_t **ids, size_t *ni, size_t *cap, char *err, size_t errlen)
 {
+    if (t->cls == C_ROBERTA)
+        return bpe_encode(t->bpe, s, n, t->role_id[R_UNK], ids, ni, cap) < 0
+                   ? fail(err, errlen, "out of memory") : 0;
     if (t->cls == C_BERT) {
         int mode = split_special ? 1 : 0;
         if (t->wp_mode != mode) {
@@ -1112,6 +1170,19 @@ int tok_text_ids(tok_tokenizer *t, const char *text, size_t len, int flags, int3
     seg *v = NULL;
     size_t nv = 0, cv = 0;
     int rc = -1;
+    if (t->cls == C_ROBERTA && t->prefix_space && len) {
+        /* prepare_for_tokenization: " " + text unless it starts with a space */
+        uint32_t c;
+        utf8_next(text, len, &c);
+        if (!py_space(c)) {
+            if (!(lowered = malloc(len + 1)))
+                return fail(err, errlen, "out of memory");
+            lowered[0] = ' ';
+            memcpy(lowered + 1, text, len);
+            s = lowered;
+            len++;
+        }
+    }
     if (t->lower && t->cls != C_T5) {
         long m = lower_text(t, text, len, 1);
         if (m < 0)
@@ -1227,14 +1298,15 @@ int tok_encode(tok_tokenizer *t, const char *a, size_t na, const char *b, size_t
 {
     int32_t *ia = NULL, *ib = NULL;
     size_t la = 0, ca = 0, lb = 0, cb = 0, total, n_special = 0, need;
-    const int t5 = t->cls == C_T5, specials = !(flags & TOK_NO_SPECIALS);
+    const int t5 = t->cls == C_T5, rob = t->cls == C_ROBERTA;
+    const int specials = !(flags & TOK_NO_SPECIALS);
     int rc = -1;
     out->n = 0;
     if (tok_text_ids(t, a, na, flags, &ia, &la, &ca, err, errlen) < 0 ||
         (b && tok_text_ids(t, b, nb, flags, &ib, &lb, &cb, err, errlen) < 0))
         goto out;
-    if (specials)
-        n_special = t5 ? (b ? 2 : 1) : (b ? 3 : 2);
+    if (specials) /* T5: a </s> b </s>; RoBERTa: <s> a </s></s> b </s>; BERT's 3 */
+        n_special = t5 ? (b ? 2 : 1) : b ? (rob ? 4 : 3) : 2;
     total = la + lb + n_special;
     /* truncate_sequences, longest_first, truncation_side right */
     if (max_len && total > max_len) {
@@ -1263,11 +1335,13 @@ int tok_encode(tok_tokenizer *t, const char *a, size_t na, const char *b, size_t
         PUT(ia[i], 0);
     if (specials && (!t5 || la == 0 || ia[la - 1] != t->role_id[R_EOS])) /* T5: eos if absent */
         PUT(t5 ? t->role_id[R_EOS] : t->role_id[R_SEP], 0);
-    if (b) {
+    if (b) { /* (RobertaTokenizer's token types are all 0) */
+        if (specials && rob)
+            PUT(t->role_id[R_SEP], 0);
         for (size_t i = 0; i < lb; i++)
-            PUT(ib[i], t5 || !specials ? 0 : 1);
+            PUT(ib[i], t5 || rob || !specials ? 0 : 1);
         if (specials && (!t5 || lb == 0 || ib[lb - 1] != t->role_id[R_EOS]))
-            PUT(t5 ? t->role_id[R_EOS] : t->role_id[R_SEP], t5 ? 0 : 1);
+            PUT(t5 ? t->role_id[R_EOS] : t->role_id[R_SEP], t5 || rob ? 0 : 1);
     }
 #undef PUT
     rc = 0;
@@ -1353,6 +1427,43 @@ static void sp_tokens_to_string(const tok_tokenizer *t, sbuf *out, const char **
     free(b.s);
 }
 
+/* GPT2Tokenizer's convert_tokens_to_string: the tokens' bytes, decoded as
+ * bytes.decode("utf-8", errors="replace") does (each maximal ill-formed part one U+FFFD) */
+static void bpe_tokens_to_string(sbuf *out, const char **tok, size_t n)
+{
+    sbuf b = {0};
+    for (size_t i = 0; i < n; i++) {
+        char buf[256], *big = NULL, *o = buf;
+        size_t L = strlen(tok[i]);
+        if (L > sizeof buf && !(o = big = malloc(L))) {
+            out->oom = 1;
+            return;
+        }
+        sb_add(&b, o, bpe_token_bytes(tok[i], o));
+        free(big);
+    }
+    const uint8_t *s = (const uint8_t *)(b.s ? b.s : "");
+    for (size_t i = 0; i < b.n;) {
+        uint8_t c = s[i];
+        size_t need = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3
+                      : c >= 0xf0 && c <= 0xf4 ? 4 : 0, k = 1;
+        /* the second byte's range narrows for E0, ED, F0, F4 (no overlong, surrogate or
+         * beyond-U+10FFFF forms) */
+        uint8_t lo = c == 0xe0 ? 0xa0 : c == 0xf0 ? 0x90 : 0x80;
+        uint8_t hi = c == 0xed ? 0x9f : c == 0xf4 ? 0x8f : 0xbf;
+        while (need && k < need && i + k < b.n &&
+               s[i + k] >= (k == 1 ? lo : 0x80) && s[i + k] <= (k == 1 ? hi : 0xbf))
+            k++;
+        if (need && k == need)
+            sb_add(out, (const char *)s + i, k);
+        else
+            sb_add(out, "\xef\xbf\xbd", 3);
+        i += k;
+    }
+    out->oom |= b.oom;
+    free(b.s);
+}
+
 static void clean_up(sbuf *b)
 {
     static const char *const rules[][2] = {{" .", "."}, {" ?", "?"}, {" !", "!"}, {" ,", ","},
@@ -1422,6 +1533,8 @@ int tok_decode(const tok_tokenizer *t, const int32_t *ids, size_t n, int skip_sp
                         b.s[o] = '\0';
                     }
                     sb_strip(&b);
+                } else if (t->cls == C_ROBERTA) {
+                    bpe_tokens_to_string(&b, tok + start, i - start);
                 } else {
                     sp_tokens_to_string(t, &b, tok + start, i - start);
                 }
@@ -1648,6 +1761,9 @@ int tok_save(const tok_tokenizer *t, const char *dir, long model_max_length, cha
         set_item(cfg, "strip_accents", t->strip_accents < 0 ? cJSON_CreateNull()
                                                             : cJSON_CreateBool(t->strip_accents));
         set_item(cfg, "tokenize_chinese_chars", cJSON_CreateBool(t->chinese));
+    } else if (t->cls == C_ROBERTA) {
+        set_item(cfg, "errors", cJSON_CreateString("replace"));
+        set_item(cfg, "add_prefix_space", cJSON_CreateBool(t->prefix_space));
     } else {
         set_item(cfg, "sp_model_kwargs", cJSON_CreateObject());
         if (t->cls == C_DEBERTA) {
@@ -1679,10 +1795,11 @@ int tok_save(const tok_tokenizer *t, const char *dir, long model_max_length, cha
         if (!t->role[r])
             continue;
         a = find_added(t, t->role[r], strlen(t->role[r]));
-        if (a && (t->cls == C_T5 || (t->cls == C_DEBERTA && r == R_UNK)))
+        if (a && (t->cls == C_T5 || t->cls == C_ROBERTA || (t->cls == C_DEBERTA && r == R_UNK)))
             cJSON_AddItemToObject(stm, role_key[r],
                                   added_json(a->content, a->lstrip, a->rstrip, a->single_word,
-                                             t->cls == C_DEBERTA, 1, 0));
+                                             t->cls == C_DEBERTA ||
+                                                 (t->cls == C_ROBERTA && a->normalized), 1, 0));
         else
             cJSON_AddStringToObject(stm, role_key[r], t->role[r]);
     }
@@ -1694,7 +1811,8 @@ int tok_save(const tok_tokenizer *t, const char *dir, long model_max_length, cha
         char path[PATH_MAX];
         struct stat sb;
         if (!strcmp(others[i], mi.model_file) ||
-            (n_above && !strcmp(others[i], "added_tokens.json")))
+            (n_above && !strcmp(others[i], "added_tokens.json")) ||
+            (t->cls == C_ROBERTA && !strcmp(others[i], "merges.txt")))
             continue;
         snprintf(path, sizeof path, "%s/%s", dir, others[i]);
         if (lstat(path, &sb) == 0 && !S_ISDIR(sb.st_mode) && unlink(path) != 0) {
@@ -1703,6 +1821,8 @@ int tok_save(const tok_tokenizer *t, const char *dir, long model_max_length, cha
         }
     }
     if (write_file(dir, mi.model_file, t->model, t->model_len, err, errlen) < 0 ||
+        (t->cls == C_ROBERTA &&
+         write_file(dir, "merges.txt", t->merges, t->merges_len, err, errlen) < 0) ||
         write_json(dir, "tokenizer_config.json", cfg, err, errlen) < 0 ||
         write_json(dir, "special_tokens_map.json", stm, err, errlen) < 0 ||
         (n_above && write_json(dir, "added_tokens.json", atj, err, errlen) < 0))
