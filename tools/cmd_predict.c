@@ -266,7 +266,7 @@ static int classify(predict_ctx *c)
     tok_specials sp;
     snprintf(path, sizeof path, "%s/config.json", c->a.model);
     if (!clstok_config_is_classifier(path))
-        return die("--model %s is not a BertForSequenceClassification (config.json's "
+        return die("--model %s is not a ...ForSequenceClassification (config.json's "
                    "architectures): --task classify needs a classifier, such as the folder "
                    "`zerotrain finetune --task classify --save-model DIR` writes", c->a.model);
     if (lab_map_from_config(path, LAB_AUTO, &c->map, c->err, sizeof c->err) < 0 ||
@@ -385,13 +385,14 @@ static int fill_mask(predict_ctx *c)
     if (!masks) {
         free(ids);
         free(types);
-        return die("--text has no [MASK] token: fill-mask predicts the words at [MASK]");
+        const char *mt = sp.mask >= 0 ? tok_id_to_token(c->tok, sp.mask) : NULL;
+        return die("--text has no %s token: fill-mask predicts the words at %s (the tokenizer's "
+                   "mask token)", mt ? mt : "mask", mt ? mt : "the mask");
     }
     if (clstok_config_is_classifier(path) && c->rank == 0)
-        fprintf(stderr, "zerotrain: notice: %s is a BertForSequenceClassification: it has no "
-                        "masked-LM head, so one is initialised randomly (as "
-                        "AutoModelForMaskedLM does) and its candidates mean nothing\n",
-                c->a.model);
+        fprintf(stderr, "zerotrain: notice: %s is a sequence classifier: it has no masked-LM "
+                        "head, so one is initialised randomly (as AutoModelForMaskedLM does) and "
+                        "its candidates mean nothing\n", c->a.model);
     if (start(c, ZT_HEAD_MLM)) {
         free(ids);
         free(types);

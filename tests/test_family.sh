@@ -1,0 +1,244 @@
+#!/usr/bin/env bash
+# test_family.sh - RoBERTa and DistilBERT through the engine, as BERT goes (test_zero.sh,
+# test_recompute.sh, test_finetune.sh), on tiny configs with dropout on:
+#   - masked-LM training at N=2, stages 0-3 bit-identical (stage 3 with optimizer and parameter
+#     offload), and stage 3's traffic equal to the schedule's formula;
+#   - recomputation (full, selective, every-k:2) bit-identical to keeping everything;
+#   - bf16: stages 0 and 3 bit-identical at N=2;
+#   - fine-tuning a classifier from a Hugging Face folder with its own tokenizer (RoBERTa: the
+#     byte-level BPE fixture; DistilBERT: vocab.txt with DistilBertTokenizer): it learns, the
+#     folder it saves is the family's ...ForSequenceClassification with its tokenizer files,
+#     and predict's probabilities match tests/ref/family_ref.py on ids made by the independent
+#     tokenizers (tests/ref/bpe_ref.py, wordpiece_ref.py);
+#   - RoBERTa's fill-mask at <mask> against the reference;
+#   - prepare-data with RoBERTa's tokenizer, then masked-LM training on it.
+# Usage: tests/test_family.sh [zerotrain]   (FAMILY_LONG=1: N=3 stages 0-3, NVMe offload)
+set -u
+ZT=${1:-build/zerotrain}
+PY=/usr/bin/python3
+SUITE=family . "$(dirname "$0")/lib.sh"
+MPI="timeout 300 mpirun --allow-run-as-root --oversubscribe"
+FIX=${ZT_FIXTURES:-tests/fixtures}
+BPE=$FIX/tokenizers/roberta
+
+# ---- models and data ---------------------------------------------------------------------------
+"$PY" - "$T" "$BPE" <<'EOF'
+import json, random, sys
+T, BPE = sys.argv[1], sys.argv[2]
+V = len(json.load(open(BPE + "/vocab.json")))
+json.dump({"architectures": ["RobertaForMaskedLM"], "model_type": "roberta", "vocab_size": V,
+           "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 128,
+           "hidden_act": "gelu", "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
+           "max_position_embeddings": 66, "type_vocab_size": 1, "initializer_range": 0.02,
+           "layer_norm_eps": 1e-05, "pad_token_id": 1, "bos_token_id": 0, "eos_token_id": 2,
+           "position_embedding_type": "absolute", "use_cache": True, "classifier_dropout": None},
+          open(T + "/roberta.json", "w"))
+A = "apple river green stone cloud forest bread candle garden silver".split()
+B = "engine rocket copper signal market ticket window bottle hammer pocket".split()
+F = "the a of and to in is was for on with as by at from this that it be are".split()
+words = sorted(set(A + B + F))
+vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + words
+open(T + "/vocab.txt", "w").write("\n".join(vocab) + "\n")
+json.dump({"architectures": ["DistilBertForMaskedLM"], "model_type": "distilbert", "vocab_size": len(vocab),
+           "dim": 64, "n_layers": 2, "n_heads": 4, "hidden_dim": 128, "activation": "gelu", "dropout": 0.1,
+           "attention_dropout": 0.1, "max_position_embeddings": 64, "sinusoidal_pos_embds": False,
+           "initializer_range": 0.02, "qa_dropout": 0.1, "seq_classif_dropout": 0.2, "pad_token_id": 0,
+           "tie_weights_": True}, open(T + "/distil.json", "w"))
+rng = random.Random(7)
+def row():
+    n = rng.randint(4, 16)
+    toks = [rng.choice(F) for _ in range(n)]
+    a, b = rng.randint(0, 3), rng.randint(0, 3)
+    while a == b:
+        b = rng.randint(0, 3)
+    for _ in range(a):
+        toks.insert(rng.randint(0, len(toks)), rng.choice(A))
+    for _ in range(b):
+        toks.insert(rng.randint(0, len(toks)), rng.choice(B))
+    return " ".join(toks), "alpha" if a > b else "beta"
+rows = [row() for _ in range(400)]
+for name, part in (("train", rows[:320]), ("eval", rows[320:])):
+    with open("%s/%s.jsonl" % (T, name), "w") as f:
+        for t, l in part:
+            f.write(json.dumps({"text": t, "label": l}) + "\n")
+with open(T + "/corpus.txt", "w") as f:
+    for t, _ in rows:
+        f.write(t + "\n")
+EOF
+
+cfg() { # NAME STAGE NP [zero extras] [top extras]
+    echo "{\"train_batch_size\": $((2 * $3)), \"train_micro_batch_size_per_gpu\": 2, \"steps_per_print\": 1,
+           \"zero_optimization\": {\"stage\": $2 ${4:-}}, ${5:-}
+           \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 1e-3}}}" >"$T/$1.json"
+}
+train() { # OUT NP CONFIG MODEL [extra...]
+    local out=$1 np=$2 c=$3 m=$4; shift 4
+    $MPI -np "$np" "$ZT" train --model "$T/$m.json" --data synthetic:5 --config "$T/$c.json" \
+        --seq-len 24 --steps 4 --threads 1 --save-model "$T/$out" "$@" >"$T/$out.log" 2>&1
+}
+same() { cmp -s "$T/$1/model.safetensors" "$T/$2/model.safetensors"; }
+traffic_ok() { # LOG: measured collective bytes equal to the schedule's formula
+    local got want
+    got=$(grep -o '([0-9.]* x' "$T/$1.log" | tr -d '( x'); want=$(grep -o 'schedule [0-9.]* x' "$T/$1.log" | tr -d 'schedule x')
+    [ -n "$got" ] && [ "$got" = "$want" ]
+}
+
+OFF='"offload_optimizer": {"device": "cpu"}, "offload_param": {"device": "cpu"}'
+cfg s0 0 2; cfg s1 1 2; cfg s2 2 2; cfg s3 3 2 ", $OFF"
+cfg n3s0 0 3; cfg n3s1 1 3; cfg n3s2 2 3; cfg n3s3 3 3 ", $OFF"
+mkdir -p "$T/nv"
+cfg n3snv 3 3 ", \"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": \"$T/nv\"}, \"offload_param\": {\"device\": \"nvme\", \"nvme_path\": \"$T/nv\"}"
+cfg bf0 0 2 "" '"bf16": {"enabled": true},'; cfg bf3 3 2 ", $OFF" '"bf16": {"enabled": true},'
+for m in none full selective every-k:2; do
+    n=${m%%:*}
+    cfg rc$n 0 1 "" "\"zerotrain\": {\"recompute\": \"$m\"},"
+done
+
+for fam in roberta distil; do
+    # ---- stages 0-3 at N=2 (N=3 and NVMe in the long run) -----------------------------------
+    for st in 0 1 2 3; do train "$fam.s$st" 2 "s$st" "$fam" || bad "$fam N=2 stage $st failed"; done
+    for st in 1 2 3; do
+        same "$fam.s0" "$fam.s$st" && ok || bad "$fam: N=2 stage $st differs from stage 0"
+    done
+    traffic_ok "$fam.s3" && ok || bad "$fam: stage 3 traffic differs from the schedule's formula"
+    if [ "${FAMILY_LONG:-0}" = 1 ]; then
+        for st in 0 1 2 3 nv; do train "$fam.n3s$st" 3 "n3s$st" "$fam" || bad "$fam N=3 $st failed"; done
+        for st in 1 2 3 nv; do
+            same "$fam.n3s0" "$fam.n3s$st" && ok || bad "$fam: N=3 stage $st differs from stage 0"
+        done
+        traffic_ok "$fam.n3s3" && ok || bad "$fam: N=3 stage 3 traffic differs from the schedule's formula"
+    fi
+    # ---- recomputation keeps the bits ----------------------------------------------------------
+    for n in none full selective every-k; do train "$fam.rc$n" 1 "rc$n" "$fam" || bad "$fam recompute $n failed"; done
+    for n in full selective every-k; do
+        same "$fam.rcnone" "$fam.rc$n" && ok || bad "$fam: recompute $n differs from none"
+    done
+    # ---- bf16: stages 0 and 3 the same bits, a finite loss -------------------------------------
+    train "$fam.bf0" 2 bf0 "$fam" && train "$fam.bf3" 2 bf3 "$fam" || bad "$fam bf16 runs failed"
+    same "$fam.bf0" "$fam.bf3" && ok || bad "$fam: bf16 stage 3 differs from stage 0"
+done
+# RoBERTa's synthetic rows: <s> first, </s> last, no <pad>, masks at <mask> (the last id)
+if "$PY" - "$T/roberta.json" <<'EOF'
+import ctypes, json, sys
+lib = ctypes.CDLL("build/libzerotrain.so")
+V = json.load(open(sys.argv[1]))["vocab_size"]
+s = ctypes.c_void_p()
+assert lib.zt_mlm_source_create(None, V, 24, ctypes.c_float(0.5), 5, ctypes.byref(s)) == 0
+sp = (ctypes.c_int32 * 5)(1, 3, 0, 2, V - 1)
+assert lib.zt_mlm_source_set_specials(s, sp) == 0
+B, T = 8, 24
+ids, am, tt, lab = ((ctypes.c_int64 * (B * T))() for _ in range(4))
+assert lib.zt_mlm_source_fill(s, ctypes.c_uint64(0), B, ids, am, tt, lab) == 0
+for b in range(B):
+    r = ids[b * T:(b + 1) * T]
+    assert r[0] == 0 and r[-1] == 2, r
+    assert all(x not in (0, 1, 2, 3) for x in r[1:-1]), r
+    for t in range(1, T - 1):
+        if lab[b * T + t] != -100:
+            assert r[t] in (V - 1, lab[b * T + t]) or 4 <= r[t] < V, r
+        else:
+            assert r[t] != V - 1, r  # <mask> only where a label is
+lib.zt_mlm_source_destroy(s)
+EOF
+then ok; else bad "RoBERTa's synthetic rows do not use its special ids"; fi
+
+# ---- fine-tuning from a folder with its tokenizer; predict against the reference ---------------
+# the Hugging Face folders fine-tuning starts from: the masked LMs trained above (a classifier's
+# head starts fresh, with a notice) with the tokenizer's files beside them
+mkdir -p "$T/rf" "$T/df"
+cp "$T/roberta.s0/"* "$T/rf/" 2>/dev/null; cp "$BPE/vocab.json" "$BPE/merges.txt" "$T/rf/"
+cp "$T/distil.s0/"* "$T/df/" 2>/dev/null; cp "$T/vocab.txt" "$T/df/"
+echo '{"tokenizer_class": "DistilBertTokenizer", "do_lower_case": true}' >"$T/df/tokenizer_config.json"
+for fam in rf df; do
+    if "$ZT" finetune --model "$T/$fam" --task classify --train "$T/train.jsonl" --eval "$T/eval.jsonl" \
+           --seq-len 40 --config "$T/s0.json" --steps 240 --eval-every 240 --metrics "$T/$fam.ft.jsonl" \
+           --save-model "$T/$fam.ft" >"$T/$fam.ft.log" 2>&1; then
+        acc=$("$PY" -c 'import json,sys; print(json.loads(open(sys.argv[1]).read().splitlines()[-1])["eval_accuracy"])' "$T/$fam.ft.jsonl")
+        "$PY" -c "import sys; sys.exit(0 if float('$acc') >= 0.85 else 1)" && ok \
+            || { bad "$fam: fine-tuning did not learn: eval_accuracy $acc"; tail -3 "$T/$fam.ft.log"; }
+    else bad "$fam: finetune failed"; tail -5 "$T/$fam.ft.log"; continue; fi
+    grep -q "initialised" "$T/$fam.ft.log" && ok || bad "$fam: no notice that the classifier's head starts fresh"
+    "$ZT" predict --model "$T/$fam.ft" --task classify --input "$T/eval.jsonl" --output "$T/$fam.pred" \
+        >"$T/$fam.pred.log" 2>&1 || { bad "$fam: predict failed"; tail -3 "$T/$fam.pred.log"; continue; }
+    if "$PY" - "$T" "$fam" <<'EOF'
+import json, os, sys
+import numpy as np, torch
+sys.path.insert(0, "tests/ref")
+import family_ref as R
+from compare import load_st
+from bpe_ref import RobertaRef
+from wordpiece_ref import BertRef
+T, fam = sys.argv[1], sys.argv[2]
+d = T + "/" + fam + ".ft"
+c = json.load(open(d + "/config.json"))
+want = {"rf": ("roberta", "RobertaForSequenceClassification", ["vocab.json", "merges.txt"], "RobertaTokenizer"),
+        "df": ("distilbert", "DistilBertForSequenceClassification", ["vocab.txt"], "DistilBertTokenizer")}[fam]
+assert c["model_type"] == want[0] and c["architectures"] == [want[1]], c
+assert c["id2label"] == {"0": "alpha", "1": "beta"}, c
+for f in want[2]:
+    assert os.path.exists(d + "/" + f), f
+assert json.load(open(d + "/tokenizer_config.json"))["tokenizer_class"] == want[3]
+tok = RobertaRef(d + "/vocab.json", d + "/merges.txt") if fam == "rf" else BertRef(d + "/vocab.txt", True)
+P = {k: torch.tensor(v) for k, v in load_st(d + "/model.safetensors").items()}
+rows = [json.loads(l) for l in open(T + "/eval.jsonl")]
+got = [json.loads(l) for l in open(T + "/" + fam + ".pred")]
+assert len(got) == len(rows)
+worst = 0.0
+for r, g in zip(rows, got):
+    ids = tok.encode(r["text"], max_length=40)[0]
+    x = torch.tensor([ids])
+    bt = {"input_ids": x, "attention_mask": torch.ones_like(x), "labels": torch.zeros(1, dtype=torch.long)}
+    _, logits, _ = R.forward(P, c, bt)
+    p = torch.softmax(logits.double(), -1)[0].numpy()
+    names = [c["id2label"][str(k)] for k in range(len(p))]
+    assert g["label"] == names[int(np.argmax(p))], (g, p)
+    worst = max(worst, max(abs(g["scores"][n] - p[k]) for k, n in enumerate(names)))
+assert worst < 2e-5, worst
+print("%s predict vs reference: worst |p - p_ref| %.3g over %d rows" % (fam, worst, len(rows)))
+EOF
+    then ok; else bad "$fam: the saved folder or predict's probabilities differ from the reference"; fi
+done
+
+# ---- RoBERTa fill-mask at <mask> against the reference ---------------------------------------------
+if [ -f "$T/rf/model.safetensors" ]; then
+    if "$ZT" predict --model "$T/rf" --task fill-mask --text "The river and the <mask> stone." \
+           --top-k 3 >"$T/fm.jsonl" 2>"$T/fm.log" && "$PY" - "$T" "$BPE" <<'EOF'
+import json, sys
+import numpy as np, torch
+sys.path.insert(0, "tests/ref")
+import family_ref as R
+from compare import load_st
+from bpe_ref import RobertaRef
+T, BPE = sys.argv[1], sys.argv[2]
+d = T + "/rf"
+c = json.load(open(d + "/config.json"))
+tok = RobertaRef(BPE + "/vocab.json", BPE + "/merges.txt")
+ids = tok.encode("The river and the <mask> stone.")[0]
+mask = tok.encoder["<mask>"]
+assert ids.count(mask) == 1, ids
+P = {k: torch.tensor(v) for k, v in load_st(d + "/model.safetensors").items()}
+x = torch.tensor([ids])
+_, logits, _ = R.forward(P, c, {"input_ids": x, "attention_mask": torch.ones_like(x),
+                                "labels": torch.where(x == mask, 0, -100)})
+got = [json.loads(l) for l in open(T + "/fm.jsonl")]
+pos = ids.index(mask)
+assert [g["position"] for g in got] == [pos] * 3, got
+p = torch.softmax(logits[0, pos].double(), -1).numpy()
+assert [g["token_id"] for g in got] == list(np.argsort(-p, kind="stable")[:3]), got
+assert max(abs(g["score"] - p[g["token_id"]]) for g in got) < 2e-5
+EOF
+    then ok; else bad "RoBERTa fill-mask differs from the reference"; cat "$T/fm.log"; fi
+fi
+
+# ---- prepare-data with RoBERTa's tokenizer, masked-LM training on it --------------------------------
+if "$ZT" prepare-data --input "$T/corpus.txt" --tokenizer "$T/rf" --out "$T/rdata" >"$T/prep.log" 2>&1 &&
+   "$ZT" train --model "$T/rf" --data "$T/rdata" --config "$T/rcnone.json" --seq-len 24 --steps 3 \
+       --save-model "$T/rtrained" >"$T/rtrain.log" 2>&1; then
+    if [ -f "$T/rtrained/vocab.json" ] && [ -f "$T/rtrained/merges.txt" ] &&
+       grep -q '"RobertaTokenizer"' "$T/rtrained/tokenizer_config.json" &&
+       grep -q '"model_type": "roberta"' "$T/rtrained/config.json"; then ok
+    else bad "the RoBERTa trained on prepared data lacks its tokenizer files or config"; fi
+else bad "prepare-data / train with RoBERTa's tokenizer failed"; tail -n 3 "$T/prep.log" "$T/rtrain.log"; fi
+
+echo "family: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
