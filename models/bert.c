@@ -43,7 +43,7 @@ static int check_string(const cJSON *o, const char *path, const char *key, const
 enum { E_WORD, E_POS, E_TYPE, E_LNW, E_LNB, E_N };
 enum { L_QW, L_QB, L_KW, L_KB, L_VW, L_VB, L_AOW, L_AOB, L_LN1W, L_LN1B, L_IW, L_IB, L_OW, L_OB,
        L_LN2W, L_LN2B, L_N };
-enum { H_TW, H_TB, H_LNW, H_LNB, H_BIAS, H_N };
+enum { H_TW, H_TB, H_LNW, H_LNB, H_BIAS, H_DEC, H_N }; /* H_DEC: an untied decoder's */
 enum { C_PW, C_PB, C_W, C_B, C_N }; /* the classification head */
 
 typedef struct family_def {
@@ -139,7 +139,6 @@ static int check_defaults(const cJSON *o, const char *path)
         {"add_cross_attention", 0, "cross-attention layers"},
         {"is_encoder_decoder", 0, "an encoder-decoder"},
         {"tie_encoder_decoder", 0, "an encoder-decoder"},
-        {"tie_word_embeddings", 1, "an MLM decoder untied from the word embeddings"},
     };
     for (size_t k = 0; k < sizeof flags / sizeof *flags; k++) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, flags[k].key);
@@ -157,6 +156,16 @@ static int check_defaults(const cJSON *o, const char *path)
     if (ph && !cJSON_IsNull(ph) && (!cJSON_IsObject(ph) || ph->child))
         return zt_fail(ZT_E_UNSUPPORTED, "%s: \"pruned_heads\" is not empty: pruned attention "
                        "heads are not supported (their layers' shapes differ)", path);
+    return 0;
+}
+
+/* tie_word_embeddings (default true): false gives the MLM decoder a weight of its own */
+static int load_tie(const cJSON *o, const char *path, bert_config *c)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "tie_word_embeddings");
+    if (v && !cJSON_IsNull(v) && !cJSON_IsBool(v))
+        return zt_fail(ZT_E_CONFIG, "%s: \"tie_word_embeddings\" must be true or false", path);
+    c->untied = cJSON_IsFalse(v);
     return 0;
 }
 
@@ -377,7 +386,8 @@ static int load_bert_fields(const cJSON *o, const char *path, bert_config *c)
         (rc = zt_hfc_float(o, path, "attention_probs_dropout_prob", 0.1, 0.0, 1.0, &c->attn_drop)) <
             0 ||
         (rc = zt_hfc_float(o, path, "initializer_range", 0.02, 0.0, 10.0, &c->init_range)) < 0 ||
-        (rc = load_act(o, path, "hidden_act", c)) < 0 || (rc = check_defaults(o, path)) < 0)
+        (rc = load_act(o, path, "hidden_act", c)) < 0 || (rc = check_defaults(o, path)) < 0 ||
+        (rc = load_tie(o, path, c)) < 0)
         return rc;
     if (roberta && ((rc = zt_hfc_int(o, path, "bos_token_id", 0, 0, 0, &c->bos_id)) < 0 ||
                     (rc = zt_hfc_int(o, path, "eos_token_id", 0, 2, 0, &c->eos_id)) < 0))
@@ -392,9 +402,8 @@ static int load_distil_fields(const cJSON *o, const char *path, bert_config *c)
     int rc;
     static const struct { const char *key; int want; const char *what; } flags[] = {
         {"sinusoidal_pos_embds", 0, "fixed sinusoidal position embeddings"},
-        {"tie_weights_", 1, "a vocab_projector untied from the word embeddings"},
-        {"tie_word_embeddings", 1, "a vocab_projector untied from the word embeddings"},
-    };
+    }; /* (tie_weights_, in older hub configs, is no field of the class: transformers ignores
+        * it, and tie_word_embeddings decides) */
     for (size_t k = 0; k < sizeof flags / sizeof *flags; k++) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, flags[k].key);
         if (!v || cJSON_IsNull(v))
@@ -419,7 +428,8 @@ static int load_distil_fields(const cJSON *o, const char *path, bert_config *c)
         (rc = zt_hfc_float(o, path, "dropout", 0.1, 0.0, 1.0, &c->hidden_drop)) < 0 ||
         (rc = zt_hfc_float(o, path, "attention_dropout", 0.1, 0.0, 1.0, &c->attn_drop)) < 0 ||
         (rc = zt_hfc_float(o, path, "seq_classif_dropout", 0.2, 0.0, 1.0, &c->cls_drop)) < 0 ||
-        (rc = zt_hfc_float(o, path, "initializer_range", 0.02, 0.0, 10.0, &c->init_range)) < 0)
+        (rc = zt_hfc_float(o, path, "initializer_range", 0.02, 0.0, 10.0, &c->init_range)) < 0 ||
+        (rc = load_tie(o, path, c)) < 0)
         return rc;
     c->has_cls_drop = 1;
     if (!cJSON_GetObjectItemCaseSensitive(o, "activation"))
@@ -530,10 +540,10 @@ int bert_config_save(const bert_config *c, const char *path, const char *torch_d
                      "  \"max_position_embeddings\": %d,\n  \"sinusoidal_pos_embds\": false,\n"
                      "  \"initializer_range\": %.9g,\n  \"qa_dropout\": 0.1,\n"
                      "  \"seq_classif_dropout\": %.9g,\n  \"pad_token_id\": %d,\n"
-                     "  \"tie_weights_\": true,\n  \"torch_dtype\": \"%s\"",
+                     "  \"tie_word_embeddings\": %s,\n  \"torch_dtype\": \"%s\"",
                      bert_arch(c), c->vocab, c->hidden, c->layers, c->heads, c->inter,
                      bert_act_name(c), c->hidden_drop, c->attn_drop, c->max_pos, c->init_range,
-                     c->cls_drop, c->pad_id, dtype);
+                     c->cls_drop, c->pad_id, c->untied ? "false" : "true", dtype);
     else {
         char ids[96] = "";
         if (c->family == BERT_FAMILY_ROBERTA)
@@ -547,11 +557,11 @@ int bert_config_save(const bert_config *c, const char *path, const char *torch_d
                      "  \"attention_probs_dropout_prob\": %.9g,\n  \"max_position_embeddings\": %d,\n"
                      "  \"type_vocab_size\": %d,\n  \"initializer_range\": %.9g,\n"
                      "  \"layer_norm_eps\": %.9g,\n  \"pad_token_id\": %d,\n%s"
-                     "  \"position_embedding_type\": \"absolute\",\n  \"tie_word_embeddings\": true,\n"
+                     "  \"position_embedding_type\": \"absolute\",\n  \"tie_word_embeddings\": %s,\n"
                      "  \"torch_dtype\": \"%s\"",
                      bert_arch(c), fam(c)->type, c->vocab, c->hidden, c->layers, c->heads, c->inter,
                      bert_act_name(c), c->hidden_drop, c->attn_drop, c->max_pos, c->type_vocab,
-                     c->init_range, c->eps, c->pad_id, ids, dtype);
+                     c->init_range, c->eps, c->pad_id, ids, c->untied ? "false" : "true", dtype);
     }
     const void *parts[3] = {text, head ? head : "", "\n}\n"};
     size_t lens[3] = {(size_t)n, head ? strlen(head) : 0, 3};
@@ -605,8 +615,8 @@ int bert_layout(const bert_config *c, zt_layout *l)
         if (j == E_POS && c->family == BERT_FAMILY_ROBERTA)
             l->params[k].pad_row = c->pad_id;
     }
-    w = 0; /* the word embeddings */
-    if (c->head == BERT_HEAD_MLM)
+    w = 0; /* the word embeddings (the MLM decoder's weight, unless untied) */
+    if (c->head == BERT_HEAD_MLM && !c->untied)
         snprintf(l->params[w].alias, ZT_NAME_MAX, "%s", f->decoder);
     for (int i = 0; i < c->layers; i++) {
         snprintf(n, sizeof n, "layer.%d", i);
@@ -637,6 +647,8 @@ int bert_layout(const bert_config *c, zt_layout *l)
             goto fail;
         if (f->bias_alias)
             snprintf(l->params[w].alias, ZT_NAME_MAX, "%s", f->bias_alias);
+        if (c->untied && add(l, f->decoder, c->vocab, C, ZT_INIT_NORMAL, 1) < 0)
+            goto fail;
     }
     for (k = first_head; k < l->n_params; k++)
         l->params[k].head = 1;
@@ -1172,6 +1184,17 @@ static float attout_p(const bert_model *m)
     return m->c.family == BERT_FAMILY_DISTILBERT ? 0.0f : m->c.hidden_drop;
 }
 
+/* the MLM decoder's weight (head unit u): the word embeddings of unit 0, or its own */
+static void *dec_w(const bert_model *m, void *const *P, int u)
+{
+    return m->c.untied ? param(m, P, u, H_DEC) : param(m, P, 0, E_WORD);
+}
+
+static float *dec_g(const bert_model *m, float *const *G, int u)
+{
+    return m->c.untied ? gparam(m, G, u, H_DEC) : gparam(m, G, 0, E_WORD);
+}
+
 /* the MLM head's activation: RobertaLMHead's is the erf GELU whatever hidden_act says */
 static int head_act(const bert_model *m)
 {
@@ -1574,12 +1597,12 @@ static void bert_forward_unit(void *p, int u, void *const *P)
         POLL(m);
         /* decoder tied to the word embeddings of unit 0 */
         if (!m->compact) { /* every row's logits, kept: fp32 */
-            xlinear_forward_f32(dt, m->lm.logits, m->t3, param(m, P, 0, E_WORD),
+            xlinear_forward_f32(dt, m->lm.logits, m->t3, dec_w(m, P, u),
                                 param(m, P, u, H_BIAS), M, C, c->vocab);
             POLL(m);
         } else if (m->n_lab > 0) {
             xgather_rows(dt, m->lm.x, m->t3, m->lab_rows, m->n_lab, C);
-            xlinear_forward(dt, m->lm.logits, m->lm.x, param(m, P, 0, E_WORD),
+            xlinear_forward(dt, m->lm.logits, m->lm.x, dec_w(m, P, u),
                             param(m, P, u, H_BIAS), m->n_lab, C, c->vocab, FS(m));
             POLL(m);
         }
@@ -1652,19 +1675,19 @@ static void bert_backward_unit(void *p, int u, void *const *P, float *const *G)
         const void *y = m->la[c->layers - 1].y;
         zero(s[0], n);
         if (!m->compact) {
-            xlinear_backward(dt, s[0], gparam(m, G, 0, E_WORD), gparam(m, G, u, H_BIAS),
-                             m->lm.dlogits, m->t3, param(m, P, 0, E_WORD), M, C, c->vocab,
+            xlinear_backward(dt, s[0], dec_g(m, G, u), gparam(m, G, u, H_BIAS),
+                             m->lm.dlogits, m->t3, dec_w(m, P, u), M, C, c->vocab,
                              HS(m));
             POLL(m);
         } else if (m->n_lab > 0) {
             zero(m->lm.dx, (size_t)m->n_lab * C);
             if (dt < 0)
-                linear_backward(m->lm.dx, gparam(m, G, 0, E_WORD), gparam(m, G, u, H_BIAS),
-                                m->lm.dlogits, m->lm.x, param(m, P, 0, E_WORD), m->n_lab, C,
+                linear_backward(m->lm.dx, dec_g(m, G, u), gparam(m, G, u, H_BIAS),
+                                m->lm.dlogits, m->lm.x, dec_w(m, P, u), m->n_lab, C,
                                 c->vocab);
             else /* (the gradient was rounded into the logits' place) */
-                xlinear_backward_h(dt, m->lm.dx, gparam(m, G, 0, E_WORD), gparam(m, G, u, H_BIAS),
-                                   m->lm.dlogits, m->lm.x, param(m, P, 0, E_WORD), m->n_lab, C,
+                xlinear_backward_h(dt, m->lm.dx, dec_g(m, G, u), gparam(m, G, u, H_BIAS),
+                                   m->lm.dlogits, m->lm.x, dec_w(m, P, u), m->n_lab, C,
                                    c->vocab);
             POLL(m);
             for (int i = 0; i < m->n_lab; i++) /* rows are distinct: a plain copy */
@@ -1785,7 +1808,7 @@ static void bert_set_poll(void *p, void (*fn)(void *), void *arg)
 static int bert_tied_unit(const void *p, int u)
 {
     const bert_model *m = p;
-    return m->c.head == BERT_HEAD_MLM && u == m->c.layers + 1 ? 0 : -1;
+    return m->c.head == BERT_HEAD_MLM && !m->c.untied && u == m->c.layers + 1 ? 0 : -1;
 }
 
 const zt_model_ops bert_ops = {

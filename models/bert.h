@@ -36,6 +36,7 @@ typedef struct bert_config {
     int vocab, hidden, layers, heads, inter, max_pos, type_vocab; /* DistilBERT: type_vocab 0 */
     float eps, hidden_drop, attn_drop, init_range;
     int act_id;                /* hidden_act: an index of bert_act_name (0: "gelu") */
+    int untied;                /* tie_word_embeddings false: the MLM decoder's own weight */
     /* the head */
     int head;                  /* BERT_HEAD_* */
     int num_labels, problem;   /* BERT_HEAD_CLS: classes (or regression outputs), BERT_PROBLEM_* */

@@ -137,6 +137,7 @@ static const shape_field bert_fields[] = {
     {"the head (0: masked LM, 1: sequence classification)",
      offsetof(bert_config, head)},
     {"num_labels", offsetof(bert_config, num_labels)},
+    {"tie_word_embeddings false (1) or true (0)", offsetof(bert_config, untied)},
 };
 static const shape_field t5_fields[] = {
     {"vocab_size", offsetof(t5_config, vocab)},

@@ -14,14 +14,15 @@ fi
 TMP=$(mktemp -d) || exit 1
 trap 'rm -rf "$TMP"' EXIT
 
-# seed vocab hidden layers heads intermediate max_pos type_vocab batch seq eps hidden_act
+# seed vocab hidden layers heads intermediate max_pos type_vocab batch seq eps hidden_act [make flags]
 CASES=(
     "11  997 48 1 3 100  7 1 1  7 1e-12 gelu"
-    "12 1031 72 3 6 200 40 3 4 40 1e-12 gelu_new"
+    "12 1031 72 3 6 200 40 3 4 40 1e-12 gelu_new --untied"
     "13  997 96 2 8 136 64 2 3 23 1e-12 relu"
     "14 1031 48 3 4  72 33 2 2 33 1e-5 silu"
     "15  600 96 1 3 328 50 3 4 11 1e-12 gelu"
     "16  997 72 2 4 120 19 1 2 19 1e-12 gelu_pytorch_tanh"
+    "17  600 48 2 4  96 24 2 3 24 1e-12 relu --untied"
 )
 ACTS=(gelu gelu_new gelu_pytorch_tanh relu silu swish)
 # PARITY_EXTRA=N (make test-long) adds N more cases with shapes drawn from a seeded RANDOM
@@ -36,11 +37,12 @@ pass=0; fail=0
 if "$PY" "$REF" check-fixture tests/fixtures/bert-tiny; then pass=$((pass + 1)); else fail=$((fail + 1)); fi
 [ -x "$ZT" ] || echo "note: $ZT is not an executable file; every generated case will fail"
 for c in "${CASES[@]}"; do
-    read -r s v h l nh i p tt b t e act <<<"$c"
+    read -r s v h l nh i p tt b t e act extra <<<"$c"
     d="$TMP/case$s"; out="$TMP/out$s.safetensors"
-    name="seed=$s V=$v H=$h L=$l heads=$nh I=$i P=$p TT=$tt B=$b T=$t eps=$e act=$act"
+    name="seed=$s V=$v H=$h L=$l heads=$nh I=$i P=$p TT=$tt B=$b T=$t eps=$e act=$act${extra:+ $extra}"
     if ! "$PY" "$REF" make --out "$d" --seed "$s" --vocab "$v" --hidden "$h" --layers "$l" --heads "$nh" \
-            --intermediate "$i" --max-pos "$p" --type-vocab "$tt" --batch "$b" --seq "$t" --eps "$e" --act "$act" >"$TMP/make.log" 2>&1; then
+            --intermediate "$i" --max-pos "$p" --type-vocab "$tt" --batch "$b" --seq "$t" --eps "$e" --act "$act" \
+            ${extra:+$extra} >"$TMP/make.log" 2>&1; then
         cat "$TMP/make.log"; echo "FAIL [$name]: bert_ref.py make failed"; fail=$((fail + 1)); continue
     fi
     if ! "$ZT" grad --model "$d" --batch "$d/batch.safetensors" --step "$d/step.json" --out "$out" >"$TMP/zt.log" 2>&1; then

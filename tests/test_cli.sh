@@ -250,7 +250,7 @@ expect_error "hidden_act quick_gelu" 1 "$T/act/config.json: \"hidden_act\" is \"
     "$ZT" train --model "$T/act/config.json" --data synthetic --steps 1 --seq-len 8 --save-model "$T/out.m"
 # BertConfig fields that would build another model are refused by name, never ignored
 for kv in '"is_decoder": true|"is_decoder": true is not supported: it makes a causal decoder' \
-          '"tie_word_embeddings": false|"tie_word_embeddings": false is not supported: it makes an MLM decoder untied' \
+          '"add_cross_attention": true|"add_cross_attention": true is not supported: it makes cross-attention layers' \
           '"pruned_heads": {"0": [1]}|"pruned_heads" is not empty'; do
     field=${kv%%|*}; msg=${kv#*|}
     sed "s/\"hidden_act\": \"gelu\",/\"hidden_act\": \"gelu\", $field,/" "$FIX/config.json" >"$T/act/config.json"

@@ -117,6 +117,15 @@ for fam in roberta distil; do
     train "$fam.bf0" 2 bf0 "$fam" && train "$fam.bf3" 2 bf3 "$fam" || bad "$fam bf16 runs failed"
     same "$fam.bf0" "$fam.bf3" && ok || bad "$fam: bf16 stage 3 differs from stage 0"
 done
+# BERT with tie_word_embeddings false: the decoder's own weight in the head unit, through stage 3
+sed 's/"hidden_act": "gelu",/"hidden_act": "gelu", "tie_word_embeddings": false,/' \
+    "$FIX/bert-tiny/config.json" >"$T/untied.json"
+train untied.s0 2 s0 untied && train untied.s3 2 s3 untied || bad "untied BERT runs failed"
+if same untied.s0 untied.s3 && grep -q '"tie_word_embeddings": false' "$T/untied.s0/config.json" &&
+   "$PY" -c 'import sys; sys.path.insert(0, "tests/ref"); from compare import load_st; t = load_st(sys.argv[1]);
+assert t["cls.predictions.decoder.weight"].shape == t["bert.embeddings.word_embeddings.weight"].shape
+assert (t["cls.predictions.decoder.weight"] != t["bert.embeddings.word_embeddings.weight"]).any()' "$T/untied.s0/model.safetensors"; then ok
+else bad "untied BERT: stage 3 differs, or the decoder is not saved as its own tensor"; fi
 # RoBERTa's synthetic rows: <s> first, </s> last, no <pad>, masks at <mask> (the last id)
 if "$PY" - "$T/roberta.json" <<'EOF'
 import ctypes, json, sys

@@ -42,6 +42,8 @@ def param_shapes(c):
     s.update({"cls.predictions.transform.dense.weight": [H, H], "cls.predictions.transform.dense.bias": [H],
               "cls.predictions.transform.LayerNorm.weight": [H], "cls.predictions.transform.LayerNorm.bias": [H],
               "cls.predictions.bias": [V]})
+    if not c.get("tie_word_embeddings", True):  # BertLMPredictionHead.decoder: nn.Linear(H, V, bias=False), not tied
+        s["cls.predictions.decoder.weight"] = [V, H]
     return s
 
 
@@ -97,7 +99,10 @@ def forward(P, c, ids, mask, types, labels):
     x = encode(P, c, ids, mask, types)
     t = layer_norm(ACT[c["hidden_act"]](linear(x, P, "cls.predictions.transform.dense")), P,
                    "cls.predictions.transform.LayerNorm", eps)
-    logits = t @ P["bert.embeddings.word_embeddings.weight"].T + P["cls.predictions.bias"]
+    # the decoder: tied to the word embeddings (PreTrainedModel.tie_weights) unless tie_word_embeddings is false
+    dec = P["bert.embeddings.word_embeddings.weight"] if c.get("tie_word_embeddings", True) \
+        else P["cls.predictions.decoder.weight"]
+    logits = t @ dec.T + P["cls.predictions.bias"]
     lab = labels.reshape(-1)
     keep = lab != -100
     logp = torch.log_softmax(logits.reshape(-1, logits.shape[-1])[keep], dim=-1)
@@ -197,7 +202,7 @@ def bert_config(a, architecture):
             "hidden_act": getattr(a, "act", "gelu"), "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0,
             "max_position_embeddings": a.max_pos, "type_vocab_size": a.type_vocab, "initializer_range": 0.02,
             "layer_norm_eps": a.eps, "pad_token_id": 0, "position_embedding_type": "absolute",
-            "tie_word_embeddings": True, "torch_dtype": "float32"}
+            "tie_word_embeddings": not getattr(a, "untied", False), "torch_dtype": "float32"}
 
 
 def cmd_make(a):
@@ -267,6 +272,7 @@ def main():
                             ("--batch", int, 2), ("--seq", int, 16), ("--eps", float, 1e-12)]:
         m.add_argument(flag, type=typ, default=dflt)
     m.add_argument("--act", choices=sorted(ACT), default="gelu", help="hidden_act")
+    m.add_argument("--untied", action="store_true", help="tie_word_embeddings false (the decoder's own weight)")
     ck = sub.add_parser("check-fixture", help="recompute a fixture folder and compare with its expected values")
     ck.add_argument("dir")
     gr = sub.add_parser("grad", help="write loss/logits/grad.*/adamw.* like `zerotrain grad`")

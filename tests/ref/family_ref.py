@@ -76,6 +76,8 @@ def param_shapes(c):
             # RobertaLMHead: dense, layer_norm, decoder (weight tied to word embeddings, bias tied to lm_head.bias)
             s.update({"lm_head.dense.weight": [H, H], "lm_head.dense.bias": [H],
                       "lm_head.layer_norm.weight": [H], "lm_head.layer_norm.bias": [H], "lm_head.bias": [V]})
+            if not c.get("tie_word_embeddings", True):  # PreTrainedModel.tie_weights skipped: its own decoder
+                s["lm_head.decoder.weight"] = [V, H]
         else:  # RobertaClassificationHead (no pooler: RobertaModel(config, add_pooling_layer=False))
             N = num_labels(c)
             s.update({"classifier.dense.weight": [H, H], "classifier.dense.bias": [H],
@@ -95,6 +97,8 @@ def param_shapes(c):
         if head == "mlm":  # vocab_projector.weight is tied to the word embeddings (not stored)
             s.update({"vocab_transform.weight": [D, D], "vocab_transform.bias": [D],
                       "vocab_layer_norm.weight": [D], "vocab_layer_norm.bias": [D], "vocab_projector.bias": [V]})
+            if not c.get("tie_word_embeddings", True):
+                s["vocab_projector.weight"] = [V, D]
         else:
             N = num_labels(c)
             s.update({"pre_classifier.weight": [D, D], "pre_classifier.bias": [D],
@@ -248,7 +252,9 @@ def forward(P, c, bt):
             # embeddings, bias = lm_head.bias)
             t = ACT["gelu"](linear(x, P, "lm_head.dense"))
             t = layer_norm(t, P, "lm_head.layer_norm", c["layer_norm_eps"])
-            logits = t @ P["roberta.embeddings.word_embeddings.weight"].T + P["lm_head.bias"]
+            dec = P["roberta.embeddings.word_embeddings.weight"] if c.get("tie_word_embeddings", True) \
+                else P["lm_head.decoder.weight"]
+            logits = t @ dec.T + P["lm_head.bias"]
         else:
             # RobertaClassificationHead.forward: x = features[:, 0, :]; dropout; dense; tanh; dropout; out_proj
             # (dropout p = classifier_dropout if not None else hidden_dropout_prob; 0 here)
@@ -261,7 +267,9 @@ def forward(P, c, bt):
             # vocab_layer_norm (eps 1e-12) -> vocab_projector (weight tied to the word embeddings, own bias)
             t = ACT[c["activation"]](linear(x, P, "vocab_transform"))
             t = layer_norm(t, P, "vocab_layer_norm", DISTILBERT_LN_EPS)
-            logits = t @ P["distilbert.embeddings.word_embeddings.weight"].T + P["vocab_projector.bias"]
+            dec = P["distilbert.embeddings.word_embeddings.weight"] if c.get("tie_word_embeddings", True) \
+                else P["vocab_projector.weight"]
+            logits = t @ dec.T + P["vocab_projector.bias"]
         else:
             # DistilBertForSequenceClassification.forward: hidden_state[:, 0] -> pre_classifier -> nn.ReLU() ->
             # dropout(seq_classif_dropout) -> classifier
@@ -345,8 +353,8 @@ def family_config(a):
                 "hidden_act": a.act, "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0,
                 "max_position_embeddings": a.max_pos, "type_vocab_size": a.type_vocab, "initializer_range": 0.02,
                 "layer_norm_eps": a.eps, "pad_token_id": PAD["roberta"], "bos_token_id": 0, "eos_token_id": 2,
-                "position_embedding_type": "absolute", "classifier_dropout": None, "tie_word_embeddings": True,
-                "torch_dtype": "float32"}
+                "position_embedding_type": "absolute", "classifier_dropout": None,
+                "tie_word_embeddings": not a.untied, "torch_dtype": "float32"}
     # DistilBertConfig.__init__ keys (vocab_size, max_position_embeddings, sinusoidal_pos_embds, n_layers, n_heads,
     # dim, hidden_dim, dropout, attention_dropout, activation, initializer_range, qa_dropout, seq_classif_dropout,
     # pad_token_id=0). "tie_weights_" is the legacy key of the distilbert-base-* hub configs (not read by the
@@ -356,7 +364,7 @@ def family_config(a):
             "n_heads": a.heads, "dim": a.hidden, "hidden_dim": a.intermediate, "dropout": 0.0,
             "attention_dropout": 0.0, "activation": a.act, "initializer_range": 0.02, "qa_dropout": 0.0,
             "seq_classif_dropout": 0.0, "pad_token_id": PAD["distilbert"], "tie_weights_": True,
-            "tie_word_embeddings": True, "torch_dtype": "float32"}
+            "tie_word_embeddings": not a.untied, "torch_dtype": "float32"}
 
 
 def cmd_make(a):
@@ -500,6 +508,7 @@ def main():
     m.add_argument("--type-vocab", type=int, help="RoBERTa type_vocab_size (default 1; batch token types are 0)")
     m.add_argument("--eps", type=float, help="RoBERTa layer_norm_eps (default 1e-5); DistilBERT's is fixed 1e-12")
     m.add_argument("--act", choices=sorted(ACT), default="gelu", help="RoBERTa hidden_act / DistilBERT activation")
+    m.add_argument("--untied", action="store_true", help="mlm: tie_word_embeddings false (the decoder's own weight)")
     m.add_argument("--pad-inside", type=float, default=0.05,
                    help="fraction of real (mask 1) tokens set to pad_token_id (at least one if > 0)")
     m.add_argument("--num-labels", type=int, help="cls: number of labels (default 2, or len(--label-names))")
