@@ -437,6 +437,59 @@ static int load_distil_fields(const cJSON *o, const char *path, bert_config *c)
     return load_act(o, path, "activation", c);
 }
 
+/* Keys that are no field of the family's config class: transformers keeps them as attributes
+ * its model never reads; a notice names them, so that nothing is dropped unseen. The
+ * PretrainedConfig fields (configuration_utils.py: outputs, generation defaults, labels,
+ * special ids, bookkeeping) and the legacy ones older hub configs carry are accepted as they
+ * are: none changes an encoder's forward pass. */
+static void notice_unknown(const cJSON *o, const char *path, const bert_config *c)
+{
+    static const char *const generic[] = {
+        "_name_or_path", "_commit_hash", "_attn_implementation", "transformers_version",
+        "model_type", "architectures", "torch_dtype", "use_bfloat16", "return_dict",
+        "output_hidden_states", "output_attentions", "torchscript", "tf_legacy_loss",
+        "pruned_heads", "tie_word_embeddings", "chunk_size_feed_forward", "is_encoder_decoder",
+        "is_decoder", "cross_attention_hidden_size", "add_cross_attention", "tie_encoder_decoder",
+        "max_length", "min_length", "do_sample", "early_stopping", "num_beams", "num_beam_groups",
+        "diversity_penalty", "temperature", "top_k", "top_p", "typical_p", "repetition_penalty",
+        "length_penalty", "no_repeat_ngram_size", "encoder_no_repeat_ngram_size", "bad_words_ids",
+        "num_return_sequences", "output_scores", "return_dict_in_generate", "forced_bos_token_id",
+        "forced_eos_token_id", "remove_invalid_values", "exponential_decay_length_penalty",
+        "suppress_tokens", "begin_suppress_tokens", "finetuning_task", "id2label", "label2id",
+        "num_labels", "tokenizer_class", "prefix", "bos_token_id", "pad_token_id", "eos_token_id",
+        "sep_token_id", "decoder_start_token_id", "task_specific_params", "problem_type",
+        "use_cache", "classifier_dropout",
+        /* legacy: read by no current model */
+        "output_past", "gradient_checkpointing", "xla_device", "tie_weights_", "vocab_type",
+        "directionality", "pooler_fc_size", "pooler_num_attention_heads", "pooler_num_fc_layers",
+        "pooler_size_per_head", "pooler_type", "layer_norm_epsilon"};
+    static const char *const bert_keys[] = {
+        "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+        "intermediate_size", "hidden_act", "hidden_dropout_prob", "attention_probs_dropout_prob",
+        "max_position_embeddings", "type_vocab_size", "initializer_range", "layer_norm_eps",
+        "position_embedding_type"};
+    static const char *const distil_keys[] = {
+        "vocab_size", "max_position_embeddings", "sinusoidal_pos_embds", "n_layers", "n_heads",
+        "dim", "hidden_dim", "dropout", "attention_dropout", "activation", "initializer_range",
+        "qa_dropout", "seq_classif_dropout"};
+    const char *const *own = c->family == BERT_FAMILY_DISTILBERT ? distil_keys : bert_keys;
+    size_t n_own = c->family == BERT_FAMILY_DISTILBERT ? sizeof distil_keys / sizeof *own
+                                                       : sizeof bert_keys / sizeof *own;
+    const cJSON *v;
+    cJSON_ArrayForEach(v, o) {
+        int known = 0;
+        for (size_t k = 0; !known && k < n_own; k++)
+            known = strcmp(v->string, own[k]) == 0;
+        for (size_t k = 0; !known && k < sizeof generic / sizeof *generic; k++)
+            known = strcmp(v->string, generic[k]) == 0;
+        if (!known)
+            zt_log(ZT_LOG_WARN, "%s: \"%s\" is no field of %sConfig: transformers keeps it as an "
+                   "attribute its model does not read, and zerotrain ignores it too", path,
+                   v->string, c->family == BERT_FAMILY_BERT ? "Bert"
+                   : c->family == BERT_FAMILY_ROBERTA ? "Roberta" : "DistilBert");
+    }
+}
+
 int bert_config_load(const char *path, bert_config *c)
 {
     cJSON *o;
@@ -450,6 +503,8 @@ int bert_config_load(const char *path, bert_config *c)
                                              : load_bert_fields(o, path, c);
     if (rc == 0 && (rc = load_head(o, path, c)) == 0)
         rc = validate(c, path);
+    if (rc == 0)
+        notice_unknown(o, path, c);
 out:
     cJSON_Delete(o);
     return rc;

@@ -249,5 +249,37 @@ if "$ZT" prepare-data --input "$T/corpus.txt" --tokenizer "$T/rf" --out "$T/rdat
     else bad "the RoBERTa trained on prepared data lacks its tokenizer files or config"; fi
 else bad "prepare-data / train with RoBERTa's tokenizer failed"; tail -n 3 "$T/prep.log" "$T/rtrain.log"; fi
 
+# ---- the real config.json files (tests/fixtures/hf_configs): their parameter counts are the
+# references' shapes summed; the long run trains, fine-tunes and predicts each ------------------------
+for m in bert-base-uncased roberta-base distilbert-base-uncased; do
+    cfgf=$FIX/hf_configs/$m.json
+    got=$("$ZT" estimate --model "$cfgf" --ranks 1 --stage 0 2>&1 | sed -n 's/^[^:]*: \([0-9]*\) parameters.*/\1/p')
+    want=$("$PY" - "$cfgf" <<'EOF'
+import json, math, sys
+sys.path.insert(0, "tests/ref")
+import bert_ref, family_ref
+c = json.load(open(sys.argv[1]))
+shapes = bert_ref.param_shapes(c) if c["model_type"] == "bert" else family_ref.param_shapes(c)
+print(sum(math.prod(s) for s in shapes.values()))
+EOF
+)
+    if [ -n "$got" ] && [ "$got" = "$want" ] && ! "$ZT" estimate --model "$cfgf" --ranks 1 --stage 0 2>&1 | grep -q "no field"; then ok
+    else bad "$m: $got parameters, the reference's shapes give $want (or a field was not known)"; fi
+    if [ "${FAMILY_LONG:-0}" = 1 ]; then
+        tokdir=$T/vocabdir; mkdir -p "$tokdir.$m"
+        if [ "$m" = roberta-base ]; then cp "$BPE/vocab.json" "$BPE/merges.txt" "$tokdir.$m/"
+        else cp "$T/vocab.txt" "$tokdir.$m/"; fi
+        cfg real 0 1 "" ""
+        if "$ZT" train --model "$cfgf" --data synthetic --config "$T/real.json" --seq-len 16 --steps 1 \
+               --save-model "$T/$m.pre" >"$T/$m.pre.log" 2>&1 &&
+           cp "$tokdir.$m/"* "$T/$m.pre/" &&
+           "$ZT" finetune --model "$T/$m.pre" --task classify --train "$T/train.jsonl" --seq-len 16 \
+               --config "$T/real.json" --steps 1 --save-model "$T/$m.cls" >"$T/$m.cls.log" 2>&1 &&
+           "$ZT" predict --model "$T/$m.cls" --task classify --input "$T/eval.jsonl" \
+               --output "$T/$m.pred" >"$T/$m.pred.log" 2>&1 && [ "$(wc -l <"$T/$m.pred")" -eq 80 ]; then ok
+        else bad "$m: train, finetune or predict failed"; tail -n 3 "$T/$m".*.log; fi
+    fi
+done
+
 echo "family: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
