@@ -525,7 +525,9 @@ static int encode_text(prep *p, const char *text, size_t len, int32_t **ids, siz
     if (!strcmp(p->tok.type, "wordpiece"))
         return tok_text_ids(p->tk, text, len, TOK_SPLIT_SPECIAL, ids, n, cap, p->err,
                             sizeof p->err);
-    /* SentencePiece: line by line, as it was trained */
+    /* SentencePiece: line by line, as it was trained; byte-level BPE too, as RoBERTa's
+     * pretraining data was encoded (fairseq's encoder, HF's run_mlm: per line, without the
+     * newline) */
     for (size_t pos = 0; pos < len;) {
         const char *s = text + pos, *nl = memchr(s, '\n', len - pos);
         size_t m = nl ? (size_t)(nl - s) : len - pos;
