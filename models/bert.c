@@ -25,24 +25,11 @@
 
 /* ---- config ------------------------------------------------------------------------- */
 
-static int check_string(const cJSON *o, const char *path, const char *key, const char *want)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    if (!v)
-        return 0;
-    if (!cJSON_IsString(v) || strcmp(v->valuestring, want) != 0)
-        return zt_fail(ZT_E_UNSUPPORTED, "%s: \"%s\" is %s%s%s; only \"%s\" is supported", path,
-                       key, cJSON_IsString(v) ? "\"" : "", cJSON_IsString(v) ? v->valuestring
-                                                                         : "not a string",
-                       cJSON_IsString(v) ? "\"" : "", want);
-    return 0;
-}
-
 /* The families: HF's names of their classes and tensors. Head tables are whole names; the
  * embeddings' and layers' are suffixes after "<prefix>.embeddings." and "<prefix>.<enc>.N.". */
 enum { E_WORD, E_POS, E_TYPE, E_LNW, E_LNB, E_N };
 enum { L_QW, L_QB, L_KW, L_KB, L_VW, L_VB, L_AOW, L_AOB, L_LN1W, L_LN1B, L_IW, L_IB, L_OW, L_OB,
-       L_LN2W, L_LN2B, L_N };
+       L_LN2W, L_LN2B, L_N, L_DIST = L_N }; /* L_DIST: relative positions' distance_embedding */
 enum { H_TW, H_TB, H_LNW, H_LNB, H_BIAS, H_DEC, H_N }; /* H_DEC: an untied decoder's */
 enum { C_PW, C_PB, C_W, C_B, C_N }; /* the classification head */
 
@@ -157,6 +144,27 @@ static int check_defaults(const cJSON *o, const char *path)
         return zt_fail(ZT_E_UNSUPPORTED, "%s: \"pruned_heads\" is not empty: pruned attention "
                        "heads are not supported (their layers' shapes differ)", path);
     return 0;
+}
+
+static const char *const rel_names[] = {"absolute", "relative_key", "relative_key_query"};
+
+/* position_embedding_type: absolute (default), relative_key or relative_key_query
+ * (BertSelfAttention's distance_embedding) */
+static int load_rel(const cJSON *o, const char *path, bert_config *c)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "position_embedding_type");
+    c->rel = BERT_REL_NONE;
+    if (!v || cJSON_IsNull(v))
+        return 0;
+    for (int k = 0; cJSON_IsString(v) && k < 3; k++)
+        if (strcmp(v->valuestring, rel_names[k]) == 0) {
+            c->rel = k;
+            return 0;
+        }
+    return zt_fail(ZT_E_UNSUPPORTED, "%s: \"position_embedding_type\" is %s%s%s; zerotrain "
+                   "computes \"absolute\", \"relative_key\" and \"relative_key_query\"", path,
+                   cJSON_IsString(v) ? "\"" : "", cJSON_IsString(v) ? v->valuestring : "not a string",
+                   cJSON_IsString(v) ? "\"" : "");
 }
 
 /* tie_word_embeddings (default true): false gives the MLM decoder a weight of its own */
@@ -372,7 +380,7 @@ static int family_of(const cJSON *o, const char *path, int *family)
 static int load_bert_fields(const cJSON *o, const char *path, bert_config *c)
 {
     int roberta = c->family == BERT_FAMILY_ROBERTA, rc;
-    if ((rc = check_string(o, path, "position_embedding_type", "absolute")) < 0 ||
+    if ((rc = load_rel(o, path, c)) < 0 ||
         (rc = zt_hfc_int(o, path, "vocab_size", 1, 0, 1, &c->vocab)) < 0 ||
         (rc = zt_hfc_int(o, path, "hidden_size", 1, 0, 1, &c->hidden)) < 0 ||
         (rc = zt_hfc_int(o, path, "num_hidden_layers", 1, 0, 1, &c->layers)) < 0 ||
@@ -612,11 +620,12 @@ int bert_config_save(const bert_config *c, const char *path, const char *torch_d
                      "  \"attention_probs_dropout_prob\": %.9g,\n  \"max_position_embeddings\": %d,\n"
                      "  \"type_vocab_size\": %d,\n  \"initializer_range\": %.9g,\n"
                      "  \"layer_norm_eps\": %.9g,\n  \"pad_token_id\": %d,\n%s"
-                     "  \"position_embedding_type\": \"absolute\",\n  \"tie_word_embeddings\": %s,\n"
+                     "  \"position_embedding_type\": \"%s\",\n  \"tie_word_embeddings\": %s,\n"
                      "  \"torch_dtype\": \"%s\"",
                      bert_arch(c), fam(c)->type, c->vocab, c->hidden, c->layers, c->heads, c->inter,
                      bert_act_name(c), c->hidden_drop, c->attn_drop, c->max_pos, c->type_vocab,
-                     c->init_range, c->eps, c->pad_id, ids, c->untied ? "false" : "true", dtype);
+                     c->init_range, c->eps, c->pad_id, ids, rel_names[c->rel],
+                     c->untied ? "false" : "true", dtype);
     }
     const void *parts[3] = {text, head ? head : "", "\n}\n"};
     size_t lens[3] = {(size_t)n, head ? strlen(head) : 0, 3};
@@ -682,6 +691,13 @@ int bert_layout(const bert_config *c, zt_layout *l)
             snprintf(n, sizeof n, "%s.%s.%d.%s", f->prefix, f->enc, i, f->layer[j]);
             if (add(l, n, d0, d1, lp[j].init, lp[j].decay) < 0)
                 goto fail;
+        }
+        if (c->rel) { /* nn.Embedding(2 max_position_embeddings - 1, head size) */
+            snprintf(n, sizeof n, "%s.%s.%d.attention.self.distance_embedding.weight", f->prefix,
+                     f->enc, i);
+            if ((k = add(l, n, 2 * (int64_t)c->max_pos - 1, C / c->heads, ZT_INIT_NORMAL, 1)) < 0)
+                goto fail;
+            l->params[k].embedding = 1;
         }
     }
     int first_head = l->n_params;
@@ -772,6 +788,7 @@ typedef struct bert_model {
     int64_t *lab_c;          /* [n_lab] their labels */
     /* backward scratch */
     float *dcur, *sc[5], *si[2], *att_scratch;
+    float *rel_work;           /* relative position scores' work (attention_rel_scratch) */
     int slots;                 /* attention scratch: one pair's scratch per thread */
     /* 16-bit activations: a product's gradient rounded before it is multiplied (hs, hs_n
      * elements) and the kernels' per-thread rows (xs) */
@@ -931,6 +948,12 @@ static void carve(bert_model *m, zt_carver *cv, const unsigned char *mode, int k
         m->sc[i] = zt_take(cv, bt * C);
     m->si[0] = zt_take(cv, bt * F); m->si[1] = zt_take(cv, bt * F);
     m->att_scratch = zt_take(cv, att_per_slot(m, T) * (size_t)m->slots);
+    if (m->c.rel) { /* the relative scores' work: the full layers' or the first token's */
+        int D = (int)(C / m->c.heads), H = m->c.heads;
+        size_t a = attention_rel_scratch(m->dt, 0, B, H, T, T, D, m->slots, 1);
+        size_t b = attention_rel_scratch(m->dt, 1, B, H, 1, T, D, m->slots, 1);
+        m->rel_work = zt_take(cv, a > b ? a : b);
+    }
     m->hs_n = 0;
     m->hs = NULL;
     m->xs = NULL;
@@ -1142,11 +1165,11 @@ static int bert_prepare(void *p, const zt_batch *b, int keep_logits, int64_t *n_
                        "labels have the input's shape", b->B, b->T_dec, b->B, b->T);
     if (b->decoder_attention_mask)
         return zt_fail(ZT_E_INVAL, "batch: BERT takes no decoder_attention_mask");
-    if (b->T > c->max_pos && c->family != BERT_FAMILY_ROBERTA)
+    if (b->T > c->max_pos && (c->family != BERT_FAMILY_ROBERTA || c->rel))
         return zt_fail(ZT_E_RANGE,
                        "batch: sequence length %d exceeds max_position_embeddings %d", b->T,
                        c->max_pos);
-    for (int r = 0; c->family == BERT_FAMILY_ROBERTA && r < b->B; r++) {
+    for (int r = 0; c->family == BERT_FAMILY_ROBERTA && !c->rel && r < b->B; r++) {
         int k = 0;
         for (int t = 0; t < b->T; t++)
             k += b->input_ids[(size_t)r * b->T + t] != c->pad_id;
@@ -1270,21 +1293,37 @@ static zt_dropout drop_for(const bert_model *m, int u, int purpose, float p)
 #define XS(m) (m)->xs, (m)->slots
 
 /* layer a's attention core over the batch's rows (packed or padded with the key mask) */
-static void attn_forward(bert_model *m, layer_acts *a, const zt_dropout *da)
+/* layer unit u's relative position scores (relative_key / relative_key_query), or NULL;
+ * G NULL: the forward's */
+static const zt_relpos *rel_of(bert_model *m, int u, void *const *P, float *const *G,
+                               zt_relpos *r)
 {
-    const bert_config *c = &m->c;
-    xattention_forward(m->dt, a->ctx, a->att, a->keep, a->q, a->k, a->v, m->mask,
-                       m->packed ? m->cu : NULL, 0, da, m->att_scratch, m->slots, m->B, m->T,
-                       c->hidden, c->heads);
+    if (!m->c.rel)
+        return NULL;
+    *r = (zt_relpos){param(m, P, u, L_DIST), G ? gparam(m, G, u, L_DIST) : NULL, m->rel_work,
+                     m->c.max_pos, m->c.rel == BERT_REL_KEY_QUERY};
+    return r;
 }
 
-static void attn_backward(bert_model *m, layer_acts *a, const zt_dropout *da, float *dq,
-                          float *dk, float *dv, const float *dctx)
+static void attn_forward(bert_model *m, int u, void *const *P, layer_acts *a,
+                         const zt_dropout *da)
 {
     const bert_config *c = &m->c;
-    xattention_backward(m->dt, dq, dk, dv, dctx, a->att, a->keep, a->q, a->k, a->v,
-                        m->packed ? m->cu : NULL, 0, da, m->att_scratch, m->slots, m->B, m->T,
-                        c->hidden, c->heads);
+    zt_relpos r;
+    xattention_forward_rel(m->dt, a->ctx, a->att, a->keep, a->q, a->k, a->v, m->mask,
+                           m->packed ? m->cu : NULL, 0, rel_of(m, u, P, NULL, &r), da,
+                           m->att_scratch, m->slots, m->B, m->T, c->hidden, c->heads);
+}
+
+static void attn_backward(bert_model *m, int u, void *const *P, float *const *G, layer_acts *a,
+                          const zt_dropout *da, float *dq, float *dk, float *dv,
+                          const float *dctx)
+{
+    const bert_config *c = &m->c;
+    zt_relpos r;
+    xattention_backward_rel(m->dt, dq, dk, dv, dctx, a->att, a->keep, a->q, a->k, a->v,
+                            m->packed ? m->cu : NULL, 0, rel_of(m, u, P, G, &r), da,
+                            m->att_scratch, m->slots, m->B, m->T, c->hidden, c->heads);
 }
 
 static int bert_set_recompute(void *p, const unsigned char *unit_mode, int k)
@@ -1458,12 +1497,14 @@ static int first_only(const bert_model *m, int u)
     return m->c.head == BERT_HEAD_CLS && u == m->c.layers;
 }
 
-static void first_attention(bert_model *m, layer_acts *a, const zt_dropout *da)
+static void first_attention(bert_model *m, int u, void *const *P, layer_acts *a,
+                            const zt_dropout *da)
 {
     const bert_config *c = &m->c;
-    xattention_forward(m->dt, a->ctx, a->att, a->keep, a->q, a->k, a->v, m->mask,
-                       m->packed ? m->cu : NULL, 1, da, m->att_scratch, m->slots, m->B, m->T,
-                       c->hidden, c->heads);
+    zt_relpos r;
+    xattention_forward_rel(m->dt, a->ctx, a->att, a->keep, a->q, a->k, a->v, m->mask,
+                           m->packed ? m->cu : NULL, 1, rel_of(m, u, P, NULL, &r), da,
+                           m->att_scratch, m->slots, m->B, m->T, c->hidden, c->heads);
 }
 
 static void first_forward(bert_model *m, int u, void *const *P, layer_acts *a, const void *x)
@@ -1480,7 +1521,7 @@ static void first_forward(bert_model *m, int u, void *const *P, layer_acts *a, c
     POLL(m);
     xlinear_forward(dt, a->v, x, param(m, P, u, L_VW), param(m, P, u, L_VB), M, C, C, FS(m));
     POLL(m);
-    first_attention(m, a, &da);
+    first_attention(m, u, P, a, &da);
     POLL(m);
     xlinear_forward(dt, a->a_pre, a->ctx, param(m, P, u, L_AOW), param(m, P, u, L_AOB), B, C, C,
                     FS(m));
@@ -1557,9 +1598,10 @@ static void first_backward(bert_model *m, int u, void *const *P, float *const *G
     xlinear_backward(dt, s[1], gparam(m, G, u, L_AOW), gparam(m, G, u, L_AOB), s[0], a->ctx,
                      param(m, P, u, L_AOW), B, C, C, HS(m));
     POLL(m);
-    xattention_backward(dt, s[2], s[3], s[4], s[1], a->att, a->keep, a->q, a->k, a->v,
-                        m->packed ? m->cu : NULL, 1, &da, m->att_scratch, m->slots, B, m->T, C,
-                        c->heads);
+    zt_relpos r;
+    xattention_backward_rel(dt, s[2], s[3], s[4], s[1], a->att, a->keep, a->q, a->k, a->v,
+                            m->packed ? m->cu : NULL, 1, rel_of(m, u, P, G, &r), &da,
+                            m->att_scratch, m->slots, B, m->T, C, c->heads);
     POLL(m);
     /* ... Q's at the [CLS] rows, K's and V's at every row */
     xgather_rows(dt, m->cxq, x, m->cu, B, C);
@@ -1590,15 +1632,16 @@ static void bert_forward_unit(void *p, int u, void *const *P)
     if (u == 0) {
         zt_dropout d = drop_for(m, 0, ZT_RNG_DROP_EMB, c->hidden_drop);
         const void *type = c->type_vocab ? param(m, P, 0, E_TYPE) : NULL;
+        const void *pos = c->rel ? NULL : param(m, P, 0, E_POS); /* relative: none added */
         if (m->packed)
             xembedding_forward(dt, m->e_pre, m->pids, m->ptt, m->ppos, param(m, P, 0, E_WORD),
-                               type, param(m, P, 0, E_POS), M, 1, C);
+                               type, pos, M, 1, C);
         else if (m->rpos)
             xembedding_forward(dt, m->e_pre, m->ids, m->tt, m->rpos, param(m, P, 0, E_WORD),
-                               type, param(m, P, 0, E_POS), M, 1, C);
+                               type, pos, M, 1, C);
         else
             xembedding_forward(dt, m->e_pre, m->ids, m->tt, NULL, param(m, P, 0, E_WORD),
-                               type, param(m, P, 0, E_POS), B, T, C);
+                               type, pos, B, T, C);
         POLL(m);
         xlayernorm_forward(dt, m->e, m->em, m->er, m->e_pre, param(m, P, 0, eidx(m, E_LNW)),
                            param(m, P, 0, eidx(m, E_LNB)), M, C, c->eps, XS(m));
@@ -1618,7 +1661,7 @@ static void bert_forward_unit(void *p, int u, void *const *P)
         POLL(m);
         xlinear_forward(dt, a->v, x, param(m, P, u, L_VW), param(m, P, u, L_VB), M, C, C, FS(m));
         POLL(m);
-        attn_forward(m, a, &da);
+        attn_forward(m, u, P, a, &da);
         POLL(m);
         xlinear_forward(dt, a->a_pre, a->ctx, param(m, P, u, L_AOW), param(m, P, u, L_AOB), M, C,
                         C, FS(m));
@@ -1677,9 +1720,9 @@ static void bert_recompute_unit(void *p, int u, void *const *P)
     layer_acts *a = &m->la[u - 1];
     zt_dropout da = drop_for(m, u, ZT_RNG_DROP_ATT, c->attn_drop);
     if (first_only(m, u))
-        first_attention(m, a, &da);
+        first_attention(m, u, P, a, &da);
     else
-        attn_forward(m, a, &da);
+        attn_forward(m, u, P, a, &da);
     POLL(m);
     xact_forward(m->dt, bert_act(&m->c), a->g, a->h, (size_t)(first_only(m, u) ? m->B : m->M) * c->inter);
     POLL(m);
@@ -1774,7 +1817,7 @@ static void bert_backward_unit(void *p, int u, void *const *P, float *const *G)
         xlinear_backward(dt, s[1], gparam(m, G, u, L_AOW), gparam(m, G, u, L_AOB), s[0], a->ctx,
                          param(m, P, u, L_AOW), M, C, C, HS(m));
         POLL(m);
-        attn_backward(m, a, &da, s[2], s[3], s[4], s[1]);
+        attn_backward(m, u, P, G, a, &da, s[2], s[3], s[4], s[1]);
         POLL(m);
         xlinear_backward(dt, m->dcur, gparam(m, G, u, L_QW), gparam(m, G, u, L_QB), s[2], x,
                          param(m, P, u, L_QW), M, C, C, HS(m));
@@ -1795,11 +1838,12 @@ static void bert_backward_unit(void *p, int u, void *const *P, float *const *G)
         POLL(m);
         float *dtype = c->type_vocab ? gparam(m, G, 0, E_TYPE) : NULL;
         int64_t pad_pos = m->rpos ? c->pad_id : -1; /* RoBERTa's positions' padding_idx */
+        float *dpos = c->rel ? NULL : gparam(m, G, 0, E_POS);
         if (m->packed)
-            embedding_backward_pad(gparam(m, G, 0, E_WORD), dtype, gparam(m, G, 0, E_POS), s[0],
+            embedding_backward_pad(gparam(m, G, 0, E_WORD), dtype, dpos, s[0],
                                    m->pids, m->ptt, m->ppos, M, 1, C, c->pad_id, pad_pos);
         else
-            embedding_backward_pad(gparam(m, G, 0, E_WORD), dtype, gparam(m, G, 0, E_POS), s[0],
+            embedding_backward_pad(gparam(m, G, 0, E_WORD), dtype, dpos, s[0],
                                    m->ids, m->tt, m->rpos, m->rpos ? M : B, m->rpos ? 1 : m->T,
                                    C, c->pad_id, pad_pos);
         POLL(m);
@@ -1818,6 +1862,8 @@ static double bert_flops(const void *p)
     for (int b = 0; b < m->B; b++)
         pairs += (double)(m->cu[b + 1] - m->cu[b]) * (m->cu[b + 1] - m->cu[b]);
     double layer = 2.0 * M * (4.0 * C * C + 2.0 * C * F) + 2.0 * 2.0 * pairs * C;
+    if (c->rel) /* q (and k) times the 2L - 1 distances' embeddings */
+        layer += (c->rel == BERT_REL_KEY_QUERY ? 2.0 : 1.0) * 2.0 * 2.0 * pairs * C;
     double fwd = c->layers * layer;
     if (c->head == BERT_HEAD_CLS) /* the last layer: K, V over M rows, the rest over B */
         fwd += 2.0 * (m->B - M) * (2.0 * C * C + 2.0 * C * F) + 2.0 * 2.0 * (M - pairs) * C;

@@ -12,7 +12,8 @@
  *               pre_classifier, ReLU, dropout, classifier; config keys dim, n_layers, ...
  * Every family's word embeddings (and RoBERTa's positions) have nn.Embedding's padding_idx:
  * that row starts at zero and the lookup gives it no gradient. HF config.json in and out.
- * No next-sentence head, no relative position embeddings. */
+ * position_embedding_type relative_key / relative_key_query: a distance_embedding per layer,
+ * no absolute positions added. No next-sentence head. */
 #ifndef ZT_MODELS_BERT_H
 #define ZT_MODELS_BERT_H
 
@@ -26,6 +27,8 @@ enum { BERT_HEAD_MLM = 0, BERT_HEAD_CLS = 1 };
 enum { BERT_PROBLEM_SINGLE = 1, BERT_PROBLEM_MULTI, BERT_PROBLEM_REGRESSION };
 #define BERT_LABELS_BYTES 32768 /* id2label's names, NUL-separated */
 
+/* position_embedding_type "absolute", "relative_key", "relative_key_query" */
+enum { BERT_REL_NONE = 0, BERT_REL_KEY, BERT_REL_KEY_QUERY };
 /* model_type: "bert", "roberta", "distilbert" */
 enum { BERT_FAMILY_BERT = 0, BERT_FAMILY_ROBERTA, BERT_FAMILY_DISTILBERT };
 
@@ -37,6 +40,7 @@ typedef struct bert_config {
     float eps, hidden_drop, attn_drop, init_range;
     int act_id;                /* hidden_act: an index of bert_act_name (0: "gelu") */
     int untied;                /* tie_word_embeddings false: the MLM decoder's own weight */
+    int rel;                   /* position_embedding_type: BERT_REL_* */
     /* the head */
     int head;                  /* BERT_HEAD_* */
     int num_labels, problem;   /* BERT_HEAD_CLS: classes (or regression outputs), BERT_PROBLEM_* */

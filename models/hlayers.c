@@ -282,8 +282,15 @@ void xembedding_forward(int dt, void *out, const int64_t *ids, const int64_t *tt
         for (int c0 = 0; c0 < C; c0 += 512) {
             int k = C - c0 < 512 ? C - c0 : 512;
             zt_half_widen(dt, a, wd + w0 + c0, (size_t)k);
-            zt_half_widen(dt, p, ps + p0 + c0, (size_t)k);
-            if (ty) {
+            if (ps)
+                zt_half_widen(dt, p, ps + p0 + c0, (size_t)k);
+            else /* no absolute positions */
+                memset(p, 0, sizeof(float) * (size_t)k);
+            if (ty && !ps) {
+                zt_half_widen(dt, y, ty + y0 + c0, (size_t)k);
+                for (int c = 0; c < k; c++)
+                    a[c] = a[c] + y[c];
+            } else if (ty) {
                 zt_half_widen(dt, y, ty + y0 + c0, (size_t)k);
                 for (int c = 0; c < k; c++)
                     a[c] = (a[c] + y[c]) + p[c];

@@ -439,6 +439,7 @@ static void pair_mask(float *y, const float *x, const zt_dropout *drop, const ui
 typedef struct att_rows {
     const int32_t *cu;
     int q_one;
+    const zt_relpos *rel;  /* BERT's relative position scores, or NULL */
 } att_rows;
 
 /* pair (b, h)'s rows: its first query and key rows and their counts */
@@ -524,6 +525,99 @@ size_t attention_scratch(int hdt, int Tq, int Tk, int D, int backward)
                     : 2 * tt + (size_t)Tk + 2 * (size_t)(Tq + Tk) * D;
 }
 
+/* ---- relative position scores (modeling_bert.py, relative_key / relative_key_query) ----
+ * Query i (at position i, or 0 for q_one) and key j are d = i - j apart, d in [-(Tk - 1),
+ * Tqp - 1]: column m = d + Tk - 1 of the nd = Tqp + Tk - 1 distances, E's row m + P - Tk. */
+typedef struct rel_ctx {
+    const float *E;      /* the nd rows of E in fp32 */
+    int nd, Tqp, Tk, kq;
+    size_t e0;           /* E's first row used */
+    /* the caller's work (attention_rel_scratch): per thread, rows times E [max(Tq, Tk), nd];
+     * backward: per pair its distances' gradient (queries' [Tqp, nd], keys' [Tk, nd]), E's
+     * gradient [nd, D] and (half precision) one pair's rows widened [max(Tq, Tk), D] */
+    float *xe, *dxe, *dE, *wide;
+    size_t xe_per, pair_per;
+} rel_ctx;
+
+static size_t rel_layout(rel_ctx *rc, int hdt, int q_one, int B, int H, int Tq, int Tk, int D,
+                         int slots, int backward, float *work)
+{
+    size_t o = 0, mx = (size_t)(Tq > Tk ? Tq : Tk);
+    rc->Tqp = q_one ? 1 : Tq;
+    rc->Tk = Tk;
+    rc->nd = rc->Tqp + Tk - 1;
+    size_t nd = (size_t)rc->nd;
+    float *E = work;
+    o += hdt >= 0 ? nd * D : 0;
+    rc->xe = work ? work + o : NULL;
+    rc->xe_per = mx * nd;
+    o += rc->xe_per * (size_t)scratch_threads(slots);
+    if (backward) {
+        rc->pair_per = (size_t)(rc->Tqp + Tk) * nd;
+        rc->dxe = work ? work + o : NULL;
+        o += rc->pair_per * (size_t)B * H;
+        rc->dE = work ? work + o : NULL;
+        o += nd * D;
+        rc->wide = work ? work + o : NULL;
+        o += hdt >= 0 ? mx * D : 0;
+    }
+    rc->E = E;
+    return o;
+}
+
+size_t attention_rel_scratch(int hdt, int first, int B, int H, int Tq, int Tk, int D, int slots,
+                         int backward)
+{
+    rel_ctx rc;
+    return rel_layout(&rc, hdt, first, B, H, Tq, Tk, D, slots, backward, NULL);
+}
+
+static void rel_begin(rel_ctx *rc, const zt_relpos *rel, int hdt, int q_one, int B, int H,
+                      int Tq, int Tk, int D, int slots, int backward)
+{
+    memset(rc, 0, sizeof *rc);
+    if (!rel)
+        return;
+    rel_layout(rc, hdt, q_one, B, H, Tq, Tk, D, slots, backward, rel->work);
+    rc->kq = rel->key_query;
+    rc->e0 = (size_t)(rel->P - Tk);
+    size_t n = (size_t)rc->nd * D;
+    if (hdt < 0)
+        rc->E = (const float *)rel->E + rc->e0 * D;
+    else
+        zt_half_widen(hdt, (float *)rc->E, (const uint16_t *)rel->E + rc->e0 * D, n);
+}
+
+/* a[i, j] += x_i . E[m(i, j)] (x: the queries, rows i) or, key side, x_j . E[m(i, j)] */
+static void rel_scores(float *a, const float *x, int lx, int key_side, int tq, int tk,
+                       const rel_ctx *rc, int D, float *xe)
+{
+    int nx = key_side ? tk : tq, nd = rc->nd;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nx, nd, D, 1.0f, x, lx, rc->E, D, 0.0f,
+                xe, nd);
+    for (int i = 0; i < tq; i++)
+        for (int j = 0; j < tk; j++) {
+            int m = i - j + rc->Tk - 1;
+            a[(size_t)i * tk + j] += key_side ? xe[(size_t)j * nd + m] : xe[(size_t)i * nd + m];
+        }
+}
+
+/* the scores' gradient ds [tq, tk] as the distances' of x's rows (dxe [nx, nd], zero
+ * elsewhere), then dx += dxe E */
+static void rel_grad(float *dxe, const float *ds, int key_side, int tq, int tk, const rel_ctx *rc,
+                     float *dx, int ldx, int D)
+{
+    int nx = key_side ? tk : tq, nd = rc->nd;
+    memset(dxe, 0, sizeof(float) * (size_t)nx * nd);
+    for (int i = 0; i < tq; i++)
+        for (int j = 0; j < tk; j++) {
+            int m = i - j + rc->Tk - 1;
+            dxe[key_side ? (size_t)j * nd + m : (size_t)i * nd + m] = ds[(size_t)i * tk + j];
+        }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nx, D, nd, 1.0f, dxe, nd, rc->E, D,
+                1.0f, dx, ldx);
+}
+
 /* mha_forward, also recording the dropout keep-mask (keep: B*H pairs of ceil(Tq*Tk/32)
  * words; NULL: not recorded); ar: the rows (see att_rows; NULL: padded. bias and causal
  * apply to the padded layout only, kmask to padded keys). hdt >= 0: ctx, att, q, k, v hold
@@ -545,9 +639,12 @@ static void mha_forward_keep(void *ctx, void *att, uint32_t *keep, const void *q
     size_t per = attention_scratch(hdt, Tq, Tk, D, 0);
     const int32_t *cu = ar ? ar->cu : NULL;
     double part[PART_N] = {0}, w0 = ZT_PROF_T0();
+    rel_ctx rc;
+    rel_begin(&rc, ar ? ar->rel : NULL, hdt, ar && ar->q_one, B, H, Tq, Tk, D, slots, 0);
 #pragma omp parallel num_threads(scratch_threads(slots))
     {
         float *pd = scratch + (size_t)omp_get_thread_num() * per, *bm = pd + tt;
+        float *xe = rc.nd ? rc.xe + (size_t)omp_get_thread_num() * rc.xe_per : NULL;
         float *sa = NULL, *qf = NULL, *kf = NULL, *vf = NULL, *cf = NULL;
         if (hx) { /* the pair's widened rows and its fp32 probabilities and context */
             sa = bm + Tk;
@@ -575,6 +672,11 @@ static void mha_forward_keep(void *ctx, void *att, uint32_t *keep, const void *q
             float *a = hx ? sa : (float *)att + (size_t)bh * tt;
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, tq, tk, D, 1.0f, qb, lq, kb, lk,
                         0.0f, a, tk);
+            if (rc.nd) { /* + q . E (+ k . E), before the division, as BertSelfAttention */
+                rel_scores(a, qb, lq, 0, tq, tk, &rc, D, xe);
+                if (rc.kq)
+                    rel_scores(a, kb, lk, 1, tq, tk, &rc, D, xe);
+            }
             lap(prof, &my[PART_GEMM], &t);
             if (!bh_bias && !causal_b) /* the same term for every row */
                 terms = score_terms(bm, NULL, km, 0, 0, tk);
@@ -667,7 +769,8 @@ static void mha_pair_backward(float *dq, float *dk, float *dv, float *dbias, con
                               const void *a0, const uint32_t *keep, const void *q,
                               const void *k, const void *v, float div, const zt_dropout *drop,
                               float *dp, float *pd, float *wb, int hdt, int b, int h,
-                              pair_rows r, size_t ctr, int C, int D, double *my)
+                              pair_rows r, size_t ctr, int C, int D, double *my,
+                              const rel_ctx *rc, size_t bh)
 {
     int Tq = r.tq, Tk = r.tk, lq, lk, lv;
     size_t tt = (size_t)Tq * Tk, oq = r.q0 * C + (size_t)h * D, ok = r.k0 * C + (size_t)h * D;
@@ -715,7 +818,41 @@ static void mha_pair_backward(float *dq, float *dk, float *dv, float *dbias, con
                 0.0f, dq + oq, C);
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Tk, D, Tq, 1.0f, dp, Tk, qb, lq,
                 0.0f, dk + ok, C);
+    if (rc && rc->nd) { /* the relative scores: dq (dk) += their distances' gradient E; the
+                         * distances' gradient kept for E's (rel_reduce) */
+        float *dqe = rc->dxe + bh * rc->pair_per, *dke = dqe + (size_t)rc->Tqp * rc->nd;
+        rel_grad(dqe, dp, 0, Tq, Tk, rc, dq + oq, C, D);
+        if (rc->kq)
+            rel_grad(dke, dp, 1, Tq, Tk, rc, dk + ok, C, D);
+    }
     lap(prof, &my[PART_GEMM], &t);
+}
+
+/* E's gradient: the pairs' distance gradients times their query (key) rows, summed pair by
+ * pair in order (the same bits at any thread count), added into rel->dE */
+static void rel_reduce(const rel_ctx *rc, const zt_relpos *rel, const att_rows *ar,
+                       const void *q, const void *k, int hdt, int B, int H, int Tq, int Tk,
+                       int D)
+{
+    int C = H * D, nd = rc->nd, lx;
+    memset(rc->dE, 0, sizeof(float) * (size_t)nd * D);
+    for (int bh = 0; bh < B * H; bh++) {
+        pair_rows r = rows_of(ar, bh / H, Tq, Tk);
+        const float *dqe = rc->dxe + (size_t)bh * rc->pair_per;
+        if (r.tq == 0 || r.tk == 0)
+            continue;
+        const float *x = pair_in(q, hdt, r.q0, r.tq, C, bh % H, D, rc->wide, &lx);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nd, D, r.tq, 1.0f, dqe, nd, x, lx,
+                    1.0f, rc->dE, D);
+        if (!rc->kq)
+            continue;
+        x = pair_in(k, hdt, r.k0, r.tk, C, bh % H, D, rc->wide, &lx);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nd, D, r.tk, 1.0f,
+                    dqe + (size_t)rc->Tqp * nd, nd, x, lx, 1.0f, rc->dE, D);
+    }
+    float *dst = rel->dE + rc->e0 * D;
+    for (size_t i = 0; i < (size_t)nd * D; i++)
+        dst[i] += rc->dE[i];
 }
 
 static void mha_backward_keep(float *dq, float *dk, float *dv, float *dbias, const float *dctx,
@@ -731,6 +868,8 @@ static void mha_backward_keep(float *dq, float *dk, float *dv, float *dbias, con
     size_t per = attention_scratch(hdt, Tq, Tk, D, 1), es = hdt >= 0 ? 2 : 4;
     const char *at = att;
     double part[PART_N] = {0}, w0 = ZT_PROF_T0();
+    rel_ctx rc;
+    rel_begin(&rc, ar ? ar->rel : NULL, hdt, ar && ar->q_one, B, H, Tq, Tk, D, slots, 1);
 #pragma omp parallel num_threads(scratch_threads(slots))
     {
         float *dp = scratch + (size_t)omp_get_thread_num() * per, *pd = dp + tt;
@@ -743,7 +882,8 @@ static void mha_backward_keep(float *dq, float *dk, float *dv, float *dbias, con
                     size_t bh = (size_t)b * H + h;
                     mha_pair_backward(dq, dk, dv, dbias + (size_t)h * tt, dctx, at + bh * tt * es,
                                       keep ? keep + bh * wpp : NULL, q, k, v, div, drop, dp, pd,
-                                      wb, hdt, b, h, rows_of(NULL, b, Tq, Tk), tt, C, D, my);
+                                      wb, hdt, b, h, rows_of(NULL, b, Tq, Tk), tt, C, D, my,
+                                      NULL, bh);
                 }
         } else {
 #pragma omp for schedule(static)
@@ -751,10 +891,12 @@ static void mha_backward_keep(float *dq, float *dk, float *dv, float *dbias, con
                 mha_pair_backward(dq, dk, dv, NULL, dctx, at + (size_t)bh * tt * es,
                                   keep ? keep + (size_t)bh * wpp : NULL, q, k, v, div, drop, dp,
                                   pd, wb, hdt, bh / H, bh % H, rows_of(ar, bh / H, Tq, Tk), ctr,
-                                  C, D, my);
+                                  C, D, my, &rc, (size_t)bh);
         }
         merge_parts(prof, part, my);
     }
+    if (rc.nd)
+        rel_reduce(&rc, ar->rel, ar, q, k, hdt, B, H, Tq, Tk, D);
     double pairs = (double)B * H, pq, pk, ptt;
     int use_drop = drop && drop->p > 0.0f;
     pair_means(ar, B, Tq, Tk, &pq, &pk, &ptt);
@@ -783,16 +925,38 @@ void xmha_backward(int hdt, float *dq, float *dk, float *dv, float *dbias, const
 
 /* BERT's self-attention: the general kernel with scores / sqrt(hs), the key mask or packed
  * rows, no bias, and the dropout mask recorded in keep (or regenerated when keep is NULL) */
+void xattention_forward_rel(int hdt, void *ctx, void *att, uint32_t *keep, const void *q,
+                            const void *k, const void *v, const int64_t *mask, const int32_t *cu,
+                            int first, const zt_relpos *rel, const zt_dropout *drop,
+                            float *scratch, int slots, int B, int T, int C, int H)
+{
+    int hs = C / H;
+    att_rows ar = {cu, first, rel};
+    mha_forward_keep(ctx, att, keep, q, k, v, NULL, cu ? NULL : mask, 0,
+                     cu || first || rel ? &ar : NULL, (float)sqrt((double)hs), drop, scratch,
+                     slots, B, first ? 1 : T, T, H, hs, hdt);
+}
+
+void xattention_backward_rel(int hdt, float *dq, float *dk, float *dv, const float *dctx,
+                             const void *att, const uint32_t *keep, const void *q, const void *k,
+                             const void *v, const int32_t *cu, int first, const zt_relpos *rel,
+                             const zt_dropout *drop, float *scratch, int slots, int B, int T,
+                             int C, int H)
+{
+    int hs = C / H;
+    att_rows ar = {cu, first, rel};
+    mha_backward_keep(dq, dk, dv, NULL, dctx, att, keep, q, k, v, cu || first || rel ? &ar : NULL,
+                      (float)sqrt((double)hs), drop, scratch, slots, B, first ? 1 : T, T, H, hs,
+                      hdt);
+}
+
 void xattention_forward(int hdt, void *ctx, void *att, uint32_t *keep, const void *q,
                         const void *k, const void *v, const int64_t *mask, const int32_t *cu,
                         int first, const zt_dropout *drop, float *scratch, int slots, int B,
                         int T, int C, int H)
 {
-    int hs = C / H;
-    att_rows ar = {cu, first};
-    mha_forward_keep(ctx, att, keep, q, k, v, NULL, cu ? NULL : mask, 0, cu || first ? &ar : NULL,
-                     (float)sqrt((double)hs), drop, scratch, slots, B, first ? 1 : T, T, H, hs,
-                     hdt);
+    xattention_forward_rel(hdt, ctx, att, keep, q, k, v, mask, cu, first, NULL, drop, scratch,
+                           slots, B, T, C, H);
 }
 
 void xattention_backward(int hdt, float *dq, float *dk, float *dv, const float *dctx,
@@ -800,11 +964,8 @@ void xattention_backward(int hdt, float *dq, float *dk, float *dv, const float *
                          const void *v, const int32_t *cu, int first, const zt_dropout *drop,
                          float *scratch, int slots, int B, int T, int C, int H)
 {
-    int hs = C / H;
-    att_rows ar = {cu, first};
-    mha_backward_keep(dq, dk, dv, NULL, dctx, att, keep, q, k, v, cu || first ? &ar : NULL,
-                      (float)sqrt((double)hs), drop, scratch, slots, B, first ? 1 : T, T, H, hs,
-                      hdt);
+    xattention_backward_rel(hdt, dq, dk, dv, dctx, att, keep, q, k, v, cu, first, NULL, drop,
+                            scratch, slots, B, T, C, H);
 }
 
 void attention_forward(float *ctx, float *att, uint32_t *keep, const float *q, const float *k,
@@ -879,7 +1040,7 @@ static void embed_fwd(float *out, const int64_t *ids, const int64_t *tt, const i
 #pragma omp parallel for schedule(static)
     for (int bt = 0; bt < B * T; bt++) {
         const float *w = word + (size_t)ids[bt] * C;
-        const float *p = pos + position(pos_ids, bt, T) * C;
+        const float *p = pos ? pos + position(pos_ids, bt, T) * C : NULL;
         float *o = out + (size_t)bt * C;
         if (!type) { /* no token types (DistilBERT) */
             for (int c = 0; c < C; c++)
@@ -887,6 +1048,11 @@ static void embed_fwd(float *out, const int64_t *ids, const int64_t *tt, const i
             continue;
         }
         const float *ty = type + (size_t)(tt ? tt[bt] : 0) * C;
+        if (!p) { /* no absolute positions (relative position scores) */
+            for (int c = 0; c < C; c++)
+                o[c] = w[c] + ty[c];
+            continue;
+        }
         for (int c = 0; c < C; c++)
             o[c] = (w[c] + ty[c]) + p[c];
     }
@@ -929,7 +1095,7 @@ static void embed_bwd(float *dword, float *dtype, float *dpos, const float *dout
                 for (int c = c0; c < c1; c++)
                     dt[c] += g[c];
             }
-            if ((int64_t)p != pad_pos) {
+            if (dpos && (int64_t)p != pad_pos) {
                 float *dp = dpos + p * C;
                 for (int c = c0; c < c1; c++)
                     dp[c] += g[c];

@@ -95,6 +95,29 @@ void xattention_forward(int hdt, void *ctx, void *att, uint32_t *keep, const voi
                         const void *k, const void *v, const int64_t *mask, const int32_t *cu,
                         int first, const zt_dropout *drop, float *scratch, int slots, int B,
                         int T, int C, int H);
+/* BERT's relative position scores (position_embedding_type relative_key / relative_key_query,
+ * modeling_bert.py BertSelfAttention): scores[i, j] += q_i . E[i - j + P - 1] (and, key_query,
+ * + k_j . E[i - j + P - 1]) before the division by sqrt(hs), positions counted within each
+ * sample (the first token's query alone: i = 0). E: distance_embedding [2P - 1, hs] in the
+ * activations' dtype (hdt); dE: its fp32 gradient, accumulated by the backward (the pairs
+ * summed in order); work: attention_rel_scratch floats. T <= P. */
+typedef struct zt_relpos {
+    const void *E;
+    float *dE;
+    float *work;
+    int P, key_query;
+} zt_relpos;
+size_t attention_rel_scratch(int hdt, int first, int B, int H, int Tq, int Tk, int D, int slots,
+                         int backward);
+void xattention_forward_rel(int hdt, void *ctx, void *att, uint32_t *keep, const void *q,
+                            const void *k, const void *v, const int64_t *mask, const int32_t *cu,
+                            int first, const zt_relpos *rel, const zt_dropout *drop,
+                            float *scratch, int slots, int B, int T, int C, int H);
+void xattention_backward_rel(int hdt, float *dq, float *dk, float *dv, const float *dctx,
+                             const void *att, const uint32_t *keep, const void *q, const void *k,
+                             const void *v, const int32_t *cu, int first, const zt_relpos *rel,
+                             const zt_dropout *drop, float *scratch, int slots, int B, int T,
+                             int C, int H);
 void xattention_backward(int hdt, float *dq, float *dk, float *dv, const float *dctx,
                          const void *att, const uint32_t *keep, const void *q, const void *k,
                          const void *v, const int32_t *cu, int first, const zt_dropout *drop,
@@ -128,7 +151,7 @@ void xdropout_residual_rows(int hdt, void *x, const void *r, uint32_t *keep,
                             const zt_dropout *d, int B, const int32_t *cu, size_t C);
 
 /* out[b,t,:] = word[ids] + type[tt] + pos[t] (tt may be NULL: type 0; type NULL: no token
- * types, word + pos). */
+ * types, word + pos; pos NULL (with a type table): no absolute positions, word + type). */
 void embedding_forward(float *out, const int64_t *ids, const int64_t *tt, const float *word,
                        const float *type, const float *pos, int B, int T, int C);
 void embedding_backward(float *dword, float *dtype, float *dpos, const float *dout,

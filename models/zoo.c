@@ -138,6 +138,8 @@ static const shape_field bert_fields[] = {
      offsetof(bert_config, head)},
     {"num_labels", offsetof(bert_config, num_labels)},
     {"tie_word_embeddings false (1) or true (0)", offsetof(bert_config, untied)},
+    {"position_embedding_type (0 absolute, 1 relative_key, 2 relative_key_query)",
+     offsetof(bert_config, rel)},
 };
 static const shape_field t5_fields[] = {
     {"vocab_size", offsetof(t5_config, vocab)},

@@ -30,6 +30,8 @@ CASES=(
     "28  700 48 2 4  96 20 2 5 17 1e-12 12 single --ignored 1"
     "29  650 40 1 5  80 16 2 3 16 1e-12  4 infer --infer-labels float"
     "30  700 48 2 4  96 20 2 4 17 1e-12  3 single --left-pad"
+    "31  700 48 2 4  96 20 2 4 17 1e-12  3 single --pos-type relative_key_query"
+    "32  600 48 2 4  96 24 2 3 24 1e-12  2 single --left-pad --pos-type relative_key"
 )
 # PARITY_EXTRA=N (make test-long) adds N more cases with shapes and heads drawn from a seeded RANDOM
 if [ "${PARITY_EXTRA:-0}" -gt 0 ]; then

@@ -23,6 +23,8 @@ CASES=(
     "15  600 96 1 3 328 50 3 4 11 1e-12 gelu"
     "16  997 72 2 4 120 19 1 2 19 1e-12 gelu_pytorch_tanh"
     "17  600 48 2 4  96 24 2 3 24 1e-12 relu --untied"
+    "18  700 48 2 4  96 24 2 3 21 1e-12 gelu --pos-type relative_key"
+    "19  700 72 2 6 120 30 2 2 30 1e-12 gelu --pos-type relative_key_query"
 )
 ACTS=(gelu gelu_new gelu_pytorch_tanh relu silu swish)
 # PARITY_EXTRA=N (make test-long) adds N more cases with shapes drawn from a seeded RANDOM

@@ -251,7 +251,8 @@ expect_error "hidden_act quick_gelu" 1 "$T/act/config.json: \"hidden_act\" is \"
 # BertConfig fields that would build another model are refused by name, never ignored
 for kv in '"is_decoder": true|"is_decoder": true is not supported: it makes a causal decoder' \
           '"add_cross_attention": true|"add_cross_attention": true is not supported: it makes cross-attention layers' \
-          '"pruned_heads": {"0": [1]}|"pruned_heads" is not empty'; do
+          '"pruned_heads": {"0": [1]}|"pruned_heads" is not empty' \
+          '"position_embedding_type": "rotary"|"position_embedding_type" is "rotary"; zerotrain computes "absolute", "relative_key" and "relative_key_query"'; do
     field=${kv%%|*}; msg=${kv#*|}
     sed "s/\"hidden_act\": \"gelu\",/\"hidden_act\": \"gelu\", $field,/" "$FIX/config.json" >"$T/act/config.json"
     expect_error "${field%%:*}" 1 "$T/act/config.json: $msg" -- \

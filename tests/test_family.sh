@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# test_family.sh - RoBERTa and DistilBERT through the engine, as BERT goes (test_zero.sh,
+# test_family.sh - RoBERTa, DistilBERT and BERT with relative position scores
+# (position_embedding_type relative_key_query) through the engine, as BERT goes (test_zero.sh,
 # test_recompute.sh, test_finetune.sh), on tiny configs with dropout on:
 #   - masked-LM training at N=2, stages 0-3 bit-identical (stage 3 with optimizer and parameter
 #     offload), and stage 3's traffic equal to the schedule's formula;
@@ -94,7 +95,13 @@ for m in none full selective every-k:2; do
     cfg rc$n 0 1 "" "\"zerotrain\": {\"recompute\": \"$m\"},"
 done
 
-for fam in roberta distil; do
+# BERT with relative position scores (relative_key_query: both terms), dropout on
+sed -e 's/"position_embedding_type": "absolute"/"position_embedding_type": "relative_key_query"/' \
+    -e 's/"hidden_dropout_prob": 0.0/"hidden_dropout_prob": 0.1/' \
+    -e 's/"attention_probs_dropout_prob": 0.0/"attention_probs_dropout_prob": 0.1/' \
+    "$FIX/bert-tiny/config.json" >"$T/relkq.json"
+grep -q relative_key_query "$T/relkq.json" || bad "the relative-position config was not made"
+for fam in roberta distil relkq; do
     # ---- stages 0-3 at N=2 (N=3 and NVMe in the long run) -----------------------------------
     for st in 0 1 2 3; do train "$fam.s$st" 2 "s$st" "$fam" || bad "$fam N=2 stage $st failed"; done
     for st in 1 2 3; do

@@ -82,6 +82,9 @@ def run(c, params, batch, step, dtype=torch.float32):
     bt = to_torch_batch(batch, dtype)
     loss, logits, pt = forward(P, c, bt["input_ids"], bt["attention_mask"], bt["token_type_ids"], bt["labels"])
     loss.backward()
+    for p in P.values():  # unused by the forward (relative positions: the absolute table): a zero gradient
+        if p.grad is None:
+            p.grad = torch.zeros_like(p)
     out = {"loss": loss.detach().reshape(1).numpy(), "logits": logits.detach().numpy()}
     out.update({"grad." + k: p.grad.numpy().copy() for k, p in P.items()})
     opt = torch.optim.AdamW(list(P.values()), lr=step["lr"], betas=tuple(step["betas"]), eps=step["eps"],
@@ -194,6 +197,8 @@ def main():
                             ("--intermediate", int, 256), ("--max-pos", int, 64), ("--type-vocab", int, 2),
                             ("--batch", int, 2), ("--seq", int, 16), ("--eps", float, 1e-12)]:
         m.add_argument(flag, type=typ, default=dflt)
+    m.add_argument("--pos-type", choices=("absolute", "relative_key", "relative_key_query"), default="absolute",
+                   help="position_embedding_type (bert_ref.encode computes the relative scores)")
     m.add_argument("--num-labels", type=int, help="number of labels (default 2, or len(--label-names))")
     m.add_argument("--label-names", help="comma-separated id2label names (default LABEL_0, LABEL_1, ...)")
     m.add_argument("--problem-type", choices=sorted(PROBLEM_TYPES), default="single",

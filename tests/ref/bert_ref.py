@@ -33,6 +33,10 @@ def encoder_shapes(c):
             s[p + lin + ".weight"], s[p + lin + ".bias"] = [o, n], [o]
         for lnm in ("attention.output.LayerNorm", "output.LayerNorm"):
             s[p + lnm + ".weight"], s[p + lnm + ".bias"] = [H], [H]
+        if c.get("position_embedding_type", "absolute") != "absolute":
+            # BertSelfAttention: nn.Embedding(2 * max_position_embeddings - 1, attention_head_size)
+            s[p + "attention.self.distance_embedding.weight"] = [2 * c["max_position_embeddings"] - 1,
+                                                                 H // c["num_attention_heads"]]
     return s
 
 
@@ -78,15 +82,28 @@ def encode(P, c, ids, mask, types):
     B, T = ids.shape
     H, nh, eps = c["hidden_size"], c["num_attention_heads"], c["layer_norm_eps"]
     d = H // nh
-    x = P["bert.embeddings.word_embeddings.weight"][ids] + P["bert.embeddings.token_type_embeddings.weight"][types] \
-        + P["bert.embeddings.position_embeddings.weight"][:T]
+    pet = c.get("position_embedding_type", "absolute")
+    # BertEmbeddings.word_embeddings is nn.Embedding(padding_idx=pad_token_id): that row gets no gradient
+    x = torch.nn.functional.embedding(ids, P["bert.embeddings.word_embeddings.weight"],
+                                      padding_idx=c.get("pad_token_id", 0)) \
+        + P["bert.embeddings.token_type_embeddings.weight"][types]
+    if pet == "absolute":  # BertEmbeddings adds the position embeddings only then
+        x = x + P["bert.embeddings.position_embeddings.weight"][:T]
     x = layer_norm(x, P, "bert.embeddings.LayerNorm", eps)
     mask_term = ((1.0 - mask.to(x.dtype)) * MASK_MIN)[:, None, None, :]  # keys only: [B,1,1,T]
     for i in range(c["num_hidden_layers"]):
         p = f"bert.encoder.layer.{i}."
         q, k, v = (linear(x, P, p + "attention.self." + n).view(B, T, nh, d).transpose(1, 2)
                    for n in ("query", "key", "value"))
-        scores = q @ k.transpose(-1, -2) / math.sqrt(d) + mask_term
+        scores = q @ k.transpose(-1, -2)
+        if pet != "absolute":  # BertSelfAttention: distance l - r, embedded, against q (and k)
+            Pm = c["max_position_embeddings"]
+            dist = torch.arange(T)[:, None] - torch.arange(T)[None, :]
+            pe = P[p + "attention.self.distance_embedding.weight"][dist + Pm - 1]  # [T, T, d]
+            scores = scores + torch.einsum("bhld,lrd->bhlr", q, pe)
+            if pet == "relative_key_query":
+                scores = scores + torch.einsum("bhrd,lrd->bhlr", k, pe)
+        scores = scores / math.sqrt(d) + mask_term
         ctx = (torch.softmax(scores, dim=-1) @ v).transpose(1, 2).reshape(B, T, H)
         x = layer_norm(x + linear(ctx, P, p + "attention.output.dense"), P, p + "attention.output.LayerNorm", eps)
         h = ACT[c["hidden_act"]](linear(x, P, p + "intermediate.dense"))
@@ -116,6 +133,9 @@ def run(c, params, batch, step, dtype=torch.float32):
     bt = {k: torch.tensor(v, dtype=torch.long) for k, v in batch.items()}
     loss, logits = forward(P, c, bt["input_ids"], bt["attention_mask"], bt["token_type_ids"], bt["labels"])
     loss.backward()
+    for p in P.values():  # a parameter the forward does not use (relative positions: the absolute table) has a
+        if p.grad is None:  # zero gradient, as DeepSpeed's flat buffers give it, and AdamW still decays it
+            p.grad = torch.zeros_like(p)
     out = {"loss": loss.detach().reshape(1).numpy(), "logits": logits.detach().numpy()}
     out.update({"grad." + k: p.grad.numpy().copy() for k, p in P.items()})
     opt = torch.optim.AdamW(list(P.values()), lr=step["lr"], betas=tuple(step["betas"]), eps=step["eps"],
@@ -201,7 +221,8 @@ def bert_config(a, architecture):
             "num_hidden_layers": a.layers, "num_attention_heads": a.heads, "intermediate_size": a.intermediate,
             "hidden_act": getattr(a, "act", "gelu"), "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0,
             "max_position_embeddings": a.max_pos, "type_vocab_size": a.type_vocab, "initializer_range": 0.02,
-            "layer_norm_eps": a.eps, "pad_token_id": 0, "position_embedding_type": "absolute",
+            "layer_norm_eps": a.eps, "pad_token_id": 0,
+            "position_embedding_type": getattr(a, "pos_type", "absolute"),
             "tie_word_embeddings": not getattr(a, "untied", False), "torch_dtype": "float32"}
 
 
@@ -273,6 +294,8 @@ def main():
         m.add_argument(flag, type=typ, default=dflt)
     m.add_argument("--act", choices=sorted(ACT), default="gelu", help="hidden_act")
     m.add_argument("--untied", action="store_true", help="tie_word_embeddings false (the decoder's own weight)")
+    m.add_argument("--pos-type", choices=("absolute", "relative_key", "relative_key_query"), default="absolute",
+                   help="position_embedding_type")
     ck = sub.add_parser("check-fixture", help="recompute a fixture folder and compare with its expected values")
     ck.add_argument("dir")
     gr = sub.add_parser("grad", help="write loss/logits/grad.*/adamw.* like `zerotrain grad`")
