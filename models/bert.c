@@ -1147,7 +1147,7 @@ static void set_rows(bert_model *m, const zt_batch *b)
         for (int t = 0, i = m->cu[r]; i < m->cu[r + 1]; t++, i++) {
             size_t src = (size_t)r * T + t;
             m->pids[i] = b->input_ids[src];
-            m->ptt[i] = b->token_type_ids ? b->token_type_ids[src] : 0;
+            m->ptt[i] = m->tt ? m->tt[src] : 0;
             m->ppos[i] = m->rpos ? m->rpos[src] : t;
         }
 }
@@ -1179,17 +1179,18 @@ static int bert_prepare(void *p, const zt_batch *b, int keep_logits, int64_t *n_
                            "max_position_embeddings %d", r, k, c->pad_id,
                            c->max_pos - c->pad_id - 1, c->max_pos);
     }
-    int n_types = c->type_vocab > 0 ? c->type_vocab : 1; /* DistilBERT: none, all 0 */
+    /* DistilBERT has no token types: its tokenizer gives none (model_input_names), and
+     * token_type_ids a BERT-style framing of a pair made are not read */
+    const int64_t *tt = c->type_vocab > 0 ? b->token_type_ids : NULL;
     for (int i = 0; i < b->B * b->T; i++) {
         int r = i / b->T, t = i % b->T;
         if (b->input_ids[i] < 0 || b->input_ids[i] >= c->vocab)
             return zt_fail(ZT_E_RANGE, "batch: input_ids[%d][%d] = %lld is outside [0, %d)", r,
                            t, (long long)b->input_ids[i], c->vocab);
-        if (b->token_type_ids && (b->token_type_ids[i] < 0 || b->token_type_ids[i] >= n_types))
+        if (tt && (tt[i] < 0 || tt[i] >= c->type_vocab))
             return zt_fail(ZT_E_RANGE,
-                           "batch: token_type_ids[%d][%d] = %lld is outside [0, %d)%s", r, t,
-                           (long long)b->token_type_ids[i], n_types,
-                           c->type_vocab ? "" : ": DistilBERT has no token types");
+                           "batch: token_type_ids[%d][%d] = %lld is outside [0, %d)", r, t,
+                           (long long)tt[i], c->type_vocab);
         if (b->attention_mask && b->attention_mask[i] != 0 && b->attention_mask[i] != 1)
             return zt_fail(ZT_E_RANGE, "batch: attention_mask[%d][%d] = %lld is not 0 or 1", r,
                            t, (long long)b->attention_mask[i]);
@@ -1212,7 +1213,7 @@ static int bert_prepare(void *p, const zt_batch *b, int keep_logits, int64_t *n_
     m->keep_logits = keep_logits;
     m->ids = b->input_ids;
     m->mask = b->attention_mask;
-    m->tt = b->token_type_ids;
+    m->tt = tt;
     m->first_sample = b->first_sample;
     m->evaluated = 0;
     set_rows(m, b);

@@ -215,6 +215,14 @@ EOF
     then ok; else bad "$fam: the saved folder or predict's probabilities differ from the reference"; fi
 done
 
+# text pairs: RoBERTa frames <s> a </s></s> b </s> with token types 0; DistilBERT has none (its
+# tokenizer gives no token_type_ids), so BERT-style pair types are not read
+for fam in rf df; do
+    "$ZT" finetune --model "$T/$fam" --task classify --train "$T/train.jsonl" --text-pair-field text \
+        --seq-len 40 --config "$T/s0.json" --steps 2 --save-model "$T/$fam.pair" >"$T/$fam.pair.log" 2>&1 \
+        && ok || { bad "$fam: fine-tuning on text pairs failed"; tail -n 2 "$T/$fam.pair.log"; }
+done
+
 # ---- RoBERTa fill-mask at <mask> against the reference ---------------------------------------------
 if [ -f "$T/rf/model.safetensors" ]; then
     if "$ZT" predict --model "$T/rf" --task fill-mask --text "The river and the <mask> stone." \
