@@ -116,18 +116,14 @@ int bert_act(const bert_config *c)
     return acts[c->act_id >= 0 && c->act_id < N_ACTS ? c->act_id : 0].act;
 }
 
-/* BertConfig fields that change the model, taken only at the value BERT's masked-LM and
- * classifier have here: another value is refused by name (transformers would build another
- * model), never ignored */
-static int check_defaults(const cJSON *o, const char *path)
+/* a boolean field taken only at one value: another is refused by name (transformers would
+ * build another model), never ignored */
+typedef struct bool_field { const char *key; int want; const char *what; } bool_field;
+
+static int check_flags(const cJSON *o, const char *path, const bool_field *flags, size_t n,
+                       const char *model)
 {
-    static const struct { const char *key; int want; const char *what; } flags[] = {
-        {"is_decoder", 0, "a causal decoder (BertLMHeadModel)"},
-        {"add_cross_attention", 0, "cross-attention layers"},
-        {"is_encoder_decoder", 0, "an encoder-decoder"},
-        {"tie_encoder_decoder", 0, "an encoder-decoder"},
-    };
-    for (size_t k = 0; k < sizeof flags / sizeof *flags; k++) {
+    for (size_t k = 0; k < n; k++) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, flags[k].key);
         if (!v || cJSON_IsNull(v))
             continue;
@@ -135,10 +131,24 @@ static int check_defaults(const cJSON *o, const char *path)
             return zt_fail(ZT_E_CONFIG, "%s: \"%s\" must be true or false", path, flags[k].key);
         if (cJSON_IsTrue(v) != flags[k].want)
             return zt_fail(ZT_E_UNSUPPORTED, "%s: \"%s\": %s is not supported: it makes %s, "
-                           "which zerotrain's BERT does not implement (remove it or set %s)",
+                           "which zerotrain's %s does not implement (remove it or set %s)",
                            path, flags[k].key, flags[k].want ? "false" : "true", flags[k].what,
-                           flags[k].want ? "true" : "false");
+                           model, flags[k].want ? "true" : "false");
     }
+    return 0;
+}
+
+/* BertConfig fields that change the model, taken only at the value BERT's masked-LM and
+ * classifier have here */
+static int check_defaults(const cJSON *o, const char *path)
+{
+    static const bool_field flags[] = {
+        {"is_decoder", 0, "a causal decoder (BertLMHeadModel)"},
+        {"add_cross_attention", 0, "cross-attention layers"},
+        {"is_encoder_decoder", 0, "an encoder-decoder"},
+        {"tie_encoder_decoder", 0, "an encoder-decoder"},
+    };
+    ZT_TRY(check_flags(o, path, flags, sizeof flags / sizeof *flags, "BERT"));
     const cJSON *ph = cJSON_GetObjectItemCaseSensitive(o, "pruned_heads");
     if (ph && !cJSON_IsNull(ph) && (!cJSON_IsObject(ph) || ph->child))
         return zt_fail(ZT_E_UNSUPPORTED, "%s: \"pruned_heads\" is not empty: pruned attention "
@@ -408,22 +418,11 @@ static int load_bert_fields(const cJSON *o, const char *path, bert_config *c)
 static int load_distil_fields(const cJSON *o, const char *path, bert_config *c)
 {
     int rc;
-    static const struct { const char *key; int want; const char *what; } flags[] = {
+    static const bool_field flags[] = {
         {"sinusoidal_pos_embds", 0, "fixed sinusoidal position embeddings"},
     }; /* (tie_weights_, in older hub configs, is no field of the class: transformers ignores
         * it, and tie_word_embeddings decides) */
-    for (size_t k = 0; k < sizeof flags / sizeof *flags; k++) {
-        const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, flags[k].key);
-        if (!v || cJSON_IsNull(v))
-            continue;
-        if (!cJSON_IsBool(v))
-            return zt_fail(ZT_E_CONFIG, "%s: \"%s\" must be true or false", path, flags[k].key);
-        if (cJSON_IsTrue(v) != flags[k].want)
-            return zt_fail(ZT_E_UNSUPPORTED, "%s: \"%s\": %s is not supported: it makes %s, "
-                           "which zerotrain's DistilBERT does not implement (remove it or set %s)",
-                           path, flags[k].key, flags[k].want ? "false" : "true", flags[k].what,
-                           flags[k].want ? "true" : "false");
-    }
+    ZT_TRY(check_flags(o, path, flags, sizeof flags / sizeof *flags, "DistilBERT"));
     c->type_vocab = 0;
     c->eps = 1e-12f;
     if ((rc = zt_hfc_int(o, path, "vocab_size", 0, 30522, 1, &c->vocab)) < 0 ||

@@ -829,6 +829,20 @@ static int class_of(const char *name, char *base, size_t n)
     return -1;
 }
 
+/* dir/name's bytes; a missing file named as what of cls */
+static int read_file(const char *dir, const char *name, const char *what, const char *cls,
+                     char **bytes, size_t *len, char *err, size_t errlen)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    int rc = zt_file_read_all(path, (1u << 31) - 1, bytes, len);
+    if (rc == -ENOENT)
+        return fail(err, errlen, "%s: no %s (%s of %s)", dir, name, what, cls);
+    if (rc < 0)
+        return fail(err, errlen, "%s", zt_last_error());
+    return 0;
+}
+
 int tok_load_folder(const char *dir, tok_tokenizer **out, char *err, size_t errlen)
 {
     static const char *const vocab_file[4] = {"vocab.txt", "spm.model", "spiece.model",
@@ -892,30 +906,15 @@ int tok_load_folder(const char *dir, tok_tokenizer **out, char *err, size_t errl
         snprintf(t->hf_class, sizeof t->hf_class, "%s", base);
     if (apply_options(t, cfg, dir, err, errlen) < 0)
         goto out;
-    snprintf(path, sizeof path, "%s/%s", dir, vocab_file[cls]);
-    if ((rc = zt_file_read_all(path, (1u << 31) - 1, &bytes, &len)) < 0) {
-        if (rc == -ENOENT)
-            fail(err, errlen, "%s: no %s (the vocabulary of %s)", dir, vocab_file[cls],
-                 t->hf_class);
-        else
-            fail(err, errlen, "%s", zt_last_error());
-        rc = -1;
-        goto out;
-    }
     rc = -1;
+    if (read_file(dir, vocab_file[cls], "the vocabulary", t->hf_class, &bytes, &len, err,
+                  errlen) < 0)
+        goto out;
+    snprintf(path, sizeof path, "%s/%s", dir, vocab_file[cls]);
     if (cls == C_ROBERTA) { /* the merges beside vocab.json */
-        char mpath[PATH_MAX];
-        snprintf(mpath, sizeof mpath, "%s/merges.txt", dir);
-        if ((rc = zt_file_read_all(mpath, (1u << 31) - 1, &t->merges, &t->merges_len)) < 0) {
-            if (rc == -ENOENT)
-                fail(err, errlen, "%s: no merges.txt (%s's merges, beside vocab.json)", dir,
-                     t->hf_class);
-            else
-                fail(err, errlen, "%s", zt_last_error());
-            rc = -1;
+        if (read_file(dir, "merges.txt", "the merges", t->hf_class, &t->merges, &t->merges_len,
+                      err, errlen) < 0)
             goto out;
-        }
-        rc = -1;
         snprintf(path, sizeof path, "%s", dir); /* (bpe.c names both files) */
     }
     if (set_model(t, path, bytes, len, err, errlen) < 0 ||

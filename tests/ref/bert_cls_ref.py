@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from compare import TOL, check, load_st, save_st  # noqa: E402
+from compare import add_fixture_commands, TOL, check, load_st, save_st  # noqa: E402
 from bert_ref import (STEP, bert_config, encode, encoder_shapes, init_params, linear, load_folder,  # noqa: E402
                       make_batch, noise)
 
@@ -187,6 +187,19 @@ def cmd_grad(a):  # same interface as `zerotrain grad`
     return 0
 
 
+def add_label_args(m, scope=""):
+    """`make`'s label options (scope: a prefix for their help, e.g. "cls: ")."""
+    m.add_argument("--num-labels", type=int, help=scope + "number of labels (default 2, or len(--label-names))")
+    m.add_argument("--label-names", help=scope + "comma-separated id2label names (default LABEL_0, LABEL_1, ...)")
+    m.add_argument("--problem-type", choices=sorted(PROBLEM_TYPES), default="single",
+                   help=scope + "config.json problem_type; infer: no problem_type key, HF infers it from num_labels "
+                        "and the labels' dtype")
+    m.add_argument("--infer-labels", choices=("int", "float"), default="int",
+                   help=scope + "with --problem-type infer and num_labels > 1: I64 labels (-> single label) or F32 "
+                        "0/1 labels (-> multi label)")
+    m.add_argument("--ignored", type=int, help=scope + "single label: rows labelled -100 (default 1 if batch >= 3)")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -199,26 +212,11 @@ def main():
         m.add_argument(flag, type=typ, default=dflt)
     m.add_argument("--pos-type", choices=("absolute", "relative_key", "relative_key_query"), default="absolute",
                    help="position_embedding_type (bert_ref.encode computes the relative scores)")
-    m.add_argument("--num-labels", type=int, help="number of labels (default 2, or len(--label-names))")
-    m.add_argument("--label-names", help="comma-separated id2label names (default LABEL_0, LABEL_1, ...)")
-    m.add_argument("--problem-type", choices=sorted(PROBLEM_TYPES), default="single",
-                   help="config.json problem_type; infer: no problem_type key, HF infers it from num_labels and "
-                        "the labels' dtype")
-    m.add_argument("--infer-labels", choices=("int", "float"), default="int",
-                   help="with --problem-type infer and num_labels > 1: I64 labels (-> single label) or F32 0/1 "
-                        "labels (-> multi label)")
-    m.add_argument("--ignored", type=int, help="single label: rows labelled -100 (default 1 if batch >= 3 else 0)")
+    add_label_args(m)
     m.add_argument("--left-pad", action="store_true",
                    help="pad rows on the left (the mask 0 ... 0 1 ... 1; positions stay 0 ... T-1 and the pooler "
                         "reads position 0, a padded one, as HF's does)")
-    ck = sub.add_parser("check-fixture", help="recompute a fixture folder and compare with its expected values")
-    ck.add_argument("dir")
-    gr = sub.add_parser("grad", help="write loss/logits/grad.*/adamw.* like `zerotrain grad`")
-    gr.add_argument("--model", required=True)
-    gr.add_argument("--batch", required=True)
-    gr.add_argument("--step")
-    gr.add_argument("--out", required=True)
-    gr.add_argument("--float64", action="store_true", help="compute in float64 (output still F32)")
+    add_fixture_commands(sub)
     a = ap.parse_args()
     if a.cmd == "make" and a.num_labels is None and not a.label_names:
         a.num_labels = 2

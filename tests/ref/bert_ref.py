@@ -7,7 +7,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from compare import TOL, adamw_bounds, check, load_st, save_st  # noqa: E402
+from compare import add_fixture_commands, TOL, adamw_bounds, check, load_st, save_st  # noqa: E402
 
 torch.set_num_threads(1)
 torch.use_deterministic_algorithms(True)
@@ -296,14 +296,7 @@ def main():
     m.add_argument("--untied", action="store_true", help="tie_word_embeddings false (the decoder's own weight)")
     m.add_argument("--pos-type", choices=("absolute", "relative_key", "relative_key_query"), default="absolute",
                    help="position_embedding_type")
-    ck = sub.add_parser("check-fixture", help="recompute a fixture folder and compare with its expected values")
-    ck.add_argument("dir")
-    gr = sub.add_parser("grad", help="write loss/logits/grad.*/adamw.* like `zerotrain grad`")
-    gr.add_argument("--model", required=True)
-    gr.add_argument("--batch", required=True)
-    gr.add_argument("--step")
-    gr.add_argument("--out", required=True)
-    gr.add_argument("--float64", action="store_true", help="compute in float64 (output still F32)")
+    add_fixture_commands(sub)
     a = ap.parse_args()
     return {"make": cmd_make, "check-fixture": cmd_check, "grad": cmd_grad}[a.cmd](a) or 0
 

@@ -10,6 +10,18 @@ DTYPES = {"F32": np.float32, "F64": np.float64, "F16": np.float16, "I64": np.int
           "BF16": np.uint16, "U8": np.uint8}
 
 
+
+def add_fixture_commands(sub):
+    """The references' `check-fixture DIR` and `grad` (the interface of `zerotrain grad`) subcommands."""
+    ck = sub.add_parser("check-fixture", help="recompute a fixture folder and compare with its expected values")
+    ck.add_argument("dir")
+    gr = sub.add_parser("grad", help="write loss/logits/grad.*/adamw.* like `zerotrain grad`")
+    gr.add_argument("--model", required=True)
+    gr.add_argument("--batch", required=True)
+    gr.add_argument("--step")
+    gr.add_argument("--out", required=True)
+    gr.add_argument("--float64", action="store_true", help="compute in float64 (output still F32)")
+
 def load_st(path):
     """Read a safetensors file into {name: numpy array} (BF16 is widened to float32)."""
     with open(path, "rb") as f:

@@ -19,9 +19,9 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from compare import TOL, check, load_st, save_st  # noqa: E402
+from compare import add_fixture_commands, TOL, check, load_st, save_st  # noqa: E402
 from bert_ref import ACT, MASK_MIN, STEP, layer_norm, linear, noise  # noqa: E402
-from bert_cls_ref import PROBLEM_TYPES, make_labels, num_labels, resolve_problem_type  # noqa: E402
+from bert_cls_ref import PROBLEM_TYPES, add_label_args, make_labels, num_labels, resolve_problem_type  # noqa: E402
 
 torch.set_num_threads(1)
 torch.use_deterministic_algorithms(True)
@@ -511,26 +511,11 @@ def main():
     m.add_argument("--untied", action="store_true", help="mlm: tie_word_embeddings false (the decoder's own weight)")
     m.add_argument("--pad-inside", type=float, default=0.05,
                    help="fraction of real (mask 1) tokens set to pad_token_id (at least one if > 0)")
-    m.add_argument("--num-labels", type=int, help="cls: number of labels (default 2, or len(--label-names))")
-    m.add_argument("--label-names", help="cls: comma-separated id2label names (default LABEL_0, LABEL_1, ...)")
-    m.add_argument("--problem-type", choices=sorted(PROBLEM_TYPES), default="single",
-                   help="cls: config.json problem_type; infer: no problem_type key, HF infers it from num_labels "
-                        "and the labels' dtype")
-    m.add_argument("--infer-labels", choices=("int", "float"), default="int",
-                   help="cls with --problem-type infer and num_labels > 1: I64 labels (-> single label) or F32 0/1 "
-                        "labels (-> multi label)")
-    m.add_argument("--ignored", type=int, help="cls single label: rows labelled -100 (default 1 if batch >= 3)")
+    add_label_args(m, "cls: ")
     m.add_argument("--left-pad", action="store_true",
                    help="cls: pad rows on the left (the head reads position 0, a padded one, as HF's does; RoBERTa's "
                         "position ids still count real tokens from pad_token_id + 1, DistilBERT's stay 0..T-1)")
-    ck = sub.add_parser("check-fixture", help="recompute a fixture folder and compare with its expected values")
-    ck.add_argument("dir")
-    gr = sub.add_parser("grad", help="write loss/logits/grad.*/adamw.* like `zerotrain grad`")
-    gr.add_argument("--model", required=True)
-    gr.add_argument("--batch", required=True)
-    gr.add_argument("--step")
-    gr.add_argument("--out", required=True)
-    gr.add_argument("--float64", action="store_true", help="compute in float64 (output still F32)")
+    add_fixture_commands(sub)
     a = ap.parse_args()
     return {"make": cmd_make, "check-fixture": cmd_check, "grad": cmd_grad}[a.cmd](a) or 0
 

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from compare import TOL, check, load_st, save_st  # noqa: E402
+from compare import add_fixture_commands, TOL, check, load_st, save_st  # noqa: E402
 from bert_ref import STEP, noise  # noqa: E402  (same AdamW settings; float32-vs-float64 metrics via compare.py)
 
 torch.set_num_threads(1)
@@ -317,14 +317,7 @@ def main():
                             ("--dec-mask", int, 0)]:
         m.add_argument(flag, type=typ, default=dflt)
     m.add_argument("--ff", choices=["relu", "gated-gelu"], default="relu")
-    ck = sub.add_parser("check-fixture", help="recompute a fixture folder and compare with its expected values")
-    ck.add_argument("dir")
-    gr = sub.add_parser("grad", help="write loss/logits/grad.*/adamw.* like `zerotrain grad`")
-    gr.add_argument("--model", required=True)
-    gr.add_argument("--batch", required=True)
-    gr.add_argument("--step")
-    gr.add_argument("--out", required=True)
-    gr.add_argument("--float64", action="store_true", help="compute in float64 (output still F32)")
+    add_fixture_commands(sub)
     a = ap.parse_args()
     return {"make": cmd_make, "check-fixture": cmd_check, "grad": cmd_grad}[a.cmd](a) or 0
 
