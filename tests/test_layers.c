@@ -479,6 +479,130 @@ static void test_packed_rows(void **state)
     }
 }
 
+/* ---- relative position scores (BERT's relative_key / relative_key_query) ---------------- */
+
+typedef struct {
+    int B, T, C, H, P, kq;
+    float *q, *k, *v, *E, *ctx, *att, *scratch, *work, *R;
+    int64_t *mask;
+} rel_ctx_t;
+
+static double rel_loss(fd_case *c)
+{
+    rel_ctx_t *a = c->ctx;
+    zt_relpos r = {a->E, NULL, a->work, a->P, a->kq};
+    xattention_forward_rel(-1, a->ctx, a->att, NULL, a->q, a->k, a->v, a->mask, NULL, 0, &r, NULL,
+                           a->scratch, 1, a->B, a->T, a->C, a->H);
+    return dot(a->ctx, a->R, (size_t)a->B * a->T * a->C);
+}
+
+/* The relative terms' forward against scores written out here (q.k + q.E[i-j+P-1] (+ k.E),
+ * over sqrt(D), the key mask, softmax, times v: 1e-5 of a double computation), every
+ * gradient (q, k, v, and E: the pairs' sum) against central differences, and the packed rows
+ * and the first-token-only call against the padded call (fp32 rounding: other summation
+ * orders of the same terms). */
+static void run_relative(int kq)
+{
+    rel_ctx_t a = {.B = 2, .T = 7, .C = 12, .H = 3, .P = 9, .kq = kq};
+    int D = a.C / a.H, B = a.B, T = a.T, C = a.C, H = a.H, NE = 2 * a.P - 1;
+    size_t n = (size_t)B * T * C, ne = (size_t)NE * D;
+    size_t wn = attention_rel_scratch(-1, 0, B, H, T, T, D, 2, 1);
+    a.q = vec(n); a.k = vec(n); a.v = vec(n); a.ctx = vec(n); a.R = vec(n); a.E = vec(ne);
+    a.att = vec((size_t)B * H * T * T); a.scratch = vec(4 * (size_t)T * T); a.work = vec(wn);
+    a.mask = calloc((size_t)B * T, sizeof *a.mask);
+    assert_non_null(a.mask);
+    const int32_t cu[3] = {0, 7, 11};
+    for (int t = 0; t < T; t++) {
+        a.mask[t] = 1;
+        a.mask[T + t] = t < 4; /* row 1: 4 real tokens */
+    }
+    fill(a.q, n, 41, 1); fill(a.k, n, 42, 1); fill(a.v, n, 43, 1); fill(a.E, ne, 44, 1);
+    fill(a.R, n, 45, 1);
+    for (int t = 4; t < T; t++) /* padded queries reach no loss */
+        memset(a.R + ((size_t)T + t) * C, 0, C * sizeof(float));
+    fd_case c = {rel_loss, &a};
+    rel_loss(&c);
+    for (int b = 0; b < B; b++) /* the forward against scores written out */
+        for (int h = 0; h < H; h++)
+            for (int i = 0; i < T; i++) {
+                double sc[7], mx = -1e300, sum = 0.0;
+                for (int j = 0; j < T; j++) {
+                    const float *qi = a.q + ((size_t)b * T + i) * C + h * D;
+                    const float *kj = a.k + ((size_t)b * T + j) * C + h * D;
+                    const float *e = a.E + (size_t)(i - j + a.P - 1) * D;
+                    double s = 0.0;
+                    for (int d = 0; d < D; d++)
+                        s += (double)qi[d] * kj[d] + (double)qi[d] * e[d] + (kq ? (double)kj[d] * e[d] : 0.0);
+                    sc[j] = a.mask[b * T + j] ? s / sqrt((double)D) : -1e300;
+                    mx = fmax(mx, sc[j]);
+                }
+                for (int j = 0; j < T; j++)
+                    sum += sc[j] > -1e299 ? exp(sc[j] - mx) : 0.0;
+                for (int d = 0; d < D; d++) {
+                    double o = 0.0;
+                    for (int j = 0; j < T; j++)
+                        if (sc[j] > -1e299)
+                            o += exp(sc[j] - mx) / sum * a.v[((size_t)b * T + j) * C + h * D + d];
+                    double got = a.ctx[((size_t)b * T + i) * C + h * D + d];
+                    if (fabs(got - o) > 1e-5 * (1.0 + fabs(o)))
+                        fail_msg("relative forward [%d,%d,%d,%d]: %.9g, written out %.9g", b, h, i,
+                                 d, got, o);
+                }
+            }
+    float *dq = vec(n), *dk = vec(n), *dv = vec(n), *dE = vec(ne);
+    zt_relpos r = {a.E, dE, a.work, a.P, kq};
+    xattention_backward_rel(-1, dq, dk, dv, a.R, a.att, NULL, a.q, a.k, a.v, NULL, 0, &r, NULL,
+                            a.scratch, 1, B, T, C, H);
+    fd_check(kq ? "relative_key_query dq" : "relative_key dq", &c, a.q, dq, n);
+    fd_check(kq ? "relative_key_query dk" : "relative_key dk", &c, a.k, dk, n);
+    fd_check(kq ? "relative_key_query dv" : "relative_key dv", &c, a.v, dv, n);
+    fd_check(kq ? "relative_key_query dE" : "relative_key dE", &c, a.E, dE, ne);
+    /* packed rows (two threads): the same values within fp32 rounding, E's gradient too */
+    {
+        size_t np = (size_t)cu[B] * C;
+        float *pq = vec(np), *pk = vec(np), *pv = vec(np), *pR = vec(np), *pctx = vec(np);
+        float *pdq = vec(np), *pdk = vec(np), *pdv = vec(np), *pdE = vec(ne);
+        for (int b = 0; b < B; b++) {
+            size_t from = (size_t)b * T * C, to = (size_t)cu[b] * C;
+            size_t len = (size_t)(cu[b + 1] - cu[b]) * C * 4;
+            memcpy(pq + to, a.q + from, len); memcpy(pk + to, a.k + from, len);
+            memcpy(pv + to, a.v + from, len); memcpy(pR + to, a.R + from, len);
+        }
+        zt_relpos pr = {a.E, pdE, a.work, a.P, kq};
+        xattention_forward_rel(-1, pctx, a.att, NULL, pq, pk, pv, NULL, cu, 0, &pr, NULL,
+                               a.scratch, 2, B, T, C, H);
+        xattention_backward_rel(-1, pdq, pdk, pdv, pR, a.att, NULL, pq, pk, pv, cu, 0, &pr, NULL,
+                                a.scratch, 2, B, T, C, H);
+        rel_loss(&c);
+        for (int b = 0; b < B; b++)
+            for (size_t x = 0; x < (size_t)(cu[b + 1] - cu[b]) * C; x++) {
+                size_t i = (size_t)b * T * C + x, j = (size_t)cu[b] * C + x;
+                assert_true(fabsf(a.ctx[i] - pctx[j]) <= 1e-5f * (1.0f + fabsf(a.ctx[i])));
+                assert_true(fabsf(dq[i] - pdq[j]) <= 1e-5f * (1.0f + fabsf(dq[i])));
+                assert_true(fabsf(dk[i] - pdk[j]) <= 1e-5f * (1.0f + fabsf(dk[i])));
+            }
+        for (size_t x = 0; x < ne; x++)
+            assert_true(fabsf(dE[x] - pdE[x]) <= 1e-5f * (1.0f + fabsf(dE[x])));
+        /* the first token's query alone: the full call's row 0 */
+        float *fq = vec((size_t)B * C), *fctx = vec((size_t)B * C), *fatt = vec((size_t)B * H * T);
+        for (int b = 0; b < B; b++)
+            memcpy(fq + (size_t)b * C, pq + (size_t)cu[b] * C, C * 4);
+        xattention_forward_rel(-1, fctx, fatt, NULL, fq, pk, pv, NULL, cu, 1, &pr, NULL,
+                               a.scratch, 2, B, T, C, H);
+        for (int b = 0; b < B; b++)
+            for (int x = 0; x < C; x++)
+                assert_true(fabsf(fctx[(size_t)b * C + x] - a.ctx[(size_t)b * T * C + x]) <=
+                            1e-5f * (1.0f + fabsf(a.ctx[(size_t)b * T * C + x])));
+        free(pq); free(pk); free(pv); free(pR); free(pctx); free(pdq); free(pdk); free(pdv);
+        free(pdE); free(fq); free(fctx); free(fatt);
+    }
+    free(a.q); free(a.k); free(a.v); free(a.ctx); free(a.R); free(a.E); free(a.att);
+    free(a.scratch); free(a.work); free(a.mask); free(dq); free(dk); free(dv); free(dE);
+}
+
+static void test_relative_key(void **state) { (void)state; run_relative(0); }
+static void test_relative_key_query(void **state) { (void)state; run_relative(1); }
+
 /* ---- dropout ---------------------------------------------------------------------------- */
 
 static void test_dropout(void **state)
@@ -628,6 +752,7 @@ int main(void)
         cmocka_unit_test(test_linear),     cmocka_unit_test(test_layernorm),
         cmocka_unit_test(test_gelu),       cmocka_unit_test(test_attention),
         cmocka_unit_test(test_attention_dropout), cmocka_unit_test(test_packed_rows),
+        cmocka_unit_test(test_relative_key), cmocka_unit_test(test_relative_key_query),
         cmocka_unit_test(test_dropout),
         cmocka_unit_test(test_embedding),  cmocka_unit_test(test_crossentropy),
         cmocka_unit_test(test_vmath),      cmocka_unit_test(test_gemm_small),      cmocka_unit_test(test_dropout_residual),
