@@ -265,22 +265,38 @@ if "$ZT" prepare-data --input "$T/corpus.txt" --tokenizer "$T/rf" --out "$T/rdat
 else bad "prepare-data / train with RoBERTa's tokenizer failed"; tail -n 3 "$T/prep.log" "$T/rtrain.log"; fi
 
 # ---- the real config.json files (tests/fixtures/hf_configs): their parameter counts are the
-# references' shapes summed; the long run trains, fine-tunes and predicts each ------------------------
-for m in bert-base-uncased roberta-base distilbert-base-uncased; do
+# references' shapes summed; the long run trains, fine-tunes and predicts (T5: generates) each ------
+for m in bert-base-uncased roberta-base distilbert-base-uncased mt5-small flan-t5-small; do
     cfgf=$FIX/hf_configs/$m.json
     got=$("$ZT" estimate --model "$cfgf" --ranks 1 --stage 0 2>&1 | sed -n 's/^[^:]*: \([0-9]*\) parameters.*/\1/p')
     want=$("$PY" - "$cfgf" <<'EOF'
 import json, math, sys
 sys.path.insert(0, "tests/ref")
-import bert_ref, family_ref
+import bert_ref, family_ref, t5_ref
 c = json.load(open(sys.argv[1]))
-shapes = bert_ref.param_shapes(c) if c["model_type"] == "bert" else family_ref.param_shapes(c)
+mt = c["model_type"]
+shapes = bert_ref.param_shapes(c) if mt == "bert" else family_ref.param_shapes(c) if mt != "t5" and mt != "mt5" \
+    else {k: shape for k, (shape, _) in t5_ref.param_shapes(c).items()}  # (t5_ref: shape, init)
 print(sum(math.prod(s) for s in shapes.values()))
 EOF
 )
     if [ -n "$got" ] && [ "$got" = "$want" ] && ! "$ZT" estimate --model "$cfgf" --ranks 1 --stage 0 2>&1 | grep -q "no field"; then ok
     else bad "$m: $got parameters, the reference's shapes give $want (or a field was not known)"; fi
-    if [ "${FAMILY_LONG:-0}" = 1 ]; then
+    case $m in *t5*) t5=1 ;; *) t5=0 ;; esac
+    if [ "${FAMILY_LONG:-0}" = 1 ] && [ $t5 = 1 ]; then # T5: text to text and generation
+        cfg real 0 1 "" ""
+        "$PY" -c 'import json,sys; f=open(sys.argv[1],"w")
+for i in range(16): f.write(json.dumps({"input": "copy: word %d" % i, "target": "word %d" % i}) + "\n")' "$T/t2t.jsonl"
+        if "$ZT" train --model "$cfgf" --data synthetic --config "$T/real.json" --seq-len 16 --steps 1 \
+               --save-model "$T/$m.pre" >"$T/$m.pre.log" 2>&1 &&
+           cp "$FIX/tokenizers/t5/spiece.model" "$T/$m.pre/" &&
+           "$ZT" finetune --model "$T/$m.pre" --task text2text --train "$T/t2t.jsonl" --seq-len 16 \
+               --target-len 8 --config "$T/real.json" --steps 1 --save-model "$T/$m.t2t" >"$T/$m.t2t.log" 2>&1 &&
+           "$ZT" predict --model "$T/$m.t2t" --task generate --input "$T/t2t.jsonl" --max-new-tokens 4 \
+               --output "$T/$m.gen" >"$T/$m.gen.log" 2>&1 && [ "$(wc -l <"$T/$m.gen")" -eq 16 ]; then ok
+        else bad "$m: train, finetune or generate failed"; tail -n 3 "$T/$m".*.log; fi
+    fi
+    if [ "${FAMILY_LONG:-0}" = 1 ] && [ $t5 = 0 ]; then
         tokdir=$T/vocabdir; mkdir -p "$tokdir.$m"
         if [ "$m" = roberta-base ]; then cp "$BPE/vocab.json" "$BPE/merges.txt" "$tokdir.$m/"
         else cp "$T/vocab.txt" "$tokdir.$m/"; fi
