@@ -16,20 +16,21 @@ PY=/usr/bin/python3
 T=$(mktemp -d /tmp/zt_units.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 pass=0; fail=0
+ABI=$(sed -n 's/^#define ZT_ABI_VERSION \([0-9]*\).*/\1/p' include/zerotrain.h) # the soname's number
 ok() { pass=$((pass + 1)); }
 bad() { echo "FAIL: $*"; fail=$((fail + 1)); }
 
 # install into a prefix; build the example with pkg-config only
 if make -s install PREFIX="$T/prefix" >"$T/install.log" 2>&1 \
    && [ -f "$T/prefix/include/zerotrain.h" ] && [ -f "$T/prefix/lib/libzerotrain.a" ] \
-   && [ -L "$T/prefix/lib/libzerotrain.so" ] && [ -f "$T/prefix/lib/libzerotrain.so.7" ] \
-   && readelf -d "$T/prefix/lib/libzerotrain.so.7" | grep -q "SONAME.*libzerotrain.so.7"; then ok
+   && [ -L "$T/prefix/lib/libzerotrain.so" ] && [ -f "$T/prefix/lib/libzerotrain.so.$ABI" ] \
+   && readelf -d "$T/prefix/lib/libzerotrain.so.$ABI" | grep -q "SONAME.*libzerotrain.so.$ABI"; then ok
 else bad "make install"; tail -5 "$T/install.log"; fi
 export PKG_CONFIG_PATH="$T/prefix/lib/pkgconfig"
 if [ "$(pkg-config --modversion zerotrain)" = "$(build/zerotrain version | cut -d' ' -f2)" ] \
    && cc -std=c11 -O2 -Wall -Wextra -Werror -o "$T/charmlp" examples/charmlp/charmlp.c \
           $(pkg-config --cflags --libs zerotrain openblas) -lm 2>"$T/cc.log" \
-   && ldd "$T/charmlp" | grep -q "libzerotrain.so.7 => $T/prefix/lib/libzerotrain.so.7"; then ok
+   && ldd "$T/charmlp" | grep -q "libzerotrain.so.$ABI => $T/prefix/lib/libzerotrain.so.$ABI"; then ok
 else bad "the example against the installed library (pkg-config)"; head -5 "$T/cc.log"; fi
 if cc -std=c11 -O2 -o "$T/charmlp-static" examples/charmlp/charmlp.c \
        $(pkg-config --cflags zerotrain openblas) "$T/prefix/lib/libzerotrain.a" \
@@ -122,7 +123,7 @@ if cc -std=c99 -pedantic -Wall -Wextra -Werror $(pkg-config --cflags zerotrain) 
 else bad "the header from C99 -pedantic and C++"; fi
 
 # the Python binding against the installed library
-export ZEROTRAIN_LIB="$T/prefix/lib/libzerotrain.so.7"
+export ZEROTRAIN_LIB="$T/prefix/lib/libzerotrain.so.$ABI"
 pyrun() { # pyrun NAME NP SCRIPT ARGS...
     local name=$1 np=$2; shift 2
     if [ "$np" -eq 1 ]; then $PY "$@" >"$T/$name.log" 2>&1
