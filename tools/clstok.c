@@ -9,6 +9,16 @@
 #include <string.h>
 #include <sys/stat.h>
 
+/* the family's classifier class, by config.json's model_type (absent: bert) */
+static const char *cls_arch_of(const cJSON *o)
+{
+    const cJSON *mt = o ? cJSON_GetObjectItemCaseSensitive(o, "model_type") : NULL;
+    const char *t = cJSON_IsString(mt) ? mt->valuestring : "bert";
+    return !strcmp(t, "roberta") ? "RobertaForSequenceClassification"
+           : !strcmp(t, "distilbert") ? "DistilBertForSequenceClassification"
+                                      : "BertForSequenceClassification";
+}
+
 int clstok_config_is_classifier(const char *path)
 {
     char *text = NULL;
@@ -17,13 +27,19 @@ int clstok_config_is_classifier(const char *path)
     int cls = 0;
     if (cJSON_IsArray(arch))
         cJSON_ArrayForEach(v, arch)
-            cls |= cJSON_IsString(v) &&
-                   (strcmp(v->valuestring, "BertForSequenceClassification") == 0 ||
-                    strcmp(v->valuestring, "RobertaForSequenceClassification") == 0 ||
-                    strcmp(v->valuestring, "DistilBertForSequenceClassification") == 0);
+            cls |= cJSON_IsString(v) && strcmp(v->valuestring, cls_arch_of(o)) == 0;
     cJSON_Delete(o);
     free(text);
     return cls;
+}
+
+void clstok_classifier_class(const char *path, char *out, size_t n)
+{
+    char *text = NULL;
+    cJSON *o = zt_file_read_all(path, 16u << 20, &text, NULL) == 0 ? cJSON_Parse(text) : NULL;
+    snprintf(out, n, "%s", cls_arch_of(o));
+    cJSON_Delete(o);
+    free(text);
 }
 
 /* --model names a T5: a t5-* preset, or a config.json (alone or in a folder) of model_type t5

@@ -27,5 +27,8 @@ int clstok_encode(void *tok, const char *a, size_t alen, const char *b, size_t b
 int clstok_model_is_t5(const char *model);
 /* 1 when the config.json at path names BertForSequenceClassification in "architectures" */
 int clstok_config_is_classifier(const char *path);
+/* the ...ForSequenceClassification class of the config.json's family (Bert, Roberta,
+ * DistilBert) into out */
+void clstok_classifier_class(const char *path, char *out, size_t n);
 
 #endif

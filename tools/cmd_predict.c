@@ -265,10 +265,13 @@ static int classify(predict_ctx *c)
     lab_opts lo = {c->a.text_field, c->a.pair_field, NULL, 1};
     tok_specials sp;
     snprintf(path, sizeof path, "%s/config.json", c->a.model);
+    char want[64];
+    clstok_classifier_class(path, want, sizeof want);
     if (!clstok_config_is_classifier(path))
-        return die("--model %s is not a ...ForSequenceClassification (config.json's "
+        return die("--model %s is not a %s (config.json's "
                    "architectures): --task classify needs a classifier, such as the folder "
-                   "`zerotrain finetune --task classify --save-model DIR` writes", c->a.model);
+                   "`zerotrain finetune --task classify --save-model DIR` writes", c->a.model,
+                   want);
     if (lab_map_from_config(path, LAB_AUTO, &c->map, c->err, sizeof c->err) < 0 ||
         lab_read(c->a.input, &lo, &c->rows, c->err, sizeof c->err) < 0 ||
         clstok_open(c->a.tokenizer, c->a.model, NULL, TOK_BERT, &c->tok, c->err, sizeof c->err) < 0 ||
