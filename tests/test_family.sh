@@ -4,8 +4,9 @@
 # test_recompute.sh, test_finetune.sh), on tiny configs with dropout on:
 #   - masked-LM training at N=2, stages 0-3 bit-identical (stage 3 with optimizer and parameter
 #     offload), and stage 3's traffic equal to the schedule's formula;
-#   - recomputation (full, selective, every-k:2) bit-identical to keeping everything;
-#   - bf16: stages 0 and 3 bit-identical at N=2;
+#   - recomputation (full, selective, every-k:2, offloaded checkpoints, and the "auto" planner
+#     under a memory limit) bit-identical to keeping everything;
+#   - bf16 and fp16: stages 0 and 3 bit-identical at N=2;
 #   - fine-tuning a classifier from a Hugging Face folder with its own tokenizer (RoBERTa: the
 #     byte-level BPE fixture; DistilBERT: vocab.txt with DistilBertTokenizer): it learns, the
 #     folder it saves is the family's ...ForSequenceClassification with its tokenizer files,
@@ -90,10 +91,21 @@ cfg n3s0 0 3; cfg n3s1 1 3; cfg n3s2 2 3; cfg n3s3 3 3 ", $OFF"
 mkdir -p "$T/nv"
 cfg n3snv 3 3 ", \"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": \"$T/nv\"}, \"offload_param\": {\"device\": \"nvme\", \"nvme_path\": \"$T/nv\"}"
 cfg bf0 0 2 "" '"bf16": {"enabled": true},'; cfg bf3 3 2 ", $OFF" '"bf16": {"enabled": true},'
+cfg fp0 0 2 "" '"fp16": {"enabled": true},'; cfg fp3 3 2 ", $OFF" '"fp16": {"enabled": true},'
 for m in none full selective every-k:2; do
     n=${m%%:*}
     cfg rc$n 0 1 "" "\"zerotrain\": {\"recompute\": \"$m\"},"
 done
+cfg rcoffload 0 1 "" '"activation_checkpointing": {"cpu_checkpointing": true}, "zerotrain": {"recompute": "every-k:2"},'
+plan_cfg() { # NAME LIMIT: the "auto" planner, placement pinned (stage 3, everything on NVMe)
+    echo "{\"train_batch_size\": 16, \"train_micro_batch_size_per_gpu\": 16, \"steps_per_print\": 1,
+           \"zero_optimization\": {\"stage\": 3, \"stage3_param_persistence_threshold\": 0,
+             \"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": \"$T/nv\"},
+             \"offload_param\": {\"device\": \"nvme\", \"nvme_path\": \"$T/nv\"}},
+           \"zerotrain\": {\"recompute\": \"auto\", \"memory_limit\": \"$2\", \"offload_gradients\": true},
+           \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 1e-3}}}" >"$T/$1.json"
+}
+plan_cfg pbig 8GiB
 
 # BERT with relative position scores (relative_key_query: both terms), dropout on
 sed -e 's/"position_embedding_type": "absolute"/"position_embedding_type": "relative_key_query"/' \
@@ -116,13 +128,32 @@ for fam in roberta distil relkq; do
         traffic_ok "$fam.n3s3" && ok || bad "$fam: N=3 stage 3 traffic differs from the schedule's formula"
     fi
     # ---- recomputation keeps the bits ----------------------------------------------------------
-    for n in none full selective every-k; do train "$fam.rc$n" 1 "rc$n" "$fam" || bad "$fam recompute $n failed"; done
-    for n in full selective every-k; do
+    for n in none full selective every-k offload; do train "$fam.rc$n" 1 "rc$n" "$fam" || bad "$fam recompute $n failed"; done
+    for n in full selective every-k offload; do
         same "$fam.rcnone" "$fam.rc$n" && ok || bad "$fam: recompute $n differs from none"
     done
+    # the planner: room to spare keeps everything; a limit 40% of the activations below that
+    # peak recomputes some, with the same bits
+    "$PY" -c 'import json,sys; c=json.load(open(sys.argv[1]))
+c["n_layers" if "n_layers" in c else "num_hidden_layers"] = 6; json.dump(c, open(sys.argv[2], "w"))' \
+        "$T/$fam.json" "$T/$fam.deep.json"
+    plan() { # OUT CONFIG: 6 layers, a 16 x 64 micro-batch: activations weigh
+        "$ZT" train --model "$T/$fam.deep.json" --data synthetic:5 --config "$T/$2.json" --seq-len 64 \
+            --steps 2 --threads 1 --save-model "$T/$1" >"$T/$1.log" 2>&1
+    }
+    plan "$fam.pbig" pbig || bad "$fam auto (8 GiB) failed"
+    peak=$(sed -n 's/.*= \([0-9]*\) MiB predicted peak.*/\1/p' "$T/$fam.pbig.log")
+    acts=$(sed -n 's/^recompute plan.*predicted activations \([0-9.]*\) MiB.*/\1/p' "$T/$fam.pbig.log")
+    plan_cfg "p$fam" "$(awk -v p="${peak:-0}" -v a="${acts:-0}" 'BEGIN { printf "%d", p - 0.4 * a }')MiB"
+    plan "$fam.plim" "p$fam" || bad "$fam auto under a limit failed"
+    pct=$(sed -n 's/^recompute plan.*recomputed FLOPs \([0-9.]*\)% .*/\1/p' "$T/$fam.plim.log")
+    if [ -n "$pct" ] && awk -v c="$pct" 'BEGIN { exit !(c > 0) }' && same "$fam.pbig" "$fam.plim"; then ok
+    else bad "$fam: auto under a limit recomputed ${pct:-?}% or its bits differ"; grep -h "plan\|error" "$T/$fam.plim.log"; fi
     # ---- bf16: stages 0 and 3 the same bits, a finite loss -------------------------------------
     train "$fam.bf0" 2 bf0 "$fam" && train "$fam.bf3" 2 bf3 "$fam" || bad "$fam bf16 runs failed"
     same "$fam.bf0" "$fam.bf3" && ok || bad "$fam: bf16 stage 3 differs from stage 0"
+    train "$fam.fp0" 2 fp0 "$fam" && train "$fam.fp3" 2 fp3 "$fam" || bad "$fam fp16 runs failed"
+    same "$fam.fp0" "$fam.fp3" && ok || bad "$fam: fp16 stage 3 differs from stage 0"
 done
 # BERT with tie_word_embeddings false: the decoder's own weight in the head unit, through stage 3
 sed 's/"hidden_act": "gelu",/"hidden_act": "gelu", "tie_word_embeddings": false,/' \
