@@ -35,24 +35,37 @@ enum { C_PW, C_PB, C_W, C_B, C_N }; /* the classification head */
 
 typedef struct family_def {
     const char *type, *prefix, *mlm_arch, *cls_arch, *enc;
-    const char *emb[E_N];      /* E_TYPE NULL: no token types */
-    const char *layer[L_N];
+    const char *const *emb;    /* [E_N]; E_TYPE NULL: no token types */
+    const char *const *layer;  /* [L_N] */
     const char *mlm[H_N], *bias_alias, *decoder;
     const char *cls[C_N];
     const char *cls_desc;
 } family_def;
 
+static const char *const bert_emb[E_N] = {
+    "word_embeddings.weight", "position_embeddings.weight", "token_type_embeddings.weight",
+    "LayerNorm.weight", "LayerNorm.bias"};
+static const char *const bert_layer[L_N] = { /* (RoBERTa's too) */
+    "attention.self.query.weight", "attention.self.query.bias", "attention.self.key.weight",
+    "attention.self.key.bias", "attention.self.value.weight", "attention.self.value.bias",
+    "attention.output.dense.weight", "attention.output.dense.bias",
+    "attention.output.LayerNorm.weight", "attention.output.LayerNorm.bias",
+    "intermediate.dense.weight", "intermediate.dense.bias", "output.dense.weight",
+    "output.dense.bias", "output.LayerNorm.weight", "output.LayerNorm.bias"};
+static const char *const distil_emb[E_N] = {
+    "word_embeddings.weight", "position_embeddings.weight", NULL, "LayerNorm.weight",
+    "LayerNorm.bias"};
+static const char *const distil_layer[L_N] = {
+    "attention.q_lin.weight", "attention.q_lin.bias", "attention.k_lin.weight",
+    "attention.k_lin.bias", "attention.v_lin.weight", "attention.v_lin.bias",
+    "attention.out_lin.weight", "attention.out_lin.bias", "sa_layer_norm.weight",
+    "sa_layer_norm.bias", "ffn.lin1.weight", "ffn.lin1.bias", "ffn.lin2.weight",
+    "ffn.lin2.bias", "output_layer_norm.weight", "output_layer_norm.bias"};
+
 static const family_def families[] = {
     [BERT_FAMILY_BERT] = {
         "bert", "bert", "BertForMaskedLM", "BertForSequenceClassification", "encoder.layer",
-        {"word_embeddings.weight", "position_embeddings.weight", "token_type_embeddings.weight",
-         "LayerNorm.weight", "LayerNorm.bias"},
-        {"attention.self.query.weight", "attention.self.query.bias", "attention.self.key.weight",
-         "attention.self.key.bias", "attention.self.value.weight", "attention.self.value.bias",
-         "attention.output.dense.weight", "attention.output.dense.bias",
-         "attention.output.LayerNorm.weight", "attention.output.LayerNorm.bias",
-         "intermediate.dense.weight", "intermediate.dense.bias", "output.dense.weight",
-         "output.dense.bias", "output.LayerNorm.weight", "output.LayerNorm.bias"},
+        bert_emb, bert_layer,
         {"cls.predictions.transform.dense.weight", "cls.predictions.transform.dense.bias",
          "cls.predictions.transform.LayerNorm.weight", "cls.predictions.transform.LayerNorm.bias",
          "cls.predictions.bias"}, "cls.predictions.decoder.bias", "cls.predictions.decoder.weight",
@@ -60,15 +73,7 @@ static const family_def families[] = {
          "classifier.bias"}, "classification-head (pooler and classifier)"},
     [BERT_FAMILY_ROBERTA] = {
         "roberta", "roberta", "RobertaForMaskedLM", "RobertaForSequenceClassification",
-        "encoder.layer",
-        {"word_embeddings.weight", "position_embeddings.weight", "token_type_embeddings.weight",
-         "LayerNorm.weight", "LayerNorm.bias"},
-        {"attention.self.query.weight", "attention.self.query.bias", "attention.self.key.weight",
-         "attention.self.key.bias", "attention.self.value.weight", "attention.self.value.bias",
-         "attention.output.dense.weight", "attention.output.dense.bias",
-         "attention.output.LayerNorm.weight", "attention.output.LayerNorm.bias",
-         "intermediate.dense.weight", "intermediate.dense.bias", "output.dense.weight",
-         "output.dense.bias", "output.LayerNorm.weight", "output.LayerNorm.bias"},
+        "encoder.layer", bert_emb, bert_layer,
         {"lm_head.dense.weight", "lm_head.dense.bias", "lm_head.layer_norm.weight",
          "lm_head.layer_norm.bias", "lm_head.bias"}, "lm_head.decoder.bias",
         "lm_head.decoder.weight",
@@ -76,14 +81,7 @@ static const family_def families[] = {
          "classifier.out_proj.bias"}, "classification-head (classifier.dense and out_proj)"},
     [BERT_FAMILY_DISTILBERT] = {
         "distilbert", "distilbert", "DistilBertForMaskedLM", "DistilBertForSequenceClassification",
-        "transformer.layer",
-        {"word_embeddings.weight", "position_embeddings.weight", NULL, "LayerNorm.weight",
-         "LayerNorm.bias"},
-        {"attention.q_lin.weight", "attention.q_lin.bias", "attention.k_lin.weight",
-         "attention.k_lin.bias", "attention.v_lin.weight", "attention.v_lin.bias",
-         "attention.out_lin.weight", "attention.out_lin.bias", "sa_layer_norm.weight",
-         "sa_layer_norm.bias", "ffn.lin1.weight", "ffn.lin1.bias", "ffn.lin2.weight",
-         "ffn.lin2.bias", "output_layer_norm.weight", "output_layer_norm.bias"},
+        "transformer.layer", distil_emb, distil_layer,
         {"vocab_transform.weight", "vocab_transform.bias", "vocab_layer_norm.weight",
          "vocab_layer_norm.bias", "vocab_projector.bias"}, NULL, "vocab_projector.weight",
         {"pre_classifier.weight", "pre_classifier.bias", "classifier.weight", "classifier.bias"},

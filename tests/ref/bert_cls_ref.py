@@ -49,11 +49,10 @@ def resolve_problem_type(c, labels):
     return pt
 
 
-def forward(P, c, ids, mask, types, labels):
+def cls_loss(c, logits, labels):
+    """BertForSequenceClassification.forward's loss (RoBERTa's and DistilBERT's are the same code): MSELoss
+    (squeezed when num_labels is 1), CrossEntropyLoss or BCEWithLogitsLoss by the resolved problem type."""
     n = num_labels(c)
-    x = encode(P, c, ids, mask, types)  # BertModel last_hidden_state [B, T, H]
-    pooled = torch.tanh(linear(x[:, 0], P, "bert.pooler.dense"))  # BertPooler: first token, dense, tanh
-    logits = linear(pooled, P, "classifier")  # self.dropout (p = 0) is the identity
     pt = resolve_problem_type(c, labels)
     if pt == "regression":
         if n == 1:
@@ -64,6 +63,14 @@ def forward(P, c, ids, mask, types, labels):
         loss = torch.nn.CrossEntropyLoss()(logits.view(-1, n), labels.view(-1))
     else:
         loss = torch.nn.BCEWithLogitsLoss()(logits, labels)
+    return loss, pt
+
+
+def forward(P, c, ids, mask, types, labels):
+    x = encode(P, c, ids, mask, types)  # BertModel last_hidden_state [B, T, H]
+    pooled = torch.tanh(linear(x[:, 0], P, "bert.pooler.dense"))  # BertPooler: first token, dense, tanh
+    logits = linear(pooled, P, "classifier")  # self.dropout (p = 0) is the identity
+    loss, pt = cls_loss(c, logits, labels)
     return loss, logits, pt
 
 

@@ -21,7 +21,8 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from compare import add_fixture_commands, TOL, check, load_st, save_st  # noqa: E402
 from bert_ref import ACT, MASK_MIN, STEP, layer_norm, linear, noise  # noqa: E402
-from bert_cls_ref import PROBLEM_TYPES, add_label_args, make_labels, num_labels, resolve_problem_type  # noqa: E402
+# cls_loss: RobertaForSequenceClassification's and DistilBertForSequenceClassification's loss is BERT's code
+from bert_cls_ref import PROBLEM_TYPES, add_label_args, cls_loss, make_labels, num_labels  # noqa: E402
 
 torch.set_num_threads(1)
 torch.use_deterministic_algorithms(True)
@@ -217,24 +218,6 @@ def distilbert_encode(P, c, ids, mask):
         f = linear(act(linear(x, P, p + "ffn.lin1")), P, p + "ffn.lin2")
         x = layer_norm(f + x, P, p + "output_layer_norm", DISTILBERT_LN_EPS)
     return x
-
-
-def cls_loss(c, logits, labels):
-    """RobertaForSequenceClassification.forward / DistilBertForSequenceClassification.forward (identical code):
-    problem_type from config or inferred (bert_cls_ref.resolve_problem_type), then MSELoss / CrossEntropyLoss /
-    BCEWithLogitsLoss."""
-    n = num_labels(c)
-    pt = resolve_problem_type(c, labels)
-    if pt == "regression":
-        if n == 1:
-            loss = torch.nn.MSELoss()(logits.squeeze(), labels.squeeze())
-        else:
-            loss = torch.nn.MSELoss()(logits, labels)
-    elif pt == "single_label_classification":
-        loss = torch.nn.CrossEntropyLoss()(logits.view(-1, n), labels.view(-1))
-    else:
-        loss = torch.nn.BCEWithLogitsLoss()(logits, labels)
-    return loss, pt
 
 
 def forward(P, c, bt):
