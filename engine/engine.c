@@ -398,6 +398,7 @@ static int register_layout(zt_engine *e, const zt_layout *l)
             ZT_TRY(zt_engine_add_param(e, id, &p, &k));
             e->layout.params[k].embedding = d->embedding;
             e->layout.params[k].head = d->head;
+            e->layout.params[k].pad_row = d->pad_row;
         }
     }
     for (int k = 0; k < l->n_aliases; k++)

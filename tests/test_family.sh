@@ -155,6 +155,26 @@ c["n_layers" if "n_layers" in c else "num_hidden_layers"] = 6; json.dump(c, open
     train "$fam.fp0" 2 fp0 "$fam" && train "$fam.fp3" 2 fp3 "$fam" || bad "$fam fp16 runs failed"
     same "$fam.fp0" "$fam.fp3" && ok || bad "$fam: fp16 stage 3 differs from stage 0"
 done
+# initialisation as HF's _init_weights: the padding_idx rows start at zero (a step at lr 0 keeps
+# the initial weights): BERT's word row 0, RoBERTa's word and position rows 1
+echo '{"train_batch_size": 2, "optimizer": {"type": "AdamW", "params": {"lr": 0.0, "weight_decay": 0.0}}}' >"$T/lr0.json"
+if "$ZT" train --model bert-tiny --data synthetic --config "$T/lr0.json" --steps 1 --seq-len 8 \
+       --save-model "$T/init.bert" >"$T/init.bert.log" 2>&1 &&
+   "$ZT" train --model "$T/roberta.json" --data synthetic --config "$T/lr0.json" --steps 1 --seq-len 8 \
+       --save-model "$T/init.rob" >"$T/init.rob.log" 2>&1 &&
+   "$PY" - "$T" <<'EOF'
+import sys
+sys.path.insert(0, "tests/ref")
+from compare import load_st
+T = sys.argv[1]
+b, r = load_st(T + "/init.bert/model.safetensors"), load_st(T + "/init.rob/model.safetensors")
+w = b["bert.embeddings.word_embeddings.weight"]
+assert (w[0] == 0).all() and (w[1] != 0).any(), "BERT's [PAD] row"
+for name in ("roberta.embeddings.word_embeddings.weight", "roberta.embeddings.position_embeddings.weight"):
+    assert (r[name][1] == 0).all() and (r[name][0] != 0).any() and (r[name][2] != 0).any(), name
+EOF
+then ok; else bad "the padding_idx rows do not start at zero"; tail -n 2 "$T/init.bert.log" "$T/init.rob.log"; fi
+
 # BERT with tie_word_embeddings false: the decoder's own weight in the head unit, through stage 3
 sed 's/"hidden_act": "gelu",/"hidden_act": "gelu", "tie_word_embeddings": false,/' \
     "$FIX/bert-tiny/config.json" >"$T/untied.json"
