@@ -56,16 +56,32 @@ static int fail(char *err, size_t errlen, const char *fmt, ...)
 
 /* ---- bytes_to_unicode --------------------------------------------------------------------- */
 
+static int printable(int b)
+{
+    return (b >= '!' && b <= '~') || (b >= 0xa1 && b <= 0xac) || (b >= 0xae && b <= 0xff);
+}
+
 /* the printable character that spells byte b: the byte itself for "!".."~", "¡".."¬",
  * "®".."ÿ", else 256 + n for the n-th other byte in order */
 static uint32_t byte_char(int b)
 {
     int n = 0;
-    if ((b >= '!' && b <= '~') || (b >= 0xa1 && b <= 0xac) || (b >= 0xae && b <= 0xff))
+    if (printable(b))
         return (uint32_t)b;
     for (int k = 0; k < b; k++)
-        n += !((k >= '!' && k <= '~') || (k >= 0xa1 && k <= 0xac) || (k >= 0xae && k <= 0xff));
+        n += !printable(k);
     return 256u + (uint32_t)n;
+}
+
+/* the byte character c spells, or -1 (byte_char's inverse) */
+static int char_byte(uint32_t c)
+{
+    if (c < 256)
+        return printable((int)c) ? (int)c : -1;
+    for (int k = 0, n = 256; k < 256; k++)
+        if (!printable(k) && (uint32_t)n++ == c)
+            return k;
+    return -1;
 }
 
 size_t bpe_token_bytes(const char *tok, char *out)
@@ -79,12 +95,7 @@ size_t bpe_token_bytes(const char *tok, char *out)
             out[o++] = (char)s[i++];
             continue;
         }
-        int b = -1;
-        if (c < 256 && byte_char((int)c) == c)
-            b = (int)c;
-        else if (c >= 256 && c < 256 + 68)
-            for (int x = 0; x < 256 && b < 0; x++)
-                b = byte_char(x) == c ? x : -1;
+        int b = char_byte(c);
         if (b >= 0) {
             out[o++] = (char)b;
         } else {

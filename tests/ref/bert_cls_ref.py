@@ -114,8 +114,10 @@ def make_labels(g, B, n, kind, ignored):
     return torch.randn((B,) if n == 1 else (B, n), generator=g).numpy().astype(np.float32)
 
 
-def cmd_make(a):
-    names = a.label_names.split(",") if a.label_names else [f"LABEL_{i}" for i in range(a.num_labels)]
+def label_setup(a, c):
+    """`make`'s labels from its options: (number of labels, kind of labels to write, rows ignored); c gains
+    id2label, label2id and problem_type as PretrainedConfig writes them."""
+    names = a.label_names.split(",") if a.label_names else [f"LABEL_{i}" for i in range(a.num_labels or 2)]
     n = len(names)
     assert len(set(names)) == n and n >= 1, "label names must be distinct"
     assert a.num_labels in (None, n), "--num-labels disagrees with --label-names"
@@ -126,11 +128,16 @@ def cmd_make(a):
     assert not (kind == "single" and n < 2), "single-label classification needs at least 2 labels"
     ignored = a.ignored if a.ignored is not None else (1 if kind == "single" and a.batch >= 3 else 0)
     assert ignored == 0 or (kind == "single" and ignored < a.batch), "--ignored: single-label only, < batch rows"
-    c = bert_config(a, "BertForSequenceClassification")
-    c.update({"id2label": {str(i): s for i, s in enumerate(names)}, "label2id": {s: i for i, s in enumerate(names)},
-              "classifier_dropout": None})
+    c.update({"id2label": {str(i): s for i, s in enumerate(names)}, "label2id": {s: i for i, s in enumerate(names)}})
     if PROBLEM_TYPES[a.problem_type]:
         c["problem_type"] = PROBLEM_TYPES[a.problem_type]
+    return n, kind, ignored
+
+
+def cmd_make(a):
+    c = bert_config(a, "BertForSequenceClassification")
+    c["classifier_dropout"] = None
+    n, kind, ignored = label_setup(a, c)
     assert a.hidden % a.heads == 0 and a.seq <= a.max_pos and a.vocab >= 2, "inconsistent shape arguments"
     g = torch.Generator().manual_seed(a.seed)
     params = init_params(param_shapes(c), g, c["pad_token_id"])

@@ -22,7 +22,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from compare import add_fixture_commands, TOL, check, load_st, save_st  # noqa: E402
 from bert_ref import ACT, MASK_MIN, STEP, layer_norm, linear, noise  # noqa: E402
 # cls_loss: RobertaForSequenceClassification's and DistilBertForSequenceClassification's loss is BERT's code
-from bert_cls_ref import PROBLEM_TYPES, add_label_args, cls_loss, make_labels, num_labels  # noqa: E402
+from bert_cls_ref import add_label_args, cls_loss, label_setup, make_labels, num_labels  # noqa: E402
 
 torch.set_num_threads(1)
 torch.use_deterministic_algorithms(True)
@@ -369,20 +369,7 @@ def cmd_make(a):
     c = family_config(a)
     kind = n = ignored = None
     if head == "cls":
-        names = a.label_names.split(",") if a.label_names else [f"LABEL_{i}" for i in range(a.num_labels or 2)]
-        n = len(names)
-        assert len(set(names)) == n and n >= 1, "label names must be distinct"
-        assert a.num_labels in (None, n), "--num-labels disagrees with --label-names"
-        kind = {"single": "single", "multi": "multi", "regression": "regression"}.get(a.problem_type)
-        if kind is None:
-            kind = "regression" if n == 1 else {"int": "single", "float": "multi"}[a.infer_labels]
-        assert not (kind == "single" and n < 2), "single-label classification needs at least 2 labels"
-        ignored = a.ignored if a.ignored is not None else (1 if kind == "single" and a.batch >= 3 else 0)
-        assert ignored == 0 or (kind == "single" and ignored < a.batch), "--ignored: single-label only, < batch rows"
-        c.update({"id2label": {str(i): s for i, s in enumerate(names)},
-                  "label2id": {s: i for i, s in enumerate(names)}})
-        if PROBLEM_TYPES[a.problem_type]:
-            c["problem_type"] = PROBLEM_TYPES[a.problem_type]
+        n, kind, ignored = label_setup(a, c)
     elif a.left_pad or a.label_names or a.num_labels is not None or a.ignored is not None:
         sys.exit("make: --left-pad / --num-labels / --label-names / --ignored are for --head cls")
     g = torch.Generator().manual_seed(a.seed)
