@@ -1,9 +1,11 @@
-/* bench_hgemm.c - the bf16 products (models/hgemm.c) against OpenBLAS's fp32 sgemm at the
+/* bench_hgemm.c - the bf16 products and the fp32 products' oneDNN path (models/hgemm.c)
+ * against OpenBLAS's fp32 sgemm at the
  * linear layers' shapes, in one run: the forward out[M,N] = in[M,K] W[N,K]^T ("nt"), the
  * input's gradient din[M,K] = dout[M,N] W[N,K] ("nn") and the weight's dW[N,K] = dout^T in
- * ("tn"); per shape the paths interleaved (sgemm, path 0, path 1, sgemm, ...), the median of
- * RUNS rounds, and each path's time as a ratio to sgemm's. Prints the CPU, its bf16/AMX
- * flags, the BLAS environment and the default path: the figures behind hgemm.h's choice.
+ * ("tn"); per shape the paths interleaved (sgemm, bf16 path 0, bf16 path 1, zt_sgemm's oneDNN
+ * path, sgemm, ...), the median of RUNS rounds, and each path's time as a ratio to sgemm's.
+ * Prints the CPU, its bf16/AMX flags, the BLAS environment and the default paths: the figures
+ * behind hgemm.h's choices.
  * Usage: build/bench_hgemm [THREADS] [RUNS]   (make bench-hgemm) */
 #include "sgemm_time.h"
 #include "../common/half.h"
@@ -46,8 +48,8 @@ int main(int argc, char **argv)
     omp_set_num_threads(threads);
     openblas_set_num_threads(threads);
     cpu_line();
-    printf("threads %d, %d rounds; default bf16 path: %s\n", threads, runs,
-           zt_hgemm_describe(ZT_HALF_BF16));
+    printf("threads %d, %d rounds; default bf16 path: %s; fp32: %s\n", threads, runs,
+           zt_hgemm_describe(ZT_HALF_BF16), zt_sgemm_describe());
     /* bert-mini (4096 tokens, hidden 256, FF 1024) and bert-base (2048 tokens, 768, 3072):
      * (tokens, out features, in features) of a linear layer */
     const int shapes[][3] = {{4096, 256, 256}, {4096, 1024, 256}, {4096, 256, 1024},
@@ -71,7 +73,7 @@ int main(int argc, char **argv)
                 b[i] = (float)((i * 40503u) % 1000) * 1e-3f - 0.5f;
             zt_bf16_from_f32(ah, a, na);
             zt_bf16_from_f32(bh, b, nb);
-            double t[3][64];
+            double t[4][64];
             int have1 = zt_hgemm_path(1, ZT_HALF_BF16, ta, tb, M, N, K, 1.0f, ah, lda, bh, ldb,
                                       0.0f, c, N) == 0;
             zt_hgemm_path(0, ZT_HALF_BF16, ta, tb, M, N, K, 1.0f, ah, lda, bh, ldb, 0.0f, c, N);
@@ -89,13 +91,17 @@ int main(int argc, char **argv)
                     zt_hgemm_path(1, ZT_HALF_BF16, ta, tb, M, N, K, 1.0f, ah, lda, bh, ldb, 0.0f,
                                   c, N);
                 t[2][r] = now() - t0;
+                t0 = now();
+                zt_sgemm_path(1, ta, tb, M, N, K, 1.0f, a, lda, b, ldb, 0.0f, c, N);
+                t[3][r] = now() - t0;
             }
-            for (int p = 0; p < 3; p++)
+            for (int p = 0; p < 4; p++)
                 qsort(t[p], (size_t)runs, sizeof(double), cmp);
             double fl = 2.0 * M * N * K, s0 = t[0][runs / 2], s1 = t[1][runs / 2],
-                   s2 = t[2][runs / 2];
-            printf("%s %5d x %5d x %5d  sgemm %6.1f GFLOP/s | widened %6.1f (%.2fx sgemm's time) "
-                   "| oneDNN ", kind[q], M, N, K, fl / s0 / 1e9, fl / s1 / 1e9, s1 / s0);
+                   s2 = t[2][runs / 2], s3 = t[3][runs / 2];
+            printf("%s %5d x %5d x %5d  sgemm %6.1f GFLOP/s | fp32 oneDNN %6.1f (%.2fx) | bf16: "
+                   "widened %6.1f (%.2fx sgemm's time), oneDNN ", kind[q], M, N, K,
+                   fl / s0 / 1e9, fl / s3 / 1e9, s3 / s0, fl / s1 / 1e9, s1 / s0);
             if (have1)
                 printf("%6.1f (%.2fx)\n", fl / s2 / 1e9, s2 / s0);
             else

@@ -517,8 +517,10 @@ static int commit(zt_engine *e, const char *model_dir)
         zt_act_init(&e->ao, &e->cfg, e->nvme_path, e->comm.rank, e->layout.n_units, e->ops,
                     e->model, &e->rc, &e->mem);
     ZT_TRY(zt_engine_agree(e, rc, "setting up the model"));
-    /* a bf16 engine's products open oneDNN (hgemm.c): opened now, it is in the process the
-     * planner measures */
+    /* the products may open oneDNN (hgemm.c: fp32 on AVX-512, bf16): opened now, it is in
+     * the process the planner measures */
+    if (e->ops)
+        (void)zt_sgemm_default();
     if (zt_fp_half(cfg) == ZT_HALF_BF16)
         (void)zt_hgemm_default(ZT_HALF_BF16);
     zt_plan_init(&e->pn, &e->cfg, &e->layout, &e->comm, &e->rc, e->ops, e->model, e->nvme_path,

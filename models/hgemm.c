@@ -1,8 +1,10 @@
-/* hgemm.c - 16-bit x 16-bit -> fp32 matrix products (hgemm.h): oneDNN's bf16 matmul primitive
+/* hgemm.c - matrix products (hgemm.h). 16-bit x 16-bit -> fp32: oneDNN's bf16 matmul primitive
  * with strided memory descriptors (one primitive per shape, kept in a small cache), or
- * widened k-blocks through OpenBLAS's sgemm. oneDNN is opened (dlopen) the first time a bf16
- * product is asked for: an fp32 process never maps it (2 MiB resident), and without it the
- * products take the widened path. */
+ * widened k-blocks through the fp32 product. fp32: oneDNN's sgemm in fixed blocks of the
+ * output, one thread each, where the CPU has AVX-512, else OpenBLAS's sgemm. oneDNN is opened
+ * (dlopen) the first time a product that may use it is asked for: a process whose products
+ * all take OpenBLAS never maps it (2 MiB resident), and without it every product takes
+ * OpenBLAS. */
 #include "hgemm.h"
 #include "../common/err.h"
 #include "../common/half.h"
@@ -10,6 +12,7 @@
 #include <cblas.h>
 #include <dlfcn.h>
 #include <oneapi/dnnl/dnnl.h>
+#include <omp.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,9 +62,8 @@ static int hgemm_f32(int dt, int ta, int tb, int M, int N, int K, float alpha, c
         else /* B is N x K */
             for (int n = 0; n < N; n++)
                 zt_half_widen(dt, b + (size_t)n * kk, B + (size_t)n * ldb + k0, (size_t)kk);
-        cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-                    M, N, kk, alpha, a, ta ? M : kk, b, tb ? kk : N, k0 == 0 ? beta : 1.0f, C,
-                    ldc);
+        zt_sgemm(ta, tb, M, N, kk, alpha, a, ta ? M : kk, b, tb ? kk : N, k0 == 0 ? beta : 1.0f,
+                 C, ldc);
     }
     return 0;
 }
@@ -77,7 +79,8 @@ static int hgemm_f32(int dt, int ta, int tb, int M, int N, int K, float alpha, c
     X(dnnl_post_ops_append_sum) X(dnnl_primitive_attr_create) X(dnnl_primitive_attr_destroy)    \
     X(dnnl_primitive_attr_set_output_scales) X(dnnl_primitive_attr_set_post_ops)                \
     X(dnnl_primitive_create) X(dnnl_primitive_destroy) X(dnnl_primitive_execute)                \
-    X(dnnl_primitive_desc_create) X(dnnl_primitive_desc_destroy) X(dnnl_primitive_desc_query)
+    X(dnnl_primitive_desc_create) X(dnnl_primitive_desc_destroy) X(dnnl_primitive_desc_query)  \
+    X(dnnl_sgemm)
 
 static struct {
 #define DNNL_PTR(f) __typeof__(&f) f;
@@ -87,11 +90,13 @@ static struct {
 
 static void *dnnl_lib;
 
-/* 0 when every entry point resolved */
-static int dnnl_open(void)
+static pthread_once_t open_once = PTHREAD_ONCE_INIT;
+static int open_rc = -1;
+
+static void dnnl_open_once(void)
 {
     if (!(dnnl_lib = dlopen("libdnnl.so.2", RTLD_NOW | RTLD_LOCAL)))
-        return -1;
+        return;
     int ok = 1;
 #define DNNL_SYM(f)                                                                               \
     if (ok && !(*(void **)&dn.f = dlsym(dnnl_lib, #f)))                                           \
@@ -102,9 +107,16 @@ static int dnnl_open(void)
         dlclose(dnnl_lib);
         dnnl_lib = NULL;
         memset(&dn, 0, sizeof dn);
-        return -1;
+        return;
     }
-    return 0;
+    open_rc = 0;
+}
+
+/* 0 when libdnnl.so.2 opened and every entry point resolved (tried once per process) */
+static int dnnl_open(void)
+{
+    pthread_once(&open_once, dnnl_open_once);
+    return open_rc;
 }
 
 #define CACHE 64
@@ -323,4 +335,102 @@ void zt_hgemm_release(void)
     scratch = NULL;
     scratch_n = 0;
     pthread_mutex_unlock(&lock);
+}
+
+/* ---- fp32 products -------------------------------------------------------------------------- */
+
+static pthread_once_t sgemm_once = PTHREAD_ONCE_INIT;
+static int sgemm_fast; /* 1: oneDNN's sgemm (AVX-512 and oneDNN present), 0: OpenBLAS */
+
+static void sgemm_choose(void)
+{
+    int avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                 __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+    sgemm_fast = avx512 && dnnl_open() == 0;
+}
+
+int zt_sgemm_default(void)
+{
+    pthread_once(&sgemm_once, sgemm_choose);
+    return sgemm_fast;
+}
+
+const char *zt_sgemm_describe(void)
+{
+    return zt_sgemm_default() ? "oneDNN sgemm (AVX-512), fixed output blocks"
+                              : "OpenBLAS sgemm";
+}
+
+/* The blocks of C one oneDNN call each computes, from the shape alone: rows (M >= N) or
+ * columns cut into *nb pieces of *bs (a multiple of 16, the last one shorter); one piece
+ * below ZT_SGEMM_SPLIT flops or when the cut dimension is under 128. */
+static void sgemm_blocks(int M, int N, int K, int *bs, int *nb)
+{
+    int d = M >= N ? M : N;
+    if (2.0 * M * N * K < ZT_SGEMM_SPLIT || d < 128) {
+        *bs = d;
+        *nb = 1;
+        return;
+    }
+    int b = (d + ZT_SGEMM_BLOCKS - 1) / ZT_SGEMM_BLOCKS;
+    b = b < 64 ? 64 : (b + 15) / 16 * 16;
+    *bs = b;
+    *nb = (d + b - 1) / b;
+}
+
+static void sgemm_block(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                        const float *B, int ldb, float beta, float *C, int ldc, int bs, int i)
+{
+    int lo = i * bs;
+    if (M >= N) { /* rows lo.. of C: rows of op(A) */
+        int m = M - lo < bs ? M - lo : bs;
+        const float *a = ta ? A + lo : A + (size_t)lo * lda;
+        dn.dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, N, K, alpha, a, lda, B, ldb, beta,
+                      C + (size_t)lo * ldc, ldc);
+    } else { /* columns lo..: columns of op(B) */
+        int n = N - lo < bs ? N - lo : bs;
+        const float *b = tb ? B + (size_t)lo * ldb : B + lo;
+        dn.dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, n, K, alpha, A, lda, b, ldb, beta,
+                      C + lo, ldc);
+    }
+}
+
+/* oneDNN's sgemm, each block on one thread: inside a parallel region (the attention's pairs)
+ * oneDNN runs sequentially; outside, the blocks are spread over the OpenMP threads and each
+ * thread's oneDNN limited to itself. A block's bits depend on its shape only, so C does not
+ * depend on the thread count. */
+static void sgemm_dnnl(int ta, int tb, int M, int N, int K, float alpha, const float *A,
+                       int lda, const float *B, int ldb, float beta, float *C, int ldc)
+{
+    int bs, nb;
+    sgemm_blocks(M, N, K, &bs, &nb);
+    if (omp_in_parallel()) {
+        for (int i = 0; i < nb; i++)
+            sgemm_block(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bs, i);
+        return;
+    }
+    int nt = omp_get_max_threads();
+#pragma omp parallel num_threads(nt < nb ? nt : nb)
+    {
+        omp_set_num_threads(1); /* this thread's oneDNN, for a team of one */
+#pragma omp for schedule(static)
+        for (int i = 0; i < nb; i++)
+            sgemm_block(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bs, i);
+    }
+}
+
+void zt_sgemm_path(int path, int ta, int tb, int M, int N, int K, float alpha, const float *A,
+                   int lda, const float *B, int ldb, float beta, float *C, int ldc)
+{
+    if (path == 1 && M > 0 && N > 0 && K > 0 && dnnl_open() == 0)
+        sgemm_dnnl(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    else
+        cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                    M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+void zt_sgemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+              const float *B, int ldb, float beta, float *C, int ldc)
+{
+    zt_sgemm_path(zt_sgemm_default(), ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }

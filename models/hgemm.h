@@ -39,4 +39,30 @@ const char *zt_hgemm_onednn(void);
 /* frees oneDNN's cached primitives and the fp32 path's scratch (tests) */
 void zt_hgemm_release(void);
 
+/* fp32 products: C = alpha op(A) op(B) + beta C, row-major, as cblas_sgemm. Two paths, chosen
+ * once from the CPU:
+ *   1 where the CPU has AVX-512 (F, BW, VL, DQ) and oneDNN opens: oneDNN's sgemm (its own
+ *     AVX-512 kernels; OpenBLAS's follow OPENBLAS_CORETYPE, Haswell's AVX2 on machines that
+ *     set it) on fixed blocks of C's rows (M >= N) or columns, each block on one thread.
+ *     The blocks follow from the shape alone, so the result does not depend on the thread
+ *     count. Measured at BERT's shapes, 2 threads, AMD EPYC with AVX-512: 1.7-2.4x
+ *     OpenBLAS's rate with OPENBLAS_CORETYPE=Haswell, 0.97-1.48x with it unset
+ *     (benchmarks/bench_hgemm.c);
+ *   0 elsewhere: OpenBLAS's sgemm (its own threads).
+ * Both round the same sums in different orders: they differ by fp32's rounding of the sums
+ * (gamma_K sum |a b|), not bit for bit. Safe from several threads at once: inside an OpenMP
+ * parallel region each call runs on its own thread. */
+#define ZT_SGEMM_BLOCKS 8         /* blocks a large product is cut into */
+#define ZT_SGEMM_SPLIT (1 << 22)  /* flops below which a product is one block */
+void zt_sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
+              int lda, const float *B, int ldb, float beta, float *C, int ldc);
+/* one path (0 OpenBLAS, 1 oneDNN, on any CPU; OpenBLAS where oneDNN does not open) (tests,
+ * benchmarks) */
+void zt_sgemm_path(int path, int trans_a, int trans_b, int M, int N, int K, float alpha,
+                   const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                   int ldc);
+/* the path zt_sgemm uses (opens oneDNN where it may be used), and in words */
+int zt_sgemm_default(void);
+const char *zt_sgemm_describe(void);
+
 #endif

@@ -1,12 +1,13 @@
 /* layers.c - the math of BERT's and T5's building blocks, forward and backward, in fp32.
- * Matrix products go to cblas_sgemm with transposes and leading dimensions instead of
- * copies; everything else is OpenMP loops whose results do not depend on the thread count
- * (no cross-thread float reductions). Masks and dropout come from Philox (common/rng.h). */
+ * Matrix products go to zt_sgemm (hgemm.h: oneDNN or OpenBLAS) with transposes and leading
+ * dimensions instead of copies; everything else is OpenMP loops whose results do not depend
+ * on the thread count (no cross-thread float reductions). Masks and dropout come from Philox (common/rng.h). */
 #include "layers.h"
 #include "../common/prof.h"
 #include "../common/rng.h"
 #include "vmath.h"
 #include "../common/half.h"
+#include "hgemm.h"
 
 #include <cblas.h>
 #include <float.h>
@@ -28,8 +29,7 @@ void linear_forward(float *out, const float *inp, const float *w, const float *b
         ZT_PROF(ZT_PROF_ELEMENTWISE, t0, 0, 4.0 * M * N);
         t0 = ZT_PROF_T0();
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, inp, K, w, K,
-                b ? 1.0f : 0.0f, out, N);
+    zt_sgemm(0, 1, M, N, K, 1.0f, inp, K, w, K, b ? 1.0f : 0.0f, out, N);
     ZT_PROF(ZT_PROF_GEMM, t0, 2.0 * M * N * K, 4.0 * ((double)M * K + (double)N * K +
                                                       (b ? 2.0 : 1.0) * M * N));
 }
@@ -66,10 +66,8 @@ void linear_backward(float *dinp, float *dw, float *db, const float *dout, const
     /* dinp: [M,K], dw: [N,K], db: [N], dout: [M,N], inp: [M,K], w: [N,K] */
     double t0 = ZT_PROF_T0();
     if (dinp)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, K, N, 1.0f, dout, N, w, K,
-                    1.0f, dinp, K);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, K, M, 1.0f, dout, N, inp, K, 1.0f,
-                dw, K);
+        zt_sgemm(0, 0, M, K, N, 1.0f, dout, N, w, K, 1.0f, dinp, K);
+    zt_sgemm(1, 0, N, K, M, 1.0f, dout, N, inp, K, 1.0f, dw, K);
     ZT_PROF(ZT_PROF_GEMM, t0, (dinp ? 4.0 : 2.0) * M * N * K,
             4.0 * ((dinp ? 1.0 : 0.0) * ((double)M * N + (double)N * K + 2.0 * M * K) +
                    (double)M * N + (double)M * K + 2.0 * N * K));
@@ -593,8 +591,7 @@ static void rel_scores(float *a, const float *x, int lx, int key_side, int tq, i
                        const rel_ctx *rc, int D, float *xe)
 {
     int nx = key_side ? tk : tq, nd = rc->nd;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nx, nd, D, 1.0f, x, lx, rc->E, D, 0.0f,
-                xe, nd);
+    zt_sgemm(0, 1, nx, nd, D, 1.0f, x, lx, rc->E, D, 0.0f, xe, nd);
     for (int i = 0; i < tq; i++)
         for (int j = 0; j < tk; j++) {
             int m = i - j + rc->Tk - 1;
@@ -614,8 +611,7 @@ static void rel_grad(float *dxe, const float *ds, int key_side, int tq, int tk, 
             int m = i - j + rc->Tk - 1;
             dxe[key_side ? (size_t)j * nd + m : (size_t)i * nd + m] = ds[(size_t)i * tk + j];
         }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nx, D, nd, 1.0f, dxe, nd, rc->E, D,
-                1.0f, dx, ldx);
+    zt_sgemm(0, 0, nx, D, nd, 1.0f, dxe, nd, rc->E, D, 1.0f, dx, ldx);
 }
 
 /* mha_forward, also recording the dropout keep-mask (keep: B*H pairs of ceil(Tq*Tk/32)
@@ -670,8 +666,7 @@ static void mha_forward_keep(void *ctx, void *att, uint32_t *keep, const void *q
             const float *kb = pair_in(k, hdt, r.k0, tk, C, h, D, kf, &lk);
             const float *vb = pair_in(v, hdt, r.k0, tk, C, h, D, vf, &lv);
             float *a = hx ? sa : (float *)att + (size_t)bh * tt;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, tq, tk, D, 1.0f, qb, lq, kb, lk,
-                        0.0f, a, tk);
+            zt_sgemm(0, 1, tq, tk, D, 1.0f, qb, lq, kb, lk, 0.0f, a, tk);
             if (rc.nd) { /* + q . E (+ k . E), before the division, as BertSelfAttention */
                 rel_scores(a, qb, lq, 0, tq, tk, &rc, D, xe);
                 if (rc.kq)
@@ -700,11 +695,10 @@ static void mha_forward_keep(void *ctx, void *att, uint32_t *keep, const void *q
                 lap(prof, &my[PART_DROP], &t);
             }
             if (!hx) {
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, tq, D, tk, 1.0f, p, tk, vb,
-                            lv, 0.0f, (float *)ctx + r.q0 * C + (size_t)h * D, C);
+                zt_sgemm(0, 0, tq, D, tk, 1.0f, p, tk, vb, lv, 0.0f,
+                         (float *)ctx + r.q0 * C + (size_t)h * D, C);
             } else {
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, tq, D, tk, 1.0f, p, tk, vb,
-                            lv, 0.0f, cf, D);
+                zt_sgemm(0, 0, tq, D, tk, 1.0f, p, tk, vb, lv, 0.0f, cf, D);
                 uint16_t *ch = (uint16_t *)ctx + r.q0 * C + (size_t)h * D;
                 for (int i = 0; i < tq; i++)
                     zt_half_narrow(hdt, ch + (size_t)i * C, cf + (size_t)i * D, (size_t)D);
@@ -797,10 +791,8 @@ static void mha_pair_backward(float *dq, float *dk, float *dv, float *dbias, con
         lap(prof, &my[PART_DROP], &t);
     }
     /* dv = p^T dctx; dp = dctx v^T */
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Tk, D, Tq, 1.0f, p, Tk, dctx + oq, C,
-                0.0f, dv + ok, C);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, Tq, Tk, D, 1.0f, dctx + oq, C, vb, lv,
-                0.0f, dp, Tk);
+    zt_sgemm(1, 0, Tk, D, Tq, 1.0f, p, Tk, dctx + oq, C, 0.0f, dv + ok, C);
+    zt_sgemm(0, 1, Tq, Tk, D, 1.0f, dctx + oq, C, vb, lv, 0.0f, dp, Tk);
     lap(prof, &my[PART_GEMM], &t);
     if (use_drop) { /* the gradient through the same keep-mask and scale */
         pair_mask(dp, dp, drop, keep, b, (uint64_t)h * ctr, tt);
@@ -814,10 +806,8 @@ static void mha_pair_backward(float *dq, float *dk, float *dv, float *dbias, con
             dbias[i] += dp[i] * div;
     lap(prof, &my[PART_SOFTMAX], &t);
     /* dq = ds k; dk = ds^T q */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, Tq, D, Tk, 1.0f, dp, Tk, kb, lk,
-                0.0f, dq + oq, C);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Tk, D, Tq, 1.0f, dp, Tk, qb, lq,
-                0.0f, dk + ok, C);
+    zt_sgemm(0, 0, Tq, D, Tk, 1.0f, dp, Tk, kb, lk, 0.0f, dq + oq, C);
+    zt_sgemm(1, 0, Tk, D, Tq, 1.0f, dp, Tk, qb, lq, 0.0f, dk + ok, C);
     if (rc && rc->nd) { /* the relative scores: dq (dk) += their distances' gradient E; the
                          * distances' gradient kept for E's (rel_reduce) */
         float *dqe = rc->dxe + bh * rc->pair_per, *dke = dqe + (size_t)rc->Tqp * rc->nd;
@@ -842,13 +832,11 @@ static void rel_reduce(const rel_ctx *rc, const zt_relpos *rel, const att_rows *
         if (r.tq == 0 || r.tk == 0)
             continue;
         const float *x = pair_in(q, hdt, r.q0, r.tq, C, bh % H, D, rc->wide, &lx);
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nd, D, r.tq, 1.0f, dqe, nd, x, lx,
-                    1.0f, rc->dE, D);
+        zt_sgemm(1, 0, nd, D, r.tq, 1.0f, dqe, nd, x, lx, 1.0f, rc->dE, D);
         if (!rc->kq)
             continue;
         x = pair_in(k, hdt, r.k0, r.tk, C, bh % H, D, rc->wide, &lx);
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nd, D, r.tk, 1.0f,
-                    dqe + (size_t)rc->Tqp * nd, nd, x, lx, 1.0f, rc->dE, D);
+        zt_sgemm(1, 0, nd, D, r.tk, 1.0f, dqe + (size_t)rc->Tqp * nd, nd, x, lx, 1.0f, rc->dE, D);
     }
     float *dst = rel->dE + rc->e0 * D;
     for (size_t i = 0; i < (size_t)nd * D; i++)

@@ -88,6 +88,8 @@ suite "fuzz(${FUZZ_SECONDS}s)" $MAKE -s fuzz FUZZ_SECONDS="$FUZZ_SECONDS"
 for t in build/tests/test_*; do suite "$(basename "$t")" "$t"; done
 # the bf16 products' oneDNN path where this CPU has it (77 elsewhere)
 suite test_hgemm-onednn build/tests/test_hgemm --onednn
+# the fp32 products' oneDNN path where this CPU has AVX-512 (77 elsewhere)
+suite test_sgemm-onednn build/tests/test_sgemm --onednn
 # the engine's modules call each other one way only (nm over build/obj/engine)
 suite layers python3 tests/layers.py build
 # offload without CAP_IPC_LOCK under a 64 KiB locked-memory limit: unregistered buffers

@@ -133,11 +133,14 @@ rows=$(grep -c "^ *\(en\|de\)coder\.block\.[0-9]* *segment " "$T/r1ek2off.log")
 if grep -q "^ *decoder\.block\.0 *segment *4 " "$T/r1ek2off.log" && [ "$rows" = 1 ]; then ok
 else bad "T5 recompute profile: $rows rows"; grep -A10 "recompute profile" "$T/r1ek2off.log"; fi
 # the "auto" planner under a limit: a plan that recomputes, its activations as predicted, the
-# bits of keeping everything, the peak RSS under the limit
+# bits of keeping everything, the peak RSS under the limit. The limit is just above the least a
+# full recompute needs: 20.6 MiB of activations and the rest, about 42 MiB on an AMD EPYC (the
+# process with MPI, and oneDNN where the fp32 products use it: 2.7 MiB more).
+LIM=64
 echo "{\"train_batch_size\": 16, \"train_micro_batch_size_per_gpu\": 16, \"steps_per_print\": 1,
        \"zero_optimization\": {\"stage\": 3, $NOFF},
-       \"zerotrain\": {\"memory_limit\": \"60MiB\", \"recompute\": \"auto\"}}" >"$T/auto.json"
-sed -e 's/"memory_limit": "60MiB", "recompute": "auto"/"recompute": "none"/' "$T/auto.json" >"$T/autonone.json"
+       \"zerotrain\": {\"memory_limit\": \"${LIM}MiB\", \"recompute\": \"auto\"}}" >"$T/auto.json"
+sed -e 's/"memory_limit": "'$LIM'MiB", "recompute": "auto"/"recompute": "none"/' "$T/auto.json" >"$T/autonone.json"
 S0=$S; S=128
 run auto 1 gated 2 --summary "$T/auto.summary.json"; run autonone 1 gated 2
 S=$S0
@@ -145,8 +148,8 @@ pred=$(sed -n 's/.*predicted activations \([0-9.]*\) MiB.*/\1/p' "$T/auto.log")
 meas=$(/usr/bin/python3 -c 'import json,sys; print("%.1f" % (json.load(open(sys.argv[1]))["memory_peak"]["activations"] / 1048576))' "$T/auto.summary.json" 2>/dev/null)
 rss=$(sed -n 's/.*peak RSS \([0-9.]*\)  (current\/peak).*/\1/p' "$T/auto.log")
 if grep -q "recompute plan (auto).* full" "$T/auto.log" && [ -n "$pred" ] && [ "$pred" = "$meas" ] \
-   && awk -v r="$rss" 'BEGIN { exit !(r > 0 && r < 60) }' && same auto autonone; then ok
-else bad "T5 auto plan under 60 MiB: predicted $pred MiB, measured $meas MiB, peak RSS $rss MiB"; grep -i "plan\|error" "$T/auto.log"; fi
+   && awk -v r="$rss" -v lim=$LIM 'BEGIN { exit !(r > 0 && r < lim) }' && same auto autonone; then ok
+else bad "T5 auto plan under $LIM MiB: predicted $pred MiB, measured $meas MiB, peak RSS $rss MiB"; grep -i "plan\|error" "$T/auto.log"; fi
 # optimizer state on NVMe / in RAM (stage 2), parameters on NVMe (stage 3), N=2
 cfg o2nv 2 2 none "$NOFF"; run o2nv 2 relu
 check_same o2nv relun2s0 "T5: optimizer offload to NVMe differs (stage 2)"
