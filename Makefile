@@ -174,8 +174,8 @@ $(BUILD)/bench_grad: benchmarks/bench_grad.c $(BUILD)/libzerotrain.a include/zer
 $(BUILD)/bench_store: benchmarks/bench_store.c $(BUILD)/libzerotrain.a $(HDRS)
 	$(CC) $(CFLAGS_ALL) -o $@ benchmarks/bench_store.c $(BUILD)/libzerotrain.a $(LIBS)
 
-$(BUILD)/bench_limits: benchmarks/limits.c
-	$(CC) $(CFLAGS_ALL) -o $@ benchmarks/limits.c $(LIBS)
+$(BUILD)/bench_limits: benchmarks/limits.c benchmarks/sgemm_time.h $(BUILD)/libzerotrain.a
+	$(CC) $(CFLAGS_ALL) -o $@ benchmarks/limits.c $(BUILD)/libzerotrain.a $(LIBS)
 
 $(BUILD)/bench_optim: benchmarks/bench_optim.c $(BUILD)/libzerotrain.a $(HDRS)
 	$(CC) $(CFLAGS_ALL) -o $@ benchmarks/bench_optim.c $(BUILD)/libzerotrain.a $(LIBS)

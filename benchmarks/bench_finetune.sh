@@ -26,7 +26,7 @@
 # noise, named run by run. A run where others took more than NOISE of the machine's CPU time
 # is noisy; pairs are run until RUNS pairs are clean (at most MAX_RUNS pairs); the medians are
 # over the clean pairs (and, beside them, over every pair). build/bench_limits (make
-# build/bench_limits), when built, measures cblas_sgemm at the model's GEMM shapes before and
+# build/bench_limits), when built, measures zt_sgemm at the model's GEMM shapes before and
 # after the pairs (the higher kept): the floor of a zerotrain step if it were its GEMMs alone.
 # The dataset is examples/pydoc-topics/make_dataset.py's (8 labels); the WordPiece vocabulary
 # is `finetune_torch.py vocab`'s (specials, the corpus's characters, its words seen twice or

@@ -1,6 +1,7 @@
 /* limits.c - the machine's limits the benchmark report divides by, measured in the same run
- * as the training points: cblas_sgemm FLOP/s at given GEMM shapes (the model's, as
- * zerotrain calls them: A[M,K] x B[N,K]^T), and memory bandwidth as a copy (a = b) and a
+ * as the training points: zerotrain's fp32 product FLOP/s (zt_sgemm: oneDNN's sgemm where the
+ * CPU has AVX-512, else OpenBLAS's) at given GEMM shapes (the model's, as zerotrain calls
+ * them: A[M,K] x B[N,K]^T), and memory bandwidth as a copy (a = b) and a
  * triad (a = b + s c), STREAM's convention (bytes read + written), on the given threads.
  * Prints one JSON object.
  * Usage: bench_limits [--threads N] [--shape M,K,N]... [--mem-mib S] [--iters N] */

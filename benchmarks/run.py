@@ -2,7 +2,7 @@
 """zerotrain benchmark harness: runs a declared sweep (model x world size x ZeRO stage x offload x
 optimizer x recomputation x micro-batch), each point a fresh `mpirun ... zerotrain train --steps K
 --summary FILE --profile` with warm-up steps excluded, measures the machine's limits in the same
-run (cblas_sgemm at the model's GEMM shapes, copy and triad bandwidth, fio on the offload path)
+run (zerotrain's fp32 product, zt_sgemm, at the model's GEMM shapes, copy and triad bandwidth, fio on the offload path)
 and the PyTorch peer, then writes benchmarks/results/<sweep>.json and .csv, gnuplot PNGs and
 benchmarks/RESULTS.md.
 
@@ -524,7 +524,7 @@ def report():
              "median step time. Model FLOPs count matrix products only (linear layers, attention scores",
              "and context, the MLM decoder over the labelled positions training computes), 3x the forward.",
              "The limits are measured in the same run, before and after the points (the higher value of",
-             "the two is kept: a busy machine only lowers a limit): `cblas_sgemm` at the model's GEMM shapes on the",
+             "the two is kept: a busy machine only lowers a limit): zerotrain's fp32 product (`zt_sgemm`: oneDNN's sgemm with AVX-512, else OpenBLAS's) at the model's GEMM shapes on the",
              "rank's threads (the ratio divides the rank's share of the model FLOP/s by it), copy and triad",
              "bandwidth (STREAM's convention) and `fio` (O_DIRECT, io_uring, 1 MiB blocks) on the offload",
              "path. \"NVMe B/s vs fio\" is a point's NVMe bytes read+written per second of step over fio's mean read/write bandwidth; \"vs no offload\" its step time over the same point without offload. \"optimizer vs",
@@ -828,7 +828,7 @@ def report_finetune(res):
                        median([b["max_rss"] for _, b in keep]) / 2**20))
     if "gemm_floor_seconds" in res:
         bs = median([b["step_median"] for a, b in zip(A, B) if a.get("clean_pair", True)])
-        out += ["", "GEMM floor: `cblas_sgemm` at the model's shapes (%s, M x K x N) on %d threads runs at "
+        out += ["", "GEMM floor: zerotrain's fp32 product (`zt_sgemm`) at the model's shapes (%s, M x K x N) on %d threads runs at "
                 "%.0f GFLOP/s (build/bench_limits, before and after the pairs, the higher kept); zerotrain's "
                 "matrix products are %.1f GFLOP a step (its profile's count, on the padded shapes), %.3f s at "
                 "that rate: were a zerotrain step its GEMMs alone at that rate, it would train %.2fx as many tokens/s "

@@ -1,8 +1,11 @@
 /* sgemm_time.h - what the benchmark programs share: a monotonic clock and the median time
- * of cblas_sgemm at one shape, called the way zerotrain's linear layers call it
- * (A[M,K] x B[N,K]^T). Header-only: each benchmark is one file. */
+ * of zerotrain's fp32 product (zt_sgemm, models/hgemm.h: oneDNN's sgemm where the CPU has
+ * AVX-512, else OpenBLAS's) at one shape, called the way zerotrain's linear layers call it
+ * (A[M,K] x B[N,K]^T). Header-only: each benchmark is one file, linked with libzerotrain.a. */
 #ifndef ZT_BENCH_SGEMM_TIME_H
 #define ZT_BENCH_SGEMM_TIME_H
+
+#include "../models/hgemm.h"
 
 #include <cblas.h>
 #include <stdlib.h>
@@ -35,10 +38,10 @@ static inline double sgemm_seconds(int M, int K, int N, int iters)
         a[i] = (float)(i % 7) * 0.1f;
     for (size_t i = 0; i < (size_t)N * K; i++)
         b[i] = (float)(i % 5) * 0.1f;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1, a, K, b, K, 0, c, N);
+    zt_sgemm(0, 1, M, N, K, 1, a, K, b, K, 0, c, N);
     for (int i = 0; i < iters; i++) {
         double t0 = now();
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1, a, K, b, K, 0, c, N);
+        zt_sgemm(0, 1, M, N, K, 1, a, K, b, K, 0, c, N);
         t[i] = now() - t0;
     }
     qsort(t, (size_t)iters, sizeof t[0], cmp);
