@@ -1,6 +1,6 @@
 /* bench_grad.c - forward+backward throughput of a random BERT (default bert-base, batch 8,
- * seq 128) as model FLOP/s, against zt_sgemm FLOP/s (zerotrain's fp32 product) measured in the same process on the
- * same threads. Model FLOPs count matrix products only (3x the forward's, as usual), the
+ * seq 128) as model FLOP/s, against zt_sgemm FLOP/s (zerotrain's fp32 product) measured in
+ * the same process on the same threads. Model FLOPs count matrix products only (3x the forward's, as usual), the
  * MLM decoder over the labelled rows only, as training computes it.
  * Usage: bench_grad [--preset NAME] [--batch B] [--seq T] [--iters N] [--threads N] */
 #include "zerotrain.h"

@@ -72,7 +72,7 @@ static double cached_run(cached *c, const zt_adam8_maps *q, int reps)
 #pragma omp barrier
         double t0 = now();
         for (int k = 1; k <= reps; k++) {
-            zt_adamw_hparams hp = {1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, k, 1.0f};
+            zt_adamw_hparams hp = {1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, k, 1.0f, 0};
             zt_adam8bit_update_path(path, q, c->p + lo, c->g + lo, c->cm + lo, c->cv + lo,
                                     c->am + lo / ZT_QBLOCK, c->av + lo / ZT_QBLOCK, c->per, &hp,
                                     1);
@@ -139,7 +139,7 @@ int main(int argc, char **argv)
     double bw = copy_bw(m, g, n, iters);
     double t32 = 1e30, t8 = 1e30, s8 = 1e30;
     for (int r = 1; r <= iters; r++) {
-        zt_adamw_hparams hp = {1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, r, 1.0f};
+        zt_adamw_hparams hp = {1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, r, 1.0f, 0};
         double t0 = now();
         zt_adamw_update(p, g, m, v, n, &hp, 1);
         double t1 = now();
