@@ -23,6 +23,7 @@
 
 #include "../common/half.h"
 #include "../models/hgemm.h"
+#include "cpuflag.h"
 
 static uint64_t rng = 0x2545f4914f6cdd1dull;
 static float uniform(void)
@@ -113,23 +114,6 @@ static void test_widened(void **state)
         for (int i = 0; i < NCASES; i++)
             assert_int_equal(run(0, dt, &cases[i], NULL), 1);
     zt_hgemm_release();
-}
-
-static int cpu_flag(const char *flag)
-{
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    char line[8192], want[64];
-    int have = 0;
-    snprintf(want, sizeof want, " %s", flag);
-    while (f && fgets(line, sizeof line, f))
-        if (!strncmp(line, "flags", 5)) {
-            line[strcspn(line, "\n")] = ' ';
-            have = strstr(line, want) && strchr(" ", strstr(line, want)[strlen(want)]);
-            break;
-        }
-    if (f)
-        fclose(f);
-    return have;
 }
 
 /* the default follows the CPU: oneDNN for bf16 where it has AVX512_BF16 or AMX-BF16 (as

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "../models/hgemm.h"
+#include "cpuflag.h"
 
 static uint64_t rng;
 static float uniform(void)
@@ -133,23 +134,6 @@ static void test_openblas(void **state)
         free(C);
         drop(&o);
     }
-}
-
-static int cpu_flag(const char *flag)
-{
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    char line[8192], want[64];
-    int have = 0;
-    snprintf(want, sizeof want, " %s", flag);
-    while (f && fgets(line, sizeof line, f))
-        if (!strncmp(line, "flags", 5)) {
-            line[strcspn(line, "\n")] = ' ';
-            have = strstr(line, want) && strchr(" ", strstr(line, want)[strlen(want)]);
-            break;
-        }
-    if (f)
-        fclose(f);
-    return have;
 }
 
 static int avx512(void)
