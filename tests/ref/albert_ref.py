@@ -29,7 +29,7 @@ from compare import add_fixture_commands, TOL, check, load_st, save_st  # noqa: 
 from bert_ref import ACT, MASK_MIN, STEP, layer_norm, linear, noise  # noqa: E402
 from bert_ref import make_batch as bert_make_batch  # noqa: E402
 from bert_cls_ref import add_label_args, cls_loss, label_setup, make_labels, num_labels  # noqa: E402
-from family_ref import embedding  # noqa: E402  nn.Embedding(padding_idx=...) lookup (no gradient to that row)
+from family_ref import embedding, init_shapes  # noqa: E402  nn.Embedding(padding_idx=...) lookup (no gradient to that row)
 
 torch.set_num_threads(1)
 torch.use_deterministic_algorithms(True)
@@ -42,15 +42,17 @@ WEIGHTS = ("HF-style init (embeddings std 0.02, word embedding row pad_token_id 
            "std 0.1, LayerNorm weights 1+0.1*N(0,1), LayerNorm/linear biases and the MLM output bias 0.05*N(0,1)")
 
 
-def head_of(c):
-    """'mlm' / 'cls' / 'pretrain' from config.json's model_type and architectures[0]."""
-    if c.get("model_type") != "albert":
-        raise SystemExit(f"albert_ref.py: model_type {c.get('model_type')!r} is not albert")
+def head_of(c, model_type="albert", arch_names=None):
+    """'mlm' / 'cls' / 'pretrain' (ALBERT; electra_ref.py passes its own) from config.json's model_type and
+    architectures[0]."""
+    arch_names = arch_names or ARCH
+    if c.get("model_type") != model_type:
+        raise SystemExit(f"{model_type}_ref.py: model_type {c.get('model_type')!r} is not {model_type}")
     arch = (c.get("architectures") or [""])[0]
-    for h, name in ARCH.items():
+    for h, name in arch_names.items():
         if arch == name:
             return h
-    raise SystemExit(f"albert_ref.py: architectures {c.get('architectures')!r} not supported")
+    raise SystemExit(f"{model_type}_ref.py: architectures {c.get('architectures')!r} not supported")
 
 
 def layer_schedule(c):
@@ -103,27 +105,6 @@ def param_shapes(c):
         N = num_labels(c)
         s["classifier.weight"], s["classifier.bias"] = [N, H], [N]
     return s
-
-
-def init_params(shapes, g, zero_rows):
-    """Random float32 weights for {name: shape} drawn from generator g in dict order (WEIGHTS' rules, as
-    family_ref.init_params); zero_rows {name: row} zeroes an nn.Embedding padding_idx row as _init_weights does."""
-    params = {}
-    for name, shape in shapes.items():
-        z = torch.randn(shape, generator=g)
-        is_ln = "LayerNorm" in name or "layer_norm" in name
-        if name.endswith("_embeddings.weight"):
-            z = 0.02 * z
-        elif is_ln and name.endswith(".weight"):
-            z = 1.0 + 0.1 * z
-        elif name.endswith(".weight"):
-            z = 0.1 * z
-        else:
-            z = 0.05 * z
-        if name in zero_rows:
-            z[zero_rows[name]] = 0.0
-        params[name] = z.numpy().astype(np.float32)
-    return params
 
 
 def canonical_params(params, tied):
@@ -402,7 +383,7 @@ def cmd_make(a):
     elif a.label_names or a.num_labels is not None or a.ignored is not None:
         sys.exit("make: --num-labels / --label-names / --ignored are for --head cls")
     g = torch.Generator().manual_seed(a.seed)
-    params = init_params(param_shapes(c), g, {"albert.embeddings.word_embeddings.weight": PAD_ID})
+    params = init_shapes(param_shapes(c), g, {"albert.embeddings.word_embeddings.weight": PAD_ID})
     if a.head == "pretrain":
         batch, lengths = make_sop_batch(g, a.batch, a.seq, a.vocab)
     else:
@@ -521,7 +502,7 @@ def cmd_selftest(a):
     # the 4 distinct layers, and every distinct layer gets a gradient
     g = torch.Generator().manual_seed(1)
     c = tiny_config("mlm")
-    params = init_params(param_shapes(c), g, {"albert.embeddings.word_embeddings.weight": 0})
+    params = init_shapes(param_shapes(c), g, {"albert.embeddings.word_embeddings.weight": 0})
     ids = torch.tensor([[2, 7, 9, 4, 3, 0], [2, 5, 6, 11, 12, 3]])
     mask = (ids != 0).long()
     types = torch.tensor([[0, 0, 0, 1, 1, 0], [0, 0, 0, 0, 1, 1]])
@@ -562,7 +543,7 @@ def cmd_selftest(a):
 
     # 4. pretraining loss = MLM CE + SOP CE
     cp = tiny_config("pretrain")
-    pp = init_params(param_shapes(cp), g, {"albert.embeddings.word_embeddings.weight": 0})
+    pp = init_shapes(param_shapes(cp), g, {"albert.embeddings.word_embeddings.weight": 0})
     sb, _ = make_sop_batch(g, 3, 8, cp["vocab_size"])
     op, _ = run(cp, pp, sb, dict(STEP, steps=0), torch.float64)
     lm = torch.nn.functional.cross_entropy(torch.tensor(op["logits"]).view(-1, cp["vocab_size"]),
@@ -577,7 +558,7 @@ def cmd_selftest(a):
         ch = tiny_config(head, hidden_act="gelu_new" if head != "cls" else "gelu")
         if head == "cls":
             ch.update({"id2label": {"0": "A", "1": "B", "2": "C"}, "problem_type": "single_label_classification"})
-        ph = init_params(param_shapes(ch), g, {"albert.embeddings.word_embeddings.weight": 0})
+        ph = init_shapes(param_shapes(ch), g, {"albert.embeddings.word_embeddings.weight": 0})
         bh = dict(sb) if head == "pretrain" else {k: v.numpy() for k, v in bt.items()}
         if head == "cls":
             bh["labels"] = np.array([2, 0], np.int64)

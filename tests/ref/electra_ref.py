@@ -60,8 +60,9 @@ from compare import add_fixture_commands, load_st  # noqa: E402
 from bert_ref import ACT, MASK_MIN, STEP, layer_norm, linear  # noqa: E402
 from bert_ref import make_batch as bert_make_batch  # noqa: E402
 from bert_cls_ref import add_label_args, cls_loss, label_setup, make_labels, num_labels  # noqa: E402
-from family_ref import embedding  # noqa: E402
-from albert_ref import (canonical_params, fd_check, fixture_meta, fixture_outputs, init_params,  # noqa: E402
+from family_ref import embedding, init_shapes  # noqa: E402
+import albert_ref  # noqa: E402
+from albert_ref import (canonical_params, fd_check, fixture_meta, fixture_outputs,  # noqa: E402
                         load_folder, report_check, run_model, save_grad_output, to_torch_batch, write_fixture)
 
 torch.set_num_threads(1)
@@ -80,13 +81,7 @@ WEIGHTS = ("HF-style init (embeddings std 0.02, word embedding row pad_token_id 
 
 
 def head_of(c):
-    if c.get("model_type") != "electra":
-        raise SystemExit(f"electra_ref.py: model_type {c.get('model_type')!r} is not electra")
-    arch = (c.get("architectures") or [""])[0]
-    for h, name in ARCH.items():
-        if arch == name:
-            return h
-    raise SystemExit(f"electra_ref.py: architectures {c.get('architectures')!r} not supported")
+    return albert_ref.head_of(c, "electra", ARCH)
 
 
 def generator_config(disc, hidden_frac=0.25, layers_frac=1.0):
@@ -383,7 +378,7 @@ def cmd_make(a):
     extra = {"weights": WEIGHTS}
     jsons = [("config.json", c, True)]
     if head != "joint":
-        params = init_params(param_shapes(c), g, pad_row)
+        params = init_shapes(param_shapes(c), g, pad_row)
         batch, lengths = bert_make_batch(g, a.batch, a.seq, a.vocab, a.type_vocab)
         if head == "disc":  # ElectraForPreTraining labels: 0 original, 1 replaced, [B, T] (padded ones included)
             batch["labels"] = (torch.rand((a.batch, a.seq), generator=g) < 0.3).numpy().astype(np.int64)
@@ -397,7 +392,7 @@ def cmd_make(a):
             sys.exit(f"make: generator hidden_size {cg['hidden_size']} not a multiple of its heads")
         pre = dict(PRETRAIN_DEFAULTS, generator_hidden_size=a.gen_hidden, generator_layers=a.gen_layers,
                    mask_prob=a.mask_prob)
-        params = init_params(joint_shapes(c, cg, a.gen_own_embedding_layernorm), g, pad_row)
+        params = init_shapes(joint_shapes(c, cg, a.gen_own_embedding_layernorm), g, pad_row)
         batch, lengths = make_joint_batch(g, a.batch, a.seq, a.vocab, a.mask_prob)
         u = torch.rand((a.batch, a.seq, a.vocab), generator=g)
         # one masked position whose noise favours the original token, so that a replacement equal to the original
@@ -509,7 +504,7 @@ def cmd_selftest(a):
     cd = tiny_config("disc")
     cg = generator_config(cd, 0.5)  # hidden 4, 1 head, I 16, embedding_size 6 (-> embeddings_project 6 -> 4)
     pre = dict(PRETRAIN_DEFAULTS)
-    params = init_params(joint_shapes(cd, cg), g, {"electra.embeddings.word_embeddings.weight": 0})
+    params = init_shapes(joint_shapes(cd, cg), g, {"electra.embeddings.word_embeddings.weight": 0})
     ids = torch.tensor([[101, 103, 105, 102, 107, 103, 102, 0], [101, 104, 103, 106, 103, 102, 108, 102]])
     labels = torch.tensor([[-100, 109, 105, -100, -100, 104, -100, -100],
                            [-100, -100, 107, -100, 105, -100, 108, -100]])
@@ -589,7 +584,7 @@ def cmd_selftest(a):
         if head == "joint":
             ph, fn = params, (lambda Q: joint_forward(Q, cd, cg, pre, to_torch_batch(bn, torch.float64))[0])
         else:
-            ph = init_params(param_shapes(ch), g, {"electra.embeddings.word_embeddings.weight": 0})
+            ph = init_shapes(param_shapes(ch), g, {"electra.embeddings.word_embeddings.weight": 0})
             b = {"input_ids": ids, "attention_mask": bt["attention_mask"], "token_type_ids": bt["token_type_ids"]}
             b["labels"] = {"disc": torch.tensor(exp_lab), "mlm": labels, "cls": torch.tensor([2, 1])}[head]
             fn = (lambda Q, ch=ch, b=b: forward(Q, ch, b)[0])

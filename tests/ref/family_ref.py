@@ -107,16 +107,11 @@ def param_shapes(c):
     return s
 
 
-def init_params(c, g):
-    """Random float32 weights drawn from generator g in param_shapes order (see WEIGHTS). Zeroed rows follow
-    _init_weights: `if module.padding_idx is not None: module.weight.data[module.padding_idx].zero_()`."""
-    fam, _ = family_head(c)
-    pad = c["pad_token_id"]
-    zero_rows = {f"{fam}.embeddings.word_embeddings.weight": pad}
-    if fam == "roberta":  # RobertaEmbeddings.position_embeddings = nn.Embedding(..., padding_idx=self.padding_idx)
-        zero_rows["roberta.embeddings.position_embeddings.weight"] = pad
+def init_shapes(shapes, g, zero_rows):
+    """Random float32 weights for {name: shape} drawn from generator g in dict order (see WEIGHTS); zero_rows
+    {name: row} zeroes an nn.Embedding padding_idx row as _init_weights does."""
     params = {}
-    for name, shape in param_shapes(c).items():
+    for name, shape in shapes.items():
         z = torch.randn(shape, generator=g)
         is_ln = "LayerNorm" in name or "layer_norm" in name
         if name.endswith("_embeddings.weight"):
@@ -131,6 +126,17 @@ def init_params(c, g):
             z[zero_rows[name]] = 0.0
         params[name] = z.numpy().astype(np.float32)
     return params
+
+
+def init_params(c, g):
+    """Random float32 weights drawn from generator g in param_shapes order (see WEIGHTS). Zeroed rows follow
+    _init_weights: `if module.padding_idx is not None: module.weight.data[module.padding_idx].zero_()`."""
+    fam, _ = family_head(c)
+    pad = c["pad_token_id"]
+    zero_rows = {f"{fam}.embeddings.word_embeddings.weight": pad}
+    if fam == "roberta":  # RobertaEmbeddings.position_embeddings = nn.Embedding(..., padding_idx=self.padding_idx)
+        zero_rows["roberta.embeddings.position_embeddings.weight"] = pad
+    return init_shapes(param_shapes(c), g, zero_rows)
 
 
 # ---------------------------------------------------------------------------------------------------------- forward
