@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from compare import add_fixture_commands, TOL, check, load_st, save_st  # noqa: E402
+from compare import add_fixture_commands, TOL, grads_and_adamw, check, load_st, save_st  # noqa: E402
 from bert_ref import ACT, MASK_MIN, STEP, layer_norm, linear, noise  # noqa: E402
 from bert_ref import make_batch as bert_make_batch  # noqa: E402
 from bert_cls_ref import add_label_args, cls_loss, label_setup, make_labels, num_labels  # noqa: E402
@@ -236,12 +236,7 @@ def run_model(forward_fn, params, batch, step, dtype):
     out = {"loss": loss.detach().reshape(1).numpy()}
     out.update({k: v.detach().numpy() for k, v in outs.items()})
     out.update({k: v.detach().reshape(-1).numpy() if v.dim() == 0 else v.detach().numpy() for k, v in aux.items()})
-    out.update({"grad." + k: p.grad.numpy().copy() for k, p in P.items()})
-    opt = torch.optim.AdamW(list(P.values()), lr=step["lr"], betas=tuple(step["betas"]), eps=step["eps"],
-                            weight_decay=step["weight_decay"], amsgrad=step.get("amsgrad", False), foreach=False)
-    for _ in range(step.get("steps", 1)):
-        opt.step()
-    out.update({"adamw." + k: p.detach().numpy().copy() for k, p in P.items()})
+    grads_and_adamw(P, step, out)
     return out, pt
 
 

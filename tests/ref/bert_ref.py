@@ -7,7 +7,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from compare import add_fixture_commands, TOL, adamw_bounds, check, load_st, save_st  # noqa: E402
+from compare import add_fixture_commands, TOL, grads_and_adamw, adamw_bounds, check, load_st, save_st  # noqa: E402
 
 torch.set_num_threads(1)
 torch.use_deterministic_algorithms(True)
@@ -137,12 +137,7 @@ def run(c, params, batch, step, dtype=torch.float32):
         if p.grad is None:  # zero gradient, as DeepSpeed's flat buffers give it, and AdamW still decays it
             p.grad = torch.zeros_like(p)
     out = {"loss": loss.detach().reshape(1).numpy(), "logits": logits.detach().numpy()}
-    out.update({"grad." + k: p.grad.numpy().copy() for k, p in P.items()})
-    opt = torch.optim.AdamW(list(P.values()), lr=step["lr"], betas=tuple(step["betas"]), eps=step["eps"],
-                            weight_decay=step["weight_decay"], amsgrad=step.get("amsgrad", False), foreach=False)
-    for _ in range(step.get("steps", 1)):
-        opt.step()
-    out.update({"adamw." + k: p.detach().numpy().copy() for k, p in P.items()})
+    grads_and_adamw(P, step, out)
     return out
 
 

@@ -57,6 +57,20 @@ def save_st(path, tensors, metadata=None):
         f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
 
 
+def grads_and_adamw(P, step, out):
+    """out gains grad.<name> (each parameter's .grad after backward) and adamw.<name> (the parameters after
+    step["steps"] (default 1) torch.optim.AdamW steps with step.json's lr, betas, eps, weight_decay and
+    amsgrad): the references' common ending of a fixture step. Returns out."""
+    import torch
+    out.update({"grad." + k: p.grad.numpy().copy() for k, p in P.items()})
+    opt = torch.optim.AdamW(list(P.values()), lr=step["lr"], betas=tuple(step["betas"]), eps=step["eps"],
+                            weight_decay=step["weight_decay"], amsgrad=step.get("amsgrad", False), foreach=False)
+    for _ in range(step.get("steps", 1)):
+        opt.step()
+    out.update({"adamw." + k: p.detach().numpy().copy() for k, p in P.items()})
+    return out
+
+
 def adamw_bounds(b, g, lr):
     """Per-element allowed |a-b| for an adamw.<name> tensor with expected value b and expected grad g."""
     b32 = np.asarray(b, np.float32)

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from compare import add_fixture_commands, TOL, check, load_st, save_st  # noqa: E402
+from compare import add_fixture_commands, TOL, grads_and_adamw, check, load_st, save_st  # noqa: E402
 from bert_ref import ACT, MASK_MIN, STEP, layer_norm, linear, noise  # noqa: E402
 # cls_loss: RobertaForSequenceClassification's and DistilBertForSequenceClassification's loss is BERT's code
 from bert_cls_ref import add_label_args, cls_loss, label_setup, make_labels, num_labels  # noqa: E402
@@ -287,12 +287,7 @@ def run(c, params, batch, step, dtype=torch.float32):
     loss, logits, pt = forward(P, c, to_torch_batch(batch, dtype))
     loss.backward()
     out = {"loss": loss.detach().reshape(1).numpy(), "logits": logits.detach().numpy()}
-    out.update({"grad." + k: p.grad.numpy().copy() for k, p in P.items()})
-    opt = torch.optim.AdamW(list(P.values()), lr=step["lr"], betas=tuple(step["betas"]), eps=step["eps"],
-                            weight_decay=step["weight_decay"], amsgrad=step.get("amsgrad", False), foreach=False)
-    for _ in range(step.get("steps", 1)):
-        opt.step()
-    out.update({"adamw." + k: p.detach().numpy().copy() for k, p in P.items()})
+    grads_and_adamw(P, step, out)
     return out, pt
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from compare import add_fixture_commands, TOL, check, load_st, save_st  # noqa: E402
+from compare import add_fixture_commands, TOL, grads_and_adamw, check, load_st, save_st  # noqa: E402
 from bert_ref import STEP, noise  # noqa: E402  (same AdamW settings; float32-vs-float64 metrics via compare.py)
 
 torch.set_num_threads(1)
@@ -171,12 +171,7 @@ def run(c, params, batch, step, dtype=torch.float32):
     loss, logits = forward(P, c, bt["input_ids"], bt["attention_mask"], bt["labels"], bt.get("decoder_attention_mask"))
     loss.backward()
     out = {"loss": loss.detach().reshape(1).numpy(), "logits": logits.detach().numpy()}
-    out.update({"grad." + k: p.grad.numpy().copy() for k, p in P.items()})
-    opt = torch.optim.AdamW(list(P.values()), lr=step["lr"], betas=tuple(step["betas"]), eps=step["eps"],
-                            weight_decay=step["weight_decay"], amsgrad=step.get("amsgrad", False), foreach=False)
-    for _ in range(step.get("steps", 1)):
-        opt.step()
-    out.update({"adamw." + k: p.detach().numpy().copy() for k, p in P.items()})
+    grads_and_adamw(P, step, out)
     return out
 
 
