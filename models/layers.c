@@ -438,6 +438,8 @@ typedef struct att_rows {
     const int32_t *cu;
     int q_one;
     const zt_relpos *rel;  /* BERT's relative position scores, or NULL */
+    const int32_t *cuk;    /* packed keys of their own (T5's cross-attention: sample b's
+                            * keys are rows cuk[b] ... cuk[b + 1] - 1), or NULL: cu's */
 } att_rows;
 
 /* pair (b, h)'s rows: its first query and key rows and their counts */
@@ -450,10 +452,11 @@ static pair_rows rows_of(const att_rows *ar, int b, int Tq, int Tk)
 {
     pair_rows r = {(size_t)b * Tq, (size_t)b * Tk, Tq, Tk};
     if (ar && ar->cu) {
-        r.k0 = (size_t)ar->cu[b];
-        r.tk = ar->cu[b + 1] - ar->cu[b];
-        r.q0 = r.k0;
-        r.tq = r.tk;
+        const int32_t *ck = ar->cuk ? ar->cuk : ar->cu;
+        r.q0 = (size_t)ar->cu[b];
+        r.tq = ar->cu[b + 1] - ar->cu[b];
+        r.k0 = (size_t)ck[b];
+        r.tk = ck[b + 1] - ck[b];
     }
     if (ar && ar->q_one) {
         r.q0 = (size_t)b;
@@ -468,16 +471,16 @@ static size_t counter_stride(const att_rows *ar, int Tq, int Tk)
     return ar && ar->q_one ? (size_t)Tk * Tk : (size_t)Tq * Tk;
 }
 
-/* the additive term of row i's scores: -FLT_MAX on masked keys (and, causal, keys after i),
- * else the bias (0 without); NULL when there is none */
-static const float *score_terms(float *bm, const float *bias, const int64_t *km, int causal,
-                                int i, int Tk)
+/* the additive term of row i's scores over Tk keys: -FLT_MAX on masked keys (and, causal,
+ * keys after i), else the bias (its rows ldb apart; 0 without); NULL when there is none */
+static const float *score_terms(float *bm, const float *bias, size_t ldb, const int64_t *km,
+                                int causal, int i, int Tk)
 {
     if (!bias && !km && !causal)
         return NULL;
     for (int j = 0; j < Tk; j++) {
         int masked = (km && km[j] == 0) || (causal && j > i);
-        bm[j] = masked ? -FLT_MAX : bias ? bias[(size_t)i * Tk + j] : 0.0f;
+        bm[j] = masked ? -FLT_MAX : bias ? bias[(size_t)i * ldb + j] : 0.0f;
     }
     return bm;
 }
@@ -615,8 +618,9 @@ static void rel_grad(float *dxe, const float *ds, int key_side, int tq, int tk, 
 }
 
 /* mha_forward, also recording the dropout keep-mask (keep: B*H pairs of ceil(Tq*Tk/32)
- * words; NULL: not recorded); ar: the rows (see att_rows; NULL: padded. bias and causal
- * apply to the padded layout only, kmask to padded keys). hdt >= 0: ctx, att, q, k, v hold
+ * words; NULL: not recorded); ar: the rows (see att_rows; NULL: padded). bias and causal
+ * apply by position within the sample (packed: pair (b, h) reads the top-left tq x tk of its
+ * head's [Tq, Tk] bias), kmask to padded keys only. hdt >= 0: ctx, att, q, k, v hold
  * half-precision values (common/half.h); each pair widens its rows, computes as in fp32,
  * rounds its probabilities into att and multiplies v by the rounded ones (what the backward
  * reads), and rounds its context rows into ctx. */
@@ -656,8 +660,8 @@ static void mha_forward_keep(void *ctx, void *att, uint32_t *keep, const void *q
             pair_rows r = rows_of(ar, b, Tq, Tk);
             int tq = r.tq, tk = r.tk;
             const int64_t *km = kmask && !cu ? kmask + (size_t)b * Tk : NULL;
-            const float *bh_bias = bias && !ar ? bias + (size_t)h * tt : NULL, *terms = NULL;
-            int causal_b = causal && !ar;
+            const float *bh_bias = bias ? bias + (size_t)h * tt : NULL, *terms = NULL;
+            int causal_b = causal;
             if (tq == 0 || tk == 0)
                 continue;
             if (prof)
@@ -674,11 +678,12 @@ static void mha_forward_keep(void *ctx, void *att, uint32_t *keep, const void *q
             }
             lap(prof, &my[PART_GEMM], &t);
             if (!bh_bias && !causal_b) /* the same term for every row */
-                terms = score_terms(bm, NULL, km, 0, 0, tk);
+                terms = score_terms(bm, NULL, 0, km, 0, 0, tk);
             for (int i = 0; i < tq; i++)
                 vm_softmax_row(a + (size_t)i * tk,
-                               bh_bias || causal_b ? score_terms(bm, bh_bias, km, causal_b, i, tk)
-                                                   : terms,
+                               bh_bias || causal_b
+                                   ? score_terms(bm, bh_bias, (size_t)Tk, km, causal_b, i, tk)
+                                   : terms,
                                div, (size_t)tk);
             if (hx) { /* the probabilities kept: rounded, and used as rounded */
                 uint16_t *ah = (uint16_t *)att + (size_t)bh * tt;
@@ -732,6 +737,16 @@ void xmha_forward(int hdt, void *ctx, void *att, const void *q, const void *k, c
                      slots, B, Tq, Tk, H, D, hdt);
 }
 
+void xmha_forward_packed(int hdt, void *ctx, void *att, const void *q, const void *k,
+                         const void *v, const float *bias, int causal, const int32_t *cuq,
+                         const int32_t *cuk, float div, const zt_dropout *drop, float *scratch,
+                         int slots, int B, int Tq, int Tk, int H, int D)
+{
+    att_rows ar = {cuq, 0, NULL, cuk};
+    mha_forward_keep(ctx, att, NULL, q, k, v, bias, NULL, causal, &ar, div, drop, scratch,
+                     slots, B, Tq, Tk, H, D, hdt);
+}
+
 /* (layers.h) ctx[r, h] = softmax(q[r, h] . K[c][j, h] + madd)
  * V[c], c = r / per the cache row that row r reads (caches are [rows, positions, I], one
  * cache row every `stride` floats); madd: the additive scores of cache row c and head h at
@@ -756,10 +771,12 @@ void mha_decode_forward(float *ctx, const float *q, const float *K, const float 
     }
 }
 
-/* one (sample, head) pair of the backward; dbias: the head's [Tq,Tk] or NULL; keep: the
+/* one (sample, head) pair of the backward; dbias: the head's [Tq,Tk] (rows ldb apart) or
+ * NULL; keep: the
  * pair's recorded mask or NULL; hdt >= 0: att (a: the pair's), q, k, v half precision,
  * widened into wb (3 Tq*Tk... see attention_scratch) first */
-static void mha_pair_backward(float *dq, float *dk, float *dv, float *dbias, const float *dctx,
+static void mha_pair_backward(float *dq, float *dk, float *dv, float *dbias, size_t ldb,
+                              const float *dctx,
                               const void *a0, const uint32_t *keep, const void *q,
                               const void *k, const void *v, float div, const zt_dropout *drop,
                               float *dp, float *pd, float *wb, int hdt, int b, int h,
@@ -802,8 +819,9 @@ static void mha_pair_backward(float *dq, float *dk, float *dv, float *dbias, con
     for (int i = 0; i < Tq; i++)
         vm_softmax_grad_row(dp + (size_t)i * Tk, a + (size_t)i * Tk, div, (size_t)Tk);
     if (dbias) /* the additive term's gradient is the scores' before the division */
-        for (size_t i = 0; i < tt; i++)
-            dbias[i] += dp[i] * div;
+        for (int i = 0; i < Tq; i++)
+            for (int j = 0; j < Tk; j++)
+                dbias[(size_t)i * ldb + j] += dp[(size_t)i * Tk + j] * div;
     lap(prof, &my[PART_SOFTMAX], &t);
     /* dq = ds k; dk = ds^T q */
     zt_sgemm(0, 0, Tq, D, Tk, 1.0f, dp, Tk, kb, lk, 0.0f, dq + oq, C);
@@ -868,15 +886,15 @@ static void mha_backward_keep(float *dq, float *dk, float *dv, float *dbias, con
             for (int h = 0; h < H; h++)
                 for (int b = 0; b < B; b++) {
                     size_t bh = (size_t)b * H + h;
-                    mha_pair_backward(dq, dk, dv, dbias + (size_t)h * tt, dctx, at + bh * tt * es,
-                                      keep ? keep + bh * wpp : NULL, q, k, v, div, drop, dp, pd,
-                                      wb, hdt, b, h, rows_of(NULL, b, Tq, Tk), tt, C, D, my,
-                                      NULL, bh);
+                    mha_pair_backward(dq, dk, dv, dbias + (size_t)h * tt, (size_t)Tk, dctx,
+                                      at + bh * tt * es, keep ? keep + bh * wpp : NULL, q, k, v,
+                                      div, drop, dp, pd, wb, hdt, b, h, rows_of(ar, b, Tq, Tk),
+                                      ctr, C, D, my, NULL, bh);
                 }
         } else {
 #pragma omp for schedule(static)
             for (int bh = 0; bh < B * H; bh++)
-                mha_pair_backward(dq, dk, dv, NULL, dctx, at + (size_t)bh * tt * es,
+                mha_pair_backward(dq, dk, dv, NULL, 0, dctx, at + (size_t)bh * tt * es,
                                   keep ? keep + (size_t)bh * wpp : NULL, q, k, v, div, drop, dp,
                                   pd, wb, hdt, bh / H, bh % H, rows_of(ar, bh / H, Tq, Tk), ctr,
                                   C, D, my, &rc, (size_t)bh);
@@ -911,6 +929,17 @@ void xmha_backward(int hdt, float *dq, float *dk, float *dv, float *dbias, const
                       slots, B, Tq, Tk, H, D, hdt);
 }
 
+void xmha_backward_packed(int hdt, float *dq, float *dk, float *dv, float *dbias,
+                          const float *dctx, const void *att, const void *q, const void *k,
+                          const void *v, const int32_t *cuq, const int32_t *cuk, float div,
+                          const zt_dropout *drop, float *scratch, int slots, int B, int Tq,
+                          int Tk, int H, int D)
+{
+    att_rows ar = {cuq, 0, NULL, cuk};
+    mha_backward_keep(dq, dk, dv, dbias, dctx, att, NULL, q, k, v, &ar, div, drop, scratch,
+                      slots, B, Tq, Tk, H, D, hdt);
+}
+
 /* BERT's self-attention: the general kernel with scores / sqrt(hs), the key mask or packed
  * rows, no bias, and the dropout mask recorded in keep (or regenerated when keep is NULL) */
 void xattention_forward_rel(int hdt, void *ctx, void *att, uint32_t *keep, const void *q,
@@ -919,7 +948,7 @@ void xattention_forward_rel(int hdt, void *ctx, void *att, uint32_t *keep, const
                             float *scratch, int slots, int B, int T, int C, int H)
 {
     int hs = C / H;
-    att_rows ar = {cu, first, rel};
+    att_rows ar = {cu, first, rel, NULL};
     mha_forward_keep(ctx, att, keep, q, k, v, NULL, cu ? NULL : mask, 0,
                      cu || first || rel ? &ar : NULL, (float)sqrt((double)hs), drop, scratch,
                      slots, B, first ? 1 : T, T, H, hs, hdt);
@@ -932,7 +961,7 @@ void xattention_backward_rel(int hdt, float *dq, float *dk, float *dv, const flo
                              int C, int H)
 {
     int hs = C / H;
-    att_rows ar = {cu, first, rel};
+    att_rows ar = {cu, first, rel, NULL};
     mha_backward_keep(dq, dk, dv, NULL, dctx, att, keep, q, k, v, cu || first || rel ? &ar : NULL,
                       (float)sqrt((double)hs), drop, scratch, slots, B, first ? 1 : T, T, H, hs,
                       hdt);

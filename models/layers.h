@@ -232,6 +232,23 @@ void xmha_backward(int hdt, float *dq, float *dk, float *dv, float *dbias, const
                    const void *att, const void *q, const void *k, const void *v, float div,
                    const zt_dropout *drop, float *scratch, int slots, int B, int Tq, int Tk,
                    int H, int D);
+/* The same over packed rows (T5's right-padded batches without their padding): sample b's
+ * queries are rows cuq[b] ... cuq[b + 1] - 1 of q, ctx (dq, dctx), its keys rows cuk[b] ...
+ * cuk[b + 1] - 1 of k, v (dk, dv) (cuk NULL: cuq's, self-attention); no key mask. Tq, Tk >=
+ * every sample's rows are the padded lengths: bias, dbias [H, Tq, Tk] are indexed by position
+ * within the sample, att and scratch laid out as padded (pair (b, h) uses the first lq*lk of
+ * its Tq*Tk probabilities), the attention-dropout counters of pair (b, h) run from h*Tq*Tk.
+ * causal masks key j > query i by position. A sample of no queries is skipped; every sample
+ * with queries needs keys. */
+void xmha_forward_packed(int hdt, void *ctx, void *att, const void *q, const void *k,
+                         const void *v, const float *bias, int causal, const int32_t *cuq,
+                         const int32_t *cuk, float div, const zt_dropout *drop, float *scratch,
+                         int slots, int B, int Tq, int Tk, int H, int D);
+void xmha_backward_packed(int hdt, float *dq, float *dk, float *dv, float *dbias,
+                          const float *dctx, const void *att, const void *q, const void *k,
+                          const void *v, const int32_t *cuq, const int32_t *cuk, float div,
+                          const zt_dropout *drop, float *scratch, int slots, int B, int Tq,
+                          int Tk, int H, int D);
 /* Decoding: one query per row against n cached keys. ctx[r, h] = softmax(q[r, h] . K[c][j, h]
  * + madd) V[c] over keys j < n, where c = r / per is the cache row that row r reads (caches
  * [rows, positions, H*D], one cache row every `stride` floats) and madd, the additive scores

@@ -334,6 +334,12 @@ typedef struct t5_model {
     int last_rc[2];                /* the last recomputed block of each stack (-1: none) */
     /* current batch */
     int B, Te, Td, keep_logits;
+    int packed;                    /* the stacks run on the real rows only (set_rows) */
+    int Me, Md;                    /* rows of the encoder and the decoder: B Te and B Td, or
+                                    * packed, the samples' real lengths summed */
+    int32_t *cu[2];                /* [B + 1] per stack: sample b's rows cu[b] ... cu[b+1]-1 */
+    const int64_t *eids;           /* [Me] the encoder's ids: the batch's, or packed (pids) */
+    int64_t *pids;
     int evaluated;                 /* the last loss was an evaluation's: its logits stay */
     const int64_t *ids, *mask, *dmask, *labels;
     uint64_t first_sample;
@@ -342,7 +348,7 @@ typedef struct t5_model {
     size_t cap_mx;                 /* rows of the longer stack at capacity */
     char *arena;
     size_t arena_bytes;
-    int64_t *dec_ids;              /* [B,Td] labels shifted right */
+    int64_t *dec_ids;              /* [Md] labels shifted right */
     void *e_enc, *e_dec;           /* x: input embeddings (after dropout) */
     float *pb[2], *dpb[2];         /* position biases [H,T,T] of each stack and gradients */
     blk_acts *la;                  /* [Le + Ld] */
@@ -444,6 +450,25 @@ static zt_dropout drop_for(const t5_model *m, int u, int purpose)
     return d;
 }
 
+/* dropout (with the residual r added, NULL: none) on stack dec's rows of w elements, by
+ * sample: a packed sample's rows draw the decisions of its padded rows */
+static void drop_rows(const t5_model *m, int dec, void *x, const void *r, const zt_dropout *d,
+                      size_t w)
+{
+    if (m->packed)
+        xdropout_residual_rows(m->dt, x, r, NULL, d, m->B, m->cu[dec], w);
+    else
+        xdropout_residual(m->dt, x, r, NULL, d, m->B, (size_t)(dec ? m->Td : m->Te) * w);
+}
+
+static void drop_back(const t5_model *m, int dec, float *dx, const zt_dropout *d, size_t w)
+{
+    if (m->packed)
+        dropout_backward_rows(dx, NULL, d, m->B, m->cu[dec], w);
+    else
+        dropout_backward(dx, NULL, d, m->B, (size_t)(dec ? m->Td : m->Te) * w);
+}
+
 /* ---- carving ---------------------------------------------------------------------------- */
 
 
@@ -519,6 +544,8 @@ static void carve(t5_model *m, zt_carver *cv, const unsigned char *mode, int B, 
         noff += mode[u] == ZT_KEEP_OFFLOAD;
     }
     m->dec_ids = zt_take(cv, Md * 2);
+    m->pids = zt_take(cv, Me * 2);
+    m->cu[0] = zt_take(cv, B + 1); m->cu[1] = zt_take(cv, B + 1);
     m->e_enc = take_x(cv, Me * C, e);
     m->e_dec = take_x(cv, Md * C, e);
     m->pb[0] = zt_take(cv, H * Te * Te); m->dpb[0] = zt_take(cv, H * Te * Te);
@@ -726,6 +753,53 @@ static int check_inputs(const t5_config *c, const zt_batch *b)
     return 0;
 }
 
+/* The rows of each stack (see t5_model.cu). A training or evaluation batch whose logits are
+ * not kept, whose every input is right-padded (mask 1 ... 1 0 ... 0, at least one 1) and
+ * whose decoder mask (when given) is 1 up to each row's last label, runs packed: each
+ * encoder row on its real tokens only, each decoder row up to its last label (at least one
+ * position). That is the padded computation without its padding, up to fp32 summation order:
+ * a masked key's probability is exactly 0, the decoder's causal mask keeps the positions
+ * after the last label from every labelled one, and the loss reads labelled positions only.
+ * Otherwise every stack runs on all B T positions with the key masks. */
+static void set_rows(t5_model *m, const zt_batch *b)
+{
+    int B = b->B, Te = m->Te, Td = m->Td, pack = m->compact && b->attention_mask;
+    int32_t *ce = m->cu[0], *cd = m->cu[1];
+    ce[0] = cd[0] = 0;
+    for (int r = 0; r < B && pack; r++) {
+        const int64_t *mk = b->attention_mask + (size_t)r * Te;
+        const int64_t *lab = b->labels + (size_t)r * Td;
+        const int64_t *dm = b->decoder_attention_mask;
+        int le = 0, ld = Td;
+        while (le < Te && mk[le] == 1)
+            le++;
+        for (int t = le; t < Te; t++)
+            pack &= mk[t] == 0;
+        pack &= le > 0;
+        while (ld > 1 && lab[ld - 1] == -100)
+            ld--;
+        for (int t = 0; dm && t < ld; t++)
+            pack &= dm[(size_t)r * Td + t] == 1;
+        ce[r + 1] = ce[r] + le;
+        cd[r + 1] = cd[r] + ld;
+    }
+    m->packed = pack;
+    if (!pack)
+        for (int r = 0; r <= B; r++) {
+            ce[r] = r * Te;
+            cd[r] = r * Td;
+        }
+    m->Me = ce[B];
+    m->Md = cd[B];
+    m->eids = b->input_ids;
+    if (pack) {
+        for (int r = 0; r < B; r++)
+            memcpy(m->pids + ce[r], b->input_ids + (size_t)r * Te,
+                   sizeof(int64_t) * (size_t)(ce[r + 1] - ce[r]));
+        m->eids = m->pids;
+    }
+}
+
 static int t5_prepare(void *p, const zt_batch *b, int keep_logits, int64_t *n_labels)
 {
     t5_model *m = p;
@@ -758,17 +832,19 @@ static int t5_prepare(void *p, const zt_batch *b, int keep_logits, int64_t *n_la
     m->dmask = b->decoder_attention_mask;
     m->labels = b->labels;
     m->first_sample = b->first_sample;
-    for (int r = 0; r < b->B; r++) /* decoder input: labels shifted right, -100 -> pad */
-        for (int t = 0; t < Td; t++) {
-            int64_t v = t == 0 ? c->dec_start : b->labels[(size_t)r * Td + t - 1];
-            m->dec_ids[(size_t)r * Td + t] = v == -100 ? c->pad : v;
-        }
     m->compact = !keep_logits;
+    set_rows(m, b);
+    const int32_t *cd = m->cu[1];
+    for (int r = 0; r < b->B; r++) /* decoder input: labels shifted right, -100 -> pad */
+        for (int t = 0; t < cd[r + 1] - cd[r]; t++) {
+            int64_t v = t == 0 ? c->dec_start : b->labels[(size_t)r * Td + t - 1];
+            m->dec_ids[cd[r] + t] = v == -100 ? c->pad : v;
+        }
     m->n_lab = 0;
-    if (m->compact)
+    if (m->compact) /* (a labelled position is inside its sample's rows) */
         for (int i = 0; i < b->B * Td; i++)
             if (b->labels[i] != -100) {
-                m->lab_rows[m->n_lab] = i;
+                m->lab_rows[m->n_lab] = cd[i / Td] + i % Td;
                 m->lab_c[m->n_lab++] = b->labels[i];
             }
     ZT_TRY(zt_lm_rows_size(&m->lm, m->compact ? (size_t)m->n_lab : (size_t)b->B * Td,
@@ -793,16 +869,27 @@ static void block_attention(t5_model *m, int u, blk_acts *a)
 {
     int dec = is_dec(m, u), T = dec ? m->Td : m->Te, H = m->c.heads, D = m->c.d_kv;
     zt_dropout da = drop_for(m, u, ZT_RNG_DROP_ATT);
-    xmha_forward(m->dt, a->ctx, a->att, a->q, a->k, a->v, m->pb[dec], dec ? m->dmask : m->mask,
-                 dec, 1.0f, &da, m->att_scratch, m->slots, m->B, T, T, H, D);
+    if (m->packed)
+        xmha_forward_packed(m->dt, a->ctx, a->att, a->q, a->k, a->v, m->pb[dec], dec,
+                            m->cu[dec], NULL, 1.0f, &da, m->att_scratch, m->slots, m->B, T, T,
+                            H, D);
+    else
+        xmha_forward(m->dt, a->ctx, a->att, a->q, a->k, a->v, m->pb[dec],
+                     dec ? m->dmask : m->mask, dec, 1.0f, &da, m->att_scratch, m->slots, m->B,
+                     T, T, H, D);
     POLL(m);
 }
 
 static void cross_attention(t5_model *m, int u, blk_acts *a)
 {
     zt_dropout dc = drop_for(m, u, ZT_RNG_DROP_ATT2);
-    xmha_forward(m->dt, a->cctx, a->catt, a->cq, a->ck, a->cv, NULL, m->mask, 0, 1.0f, &dc,
-                 m->att_scratch, m->slots, m->B, m->Td, m->Te, m->c.heads, m->c.d_kv);
+    if (m->packed)
+        xmha_forward_packed(m->dt, a->cctx, a->catt, a->cq, a->ck, a->cv, NULL, 0, m->cu[1],
+                            m->cu[0], 1.0f, &dc, m->att_scratch, m->slots, m->B, m->Td, m->Te,
+                            m->c.heads, m->c.d_kv);
+    else
+        xmha_forward(m->dt, a->cctx, a->catt, a->cq, a->ck, a->cv, NULL, m->mask, 0, 1.0f, &dc,
+                     m->att_scratch, m->slots, m->B, m->Td, m->Te, m->c.heads, m->c.d_kv);
     POLL(m);
 }
 
@@ -817,7 +904,7 @@ static void ff_hidden(t5_model *m, int u, blk_acts *a, int M)
     } else {
         xact_forward(m->dt, m->c.act, a->g, a->h0, nf);
     }
-    xdropout_residual(m->dt, a->g, NULL, NULL, &dm, m->B, nf / (size_t)m->B);
+    drop_rows(m, is_dec(m, u), a->g, NULL, &dm, (size_t)m->c.d_ff);
     POLL(m);
 }
 
@@ -833,7 +920,7 @@ static const float *rel_table(t5_model *m, void *const *P, int u)
 static void block_forward(t5_model *m, int u, void *const *P)
 {
     const t5_config *c = &m->c;
-    int dec = is_dec(m, u), T = dec ? m->Td : m->Te, M = m->B * T, Me = m->B * m->Te;
+    int dec = is_dec(m, u), T = dec ? m->Td : m->Te, M = dec ? m->Md : m->Me, Me = m->Me;
     int C = c->d_model, I = m->I, F = c->d_ff, dt = m->dt;
     blk_acts *a = &m->la[blk(m, u)];
     const void *x = block_input(m, u);
@@ -853,7 +940,7 @@ static void block_forward(t5_model *m, int u, void *const *P)
     block_attention(m, u, a);
     xlinear_forward(dt, a->x1, a->ctx, bp(m, P, u, B_O), NULL, M, I, C, FS(m));
     POLL(m);
-    xdropout_residual(dt, a->x1, x, NULL, &d1, m->B, (size_t)T * C);
+    drop_rows(m, dec, a->x1, x, &d1, (size_t)C);
     xclamp_f16(dt, a->x1, (size_t)M * C); /* fp16: transformers' T5Block clamp */
     const void *xf = a->x1;
     if (dec) {
@@ -868,7 +955,7 @@ static void block_forward(t5_model *m, int u, void *const *P)
         cross_attention(m, u, a);
         xlinear_forward(dt, a->x2, a->cctx, bp(m, P, u, B_CO), NULL, M, I, C, FS(m));
         POLL(m);
-        xdropout_residual(dt, a->x2, a->x1, NULL, &dc, m->B, (size_t)T * C);
+        drop_rows(m, dec, a->x2, a->x1, &dc, (size_t)C);
         xclamp_f16(dt, a->x2, (size_t)M * C);
         xf = a->x2;
     }
@@ -882,7 +969,7 @@ static void block_forward(t5_model *m, int u, void *const *P)
     ff_hidden(m, u, a, M);
     xlinear_forward(dt, a->y, a->g, bp(m, P, u, B_WO), NULL, M, F, C, FS(m));
     POLL(m);
-    xdropout_residual(dt, a->y, xf, NULL, &d2, m->B, (size_t)T * C);
+    drop_rows(m, dec, a->y, xf, &d2, (size_t)C);
     xclamp_f16(dt, a->y, (size_t)M * C);
 }
 
@@ -1052,6 +1139,10 @@ static int t5_gen_begin(void *p, const zt_batch *b, int per, int steps)
     m->dmask = m->labels = NULL;
     m->keep_logits = m->evaluated = m->n_lab = 0;
     m->compact = 1;
+    m->packed = 0; /* (the encoder's pass: padded, with the key mask) */
+    m->Me = b->B * b->T;
+    m->Md = b->B;
+    m->eids = b->input_ids;
     m->first_sample = 0;
     if (!(g->k = calloc((size_t)m->Ld * 4 + 1, sizeof *g->k)))
         return zt_fail(ZT_E_NOMEM, "out of memory");
@@ -1144,13 +1235,13 @@ static const float *t5_gen_logits(const void *p, int *rows, int *V)
 static void t5_forward(t5_model *m, int u, void *const *P)
 {
     const t5_config *c = &m->c;
-    int C = c->d_model, Me = m->B * m->Te, Md = m->B * m->Td, dt = m->dt;
+    int C = c->d_model, Me = m->Me, Md = m->Md, dt = m->dt;
     if (u == 0) {
         zt_dropout de = drop_for(m, 0, ZT_RNG_DROP_EMB), dd = drop_for(m, 0, ZT_RNG_DROP_DEC_EMB);
-        xlookup_forward(dt, m->e_enc, m->ids, param(m, P, 0, 0), Me, C);
-        xdropout_residual(dt, m->e_enc, NULL, NULL, &de, m->B, (size_t)m->Te * C);
+        xlookup_forward(dt, m->e_enc, m->eids, param(m, P, 0, 0), Me, C);
+        drop_rows(m, 0, m->e_enc, NULL, &de, (size_t)C);
         xlookup_forward(dt, m->e_dec, m->dec_ids, param(m, P, 0, 0), Md, C);
-        xdropout_residual(dt, m->e_dec, NULL, NULL, &dd, m->B, (size_t)m->Td * C);
+        drop_rows(m, 1, m->e_dec, NULL, &dd, (size_t)C);
         POLL(m);
     } else if (is_block(m, u)) {
         block_forward(m, u, P);
@@ -1158,14 +1249,14 @@ static void t5_forward(t5_model *m, int u, void *const *P)
         zt_dropout df = drop_for(m, u, ZT_RNG_DROP_FINAL);
         xrmsnorm_forward(dt, m->enc_out, m->r_ef, m->la[m->Le - 1].y, param(m, P, u, 0), Me, C,
                          c->eps, XS(m));
-        xdropout_residual(dt, m->enc_out, NULL, NULL, &df, m->B, (size_t)m->Te * C);
+        drop_rows(m, 0, m->enc_out, NULL, &df, (size_t)C);
         POLL(m);
     } else {
         zt_dropout df = drop_for(m, u, ZT_RNG_DROP_FINAL);
         const void *w = c->tie ? param(m, P, 0, 0) : param(m, P, u, 1);
         xrmsnorm_forward(dt, m->dec_out, m->r_df, m->la[m->Le + m->Ld - 1].y, param(m, P, u, 0),
                          Md, C, c->eps, XS(m));
-        xdropout_residual(dt, m->dec_out, NULL, NULL, &df, m->B, (size_t)m->Td * C);
+        drop_rows(m, 1, m->dec_out, NULL, &df, (size_t)C);
         POLL(m);
         const void *rows = m->dec_out;
         int nr = Md;
@@ -1199,7 +1290,7 @@ static void t5_recompute(t5_model *m, int u, void *const *P)
     block_attention(m, u, a);
     if (is_dec(m, u))
         cross_attention(m, u, a);
-    ff_hidden(m, u, a, m->B * (is_dec(m, u) ? m->Td : m->Te));
+    ff_hidden(m, u, a, is_dec(m, u) ? m->Md : m->Me);
 }
 
 static double t5_loss(void *p, float grad_scale)
@@ -1232,17 +1323,17 @@ static void ff_backward(t5_model *m, int u, blk_acts *a, const void *xf, void *c
                         float *const *G, int M)
 {
     const t5_config *c = &m->c;
-    int C = c->d_model, F = c->d_ff, T = M / m->B, dt = m->dt;
+    int C = c->d_model, F = c->d_ff, dt = m->dt, dec = is_dec(m, u);
     size_t n = (size_t)M * C, nf = (size_t)M * F;
     zt_dropout d2 = drop_for(m, u, ZT_RNG_DROP_FFOUT), dm = drop_for(m, u, ZT_RNG_DROP_FFMID);
     float **s = m->s, **sf = m->sF;
     memcpy(s[0], m->dcur, n * sizeof(float));
-    dropout_backward(s[0], NULL, &d2, m->B, (size_t)T * C);
+    drop_back(m, dec, s[0], &d2, (size_t)C);
     zero(sf[0], nf);
     xlinear_backward(dt, sf[0], fbp(m, G, u, B_WO), NULL, s[0], a->g, bp(m, P, u, B_WO), M, F, C,
                      HS(m));
     POLL(m);
-    dropout_backward(sf[0], NULL, &dm, m->B, (size_t)T * F);
+    drop_back(m, dec, sf[0], &dm, (size_t)F);
     zero(sf[1], nf);
     if (c->gated) { /* g = act(h0) * h1 */
         zero(sf[2], nf);
@@ -1270,7 +1361,7 @@ static void ff_backward(t5_model *m, int u, blk_acts *a, const void *xf, void *c
 static void block_backward(t5_model *m, int u, void *const *P, float *const *G)
 {
     const t5_config *c = &m->c;
-    int dec = is_dec(m, u), T = dec ? m->Td : m->Te, M = m->B * T, Me = m->B * m->Te;
+    int dec = is_dec(m, u), T = dec ? m->Td : m->Te, M = dec ? m->Md : m->Me, Me = m->Me;
     int C = c->d_model, I = m->I, H = c->heads, D = c->d_kv, dt = m->dt;
     size_t n = (size_t)M * C, ni = (size_t)M * I;
     blk_acts *a = &m->la[blk(m, u)];
@@ -1280,13 +1371,18 @@ static void block_backward(t5_model *m, int u, void *const *P, float *const *G)
     if (dec) { /* x2 = x1 + drop(o_c(cross(rms(x1), enc_out))) */
         zt_dropout dc = drop_for(m, u, ZT_RNG_DROP_CROSSOUT), d2 = drop_for(m, u, ZT_RNG_DROP_ATT2);
         memcpy(s[0], m->dcur, n * sizeof(float));
-        dropout_backward(s[0], NULL, &dc, m->B, (size_t)T * C);
+        drop_back(m, dec, s[0], &dc, (size_t)C);
         zero(sI[0], ni);
         xlinear_backward(dt, sI[0], fbp(m, G, u, B_CO), NULL, s[0], a->cctx, bp(m, P, u, B_CO), M,
                          I, C, HS(m));
         POLL(m);
-        xmha_backward(dt, sI[1], sI[2], sI[3], NULL, sI[0], a->catt, a->cq, a->ck, a->cv, 1.0f,
-                      &d2, m->att_scratch, m->slots, m->B, T, m->Te, H, D);
+        if (m->packed)
+            xmha_backward_packed(dt, sI[1], sI[2], sI[3], NULL, sI[0], a->catt, a->cq, a->ck,
+                                 a->cv, m->cu[1], m->cu[0], 1.0f, &d2, m->att_scratch, m->slots,
+                                 m->B, T, m->Te, H, D);
+        else
+            xmha_backward(dt, sI[1], sI[2], sI[3], NULL, sI[0], a->catt, a->cq, a->ck, a->cv,
+                          1.0f, &d2, m->att_scratch, m->slots, m->B, T, m->Te, H, D);
         POLL(m);
         zero(s[0], n);
         xlinear_backward(dt, s[0], fbp(m, G, u, B_CQ), NULL, sI[1], a->n2, bp(m, P, u, B_CQ), M,
@@ -1305,13 +1401,18 @@ static void block_backward(t5_model *m, int u, void *const *P, float *const *G)
     /* x1 = x + drop(o(self(rms(x)))) */
     zt_dropout d1 = drop_for(m, u, ZT_RNG_DROP_ATTOUT), da = drop_for(m, u, ZT_RNG_DROP_ATT);
     memcpy(s[0], m->dcur, n * sizeof(float));
-    dropout_backward(s[0], NULL, &d1, m->B, (size_t)T * C);
+    drop_back(m, dec, s[0], &d1, (size_t)C);
     zero(sI[0], ni);
     xlinear_backward(dt, sI[0], fbp(m, G, u, B_O), NULL, s[0], a->ctx, bp(m, P, u, B_O), M, I, C,
                      HS(m));
     POLL(m);
-    xmha_backward(dt, sI[1], sI[2], sI[3], m->dpb[dec], sI[0], a->att, a->q, a->k, a->v, 1.0f,
-                  &da, m->att_scratch, m->slots, m->B, T, T, H, D);
+    if (m->packed)
+        xmha_backward_packed(dt, sI[1], sI[2], sI[3], m->dpb[dec], sI[0], a->att, a->q, a->k,
+                             a->v, m->cu[dec], NULL, 1.0f, &da, m->att_scratch, m->slots, m->B,
+                             T, T, H, D);
+    else
+        xmha_backward(dt, sI[1], sI[2], sI[3], m->dpb[dec], sI[0], a->att, a->q, a->k, a->v,
+                      1.0f, &da, m->att_scratch, m->slots, m->B, T, T, H, D);
     POLL(m);
     zero(s[0], n);
     xlinear_backward(dt, s[0], fbp(m, G, u, B_Q), NULL, sI[1], a->n1, bp(m, P, u, B_Q), M, C, I,
@@ -1336,7 +1437,7 @@ static void block_backward(t5_model *m, int u, void *const *P, float *const *G)
 static void t5_backward(t5_model *m, int u, void *const *P, float *const *G)
 {
     const t5_config *c = &m->c;
-    int C = c->d_model, Me = m->B * m->Te, Md = m->B * m->Td, H = c->heads, dt = m->dt;
+    int C = c->d_model, Me = m->Me, Md = m->Md, H = c->heads, dt = m->dt;
     if (u == u_head(m)) { /* the first step of the backward pass */
         zt_dropout df = drop_for(m, u, ZT_RNG_DROP_FINAL);
         const void *w = c->tie ? param(m, P, 0, 0) : param(m, P, u, 1);
@@ -1367,7 +1468,7 @@ static void t5_backward(t5_model *m, int u, void *const *P, float *const *G)
         }
         if (c->tie)
             scale_inplace(m->s[1], sc, (size_t)Md * C);
-        dropout_backward(m->s[1], NULL, &df, m->B, (size_t)m->Td * C);
+        drop_back(m, 1, m->s[1], &df, (size_t)C);
         zero(m->dcur, (size_t)Md * C);
         xrmsnorm_backward(dt, m->dcur, fparam(m, G, u, 0), m->s[1], m->la[m->Le + m->Ld - 1].y,
                           m->r_df, param(m, P, u, 0), Md, C, XS(m));
@@ -1378,16 +1479,16 @@ static void t5_backward(t5_model *m, int u, void *const *P, float *const *G)
         zt_dropout df = drop_for(m, u, ZT_RNG_DROP_FINAL);
         /* dcur holds the decoder input's gradient: kept for unit 0 */
         memcpy(m->d_edec, m->dcur, sizeof(float) * (size_t)Md * C);
-        dropout_backward(m->d_enc, NULL, &df, m->B, (size_t)m->Te * C);
+        drop_back(m, 0, m->d_enc, &df, (size_t)C);
         zero(m->dcur, (size_t)Me * C);
         xrmsnorm_backward(dt, m->dcur, fparam(m, G, u, 0), m->d_enc, m->la[m->Le - 1].y, m->r_ef,
                           param(m, P, u, 0), Me, C, XS(m));
         POLL(m);
     } else {
         zt_dropout de = drop_for(m, 0, ZT_RNG_DROP_EMB), dd = drop_for(m, 0, ZT_RNG_DROP_DEC_EMB);
-        dropout_backward(m->dcur, NULL, &de, m->B, (size_t)m->Te * C);
-        lookup_backward(fparam(m, G, 0, 0), m->dcur, m->ids, Me, C);
-        dropout_backward(m->d_edec, NULL, &dd, m->B, (size_t)m->Td * C);
+        drop_back(m, 0, m->dcur, &de, (size_t)C);
+        lookup_backward(fparam(m, G, 0, 0), m->dcur, m->eids, Me, C);
+        drop_back(m, 1, m->d_edec, &dd, (size_t)C);
         lookup_backward(fparam(m, G, 0, 0), m->d_edec, m->dec_ids, Md, C);
         POLL(m);
     }
@@ -1461,28 +1562,40 @@ static void *t5_checkpoint(void *p, int u, size_t *bytes)
     return m->la[blk(m, u)].y;
 }
 
+/* a batch's sizes for its FLOPs: the rows of each stack, the score pairs of the encoder's
+ * and the decoder's self-attention and of the cross-attention, summed over the samples */
+typedef struct rowsum {
+    double Me, Md, ee, dd, de;
+} rowsum;
+
+static rowsum padded_rows(double B, double Te, double Td)
+{
+    return (rowsum){B * Te, B * Td, B * Te * Te, B * Td * Td, B * Td * Te};
+}
+
 /* forward matrix-product FLOPs of block u (all) or its attention cores (selective) */
-static double block_flops(const t5_model *m, double B, double Te, double Td, int u, int mode)
+static double block_flops(const t5_model *m, const rowsum *r, int u, int mode)
 {
     double C = m->c.d_model, I = m->I, F = m->c.d_ff * (m->c.gated ? 1.5 : 1.0);
     int dec = is_dec(m, u);
-    double T = dec ? Td : Te, M = B * T, core = 2.0 * 2.0 * M * T * I;
+    double M = dec ? r->Md : r->Me, core = 2.0 * 2.0 * (dec ? r->dd : r->ee) * I;
     if (dec)
-        core += 2.0 * 2.0 * M * Te * I;
+        core += 2.0 * 2.0 * r->de * I;
     if (mode == ZT_KEEP_SELECTIVE)
         return core;
     double lin = 2.0 * M * (4.0 * C * I + 2.0 * C * F);
     if (dec)
-        lin += 2.0 * M * 2.0 * C * I + 2.0 * B * Te * 2.0 * C * I;
+        lin += 2.0 * M * 2.0 * C * I + 2.0 * r->Me * 2.0 * C * I;
     return lin + core;
 }
 
 static double t5_recompute_flops(const void *p, int B, int T, int u, int mode)
 {
     const t5_model *m = p;
+    rowsum r = padded_rows(B, T, T);
     if (!is_block(m, u) || mode == ZT_KEEP_ALL)
         return 0.0;
-    return block_flops(m, B, T, T, u, mode);
+    return block_flops(m, &r, u, mode);
 }
 
 static size_t t5_recompute_bytes(const void *p, int u)
@@ -1499,9 +1612,19 @@ static double t5_flops(const void *p)
 {
     const t5_model *m = p;
     double fwd = 0.0, rows = m->compact ? (double)m->n_lab : (double)m->B * m->Td;
+    rowsum r = padded_rows(m->B, m->Te, m->Td);
+    if (m->packed) { /* the samples' own lengths */
+        r = (rowsum){m->Me, m->Md, 0.0, 0.0, 0.0};
+        for (int b = 0; b < m->B; b++) {
+            double le = m->cu[0][b + 1] - m->cu[0][b], ld = m->cu[1][b + 1] - m->cu[1][b];
+            r.ee += le * le;
+            r.dd += ld * ld;
+            r.de += ld * le;
+        }
+    }
     for (int u = 0; u <= u_head(m); u++)
         if (is_block(m, u))
-            fwd += block_flops(m, m->B, m->Te, m->Td, u, ZT_KEEP_ALL);
+            fwd += block_flops(m, &r, u, ZT_KEEP_ALL);
     fwd += 2.0 * rows * m->c.d_model * m->c.vocab;
     return 3.0 * fwd;
 }

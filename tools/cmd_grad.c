@@ -191,7 +191,14 @@ int cmd_grad(int argc, char **argv)
     float **bufs = NULL;
     int np, nv = 0, rc = 1, nsteps = 1;
     long nt = 0;
-    if (parse_opts(argc, argv, opts, 5))
+    int no_logits = 0, n = 0; /* the flag --no-logits: training's pass (see the help) */
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--no-logits") == 0)
+            no_logits = 1;
+        else
+            argv[n++] = argv[i];
+    }
+    if (parse_opts(n, argv, opts, 5))
         return 2;
     if (!model || !batch || !out)
         return die("grad needs --model DIR, --batch FILE and --out FILE"), 2;
@@ -210,7 +217,7 @@ int cmd_grad(int argc, char **argv)
     }
     zt_batch b = {bf.B, bf.T, bf.ids, bf.mask, bf.tt, bf.labels, 0, 0, bf.Tl, bf.dmask,
                   bf.values};
-    if (zt_engine_forward_backward(e, &b, 1, &res) < 0) {
+    if (zt_engine_forward_backward(e, &b, !no_logits, &res) < 0) {
         die("%s: %s", batch, zt_engine_last_error(e));
         goto done;
     }
@@ -223,7 +230,7 @@ int cmd_grad(int argc, char **argv)
         goto done;
     }
     views[nv++] = (zt_tensor_view){"loss", ZT_F32, 1, {1}, &res.loss};
-    {
+    if (!no_logits) {
         const float *lg;
         int64_t shape[3];
         zt_engine_logits(e, &lg, shape);
