@@ -387,6 +387,130 @@ static int comm16_run(int rank, int size)
     return bad;
 }
 
+/* A unit used several times in one pass (ALBERT's one layer serving every depth), through the
+ * unit API: units "embed", "shared", "head" of RU_F floats each (a multiple of N x 1024, so
+ * the units are not padded); the forward pass acquires embed, shared K times, head; the
+ * backward pass head, shared K times (variant 2: each use recomputed first, as a recomputed
+ * layer is), embed, and each backward use of shared adds its own gradient into the buffer
+ * it lends, made ready after the last. Variant 1 acquires shared once per pass and adds the
+ * same K gradients, in the same order, in that one use: the same fp32 sums, so the same
+ * bits -- the gradient was neither cleared nor reduced between uses. Writes the parameters
+ * after `steps` AdamW steps; stage 3 (no prefetch, nothing persistent) checks the all-gather
+ * bytes of a step against the formula with shared gathered once per pass, 2 embed + 2 shared
+ * + head (the head's last forward use runs into its backward use), and the reduce-scatter
+ * bytes against one reduction per unit: embed + shared + head. */
+enum { RU_F = 6144 };
+static float ru_grad(int u, int use, int step, size_t k)
+{
+    return 0.01f * sinf(0.37f * (float)k + 1.3f * (float)u + 0.61f * (float)use + (float)step);
+}
+
+static int ru_use(zt_engine *e, int u, int purpose, int uses, int step, int rank)
+{
+    float *p, *g;
+    int rc = zt_engine_unit_acquire(e, u, purpose, &p, purpose == ZT_FOR_BACKWARD ? &g : NULL);
+    for (int k = 0; rc == 0 && purpose == ZT_FOR_BACKWARD && rank == 0 && k < uses; k++)
+        for (size_t i = 0; i < RU_F; i++) /* rank 0's gradient alone: the sum is that */
+            g[i] += ru_grad(u, k, step, i);
+    return rc < 0 ? rc : zt_engine_unit_release(e, u);
+}
+
+static int reuse_run(int rank, int size, char **argv)
+{
+    int stage = atoi(argv[2]), K = atoi(argv[3]), variant = atoi(argv[4]), steps = 3, rc, bad = 0;
+    const char *out = argv[5];
+    zt_config c;
+    zt_engine *e = NULL;
+    zt_engine_report r0 = {0}, r1 = {0};
+    zt_config_init(&c);
+    c.zero_stage = stage;
+    c.persist_threshold = 0;
+    c.prefetch_size = 0;
+    c.collective_timeout = 60;
+    c.lr = 1e-2f;
+    rc = zt_engine_create(&c, MPI_COMM_WORLD, &e);
+    const char *names[3] = {"embed", "shared", "head"};
+    for (int u = 0; rc == 0 && u < 3; u++) {
+        int64_t sh[1] = {RU_F};
+        int id;
+        char pn[32];
+        snprintf(pn, sizeof pn, "%s.weight", names[u]);
+        zt_param_spec sp = {pn, 1, sh, ZT_INIT_NORMAL, 0.02f, NULL, 0, NULL};
+        if ((rc = zt_engine_add_unit(e, names[u], 1, &id)) == 0)
+            rc = zt_engine_add_param(e, id, &sp, NULL);
+    }
+    for (int s = 1; rc == 0 && s <= steps; s++) {
+        if (s == steps)
+            rc = zt_engine_report_get(e, &r0);
+        rc = rc < 0 ? rc : ru_use(e, 0, ZT_FOR_FORWARD, 0, s, rank);
+        for (int k = 0; rc == 0 && k < (variant == 1 ? 1 : K); k++)
+            rc = ru_use(e, 1, ZT_FOR_FORWARD, 0, s, rank);
+        rc = rc < 0 ? rc : ru_use(e, 2, ZT_FOR_FORWARD, 0, s, rank);
+        rc = rc < 0 ? rc : ru_use(e, 2, ZT_FOR_BACKWARD, 1, s, rank);
+        if (rc == 0)
+            rc = zt_engine_unit_grads_ready(e, 2);
+        for (int k = 0; rc == 0 && k < (variant == 1 ? 1 : K); k++) {
+            float *p, *g;
+            if (variant == 2)
+                rc = ru_use(e, 1, ZT_FOR_RECOMPUTE, 0, s, rank);
+            rc = rc < 0 ? rc : zt_engine_unit_acquire(e, 1, ZT_FOR_BACKWARD, &p, &g);
+            /* the uses in reverse, layer K - 1 first (variant 1: all of them here) */
+            int first = variant == 1 ? K - 1 : K - 1 - k, last = variant == 1 ? 0 : K - 1 - k;
+            for (int j = first; rc == 0 && rank == 0 && j >= last; j--)
+                for (size_t i = 0; i < RU_F; i++)
+                    g[i] += ru_grad(1, j, s, i);
+            rc = rc < 0 ? rc : zt_engine_unit_release(e, 1);
+        }
+        if (rc == 0)
+            rc = zt_engine_unit_grads_ready(e, 1);
+        rc = rc < 0 ? rc : ru_use(e, 0, ZT_FOR_BACKWARD, 1, s, rank);
+        if (rc == 0)
+            rc = zt_engine_unit_grads_ready(e, 0);
+        if (rc == 0)
+            rc = zt_engine_step(e, 0.0f, NULL);
+        if (rc == 0)
+            rc = zt_engine_zero_grad(e);
+        if (rc == 0 && s == steps)
+            rc = zt_engine_report_get(e, &r1);
+    }
+    float *w = calloc(3 * RU_F + 2, sizeof *w); /* (an evaluation pass: the forward order) */
+    for (int k = 0; rc == 0 && k < (variant == 1 ? 3 : K + 2); k++) {
+        float *p;
+        int u = k == 0 ? 0 : k == (variant == 1 ? 2 : K + 1) ? 2 : 1;
+        if ((rc = zt_engine_unit_acquire(e, u, ZT_FOR_FORWARD | ZT_FOR_EVAL, &p, NULL)) == 0) {
+            memcpy(w + (size_t)u * RU_F, p, RU_F * sizeof *w);
+            rc = zt_engine_unit_release(e, u);
+        }
+    }
+    if (rc < 0) {
+        printf("FAIL: rank %d: reuse stage %d K %d variant %d: %s\n", rank, stage, K, variant,
+               e ? zt_engine_last_error(e) : zt_last_error());
+        bad = 1;
+    } else {
+        /* a step's bytes: one reduction per unit (whatever K), the all-gathers measured
+         * against the report's replay of the schedule; both go into the file, which the
+         * caller compares with variant 1's (one use per pass: the same traffic) */
+        double rs = (double)(r1.coll_bytes[0] - r0.coll_bytes[0]);
+        double ag = (double)(r1.coll_bytes[1] - r0.coll_bytes[1]);
+        int same = size < 2 ? rs == 0.0 && ag == 0.0
+                            : rs == 3.0 * 4 * RU_F && fabs((rs + ag) / rs - r1.traffic_schedule) < 1e-9;
+        printf("%s: rank %d: reuse stage %d K %d variant %d: all-gather %.0f bytes (%.2f units), "
+               "reduce-scatter %.0f (%.2f units), the report's schedule %.4f x\n",
+               same ? "ok" : "FAIL", rank, stage, K, variant, ag, ag / (4.0 * RU_F), rs,
+               rs / (4.0 * RU_F), r1.traffic_schedule);
+        bad |= !same;
+        w[3 * RU_F] = (float)(ag / (4.0 * RU_F));
+        w[3 * RU_F + 1] = (float)(rs / (4.0 * RU_F));
+        if (rank == 0) {
+            FILE *f = fopen(out, "wb");
+            bad |= !f || fwrite(w, sizeof *w, 3 * RU_F + 2, f) != 3 * RU_F + 2 || fclose(f) != 0;
+        }
+    }
+    free(w);
+    zt_engine_destroy(e);
+    return bad;
+}
+
 int main(int argc, char **argv)
 {
     int rank, size, bad = 0;
@@ -401,6 +525,11 @@ int main(int argc, char **argv)
     }
     if (argc == 2 && strcmp(argv[1], "comm16") == 0) {
         bad = comm16_run(rank, size);
+        MPI_Finalize();
+        return bad;
+    }
+    if (argc == 6 && strcmp(argv[1], "reuse") == 0) {
+        bad = reuse_run(rank, size, argv);
         MPI_Finalize();
         return bad;
     }

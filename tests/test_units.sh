@@ -7,8 +7,9 @@
 # C++, and the Python binding (numpy AdamW within 1e-6, PyTorch's AdamW loss curve within
 # 1e-5; mpi4py's communicator; loaded into a running process beside torch and mpi4py in any
 # order, nothing preloaded; its refusals); Adafactor over 3-D and 4-D tensors at N = 2 and 3,
-# every stage, with checkpoints resumed across N. UNITS_LONG=1 adds NVMe offload, 8-bit AdamW
-# and N = 3 runs.
+# every stage, with checkpoints resumed across N; a unit acquired several times in one pass
+# (gathered once, its gradient accumulated over the uses, reduced once). UNITS_LONG=1 adds
+# NVMe offload, 8-bit AdamW and N = 3 runs.
 # Usage: test_units.sh (from the repository root, after make)
 set -u
 MPI="mpirun --allow-run-as-root --oversubscribe"
@@ -106,6 +107,27 @@ for np in 2 3; do
            && cmp -s "$T/afn2s0.bin" "$T/afr${np}s$st.bin"; then ok
         else bad "Adafactor (3-D, 4-D): N=$other stage $((3 - st))'s checkpoint resumed at N=$np stage $st differs"
              tail -2 "$T/afr${np}s$st.log"; fi
+    done
+done
+
+# a unit acquired several times in one pass (ALBERT's shared layer): K = 4 uses a pass, each
+# backward use adding its own gradient, recomputed before each backward use (variant 2) or
+# not (0), against one use a pass adding the same gradients (1): the same parameter bytes,
+# the same traffic per step (measured; stage 3: the unit gathered once per pass), at every
+# stage the bytes of stage 0 (UNITS_LONG: N = 2 and 3 every stage; else N = 2, stages 0, 3)
+RU_NPS="2"; RU_STS="0 3"; [ -n "${UNITS_LONG:-}" ] && RU_NPS="2 3" && RU_STS="0 1 2 3"
+for np in $RU_NPS; do
+    for st in $RU_STS; do
+        good=1
+        for v in 0 1 2; do
+            timeout 120 $MPI -np "$np" build/tests/mpi_units reuse "$st" 4 "$v" "$T/ru$np$st$v.bin" \
+                >"$T/ru$np$st$v.log" 2>&1 && [ "$(grep -c '^ok: ' "$T/ru$np$st$v.log")" -eq "$np" ] \
+                || { good=0; tail -3 "$T/ru$np$st$v.log"; }
+        done
+        if [ $good = 1 ] && cmp -s "$T/ru${np}${st}0.bin" "$T/ru${np}${st}1.bin" \
+           && cmp -s "$T/ru${np}${st}0.bin" "$T/ru${np}${st}2.bin" \
+           && cmp -s -n $((3 * 6144 * 4)) "$T/ru${np}00.bin" "$T/ru${np}${st}0.bin"; then ok
+        else bad "a unit used 4 times a pass, N=$np stage $st: not the bytes or traffic of one use"; fi
     done
 done
 
