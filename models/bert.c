@@ -86,9 +86,24 @@ static const family_def families[] = {
          "vocab_layer_norm.bias", "vocab_projector.bias"}, NULL, "vocab_projector.weight",
         {"pre_classifier.weight", "pre_classifier.bias", "classifier.weight", "classifier.bias"},
         "classification-head (pre_classifier and classifier)"},
+    /* (the generator's masked-LM names, ElectraForMaskedLM; zerotrain trains ELECTRA's
+     * classifier only so far: bert_layout refuses the others) */
+    [BERT_FAMILY_ELECTRA] = {
+        "electra", "electra", "ElectraForMaskedLM", "ElectraForSequenceClassification",
+        "encoder.layer", bert_emb, bert_layer,
+        {"generator_predictions.dense.weight", "generator_predictions.dense.bias",
+         "generator_predictions.LayerNorm.weight", "generator_predictions.LayerNorm.bias",
+         "generator_lm_head.bias"}, NULL, "generator_lm_head.weight",
+        {"classifier.dense.weight", "classifier.dense.bias", "classifier.out_proj.weight",
+         "classifier.out_proj.bias"}, "classification-head (classifier.dense and out_proj)"},
 };
 
 static const family_def *fam(const bert_config *c) { return &families[c->family]; }
+
+/* the embeddings' width (ELECTRA's embedding_size; 0: hidden), and whether embeddings_project
+ * maps it to hidden_size (ElectraModel has it iff the two differ) */
+static int emb_of(const bert_config *c) { return c->emb > 0 ? c->emb : c->hidden; }
+static int projected(const bert_config *c) { return emb_of(c) != c->hidden; }
 
 const char *bert_model_type(const bert_config *c) { return fam(c)->type; }
 
@@ -213,6 +228,10 @@ static int validate(const bert_config *c, const char *where)
     if (c->pad_id >= c->vocab)
         return zt_fail(ZT_E_CONFIG, "%s: pad_token_id %d is not an id of the vocabulary (vocab_size "
                        "%d)", where, c->pad_id, c->vocab);
+    if (emb_of(c) > c->hidden)
+        return zt_fail(ZT_E_UNSUPPORTED, "%s: embedding_size %d is larger than hidden_size %d: "
+                       "zerotrain takes embeddings no wider than the layers (every ELECTRA "
+                       "release has embedding_size <= hidden_size)", where, c->emb, c->hidden);
     if (c->family == BERT_FAMILY_ROBERTA && c->max_pos <= c->pad_id + 1)
         return zt_fail(ZT_E_CONFIG, "%s: max_position_embeddings %d leaves no position: RoBERTa's "
                        "positions start at pad_token_id + 1 = %d", where, c->max_pos,
@@ -378,7 +397,8 @@ static int family_of(const cJSON *o, const char *path, int *family)
             return 0;
         }
     return zt_fail(ZT_E_UNSUPPORTED, "%s: model_type %s%s%s is not supported: zerotrain "
-                   "trains \"bert\", \"roberta\", \"distilbert\", \"t5\" and \"mt5\" models", path,
+                   "trains \"bert\", \"roberta\", \"distilbert\", \"electra\", \"t5\" and "
+                   "\"mt5\" models", path,
                    cJSON_IsString(mt) ? "\"" : "",
                    cJSON_IsString(mt) ? mt->valuestring : "(not a string)",
                    cJSON_IsString(mt) ? "\"" : "");
@@ -407,6 +427,10 @@ static int load_bert_fields(const cJSON *o, const char *path, bert_config *c)
         return rc;
     if (roberta && ((rc = zt_hfc_int(o, path, "bos_token_id", 0, 0, 0, &c->bos_id)) < 0 ||
                     (rc = zt_hfc_int(o, path, "eos_token_id", 0, 2, 0, &c->eos_id)) < 0))
+        return rc;
+    c->emb = c->hidden; /* ElectraConfig's embedding_size (default 128) */
+    if (c->family == BERT_FAMILY_ELECTRA &&
+        (rc = zt_hfc_int(o, path, "embedding_size", 0, 128, 1, &c->emb)) < 0)
         return rc;
     return 0;
 }
@@ -437,6 +461,7 @@ static int load_distil_fields(const cJSON *o, const char *path, bert_config *c)
         (rc = load_tie(o, path, c)) < 0)
         return rc;
     c->has_cls_drop = 1;
+    c->emb = c->hidden;
     if (!cJSON_GetObjectItemCaseSensitive(o, "activation"))
         return c->act_id = 0, 0; /* "gelu" */
     return load_act(o, path, "activation", c);
@@ -473,12 +498,21 @@ static void notice_unknown(const cJSON *o, const char *path, const bert_config *
         "intermediate_size", "hidden_act", "hidden_dropout_prob", "attention_probs_dropout_prob",
         "max_position_embeddings", "type_vocab_size", "initializer_range", "layer_norm_eps",
         "position_embedding_type"};
+    static const char *const electra_keys[] = { /* (summary_*: ElectraForMultipleChoice's) */
+        "vocab_size", "embedding_size", "hidden_size", "num_hidden_layers",
+        "num_attention_heads", "intermediate_size", "hidden_act", "hidden_dropout_prob",
+        "attention_probs_dropout_prob", "max_position_embeddings", "type_vocab_size",
+        "initializer_range", "layer_norm_eps", "position_embedding_type", "summary_type",
+        "summary_use_proj", "summary_activation", "summary_last_dropout"};
     static const char *const distil_keys[] = {
         "vocab_size", "max_position_embeddings", "sinusoidal_pos_embds", "n_layers", "n_heads",
         "dim", "hidden_dim", "dropout", "attention_dropout", "activation", "initializer_range",
         "qa_dropout", "seq_classif_dropout"};
-    const char *const *own = c->family == BERT_FAMILY_DISTILBERT ? distil_keys : bert_keys;
+    const char *const *own = c->family == BERT_FAMILY_DISTILBERT ? distil_keys
+                             : c->family == BERT_FAMILY_ELECTRA  ? electra_keys
+                                                                 : bert_keys;
     size_t n_own = c->family == BERT_FAMILY_DISTILBERT ? sizeof distil_keys / sizeof *own
+                   : c->family == BERT_FAMILY_ELECTRA  ? sizeof electra_keys / sizeof *own
                                                        : sizeof bert_keys / sizeof *own;
     const cJSON *v;
     cJSON_ArrayForEach(v, o) {
@@ -491,7 +525,8 @@ static void notice_unknown(const cJSON *o, const char *path, const bert_config *
             zt_log(ZT_LOG_WARN, "%s: \"%s\" is no field of %sConfig: transformers keeps it as an "
                    "attribute its model does not read, and zerotrain ignores it too", path,
                    v->string, c->family == BERT_FAMILY_BERT ? "Bert"
-                   : c->family == BERT_FAMILY_ROBERTA ? "Roberta" : "DistilBert");
+                   : c->family == BERT_FAMILY_ROBERTA ? "Roberta"
+                   : c->family == BERT_FAMILY_ELECTRA ? "Electra" : "DistilBert");
     }
 }
 
@@ -623,6 +658,9 @@ int bert_config_save(const bert_config *c, const char *path, const char *torch_d
                      bert_act_name(c), c->hidden_drop, c->attn_drop, c->max_pos, c->type_vocab,
                      c->init_range, c->eps, c->pad_id, ids, rel_names[c->rel],
                      c->untied ? "false" : "true", dtype);
+        if (c->family == BERT_FAMILY_ELECTRA && n > 0 && (size_t)n < sizeof text)
+            n += snprintf(text + n, sizeof text - (size_t)n, ",\n  \"embedding_size\": %d",
+                          emb_of(c));
     }
     const void *parts[3] = {text, head ? head : "", "\n}\n"};
     size_t lens[3] = {(size_t)n, head ? strlen(head) : 0, 3};
@@ -653,9 +691,14 @@ int bert_layout(const bert_config *c, zt_layout *l)
     };
     const family_def *f = fam(c);
     char n[ZT_NAME_MAX];
-    int C = c->hidden, F = c->inter, w, k;
+    int C = c->hidden, F = c->inter, E = emb_of(c), w, k;
     int64_t rows[E_N] = {c->vocab, c->max_pos, c->type_vocab};
     memset(l, 0, sizeof *l);
+    if (c->family == BERT_FAMILY_ELECTRA && c->head != BERT_HEAD_CLS)
+        return zt_fail(ZT_E_UNSUPPORTED, "ELECTRA: zerotrain trains ElectraForSequenceClassification "
+                       "(finetune --task classify) and predicts with it; the generator's masked LM "
+                       "and the discriminator's replaced-token detection (joint pretraining) are "
+                       "not implemented yet");
     l->init_std = c->init_range;
     snprintf(l->arch, sizeof l->arch, "%s", bert_arch(c));
     snprintf(l->head_desc, sizeof l->head_desc, "%s",
@@ -666,7 +709,7 @@ int bert_layout(const bert_config *c, zt_layout *l)
         if (!f->emb[j])
             continue;
         snprintf(n, sizeof n, "%s.embeddings.%s", f->prefix, f->emb[j]);
-        if ((k = add(l, n, j <= E_TYPE ? rows[j] : C, j <= E_TYPE ? C : 0,
+        if ((k = add(l, n, j <= E_TYPE ? rows[j] : E, j <= E_TYPE ? E : 0,
                      j == E_LNW ? ZT_INIT_ONES : j == E_LNB ? ZT_INIT_ZEROS : ZT_INIT_NORMAL,
                      j <= E_TYPE)) < 0)
             goto fail;
@@ -675,6 +718,14 @@ int bert_layout(const bert_config *c, zt_layout *l)
             l->params[k].pad_row = c->pad_id;
         if (j == E_POS && c->family == BERT_FAMILY_ROBERTA)
             l->params[k].pad_row = c->pad_id;
+    }
+    if (projected(c)) { /* ElectraModel.embeddings_project: nn.Linear(embedding_size, hidden) */
+        snprintf(n, sizeof n, "%s.embeddings_project.weight", f->prefix);
+        if (add(l, n, C, E, ZT_INIT_NORMAL, 1) < 0)
+            goto fail;
+        snprintf(n, sizeof n, "%s.embeddings_project.bias", f->prefix);
+        if (add(l, n, C, 0, ZT_INIT_ZEROS, 0) < 0)
+            goto fail;
     }
     w = 0; /* the word embeddings (the MLM decoder's weight, unless untied) */
     if (c->head == BERT_HEAD_MLM && !c->untied)
@@ -769,7 +820,8 @@ typedef struct bert_model {
     size_t cap_bt, cap_t, cap_b;
     float *arena;
     size_t arena_bytes;
-    void *e_pre, *e;           /* x */
+    void *e_pre, *e;           /* x: [M, E] the embeddings' sum, after LayerNorm and dropout */
+    void *ep;                  /* x: [M, C] embeddings_project's output (ELECTRA, E != C) */
     float *em, *er;
     uint32_t *ke;              /* embedding dropout keep-mask */
     layer_acts *la;
@@ -903,7 +955,8 @@ static void carve(bert_model *m, zt_carver *cv, const unsigned char *mode, int k
             ws_pieces = P_ALL;
     }
     m->e_pre = take_x(cv, bt * C, es); m->em = zt_take(cv, bt); m->er = zt_take(cv, bt);
-    m->e = take_x(cv, bt * C, es);
+    m->e = take_x(cv, bt * C, es); /* (E <= C: validate) */
+    m->ep = projected(&m->c) ? take_x(cv, bt * C, es) : NULL;
     m->ke = zt_take(cv, bt * C / 32 + bt);
     /* working sets */
     nws = nws == 0 ? 0 : seg ? k : 1;
@@ -1254,6 +1307,9 @@ static int eidx(const bert_model *m, int k)
     return m->c.type_vocab == 0 && k > E_TYPE ? k - 1 : k;
 }
 
+/* embeddings_project's weight (+1: its bias) in unit 0, after the LayerNorm */
+static int pidx(const bert_model *m) { return eidx(m, E_LNB) + 1; }
+
 /* the dropout after the attention's output projection (DistilBERT has none) */
 static float attout_p(const bert_model *m)
 {
@@ -1403,10 +1459,22 @@ static size_t bert_recompute_bytes(const void *p, int u)
 
 static const void *unit_input(const bert_model *m, int u)
 {
-    return u == 1 ? m->e : m->la[u - 2].y;
+    return u == 1 ? (m->ep ? m->ep : m->e) : m->la[u - 2].y;
 }
 
 #define POLL(m) ((m)->poll ? (m)->poll((m)->poll_arg) : (void)0)
+
+/* the classification heads that drop out h itself first (RoBERTa's, ELECTRA's), and the
+ * activations of the two whose dense is no tanh pooler (DistilBERT's, ELECTRA's) */
+static int cls_in_drop(const bert_config *c)
+{
+    return c->family == BERT_FAMILY_ROBERTA || c->family == BERT_FAMILY_ELECTRA;
+}
+
+static int cls_act(const bert_config *c)
+{
+    return c->family == BERT_FAMILY_ELECTRA ? ZT_ACT_GELU : ZT_ACT_RELU;
+}
 
 static zt_dropout cls_drop(const bert_model *m, int u)
 {
@@ -1417,6 +1485,8 @@ static zt_dropout cls_drop(const bert_model *m, int u)
 /* The classification heads on the [CLS] (<s>) rows h:
  *   BERT        logits = classifier(dropout(tanh(pooler.dense(h))))
  *   RoBERTa     logits = out_proj(dropout(tanh(dense(dropout(h)))))  (RobertaClassificationHead)
+ *   ELECTRA     logits = out_proj(dropout(gelu(dense(dropout(h)))))  (ElectraClassificationHead:
+ *               get_activation("gelu"), the erf form, whatever hidden_act says)
  *   DistilBERT  logits = classifier(dropout(relu(pre_classifier(h))))
  * cx: h (RoBERTa: after its dropout), cp: the dense output (tanh'd in place), ct: after the
  * activation and the dropout. */
@@ -1427,13 +1497,13 @@ static void cls_forward(bert_model *m, int u, void *const *P)
     const void *y = m->la[c->layers - 1].y; /* [B, C]: the [CLS] rows (first_only) */
     zt_dropout d = cls_drop(m, u);
     memcpy(m->cx, y, es_of(m) * (size_t)B * C);
-    if (c->family == BERT_FAMILY_ROBERTA) {
+    if (cls_in_drop(c)) {
         zt_dropout d0 = drop_for(m, u, ZT_RNG_DROP_CLS_IN, d.p);
         xdropout_residual(dt, m->cx, NULL, m->ck0, &d0, B, (size_t)C);
     }
     xlinear_forward(dt, m->cp, m->cx, param(m, P, u, C_PW), param(m, P, u, C_PB), B, C, C, FS(m));
-    if (c->family == BERT_FAMILY_DISTILBERT) {
-        xact_forward(dt, ZT_ACT_RELU, m->ct, m->cp, (size_t)B * C);
+    if (c->family == BERT_FAMILY_DISTILBERT || c->family == BERT_FAMILY_ELECTRA) {
+        xact_forward(dt, cls_act(c), m->ct, m->cp, (size_t)B * C);
     } else {
         xtanh_forward(dt, m->cp, m->cp, (size_t)B * C);
         memcpy(m->ct, m->cp, es_of(m) * (size_t)B * C);
@@ -1456,14 +1526,14 @@ static void cls_backward(bert_model *m, int u, void *const *P, float *const *G)
                      param(m, P, u, C_W), B, C, c->num_labels, HS(m));
     dropout_backward(m->cdt, m->ck, &d, B, (size_t)C);
     memset(m->cdx, 0, sizeof(float) * bc); /* cdx: the gradient before the activation */
-    if (c->family == BERT_FAMILY_DISTILBERT)
-        xact_backward(dt, ZT_ACT_RELU, m->cdx, m->cp, m->cdt, bc);
+    if (c->family == BERT_FAMILY_DISTILBERT || c->family == BERT_FAMILY_ELECTRA)
+        xact_backward(dt, cls_act(c), m->cdx, m->cp, m->cdt, bc);
     else
         xtanh_backward(dt, m->cdx, m->cp, m->cdt, bc);
     memset(m->cdt, 0, sizeof(float) * bc); /* cdt: the [CLS] rows' gradient */
     xlinear_backward(dt, m->cdt, gparam(m, G, u, C_PW), gparam(m, G, u, C_PB), m->cdx, m->cx,
                      param(m, P, u, C_PW), B, C, C, HS(m));
-    if (c->family == BERT_FAMILY_ROBERTA) {
+    if (cls_in_drop(c)) {
         zt_dropout d0 = drop_for(m, u, ZT_RNG_DROP_CLS_IN, d.p);
         dropout_backward(m->cdt, m->ck0, &d0, B, (size_t)C);
     }
@@ -1625,7 +1695,7 @@ static void bert_forward_unit(void *p, int u, void *const *P)
 {
     bert_model *m = p;
     const bert_config *c = &m->c;
-    int B = m->B, T = m->T, C = c->hidden, F = c->inter, M = m->M, dt = m->dt;
+    int B = m->B, T = m->T, C = c->hidden, F = c->inter, M = m->M, dt = m->dt, E = emb_of(c);
     size_t n = (size_t)M * C;
     if (u == 0) {
         zt_dropout d = drop_for(m, 0, ZT_RNG_DROP_EMB, c->hidden_drop);
@@ -1633,18 +1703,23 @@ static void bert_forward_unit(void *p, int u, void *const *P)
         const void *pos = c->rel ? NULL : param(m, P, 0, E_POS); /* relative: none added */
         if (m->packed)
             xembedding_forward(dt, m->e_pre, m->pids, m->ptt, m->ppos, param(m, P, 0, E_WORD),
-                               type, pos, M, 1, C);
+                               type, pos, M, 1, E);
         else if (m->rpos)
             xembedding_forward(dt, m->e_pre, m->ids, m->tt, m->rpos, param(m, P, 0, E_WORD),
-                               type, pos, M, 1, C);
+                               type, pos, M, 1, E);
         else
             xembedding_forward(dt, m->e_pre, m->ids, m->tt, NULL, param(m, P, 0, E_WORD),
-                               type, pos, B, T, C);
+                               type, pos, B, T, E);
         POLL(m);
         xlayernorm_forward(dt, m->e, m->em, m->er, m->e_pre, param(m, P, 0, eidx(m, E_LNW)),
-                           param(m, P, 0, eidx(m, E_LNB)), M, C, c->eps, XS(m));
+                           param(m, P, 0, eidx(m, E_LNB)), M, E, c->eps, XS(m));
         POLL(m);
-        xdropout_residual_rows(dt, m->e, NULL, m->ke, &d, B, m->cu, (size_t)C);
+        xdropout_residual_rows(dt, m->e, NULL, m->ke, &d, B, m->cu, (size_t)E);
+        if (m->ep) { /* ElectraModel: embeddings_project after the embeddings' dropout */
+            xlinear_forward(dt, m->ep, m->e, param(m, P, 0, pidx(m)), param(m, P, 0, pidx(m) + 1),
+                            M, E, C, FS(m));
+            POLL(m);
+        }
     } else if (first_only(m, u)) {
         first_forward(m, u, P, &m->la[u - 1], unit_input(m, u));
     } else if (u <= c->layers) {
@@ -1828,22 +1903,31 @@ static void bert_backward_unit(void *p, int u, void *const *P, float *const *G)
         POLL(m);
     } else {
         zt_dropout d = drop_for(m, 0, ZT_RNG_DROP_EMB, c->hidden_drop);
-        dropout_backward_rows(m->dcur, m->ke, &d, B, m->cu, (size_t)C);
-        zero(s[0], n);
+        int E = emb_of(c);
+        float *de = m->dcur; /* the gradient of the embeddings' output [M, E] */
+        if (m->ep) { /* embeddings_project: dcur [M, C] -> s[1] [M, E] */
+            de = s[1];
+            zero(de, (size_t)M * E);
+            xlinear_backward(dt, de, gparam(m, G, 0, pidx(m)), gparam(m, G, 0, pidx(m) + 1),
+                             m->dcur, m->e, param(m, P, 0, pidx(m)), M, E, C, HS(m));
+            POLL(m);
+        }
+        dropout_backward_rows(de, m->ke, &d, B, m->cu, (size_t)E);
+        zero(s[0], (size_t)M * E);
         xlayernorm_backward(dt, s[0], gparam(m, G, 0, eidx(m, E_LNW)),
-                            gparam(m, G, 0, eidx(m, E_LNB)), m->dcur, m->e_pre, m->em, m->er,
-                            param(m, P, 0, eidx(m, E_LNW)), M, C, XS(m));
+                            gparam(m, G, 0, eidx(m, E_LNB)), de, m->e_pre, m->em, m->er,
+                            param(m, P, 0, eidx(m, E_LNW)), M, E, XS(m));
         POLL(m);
         float *dtype = c->type_vocab ? gparam(m, G, 0, E_TYPE) : NULL;
         int64_t pad_pos = m->rpos ? c->pad_id : -1; /* RoBERTa's positions' padding_idx */
         float *dpos = c->rel ? NULL : gparam(m, G, 0, E_POS);
         if (m->packed)
             embedding_backward_pad(gparam(m, G, 0, E_WORD), dtype, dpos, s[0],
-                                   m->pids, m->ptt, m->ppos, M, 1, C, c->pad_id, pad_pos);
+                                   m->pids, m->ptt, m->ppos, M, 1, E, c->pad_id, pad_pos);
         else
             embedding_backward_pad(gparam(m, G, 0, E_WORD), dtype, dpos, s[0],
                                    m->ids, m->tt, m->rpos, m->rpos ? M : B, m->rpos ? 1 : m->T,
-                                   C, c->pad_id, pad_pos);
+                                   E, c->pad_id, pad_pos);
         POLL(m);
     }
 }
@@ -1869,6 +1953,8 @@ static double bert_flops(const void *p)
                       ? 2.0 * m->B * C * (C + c->num_labels)
                       : 2.0 * M * C * C + 2.0 * rows * C * c->vocab;
     fwd += head;
+    if (projected(c)) /* embeddings_project */
+        fwd += 2.0 * M * emb_of(c) * C;
     return 3.0 * fwd;
 }
 

@@ -30,13 +30,15 @@ enum { BERT_PROBLEM_SINGLE = 1, BERT_PROBLEM_MULTI, BERT_PROBLEM_REGRESSION };
 /* position_embedding_type "absolute", "relative_key", "relative_key_query" */
 enum { BERT_REL_NONE = 0, BERT_REL_KEY, BERT_REL_KEY_QUERY };
 /* model_type: "bert", "roberta", "distilbert" */
-enum { BERT_FAMILY_BERT = 0, BERT_FAMILY_ROBERTA, BERT_FAMILY_DISTILBERT };
+enum { BERT_FAMILY_BERT = 0, BERT_FAMILY_ROBERTA, BERT_FAMILY_DISTILBERT, BERT_FAMILY_ELECTRA };
 
 typedef struct bert_config {
     int family;                /* BERT_FAMILY_* */
     int pad_id;                /* pad_token_id: the embeddings' padding_idx (-1: none) */
     int bos_id, eos_id;        /* RoBERTa's bos_token_id, eos_token_id (written back) */
     int vocab, hidden, layers, heads, inter, max_pos, type_vocab; /* DistilBERT: type_vocab 0 */
+    int emb;                   /* ELECTRA's embedding_size (the embeddings' width; hidden
+                                * for the others); != hidden: embeddings_project maps it */
     float eps, hidden_drop, attn_drop, init_range;
     int act_id;                /* hidden_act: an index of bert_act_name (0: "gelu") */
     int untied;                /* tie_word_embeddings false: the MLM decoder's own weight */
@@ -76,7 +78,8 @@ int bert_config_preset(const char *name, int vocab, bert_config *c);
 /* torch_dtype: "float32" (NULL) or "bfloat16", the dtype of the weights written beside it */
 int bert_config_save(const bert_config *c, const char *path, const char *torch_dtype);
 int bert_layout(const bert_config *c, zt_layout *out);
-/* "bert", "roberta", "distilbert"; and the family's HF architecture of the config's head */
+/* "bert", "roberta", "distilbert", "electra"; and the family's HF architecture of the config's
+ * head */
 const char *bert_model_type(const bert_config *c);
 const char *bert_arch(const bert_config *c);
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test_family.sh - RoBERTa, DistilBERT and BERT with relative position scores
+# test_family.sh - RoBERTa, DistilBERT, ELECTRA's classifier and BERT with relative position scores
 # (position_embedding_type relative_key_query) through the engine, as BERT goes (test_zero.sh,
 # test_recompute.sh, test_finetune.sh), on tiny configs with dropout on:
 #   - masked-LM training at N=2, stages 0-3 bit-identical (stage 3 with optimizer and parameter
@@ -265,6 +265,115 @@ print("%s predict vs reference: worst |p - p_ref| %.3g over %d rows" % (fam, wor
 EOF
     then ok; else bad "$fam: the saved folder or predict's probabilities differ from the reference"; fi
 done
+
+# ---- ELECTRA: fine-tuning a discriminator folder (ElectraForPreTraining) ----------------------------
+# tests/ref/electra_ref.py writes the folder with Hugging Face's names (embedding_size 32 below
+# hidden_size 64: embeddings_project; discriminator_predictions.*, which a classifier does not
+# read), dropout 0.1, and an ElectraTokenizer vocab.txt (the test's words, padded past BERT's
+# special ids); the classifier learns at N=1, the folder it saves is an
+# ElectraForSequenceClassification whose predictions match the reference's (it starts from
+# random weights, not a trained masked LM as the others: 240 steps reach 0.71 here, and 0.65
+# of the 80 evaluation rows is 2.7 standard deviations above chance); at N=2 stage 3
+# (offloaded) gives stage 0's bits, in fp32 and bf16
+"$PY" - "$T" <<'EOF_PY'
+import sys
+T = sys.argv[1]
+v = open(T + "/vocab.txt").read().split("\n")[:-1]
+open(T + "/evocab.txt", "w").write("\n".join(v + ["[unused%d]" % i for i in range(120 - len(v))]) + "\n")
+EOF_PY
+if "$PY" tests/ref/electra_ref.py make --out "$T/ef" --seed 11 --head disc --vocab 120 --embedding 32 --hidden 64 \
+       --layers 2 --heads 4 --intermediate 128 --max-pos 64 >"$T/ef.make.log" 2>&1; then
+    sed -i -E 's/"(hidden|attention_probs)_dropout_prob": 0.0/"\1_dropout_prob": 0.1/' "$T/ef/config.json"
+    cp "$T/evocab.txt" "$T/ef/vocab.txt"
+    echo '{"tokenizer_class": "ElectraTokenizer", "do_lower_case": true}' >"$T/ef/tokenizer_config.json"
+    if "$ZT" finetune --model "$T/ef" --task classify --train "$T/train.jsonl" --eval "$T/eval.jsonl" \
+           --seq-len 40 --config "$T/s0.json" --steps 240 --eval-every 240 --metrics "$T/ef.ft.jsonl" \
+           --save-model "$T/ef.ft" >"$T/ef.ft.log" 2>&1 &&
+       "$PY" -c 'import json,sys; sys.exit(0 if json.loads(open(sys.argv[1]).read().splitlines()[-1])["eval_accuracy"] >= 0.65 else 1)' "$T/ef.ft.jsonl"; then ok
+    else bad "ELECTRA: fine-tuning failed or did not learn"; tail -n 3 "$T/ef.ft.log" "$T/ef.ft.jsonl"; fi
+    if "$ZT" predict --model "$T/ef.ft" --task classify --input "$T/eval.jsonl" --output "$T/ef.pred" \
+           >"$T/ef.pred.log" 2>&1 && "$PY" - "$T" <<'EOF_PY'
+import json, os, sys
+import numpy as np, torch
+sys.path.insert(0, "tests/ref")
+import electra_ref as R
+from compare import load_st
+from wordpiece_ref import BertRef
+T = sys.argv[1]
+d = T + "/ef.ft"
+c = json.load(open(d + "/config.json"))
+assert c["model_type"] == "electra" and c["architectures"] == ["ElectraForSequenceClassification"], c
+assert c["embedding_size"] == 32 and c["hidden_size"] == 64 and c["id2label"] == {"0": "alpha", "1": "beta"}, c
+assert json.load(open(d + "/tokenizer_config.json"))["tokenizer_class"] == "ElectraTokenizer"
+P = {k: torch.tensor(v) for k, v in load_st(d + "/model.safetensors").items()}
+assert "electra.embeddings_project.weight" in P and not any(k.startswith("discriminator_") for k in P), sorted(P)
+tok = BertRef(d + "/vocab.txt", True)
+rows = [json.loads(l) for l in open(T + "/eval.jsonl")]
+got = [json.loads(l) for l in open(T + "/ef.pred")]
+assert len(got) == len(rows)
+worst = 0.0
+for r, g in zip(rows, got):
+    x = torch.tensor([tok.encode(r["text"], max_length=40)[0]])
+    bt = {"input_ids": x, "attention_mask": torch.ones_like(x), "labels": torch.zeros(1, dtype=torch.long)}
+    _, out, _, _ = R.forward(P, c, bt)
+    p = torch.softmax(out["logits"].double(), -1)[0].numpy()
+    names = [c["id2label"][str(k)] for k in range(len(p))]
+    assert g["label"] == names[int(np.argmax(p))], (g, p)
+    worst = max(worst, max(abs(g["scores"][n] - p[k]) for k, n in enumerate(names)))
+assert worst < 2e-5, worst
+print("ELECTRA predict vs reference: worst |p - p_ref| %.3g over %d rows" % (worst, len(rows)))
+EOF_PY
+    then ok; else bad "ELECTRA: the saved folder or predict's probabilities differ from the reference"; tail -n 3 "$T/ef.pred.log"; fi
+    for c in s0 s3 bf0 bf3; do
+        $MPI -np 2 "$ZT" finetune --model "$T/ef" --task classify --train "$T/train.jsonl" --seq-len 40 \
+            --config "$T/$c.json" --steps 6 --threads 1 --save-model "$T/ef.$c" >"$T/ef.$c.log" 2>&1 \
+            || bad "ELECTRA: N=2 $c failed"
+    done
+    same ef.s0 ef.s3 && ok || bad "ELECTRA: fine-tuning at stage 3 differs from stage 0 (N=2)"
+    same ef.bf0 ef.bf3 && ok || bad "ELECTRA: bf16 fine-tuning at stage 3 differs from stage 0 (N=2)"
+else bad "ELECTRA: electra_ref.py make failed"; tail -n 3 "$T/ef.make.log"; fi
+
+# google/electra-small-discriminator's config.json (ElectraForPreTraining): as a 2-label
+# classifier its parameter count is transformers' 13549314 (hf_configs/SOURCES.md) and the
+# reference's shapes'; fine-tuned from it (random weights: zerotrain does not pretrain ELECTRA
+# yet), the saved folder's predictions are the reference's on it
+ecfg=$FIX/hf_configs/electra-small-discriminator.json
+sed 's/"ElectraForPreTraining"/"ElectraForSequenceClassification"/' "$ecfg" >"$T/ecls.json"
+got=$("$ZT" estimate --model "$T/ecls.json" --ranks 1 --stage 0 2>&1 | sed -n 's/^[^:]*: \([0-9]*\) parameters.*/\1/p')
+want=$("$PY" -c 'import json, math, sys; sys.path.insert(0, "tests/ref"); import electra_ref as R
+c = json.load(open(sys.argv[1])); c["num_labels"] = 2
+print(sum(math.prod(s) for s in R.param_shapes(c, "cls").values()))' "$T/ecls.json")
+if [ "$got" = 13549314 ] && [ "$want" = 13549314 ] && ! "$ZT" estimate --model "$T/ecls.json" --ranks 1 --stage 0 2>&1 | grep -q "no field"; then ok
+else bad "electra-small-discriminator: $got parameters (reference $want, transformers 13549314)"; fi
+echo '{"train_batch_size": 4, "optimizer": {"type": "AdamW", "params": {"lr": 1e-4}}}' >"$T/ereal.json"
+if "$ZT" finetune --model "$ecfg" --tokenizer "wordpiece:$T/evocab.txt" --task classify --train "$T/train.jsonl" \
+       --seq-len 16 --config "$T/ereal.json" --steps 2 --save-model "$T/es.cls" >"$T/es.cls.log" 2>&1 &&
+   "$ZT" predict --model "$T/es.cls" --task classify --input "$T/eval.jsonl" --output "$T/es.pred" \
+       >"$T/es.pred.log" 2>&1 && "$PY" - "$T" <<'EOF_PY'
+import json, sys
+import torch
+sys.path.insert(0, "tests/ref")
+import electra_ref as R
+from compare import load_st
+from wordpiece_ref import BertRef
+T = sys.argv[1]
+d = T + "/es.cls"
+c = json.load(open(d + "/config.json"))
+assert c["architectures"] == ["ElectraForSequenceClassification"] and c["embedding_size"] == 128, c
+P = {k: torch.tensor(v) for k, v in load_st(d + "/model.safetensors").items()}
+tok = BertRef(d + "/vocab.txt", True)
+rows = [json.loads(l) for l in open(T + "/eval.jsonl")][:20]
+got = [json.loads(l) for l in open(T + "/es.pred")][:20]
+worst = 0.0
+for r, g in zip(rows, got):
+    x = torch.tensor([tok.encode(r["text"], max_length=512)[0]])
+    bt = {"input_ids": x, "attention_mask": torch.ones_like(x), "labels": torch.zeros(1, dtype=torch.long)}
+    p = torch.softmax(R.forward(P, c, bt)[1]["logits"].double(), -1)[0].numpy()
+    worst = max(worst, max(abs(g["scores"][c["id2label"][str(k)]] - p[k]) for k in range(len(p))))
+assert worst < 2e-5, worst
+print("electra-small-discriminator: predict vs reference worst |p - p_ref| %.3g over %d rows" % (worst, len(rows)))
+EOF_PY
+then ok; else bad "electra-small-discriminator: finetune, predict or the reference's probabilities"; tail -n 3 "$T/es.cls.log" "$T/es.pred.log"; fi
 
 # text pairs: RoBERTa frames <s> a </s></s> b </s> with token types 0; DistilBERT has none (its
 # tokenizer gives no token_type_ids), so BERT-style pair types are not read

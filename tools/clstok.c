@@ -16,6 +16,7 @@ static const char *cls_arch_of(const cJSON *o)
     const char *t = cJSON_IsString(mt) ? mt->valuestring : "bert";
     return !strcmp(t, "roberta") ? "RobertaForSequenceClassification"
            : !strcmp(t, "distilbert") ? "DistilBertForSequenceClassification"
+           : !strcmp(t, "electra")    ? "ElectraForSequenceClassification"
                                       : "BertForSequenceClassification";
 }
 
