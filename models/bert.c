@@ -98,6 +98,11 @@ static const family_def families[] = {
          "classifier.out_proj.bias"}, "classification-head (classifier.dense and out_proj)"},
 };
 
+const char bert_electra_heads[] =
+    "ELECTRA: zerotrain trains ElectraForSequenceClassification (finetune --task classify) and "
+    "predicts with it; the generator's masked LM and the discriminator's replaced-token "
+    "detection (joint pretraining) are not implemented yet";
+
 static const family_def *fam(const bert_config *c) { return &families[c->family]; }
 
 /* the embeddings' width (ELECTRA's embedding_size; 0: hidden), and whether embeddings_project
@@ -695,10 +700,7 @@ int bert_layout(const bert_config *c, zt_layout *l)
     int64_t rows[E_N] = {c->vocab, c->max_pos, c->type_vocab};
     memset(l, 0, sizeof *l);
     if (c->family == BERT_FAMILY_ELECTRA && c->head != BERT_HEAD_CLS)
-        return zt_fail(ZT_E_UNSUPPORTED, "ELECTRA: zerotrain trains ElectraForSequenceClassification "
-                       "(finetune --task classify) and predicts with it; the generator's masked LM "
-                       "and the discriminator's replaced-token detection (joint pretraining) are "
-                       "not implemented yet");
+        return zt_fail(ZT_E_UNSUPPORTED, "%s", bert_electra_heads);
     l->init_std = c->init_range;
     snprintf(l->arch, sizeof l->arch, "%s", bert_arch(c));
     snprintf(l->head_desc, sizeof l->head_desc, "%s",

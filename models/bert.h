@@ -83,6 +83,10 @@ int bert_layout(const bert_config *c, zt_layout *out);
 const char *bert_model_type(const bert_config *c);
 const char *bert_arch(const bert_config *c);
 
+/* why an ELECTRA config with another head than the classifier is refused (zoo.c and
+ * bert_layout) */
+extern const char bert_electra_heads[];
+
 extern const zt_model_ops bert_ops;
 /* dropout: 0 = off regardless of the config; seed keys the dropout masks. */
 int bert_create(const bert_config *c, const zt_layout *l, int dropout, uint64_t seed,

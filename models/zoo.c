@@ -53,8 +53,8 @@ int zt_model_config_save(const zt_model_cfg *c, const char *path, const char *to
                                   : bert_config_save(&c->bert, path, torch_dtype);
 }
 
-int zt_model_head_apply(zt_model_cfg *c, const char *source, int head, int num_labels,
-                        int problem, const char *const *names)
+static int head_apply(zt_model_cfg *c, const char *source, int head, int num_labels,
+                      int problem, const char *const *names)
 {
     bert_config *b = &c->bert;
     char *packed = NULL;
@@ -102,6 +102,16 @@ int zt_model_head_apply(zt_model_cfg *c, const char *source, int head, int num_l
                                     names ? len : (size_t)b->labels_len);
     free(packed);
     return rc;
+}
+
+int zt_model_head_apply(zt_model_cfg *c, const char *source, int head, int num_labels,
+                        int problem, const char *const *names)
+{
+    ZT_TRY(head_apply(c, source, head, num_labels, problem, names));
+    if (c->type == ZT_MODEL_BERT && c->bert.family == BERT_FAMILY_ELECTRA &&
+        c->bert.head != BERT_HEAD_CLS)
+        return zt_fail(ZT_E_UNSUPPORTED, "%s: %s", source, bert_electra_heads);
+    return 0;
 }
 
 int zt_model_layout(const zt_model_cfg *c, zt_layout *l)

@@ -379,7 +379,16 @@ static void test_config_errors(void **state)
         {"{\"vocab_size\": 100, \"hidden_size\": 8, \"num_hidden_layers\": 1, "
          "\"num_attention_heads\": 2, \"intermediate_size\": 8, \"max_position_embeddings\": 8, "
          "\"type_vocab_size\": 2}", "missing required field \"hidden_act\"", ZT_E_CONFIG},
-        {"{\"model_type\": \"gpt2\"}", "model_type \"gpt2\" is not supported: zerotrain trains \"bert\", \"roberta\", \"distilbert\", \"t5\" and \"mt5\"", ZT_E_UNSUPPORTED},
+        {"{\"model_type\": \"gpt2\"}", "model_type \"gpt2\" is not supported: zerotrain trains \"bert\", \"roberta\", \"distilbert\", \"electra\", \"t5\" and \"mt5\"", ZT_E_UNSUPPORTED},
+        {"{\"model_type\": \"electra\", \"vocab_size\": 100, \"embedding_size\": 16, \"hidden_size\": 8, "
+         "\"num_hidden_layers\": 1, \"num_attention_heads\": 2, \"intermediate_size\": 8, "
+         "\"max_position_embeddings\": 8, \"type_vocab_size\": 2, \"hidden_act\": \"gelu\"}",
+         "embedding_size 16 is larger than hidden_size 8", ZT_E_UNSUPPORTED},
+        {"{\"model_type\": \"electra\", \"architectures\": [\"ElectraForPreTraining\"], \"vocab_size\": 100, "
+         "\"embedding_size\": 4, \"hidden_size\": 8, \"num_hidden_layers\": 1, \"num_attention_heads\": 2, "
+         "\"intermediate_size\": 8, \"max_position_embeddings\": 8, \"type_vocab_size\": 2, "
+         "\"hidden_act\": \"gelu\"}", "replaced-token detection (joint pretraining) are not implemented",
+         ZT_E_UNSUPPORTED},
         {"{\"model_type\": \"t5\", \"vocab_size\": 100}", "missing required field \"d_model\"",
          ZT_E_CONFIG},
         {"{\"model_type\": \"t5\", \"vocab_size\": 100, \"d_model\": 8, \"d_kv\": 4, "
