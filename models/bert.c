@@ -99,9 +99,9 @@ static const family_def families[] = {
 };
 
 const char bert_electra_heads[] =
-    "ELECTRA: zerotrain trains ElectraForSequenceClassification (finetune --task classify) and "
-    "predicts with it; the generator's masked LM and the discriminator's replaced-token "
-    "detection (joint pretraining) are not implemented yet";
+    "ElectraForPreTraining, the discriminator's replaced-token detection trained jointly with a "
+    "generator, is not implemented yet: fine-tune the discriminator as a classifier (finetune "
+    "--task classify), or train a generator from an ElectraForMaskedLM config";
 
 static const family_def *fam(const bert_config *c) { return &families[c->family]; }
 
@@ -109,6 +109,12 @@ static const family_def *fam(const bert_config *c) { return &families[c->family]
  * maps it to hidden_size (ElectraModel has it iff the two differ) */
 static int emb_of(const bert_config *c) { return c->emb > 0 ? c->emb : c->hidden; }
 static int projected(const bert_config *c) { return emb_of(c) != c->hidden; }
+/* the masked-LM head's width: ELECTRA's generator maps hidden_size to embedding_size
+ * (generator_predictions.dense) for the tied decoder; the others keep hidden_size */
+static int head_w(const bert_config *c)
+{
+    return c->family == BERT_FAMILY_ELECTRA ? emb_of(c) : c->hidden;
+}
 
 const char *bert_model_type(const bert_config *c) { return fam(c)->type; }
 
@@ -311,8 +317,11 @@ static int load_head(const cJSON *o, const char *path, bert_config *c)
     c->head = BERT_HEAD_MLM;
     if (!cJSON_IsArray(a))
         a = NULL;
-    cJSON_ArrayForEach(v, a)
+    cJSON_ArrayForEach(v, a) {
         cls |= cJSON_IsString(v) && strcmp(v->valuestring, fam(c)->cls_arch) == 0;
+        c->disc |= c->family == BERT_FAMILY_ELECTRA && cJSON_IsString(v) &&
+                   strcmp(v->valuestring, "ElectraForPreTraining") == 0;
+    }
     if (!cls)
         return 0;
     const cJSON *id2 = cJSON_GetObjectItemCaseSensitive(o, "id2label");
@@ -699,7 +708,7 @@ int bert_layout(const bert_config *c, zt_layout *l)
     int C = c->hidden, F = c->inter, E = emb_of(c), w, k;
     int64_t rows[E_N] = {c->vocab, c->max_pos, c->type_vocab};
     memset(l, 0, sizeof *l);
-    if (c->family == BERT_FAMILY_ELECTRA && c->head != BERT_HEAD_CLS)
+    if (c->family == BERT_FAMILY_ELECTRA && c->head != BERT_HEAD_CLS && c->disc)
         return zt_fail(ZT_E_UNSUPPORTED, "%s", bert_electra_heads);
     l->init_std = c->init_range;
     snprintf(l->arch, sizeof l->arch, "%s", bert_arch(c));
@@ -760,15 +769,15 @@ int bert_layout(const bert_config *c, zt_layout *l)
             goto fail;
     } else {
         if (zt_layout_add_unit(l, "mlm_head") < 0 ||
-            add(l, f->mlm[H_TW], C, C, ZT_INIT_NORMAL, 1) < 0 ||
-            add(l, f->mlm[H_TB], C, 0, ZT_INIT_ZEROS, 0) < 0 ||
-            add(l, f->mlm[H_LNW], C, 0, ZT_INIT_ONES, 0) < 0 ||
-            add(l, f->mlm[H_LNB], C, 0, ZT_INIT_ZEROS, 0) < 0 ||
+            add(l, f->mlm[H_TW], head_w(c), C, ZT_INIT_NORMAL, 1) < 0 ||
+            add(l, f->mlm[H_TB], head_w(c), 0, ZT_INIT_ZEROS, 0) < 0 ||
+            add(l, f->mlm[H_LNW], head_w(c), 0, ZT_INIT_ONES, 0) < 0 ||
+            add(l, f->mlm[H_LNB], head_w(c), 0, ZT_INIT_ZEROS, 0) < 0 ||
             (w = add(l, f->mlm[H_BIAS], c->vocab, 0, ZT_INIT_ZEROS, 0)) < 0)
             goto fail;
         if (f->bias_alias)
             snprintf(l->params[w].alias, ZT_NAME_MAX, "%s", f->bias_alias);
-        if (c->untied && add(l, f->decoder, c->vocab, C, ZT_INIT_NORMAL, 1) < 0)
+        if (c->untied && add(l, f->decoder, c->vocab, head_w(c), ZT_INIT_NORMAL, 1) < 0)
             goto fail;
     }
     for (k = first_head; k < l->n_params; k++)
@@ -1329,10 +1338,13 @@ static float *dec_g(const bert_model *m, float *const *G, int u)
     return m->c.untied ? gparam(m, G, u, H_DEC) : gparam(m, G, 0, E_WORD);
 }
 
-/* the MLM head's activation: RobertaLMHead's is the erf GELU whatever hidden_act says */
+/* the MLM head's activation: RobertaLMHead's and ElectraGeneratorPredictions' are the erf
+ * GELU whatever hidden_act says */
 static int head_act(const bert_model *m)
 {
-    return m->c.family == BERT_FAMILY_ROBERTA ? ZT_ACT_GELU : bert_act(&m->c);
+    return m->c.family == BERT_FAMILY_ROBERTA || m->c.family == BERT_FAMILY_ELECTRA
+               ? ZT_ACT_GELU
+               : bert_act(&m->c);
 }
 
 static zt_dropout drop_for(const bert_model *m, int u, int purpose, float p)
@@ -1698,7 +1710,6 @@ static void bert_forward_unit(void *p, int u, void *const *P)
     bert_model *m = p;
     const bert_config *c = &m->c;
     int B = m->B, T = m->T, C = c->hidden, F = c->inter, M = m->M, dt = m->dt, E = emb_of(c);
-    size_t n = (size_t)M * C;
     if (u == 0) {
         zt_dropout d = drop_for(m, 0, ZT_RNG_DROP_EMB, c->hidden_drop);
         const void *type = c->type_vocab ? param(m, P, 0, E_TYPE) : NULL;
@@ -1761,22 +1772,23 @@ static void bert_forward_unit(void *p, int u, void *const *P)
         cls_forward(m, u, P);
     } else {
         const void *y = m->la[c->layers - 1].y;
-        xlinear_forward(dt, m->t1, y, param(m, P, u, H_TW), param(m, P, u, H_TB), M, C, C, FS(m));
+        int W = head_w(c); /* (W <= C: the [M, C] buffers hold [M, W]) */
+        xlinear_forward(dt, m->t1, y, param(m, P, u, H_TW), param(m, P, u, H_TB), M, C, W, FS(m));
         POLL(m);
-        xact_forward(dt, head_act(m), m->t2, m->t1, n);
+        xact_forward(dt, head_act(m), m->t2, m->t1, (size_t)M * W);
         POLL(m);
         xlayernorm_forward(dt, m->t3, m->tm, m->tr, m->t2, param(m, P, u, H_LNW),
-                           param(m, P, u, H_LNB), M, C, c->eps, XS(m));
+                           param(m, P, u, H_LNB), M, W, c->eps, XS(m));
         POLL(m);
         /* decoder tied to the word embeddings of unit 0 */
         if (!m->compact) { /* every row's logits, kept: fp32 */
             xlinear_forward_f32(dt, m->lm.logits, m->t3, dec_w(m, P, u),
-                                param(m, P, u, H_BIAS), M, C, c->vocab);
+                                param(m, P, u, H_BIAS), M, W, c->vocab);
             POLL(m);
         } else if (m->n_lab > 0) {
-            xgather_rows(dt, m->lm.x, m->t3, m->lab_rows, m->n_lab, C);
+            xgather_rows(dt, m->lm.x, m->t3, m->lab_rows, m->n_lab, W);
             xlinear_forward(dt, m->lm.logits, m->lm.x, dec_w(m, P, u),
-                            param(m, P, u, H_BIAS), m->n_lab, C, c->vocab, FS(m));
+                            param(m, P, u, H_BIAS), m->n_lab, W, c->vocab, FS(m));
             POLL(m);
         }
     }
@@ -1846,37 +1858,39 @@ static void bert_backward_unit(void *p, int u, void *const *P, float *const *G)
         cls_backward(m, u, P, G);
     } else if (u == c->layers + 1) {
         const void *y = m->la[c->layers - 1].y;
-        zero(s[0], n);
+        int W = head_w(c);
+        size_t nw = (size_t)M * W;
+        zero(s[0], nw);
         if (!m->compact) {
             xlinear_backward(dt, s[0], dec_g(m, G, u), gparam(m, G, u, H_BIAS),
-                             m->lm.dlogits, m->t3, dec_w(m, P, u), M, C, c->vocab,
+                             m->lm.dlogits, m->t3, dec_w(m, P, u), M, W, c->vocab,
                              HS(m));
             POLL(m);
         } else if (m->n_lab > 0) {
-            zero(m->lm.dx, (size_t)m->n_lab * C);
+            zero(m->lm.dx, (size_t)m->n_lab * W);
             if (dt < 0)
                 linear_backward(m->lm.dx, dec_g(m, G, u), gparam(m, G, u, H_BIAS),
-                                m->lm.dlogits, m->lm.x, dec_w(m, P, u), m->n_lab, C,
+                                m->lm.dlogits, m->lm.x, dec_w(m, P, u), m->n_lab, W,
                                 c->vocab);
             else /* (the gradient was rounded into the logits' place) */
                 xlinear_backward_h(dt, m->lm.dx, dec_g(m, G, u), gparam(m, G, u, H_BIAS),
-                                   m->lm.dlogits, m->lm.x, dec_w(m, P, u), m->n_lab, C,
+                                   m->lm.dlogits, m->lm.x, dec_w(m, P, u), m->n_lab, W,
                                    c->vocab);
             POLL(m);
             for (int i = 0; i < m->n_lab; i++) /* rows are distinct: a plain copy */
-                memcpy(s[0] + (size_t)m->lab_rows[i] * C, m->lm.dx + (size_t)i * C,
-                       sizeof(float) * (size_t)C);
+                memcpy(s[0] + (size_t)m->lab_rows[i] * W, m->lm.dx + (size_t)i * W,
+                       sizeof(float) * (size_t)W);
         }
-        zero(s[1], n);
+        zero(s[1], nw);
         xlayernorm_backward(dt, s[1], gparam(m, G, u, H_LNW), gparam(m, G, u, H_LNB), s[0],
-                            m->t2, m->tm, m->tr, param(m, P, u, H_LNW), M, C, XS(m));
+                            m->t2, m->tm, m->tr, param(m, P, u, H_LNW), M, W, XS(m));
         POLL(m);
-        zero(s[2], n);
-        xact_backward(dt, head_act(m), s[2], m->t1, s[1], n);
+        zero(s[2], nw);
+        xact_backward(dt, head_act(m), s[2], m->t1, s[1], nw);
         POLL(m);
         zero(m->dcur, n);
         xlinear_backward(dt, m->dcur, gparam(m, G, u, H_TW), gparam(m, G, u, H_TB), s[2], y,
-                         param(m, P, u, H_TW), M, C, C, HS(m));
+                         param(m, P, u, H_TW), M, C, W, HS(m));
         POLL(m);
     } else if (first_only(m, u)) {
         first_backward(m, u, P, G, &m->la[u - 1], unit_input(m, u));

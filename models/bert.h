@@ -42,6 +42,8 @@ typedef struct bert_config {
     float eps, hidden_drop, attn_drop, init_range;
     int act_id;                /* hidden_act: an index of bert_act_name (0: "gelu") */
     int untied;                /* tie_word_embeddings false: the MLM decoder's own weight */
+    int disc;                  /* ELECTRA: architectures names ElectraForPreTraining (the
+                                * discriminator), whose head zerotrain does not build */
     int rel;                   /* position_embedding_type: BERT_REL_* */
     /* the head */
     int head;                  /* BERT_HEAD_* */
@@ -83,8 +85,8 @@ int bert_layout(const bert_config *c, zt_layout *out);
 const char *bert_model_type(const bert_config *c);
 const char *bert_arch(const bert_config *c);
 
-/* why an ELECTRA config with another head than the classifier is refused (zoo.c and
- * bert_layout) */
+/* why an ELECTRA discriminator (ElectraForPreTraining) is refused for training unless it
+ * becomes a classifier (zoo.c and bert_layout) */
 extern const char bert_electra_heads[];
 
 extern const zt_model_ops bert_ops;

@@ -109,7 +109,7 @@ int zt_model_head_apply(zt_model_cfg *c, const char *source, int head, int num_l
 {
     ZT_TRY(head_apply(c, source, head, num_labels, problem, names));
     if (c->type == ZT_MODEL_BERT && c->bert.family == BERT_FAMILY_ELECTRA &&
-        c->bert.head != BERT_HEAD_CLS)
+        c->bert.head != BERT_HEAD_CLS && c->bert.disc)
         return zt_fail(ZT_E_UNSUPPORTED, "%s: %s", source, bert_electra_heads);
     return 0;
 }

@@ -387,7 +387,7 @@ static void test_config_errors(void **state)
         {"{\"model_type\": \"electra\", \"architectures\": [\"ElectraForPreTraining\"], \"vocab_size\": 100, "
          "\"embedding_size\": 4, \"hidden_size\": 8, \"num_hidden_layers\": 1, \"num_attention_heads\": 2, "
          "\"intermediate_size\": 8, \"max_position_embeddings\": 8, \"type_vocab_size\": 2, "
-         "\"hidden_act\": \"gelu\"}", "replaced-token detection (joint pretraining) are not implemented",
+         "\"hidden_act\": \"gelu\"}", "ElectraForPreTraining, the discriminator's replaced-token detection",
          ZT_E_UNSUPPORTED},
         {"{\"model_type\": \"t5\", \"vocab_size\": 100}", "missing required field \"d_model\"",
          ZT_E_CONFIG},

@@ -113,7 +113,25 @@ sed -e 's/"position_embedding_type": "absolute"/"position_embedding_type": "rela
     -e 's/"attention_probs_dropout_prob": 0.0/"attention_probs_dropout_prob": 0.1/' \
     "$FIX/bert-tiny/config.json" >"$T/relkq.json"
 grep -q relative_key_query "$T/relkq.json" || bad "the relative-position config was not made"
-for fam in roberta distil relkq; do
+# ELECTRA's generator (ElectraForMaskedLM): embedding_size 32 below hidden_size 64, so
+# embeddings_project and the head's map back to 32 for the tied decoder
+"$PY" -c 'import json,sys; json.dump({"architectures": ["ElectraForMaskedLM"], "model_type": "electra",
+ "vocab_size": 200, "embedding_size": 32, "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+ "intermediate_size": 128, "hidden_act": "gelu", "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
+ "max_position_embeddings": 64, "type_vocab_size": 2, "initializer_range": 0.02, "layer_norm_eps": 1e-12,
+ "pad_token_id": 0}, open(sys.argv[1], "w"))' "$T/electra.json"
+# every path for each family in the long run; make test: ELECTRA's stages 0 and 3 at N=2
+# (offloaded), bf16 there, and full recomputation, below
+FAMS="roberta distil relkq"; [ "${FAMILY_LONG:-0}" = 1 ] && FAMS="$FAMS electra"
+if [ "${FAMILY_LONG:-0}" != 1 ]; then
+    for c in s0 s3 bf0 bf3; do train "electra.$c" 2 "$c" electra || bad "electra N=2 $c failed"; done
+    for c in rcnone rcfull; do train "electra.$c" 1 "$c" electra || bad "electra $c failed"; done
+    same electra.s0 electra.s3 && same electra.bf0 electra.bf3 && same electra.rcnone electra.rcfull \
+        && grep -q '"embedding_size": 32' "$T/electra.s0/config.json" \
+        && grep -q ElectraForMaskedLM "$T/electra.s0/config.json" && ok \
+        || bad "ELECTRA's generator: stage 3, bf16 stage 3 or recomputation differ, or its folder"
+fi
+for fam in $FAMS; do
     # ---- stages 0-3 at N=2 (N=3 and NVMe in the long run) -----------------------------------
     for st in 0 1 2 3; do train "$fam.s$st" 2 "s$st" "$fam" || bad "$fam N=2 stage $st failed"; done
     for st in 1 2 3; do
