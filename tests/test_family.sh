@@ -227,6 +227,34 @@ lib.zt_mlm_source_destroy(s)
 EOF
 then ok; else bad "RoBERTa's synthetic rows do not use its special ids"; fi
 
+# ELECTRA's generator answers fill-mask from its saved folder (a 200-entry vocab.txt beside it)
+# with the reference's top 3 and probabilities (head: H -> E, LayerNorm, the tied [V, E] decoder)
+if [ -f "$T/electra.s0/model.safetensors" ]; then
+    "$PY" -c 'import sys; v = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + ["w%d" % i for i in range(195)]
+open(sys.argv[1], "w").write("\n".join(v) + "\n")' "$T/electra.s0/vocab.txt"
+    if "$ZT" predict --model "$T/electra.s0" --task fill-mask --text "w1 w2 [MASK] w4" --top-k 3 \
+           >"$T/efm.jsonl" 2>"$T/efm.log" && "$PY" - "$T" <<'EOF_PY'
+import json, sys
+import torch
+sys.path.insert(0, "tests/ref")
+import electra_ref as R
+from compare import load_st
+T = sys.argv[1]
+d = T + "/electra.s0"
+c = json.load(open(d + "/config.json"))
+P = {k: torch.tensor(v) for k, v in load_st(d + "/model.safetensors").items()}
+vocab = open(d + "/vocab.txt").read().split("\n")
+x = torch.tensor([[2, vocab.index("w1"), vocab.index("w2"), 4, vocab.index("w4"), 3]])
+bt = {"input_ids": x, "attention_mask": torch.ones_like(x), "labels": torch.full_like(x, -100)}
+p = torch.softmax(R.forward(P, c, bt)[1]["logits"][0, 3].double(), -1)
+top = torch.topk(p, 3)
+got = [json.loads(l) for l in open(T + "/efm.jsonl")]
+assert [g["token"] for g in got] == [vocab[i] for i in top.indices], (got, top)
+assert max(abs(g["score"] - float(s)) for g, s in zip(got, top.values)) < 1e-7, (got, top)  # (7 printed digits)
+EOF_PY
+    then ok; else bad "ELECTRA's generator: fill-mask differs from the reference"; tail -n 3 "$T/efm.log"; fi
+fi
+
 # ---- fine-tuning from a folder with its tokenizer; predict against the reference ---------------
 # the Hugging Face folders fine-tuning starts from: the masked LMs trained above (a classifier's
 # head starts fresh, with a notice) with the tokenizer's files beside them
