@@ -121,15 +121,14 @@ grep -q relative_key_query "$T/relkq.json" || bad "the relative-position config 
  "max_position_embeddings": 64, "type_vocab_size": 2, "initializer_range": 0.02, "layer_norm_eps": 1e-12,
  "pad_token_id": 0}, open(sys.argv[1], "w"))' "$T/electra.json"
 # every path for each family in the long run; make test: ELECTRA's stages 0 and 3 at N=2
-# (offloaded), bf16 there, and full recomputation, below
+# (offloaded), and bf16 at stage 3, below
 FAMS="roberta distil relkq"; [ "${FAMILY_LONG:-0}" = 1 ] && FAMS="$FAMS electra"
 if [ "${FAMILY_LONG:-0}" != 1 ]; then
-    for c in s0 s3 bf0 bf3; do train "electra.$c" 2 "$c" electra || bad "electra N=2 $c failed"; done
-    for c in rcnone rcfull; do train "electra.$c" 1 "$c" electra || bad "electra $c failed"; done
-    same electra.s0 electra.s3 && same electra.bf0 electra.bf3 && same electra.rcnone electra.rcfull \
+    for c in s0 s3 bf3; do train "electra.$c" 2 "$c" electra || bad "electra N=2 $c failed"; done
+    same electra.s0 electra.s3 && [ -f "$T/electra.bf3/model.safetensors" ] \
         && grep -q '"embedding_size": 32' "$T/electra.s0/config.json" \
         && grep -q ElectraForMaskedLM "$T/electra.s0/config.json" && ok \
-        || bad "ELECTRA's generator: stage 3, bf16 stage 3 or recomputation differ, or its folder"
+        || bad "ELECTRA's generator: stage 3 differs from stage 0, bf16 failed, or its folder"
 fi
 for fam in $FAMS; do
     # ---- stages 0-3 at N=2 (N=3 and NVMe in the long run) -----------------------------------
@@ -319,8 +318,8 @@ done
 # special ids); the classifier learns at N=1, the folder it saves is an
 # ElectraForSequenceClassification whose predictions match the reference's (it starts from
 # random weights, not a trained masked LM as the others: 240 steps reach 0.71 here, and 0.65
-# of the 80 evaluation rows is 2.7 standard deviations above chance); at N=2 stage 3
-# (offloaded) gives stage 0's bits, in fp32 and bf16
+# of the 80 evaluation rows is 2.7 standard deviations above chance); in the long run, at N=2
+# stage 3 (offloaded) gives stage 0's bits, in fp32 and bf16
 "$PY" - "$T" <<'EOF_PY'
 import sys
 T = sys.argv[1]
@@ -370,13 +369,15 @@ assert worst < 2e-5, worst
 print("ELECTRA predict vs reference: worst |p - p_ref| %.3g over %d rows" % (worst, len(rows)))
 EOF_PY
     then ok; else bad "ELECTRA: the saved folder or predict's probabilities differ from the reference"; tail -n 3 "$T/ef.pred.log"; fi
-    for c in s0 s3 bf0 bf3; do
-        $MPI -np 2 "$ZT" finetune --model "$T/ef" --task classify --train "$T/train.jsonl" --seq-len 40 \
-            --config "$T/$c.json" --steps 6 --threads 1 --save-model "$T/ef.$c" >"$T/ef.$c.log" 2>&1 \
-            || bad "ELECTRA: N=2 $c failed"
-    done
-    same ef.s0 ef.s3 && ok || bad "ELECTRA: fine-tuning at stage 3 differs from stage 0 (N=2)"
-    same ef.bf0 ef.bf3 && ok || bad "ELECTRA: bf16 fine-tuning at stage 3 differs from stage 0 (N=2)"
+    if [ "${FAMILY_LONG:-0}" = 1 ]; then # (make test: the generator's N=2 runs above)
+        for c in s0 s3 bf0 bf3; do
+            $MPI -np 2 "$ZT" finetune --model "$T/ef" --task classify --train "$T/train.jsonl" --seq-len 40 \
+                --config "$T/$c.json" --steps 6 --threads 1 --save-model "$T/ef.$c" >"$T/ef.$c.log" 2>&1 \
+                || bad "ELECTRA: N=2 $c failed"
+        done
+        same ef.s0 ef.s3 && ok || bad "ELECTRA: fine-tuning at stage 3 differs from stage 0 (N=2)"
+        same ef.bf0 ef.bf3 && ok || bad "ELECTRA: bf16 fine-tuning at stage 3 differs from stage 0 (N=2)"
+    fi
 else bad "ELECTRA: electra_ref.py make failed"; tail -n 3 "$T/ef.make.log"; fi
 
 # google/electra-small-discriminator's config.json (ElectraForPreTraining): as a 2-label
