@@ -325,11 +325,11 @@ int zt_engine_recompute_info(const zt_engine *e, int u, zt_recompute_info *o)
 {
     if (!e || !o)
         return zt_fail(ZT_E_INVAL, "zt_engine_recompute_info: NULL argument");
-    if (u < 0 || u >= e->layout.n_units)
-        return zt_engine_fail(e, zt_fail(ZT_E_RANGE, "zt_engine_recompute_info: unit %d is "
-                                         "outside [0, %d)", u, e->layout.n_units));
+    if (u < 0 || u >= e->rc.n)
+        return zt_engine_fail(e, zt_fail(ZT_E_RANGE, "zt_engine_recompute_info: step %d is "
+                                         "outside [0, %d)", u, e->rc.n));
     memset(o, 0, sizeof *o);
-    o->name = e->layout.units[u].name;
+    o->name = e->layout.units[e->rc.unit[u]].name;
     o->mode = e->rc.k && e->rc.mode[u] != ZT_KEEP_ALL ? "segment" : zt_keep_name(e->rc.mode[u]);
     o->segment_k = e->rc.mode[u] != ZT_KEEP_ALL ? e->rc.k : 0;
     o->calls = e->rc.calls[u];
@@ -409,11 +409,12 @@ static int register_layout(zt_engine *e, const zt_layout *l)
     return 0;
 }
 
-/* A built-in model's orders of acquires: each unit with the unit it is tied to (held
- * together), forward in order, backward as its steps. */
+/* A built-in model's orders of acquires: each step's unit with the unit it is tied to (held
+ * together), forward in order, backward as its steps. A unit several steps use is acquired
+ * once per use (stage 3 keeps it gathered over uses in a row). */
 static int declare_orders(zt_engine *e)
 {
-    int nu = e->layout.n_units, n = 0, rc = 0;
+    int nu = e->rc.n, n = 0, rc = 0;
     int cap = 2 * (nu > e->rc.n_bsteps ? nu : e->rc.n_bsteps);
     int *units = malloc(sizeof *units * (size_t)cap), *purp = malloc(sizeof *purp * (size_t)cap);
     unsigned char *hold = malloc((size_t)cap);
@@ -422,7 +423,8 @@ static int declare_orders(zt_engine *e)
     for (int pass = 0; rc == 0 && pass < (e->cfg.inference ? 1 : 2); pass++) {
         n = 0;
         for (int k = 0; k < (pass ? e->rc.n_bsteps : nu); k++) {
-            int u = pass ? e->rc.bsteps[k].unit : k, t = e->ops->tied_unit(e->model, u);
+            int u = e->rc.unit[pass ? e->rc.bsteps[k].unit : k];
+            int t = e->ops->tied_unit(e->model, u);
             int p = !pass ? ZT_FOR_FORWARD
                     : e->rc.bsteps[k].op == ZT_STEP_RECOMPUTE ? ZT_FOR_RECOMPUTE : ZT_FOR_BACKWARD;
             units[n] = u, purp[n] = p, hold[n++] = t >= 0;
@@ -514,7 +516,7 @@ static int commit(zt_engine *e, const char *model_dir)
     if (rc == 0)
         rc = zt_rplan_setup(&e->rc, &e->cfg, e->layout.n_units, e->ops, e->model);
     if (rc == 0 && e->ops)
-        zt_act_init(&e->ao, &e->cfg, e->nvme_path, e->comm.rank, e->layout.n_units, e->ops,
+        zt_act_init(&e->ao, &e->cfg, e->nvme_path, e->comm.rank, e->rc.n, e->ops,
                     e->model, &e->rc, &e->mem);
     ZT_TRY(zt_engine_agree(e, rc, "setting up the model"));
     /* the products may open oneDNN (hgemm.c: fp32 on AVX-512, bf16): opened now, it is in
@@ -789,6 +791,19 @@ int zt_engine_world_size(const zt_engine *e) { return e ? e->comm.size : ZT_E_IN
 
 int zt_engine_unit_count(const zt_engine *e) { return e ? e->layout.n_units : ZT_E_INVAL; }
 
+int zt_engine_step_count(const zt_engine *e)
+{
+    return !e ? ZT_E_INVAL : e->ops && e->un.committed > 0 ? e->rc.n : 0;
+}
+
+int zt_engine_step_unit(const zt_engine *e, int step)
+{
+    if (step < 0 || step >= zt_engine_step_count(e))
+        return zt_fail(ZT_E_RANGE, "zt_engine_step_unit: step %d is outside [0, %d)", step,
+                       e ? zt_engine_step_count(e) : 0);
+    return e->rc.unit[step];
+}
+
 const char *zt_engine_unit_name(const zt_engine *e, int unit)
 {
     return e && unit >= 0 && unit < e->layout.n_units ? e->layout.units[unit].name : NULL;
@@ -1054,11 +1069,11 @@ int zt_engine_zero_grad(zt_engine *e)
     return zt_zero_grads_clear(&e->z);
 }
 
-/* A built-in model's unit u (and the unit it is tied to) for `purpose`, through the unit
- * API; the pointers go into the model's views drvP / drvG. */
-static int acquire_pair(zt_engine *e, int u, int purpose)
+/* A built-in model's step s's unit (and the unit it is tied to) for `purpose`, through the
+ * unit API; the pointers go into the model's views drvP / drvG. */
+static int acquire_pair(zt_engine *e, int s, int purpose)
 {
-    int t = e->ops->tied_unit(e->model, u);
+    int u = e->rc.unit[s], t = e->ops->tied_unit(e->model, u);
     for (int i = 0; i < (t >= 0 ? 2 : 1); i++) {
         int w = i ? t : u;
         ZT_TRY(unit_acquire(e, w, purpose, &e->un.drvP[w],
@@ -1067,17 +1082,17 @@ static int acquire_pair(zt_engine *e, int u, int purpose)
     return 0;
 }
 
-static int release_pair(zt_engine *e, int u)
+static int release_pair(zt_engine *e, int s)
 {
-    int t = e->ops->tied_unit(e->model, u);
+    int u = e->rc.unit[s], t = e->ops->tied_unit(e->model, u);
     ZT_TRY(zt_engine_unit_release(e, u));
     return t >= 0 ? zt_engine_unit_release(e, t) : 0;
 }
 
-/* Forward over every unit (stage 3 gathers ahead); eval: no backward pass follows. */
+/* Forward over every step (stage 3 gathers ahead); eval: no backward pass follows. */
 static int run_forward(zt_engine *e, int eval)
 {
-    for (int u = 0; u < e->layout.n_units; u++) {
+    for (int u = 0; u < e->rc.n; u++) {
         ZT_TRY(acquire_pair(e, u, ZT_FOR_FORWARD | (eval ? ZT_FOR_EVAL : 0)));
         ZT_TRY(zt_act_before(&e->ao, 0, u));
         e->ops->forward_unit(e->model, u, e->un.drvP);
@@ -1099,9 +1114,9 @@ static void recompute(zt_engine *e, int u)
     }
 }
 
-/* The model's backward steps: a unit's recomputation, then its backward; each unit's
- * gradients are made ready as soon as its backward is done (stages 2-3 reduce them while
- * the next steps run). */
+/* The model's backward steps: a step's recomputation, then its backward; each unit's
+ * gradients are made ready as soon as its last backward use is done (stages 2-3 reduce
+ * them while the next steps run). */
 static int run_backward(zt_engine *e)
 {
     for (int k = 0; k < e->rc.n_bsteps; k++) {
@@ -1112,7 +1127,8 @@ static int run_backward(zt_engine *e)
             recompute(e, u);
         } else {
             e->ops->backward_unit(e->model, u, e->un.drvP, e->un.drvG);
-            ZT_TRY(zt_engine_unit_grads_ready(e, u));
+            if (zt_rplan_last_use(&e->rc, k))
+                ZT_TRY(zt_engine_unit_grads_ready(e, e->rc.unit[u]));
         }
         ZT_TRY(zt_act_after(&e->ao, op, u, k));
         ZT_TRY(release_pair(e, u));

@@ -54,10 +54,11 @@ static int map_name(const zt_layout *l, const char *name, int *alias)
         snprintf(buf + n - 5, sizeof buf - (n - 5), ".bias");
     /* a base model's checkpoint (BertModel, RobertaModel, DistilBertModel) names its tensors
      * without the task model's base_model_prefix */
-    static const char *const prefixes[] = {"bert.", "roberta.", "distilbert."};
+    static const char *const prefixes[] = {"bert.", "roberta.", "distilbert.", "electra.",
+                                           "albert."};
     if ((i = zt_layout_find(l, buf)) >= 0)
         goto found;
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < (int)(sizeof prefixes / sizeof *prefixes); k++) {
         size_t pl = strlen(prefixes[k]);
         if (strncmp(l->params[0].name, prefixes[k], pl) == 0 && strncmp(buf, prefixes[k], pl) != 0) {
             char pre[ZT_NAME_MAX + 24];
@@ -71,10 +72,11 @@ found:
     return i;
 }
 
-/* the pooler (when the head does not use it), the NSP head, buffers */
+/* the pooler (when the head does not use it), the NSP and SOP heads, buffers */
 static int ignorable(const char *name)
 {
     return strstr(name, "pooler.") || strstr(name, "cls.seq_relationship.") ||
+           strncmp(name, "sop_classifier.", 15) == 0 ||
            ends_with(name, "position_ids");
 }
 

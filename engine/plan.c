@@ -205,7 +205,7 @@ static size_t act_of(zt_planner *pn, const rc_costs *c, const unsigned char *mod
 
 static int rc_costs_get(zt_planner *pn, rc_costs *c)
 {
-    int nu = pn->L->n_units;
+    int nu = pn->rc->n;
     unsigned char *ref = calloc((size_t)nu, 1), *m = calloc((size_t)nu, 1);
     c->nu = nu;
     c->B = pn->cfg->plan_micro_batch;
@@ -306,19 +306,20 @@ static int rc_knapsack(const rc_costs *c, int cs, double budget, unsigned char *
     return isfinite(*cost) ? 0 : -1;
 }
 
-/* The plan in words: runs of units with their mode. */
+/* The plan in words: runs of steps (by their units' names) with their mode. */
 static void rc_describe(const zt_planner *pn, const unsigned char *mode, char *out, size_t n)
 {
     size_t len = 0;
     out[0] = '\0';
-    for (int u = 0; u < pn->L->n_units;) {
+    for (int u = 0; u < pn->rc->n;) {
         int v = u;
-        while (v + 1 < pn->L->n_units && mode[v + 1] == mode[u])
+        while (v + 1 < pn->rc->n && mode[v + 1] == mode[u])
             v++;
         if (len < n)
             len += (size_t)snprintf(out + len, n - len, "%s%s%s%s %s", len ? ", " : "",
-                                    pn->L->units[u].name, v > u ? ".." : "",
-                                    v > u ? pn->L->units[v].name : "", zt_keep_name(mode[u]));
+                                    pn->L->units[pn->rc->unit[u]].name, v > u ? ".." : "",
+                                    v > u ? pn->L->units[pn->rc->unit[v]].name : "",
+                                    zt_keep_name(mode[u]));
         u = v + 1;
     }
 }
@@ -328,7 +329,7 @@ static int plan_recompute(zt_planner *pn, const rc_costs *c, double limit, place
                           unsigned char *mode, double *cost, double *act)
 {
     plan_bytes b;
-    int nu = pn->L->n_units, ok = -1;
+    int nu = pn->rc->n, ok = -1;
     unsigned char *m = malloc((size_t)nu);
     if (!m)
         return -1;
@@ -354,7 +355,7 @@ static int plan_recompute(zt_planner *pn, const rc_costs *c, double limit, place
 static int plan_auto(zt_planner *pn, placement *cand, int ncand, double limit, int *chosen)
 {
     zt_config *cf = pn->cfg;
-    int nu = pn->L->n_units, best = -1;
+    int nu = pn->rc->n, best = -1;
     double best_cost = 0.0, best_act = 0.0, step_flops = 0.0;
     rc_costs c = {0};
     unsigned char *mode = malloc((size_t)nu), *bmode = malloc((size_t)nu);

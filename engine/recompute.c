@@ -20,12 +20,17 @@ int zt_rplan_setup(zt_rplan *rc, const zt_config *c, int nu, const zt_model_ops 
                    void *model)
 {
     int L = 0, md = ZT_KEEP_ALL;
-    if (!(rc->mode = calloc((size_t)nu, 1)) ||
+    rc->n = ops && ops->n_steps ? ops->n_steps(model) : nu;
+    nu = rc->n; /* (below: steps) */
+    if (!(rc->unit = calloc((size_t)nu, sizeof *rc->unit)) ||
+        !(rc->mode = calloc((size_t)nu, 1)) ||
         !(rc->bsteps = calloc(3 * (size_t)nu, sizeof *rc->bsteps)) ||
         !(rc->calls = calloc((size_t)nu, sizeof *rc->calls)) ||
         !(rc->bytes = calloc((size_t)nu, sizeof *rc->bytes)) ||
         !(rc->sec = calloc((size_t)nu, sizeof *rc->sec)))
         return zt_fail(ZT_E_NOMEM, "out of memory");
+    for (int u = 0; u < nu; u++)
+        rc->unit[u] = ops && ops->step_unit ? ops->step_unit(model, u) : u;
     if (!ops) /* a model of your own: nothing to plan */
         return 0;
     for (int u = 0; u < nu; u++)
@@ -61,8 +66,19 @@ int zt_rplan_setup(zt_rplan *rc, const zt_config *c, int nu, const zt_model_ops 
     return zt_rplan_apply(rc, c, ops, model);
 }
 
+int zt_rplan_last_use(const zt_rplan *rc, int k)
+{
+    int u = rc->unit[rc->bsteps[k].unit];
+    for (int q = k + 1; q < rc->n_bsteps; q++)
+        if (rc->bsteps[q].op == ZT_STEP_BACKWARD && rc->unit[rc->bsteps[q].unit] == u)
+            return 0;
+    return 1;
+}
+
 void zt_rplan_free(zt_rplan *rc)
 {
+    free(rc->unit);
+    rc->unit = NULL;
     free(rc->mode);
     free(rc->bsteps);
     free(rc->calls);

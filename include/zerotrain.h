@@ -926,6 +926,12 @@ ZT_API int zt_engine_world_size(const zt_engine *e);
 /* units registered; name of unit u (owned by the engine) */
 ZT_API int zt_engine_unit_count(const zt_engine *e);
 ZT_API const char *zt_engine_unit_name(const zt_engine *e, int unit);
+/* A built-in model's forward pass in steps, each using one unit: its step count and step
+ * s's unit. The units in order (count = unit count) except where units serve several layers
+ * (ALBERT: one unit per layer group, used by each of its layers); 0 before the commit and
+ * for a model of your own. */
+ZT_API int zt_engine_step_count(const zt_engine *e);
+ZT_API int zt_engine_step_unit(const zt_engine *e, int step);
 
 enum {
     ZT_FOR_FORWARD = 1,      /* parameters for a forward pass */
@@ -1060,9 +1066,11 @@ ZT_API int zt_engine_report_get(const zt_engine *e, zt_engine_report *out);
  * too small (nothing usable written). */
 ZT_API int zt_engine_report_json(const zt_engine *e, char *buf, size_t n);
 
-/* Recomputation of one unit: what it keeps between the passes ("keep", "selective",
- * "full", "full+offload"; "segment" when recomputed in segments of segment_k), and with
- * recompute_profile the calls, seconds and bytes its recomputation regenerated so far. */
+/* Recomputation of one step of the forward pass: what it keeps between the passes ("keep",
+ * "selective", "full", "full+offload"; "segment" when recomputed in segments of
+ * segment_k), and with recompute_profile the calls, seconds and bytes its recomputation
+ * regenerated so far. Steps are the units in order, except in a model whose units serve
+ * several layers (zt_engine_step_count); name is the step's unit's. */
 typedef struct zt_recompute_info {
     const char *name;              /* the unit's name ("layer.3") */
     const char *mode;
@@ -1070,7 +1078,7 @@ typedef struct zt_recompute_info {
     uint64_t calls, bytes;
     double seconds;
 } zt_recompute_info;
-ZT_API int zt_engine_recompute_info(const zt_engine *e, int unit, zt_recompute_info *out);
+ZT_API int zt_engine_recompute_info(const zt_engine *e, int step, zt_recompute_info *out);
 /* The activation bytes the recomputation plan predicts for a plan_micro_batch x
  * plan_seq_len micro-batch (0 when the shape was not given), and with recompute "auto" the
  * plan in words ("" otherwise; owned by the engine). */

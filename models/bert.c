@@ -62,6 +62,13 @@ static const char *const distil_layer[L_N] = {
     "sa_layer_norm.bias", "ffn.lin1.weight", "ffn.lin1.bias", "ffn.lin2.weight",
     "ffn.lin2.bias", "output_layer_norm.weight", "output_layer_norm.bias"};
 
+static const char *const albert_layer[L_N] = {
+    "attention.query.weight", "attention.query.bias", "attention.key.weight",
+    "attention.key.bias", "attention.value.weight", "attention.value.bias",
+    "attention.dense.weight", "attention.dense.bias", "attention.LayerNorm.weight",
+    "attention.LayerNorm.bias", "ffn.weight", "ffn.bias", "ffn_output.weight", "ffn_output.bias",
+    "full_layer_layer_norm.weight", "full_layer_layer_norm.bias"};
+
 static const family_def families[] = {
     [BERT_FAMILY_BERT] = {
         "bert", "bert", "BertForMaskedLM", "BertForSequenceClassification", "encoder.layer",
@@ -96,6 +103,15 @@ static const family_def families[] = {
          "generator_lm_head.bias"}, NULL, "generator_lm_head.weight",
         {"classifier.dense.weight", "classifier.dense.bias", "classifier.out_proj.weight",
          "classifier.out_proj.bias"}, "classification-head (classifier.dense and out_proj)"},
+    /* (enc: "<enc>.<group>.albert_layers.<inner>.<layer name>") */
+    [BERT_FAMILY_ALBERT] = {
+        "albert", "albert", "AlbertForMaskedLM", "AlbertForSequenceClassification",
+        "encoder.albert_layer_groups", bert_emb, albert_layer,
+        {"predictions.dense.weight", "predictions.dense.bias", "predictions.LayerNorm.weight",
+         "predictions.LayerNorm.bias", "predictions.bias"}, "predictions.decoder.bias",
+        "predictions.decoder.weight",
+        {"albert.pooler.weight", "albert.pooler.bias", "classifier.weight", "classifier.bias"},
+        "classification-head (pooler and classifier)"},
 };
 
 const char bert_electra_heads[] =
@@ -105,16 +121,23 @@ const char bert_electra_heads[] =
 
 static const family_def *fam(const bert_config *c) { return &families[c->family]; }
 
-/* the embeddings' width (ELECTRA's embedding_size; 0: hidden), and whether embeddings_project
- * maps it to hidden_size (ElectraModel has it iff the two differ) */
+/* the embeddings' width (ELECTRA's and ALBERT's embedding_size; 0: hidden), and whether a
+ * projection maps it to hidden_size (ElectraModel's embeddings_project iff the two differ;
+ * AlbertTransformer's embedding_hidden_mapping_in always) */
 static int emb_of(const bert_config *c) { return c->emb > 0 ? c->emb : c->hidden; }
-static int projected(const bert_config *c) { return emb_of(c) != c->hidden; }
-/* the masked-LM head's width: ELECTRA's generator maps hidden_size to embedding_size
- * (generator_predictions.dense) for the tied decoder; the others keep hidden_size */
+static int projected(const bert_config *c)
+{
+    return c->family == BERT_FAMILY_ALBERT || emb_of(c) != c->hidden;
+}
+/* the masked-LM head's width: ELECTRA's generator (generator_predictions.dense) and ALBERT's
+ * AlbertMLMHead map hidden_size to embedding_size for the tied decoder; the others keep
+ * hidden_size */
 static int head_w(const bert_config *c)
 {
-    return c->family == BERT_FAMILY_ELECTRA ? emb_of(c) : c->hidden;
+    return c->family == BERT_FAMILY_ELECTRA || c->family == BERT_FAMILY_ALBERT ? emb_of(c)
+                                                                              : c->hidden;
 }
+static int albert(const bert_config *c) { return c->family == BERT_FAMILY_ALBERT; }
 
 const char *bert_model_type(const bert_config *c) { return fam(c)->type; }
 
@@ -241,8 +264,17 @@ static int validate(const bert_config *c, const char *where)
                        "%d)", where, c->pad_id, c->vocab);
     if (emb_of(c) > c->hidden)
         return zt_fail(ZT_E_UNSUPPORTED, "%s: embedding_size %d is larger than hidden_size %d: "
-                       "zerotrain takes embeddings no wider than the layers (every ELECTRA "
-                       "release has embedding_size <= hidden_size)", where, c->emb, c->hidden);
+                       "zerotrain takes embeddings no wider than the layers (every ELECTRA and "
+                       "ALBERT release has embedding_size <= hidden_size)", where, c->emb,
+                       c->hidden);
+    if (albert(c) && (c->groups < 1 || c->groups > c->layers || c->inner < 1))
+        return zt_fail(ZT_E_CONFIG, "%s: num_hidden_groups %d and inner_group_num %d: ALBERT "
+                       "needs 1 <= num_hidden_groups <= num_hidden_layers (%d) and "
+                       "inner_group_num >= 1", where, c->groups, c->inner, c->layers);
+    if (albert(c) && c->rel)
+        return zt_fail(ZT_E_UNSUPPORTED, "%s: \"position_embedding_type\" is \"%s\": zerotrain's "
+                       "ALBERT computes \"absolute\" positions only", where,
+                       c->rel == BERT_REL_KEY ? "relative_key" : "relative_key_query");
     if (c->family == BERT_FAMILY_ROBERTA && c->max_pos <= c->pad_id + 1)
         return zt_fail(ZT_E_CONFIG, "%s: max_position_embeddings %d leaves no position: RoBERTa's "
                        "positions start at pad_token_id + 1 = %d", where, c->max_pos,
@@ -326,8 +358,9 @@ static int load_head(const cJSON *o, const char *path, bert_config *c)
         return 0;
     const cJSON *id2 = cJSON_GetObjectItemCaseSensitive(o, "id2label");
     const cJSON *pt = cJSON_GetObjectItemCaseSensitive(o, "problem_type");
-    const cJSON *cd = c->family == BERT_FAMILY_DISTILBERT
-                          ? NULL /* seq_classif_dropout: the family's loader */
+    const cJSON *cd = c->family == BERT_FAMILY_DISTILBERT || albert(c)
+                          ? NULL /* seq_classif_dropout, classifier_dropout_prob: the family's
+                                  * loader */
                           : cJSON_GetObjectItemCaseSensitive(o, "classifier_dropout");
     if (id2 && !cJSON_IsNull(id2)) {
         if (!cJSON_IsObject(id2) || (n = cJSON_GetArraySize(id2)) < 1)
@@ -411,8 +444,8 @@ static int family_of(const cJSON *o, const char *path, int *family)
             return 0;
         }
     return zt_fail(ZT_E_UNSUPPORTED, "%s: model_type %s%s%s is not supported: zerotrain "
-                   "trains \"bert\", \"roberta\", \"distilbert\", \"electra\", \"t5\" and "
-                   "\"mt5\" models", path,
+                   "trains \"bert\", \"roberta\", \"distilbert\", \"electra\", \"albert\", "
+                   "\"t5\" and \"mt5\" models", path,
                    cJSON_IsString(mt) ? "\"" : "",
                    cJSON_IsString(mt) ? mt->valuestring : "(not a string)",
                    cJSON_IsString(mt) ? "\"" : "");
@@ -422,6 +455,7 @@ static int family_of(const cJSON *o, const char *path, int *family)
 static int load_bert_fields(const cJSON *o, const char *path, bert_config *c)
 {
     int roberta = c->family == BERT_FAMILY_ROBERTA, rc;
+    double drop = albert(c) ? 0.0 : 0.1; /* AlbertConfig's dropouts default to 0 */
     if ((rc = load_rel(o, path, c)) < 0 ||
         (rc = zt_hfc_int(o, path, "vocab_size", 1, 0, 1, &c->vocab)) < 0 ||
         (rc = zt_hfc_int(o, path, "hidden_size", 1, 0, 1, &c->hidden)) < 0 ||
@@ -432,9 +466,9 @@ static int load_bert_fields(const cJSON *o, const char *path, bert_config *c)
         (rc = zt_hfc_int(o, path, "type_vocab_size", 1, 0, 1, &c->type_vocab)) < 0 ||
         (rc = zt_hfc_int(o, path, "pad_token_id", 0, roberta ? 1 : 0, 0, &c->pad_id)) < 0 ||
         (rc = zt_hfc_float(o, path, "layer_norm_eps", 1e-12, 0.0, 1.0, &c->eps)) < 0 ||
-        (rc = zt_hfc_float(o, path, "hidden_dropout_prob", 0.1, 0.0, 1.0, &c->hidden_drop)) < 0 ||
-        (rc = zt_hfc_float(o, path, "attention_probs_dropout_prob", 0.1, 0.0, 1.0, &c->attn_drop)) <
-            0 ||
+        (rc = zt_hfc_float(o, path, "hidden_dropout_prob", drop, 0.0, 1.0, &c->hidden_drop)) < 0 ||
+        (rc = zt_hfc_float(o, path, "attention_probs_dropout_prob", drop, 0.0, 1.0,
+                           &c->attn_drop)) < 0 ||
         (rc = zt_hfc_float(o, path, "initializer_range", 0.02, 0.0, 10.0, &c->init_range)) < 0 ||
         (rc = load_act(o, path, "hidden_act", c)) < 0 || (rc = check_defaults(o, path)) < 0 ||
         (rc = load_tie(o, path, c)) < 0)
@@ -442,10 +476,19 @@ static int load_bert_fields(const cJSON *o, const char *path, bert_config *c)
     if (roberta && ((rc = zt_hfc_int(o, path, "bos_token_id", 0, 0, 0, &c->bos_id)) < 0 ||
                     (rc = zt_hfc_int(o, path, "eos_token_id", 0, 2, 0, &c->eos_id)) < 0))
         return rc;
-    c->emb = c->hidden; /* ElectraConfig's embedding_size (default 128) */
-    if (c->family == BERT_FAMILY_ELECTRA &&
+    c->emb = c->hidden; /* ElectraConfig's and AlbertConfig's embedding_size (default 128) */
+    c->groups = c->inner = 1;
+    if ((c->family == BERT_FAMILY_ELECTRA || albert(c)) &&
         (rc = zt_hfc_int(o, path, "embedding_size", 0, 128, 1, &c->emb)) < 0)
         return rc;
+    if (albert(c) && /* AlbertConfig: bos 2, eos 3 ([CLS], [SEP]); classifier_dropout_prob */
+        ((rc = zt_hfc_int(o, path, "num_hidden_groups", 0, 1, 1, &c->groups)) < 0 ||
+         (rc = zt_hfc_int(o, path, "inner_group_num", 0, 1, 1, &c->inner)) < 0 ||
+         (rc = zt_hfc_int(o, path, "bos_token_id", 0, 2, 0, &c->bos_id)) < 0 ||
+         (rc = zt_hfc_int(o, path, "eos_token_id", 0, 3, 0, &c->eos_id)) < 0 ||
+         (rc = zt_hfc_float(o, path, "classifier_dropout_prob", 0.1, 0.0, 1.0, &c->cls_drop)) < 0))
+        return rc;
+    c->has_cls_drop |= albert(c);
     return 0;
 }
 
@@ -476,6 +519,7 @@ static int load_distil_fields(const cJSON *o, const char *path, bert_config *c)
         return rc;
     c->has_cls_drop = 1;
     c->emb = c->hidden;
+    c->groups = c->inner = 1;
     if (!cJSON_GetObjectItemCaseSensitive(o, "activation"))
         return c->act_id = 0, 0; /* "gelu" */
     return load_act(o, path, "activation", c);
@@ -518,15 +562,23 @@ static void notice_unknown(const cJSON *o, const char *path, const bert_config *
         "attention_probs_dropout_prob", "max_position_embeddings", "type_vocab_size",
         "initializer_range", "layer_norm_eps", "position_embedding_type", "summary_type",
         "summary_use_proj", "summary_activation", "summary_last_dropout"};
+    static const char *const albert_keys[] = {
+        "vocab_size", "embedding_size", "hidden_size", "num_hidden_layers", "num_hidden_groups",
+        "num_attention_heads", "intermediate_size", "inner_group_num", "hidden_act",
+        "hidden_dropout_prob", "attention_probs_dropout_prob", "max_position_embeddings",
+        "type_vocab_size", "initializer_range", "layer_norm_eps", "classifier_dropout_prob",
+        "position_embedding_type"};
     static const char *const distil_keys[] = {
         "vocab_size", "max_position_embeddings", "sinusoidal_pos_embds", "n_layers", "n_heads",
         "dim", "hidden_dim", "dropout", "attention_dropout", "activation", "initializer_range",
         "qa_dropout", "seq_classif_dropout"};
     const char *const *own = c->family == BERT_FAMILY_DISTILBERT ? distil_keys
                              : c->family == BERT_FAMILY_ELECTRA  ? electra_keys
+                             : albert(c)                         ? albert_keys
                                                                  : bert_keys;
     size_t n_own = c->family == BERT_FAMILY_DISTILBERT ? sizeof distil_keys / sizeof *own
                    : c->family == BERT_FAMILY_ELECTRA  ? sizeof electra_keys / sizeof *own
+                   : albert(c)                         ? sizeof albert_keys / sizeof *own
                                                        : sizeof bert_keys / sizeof *own;
     const cJSON *v;
     cJSON_ArrayForEach(v, o) {
@@ -540,7 +592,8 @@ static void notice_unknown(const cJSON *o, const char *path, const bert_config *
                    "attribute its model does not read, and zerotrain ignores it too", path,
                    v->string, c->family == BERT_FAMILY_BERT ? "Bert"
                    : c->family == BERT_FAMILY_ROBERTA ? "Roberta"
-                   : c->family == BERT_FAMILY_ELECTRA ? "Electra" : "DistilBert");
+                   : c->family == BERT_FAMILY_ELECTRA ? "Electra"
+                   : albert(c) ? "Albert" : "DistilBert");
     }
 }
 
@@ -582,7 +635,8 @@ int bert_config_preset(const char *name, int vocab, bert_config *c)
                            .inter = 4 * presets[i].H, .max_pos = rob ? 514 : 512,
                            .type_vocab = rob ? 1 : 2, .eps = rob ? 1e-5f : 1e-12f,
                            .hidden_drop = 0.1f, .attn_drop = 0.1f, .init_range = 0.02f,
-                           .pad_id = rob ? 1 : 0, .eos_id = rob ? 2 : 0};
+                           .pad_id = rob ? 1 : 0, .eos_id = rob ? 2 : 0,
+                           .emb = presets[i].H, .groups = 1, .inner = 1};
         if (presets[i].family == BERT_FAMILY_DISTILBERT) {
             c->type_vocab = 0;
             c->has_cls_drop = 1;
@@ -618,7 +672,8 @@ static char *head_fields(const bert_config *c)
     size_t n = strlen(a) + strlen(b) + 256;
     if ((out = malloc(n))) {
         char drop[64] = ",\n  \"classifier_dropout\": null";
-        if (c->family == BERT_FAMILY_DISTILBERT) /* (its seq_classif_dropout is a field) */
+        if (c->family == BERT_FAMILY_DISTILBERT || albert(c)) /* (seq_classif_dropout,
+                                                                 * classifier_dropout_prob) */
             drop[0] = 0;
         else if (c->has_cls_drop)
             snprintf(drop, sizeof drop, ",\n  \"classifier_dropout\": %.9g", c->cls_drop);
@@ -655,7 +710,7 @@ int bert_config_save(const bert_config *c, const char *path, const char *torch_d
                      c->cls_drop, c->pad_id, c->untied ? "false" : "true", dtype);
     else {
         char ids[96] = "";
-        if (c->family == BERT_FAMILY_ROBERTA)
+        if (c->family == BERT_FAMILY_ROBERTA || albert(c))
             snprintf(ids, sizeof ids, "  \"bos_token_id\": %d,\n  \"eos_token_id\": %d,\n",
                      c->bos_id, c->eos_id);
         n = snprintf(text, sizeof text,
@@ -672,9 +727,13 @@ int bert_config_save(const bert_config *c, const char *path, const char *torch_d
                      bert_act_name(c), c->hidden_drop, c->attn_drop, c->max_pos, c->type_vocab,
                      c->init_range, c->eps, c->pad_id, ids, rel_names[c->rel],
                      c->untied ? "false" : "true", dtype);
-        if (c->family == BERT_FAMILY_ELECTRA && n > 0 && (size_t)n < sizeof text)
+        if ((c->family == BERT_FAMILY_ELECTRA || albert(c)) && n > 0 && (size_t)n < sizeof text)
             n += snprintf(text + n, sizeof text - (size_t)n, ",\n  \"embedding_size\": %d",
                           emb_of(c));
+        if (albert(c) && n > 0 && (size_t)n < sizeof text)
+            n += snprintf(text + n, sizeof text - (size_t)n, ",\n  \"num_hidden_groups\": %d,\n"
+                          "  \"inner_group_num\": %d,\n  \"classifier_dropout_prob\": %.9g",
+                          c->groups, c->inner, c->cls_drop);
     }
     const void *parts[3] = {text, head ? head : "", "\n}\n"};
     size_t lens[3] = {(size_t)n, head ? strlen(head) : 0, 3};
@@ -730,27 +789,37 @@ int bert_layout(const bert_config *c, zt_layout *l)
         if (j == E_POS && c->family == BERT_FAMILY_ROBERTA)
             l->params[k].pad_row = c->pad_id;
     }
-    if (projected(c)) { /* ElectraModel.embeddings_project: nn.Linear(embedding_size, hidden) */
-        snprintf(n, sizeof n, "%s.embeddings_project.weight", f->prefix);
+    if (projected(c)) { /* ElectraModel.embeddings_project, AlbertTransformer.
+                         * embedding_hidden_mapping_in: nn.Linear(embedding_size, hidden) */
+        const char *pj = albert(c) ? "encoder.embedding_hidden_mapping_in" : "embeddings_project";
+        snprintf(n, sizeof n, "%s.%s.weight", f->prefix, pj);
         if (add(l, n, C, E, ZT_INIT_NORMAL, 1) < 0)
             goto fail;
-        snprintf(n, sizeof n, "%s.embeddings_project.bias", f->prefix);
+        snprintf(n, sizeof n, "%s.%s.bias", f->prefix, pj);
         if (add(l, n, C, 0, ZT_INIT_ZEROS, 0) < 0)
             goto fail;
     }
     w = 0; /* the word embeddings (the MLM decoder's weight, unless untied) */
     if (c->head == BERT_HEAD_MLM && !c->untied)
         snprintf(l->params[w].alias, ZT_NAME_MAX, "%s", f->decoder);
-    for (int i = 0; i < c->layers; i++) {
-        snprintf(n, sizeof n, "layer.%d", i);
+    /* a unit per layer; ALBERT's per layer group, its inner_group_num layers one after the
+     * other (the model's steps: one per layer application) */
+    for (int i = 0; i < (albert(c) ? c->groups : c->layers); i++) {
+        snprintf(n, sizeof n, albert(c) ? "layer_group.%d" : "layer.%d", i);
         if (zt_layout_add_unit(l, n) < 0)
             goto fail;
-        for (int j = 0; j < L_N; j++) {
-            int64_t d0 = lp[j].out == 'C' ? C : F, d1 = lp[j].in ? (lp[j].in == 'C' ? C : F) : 0;
-            snprintf(n, sizeof n, "%s.%s.%d.%s", f->prefix, f->enc, i, f->layer[j]);
-            if (add(l, n, d0, d1, lp[j].init, lp[j].decay) < 0)
-                goto fail;
-        }
+        for (int q = 0; q < (albert(c) ? c->inner : 1); q++)
+            for (int j = 0; j < L_N; j++) {
+                int64_t d0 = lp[j].out == 'C' ? C : F;
+                int64_t d1 = lp[j].in ? (lp[j].in == 'C' ? C : F) : 0;
+                if (albert(c))
+                    snprintf(n, sizeof n, "%s.%s.%d.albert_layers.%d.%s", f->prefix, f->enc, i,
+                             q, f->layer[j]);
+                else
+                    snprintf(n, sizeof n, "%s.%s.%d.%s", f->prefix, f->enc, i, f->layer[j]);
+                if (add(l, n, d0, d1, lp[j].init, lp[j].decay) < 0)
+                    goto fail;
+            }
         if (c->rel) { /* nn.Embedding(2 max_position_embeddings - 1, head size) */
             snprintf(n, sizeof n, "%s.%s.%d.attention.self.distance_embedding.weight", f->prefix,
                      f->enc, i);
@@ -802,8 +871,11 @@ typedef struct layer_acts {
 
 typedef struct bert_model {
     zt_mem_account *acct;      /* the engine's: the activations are counted there too */
-    bert_config c;
+    bert_config c;             /* c.layers: the layer steps (ALBERT: num_hidden_layers x
+                                * inner_group_num applications of its layers) */
     const zt_layout *l;
+    int *su, *sp;              /* per step (embeddings, layers, head): its unit and the index
+                                * of its first parameter in the layout */
     int dt;                    /* -1: fp32; else the 16-bit dtype of parameters and
                                 * activations (ZT_HALF_*) */
     int dropout, train;
@@ -1080,22 +1152,51 @@ static size_t bert_act_bytes(void *p, int B, int T, const unsigned char *unit_mo
     return cv.off + zt_lm_rows_bytes((size_t)B * T / 4, t.c.vocab, t.c.hidden, 0, es_of(&t));
 }
 
+/* Step s's unit and first parameter: the embeddings, layer s - 1, the head. ALBERT's layer
+ * application i (of num_hidden_layers x inner_group_num) is inner layer i % inner of group
+ * int(li / (num_hidden_layers / num_hidden_groups)), li = i / inner, as
+ * AlbertTransformer.forward computes it in Python floats. */
+static void map_steps(bert_model *m, const bert_config *c, const zt_layout *l)
+{
+    int L = m->c.layers;
+    for (int s = 0; s < L + 2; s++) {
+        int u = s == 0 ? 0 : s == L + 1 ? l->n_units - 1 : s, inner = 0;
+        if (albert(c) && s >= 1 && s <= L) {
+            int li = (s - 1) / c->inner;
+            u = 1 + (int)((double)li / ((double)c->layers / (double)c->groups));
+            inner = (s - 1) % c->inner;
+        }
+        m->su[s] = u;
+        m->sp[s] = l->units[u].first_param + inner * L_N;
+    }
+}
+
+static void free_model(bert_model *m)
+{
+    free(m->la);
+    free(m->ws);
+    free(m->mode);
+    free(m->slot_of);
+    free(m->su);
+    free(m->sp);
+    free(m);
+}
+
 int bert_create(const bert_config *c, const zt_layout *l, int dropout, uint64_t seed, int hdt,
                 zt_mem_account *acct, void **out)
 {
-    size_t L = (size_t)c->layers;
+    size_t L = (size_t)c->layers * (albert(c) ? (size_t)c->inner : 1);
     bert_model *m = calloc(1, sizeof *m);
     if (!m || !(m->la = calloc(L, sizeof *m->la)) || !(m->ws = calloc(L, sizeof *m->ws)) ||
-        !(m->mode = calloc(L, 1)) || !(m->slot_of = calloc(L, 1))) {
-        if (m) {
-            free(m->la);
-            free(m->ws);
-            free(m->mode);
-        }
-        free(m);
+        !(m->mode = calloc(L, 1)) || !(m->slot_of = calloc(L, 1)) ||
+        !(m->su = calloc(L + 2, sizeof *m->su)) || !(m->sp = calloc(L + 2, sizeof *m->sp))) {
+        if (m)
+            free_model(m);
         return zt_fail(ZT_E_NOMEM, "out of memory creating the model");
     }
     m->c = *c;
+    m->c.layers = (int)L;
+    map_steps(m, c, l);
     m->acct = m->lm.acct = acct;
     m->l = l;
     m->dt = hdt;
@@ -1113,11 +1214,7 @@ static void bert_destroy(void *p)
     if (!m)
         return;
     free_acts(m);
-    free(m->la);
-    free(m->ws);
-    free(m->mode);
-    free(m->slot_of);
-    free(m);
+    free_model(m);
 }
 
 static int prepare_cls(bert_model *m, const zt_batch *b, int64_t *n_labels)
@@ -1299,17 +1396,18 @@ static int bert_prepare(void *p, const zt_batch *b, int keep_logits, int64_t *n_
     return 0;
 }
 
-/* parameter j of unit u (the parameters' dtype) and its gradient (fp32) */
+/* parameter j of step u (the parameters' dtype) and its gradient (fp32), in the step's
+ * unit */
 static void *param(const bert_model *m, void *const *P, int u, int j)
 {
-    const zt_param_def *d = &m->l->params[m->l->units[u].first_param + j];
-    return x_at(m->dt, P[u], d->offset);
+    const zt_param_def *d = &m->l->params[m->sp[u] + j];
+    return x_at(m->dt, P[m->su[u]], d->offset);
 }
 
 static float *gparam(const bert_model *m, float *const *G, int u, int j)
 {
-    const zt_param_def *d = &m->l->params[m->l->units[u].first_param + j];
-    return G[u] + d->offset;
+    const zt_param_def *d = &m->l->params[m->sp[u] + j];
+    return G[m->su[u]] + d->offset;
 }
 
 /* the embeddings unit's parameter k (E_*): DistilBERT has no E_TYPE */
@@ -1321,11 +1419,14 @@ static int eidx(const bert_model *m, int k)
 /* embeddings_project's weight (+1: its bias) in unit 0, after the LayerNorm */
 static int pidx(const bert_model *m) { return eidx(m, E_LNB) + 1; }
 
-/* the dropout after the attention's output projection (DistilBERT has none) */
+/* the dropout after the attention's output projection (DistilBERT has none) and after the
+ * feed-forward (AlbertLayer has one it never applies) */
 static float attout_p(const bert_model *m)
 {
     return m->c.family == BERT_FAMILY_DISTILBERT ? 0.0f : m->c.hidden_drop;
 }
+
+static float ffout_p(const bert_model *m) { return albert(&m->c) ? 0.0f : m->c.hidden_drop; }
 
 /* the MLM decoder's weight (head unit u): the word embeddings of unit 0, or its own */
 static void *dec_w(const bert_model *m, void *const *P, int u)
@@ -1595,7 +1696,7 @@ static void first_forward(bert_model *m, int u, void *const *P, layer_acts *a, c
     int B = m->B, C = c->hidden, F = c->inter, M = m->M, dt = m->dt;
     zt_dropout da = drop_for(m, u, ZT_RNG_DROP_ATT, c->attn_drop);
     zt_dropout d1 = drop_for(m, u, ZT_RNG_DROP_ATTOUT, attout_p(m));
-    zt_dropout d2 = drop_for(m, u, ZT_RNG_DROP_FFOUT, c->hidden_drop);
+    zt_dropout d2 = drop_for(m, u, ZT_RNG_DROP_FFOUT, ffout_p(m));
     xgather_rows(dt, m->cxq, x, m->cu, B, C);
     xlinear_forward(dt, a->q, m->cxq, param(m, P, u, L_QW), param(m, P, u, L_QB), B, C, C, FS(m));
     POLL(m);
@@ -1635,7 +1736,7 @@ static void ffn_backward(bert_model *m, int u, void *const *P, float *const *G,
     int C = c->hidden, F = c->inter, dt = m->dt;
     size_t n = (size_t)rows * C, ni = (size_t)rows * F;
     float **s = m->sc, **si = m->si;
-    zt_dropout d2 = drop_for(m, u, ZT_RNG_DROP_FFOUT, c->hidden_drop);
+    zt_dropout d2 = drop_for(m, u, ZT_RNG_DROP_FFOUT, ffout_p(m));
     /* y = LN2(y_pre), y_pre = a + drop(o) */
     zero(s[0], n);
     xlayernorm_backward(dt, s[0], gparam(m, G, u, L_LN2W), gparam(m, G, u, L_LN2B), m->dcur,
@@ -1740,7 +1841,7 @@ static void bert_forward_unit(void *p, int u, void *const *P)
         const void *x = unit_input(m, u);
         zt_dropout da = drop_for(m, u, ZT_RNG_DROP_ATT, c->attn_drop);
         zt_dropout d1 = drop_for(m, u, ZT_RNG_DROP_ATTOUT, attout_p(m));
-        zt_dropout d2 = drop_for(m, u, ZT_RNG_DROP_FFOUT, c->hidden_drop);
+        zt_dropout d2 = drop_for(m, u, ZT_RNG_DROP_FFOUT, ffout_p(m));
         xlinear_forward(dt, a->q, x, param(m, P, u, L_QW), param(m, P, u, L_QB), M, C, C, FS(m));
         POLL(m);
         xlinear_forward(dt, a->k, x, param(m, P, u, L_KW), param(m, P, u, L_KB), M, C, C, FS(m));
@@ -2009,10 +2110,15 @@ static void bert_set_poll(void *p, void (*fn)(void *), void *arg)
 static int bert_tied_unit(const void *p, int u)
 {
     const bert_model *m = p;
-    return m->c.head == BERT_HEAD_MLM && !m->c.untied && u == m->c.layers + 1 ? 0 : -1;
+    return m->c.head == BERT_HEAD_MLM && !m->c.untied && u == m->l->n_units - 1 ? 0 : -1;
 }
 
+static int bert_n_steps(const void *p) { return ((const bert_model *)p)->c.layers + 2; }
+static int bert_step_unit(const void *p, int s) { return ((const bert_model *)p)->su[s]; }
+
 const zt_model_ops bert_ops = {
+    .n_steps = bert_n_steps,
+    .step_unit = bert_step_unit,
     .set_train = bert_set_train,
     .set_poll = bert_set_poll,
     .flops = bert_flops,

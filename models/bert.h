@@ -12,6 +12,15 @@
  *               pre_classifier, ReLU, dropout, classifier; config keys dim, n_layers, ...
  * Every family's word embeddings (and RoBERTa's positions) have nn.Embedding's padding_idx:
  * that row starts at zero and the lookup gives it no gradient. HF config.json in and out.
+ *   ELECTRA     ElectraForMaskedLM (the generator: its head maps to embedding_size) /
+ *               ElectraForSequenceClassification; embeddings embedding_size wide, mapped by
+ *               embeddings_project
+ *   ALBERT      AlbertForMaskedLM / AlbertForSequenceClassification: embeddings
+ *               embedding_size wide mapped by encoder.embedding_hidden_mapping_in; a unit per
+ *               layer group (albert_layer_groups.g, inner_group_num layers each) that every
+ *               layer of the group uses: the model runs in steps (model.h), one per layer
+ *               application; no dropout after the feed-forward; the MLM head's activation is
+ *               hidden_act, its width embedding_size
  * position_embedding_type relative_key / relative_key_query: a distance_embedding per layer,
  * no absolute positions added. No next-sentence head. */
 #ifndef ZT_MODELS_BERT_H
@@ -29,16 +38,22 @@ enum { BERT_PROBLEM_SINGLE = 1, BERT_PROBLEM_MULTI, BERT_PROBLEM_REGRESSION };
 
 /* position_embedding_type "absolute", "relative_key", "relative_key_query" */
 enum { BERT_REL_NONE = 0, BERT_REL_KEY, BERT_REL_KEY_QUERY };
-/* model_type: "bert", "roberta", "distilbert" */
-enum { BERT_FAMILY_BERT = 0, BERT_FAMILY_ROBERTA, BERT_FAMILY_DISTILBERT, BERT_FAMILY_ELECTRA };
+/* model_type: "bert", "roberta", "distilbert", "electra", "albert" */
+enum { BERT_FAMILY_BERT = 0, BERT_FAMILY_ROBERTA, BERT_FAMILY_DISTILBERT, BERT_FAMILY_ELECTRA,
+       BERT_FAMILY_ALBERT };
 
 typedef struct bert_config {
     int family;                /* BERT_FAMILY_* */
     int pad_id;                /* pad_token_id: the embeddings' padding_idx (-1: none) */
     int bos_id, eos_id;        /* RoBERTa's bos_token_id, eos_token_id (written back) */
     int vocab, hidden, layers, heads, inter, max_pos, type_vocab; /* DistilBERT: type_vocab 0 */
-    int emb;                   /* ELECTRA's embedding_size (the embeddings' width; hidden
-                                * for the others); != hidden: embeddings_project maps it */
+    int emb;                   /* ELECTRA's and ALBERT's embedding_size (the embeddings'
+                                * width; hidden for the others); ELECTRA: != hidden:
+                                * embeddings_project maps it; ALBERT: always
+                                * embedding_hidden_mapping_in */
+    int groups, inner;         /* ALBERT's num_hidden_groups and inner_group_num (1 for the
+                                * others): layer i runs group int(i / (layers / groups)),
+                                * each group inner layers of its own */
     float eps, hidden_drop, attn_drop, init_range;
     int act_id;                /* hidden_act: an index of bert_act_name (0: "gelu") */
     int untied;                /* tie_word_embeddings false: the MLM decoder's own weight */

@@ -102,6 +102,16 @@ typedef struct zt_step {
  * parameters are in the dtype the model was created with (fp32, or bf16/fp16 bit patterns
  * in 2-byte elements: the half-precision compute copies); gradients are fp32. */
 typedef struct zt_model_ops {
+    /* Steps. The forward pass is a sequence of steps, each run by forward_unit with the
+     * step's index; a step uses one unit's parameters (and its tied unit's). Most models
+     * have one step per unit (step u is unit u: n_steps and step_unit NULL). A model whose
+     * units serve several steps (ALBERT: one layer's parameters for every layer) gives
+     * their count and each step's unit. Every "unit u" of a pass below (forward_unit,
+     * backward_unit, recompute_unit, the modes of set_recompute / act_bytes,
+     * recompute_flops / _bytes, backward_steps, checkpoint) is a step index; tied_unit,
+     * P and G index units. */
+    int (*n_steps)(const void *m);
+    int (*step_unit)(const void *m, int s);
     /* Validates the batch and sizes activations. Counts labelled tokens. */
     int (*prepare)(void *m, const zt_batch *b, int keep_logits, int64_t *n_labels);
     void (*forward_unit)(void *m, int u, void *const *P);

@@ -150,6 +150,9 @@ static const shape_field bert_fields[] = {
     {"tie_word_embeddings false (1) or true (0)", offsetof(bert_config, untied)},
     {"position_embedding_type (0 absolute, 1 relative_key, 2 relative_key_query)",
      offsetof(bert_config, rel)},
+    {"embedding_size", offsetof(bert_config, emb)},
+    {"num_hidden_groups", offsetof(bert_config, groups)},
+    {"inner_group_num", offsetof(bert_config, inner)},
 };
 static const shape_field t5_fields[] = {
     {"vocab_size", offsetof(t5_config, vocab)},
@@ -226,8 +229,9 @@ void zt_model_info_fill(const zt_model_cfg *c, zt_model_info *o)
     o->type_vocab_size = c->bert.type_vocab;
     o->head_dim = c->bert.hidden / c->bert.heads;
     o->pad_token_id = c->bert.pad_id;
-    o->bos_token_id = c->bert.family == BERT_FAMILY_ROBERTA ? c->bert.bos_id : -1;
-    o->eos_token_id = c->bert.family == BERT_FAMILY_ROBERTA ? c->bert.eos_id : -1;
+    int ids = c->bert.family == BERT_FAMILY_ROBERTA || c->bert.family == BERT_FAMILY_ALBERT;
+    o->bos_token_id = ids ? c->bert.bos_id : -1;
+    o->eos_token_id = ids ? c->bert.eos_id : -1;
 }
 
 void zt_model_describe(const zt_model_cfg *c, char *buf, size_t n)
@@ -241,7 +245,11 @@ void zt_model_describe(const zt_model_cfg *c, char *buf, size_t n)
         return;
     }
     const bert_config *b = &c->bert;
-    static const char *const fam[] = {"BERT", "RoBERTa", "DistilBERT"};
-    snprintf(buf, n, "%s L%d H%d A%d I%d V%d", fam[b->family], b->layers, b->hidden, b->heads,
-             b->inter, b->vocab);
+    static const char *const fam[] = {"BERT", "RoBERTa", "DistilBERT", "ELECTRA", "ALBERT"};
+    int k = snprintf(buf, n, "%s L%d H%d A%d I%d V%d", fam[b->family], b->layers, b->hidden,
+                     b->heads, b->inter, b->vocab);
+    if (b->family >= BERT_FAMILY_ELECTRA && k > 0 && (size_t)k < n)
+        k += snprintf(buf + k, n - (size_t)k, " E%d", b->emb > 0 ? b->emb : b->hidden);
+    if (b->family == BERT_FAMILY_ALBERT && k > 0 && (size_t)k < n)
+        snprintf(buf + k, n - (size_t)k, " groups %d x %d", b->groups, b->inner);
 }

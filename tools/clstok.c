@@ -17,6 +17,7 @@ static const char *cls_arch_of(const cJSON *o)
     return !strcmp(t, "roberta") ? "RobertaForSequenceClassification"
            : !strcmp(t, "distilbert") ? "DistilBertForSequenceClassification"
            : !strcmp(t, "electra")    ? "ElectraForSequenceClassification"
+           : !strcmp(t, "albert")     ? "AlbertForSequenceClassification"
                                       : "BertForSequenceClassification";
 }
 

@@ -582,14 +582,15 @@ static void data_identity(const char *dir, uint64_t synth_seed, char *out, size_
 
 /* The recomputation plan's predicted activation peak against the measured one, and with
  * the profile each recomputed unit's time and bytes. */
-static void print_recompute(const zt_engine *e, const zt_model_info *mi, int profile)
+static void print_recompute(const zt_engine *e, int profile)
 {
     zt_mem_report r;
     zt_recompute_info ri;
     size_t pred = zt_engine_activation_prediction(e);
     int any = 0;
     zt_memory_report(&r);
-    for (int u = 0; u < mi->num_units; u++)
+    int ns = zt_engine_step_count(e);
+    for (int u = 0; u < ns; u++)
         any |= zt_engine_recompute_info(e, u, &ri) == 0 && strcmp(ri.mode, "keep") != 0;
     if (!any)
         return;
@@ -601,7 +602,7 @@ static void print_recompute(const zt_engine *e, const zt_model_info *mi, int pro
         return;
     fprintf(stderr, "recompute profile   unit           mode          calls   seconds  "
                     "ms/call  MiB/call\n");
-    for (int u = 0; u < mi->num_units; u++) {
+    for (int u = 0; u < ns; u++) {
         if (zt_engine_recompute_info(e, u, &ri) < 0 || ri.calls == 0)
             continue;
         fprintf(stderr, "                    %-14s %-12s %6llu %9.3f %8.2f %9.1f\n",
@@ -1765,7 +1766,7 @@ static int finish(train_ctx *c)
                                       * not per step */
     zt_profile_enable(0);
     if (c->rank == 0)
-        print_recompute(c->e, &c->mi, c->cfg.recompute_profile && c->st.step > c->first_step);
+        print_recompute(c->e, c->cfg.recompute_profile && c->st.step > c->first_step);
     if (a->profile && c->rank == 0) {
         if (c->stats.n > 0)
             stats_print_profile(stderr, &c->stats);
