@@ -134,6 +134,7 @@ test-long: all unit-tests
 	CRASH_POINTS=all bash tests/test_train.sh $(BUILD)/zerotrain
 	FINETUNE_LONG=1 bash tests/test_finetune.sh $(BUILD)/zerotrain
 	FAMILY_LONG=1 bash tests/test_family.sh $(BUILD)/zerotrain
+	FAMILY_LONG=1 bash tests/test_albert.sh $(BUILD)/zerotrain
 	TEXT2TEXT_LONG=1 bash tests/test_text2text.sh $(BUILD)/zerotrain
 	GENERATE_LONG=1 bash tests/test_generate.sh $(BUILD)/zerotrain
 	ESTIMATE_LONG=1 bash tests/test_estimate.sh $(BUILD)/zerotrain

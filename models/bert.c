@@ -550,7 +550,9 @@ static void notice_unknown(const cJSON *o, const char *path, const bert_config *
         /* legacy: read by no current model */
         "output_past", "gradient_checkpointing", "xla_device", "tie_weights_", "vocab_type",
         "directionality", "pooler_fc_size", "pooler_num_attention_heads", "pooler_num_fc_layers",
-        "pooler_size_per_head", "pooler_type", "layer_norm_epsilon"};
+        "pooler_size_per_head", "pooler_type", "layer_norm_epsilon",
+        /* ALBERT's hub configs (the TF release's flags) */
+        "down_scale_factor", "gap_size", "net_structure_type", "num_memory_blocks"};
     static const char *const bert_keys[] = {
         "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
         "intermediate_size", "hidden_act", "hidden_dropout_prob", "attention_probs_dropout_prob",
