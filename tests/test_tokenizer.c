@@ -292,6 +292,35 @@ static void test_bert_spm(void **state)
     cJSON_Delete(cases);
 }
 
+/* spiece.model with <pad> <unk> [CLS] [SEP] [MASK] beside a config.json of model_type albert
+ * (no tokenizer_config.json, as albert-base-v2 on the hub): AlbertTokenizer, against
+ * tests/ref/spm_ref.py's AlbertRef (accents, quotes, the digit-comma split, [MASK]'s lstrip) */
+static void test_albert(void **state)
+{
+    char dir[600];
+    cJSON *cases = load_cases("albert");
+    tok_tokenizer *t;
+    tok_specials sp;
+    zt_tokenizer_info mi;
+    (void)state;
+    fixture_dir(dir, sizeof dir, "albert");
+    t = load(dir);
+    assert_string_equal(tok_hf_class(t), "AlbertTokenizer");
+    assert_int_equal(tok_family(t), TOK_BERT);
+    tok_special_ids(t, &sp);
+    assert_int_equal(sp.pad, 0);
+    assert_int_equal(sp.unk, 1);
+    assert_int_equal(sp.cls, 2);
+    assert_int_equal(sp.sep, 3);
+    assert_int_equal(sp.mask, 4);
+    tok_manifest_info(t, &mi);
+    assert_string_equal(mi.model_file, "spiece.model");
+    assert_int_equal(mi.lower_case, 1);
+    assert_int_equal(check_cases(t, cases, -1, 1), 0);
+    tok_free(t);
+    cJSON_Delete(cases);
+}
+
 /* ---- save and load back ------------------------------------------------------------------ */
 
 static void round_trip(const char *fixture, int lower, const char *const *files, int n_files,
@@ -362,6 +391,11 @@ static void test_round_trip(void **state)
     round_trip("bert", 1, bert, 3, "BertTokenizer");
     round_trip("t5", -1, t5, 4, "T5Tokenizer");
     round_trip("bert-spm", -1, bs, 3, "DebertaV2Tokenizer");
+    {
+        static const char *const al[] = {"spiece.model", "tokenizer_config.json",
+                                         "special_tokens_map.json"};
+        round_trip("albert", -1, al, 3, "AlbertTokenizer");
+    }
     {
         static const char *const rb[] = {"vocab.json", "merges.txt", "tokenizer_config.json",
                                          "special_tokens_map.json"};
@@ -448,8 +482,10 @@ static void test_errors(void **state)
     expect_error(dir, "tokenizer_config.json: not JSON");
     put(dir, "tokenizer_config.json", "[1]", 3);
     expect_error(dir, "tokenizer_config.json: not a JSON object");
+    put(dir, "tokenizer_config.json", "{\"tokenizer_class\": \"XLNetTokenizer\"}", 37);
+    expect_error(dir, "tokenizer_class XLNetTokenizer is not one zerotrain reads");
     put(dir, "tokenizer_config.json", "{\"tokenizer_class\": \"AlbertTokenizer\"}", 38);
-    expect_error(dir, "tokenizer_class AlbertTokenizer is not one zerotrain reads");
+    expect_error(dir, "no spiece.model (the vocabulary of AlbertTokenizer)");
     put(dir, "tokenizer_config.json", "{\"mask_token\": \"<mask>\"}", 24);
     expect_error(dir, "vocab.txt has no token <mask> (the mask_token of BertTokenizer)");
 
@@ -496,6 +532,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bert_uncased), cmocka_unit_test(test_bert_cased),
         cmocka_unit_test(test_t5),           cmocka_unit_test(test_bert_spm),
+        cmocka_unit_test(test_albert),
         cmocka_unit_test(test_roberta),
         cmocka_unit_test(test_round_trip),   cmocka_unit_test(test_data_dir),
         cmocka_unit_test(test_errors),

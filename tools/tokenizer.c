@@ -1,9 +1,9 @@
 /* tokenizer.c - Hugging Face's slow tokenizers (BertTokenizer, T5Tokenizer, DebertaV2Tokenizer,
- * RobertaTokenizer) over wordpiece.c, spm.cc and bpe.c: tokenizer_config.json in and out, PreTrainedTokenizer.tokenize
+ * RobertaTokenizer, AlbertTokenizer) over wordpiece.c, spm.cc and bpe.c: tokenizer_config.json in and out, PreTrainedTokenizer.tokenize
  * (per-character lower-casing that spares the special tokens, the added-token split with its
  * lstrip/rstrip/single_word rules), framing, longest_first truncation, decoding. The
  * algorithms are transcribed from transformers 4.4x (tokenization_utils.py,
- * tokenization_utils_base.py, models/{bert,t5,deberta_v2}/tokenization_*.py); see tokenizer.h
+ * tokenization_utils_base.py, models/{bert,t5,deberta_v2,albert}/tokenization_*.py); see tokenizer.h
  * for what is left out. */
 #include "tokenizer.h"
 #include "bpe.h"
@@ -15,6 +15,7 @@
 #include <unicase.h>
 #include <unictype.h>
 #include <unistr.h>
+#include <uninorm.h>
 
 #include <dirent.h>
 #include <errno.h>
@@ -27,7 +28,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-enum { C_BERT, C_DEBERTA, C_T5, C_ROBERTA };
+enum { C_BERT, C_DEBERTA, C_T5, C_ROBERTA, C_ALBERT, N_CLASSES };
 /* special-token roles, in HF's SPECIAL_TOKENS_ATTRIBUTES order (bos, eos, unk, sep, pad,
  * cls, mask; additional_special_tokens after them) */
 enum { R_BOS, R_EOS, R_UNK, R_SEP, R_PAD, R_CLS, R_MASK, N_ROLES };
@@ -42,7 +43,7 @@ typedef struct added {
 } added;
 
 struct tok_tokenizer {
-    int cls;                 /* C_BERT, C_DEBERTA, C_T5, C_ROBERTA */
+    int cls;                 /* C_* */
     char hf_class[64];       /* as the folder names it (DistilBertTokenizer is C_BERT) */
     char *model;             /* the vocabulary file's bytes */
     size_t model_len;
@@ -52,6 +53,7 @@ struct tok_tokenizer {
     char *merges;
     size_t merges_len;
     int prefix_space;        /* RoBERTa's add_prefix_space */
+    int remove_space, keep_accents; /* AlbertTokenizer's */
     int vocab;
     int lower;               /* do_lower_case (BERT, DebertaV2) */
     int strip_accents;       /* -1: None */
@@ -161,16 +163,21 @@ static tok_tokenizer *tok_new(int cls)
                                                   NULL};
     static const char *const roberta_roles[N_ROLES] = {"<s>", "</s>", "<unk>", "</s>", "<pad>",
                                                        "<s>", "<mask>"};
-    static const char *const names[] = {"BertTokenizer", "DebertaV2Tokenizer", "T5Tokenizer",
-                                        "RobertaTokenizer"}; /* C_* */
+    static const char *const albert_roles[N_ROLES] = {"[CLS]", "[SEP]", "<unk>", "[SEP]",
+                                                      "<pad>", "[CLS]", "[MASK]"};
+    static const char *const names[N_CLASSES] = {"BertTokenizer", "DebertaV2Tokenizer",
+                                                 "T5Tokenizer", "RobertaTokenizer",
+                                                 "AlbertTokenizer"}; /* C_* */
     tok_tokenizer *t = calloc(1, sizeof *t);
     const char *const *roles = cls == C_BERT ? bert_roles : cls == C_T5 ? t5_roles
-                               : cls == C_ROBERTA ? roberta_roles : deberta_roles;
+                               : cls == C_ROBERTA ? roberta_roles
+                               : cls == C_ALBERT ? albert_roles : deberta_roles;
     if (!t)
         return NULL;
     t->cls = cls;
     snprintf(t->hf_class, sizeof t->hf_class, "%s", names[cls]);
-    t->lower = cls == C_BERT;
+    t->lower = cls == C_BERT || cls == C_ALBERT;
+    t->remove_space = 1;
     t->strip_accents = -1;
     t->chinese = 1;
     t->extra_ids = cls == C_T5 ? 100 : 0;
@@ -419,8 +426,8 @@ static int finish(tok_tokenizer *t, const char *name, char *err, size_t errlen)
         int is_mask = t->role[R_MASK] && !strcmp(all[i], t->role[R_MASK]);
         int normalized = t->cls == C_DEBERTA ? t->role[R_UNK] && !strcmp(all[i], t->role[R_UNK])
                          : t->cls == C_ROBERTA ? !is_mask : 0;
-        if ((rc = add_token(t, all[i], id, t->cls == C_ROBERTA && is_mask, 0, 0, normalized,
-                            1)) < 0)
+        if ((rc = add_token(t, all[i], id, (t->cls == C_ROBERTA || t->cls == C_ALBERT) && is_mask,
+                            0, 0, normalized, 1)) < 0)
             return fail(err, errlen, "out of memory");
     }
     for (int r = 0; r < N_ROLES; r++) {
@@ -537,6 +544,10 @@ static int apply_options(tok_tokenizer *t, const cJSON *cfg, const char *dir, ch
         return fail(err, errlen, "%s: split_by_punct true is not supported", path);
     if (t->cls == C_ROBERTA &&
         json_bool(cfg, "add_prefix_space", &t->prefix_space, path, err, errlen) < 0)
+        return -1;
+    if (t->cls == C_ALBERT &&
+        (json_bool(cfg, "remove_space", &t->remove_space, path, err, errlen) < 0 ||
+         json_bool(cfg, "keep_accents", &t->keep_accents, path, err, errlen) < 0))
         return -1;
     v = cJSON_GetObjectItemCaseSensitive(cfg, "errors");
     if (t->cls == C_ROBERTA && v && !(cJSON_IsString(v) && !strcmp(v->valuestring, "replace")))
@@ -807,6 +818,22 @@ static int exists(const char *dir, const char *name)
     return stat(path, &sb) == 0;
 }
 
+/* config.json beside the tokenizer names model_type "albert" */
+static int folder_is_albert(const char *dir)
+{
+    char path[PATH_MAX], e[8];
+    cJSON *o = NULL;
+    const cJSON *v;
+    int yes;
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    if (read_json(path, &o, e, sizeof e) <= 0)
+        return 0;
+    v = cJSON_GetObjectItemCaseSensitive(o, "model_type");
+    yes = cJSON_IsString(v) && !strcmp(v->valuestring, "albert");
+    cJSON_Delete(o);
+    return yes;
+}
+
 /* tokenizer_class -> C_*; -1 unknown */
 static int class_of(const char *name, char *base, size_t n)
 {
@@ -826,6 +853,8 @@ static int class_of(const char *name, char *base, size_t n)
         return C_DEBERTA;
     if (!strcmp(base, "RobertaTokenizer"))
         return C_ROBERTA;
+    if (!strcmp(base, "AlbertTokenizer"))
+        return C_ALBERT;
     return -1;
 }
 
@@ -845,8 +874,8 @@ static int read_file(const char *dir, const char *name, const char *what, const 
 
 int tok_load_folder(const char *dir, tok_tokenizer **out, char *err, size_t errlen)
 {
-    static const char *const vocab_file[4] = {"vocab.txt", "spm.model", "spiece.model",
-                                              "vocab.json"}; /* C_* */
+    static const char *const vocab_file[N_CLASSES] = {"vocab.txt", "spm.model", "spiece.model",
+                                                      "vocab.json", "spiece.model"}; /* C_* */
     char path[PATH_MAX], base[64] = "";
     cJSON *cfg = NULL, *stm = NULL, *atj = NULL;
     tok_tokenizer *t = NULL;
@@ -879,13 +908,17 @@ int tok_load_folder(const char *dir, tok_tokenizer **out, char *err, size_t errl
     if (v) {
         if ((cls = class_of(v->valuestring, base, sizeof base)) < 0) {
             fail(err, errlen, "%s: tokenizer_class %s is not one zerotrain reads (BertTokenizer, "
-                 "T5Tokenizer, DebertaV2Tokenizer, RobertaTokenizer)", dir, v->valuestring);
+                 "T5Tokenizer, DebertaV2Tokenizer, RobertaTokenizer, AlbertTokenizer)", dir,
+                 v->valuestring);
             goto out;
         }
-    } else { /* no class named: the vocabulary file says, as the folder's model type would */
-        for (int c = 0; c < 4 && cls < 0; c++)
+    } else { /* no class named: the vocabulary file says, as the folder's model type would
+              * (spiece.model: ALBERT's when config.json's model_type is albert, else T5's) */
+        for (int c = 0; c < C_ALBERT && cls < 0; c++)
             if (exists(dir, vocab_file[c]))
                 cls = c;
+        if (cls == C_T5 && folder_is_albert(dir))
+            cls = C_ALBERT;
         if (cls < 0) {
             if (exists(dir, "tokenizer.json"))
                 fail(err, errlen, "%s holds only tokenizer.json (a fast tokenizer), which "
@@ -1101,6 +1134,152 @@ static long lower_text(tok_tokenizer *t, const char *s, size_t n, int protect)
     return (long)o;
 }
 
+/* AlbertTokenizer.preprocess_text: remove_space (" ".join(text.strip().split())), `` and ''
+ * to ", unless keep_accents NFKD without combining marks, lower() when do_lower_case; into a
+ * malloc'd *out */
+static int albert_preprocess(tok_tokenizer *t, const char *s, size_t n, char **out, size_t *len)
+{
+    char *a = malloc(n + 1), *b;
+    size_t m = 0;
+    if (!a)
+        return -ENOMEM;
+    for (size_t i = 0; i < n;) { /* whitespace runs to one space, none at the ends */
+        uint32_t c;
+        size_t k = utf8_next(s + i, n - i, &c);
+        if (t->remove_space && py_space(c)) {
+            while (i < n && (k = utf8_next(s + i, n - i, &c)) && py_space(c))
+                i += k;
+            if (m && i < n)
+                a[m++] = ' ';
+            continue;
+        }
+        memcpy(a + m, s + i, k);
+        m += k;
+        i += k;
+    }
+    for (size_t i = 0, o = 0; i <= m; i++) { /* `` and '' to " */
+        if (i == m) {
+            m = o;
+            break;
+        }
+        if (i + 1 < m && ((a[i] == '`' && a[i + 1] == '`') || (a[i] == '\'' && a[i + 1] == '\''))) {
+            a[o++] = '"';
+            i++;
+        } else {
+            a[o++] = a[i];
+        }
+    }
+    if (!t->keep_accents && m) {
+        size_t nl = 0, o = 0;
+        uint8_t *d = u8_normalize(UNINORM_NFKD, (const uint8_t *)a, m, NULL, &nl);
+        if (!d) {
+            free(a);
+            return -ENOMEM;
+        }
+        for (size_t i = 0; i < nl;) {
+            uint32_t c;
+            size_t k = utf8_next((const char *)d + i, nl - i, &c);
+            if (uc_combining_class(c) == 0)
+                memmove(d + o, d + i, k), o += k;
+            i += k;
+        }
+        free(a);
+        a = (char *)d;
+        m = o;
+    }
+    if (t->lower) {
+        long l = lower_text(t, a, m, 0);
+        if (l < 0 || !(b = malloc((size_t)l + 1))) {
+            free(a);
+            return -ENOMEM;
+        }
+        memcpy(b, t->buf, (size_t)l);
+        free(a);
+        a = b;
+        m = (size_t)l;
+    }
+    *out = a;
+    *len = m;
+    return 0;
+}
+
+/* AlbertTokenizer._tokenize: the pieces of the preprocessed text, a piece ending in a digit
+ * and a comma split as "<the digits' pieces>", "," (the digits encoded again without "▁",
+ * their first piece's "▁" dropped unless the piece began with one) */
+static int albert_ids(tok_tokenizer *t, const char *s, size_t n, int32_t **ids, size_t *ni,
+                      size_t *cap, char *err, size_t errlen)
+{
+    static const char U[] = "\xe2\x96\x81"; /* SPIECE_UNDERLINE */
+    char *pre = NULL, *dig = NULL;
+    size_t m = 0, np = 0, cp = 0;
+    int32_t *pieces = NULL, unk = t->role_id[R_UNK] >= 0 ? t->role_id[R_UNK] : 0;
+    int rc = -1;
+    if (albert_preprocess(t, s, n, &pre, &m) < 0)
+        return fail(err, errlen, "out of memory");
+    if (spm_encode(t->sp, pre, m, &pieces, &np, &cp, err, errlen) < 0)
+        goto out;
+    for (size_t i = 0; i < np; i++) {
+        const char *p = spm_piece(t->sp, pieces[i]);
+        size_t pl = p ? strlen(p) : 0, j = pl ? pl - 1 : 0, dl = 0, k;
+        uint32_t c = 0;
+        if (pl >= 2 && p[pl - 1] == ',') { /* the character before the comma */
+            while (j > 0 && ((unsigned char)p[j - 1] & 0xc0) == 0x80)
+                j--;
+            if (j > 0)
+                j--;
+            utf8_next(p + j, pl - 1 - j, &c);
+        }
+        if (pl < 2 || p[pl - 1] != ',' || !(uc_digit_value(c) >= 0 || uc_decimal_value(c) >= 0)) {
+            if (push_id(ids, ni, cap, pieces[i]) < 0)
+                goto oom;
+            continue;
+        }
+        free(dig);
+        if (!(dig = malloc(pl)))
+            goto oom;
+        for (k = 0; k + 1 < pl;) /* piece[:-1] without "▁" */
+            if (!strncmp(p + k, U, 3))
+                k += 3;
+            else
+                dig[dl++] = p[k++];
+        {
+            int32_t *cur = NULL;
+            size_t nc = 0, cc = 0;
+            if (spm_encode(t->sp, dig, dl, &cur, &nc, &cc, err, errlen) < 0)
+                goto out;
+            for (size_t q = 0; q < nc; q++) {
+                const char *cq = spm_piece(t->sp, cur[q]);
+                int32_t id = cur[q];
+                if (q == 0 && strncmp(p, U, 3) != 0 && cq && !strncmp(cq, U, 3)) {
+                    if (!cq[3]) /* "▁" alone: dropped */
+                        continue;
+                    id = spm_piece_id(t->sp, cq + 3);
+                    id = id >= 0 ? id : unk;
+                }
+                if (push_id(ids, ni, cap, id) < 0) {
+                    free(cur);
+                    goto oom;
+                }
+            }
+            free(cur);
+        }
+        {
+            int32_t comma = spm_piece_id(t->sp, ",");
+            if (push_id(ids, ni, cap, comma >= 0 ? comma : unk) < 0)
+                goto oom;
+        }
+    }
+    rc = 0;
+    goto out;
+oom:
+    rc = fail(err, errlen, "out of memory");
+out:
+    free(pre);
+    free(dig);
+    free(pieces);
+    return rc;
+}
+
 /* the model's _tokenize of a text without added tokens */
 static int model_ids(tok_tokenizer *t, const char *s, size_t n, int split_special,
                      int32_t **ids, size_t *ni, size_t *cap, char *err, size_t errlen)
@@ -1140,6 +1319,8 @@ static int model_ids(tok_tokenizer *t, const char *s, size_t n, int split_specia
             return fail(err, errlen, "out of memory");
         return 0;
     }
+    if (t->cls == C_ALBERT)
+        return albert_ids(t, s, n, ids, ni, cap, err, errlen);
     if (t->cls == C_DEBERTA && t->lower) { /* DebertaV2Tokenizer._tokenize: text.lower() */
         char *copy = malloc(n ? n : 1);
         long m;
@@ -1768,6 +1949,10 @@ int tok_save(const tok_tokenizer *t, const char *dir, long model_max_length, cha
         if (t->cls == C_DEBERTA) {
             set_item(cfg, "do_lower_case", cJSON_CreateBool(t->lower));
             set_item(cfg, "split_by_punct", cJSON_CreateBool(0));
+        } else if (t->cls == C_ALBERT) {
+            set_item(cfg, "do_lower_case", cJSON_CreateBool(t->lower));
+            set_item(cfg, "remove_space", cJSON_CreateBool(t->remove_space));
+            set_item(cfg, "keep_accents", cJSON_CreateBool(t->keep_accents));
         } else {
             set_item(cfg, "extra_ids", cJSON_CreateNumber(t->extra_ids));
             set_item(cfg, "legacy", cJSON_CreateBool(1));
@@ -1794,7 +1979,8 @@ int tok_save(const tok_tokenizer *t, const char *dir, long model_max_length, cha
         if (!t->role[r])
             continue;
         a = find_added(t, t->role[r], strlen(t->role[r]));
-        if (a && (t->cls == C_T5 || t->cls == C_ROBERTA || (t->cls == C_DEBERTA && r == R_UNK)))
+        if (a && (t->cls == C_T5 || t->cls == C_ROBERTA || (t->cls == C_DEBERTA && r == R_UNK) ||
+                  (t->cls == C_ALBERT && r == R_MASK)))
             cJSON_AddItemToObject(stm, role_key[r],
                                   added_json(a->content, a->lstrip, a->rstrip, a->single_word,
                                              t->cls == C_DEBERTA ||

@@ -1,7 +1,8 @@
 """spm_ref.py - the reference for tools/tokenizer.c's SentencePiece tokenizers: Hugging Face's
 slow T5Tokenizer (legacy=True, transformers' default; models/t5/tokenization_t5.py) and
 DebertaV2Tokenizer (models/deberta_v2/tokenization_deberta_v2.py, the class zerotrain writes
-for a BERT over a SentencePiece vocabulary) in plain Python, on PreTrainedTokenizer's tokenize
+for a BERT over a SentencePiece vocabulary) and AlbertTokenizer
+(models/albert/tokenization_albert.py) in plain Python, on PreTrainedTokenizer's tokenize
 / encode / decode from wordpiece_ref.py. The SentencePiece model itself is run by Debian's
 command-line tools (spm_encode --output_format=piece, spm_decode --input_format=piece), not by
 zerotrain's library calls: pieces become ids through the model's piece list, as HF's
@@ -10,7 +11,8 @@ piece_to_id does (an unknown surface is <unk>).
 Regenerate the fixtures (the C test checks the committed output):
     python3 tests/ref/spm_ref.py train CORPUS_DIR OUT_DIR   (spm_train: OUT/t5/spiece.model
         with <pad> 0, </s> 1, <unk> 2 as T5's; OUT/bert-spm/spm.model with [PAD] [UNK] [CLS]
-        [SEP] [MASK] = 0..4 as zerotrain's sentencepiece:N)
+        [SEP] [MASK] = 0..4 as zerotrain's sentencepiece:N; OUT/albert/spiece.model with <pad>
+        <unk> [CLS] [SEP] [MASK] = 0..4 as albert-base-v2's)
     python3 tests/ref/spm_ref.py cases OUT_DIR [CORPUS_DIR]
 """
 import os
@@ -144,6 +146,66 @@ class DebertaV2Ref(SpmSlow):
         return self.albert_tokens_to_string(tokens)
 
 
+class AlbertRef(SpmSlow):
+    """AlbertTokenizer(vocab_file, do_lower_case=True, remove_space=True, keep_accents=False) with
+    its specials [CLS] [SEP] <unk> <pad> [MASK] (models/albert/tokenization_albert.py, 4.4x):
+    the mask is AddedToken("[MASK]", lstrip=True, rstrip=False, normalized=False); _tokenize runs
+    preprocess_text (whitespace runs to one space, `` and '' to ", NFKD without combining marks,
+    lower()) and then the SentencePiece model, splitting a piece that ends in a digit and a comma
+    ("9," -> "9", ","; the digits re-encoded without their leading "\u2581" when the piece had
+    none)."""
+
+    def __init__(self, sp, do_lower_case=True, remove_space=True, keep_accents=False):
+        super().__init__(sp)
+        self.do_lower_case, self.remove_space, self.keep_accents = do_lower_case, remove_space, keep_accents
+        self.unk_id = sp.ids["<unk>"]
+        self.additional_special_tokens = []
+        # bos [CLS], eos [SEP], unk, sep, pad, cls, mask, each once
+        self.all_special_tokens = ["[CLS]", "[SEP]", "<unk>", "<pad>", "[MASK]"]
+        added = {sp.ids[t]: AddedToken(t) for t in self.all_special_tokens}
+        added[sp.ids["[MASK]"]] = AddedToken("[MASK]", lstrip=True)
+        self.setup_added(added)
+
+    def preprocess_text(self, inputs):
+        import unicodedata
+        outputs = " ".join(inputs.strip().split()) if self.remove_space else inputs
+        outputs = outputs.replace("``", '"').replace("\'\'", '"')
+        if not self.keep_accents:
+            outputs = unicodedata.normalize("NFKD", outputs)
+            outputs = "".join([c for c in outputs if not unicodedata.combining(c)])
+        if self.do_lower_case:
+            outputs = outputs.lower()
+        return outputs
+
+    def _tokenize(self, text, split_special_tokens=False):
+        pieces = self.sp.encode_pieces(self.preprocess_text(text))
+        new_pieces = []
+        for piece in pieces:
+            if len(piece) > 1 and piece[-1] == str(",") and piece[-2].isdigit():
+                # (a copy: encode_pieces hands out its cache's list; EncodeAsPieces a new one)
+                cur_pieces = list(self.sp.encode_pieces(piece[:-1].replace(SPIECE_UNDERLINE, "")))
+                if piece[0] != SPIECE_UNDERLINE and cur_pieces[0][0] == SPIECE_UNDERLINE:
+                    if len(cur_pieces[0]) == 1:
+                        cur_pieces = cur_pieces[1:]
+                    else:
+                        cur_pieces[0] = cur_pieces[0][1:]
+                cur_pieces.append(piece[-1])
+                new_pieces.extend(cur_pieces)
+            else:
+                new_pieces.append(piece)
+        return new_pieces
+
+    def build_inputs_with_special_tokens(self, a, b=None):
+        cls, sep = [self.sp.ids["[CLS]"]], [self.sp.ids["[SEP]"]]
+        return cls + a + sep if b is None else cls + a + sep + b + sep
+
+    def create_token_type_ids_from_sequences(self, a, b=None):
+        return len(a + [0, 0]) * [0] if b is None else len(a + [0, 0]) * [0] + len(b + [0]) * [1]
+
+    def convert_tokens_to_string(self, tokens):
+        return self.albert_tokens_to_string(tokens)
+
+
 HARD_T5 = [
     "The <extra_id_0> walks in <extra_id_1> park",
     "Hello <extra_id_0>.",
@@ -167,6 +229,15 @@ HARD_BERT = [
     "I \u2764\ufe0f Python \U0001F40D emoji",
     "  spaces   inside  and  around  ",
     "",
+]
+
+HARD_ALBERT = HARD_BERT + [
+    "It cost 1,000,000 dollars in 1999, 2000,and 3,5, then 42,",
+    "Numbers: 7, 8,9 and x9, y10,z",
+    "He said ``quoted'' and ''twice``",
+    "Crème BRÛLÉE, Ångström and façade",
+    "the [MASK] sat on the [MASK]",
+    "tabs\tand  spaces   and\u3000ideographic",
 ]
 
 
@@ -210,6 +281,18 @@ def main():
         subprocess.run(common + ["--model_prefix=" + os.path.join(out, "t5", "spiece"),
                                  "--pad_id=0", "--eos_id=1", "--unk_id=2", "--bos_id=-1"],
                        check=True, capture_output=True)
+        os.makedirs(os.path.join(out, "albert"), exist_ok=True)
+        # albert-base-v2's layout: <pad> 0, <unk> 1, [CLS] 2, [SEP] 3, [MASK] 4; lower-cased
+        # text (AlbertTokenizer lower-cases before the model)
+        lower = os.path.join(out, "albert", "corpus.txt")
+        with open(lower, "w", encoding="utf-8") as f:
+            f.write("\n".join(p.lower() for p in corpus_paragraphs(corpus)) + "\n")
+        subprocess.run(["spm_train", "--input=" + lower, "--vocab_size=1000", "--model_type=unigram",
+                        "--num_threads=1", "--normalization_rule_name=nmt_nfkc",
+                        "--model_prefix=" + os.path.join(out, "albert", "spiece"),
+                        "--pad_id=0", "--unk_id=1", "--bos_id=-1", "--eos_id=-1",
+                        "--control_symbols=[CLS],[SEP],[MASK]"], check=True, capture_output=True)
+        os.unlink(lower)
         subprocess.run(common + ["--model_prefix=" + os.path.join(out, "bert-spm", "spm"),
                                  "--pad_id=0", "--unk_id=1", "--bos_id=-1", "--eos_id=-1",
                                  "--pad_piece=[PAD]", "--unk_piece=[UNK]",
@@ -224,6 +307,8 @@ def main():
     write_cases(os.path.join(out, "t5", "cases.json"), cases_for(t5, paras, HARD_T5))
     bs = DebertaV2Ref(SpmModel(os.path.join(out, "bert-spm", "spm.model"), os.path.join(out, "bert-spm", "spm.vocab")))
     write_cases(os.path.join(out, "bert-spm", "cases.json"), cases_for(bs, paras, HARD_BERT))
+    al = AlbertRef(SpmModel(os.path.join(out, "albert", "spiece.model"), os.path.join(out, "albert", "spiece.vocab")))
+    write_cases(os.path.join(out, "albert", "cases.json"), cases_for(al, paras, HARD_ALBERT))
 
 
 if __name__ == "__main__":
