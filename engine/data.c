@@ -171,36 +171,51 @@ static void synth_ids(uint64_t seed, uint64_t g, int vocab, const int32_t *sp, u
     }
 }
 
-int zt_mlm_source_fill(const zt_mlm_source *s, uint64_t first, int B, int64_t *ids,
-                       int64_t *attention_mask, int64_t *token_type_ids, int64_t *labels)
+/* The rows of samples [first, first + B) (sop NULL: masked LM; else ALBERT's SOP pairs). */
+static int fill(const zt_mlm_source *s, uint64_t first, int B, int64_t *ids,
+                int64_t *attention_mask, int64_t *token_type_ids, int64_t *labels, int64_t *sop)
 {
-    int T;
-    if (!s || B < 1 || !ids || !labels)
-        return zt_fail(ZT_E_INVAL, "zt_mlm_source_fill: bad arguments");
-    T = s->T;
+    int T = s->T, n = sop ? T - 3 : T - 2; /* stream tokens per row */
     for (int b = 0; b < B; b++) {
         uint64_t g = first + (uint64_t)b;
         int64_t *row = ids + (size_t)b * T, *lab = labels + (size_t)b * T;
-        row[0] = s->tok.cls_id;
-        row[T - 1] = s->tok.sep_id;
+        int sep = -1; /* SOP: the first [SEP]'s position */
         if (s->data) {
             uint64_t seq = permute(g % s->n_seq, s->n_seq, s->seed, g / s->n_seq);
-            int rc = zt_token_data_read(s->data, seq * (uint64_t)(T - 2), (size_t)(T - 2),
-                                        s->row);
+            int rc = zt_token_data_read(s->data, seq * (uint64_t)(T - 2), (size_t)n, s->row);
             if (rc < 0)
                 return rc;
-        } else { /* (elements 1 .. T-2 of the stream: the positions they fill) */
-            synth_ids(s->seed, g, s->vocab, s->special, 1, s->row, T - 2);
+        } else { /* (elements 1 .. n of the stream: the positions they fill) */
+            synth_ids(s->seed, g, s->vocab, s->special, 1, s->row, n);
         }
-        for (int t = 1; t < T - 1; t++)
-            row[t] = s->row[t - 1];
+        row[0] = s->tok.cls_id;
+        row[T - 1] = s->tok.sep_id;
+        if (!sop) {
+            for (int t = 1; t < T - 1; t++)
+                row[t] = s->row[t - 1];
+        } else { /* A = the first k tokens, B the other n - k: [CLS] A [SEP] B [SEP], or
+                  * [CLS] B [SEP] A [SEP] (label 1) */
+            uint32_t r[2];
+            zt_rng_u32(s->seed, g, zt_rng_stream(2, ZT_RNG_DATA), 0, r, 2);
+            int k = 1 + (int)(r[0] % (uint32_t)(n - 1)), swap = r[1] >> 31;
+            int na = swap ? n - k : k;
+            const int32_t *first_seg = swap ? s->row + k : s->row;
+            const int32_t *second_seg = swap ? s->row : s->row + k;
+            for (int t = 0; t < na; t++)
+                row[1 + t] = first_seg[t];
+            sep = 1 + na;
+            row[sep] = s->tok.sep_id;
+            for (int t = 0; t < n - na; t++)
+                row[sep + 1 + t] = second_seg[t];
+            sop[b] = swap;
+        }
         for (int t = 0; t < T; t++) {
             uint32_t r[4];
             lab[t] = -100;
             if (attention_mask)
                 attention_mask[(size_t)b * T + t] = 1;
             if (token_type_ids)
-                token_type_ids[(size_t)b * T + t] = 0;
+                token_type_ids[(size_t)b * T + t] = sep >= 0 && t > sep;
             if (is_special(&s->tok, row[t]))
                 continue;
             zt_rng_u32(s->seed, g, zt_rng_stream(0, ZT_RNG_DATA), 4 * (uint64_t)t, r, 4);
@@ -214,6 +229,26 @@ int zt_mlm_source_fill(const zt_mlm_source *s, uint64_t first, int B, int64_t *i
         }
     }
     return 0;
+}
+
+int zt_mlm_source_fill(const zt_mlm_source *s, uint64_t first, int B, int64_t *ids,
+                       int64_t *attention_mask, int64_t *token_type_ids, int64_t *labels)
+{
+    if (!s || B < 1 || !ids || !labels)
+        return zt_fail(ZT_E_INVAL, "zt_mlm_source_fill: bad arguments");
+    return fill(s, first, B, ids, attention_mask, token_type_ids, labels, NULL);
+}
+
+int zt_mlm_source_fill_sop(const zt_mlm_source *s, uint64_t first, int B, int64_t *ids,
+                           int64_t *attention_mask, int64_t *token_type_ids, int64_t *labels,
+                           int64_t *sentence_order_label)
+{
+    if (!s || B < 1 || !ids || !labels || !sentence_order_label)
+        return zt_fail(ZT_E_INVAL, "zt_mlm_source_fill_sop: bad arguments");
+    if (s->T < 5)
+        return zt_fail(ZT_E_INVAL, "zt_mlm_source_fill_sop: sentence-order pairs need seq_len "
+                       ">= 5 ([CLS] A [SEP] B [SEP]), not %d", s->T);
+    return fill(s, first, B, ids, attention_mask, token_type_ids, labels, sentence_order_label);
 }
 
 /* ---- span corruption ------------------------------------------------------------------- */

@@ -29,7 +29,7 @@ extern "C" {
 #define ZT_VERSION_PATCH 0
 /* The library's soname is libzerotrain.so.ZT_ABI_VERSION; it changes whenever a public
  * struct or signature does. */
-#define ZT_ABI_VERSION 8
+#define ZT_ABI_VERSION 9
 
 /* ---- errors -------------------------------------------------------------------------
  * Every fallible function returns 0 (or a count) on success and a negative value on
@@ -261,6 +261,16 @@ ZT_API uint64_t zt_mlm_source_samples(const zt_mlm_source *s);
 ZT_API int zt_mlm_source_fill(const zt_mlm_source *s, uint64_t first, int B, int64_t *ids,
                               int64_t *attention_mask, int64_t *token_type_ids,
                               int64_t *labels);
+/* ALBERT's sentence-order prediction from the same stream (AlbertForPreTraining's data): row
+ * g holds the seq_len - 3 stream tokens of its sequence as two consecutive segments A (the
+ * first k, 1 <= k < seq_len - 3, k drawn by Philox from (seed, g)) and B (the rest):
+ * [CLS] A [SEP] B [SEP] with sentence_order_label[b] 0, or swapped with probability 0.5,
+ * [CLS] B [SEP] A [SEP] with 1 (ALBERT's create_instances_from_document; the segments are
+ * cut from the token stream, which keeps no sentence boundaries). Token types 0 up to the
+ * first [SEP], 1 after; masked as zt_mlm_source_fill masks. seq_len >= 5. */
+ZT_API int zt_mlm_source_fill_sop(const zt_mlm_source *s, uint64_t first, int B, int64_t *ids,
+                                  int64_t *attention_mask, int64_t *token_type_ids,
+                                  int64_t *labels, int64_t *sentence_order_label);
 
 /* ---- span-corruption batches (T5) ------------------------------------------------------
  * T5's pre-training objective (Raffel et al. 2020): sample g reads raw sequence
@@ -742,6 +752,12 @@ typedef struct zt_batch {
      * (single-label; -100 ignored), or labels is NULL and label_values [B, num_labels] holds
      * the targets (multi-label: 0/1 per class; regression: the values). */
     const float *label_values;
+    /* ALBERT's sentence-order prediction (AlbertForPreTraining): sentence_order_label [B], 0
+     * = the two segments in order, 1 = swapped (-100: ignored); its mean is over sop_count
+     * rows (the whole step's, as label_count; 0 = this batch's own). NULL: no SOP loss (the
+     * masked LM's alone). */
+    const int64_t *sentence_order_label;
+    int64_t sop_count;
 } zt_batch;
 
 typedef struct zt_fb_result {

@@ -143,7 +143,8 @@ const char *bert_model_type(const bert_config *c) { return fam(c)->type; }
 
 const char *bert_arch(const bert_config *c)
 {
-    return c->head == BERT_HEAD_CLS ? fam(c)->cls_arch : fam(c)->mlm_arch;
+    return c->head == BERT_HEAD_CLS ? fam(c)->cls_arch
+           : c->sop                 ? "AlbertForPreTraining" : fam(c)->mlm_arch;
 }
 
 /* transformers' ACT2FN names BERT takes, and the kernels computing them */
@@ -353,6 +354,15 @@ static int load_head(const cJSON *o, const char *path, bert_config *c)
         cls |= cJSON_IsString(v) && strcmp(v->valuestring, fam(c)->cls_arch) == 0;
         c->disc |= c->family == BERT_FAMILY_ELECTRA && cJSON_IsString(v) &&
                    strcmp(v->valuestring, "ElectraForPreTraining") == 0;
+        c->sop |= albert(c) && cJSON_IsString(v) &&
+                  strcmp(v->valuestring, "AlbertForPreTraining") == 0;
+    }
+    if (c->sop) { /* AlbertSOPHead: nn.Linear(hidden_size, num_labels), its loss over 2 */
+        int n2 = 2;
+        ZT_TRY(zt_hfc_int(o, path, "num_labels", 0, 2, 1, &n2));
+        if (n2 != 2)
+            return zt_fail(ZT_E_CONFIG, "%s: AlbertForPreTraining with num_labels %d: its "
+                           "sentence-order head has 2 outputs (in order, swapped)", path, n2);
     }
     if (!cls)
         return 0;
@@ -850,6 +860,13 @@ int bert_layout(const bert_config *c, zt_layout *l)
             snprintf(l->params[w].alias, ZT_NAME_MAX, "%s", f->bias_alias);
         if (c->untied && add(l, f->decoder, c->vocab, head_w(c), ZT_INIT_NORMAL, 1) < 0)
             goto fail;
+        /* AlbertForPreTraining: AlbertModel's pooler and AlbertSOPHead's classifier, the last
+         * four of the head unit */
+        if (c->sop && (add(l, "albert.pooler.weight", C, C, ZT_INIT_NORMAL, 1) < 0 ||
+                       add(l, "albert.pooler.bias", C, 0, ZT_INIT_ZEROS, 0) < 0 ||
+                       add(l, "sop_classifier.classifier.weight", 2, C, ZT_INIT_NORMAL, 1) < 0 ||
+                       add(l, "sop_classifier.classifier.bias", 2, 0, ZT_INIT_ZEROS, 0) < 0))
+            goto fail;
     }
     for (k = first_head; k < l->n_params; k++)
         l->params[k].head = 1;
@@ -899,6 +916,12 @@ typedef struct bert_model {
     int evaluated;             /* the last loss was an evaluation's: its logits stay */
     const int64_t *ids, *mask, *tt, *labels;
     const float *label_values;  /* classification: [B, num_labels] (multi-label, regression) */
+    /* AlbertForPreTraining: the batch's sentence_order_label (NULL: no SOP loss this batch),
+     * the head step's parameter index of the pooler's weight (then its bias, the SOP
+     * classifier's weight and bias), and the counts the MLM and SOP means are over */
+    const int64_t *sop_labels;
+    int sop_base;
+    int64_t lab_denom, sop_denom;
     int problem;                /* classification: the batch's BERT_PROBLEM_* */
     uint64_t first_sample;
     /* activations, sized for cap_bt rows */
@@ -1102,8 +1125,8 @@ static void carve(bert_model *m, zt_carver *cv, const unsigned char *mode, int k
         m->xs = zt_take(cv, ln > ce ? ln : ce);
     }
     m->cu = zt_take(cv, (size_t)B + 1);
-    if (m->c.head == BERT_HEAD_CLS) {
-        size_t b = (size_t)B, nl = (size_t)m->c.num_labels;
+    if (m->c.head == BERT_HEAD_CLS || m->c.sop) {
+        size_t b = (size_t)B, nl = m->c.sop ? 2 : (size_t)m->c.num_labels;
         m->cu1 = zt_take(cv, b + 1); m->cxq = take_x(cv, b * C, es);
         m->pids = zt_take(cv, bt * 2); m->ptt = zt_take(cv, bt * 2); m->ppos = zt_take(cv, bt * 2);
         m->cx = take_x(cv, b * C, es); m->cp = take_x(cv, b * C, es);
@@ -1199,6 +1222,7 @@ int bert_create(const bert_config *c, const zt_layout *l, int dropout, uint64_t 
     m->c = *c;
     m->c.layers = (int)L;
     map_steps(m, c, l);
+    m->sop_base = c->sop ? l->units[l->n_units - 1].n_params - 4 : 0;
     m->acct = m->lm.acct = acct;
     m->l = l;
     m->dt = hdt;
@@ -1365,6 +1389,23 @@ static int bert_prepare(void *p, const zt_batch *b, int keep_logits, int64_t *n_
     if (!cls && b->label_values)
         return zt_fail(ZT_E_INVAL, "batch: a masked-LM head takes labels [B, T], not "
                        "label_values");
+    m->sop_labels = NULL;
+    if (b->sentence_order_label && !c->sop)
+        return zt_fail(ZT_E_INVAL, "batch: sentence_order_label is AlbertForPreTraining's; the "
+                       "model is a %s", bert_arch(c));
+    if (b->sentence_order_label) {
+        int64_t k = 0;
+        for (int r = 0; r < b->B; r++) {
+            int64_t v = b->sentence_order_label[r];
+            if (v != -100 && v != 0 && v != 1)
+                return zt_fail(ZT_E_RANGE, "batch: sentence_order_label[%d] = %lld is not 0 (in "
+                               "order), 1 (swapped) or -100", r, (long long)v);
+            k += v != -100;
+        }
+        m->sop_labels = b->sentence_order_label;
+        m->sop_denom = b->sop_count > 0 ? b->sop_count : k;
+    }
+    m->lab_denom = b->label_count > 0 ? b->label_count : n;
     if (cls)
         ZT_TRY(prepare_cls(m, b, &n));
     ZT_TRY(size_acts(m, b->B, b->T));
@@ -1610,15 +1651,19 @@ static zt_dropout cls_drop(const bert_model *m, int u)
 static void cls_forward(bert_model *m, int u, void *const *P)
 {
     const bert_config *c = &m->c;
-    int B = m->B, C = c->hidden, dt = m->dt;
+    int B = m->B, C = c->hidden, dt = m->dt, k = m->sop_base, NL = c->sop ? 2 : c->num_labels;
     const void *y = m->la[c->layers - 1].y; /* [B, C]: the [CLS] rows (first_only) */
     zt_dropout d = cls_drop(m, u);
-    memcpy(m->cx, y, es_of(m) * (size_t)B * C);
+    if (c->sop) /* (AlbertForPreTraining: the last layer ran on every row) */
+        xgather_rows(dt, m->cx, y, m->cu, B, C);
+    else
+        memcpy(m->cx, y, es_of(m) * (size_t)B * C);
     if (cls_in_drop(c)) {
         zt_dropout d0 = drop_for(m, u, ZT_RNG_DROP_CLS_IN, d.p);
         xdropout_residual(dt, m->cx, NULL, m->ck0, &d0, B, (size_t)C);
     }
-    xlinear_forward(dt, m->cp, m->cx, param(m, P, u, C_PW), param(m, P, u, C_PB), B, C, C, FS(m));
+    xlinear_forward(dt, m->cp, m->cx, param(m, P, u, k + C_PW), param(m, P, u, k + C_PB), B, C,
+                    C, FS(m));
     if (c->family == BERT_FAMILY_DISTILBERT || c->family == BERT_FAMILY_ELECTRA) {
         xact_forward(dt, cls_act(c), m->ct, m->cp, (size_t)B * C);
     } else {
@@ -1626,8 +1671,8 @@ static void cls_forward(bert_model *m, int u, void *const *P)
         memcpy(m->ct, m->cp, es_of(m) * (size_t)B * C);
     }
     xdropout_residual(dt, m->ct, NULL, m->ck, &d, B, (size_t)C);
-    xlinear_forward_f32(dt, m->clog, m->ct, param(m, P, u, C_W), param(m, P, u, C_B), B, C,
-                        c->num_labels);
+    xlinear_forward_f32(dt, m->clog, m->ct, param(m, P, u, k + C_W), param(m, P, u, k + C_B), B,
+                        C, NL);
     POLL(m);
 }
 
@@ -1635,12 +1680,12 @@ static void cls_forward(bert_model *m, int u, void *const *P)
 static void cls_backward(bert_model *m, int u, void *const *P, float *const *G)
 {
     const bert_config *c = &m->c;
-    int B = m->B, C = c->hidden, dt = m->dt;
+    int B = m->B, C = c->hidden, dt = m->dt, k = m->sop_base, NL = c->sop ? 2 : c->num_labels;
     size_t bc = (size_t)B * C;
     zt_dropout d = cls_drop(m, u);
     memset(m->cdt, 0, sizeof(float) * bc);
-    xlinear_backward(dt, m->cdt, gparam(m, G, u, C_W), gparam(m, G, u, C_B), m->cdlog, m->ct,
-                     param(m, P, u, C_W), B, C, c->num_labels, HS(m));
+    xlinear_backward(dt, m->cdt, gparam(m, G, u, k + C_W), gparam(m, G, u, k + C_B), m->cdlog,
+                     m->ct, param(m, P, u, k + C_W), B, C, NL, HS(m));
     dropout_backward(m->cdt, m->ck, &d, B, (size_t)C);
     memset(m->cdx, 0, sizeof(float) * bc); /* cdx: the gradient before the activation */
     if (c->family == BERT_FAMILY_DISTILBERT || c->family == BERT_FAMILY_ELECTRA)
@@ -1648,13 +1693,21 @@ static void cls_backward(bert_model *m, int u, void *const *P, float *const *G)
     else
         xtanh_backward(dt, m->cdx, m->cp, m->cdt, bc);
     memset(m->cdt, 0, sizeof(float) * bc); /* cdt: the [CLS] rows' gradient */
-    xlinear_backward(dt, m->cdt, gparam(m, G, u, C_PW), gparam(m, G, u, C_PB), m->cdx, m->cx,
-                     param(m, P, u, C_PW), B, C, C, HS(m));
+    xlinear_backward(dt, m->cdt, gparam(m, G, u, k + C_PW), gparam(m, G, u, k + C_PB), m->cdx,
+                     m->cx, param(m, P, u, k + C_PW), B, C, C, HS(m));
     if (cls_in_drop(c)) {
         zt_dropout d0 = drop_for(m, u, ZT_RNG_DROP_CLS_IN, d.p);
         dropout_backward(m->cdt, m->ck0, &d0, B, (size_t)C);
     }
-    memcpy(m->dcur, m->cdt, sizeof(float) * bc);
+    if (c->sop) /* added to the masked LM's gradient of the last layer's [CLS] rows */
+        for (int b = 0; b < B; b++) {
+            float *dst = m->dcur + (size_t)m->cu[b] * C;
+            const float *src = m->cdt + (size_t)b * C;
+            for (int j = 0; j < C; j++)
+                dst[j] += src[j];
+        }
+    else
+        memcpy(m->dcur, m->cdt, sizeof(float) * bc);
     POLL(m);
 }
 
@@ -1894,6 +1947,8 @@ static void bert_forward_unit(void *p, int u, void *const *P)
                             param(m, P, u, H_BIAS), m->n_lab, W, c->vocab, FS(m));
             POLL(m);
         }
+        if (m->sop_labels) /* AlbertForPreTraining: the sentence-order head on [CLS] */
+            cls_forward(m, u, P);
     }
 }
 
@@ -1937,16 +1992,26 @@ static double bert_loss(void *p, float grad_scale)
      * they are not kept) stay for zt_engine_logits */
     void *d = m->train ? m->lm.dlogits : NULL;
     m->evaluated = !m->train;
-    if (!m->compact)
-        return crossentropy_forward_backward(d, m->row_loss, &count, m->lm.logits, m->labels,
-                                             m->B * m->T, m->c.vocab, grad_scale);
-    if (!m->n_lab)
-        return 0.0;
-    double s = xcrossentropy_forward_backward(m->dt, d, m->row_loss, &count, m->lm.logits,
-                                              m->lab_c, m->n_lab, m->c.vocab, grad_scale,
-                                              XS(m));
-    if (m->evaluated && m->dt >= 0) /* the logits as zt_engine_logits gives them: fp32 */
-        zt_lm_rows_widen(&m->lm, m->dt, (size_t)m->n_lab * (size_t)m->c.vocab);
+    double s = 0.0;
+    if (!m->compact) {
+        s = crossentropy_forward_backward(d, m->row_loss, &count, m->lm.logits, m->labels,
+                                          m->B * m->T, m->c.vocab, grad_scale);
+    } else if (m->n_lab) {
+        s = xcrossentropy_forward_backward(m->dt, d, m->row_loss, &count, m->lm.logits,
+                                           m->lab_c, m->n_lab, m->c.vocab, grad_scale, XS(m));
+        if (m->evaluated && m->dt >= 0) /* the logits as zt_engine_logits gives them: fp32 */
+            zt_lm_rows_widen(&m->lm, m->dt, (size_t)m->n_lab * (size_t)m->c.vocab);
+    }
+    if (m->sop_labels && m->sop_denom > 0) {
+        /* AlbertForPreTraining: + the mean SOP cross-entropy over sop_denom rows (grad_scale
+         * is the loss scale over lab_denom); its sum enters as lab_denom / sop_denom times
+         * itself, so that the sum over lab_denom is the two means' sum */
+        double r = (double)m->lab_denom / (double)m->sop_denom;
+        double so = crossentropy_forward_backward(m->train ? m->cdlog : NULL, m->row_loss,
+                                                  &count, m->clog, m->sop_labels, m->B, 2,
+                                                  (float)((double)grad_scale * r));
+        s += so * r;
+    }
     return s;
 }
 
@@ -1995,6 +2060,8 @@ static void bert_backward_unit(void *p, int u, void *const *P, float *const *G)
         xlinear_backward(dt, m->dcur, gparam(m, G, u, H_TW), gparam(m, G, u, H_TB), s[2], y,
                          param(m, P, u, H_TW), M, C, W, HS(m));
         POLL(m);
+        if (m->sop_labels)
+            cls_backward(m, u, P, G);
     } else if (first_only(m, u)) {
         first_backward(m, u, P, G, &m->la[u - 1], unit_input(m, u));
     } else if (u >= 1) {
@@ -2072,6 +2139,8 @@ static double bert_flops(const void *p)
                       ? 2.0 * m->B * C * (C + c->num_labels)
                       : 2.0 * M * C * C + 2.0 * rows * C * c->vocab;
     fwd += head;
+    if (m->sop_labels) /* AlbertForPreTraining's pooler and SOP classifier */
+        fwd += 2.0 * m->B * C * (C + 2);
     if (projected(c)) /* embeddings_project */
         fwd += 2.0 * M * emb_of(c) * C;
     return 3.0 * fwd;

@@ -59,6 +59,9 @@ typedef struct bert_config {
     int untied;                /* tie_word_embeddings false: the MLM decoder's own weight */
     int disc;                  /* ELECTRA: architectures names ElectraForPreTraining (the
                                 * discriminator), whose head zerotrain does not build */
+    int sop;                   /* ALBERT: AlbertForPreTraining, the masked-LM head with the
+                                * pooler and the sentence-order head (sop_classifier) beside
+                                * it */
     int rel;                   /* position_embedding_type: BERT_REL_* */
     /* the head */
     int head;                  /* BERT_HEAD_* */

@@ -82,7 +82,8 @@ class _Batch(ctypes.Structure):  # zt_batch
                 ("attention_mask", _I64P), ("token_type_ids", _I64P), ("labels", _I64P),
                 ("first_sample", ctypes.c_uint64), ("label_count", ctypes.c_int64),
                 ("T_dec", ctypes.c_int), ("decoder_attention_mask", _I64P),
-                ("label_values", ctypes.POINTER(ctypes.c_float))]
+                ("label_values", ctypes.POINTER(ctypes.c_float)), ("sentence_order_label", _I64P),
+                ("sop_count", ctypes.c_int64)]
 
 
 _HOOK = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int,

@@ -13,7 +13,8 @@
 #   - fine-tuning an AlbertForMaskedLM folder written by tests/ref/albert_ref.py into
 #     AlbertForSequenceClassification: it learns, and predict's probabilities on the saved
 #     folder are the reference's;
-#   - albert-base-v2's config.json: its parameter count, and (long run) fine-tune + predict.
+#   - albert-base-v2's config.json: its parameter count, and (long run) fine-tune + predict;
+#   - AlbertForPreTraining: the sentence-order rows, and stage 3 against stage 0 at N=2.
 # Usage: tests/test_albert.sh [zerotrain]   (FAMILY_LONG=1: stages 1-2, N=3, the rest)
 set -u
 ZT=${1:-build/zerotrain}
@@ -252,6 +253,58 @@ print("albert-base-v2: predict vs reference worst |p - p_ref| %.3g over %d rows"
 EOF_PY
     then ok; else bad "albert-base-v2: finetune, predict or the reference's probabilities"; tail -n 3 "$T/ab.cls.log" "$T/ab.pred.log"; fi
 fi
+
+# ---- AlbertForPreTraining: masked LM + sentence-order prediction ------------------------------
+# The SOP rows (zt_mlm_source_fill_sop, through the library): [CLS] A [SEP] B [SEP] with token
+# types 0 up to the first [SEP] and 1 after it; un-swapped by its label and unmasked by its
+# labels, each row's A + B are the first seq_len - 3 tokens of the masked-LM row of the same
+# sample (the same stream, the same masks, the specials never masked); both labels occur, about
+# half each (0.5 +- 0.1 over 400 rows is 4 standard deviations). Then AlbertForPreTraining trains
+# at N=2: stage 3 gives stage 0's bits and the folder keeps its pooler and sop_classifier.
+if "$PY" - <<'EOF_PY'
+import ctypes
+lib = ctypes.CDLL("build/libzerotrain.so")
+V, T, B = 200, 24, 400
+s = ctypes.c_void_p()
+assert lib.zt_mlm_source_create(None, V, T, ctypes.c_float(0.15), 9, ctypes.byref(s)) == 0
+buf = lambda n: (ctypes.c_int64 * n)()
+ids, am, tt, lab, sop = buf(B * T), buf(B * T), buf(B * T), buf(B * T), buf(B)
+mids, mam, mtt, mlab = buf(B * T), buf(B * T), buf(B * T), buf(B * T)
+assert lib.zt_mlm_source_fill_sop(s, ctypes.c_uint64(1000), B, ids, am, tt, lab, sop) == 0
+assert lib.zt_mlm_source_fill(s, ctypes.c_uint64(1000), B, mids, mam, mtt, mlab) == 0
+for b in range(B):
+    r = [lab[b * T + t] if lab[b * T + t] != -100 else ids[b * T + t] for t in range(T)]
+    m = [mlab[b * T + t] if mlab[b * T + t] != -100 else mids[b * T + t] for t in range(T)]
+    assert r[0] == 2 and r[-1] == 3 and r.count(3) == 2 and r.count(2) == 1, r
+    k = r.index(3)
+    assert [tt[b * T + t] for t in range(T)] == [0] * (k + 1) + [1] * (T - k - 1)
+    assert all(lab[b * T + t] == -100 for t in (0, k, T - 1)) and 1 < k < T - 2
+    a, c = r[1:k], r[k + 1:T - 1]
+    assert sop[b] in (0, 1)
+    stream = a + c if sop[b] == 0 else c + a
+    assert stream == m[1:T - 2], (b, sop[b], stream, m)
+ones = sum(sop[b] for b in range(B)) / B
+assert 0.4 <= ones <= 0.6, ones
+assert lib.zt_mlm_source_fill_sop(s, ctypes.c_uint64(1000), 1, ids, am, tt, lab, None) != 0
+s4 = ctypes.c_void_p()
+assert lib.zt_mlm_source_create(None, V, 4, ctypes.c_float(0.15), 9, ctypes.byref(s4)) == 0
+assert lib.zt_mlm_source_fill_sop(s4, ctypes.c_uint64(0), 1, ids, am, tt, lab, sop) != 0
+lib.zt_mlm_source_destroy(s4)
+lib.zt_mlm_source_destroy(s)
+print("SOP rows: %d checked, %.3f swapped" % (B, ones))
+EOF_PY
+then ok; else bad "ALBERT: the sentence-order rows"; fi
+"$PY" -c 'import json,sys; c=json.load(open(sys.argv[1])); c["architectures"]=["AlbertForPreTraining"]
+json.dump(c, open(sys.argv[2], "w"))' "$T/albert.json" "$T/apre.json"
+train apre.s0 2 s0 apre && train apre.s3 2 s3 apre || bad "AlbertForPreTraining N=2 runs failed"
+if same apre.s0 apre.s3 && grep -q AlbertForPreTraining "$T/apre.s0/config.json" &&
+   grep -q "plus ln 2 for the sentence order" "$T/apre.s0.log" &&
+   "$PY" -c 'import sys; sys.path.insert(0, "tests/ref"); from compare import load_st; t = load_st(sys.argv[1])
+assert t["sop_classifier.classifier.weight"].shape == (2, 64) and t["albert.pooler.weight"].shape == (64, 64)' \
+       "$T/apre.s0/model.safetensors"; then ok
+else bad "AlbertForPreTraining: stage 3 differs from stage 0 at N=2, or its folder"; tail -n 3 "$T/apre.s0.log"; fi
+refuse "AlbertForPreTraining seq-len 4" "need --seq-len >= 5" "$T/bad.out" \
+    "$ZT" train --model "$T/apre.json" --data synthetic --steps 1 --seq-len 4 --save-model "$T/bad.out"
 
 # ---- refusals ------------------------------------------------------------------------------------
 sed 's/"num_hidden_groups": 1/"num_hidden_groups": 5/' "$T/albert.json" >"$T/bad_groups.json"

@@ -145,7 +145,10 @@ done
 # ALBERT (tests/ref/albert_ref.py): AlbertForMaskedLM and AlbertForSequenceClassification with
 # layer groups shared by several layers (num_hidden_groups, inner_group_num; int(i / (L / G))
 # with L not a multiple of G), embedding_size below and equal to hidden_size, untied, the
-# activations; each through `grad` and training's pass (--no-logits); make test: 101 and 105
+# activations, and AlbertForPreTraining (masked LM + sentence-order prediction, its
+# sentence_order_label in the batch; the loss and every gradient compared, the SOP logits are
+# not written by grad); each through `grad` and training's pass (--no-logits); make test: 101,
+# 105 and 108
 # seed head vocab embedding hidden layers groups inner heads intermediate max_pos batch seq act labels problem [flags]
 ACASES=(
     "101 mlm 512 16 64 4 2 2 4 128 64 2 16 gelu_new - -"
@@ -155,10 +158,12 @@ ACASES=(
     "105 cls 512 16 64 4 1 1 4 128 64 2 16 gelu_new 3 single"
     "106 cls 600 32 64 5 2 2 8 144 50 4 40 gelu     2 multi"
     "107 cls 700 24 48 2 2 1 3  96 30 3 17 gelu_new 1 regression"
+    "108 pretrain 512 16 64 4 2 2 4 128 64 3 16 gelu_new - -"
+    "109 pretrain 600 32 48 3 1 1 3  96 40 4 23 relu     - - --untied"
 )
 for c in "${ACASES[@]}"; do
     read -r s head v emb h l g inr nh i p b t act nl pt extra <<<"$c"
-    [ "${PARITY_EXTRA:-0}" -gt 0 ] || [ "$s" = 101 ] || [ "$s" = 105 ] || continue
+    [ "${PARITY_EXTRA:-0}" -gt 0 ] || [ "$s" = 101 ] || [ "$s" = 105 ] || [ "$s" = 108 ] || continue
     d="$TMP/acase$s"; out="$TMP/aout$s.safetensors"
     name="seed=$s albert $head V=$v E=$emb H=$h L=$l G=$g inner=$inr heads=$nh I=$i P=$p B=$b T=$t act=$act${extra:+ $extra}"
     lab=(); [ "$head" = cls ] && lab=(--num-labels "$nl" --problem-type "$pt") && name="$name labels=$nl $pt"
@@ -171,6 +176,7 @@ for c in "${ACASES[@]}"; do
     for pass_kind in logits no-logits; do
         fl=(); req=(--require-logits)
         [ "$pass_kind" = no-logits ] && fl=(--no-logits) && req=()
+        [ "$head" = pretrain ] && req=()
         if "$ZT" grad "${fl[@]}" --model "$d" --batch "$d/batch.safetensors" --step "$d/step.json" --out "$out" \
                >"$TMP/zt.log" 2>&1 \
            && "$PY" "$CMP" "$d/expected.safetensors" "$out" --require-adamw "${req[@]}" >"$TMP/cmp.log" 2>&1; then

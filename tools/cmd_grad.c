@@ -12,6 +12,7 @@
 
 typedef struct batch_file {
     int64_t *ids, *mask, *tt, *labels, *dmask;
+    int64_t *sop;  /* AlbertForPreTraining's sentence_order_label [B], or NULL */
     float *values; /* sequence classification's F32 labels [B] or [B, num_labels] */
     int B, T, Tl;  /* Tl: the labels' length (T5's targets; BERT: T) */
     int per_row;   /* labels are per sequence (classification): I64 [B] or F32 */
@@ -25,6 +26,22 @@ static void batch_free(batch_file *b)
     free(b->labels);
     free(b->dmask);
     free(b->values);
+    free(b->sop);
+}
+
+/* sentence_order_label: I64 [B] (optional) */
+static int sop_labels(zt_safetensors *f, const char *path, batch_file *b)
+{
+    zt_tensor_info t;
+    if (zt_safetensors_find(f, "sentence_order_label", &t) < 0)
+        return 0;
+    if (t.dtype != ZT_I64 || t.ndim != 1 || t.shape[0] != b->B)
+        return die("%s: tensor \"sentence_order_label\" must be I64 [%d] (one per row)", path,
+                   b->B);
+    if (!(b->sop = malloc(t.nbytes ? t.nbytes : 1)))
+        return die("out of memory reading %s", path);
+    memcpy(b->sop, t.data, t.nbytes);
+    return 0;
 }
 
 /* a sequence classifier's labels: I64 class ids [B], or F32 [B] / [B, num_labels] targets */
@@ -76,8 +93,9 @@ static int batch_tensor(zt_safetensors *f, const char *path, const char *name, i
     return 0;
 }
 
-/* BERT: input_ids, labels, attention_mask, token_type_ids, all [B, T]; T5: input_ids,
- * attention_mask [B, T], labels and decoder_attention_mask [B, T_dec] */
+/* BERT: input_ids, labels, attention_mask, token_type_ids, all [B, T] (ALBERT's pretraining:
+ * sentence_order_label [B]); T5: input_ids, attention_mask [B, T], labels and
+ * decoder_attention_mask [B, T_dec] */
 static int read_batch(const char *path, batch_file *b)
 {
     zt_safetensors *f;
@@ -90,7 +108,8 @@ static int read_batch(const char *path, batch_file *b)
          (!b->per_row && batch_tensor(f, path, "labels", 1, b, &b->Tl, "labels", &b->labels)) ||
          batch_tensor(f, path, "attention_mask", 0, b, &b->T, "input_ids", &b->mask) ||
          batch_tensor(f, path, "token_type_ids", 0, b, &b->T, "input_ids", &b->tt) ||
-         batch_tensor(f, path, "decoder_attention_mask", 0, b, &b->Tl, "labels", &b->dmask);
+         batch_tensor(f, path, "decoder_attention_mask", 0, b, &b->Tl, "labels", &b->dmask) ||
+         sop_labels(f, path, b);
     zt_safetensors_close(f);
     if (rc)
         batch_free(b);
@@ -216,7 +235,7 @@ int cmd_grad(int argc, char **argv)
         goto done;
     }
     zt_batch b = {bf.B, bf.T, bf.ids, bf.mask, bf.tt, bf.labels, 0, 0, bf.Tl, bf.dmask,
-                  bf.values};
+                  bf.values, bf.sop, 0};
     if (zt_engine_forward_backward(e, &b, !no_logits, &res) < 0) {
         die("%s: %s", batch, zt_engine_last_error(e));
         goto done;

@@ -47,7 +47,7 @@ static char *read_text(const char *path)
 
 /* One micro-batch's buffers: [B, T] inputs, [B, Tl] labels, and a classifier's [B,
  * num_labels] targets. */
-typedef struct batch_buf { int64_t *ids, *mask, *tt, *labels; float *values; } batch_buf;
+typedef struct batch_buf { int64_t *ids, *mask, *tt, *labels, *sop; float *values; } batch_buf;
 
 static int batch_alloc(batch_buf *b, size_t n, size_t n_labels, size_t n_values)
 {
@@ -56,7 +56,8 @@ static int batch_alloc(batch_buf *b, size_t n, size_t n_labels, size_t n_values)
     b->tt = malloc(n * sizeof(int64_t));
     b->labels = malloc(n_labels * sizeof(int64_t));
     b->values = malloc((n_values ? n_values : 1) * sizeof(float));
-    return b->ids && b->mask && b->tt && b->labels && b->values ? 0 : -1;
+    b->sop = malloc(n * sizeof(int64_t)); /* (rows <= cells) */
+    return b->ids && b->mask && b->tt && b->labels && b->values && b->sop ? 0 : -1;
 }
 
 /* The end token span corruption appends (the data's separator: T5's </s>, or [SEP]) and its
@@ -100,6 +101,7 @@ typedef struct source {
     cls_source *cls;
     t2t_source *t2t;
     int T, Tl;                 /* inputs, labels per row (cls: T the longest, Tl 1) */
+    int sop;                   /* AlbertForPreTraining: masked LM + sentence-order pairs */
     int NL;                    /* cls: the classifier's outputs */
 } source;
 
@@ -115,6 +117,12 @@ static int source_create(const zt_token_data *data, const zt_model_info *mi, int
         return 0;
     }
     s->Tl = T;
+    s->sop = strcmp(mi->architecture, "AlbertForPreTraining") == 0;
+    if (s->sop && T < 5) { /* (printed here: -2) */
+        die("AlbertForPreTraining's sentence-order pairs need --seq-len >= 5 ([CLS] A [SEP] B "
+            "[SEP]), not %d", T);
+        return -2;
+    }
     if (zt_mlm_source_create(data, mi->vocab_size, T, 0.15f, seed, &s->mlm) < 0)
         return -1;
     if (!data && strcmp(mi->model_type, "roberta") == 0) {
@@ -142,7 +150,8 @@ static uint64_t source_samples(const source *s)
 }
 
 /* rows for samples [first, first + B) into bb, described by *b; *n_labels: the loss's
- * elements (labelled tokens, or a classifier's), *tokens: the real tokens */
+ * elements (labelled tokens, or a classifier's), *tokens: the real tokens (AlbertForPreTraining:
+ * its sentence-order rows are B) */
 static int source_fill(const source *s, uint64_t first, int B, batch_buf *bb, zt_batch *b,
                        int64_t *n_labels, uint64_t *tokens)
 {
@@ -155,11 +164,13 @@ static int source_fill(const source *s, uint64_t first, int B, batch_buf *bb, zt
         t2t_source_fill(s->t2t, first, B, bb->ids, bb->mask, bb->labels, b, n_labels, tokens);
         return 0;
     }
-    int rc = s->span ? zt_span_source_fill(s->span, first, B, bb->ids, bb->mask, bb->labels)
-                     : zt_mlm_source_fill(s->mlm, first, B, bb->ids, bb->mask, bb->tt,
-                                          bb->labels);
+    int rc = s->span  ? zt_span_source_fill(s->span, first, B, bb->ids, bb->mask, bb->labels)
+             : s->sop ? zt_mlm_source_fill_sop(s->mlm, first, B, bb->ids, bb->mask, bb->tt,
+                                               bb->labels, bb->sop)
+                      : zt_mlm_source_fill(s->mlm, first, B, bb->ids, bb->mask, bb->tt,
+                                           bb->labels);
     *b = (zt_batch){B, s->T, bb->ids, bb->mask, s->span ? NULL : bb->tt, bb->labels, first, 0,
-                    s->span ? s->Tl : 0, NULL, NULL};
+                    s->span ? s->Tl : 0, NULL, NULL, s->sop ? bb->sop : NULL, 0};
     *n_labels = 0;
     for (size_t i = 0; i < (size_t)B * (size_t)s->Tl; i++)
         *n_labels += bb->labels[i] != -100;
@@ -174,6 +185,7 @@ static void batch_release(batch_buf *b)
     free(b->tt);
     free(b->labels);
     free(b->values);
+    free(b->sop);
 }
 
 /* Mean loss over the first n_samples sequences of src with fixed masks, on every rank: batch
@@ -1192,11 +1204,13 @@ static int start_engine(train_ctx *c)
         }
         return 0;
     }
-    if (source_create(c->data, &c->mi, (int)c->seq,
-                      c->data ? c->st.seed : c->st.seed ^ c->synth_seed, &c->src) < 0 ||
-        (c->eval_data &&
-         source_create(c->eval_data, &c->mi, (int)c->seq, 1234, &c->eval_src) < 0)) {
-        die("%s", zt_last_error());
+    int rc = source_create(c->data, &c->mi, (int)c->seq,
+                           c->data ? c->st.seed : c->st.seed ^ c->synth_seed, &c->src);
+    if (rc == 0 && c->eval_data)
+        rc = source_create(c->eval_data, &c->mi, (int)c->seq, 1234, &c->eval_src);
+    if (rc < 0) {
+        if (rc == -1)
+            die("%s", zt_last_error());
         return 1;
     }
     return 0;
@@ -1362,10 +1376,14 @@ static void print_start(train_ctx *c)
         return;
     }
     if (strcmp(mi->model_type, "t5") != 0 &&
-        isfinite(c->unigram = unigram_loss(c->data, mi->vocab_size)))
+        isfinite(c->unigram = unigram_loss(c->data, mi->vocab_size))) {
+        if (c->src.sop) /* + the sentence-order loss of a coin: ln 2 */
+            c->unigram += log(2.0);
         fprintf(stderr, "unigram baseline %.4f: the loss of predicting each masked token from "
-                        "its frequency in the %s alone; a loss below it is learning more than "
-                        "counting\n", c->unigram, c->data ? "corpus" : "(uniform) synthetic ids");
+                        "its frequency in the %s alone%s; a loss below it is learning more "
+                        "than counting\n", c->unigram, c->data ? "corpus" : "(uniform) synthetic ids",
+                c->src.sop ? ", plus ln 2 for the sentence order" : "");
+    }
 }
 
 /* The micro-batches' buffers, the start-up account and the metrics file; 0, or 1 after
@@ -1426,7 +1444,7 @@ static int train_step(train_ctx *c, step_result *sr)
     sr->lr = zt_train_config_lr(c->tc, c->st.step);
     sr->flops = 0.0;
     uint64_t base = c->st.samples + (uint64_t)c->rank * (uint64_t)micro * (uint64_t)gas;
-    int64_t counts[2] = {0, 0}; /* the loss's elements, the real tokens */
+    int64_t counts[3] = {0, 0, 0}; /* the loss's elements, the real tokens, the SOP rows */
     for (int k = 0; k < gas; k++) {
         int64_t nl;
         uint64_t tok;
@@ -1435,9 +1453,10 @@ static int train_step(train_ctx *c, step_result *sr)
             return die("data: %s", zt_last_error());
         counts[0] += nl;
         counts[1] += (int64_t)tok;
+        counts[2] += c->batches[k].sentence_order_label ? micro : 0;
     }
     /* the step's mean is over the labelled tokens (a classifier's rows) of every rank */
-    if (zt_engine_sum_i64(c->e, counts, 2) < 0)
+    if (zt_engine_sum_i64(c->e, counts, 3) < 0)
         return die("step %" PRId64 ": %s", c->st.step + 1, zt_engine_last_error(c->e));
     labels = counts[0];
     zt_engine_zero_grad(c->e);
@@ -1445,6 +1464,7 @@ static int train_step(train_ctx *c, step_result *sr)
         zt_fb_result r;
         zt_batch b = c->batches[k];
         b.label_count = labels;
+        b.sop_count = counts[2];
         if (zt_engine_forward_backward(c->e, &b, 0, &r) < 0)
             return die("step %" PRId64 ": %s", c->st.step + 1, zt_engine_last_error(c->e));
         loss_sum += r.loss_sum;
