@@ -303,6 +303,20 @@ if same apre.s0 apre.s3 && grep -q AlbertForPreTraining "$T/apre.s0/config.json"
 assert t["sop_classifier.classifier.weight"].shape == (2, 64) and t["albert.pooler.weight"].shape == (64, 64)' \
        "$T/apre.s0/model.safetensors"; then ok
 else bad "AlbertForPreTraining: stage 3 differs from stage 0 at N=2, or its folder"; tail -n 3 "$T/apre.s0.log"; fi
+# prepare-data with AlbertTokenizer (the fixture's spiece.model beside a config.json of model_type
+# albert), then AlbertForPreTraining on it: the saved folder carries spiece.model and the class
+mkdir -p "$T/atok"
+cp "$FIX/tokenizers/albert/spiece.model" "$T/atok/"
+"$PY" -c 'import json,sys; c=json.load(open(sys.argv[1])); c["vocab_size"]=1000; json.dump(c, open(sys.argv[2], "w"))' \
+    "$T/apre.json" "$T/atok/config.json"
+cut -c1-400 /usr/share/doc/python3.11/html/_sources/tutorial/*.txt >"$T/corpus.txt" 2>/dev/null ||
+    "$PY" -c 'import sys; open(sys.argv[1], "w").write(("the quick brown fox jumps over the lazy dog. " * 40 + "\n") * 50)' "$T/corpus.txt"
+if "$ZT" prepare-data --input "$T/corpus.txt" --tokenizer "$T/atok" --out "$T/adata" >"$T/aprep.log" 2>&1 &&
+   grep -q AlbertTokenizer "$T/aprep.log" &&
+   "$ZT" train --model "$T/atok/config.json" --data "$T/adata" --config "$T/s0.json" --seq-len 32 --steps 2 \
+       --save-model "$T/apre.data" >"$T/apre.data.log" 2>&1 &&
+   [ -f "$T/apre.data/spiece.model" ] && grep -q '"tokenizer_class": "AlbertTokenizer"' "$T/apre.data/tokenizer_config.json"
+then ok; else bad "ALBERT: prepare-data with AlbertTokenizer and AlbertForPreTraining on it"; tail -n 3 "$T/aprep.log" "$T/apre.data.log"; fi
 refuse "AlbertForPreTraining seq-len 4" "need --seq-len >= 5" "$T/bad.out" \
     "$ZT" train --model "$T/apre.json" --data synthetic --steps 1 --seq-len 4 --save-model "$T/bad.out"
 
