@@ -379,7 +379,7 @@ static void test_config_errors(void **state)
         {"{\"vocab_size\": 100, \"hidden_size\": 8, \"num_hidden_layers\": 1, "
          "\"num_attention_heads\": 2, \"intermediate_size\": 8, \"max_position_embeddings\": 8, "
          "\"type_vocab_size\": 2}", "missing required field \"hidden_act\"", ZT_E_CONFIG},
-        {"{\"model_type\": \"gpt2\"}", "model_type \"gpt2\" is not supported: zerotrain trains \"bert\", \"roberta\", \"distilbert\", \"electra\", \"t5\" and \"mt5\"", ZT_E_UNSUPPORTED},
+        {"{\"model_type\": \"gpt2\"}", "model_type \"gpt2\" is not supported: zerotrain trains \"bert\", \"roberta\", \"distilbert\", \"electra\", \"albert\", \"t5\" and \"mt5\"", ZT_E_UNSUPPORTED},
         {"{\"model_type\": \"electra\", \"vocab_size\": 100, \"embedding_size\": 16, \"hidden_size\": 8, "
          "\"num_hidden_layers\": 1, \"num_attention_heads\": 2, \"intermediate_size\": 8, "
          "\"max_position_embeddings\": 8, \"type_vocab_size\": 2, \"hidden_act\": \"gelu\"}",
@@ -822,6 +822,37 @@ static void test_determinism(void **state)
  * bit (dropout on), over batches of two sizes (the activations are carved again for the
  * larger one, and the checkpoint store follows) with an evaluation between; misuse fails
  * with a message. */
+/* ALBERT's steps: num_hidden_layers x inner_group_num layer applications over the group units
+ * (int(i / (L / G)): L 5, G 2 gives groups 0 0 0 1 1), the embeddings and the head around them */
+static void test_albert_steps(void **state)
+{
+    char path[512];
+    zt_config c;
+    zt_engine *e = NULL;
+    zt_recompute_info ri;
+    static const int want[] = {0, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 3};
+    (void)state;
+    snprintf(path, sizeof path, "%s/albert.json", tmpdir);
+    write_file(path, "{\"model_type\": \"albert\", \"architectures\": [\"AlbertForMaskedLM\"], "
+               "\"vocab_size\": 50, \"embedding_size\": 4, \"hidden_size\": 8, \"num_hidden_layers\": 5, "
+               "\"num_hidden_groups\": 2, \"inner_group_num\": 2, \"num_attention_heads\": 2, "
+               "\"intermediate_size\": 8, \"max_position_embeddings\": 8, \"type_vocab_size\": 2, "
+               "\"hidden_act\": \"gelu_new\"}");
+    zt_config_init(&c);
+    c.model_config = path;
+    assert_int_equal(zt_engine_create(&c, MPI_COMM_NULL, &e), 0);
+    assert_int_equal(zt_engine_commit(e), 0);
+    assert_int_equal(zt_engine_unit_count(e), 4);
+    assert_int_equal(zt_engine_step_count(e), 12);
+    for (int s = 0; s < 12; s++)
+        assert_int_equal(zt_engine_step_unit(e, s), want[s]);
+    assert_string_equal(zt_engine_unit_name(e, 2), "layer_group.1");
+    assert_int_equal(zt_engine_recompute_info(e, 9, &ri), 0);
+    assert_string_equal(ri.name, "layer_group.1");
+    assert_int_equal(zt_engine_step_unit(e, 12), ZT_E_RANGE);
+    zt_engine_destroy(e);
+}
+
 static void test_recompute_api(void **state)
 {
     static const struct { int mode, k, off; const char *want; } modes[] = {
@@ -868,8 +899,11 @@ static void test_recompute_api(void **state)
         assert_int_equal(zt_engine_recompute_info(e, 0, &ri), 0);
         assert_string_equal(ri.mode, "keep");
         assert_int_equal(zt_engine_recompute_info(e, 4, &ri), ZT_E_RANGE);
-        assert_non_null(strstr(zt_engine_last_error(e), "unit 4 is outside [0, 4)"));
+        assert_non_null(strstr(zt_engine_last_error(e), "step 4 is outside [0, 4)"));
         assert_int_equal(zt_engine_recompute_info(e, 0, NULL), ZT_E_INVAL);
+        assert_int_equal(zt_engine_step_count(e), 4); /* BERT: the units are the steps */
+        assert_int_equal(zt_engine_step_unit(e, 2), 2);
+        assert_int_equal(zt_engine_step_unit(e, 4), ZT_E_RANGE);
         zt_engine_destroy(e);
     }
     free(g0);
@@ -1282,6 +1316,7 @@ int main(void)
         cmocka_unit_test(test_config_errors),  cmocka_unit_test(test_batch_errors),
         cmocka_unit_test(test_determinism),    cmocka_unit_test(test_compact_head),
         cmocka_unit_test(test_recompute_api),
+        cmocka_unit_test(test_albert_steps),
         cmocka_unit_test(test_save_roundtrip_and_clip),
         cmocka_unit_test(test_offload_step_paths),
         cmocka_unit_test(test_model_config),
