@@ -114,11 +114,6 @@ static const family_def families[] = {
         "classification-head (pooler and classifier)"},
 };
 
-const char bert_electra_heads[] =
-    "ElectraForPreTraining, the discriminator's replaced-token detection trained jointly with a "
-    "generator, is not implemented yet: fine-tune the discriminator as a classifier (finetune "
-    "--task classify), or train a generator from an ElectraForMaskedLM config";
-
 static const family_def *fam(const bert_config *c) { return &families[c->family]; }
 
 /* the embeddings' width (ELECTRA's and ALBERT's embedding_size; 0: hidden), and whether a
@@ -138,13 +133,19 @@ static int head_w(const bert_config *c)
                                                                               : c->hidden;
 }
 static int albert(const bert_config *c) { return c->family == BERT_FAMILY_ALBERT; }
+/* ELECTRA's discriminator head (ElectraForPreTraining): replaced-token detection */
+static int rtd(const bert_config *c)
+{
+    return c->family == BERT_FAMILY_ELECTRA && c->disc && c->head != BERT_HEAD_CLS;
+}
 
 const char *bert_model_type(const bert_config *c) { return fam(c)->type; }
 
 const char *bert_arch(const bert_config *c)
 {
     return c->head == BERT_HEAD_CLS ? fam(c)->cls_arch
-           : c->sop                 ? "AlbertForPreTraining" : fam(c)->mlm_arch;
+           : c->sop                 ? "AlbertForPreTraining"
+           : rtd(c)                 ? "ElectraForPreTraining" : fam(c)->mlm_arch;
 }
 
 /* transformers' ACT2FN names BERT takes, and the kernels computing them */
@@ -779,12 +780,11 @@ int bert_layout(const bert_config *c, zt_layout *l)
     int C = c->hidden, F = c->inter, E = emb_of(c), w, k;
     int64_t rows[E_N] = {c->vocab, c->max_pos, c->type_vocab};
     memset(l, 0, sizeof *l);
-    if (c->family == BERT_FAMILY_ELECTRA && c->head != BERT_HEAD_CLS && c->disc)
-        return zt_fail(ZT_E_UNSUPPORTED, "%s", bert_electra_heads);
     l->init_std = c->init_range;
     snprintf(l->arch, sizeof l->arch, "%s", bert_arch(c));
     snprintf(l->head_desc, sizeof l->head_desc, "%s",
-             c->head == BERT_HEAD_CLS ? f->cls_desc : "MLM-head");
+             c->head == BERT_HEAD_CLS ? f->cls_desc
+             : rtd(c) ? "replaced-token-detection head (discriminator_predictions)" : "MLM-head");
     if (zt_layout_add_unit(l, "embeddings") < 0)
         goto fail;
     for (int j = 0; j < E_N; j++) { /* the nn.Embedding tables, then the LayerNorm */
@@ -812,7 +812,7 @@ int bert_layout(const bert_config *c, zt_layout *l)
             goto fail;
     }
     w = 0; /* the word embeddings (the MLM decoder's weight, unless untied) */
-    if (c->head == BERT_HEAD_MLM && !c->untied)
+    if (c->head == BERT_HEAD_MLM && !c->untied && !rtd(c))
         snprintf(l->params[w].alias, ZT_NAME_MAX, "%s", f->decoder);
     /* a unit per layer; ALBERT's per layer group, its inner_group_num layers one after the
      * other (the model's steps: one per layer application) */
@@ -847,6 +847,14 @@ int bert_layout(const bert_config *c, zt_layout *l)
             add(l, f->cls[C_PB], C, 0, ZT_INIT_ZEROS, 0) < 0 ||
             add(l, f->cls[C_W], c->num_labels, C, ZT_INIT_NORMAL, 1) < 0 ||
             add(l, f->cls[C_B], c->num_labels, 0, ZT_INIT_ZEROS, 0) < 0)
+            goto fail;
+    } else if (rtd(c)) { /* ElectraDiscriminatorPredictions: dense, dense_prediction (H -> 1) */
+        if (zt_layout_add_unit(l, "rtd_head") < 0 ||
+            add(l, "discriminator_predictions.dense.weight", C, C, ZT_INIT_NORMAL, 1) < 0 ||
+            add(l, "discriminator_predictions.dense.bias", C, 0, ZT_INIT_ZEROS, 0) < 0 ||
+            add(l, "discriminator_predictions.dense_prediction.weight", 1, C, ZT_INIT_NORMAL,
+                1) < 0 ||
+            add(l, "discriminator_predictions.dense_prediction.bias", 1, 0, ZT_INIT_ZEROS, 0) < 0)
             goto fail;
     } else {
         if (zt_layout_add_unit(l, "mlm_head") < 0 ||
@@ -922,6 +930,8 @@ typedef struct bert_model {
     const int64_t *sop_labels;
     int sop_base;
     int64_t lab_denom, sop_denom;
+    /* ElectraForPreTraining: the replaced-token logits [M] and their gradient (fp32) */
+    float *rlog, *rdlog;
     int problem;                /* classification: the batch's BERT_PROBLEM_* */
     uint64_t first_sample;
     /* activations, sized for cap_bt rows */
@@ -1138,6 +1148,10 @@ static void carve(bert_model *m, zt_carver *cv, const unsigned char *mode, int k
     }
     if (m->c.family == BERT_FAMILY_ROBERTA)
         m->rpos = zt_take(cv, bt * 2);
+    if (rtd(&m->c)) {
+        m->rlog = zt_take(cv, bt);
+        m->rdlog = zt_take(cv, bt);
+    }
 }
 
 /* Carves every activation from one allocation (64-byte aligned pieces). */
@@ -1172,7 +1186,7 @@ static size_t bert_act_bytes(void *p, int B, int T, const unsigned char *unit_mo
     zt_carver cv = {NULL, 0};
     t.slots = omp_get_max_threads();
     carve(&t, &cv, unit_mode ? unit_mode + 1 : t.mode, unit_mode ? k : t.seg_k, B, T);
-    if (t.c.head == BERT_HEAD_CLS)
+    if (t.c.head == BERT_HEAD_CLS || rtd(&t.c))
         return cv.off;
     return cv.off + zt_lm_rows_bytes((size_t)B * T / 4, t.c.vocab, t.c.hidden, 0, es_of(&t));
 }
@@ -1380,6 +1394,14 @@ static int bert_prepare(void *p, const zt_batch *b, int keep_logits, int64_t *n_
                            t, (long long)b->attention_mask[i]);
         if (cls)
             continue;
+        if (rtd(c)) { /* ElectraForPreTraining: 1 replaced, 0 original, over the attended */
+            if (b->labels[i] != 0 && b->labels[i] != 1)
+                return zt_fail(ZT_E_RANGE, "batch: labels[%d][%d] = %lld: ElectraForPreTraining's "
+                               "labels are 1 (replaced) or 0 (original)", r, t,
+                               (long long)b->labels[i]);
+            n += !b->attention_mask || b->attention_mask[i] == 1;
+            continue;
+        }
         if (b->labels[i] != -100 && (b->labels[i] < 0 || b->labels[i] >= c->vocab))
             return zt_fail(ZT_E_RANGE,
                            "batch: labels[%d][%d] = %lld is neither -100 nor in [0, %d)", r, t,
@@ -1424,6 +1446,11 @@ static int bert_prepare(void *p, const zt_batch *b, int keep_logits, int64_t *n_
         return 0;
     }
     m->labels = b->labels;
+    if (rtd(c)) { /* every position's logit, kept */
+        m->compact = 0;
+        *n_labels = n;
+        return 0;
+    }
     m->compact = !keep_logits;
     m->n_lab = 0;
     if (m->compact) /* only labelled rows reach the loss: the decoder skips the others */
@@ -1926,6 +1953,13 @@ static void bert_forward_unit(void *p, int u, void *const *P)
         POLL(m);
     } else if (c->head == BERT_HEAD_CLS) {
         cls_forward(m, u, P);
+    } else if (rtd(c)) { /* ElectraDiscriminatorPredictions: dense, hidden_act, dense_prediction */
+        const void *y = m->la[c->layers - 1].y;
+        xlinear_forward(dt, m->t1, y, param(m, P, u, 0), param(m, P, u, 1), M, C, C, FS(m));
+        POLL(m);
+        xact_forward(dt, bert_act(c), m->t2, m->t1, (size_t)M * C);
+        xlinear_forward_f32(dt, m->rlog, m->t2, param(m, P, u, 2), param(m, P, u, 3), M, C, 1);
+        POLL(m);
     } else {
         const void *y = m->la[c->layers - 1].y;
         int W = head_w(c); /* (W <= C: the [M, C] buffers hold [M, W]) */
@@ -1988,6 +2022,17 @@ static double bert_loss(void *p, float grad_scale)
             return bce_logits_forward_backward(m->cdlog, m->clog, m->label_values, n, grad_scale);
         return mse_forward_backward(m->cdlog, m->clog, m->label_values, n, grad_scale);
     }
+    if (rtd(&m->c)) { /* BCEWithLogitsLoss over the attended positions */
+        double s = 0.0;
+        for (int i = 0; i < m->M; i++) {
+            double x = m->rlog[i], y = (double)m->labels[i];
+            int on = !m->mask || m->mask[i] == 1;
+            if (on)
+                s += (x > 0.0 ? x : 0.0) - x * y + log1p(exp(-fabs(x)));
+            m->rdlog[i] = on ? (float)((1.0 / (1.0 + exp(-x)) - y) * (double)grad_scale) : 0.0f;
+        }
+        return s;
+    }
     /* evaluating (train 0): no gradient, so that the logits (which it would overwrite when
      * they are not kept) stay for zt_engine_logits */
     void *d = m->train ? m->lm.dlogits : NULL;
@@ -2024,6 +2069,18 @@ static void bert_backward_unit(void *p, int u, void *const *P, float *const *G)
     float **s = m->sc;
     if (u == c->layers + 1 && c->head == BERT_HEAD_CLS) {
         cls_backward(m, u, P, G);
+    } else if (u == c->layers + 1 && rtd(c)) {
+        const void *y = m->la[c->layers - 1].y;
+        zero(s[0], n);
+        xlinear_backward(dt, s[0], gparam(m, G, u, 2), gparam(m, G, u, 3), m->rdlog, m->t2,
+                         param(m, P, u, 2), M, C, 1, HS(m));
+        POLL(m);
+        zero(s[1], n);
+        xact_backward(dt, bert_act(c), s[1], m->t1, s[0], n);
+        zero(m->dcur, n);
+        xlinear_backward(dt, m->dcur, gparam(m, G, u, 0), gparam(m, G, u, 1), s[1], y,
+                         param(m, P, u, 0), M, C, C, HS(m));
+        POLL(m);
     } else if (u == c->layers + 1) {
         const void *y = m->la[c->layers - 1].y;
         int W = head_w(c);
@@ -2135,9 +2192,9 @@ static double bert_flops(const void *p)
     double fwd = c->layers * layer;
     if (c->head == BERT_HEAD_CLS) /* the last layer: K, V over M rows, the rest over B */
         fwd += 2.0 * (m->B - M) * (2.0 * C * C + 2.0 * C * F) + 2.0 * 2.0 * (M - pairs) * C;
-    double head = c->head == BERT_HEAD_CLS
-                      ? 2.0 * m->B * C * (C + c->num_labels)
-                      : 2.0 * M * C * C + 2.0 * rows * C * c->vocab;
+    double head = c->head == BERT_HEAD_CLS ? 2.0 * m->B * C * (C + c->num_labels)
+                  : rtd(c)                 ? 2.0 * M * C * (C + 1)
+                                           : 2.0 * M * C * C + 2.0 * rows * C * c->vocab;
     fwd += head;
     if (m->sop_labels) /* AlbertForPreTraining's pooler and SOP classifier */
         fwd += 2.0 * m->B * C * (C + 2);
@@ -2154,6 +2211,12 @@ static const float *bert_logits(const void *p, int64_t shape[3])
         shape[1] = 1;
         shape[2] = m->c.num_labels;
         return m->clog;
+    }
+    if (rtd(&m->c)) { /* [B, T, 1]: every position's, always kept */
+        shape[0] = m->B;
+        shape[1] = m->T;
+        shape[2] = 1;
+        return m->rlog;
     }
     if (!m->keep_logits && !m->evaluated)
         return NULL;
@@ -2181,7 +2244,8 @@ static void bert_set_poll(void *p, void (*fn)(void *), void *arg)
 static int bert_tied_unit(const void *p, int u)
 {
     const bert_model *m = p;
-    return m->c.head == BERT_HEAD_MLM && !m->c.untied && u == m->l->n_units - 1 ? 0 : -1;
+    return m->c.head == BERT_HEAD_MLM && !m->c.untied && !rtd(&m->c) && u == m->l->n_units - 1
+               ? 0 : -1;
 }
 
 static int bert_n_steps(const void *p) { return ((const bert_model *)p)->c.layers + 2; }

@@ -58,7 +58,8 @@ typedef struct bert_config {
     int act_id;                /* hidden_act: an index of bert_act_name (0: "gelu") */
     int untied;                /* tie_word_embeddings false: the MLM decoder's own weight */
     int disc;                  /* ELECTRA: architectures names ElectraForPreTraining (the
-                                * discriminator), whose head zerotrain does not build */
+                                * discriminator): its replaced-token-detection head, unless the
+                                * run makes it a classifier */
     int sop;                   /* ALBERT: AlbertForPreTraining, the masked-LM head with the
                                 * pooler and the sentence-order head (sop_classifier) beside
                                 * it */
@@ -103,9 +104,6 @@ int bert_layout(const bert_config *c, zt_layout *out);
 const char *bert_model_type(const bert_config *c);
 const char *bert_arch(const bert_config *c);
 
-/* why an ELECTRA discriminator (ElectraForPreTraining) is refused for training unless it
- * becomes a classifier (zoo.c and bert_layout) */
-extern const char bert_electra_heads[];
 
 extern const zt_model_ops bert_ops;
 /* dropout: 0 = off regardless of the config; seed keys the dropout masks. */

@@ -107,11 +107,7 @@ static int head_apply(zt_model_cfg *c, const char *source, int head, int num_lab
 int zt_model_head_apply(zt_model_cfg *c, const char *source, int head, int num_labels,
                         int problem, const char *const *names)
 {
-    ZT_TRY(head_apply(c, source, head, num_labels, problem, names));
-    if (c->type == ZT_MODEL_BERT && c->bert.family == BERT_FAMILY_ELECTRA &&
-        c->bert.head != BERT_HEAD_CLS && c->bert.disc)
-        return zt_fail(ZT_E_UNSUPPORTED, "%s: %s", source, bert_electra_heads);
-    return 0;
+    return head_apply(c, source, head, num_labels, problem, names);
 }
 
 int zt_model_layout(const zt_model_cfg *c, zt_layout *l)

@@ -384,11 +384,15 @@ static void test_config_errors(void **state)
          "\"num_hidden_layers\": 1, \"num_attention_heads\": 2, \"intermediate_size\": 8, "
          "\"max_position_embeddings\": 8, \"type_vocab_size\": 2, \"hidden_act\": \"gelu\"}",
          "embedding_size 16 is larger than hidden_size 8", ZT_E_UNSUPPORTED},
-        {"{\"model_type\": \"electra\", \"architectures\": [\"ElectraForPreTraining\"], \"vocab_size\": 100, "
-         "\"embedding_size\": 4, \"hidden_size\": 8, \"num_hidden_layers\": 1, \"num_attention_heads\": 2, "
+        {"{\"model_type\": \"albert\", \"vocab_size\": 100, \"embedding_size\": 4, \"hidden_size\": 8, "
+         "\"num_hidden_layers\": 2, \"num_hidden_groups\": 3, \"num_attention_heads\": 2, "
          "\"intermediate_size\": 8, \"max_position_embeddings\": 8, \"type_vocab_size\": 2, "
-         "\"hidden_act\": \"gelu\"}", "ElectraForPreTraining, the discriminator's replaced-token detection",
-         ZT_E_UNSUPPORTED},
+         "\"hidden_act\": \"gelu_new\"}", "num_hidden_groups 3 and inner_group_num 1", ZT_E_CONFIG},
+        {"{\"model_type\": \"albert\", \"architectures\": [\"AlbertForPreTraining\"], \"num_labels\": 3, "
+         "\"vocab_size\": 100, \"embedding_size\": 4, \"hidden_size\": 8, \"num_hidden_layers\": 1, "
+         "\"num_attention_heads\": 2, \"intermediate_size\": 8, \"max_position_embeddings\": 8, "
+         "\"type_vocab_size\": 2, \"hidden_act\": \"gelu_new\"}", "AlbertForPreTraining with num_labels 3",
+         ZT_E_CONFIG},
         {"{\"model_type\": \"t5\", \"vocab_size\": 100}", "missing required field \"d_model\"",
          ZT_E_CONFIG},
         {"{\"model_type\": \"t5\", \"vocab_size\": 100, \"d_model\": 8, \"d_kv\": 4, "

@@ -98,8 +98,9 @@ for c in "${CASES[@]}"; do
         cat "$TMP/cmp.log"; echo "FAIL [$name] (regenerate: $PY $REF make --out DIR --seed $s ...)"; fail=$((fail + 1))
     fi
 done
-# ELECTRA (tests/ref/electra_ref.py): ElectraForSequenceClassification and the generator's
-# ElectraForMaskedLM, embedding_size below hidden_size (embeddings_project; the generator's
+# ELECTRA (tests/ref/electra_ref.py): ElectraForSequenceClassification, the generator's
+# ElectraForMaskedLM and the discriminator's ElectraForPreTraining (replaced-token detection on
+# the batch's 0/1 labels, BCE over the attended positions), embedding_size below hidden_size (embeddings_project; the generator's
 # head maps back to embedding_size for the tied decoder) and equal to it (none), the problem
 # types, hidden_act (the heads' GELU is fixed), untied; each case also through training's pass
 # (--no-logits: right-padded rows packed, the MLM decoder on the labelled rows) in the long run
@@ -113,11 +114,13 @@ ECASES=(
     "85 mlm 512 32  64 2 4 256 64 2 16 gelu - -"
     "86 mlm 600 40  40 1 4  80 40 3 21 relu - - --untied"
     "87 mlm 700 16  48 3 3  96 48 2 30 silu - - --untied"
+    "88 disc 512 32 64 2 4 256 64 3 16 gelu - -"
+    "89 disc 600 48 48 1 3 100 40 2 21 relu - -"
 )
 for c in "${ECASES[@]}"; do
     read -r s head v emb h l nh i p b t act nl pt extra <<<"$c"
-    # (make test: cases 81, 85 and 87; the long run, PARITY_EXTRA: all)
-    [ "${PARITY_EXTRA:-0}" -gt 0 ] || [ "$s" = 81 ] || [ "$s" = 85 ] || [ "$s" = 87 ] || continue
+    # (make test: cases 81, 85, 87 and 88; the long run, PARITY_EXTRA: all)
+    [ "${PARITY_EXTRA:-0}" -gt 0 ] || [ "$s" = 81 ] || [ "$s" = 85 ] || [ "$s" = 87 ] || [ "$s" = 88 ] || continue
     d="$TMP/ecase$s"; out="$TMP/eout$s.safetensors"
     name="seed=$s electra $head V=$v E=$emb H=$h L=$l heads=$nh I=$i P=$p B=$b T=$t act=$act${extra:+ $extra}"
     lab=(); [ "$head" = cls ] && lab=(--num-labels "$nl" --problem-type "$pt") && name="$name labels=$nl $pt"

@@ -255,6 +255,8 @@ int cmd_grad(int argc, char **argv)
         zt_engine_logits(e, &lg, shape);
         if (bf.per_row) /* a sequence classifier's: [B, num_labels], as HF's */
             views[nv++] = (zt_tensor_view){"logits", ZT_F32, 2, {shape[0], shape[2]}, lg};
+        else if (shape[2] == 1) /* ElectraForPreTraining's, squeezed as HF's: [B, T] */
+            views[nv++] = (zt_tensor_view){"logits", ZT_F32, 2, {shape[0], shape[1]}, lg};
         else
             views[nv++] = (zt_tensor_view){"logits", ZT_F32, 3, {shape[0], shape[1], shape[2]},
                                            lg};

@@ -117,6 +117,14 @@ static int source_create(const zt_token_data *data, const zt_model_info *mi, int
         return 0;
     }
     s->Tl = T;
+    if (strcmp(mi->architecture, "ElectraForPreTraining") == 0) { /* (printed here: -2) */
+        die("the model is an ElectraForPreTraining: its replaced-token detection needs a "
+            "generator's replacements, and the joint ELECTRA pretraining is not implemented "
+            "yet: fine-tune it as a classifier (finetune --task classify), train a generator "
+            "from an ElectraForMaskedLM config, or give the discriminator your own labels "
+            "through the C API");
+        return -2;
+    }
     s->sop = strcmp(mi->architecture, "AlbertForPreTraining") == 0;
     if (s->sop && T < 5) { /* (printed here: -2) */
         die("AlbertForPreTraining's sentence-order pairs need --seq-len >= 5 ([CLS] A [SEP] B "
