@@ -4,7 +4,8 @@
 # tests/ref/family_ref.py, and ELECTRA's ElectraForSequenceClassification and ElectraForMaskedLM by
 # tests/ref/electra_ref.py and ALBERT's AlbertForMaskedLM and AlbertForSequenceClassification by
 # tests/ref/albert_ref.py, plus a sanity check that the torch reference reproduces tests/fixtures/roberta-tiny and
-# tests/fixtures/distilbert-tiny-cls. Does not build anything.
+# tests/fixtures/distilbert-tiny-cls, and tests/fixtures/albert-tiny and electra-tiny-disc through the reference and
+# zerotrain grad. Does not build anything.
 # Usage: tests/test_family_random.sh   (env: ZT = zerotrain binary, default build/zerotrain; PY = python with torch)
 set -u
 cd "$(dirname "$0")/.." || exit 1
@@ -72,6 +73,20 @@ fi
 pass=0; fail=0
 for f in tests/fixtures/roberta-tiny tests/fixtures/distilbert-tiny-cls; do
     if "$PY" "$REF" check-fixture "$f"; then pass=$((pass + 1)); else fail=$((fail + 1)); fi
+done
+# the committed ALBERT and ELECTRA fixtures (AlbertForPreTraining: 2 groups of 2 inner layers
+# over 3 layers, masked LM + SOP; ElectraForPreTraining: replaced-token detection, E 8 < H 24):
+# the reference reproduces each, and zerotrain grad matches its expected values
+for fr in albert:tests/fixtures/albert-tiny electra:tests/fixtures/electra-tiny-disc; do
+    r=${fr%%:*}; f=${fr#*:}
+    if "$PY" "tests/ref/${r}_ref.py" check-fixture "$f" >"$TMP/fx.log" 2>&1 &&
+       "$ZT" grad --model "$f" --batch "$f/batch.safetensors" --step "$f/step.json" --out "$TMP/fx.safetensors" \
+           >"$TMP/zt.log" 2>&1 &&
+       "$PY" "$CMP" "$f/expected.safetensors" "$TMP/fx.safetensors" --require-adamw >"$TMP/cmp.log" 2>&1; then
+        echo "ok   [fixture $f]: $(tail -n 1 "$TMP/cmp.log" | sed 's/.*worst metric per kind[^:]*: //')"; pass=$((pass + 1))
+    else
+        tail -n 3 "$TMP/fx.log" "$TMP/zt.log"; cat "$TMP/cmp.log"; echo "FAIL [fixture $f]"; fail=$((fail + 1))
+    fi
 done
 [ -x "$ZT" ] || echo "note: $ZT is not an executable file; every generated case will fail"
 for c in "${CASES[@]}"; do
