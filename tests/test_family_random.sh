@@ -71,6 +71,20 @@ if [ "${PARITY_EXTRA:-0}" -gt 0 ]; then
     done
 fi
 pass=0; fail=0
+# grad_check NAME DIR KIND [compare flags...]: `zerotrain grad` (KIND no-logits: training's pass,
+# --no-logits) on DIR's batch and step against DIR/expected.safetensors, counted and printed
+grad_check() {
+    local name=$1 d=$2 kind=$3 fl=(); shift 3
+    [ "$kind" = no-logits ] && fl=(--no-logits)
+    if "$ZT" grad "${fl[@]}" --model "$d" --batch "$d/batch.safetensors" --step "$d/step.json" \
+           --out "$TMP/grad.safetensors" >"$TMP/zt.log" 2>&1 \
+       && "$PY" "$CMP" "$d/expected.safetensors" "$TMP/grad.safetensors" --require-adamw "$@" >"$TMP/cmp.log" 2>&1; then
+        echo "ok   [$name, $kind]: $(tail -n 1 "$TMP/cmp.log" | sed 's/.*worst metric per kind[^:]*: //')"
+        pass=$((pass + 1))
+    else
+        tail -n 5 "$TMP/zt.log"; cat "$TMP/cmp.log"; echo "FAIL [$name, $kind]"; fail=$((fail + 1))
+    fi
+}
 for f in tests/fixtures/roberta-tiny tests/fixtures/distilbert-tiny-cls; do
     if "$PY" "$REF" check-fixture "$f"; then pass=$((pass + 1)); else fail=$((fail + 1)); fi
 done
@@ -79,14 +93,8 @@ done
 # the reference reproduces each, and zerotrain grad matches its expected values
 for fr in albert:tests/fixtures/albert-tiny electra:tests/fixtures/electra-tiny-disc; do
     r=${fr%%:*}; f=${fr#*:}
-    if "$PY" "tests/ref/${r}_ref.py" check-fixture "$f" >"$TMP/fx.log" 2>&1 &&
-       "$ZT" grad --model "$f" --batch "$f/batch.safetensors" --step "$f/step.json" --out "$TMP/fx.safetensors" \
-           >"$TMP/zt.log" 2>&1 &&
-       "$PY" "$CMP" "$f/expected.safetensors" "$TMP/fx.safetensors" --require-adamw >"$TMP/cmp.log" 2>&1; then
-        echo "ok   [fixture $f]: $(tail -n 1 "$TMP/cmp.log" | sed 's/.*worst metric per kind[^:]*: //')"; pass=$((pass + 1))
-    else
-        tail -n 3 "$TMP/fx.log" "$TMP/zt.log"; cat "$TMP/cmp.log"; echo "FAIL [fixture $f]"; fail=$((fail + 1))
-    fi
+    if "$PY" "tests/ref/${r}_ref.py" check-fixture "$f" >"$TMP/fx.log" 2>&1; then grad_check "fixture $f" "$f" logits
+    else tail -n 3 "$TMP/fx.log"; echo "FAIL [fixture $f]: the reference does not reproduce it"; fail=$((fail + 1)); fi
 done
 [ -x "$ZT" ] || echo "note: $ZT is not an executable file; every generated case will fail"
 for c in "${CASES[@]}"; do
@@ -136,7 +144,7 @@ for c in "${ECASES[@]}"; do
     read -r s head v emb h l nh i p b t act nl pt extra <<<"$c"
     # (make test: cases 81, 85, 87 and 88; the long run, PARITY_EXTRA: all)
     [ "${PARITY_EXTRA:-0}" -gt 0 ] || [ "$s" = 81 ] || [ "$s" = 85 ] || [ "$s" = 87 ] || [ "$s" = 88 ] || continue
-    d="$TMP/ecase$s"; out="$TMP/eout$s.safetensors"
+    d="$TMP/ecase$s"
     name="seed=$s electra $head V=$v E=$emb H=$h L=$l heads=$nh I=$i P=$p B=$b T=$t act=$act${extra:+ $extra}"
     lab=(); [ "$head" = cls ] && lab=(--num-labels "$nl" --problem-type "$pt") && name="$name labels=$nl $pt"
     # shellcheck disable=SC2086  # $extra: zero or more make flags
@@ -148,16 +156,8 @@ for c in "${ECASES[@]}"; do
     kinds="logits no-logits" # (make test: training's pass for one classifier and one generator)
     [ "${PARITY_EXTRA:-0}" -gt 0 ] || [ "$s" = 81 ] || [ "$s" = 87 ] || kinds=logits
     for pass_kind in $kinds; do
-        fl=(); req=(--require-logits)
-        [ "$pass_kind" = no-logits ] && fl=(--no-logits) && req=()
-        if "$ZT" grad "${fl[@]}" --model "$d" --batch "$d/batch.safetensors" --step "$d/step.json" --out "$out" \
-               >"$TMP/zt.log" 2>&1 \
-           && "$PY" "$CMP" "$d/expected.safetensors" "$out" --require-adamw "${req[@]}" >"$TMP/cmp.log" 2>&1; then
-            echo "ok   [$name, $pass_kind]: $(tail -n 1 "$TMP/cmp.log" | sed 's/.*worst metric per kind[^:]*: //')"
-            pass=$((pass + 1))
-        else
-            tail -n 5 "$TMP/zt.log"; cat "$TMP/cmp.log"; echo "FAIL [$name, $pass_kind]"; fail=$((fail + 1))
-        fi
+        req=(--require-logits); [ "$pass_kind" = no-logits ] && req=()
+        grad_check "$name" "$d" "$pass_kind" "${req[@]}"
     done
 done
 # ALBERT (tests/ref/albert_ref.py): AlbertForMaskedLM and AlbertForSequenceClassification with
@@ -182,7 +182,7 @@ ACASES=(
 for c in "${ACASES[@]}"; do
     read -r s head v emb h l g inr nh i p b t act nl pt extra <<<"$c"
     [ "${PARITY_EXTRA:-0}" -gt 0 ] || [ "$s" = 101 ] || [ "$s" = 105 ] || [ "$s" = 108 ] || continue
-    d="$TMP/acase$s"; out="$TMP/aout$s.safetensors"
+    d="$TMP/acase$s"
     name="seed=$s albert $head V=$v E=$emb H=$h L=$l G=$g inner=$inr heads=$nh I=$i P=$p B=$b T=$t act=$act${extra:+ $extra}"
     lab=(); [ "$head" = cls ] && lab=(--num-labels "$nl" --problem-type "$pt") && name="$name labels=$nl $pt"
     # shellcheck disable=SC2086  # $extra: zero or more make flags
@@ -192,17 +192,8 @@ for c in "${ACASES[@]}"; do
         cat "$TMP/make.log"; echo "FAIL [$name]: albert_ref.py make failed"; fail=$((fail + 1)); continue
     fi
     for pass_kind in logits no-logits; do
-        fl=(); req=(--require-logits)
-        [ "$pass_kind" = no-logits ] && fl=(--no-logits) && req=()
-        [ "$head" = pretrain ] && req=()
-        if "$ZT" grad "${fl[@]}" --model "$d" --batch "$d/batch.safetensors" --step "$d/step.json" --out "$out" \
-               >"$TMP/zt.log" 2>&1 \
-           && "$PY" "$CMP" "$d/expected.safetensors" "$out" --require-adamw "${req[@]}" >"$TMP/cmp.log" 2>&1; then
-            echo "ok   [$name, $pass_kind]: $(tail -n 1 "$TMP/cmp.log" | sed 's/.*worst metric per kind[^:]*: //')"
-            pass=$((pass + 1))
-        else
-            tail -n 5 "$TMP/zt.log"; cat "$TMP/cmp.log"; echo "FAIL [$name, $pass_kind]"; fail=$((fail + 1))
-        fi
+        req=(--require-logits); [ "$pass_kind" = no-logits ] || [ "$head" = pretrain ] && req=()
+        grad_check "$name" "$d" "$pass_kind" "${req[@]}"
     done
 done
 echo "$pass passed, $fail failed"

@@ -146,7 +146,7 @@ class DebertaV2Ref(SpmSlow):
         return self.albert_tokens_to_string(tokens)
 
 
-class AlbertRef(SpmSlow):
+class AlbertRef(DebertaV2Ref):
     """AlbertTokenizer(vocab_file, do_lower_case=True, remove_space=True, keep_accents=False) with
     its specials [CLS] [SEP] <unk> <pad> [MASK] (models/albert/tokenization_albert.py, 4.4x):
     the mask is AddedToken("[MASK]", lstrip=True, rstrip=False, normalized=False); _tokenize runs
@@ -156,7 +156,7 @@ class AlbertRef(SpmSlow):
     none)."""
 
     def __init__(self, sp, do_lower_case=True, remove_space=True, keep_accents=False):
-        super().__init__(sp)
+        SpmSlow.__init__(self, sp)  # (DebertaV2Ref's framing and decoding, AlbertTokenizer's own specials)
         self.do_lower_case, self.remove_space, self.keep_accents = do_lower_case, remove_space, keep_accents
         self.unk_id = sp.ids["<unk>"]
         self.additional_special_tokens = []
@@ -195,15 +195,6 @@ class AlbertRef(SpmSlow):
                 new_pieces.append(piece)
         return new_pieces
 
-    def build_inputs_with_special_tokens(self, a, b=None):
-        cls, sep = [self.sp.ids["[CLS]"]], [self.sp.ids["[SEP]"]]
-        return cls + a + sep if b is None else cls + a + sep + b + sep
-
-    def create_token_type_ids_from_sequences(self, a, b=None):
-        return len(a + [0, 0]) * [0] if b is None else len(a + [0, 0]) * [0] + len(b + [0]) * [1]
-
-    def convert_tokens_to_string(self, tokens):
-        return self.albert_tokens_to_string(tokens)
 
 
 HARD_T5 = [
