@@ -1314,6 +1314,18 @@ static int resume(train_ctx *c)
     return 0;
 }
 
+/* model_type as the start-up line names the family */
+static const char *family_name(const char *model_type)
+{
+    static const char *const names[][2] = {{"t5", "T5"},           {"mt5", "T5"},
+                                           {"roberta", "RoBERTa"}, {"distilbert", "DistilBERT"},
+                                           {"electra", "ELECTRA"}, {"albert", "ALBERT"}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(model_type, names[i][0]) == 0)
+            return names[i][1];
+    return "BERT";
+}
+
 /* Rank 0's account of the run before its first step: the memory and recomputation plans,
  * the predicted model state, the model and batch, and (BERT) the unigram baseline */
 static void print_start(train_ctx *c)
@@ -1349,7 +1361,7 @@ static void print_start(train_ctx *c)
     }
     fprintf(stderr, "zerotrain %s: %s L%d H%d A%d V%d, %zu parameters; steps %" PRId64
                     "..%ld, batch %d = %d x %d x %d ranks, seq %ld%s, %s\n",
-            zt_version(), strcmp(mi->model_type, "t5") == 0 ? "T5" : "BERT", mi->num_layers,
+            zt_version(), family_name(mi->model_type), mi->num_layers,
             mi->hidden_size, mi->num_heads, mi->vocab_size, mi->num_parameters,
             c->st.step + 1, c->steps, ts->train_batch_size, ts->micro_batch_size,
             ts->grad_accum_steps, c->world, c->seq, prec,
