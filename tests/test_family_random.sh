@@ -97,8 +97,12 @@ for fr in albert:tests/fixtures/albert-tiny electra:tests/fixtures/electra-tiny-
     else tail -n 3 "$TMP/fx.log"; echo "FAIL [fixture $f]: the reference does not reproduce it"; fail=$((fail + 1)); fi
 done
 [ -x "$ZT" ] || echo "note: $ZT is not an executable file; every generated case will fail"
+# make test: 14 of the 22 cases, every activation, problem type and flag among them (42, 43, 51,
+# 61, 63, 64, 71 and 73 repeat their shapes' kinds); PARITY_EXTRA (the long run): all of them
+SKIP=" 42 43 51 61 63 64 71 73 "
 for c in "${CASES[@]}"; do
     read -r s fam head v h l nh i p b t e act nl pt extra <<<"$c"
+    [ "${PARITY_EXTRA:-0}" -gt 0 ] || [ "${SKIP#* $s }" = "$SKIP" ] || continue
     d="$TMP/case$s"; out="$TMP/out$s.safetensors"
     name="seed=$s $fam $head V=$v H=$h L=$l heads=$nh I=$i P=$p B=$b T=$t eps=$e act=$act"
     flags=(--family "$fam" --head "$head" --vocab "$v" --hidden "$h" --layers "$l" --heads "$nh" --intermediate "$i"
