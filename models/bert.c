@@ -35,6 +35,8 @@ enum { C_PW, C_PB, C_W, C_B, C_N }; /* the classification head */
 
 typedef struct family_def {
     const char *type, *prefix, *mlm_arch, *cls_arch, *enc;
+    const char *config_class;   /* for messages: "BertConfig", ... */
+    const char *const *keys;    /* its config.json fields (NULL-terminated) */
     const char *const *emb;    /* [E_N]; E_TYPE NULL: no token types */
     const char *const *layer;  /* [L_N] */
     const char *mlm[H_N], *bias_alias, *decoder;
@@ -69,10 +71,33 @@ static const char *const albert_layer[L_N] = {
     "attention.LayerNorm.bias", "ffn.weight", "ffn.bias", "ffn_output.weight", "ffn_output.bias",
     "full_layer_layer_norm.weight", "full_layer_layer_norm.bias"};
 
+/* each family's config class's own keys (NULL-terminated) */
+static const char *const bert_keys[] = {
+    "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+    "intermediate_size", "hidden_act", "hidden_dropout_prob", "attention_probs_dropout_prob",
+    "max_position_embeddings", "type_vocab_size", "initializer_range", "layer_norm_eps",
+    "position_embedding_type", NULL};
+static const char *const electra_keys[] = { /* (summary_*: ElectraForMultipleChoice's) */
+    "vocab_size", "embedding_size", "hidden_size", "num_hidden_layers",
+    "num_attention_heads", "intermediate_size", "hidden_act", "hidden_dropout_prob",
+    "attention_probs_dropout_prob", "max_position_embeddings", "type_vocab_size",
+    "initializer_range", "layer_norm_eps", "position_embedding_type", "summary_type",
+    "summary_use_proj", "summary_activation", "summary_last_dropout", NULL};
+static const char *const albert_keys[] = {
+    "vocab_size", "embedding_size", "hidden_size", "num_hidden_layers", "num_hidden_groups",
+    "num_attention_heads", "intermediate_size", "inner_group_num", "hidden_act",
+    "hidden_dropout_prob", "attention_probs_dropout_prob", "max_position_embeddings",
+    "type_vocab_size", "initializer_range", "layer_norm_eps", "classifier_dropout_prob",
+    "position_embedding_type", NULL};
+static const char *const distil_keys[] = {
+    "vocab_size", "max_position_embeddings", "sinusoidal_pos_embds", "n_layers", "n_heads",
+    "dim", "hidden_dim", "dropout", "attention_dropout", "activation", "initializer_range",
+    "qa_dropout", "seq_classif_dropout", NULL};
+
 static const family_def families[] = {
     [BERT_FAMILY_BERT] = {
         "bert", "bert", "BertForMaskedLM", "BertForSequenceClassification", "encoder.layer",
-        bert_emb, bert_layer,
+        "BertConfig", bert_keys, bert_emb, bert_layer,
         {"cls.predictions.transform.dense.weight", "cls.predictions.transform.dense.bias",
          "cls.predictions.transform.LayerNorm.weight", "cls.predictions.transform.LayerNorm.bias",
          "cls.predictions.bias"}, "cls.predictions.decoder.bias", "cls.predictions.decoder.weight",
@@ -80,7 +105,7 @@ static const family_def families[] = {
          "classifier.bias"}, "classification-head (pooler and classifier)"},
     [BERT_FAMILY_ROBERTA] = {
         "roberta", "roberta", "RobertaForMaskedLM", "RobertaForSequenceClassification",
-        "encoder.layer", bert_emb, bert_layer,
+        "encoder.layer", "RobertaConfig", bert_keys, bert_emb, bert_layer,
         {"lm_head.dense.weight", "lm_head.dense.bias", "lm_head.layer_norm.weight",
          "lm_head.layer_norm.bias", "lm_head.bias"}, "lm_head.decoder.bias",
         "lm_head.decoder.weight",
@@ -88,16 +113,16 @@ static const family_def families[] = {
          "classifier.out_proj.bias"}, "classification-head (classifier.dense and out_proj)"},
     [BERT_FAMILY_DISTILBERT] = {
         "distilbert", "distilbert", "DistilBertForMaskedLM", "DistilBertForSequenceClassification",
-        "transformer.layer", distil_emb, distil_layer,
+        "transformer.layer", "DistilBertConfig", distil_keys, distil_emb, distil_layer,
         {"vocab_transform.weight", "vocab_transform.bias", "vocab_layer_norm.weight",
          "vocab_layer_norm.bias", "vocab_projector.bias"}, NULL, "vocab_projector.weight",
         {"pre_classifier.weight", "pre_classifier.bias", "classifier.weight", "classifier.bias"},
         "classification-head (pre_classifier and classifier)"},
-    /* (the generator's masked-LM names, ElectraForMaskedLM; zerotrain trains ELECTRA's
-     * classifier only so far: bert_layout refuses the others) */
+    /* (masked-LM names: the generator's, ElectraForMaskedLM; the discriminator's head,
+     * ElectraForPreTraining, is built apart: rtd()) */
     [BERT_FAMILY_ELECTRA] = {
         "electra", "electra", "ElectraForMaskedLM", "ElectraForSequenceClassification",
-        "encoder.layer", bert_emb, bert_layer,
+        "encoder.layer", "ElectraConfig", electra_keys, bert_emb, bert_layer,
         {"generator_predictions.dense.weight", "generator_predictions.dense.bias",
          "generator_predictions.LayerNorm.weight", "generator_predictions.LayerNorm.bias",
          "generator_lm_head.bias"}, NULL, "generator_lm_head.weight",
@@ -106,7 +131,7 @@ static const family_def families[] = {
     /* (enc: "<enc>.<group>.albert_layers.<inner>.<layer name>") */
     [BERT_FAMILY_ALBERT] = {
         "albert", "albert", "AlbertForMaskedLM", "AlbertForSequenceClassification",
-        "encoder.albert_layer_groups", bert_emb, albert_layer,
+        "encoder.albert_layer_groups", "AlbertConfig", albert_keys, bert_emb, albert_layer,
         {"predictions.dense.weight", "predictions.dense.bias", "predictions.LayerNorm.weight",
          "predictions.LayerNorm.bias", "predictions.bias"}, "predictions.decoder.bias",
         "predictions.decoder.weight",
@@ -564,49 +589,17 @@ static void notice_unknown(const cJSON *o, const char *path, const bert_config *
         "pooler_size_per_head", "pooler_type", "layer_norm_epsilon",
         /* ALBERT's hub configs (the TF release's flags) */
         "down_scale_factor", "gap_size", "net_structure_type", "num_memory_blocks"};
-    static const char *const bert_keys[] = {
-        "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
-        "intermediate_size", "hidden_act", "hidden_dropout_prob", "attention_probs_dropout_prob",
-        "max_position_embeddings", "type_vocab_size", "initializer_range", "layer_norm_eps",
-        "position_embedding_type"};
-    static const char *const electra_keys[] = { /* (summary_*: ElectraForMultipleChoice's) */
-        "vocab_size", "embedding_size", "hidden_size", "num_hidden_layers",
-        "num_attention_heads", "intermediate_size", "hidden_act", "hidden_dropout_prob",
-        "attention_probs_dropout_prob", "max_position_embeddings", "type_vocab_size",
-        "initializer_range", "layer_norm_eps", "position_embedding_type", "summary_type",
-        "summary_use_proj", "summary_activation", "summary_last_dropout"};
-    static const char *const albert_keys[] = {
-        "vocab_size", "embedding_size", "hidden_size", "num_hidden_layers", "num_hidden_groups",
-        "num_attention_heads", "intermediate_size", "inner_group_num", "hidden_act",
-        "hidden_dropout_prob", "attention_probs_dropout_prob", "max_position_embeddings",
-        "type_vocab_size", "initializer_range", "layer_norm_eps", "classifier_dropout_prob",
-        "position_embedding_type"};
-    static const char *const distil_keys[] = {
-        "vocab_size", "max_position_embeddings", "sinusoidal_pos_embds", "n_layers", "n_heads",
-        "dim", "hidden_dim", "dropout", "attention_dropout", "activation", "initializer_range",
-        "qa_dropout", "seq_classif_dropout"};
-    const char *const *own = c->family == BERT_FAMILY_DISTILBERT ? distil_keys
-                             : c->family == BERT_FAMILY_ELECTRA  ? electra_keys
-                             : albert(c)                         ? albert_keys
-                                                                 : bert_keys;
-    size_t n_own = c->family == BERT_FAMILY_DISTILBERT ? sizeof distil_keys / sizeof *own
-                   : c->family == BERT_FAMILY_ELECTRA  ? sizeof electra_keys / sizeof *own
-                   : albert(c)                         ? sizeof albert_keys / sizeof *own
-                                                       : sizeof bert_keys / sizeof *own;
     const cJSON *v;
     cJSON_ArrayForEach(v, o) {
         int known = 0;
-        for (size_t k = 0; !known && k < n_own; k++)
-            known = strcmp(v->string, own[k]) == 0;
+        for (const char *const *k = fam(c)->keys; !known && *k; k++)
+            known = strcmp(v->string, *k) == 0;
         for (size_t k = 0; !known && k < sizeof generic / sizeof *generic; k++)
             known = strcmp(v->string, generic[k]) == 0;
         if (!known)
-            zt_log(ZT_LOG_WARN, "%s: \"%s\" is no field of %sConfig: transformers keeps it as an "
+            zt_log(ZT_LOG_WARN, "%s: \"%s\" is no field of %s: transformers keeps it as an "
                    "attribute its model does not read, and zerotrain ignores it too", path,
-                   v->string, c->family == BERT_FAMILY_BERT ? "Bert"
-                   : c->family == BERT_FAMILY_ROBERTA ? "Roberta"
-                   : c->family == BERT_FAMILY_ELECTRA ? "Electra"
-                   : albert(c) ? "Albert" : "DistilBert");
+                   v->string, fam(c)->config_class);
     }
 }
 
@@ -930,8 +923,9 @@ typedef struct bert_model {
     const int64_t *sop_labels;
     int sop_base;
     int64_t lab_denom, sop_denom;
-    /* ElectraForPreTraining: the replaced-token logits [M] and their gradient (fp32) */
-    float *rlog, *rdlog;
+    /* ElectraForPreTraining: the replaced-token logits [M], their gradient and the labels as
+     * targets (fp32) */
+    float *rlog, *rdlog, *rtgt;
     int problem;                /* classification: the batch's BERT_PROBLEM_* */
     uint64_t first_sample;
     /* activations, sized for cap_bt rows */
@@ -1151,6 +1145,7 @@ static void carve(bert_model *m, zt_carver *cv, const unsigned char *mode, int k
     if (rtd(&m->c)) {
         m->rlog = zt_take(cv, bt);
         m->rdlog = zt_take(cv, bt);
+        m->rtgt = zt_take(cv, bt);
     }
 }
 
@@ -1447,6 +1442,8 @@ static int bert_prepare(void *p, const zt_batch *b, int keep_logits, int64_t *n_
     }
     m->labels = b->labels;
     if (rtd(c)) { /* every position's logit, kept */
+        for (int i = 0; i < b->B * b->T; i++)
+            m->rtgt[i] = (float)b->labels[i];
         m->compact = 0;
         *n_labels = n;
         return 0;
@@ -2019,20 +2016,13 @@ static double bert_loss(void *p, float grad_scale)
             return crossentropy_forward_backward(m->cdlog, m->row_loss, &count, m->clog,
                                                  m->labels, m->B, m->c.num_labels, grad_scale);
         if (m->problem == BERT_PROBLEM_MULTI)
-            return bce_logits_forward_backward(m->cdlog, m->clog, m->label_values, n, grad_scale);
+            return bce_logits_forward_backward(m->cdlog, m->clog, m->label_values, NULL, n,
+                                               grad_scale);
         return mse_forward_backward(m->cdlog, m->clog, m->label_values, n, grad_scale);
     }
-    if (rtd(&m->c)) { /* BCEWithLogitsLoss over the attended positions */
-        double s = 0.0;
-        for (int i = 0; i < m->M; i++) {
-            double x = m->rlog[i], y = (double)m->labels[i];
-            int on = !m->mask || m->mask[i] == 1;
-            if (on)
-                s += (x > 0.0 ? x : 0.0) - x * y + log1p(exp(-fabs(x)));
-            m->rdlog[i] = on ? (float)((1.0 / (1.0 + exp(-x)) - y) * (double)grad_scale) : 0.0f;
-        }
-        return s;
-    }
+    if (rtd(&m->c)) /* BCEWithLogitsLoss over the attended positions */
+        return bce_logits_forward_backward(m->rdlog, m->rlog, m->rtgt, m->mask, (size_t)m->M,
+                                           grad_scale);
     /* evaluating (train 0): no gradient, so that the logits (which it would overwrite when
      * they are not kept) stay for zt_engine_logits */
     void *d = m->train ? m->lm.dlogits : NULL;

@@ -1186,11 +1186,16 @@ double crossentropy_forward_backward(float *dlogits, double *row_loss, int64_t *
 }
 
 double bce_logits_forward_backward(float *dlogits, const float *logits, const float *y,
-                                   size_t n, float grad_scale)
+                                   const int64_t *mask, size_t n, float grad_scale)
 {
     double total = 0.0;
     for (size_t i = 0; i < n; i++) {
         double x = logits[i], t = y[i];
+        if (mask && mask[i] != 1) {
+            if (dlogits)
+                dlogits[i] = 0.0f;
+            continue;
+        }
         total += (x > 0.0 ? x : 0.0) - x * t + log1p(exp(-fabs(x)));
         if (dlogits) /* sigmoid(x) - y, from exp(-|x|) so that neither side overflows */
             dlogits[i] = (float)(((x >= 0.0 ? 1.0 / (1.0 + exp(-x)) : exp(x) / (1.0 + exp(x))) -

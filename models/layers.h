@@ -182,9 +182,11 @@ double crossentropy_forward_backward(float *dlogits, double *row_loss, int64_t *
  * elements: each returns the sum of the element losses (double, added in order) and sets
  * dlogits[n] (NULL: not wanted; may equal logits) to d(element loss) x grad_scale.
  * bce: BCEWithLogitsLoss's max(x, 0) - x y + log(1 + exp(-|x|)), gradient sigmoid(x) - y;
+ * elements whose mask is not 1 are left out of the sum, their gradient 0 (mask NULL: none
+ * left out; ElectraForPreTraining's attended positions);
  * mse: (x - y)^2, gradient 2 (x - y). */
 double bce_logits_forward_backward(float *dlogits, const float *logits, const float *y,
-                                   size_t n, float grad_scale);
+                                   const int64_t *mask, size_t n, float grad_scale);
 double mse_forward_backward(float *dlogits, const float *x, const float *y, size_t n,
                             float grad_scale);
 /* out[n] = tanh(inp); backward: dinp[n] += dout (1 - out^2) (from the output) */
