@@ -53,8 +53,8 @@ int zt_model_config_save(const zt_model_cfg *c, const char *path, const char *to
                                   : bert_config_save(&c->bert, path, torch_dtype);
 }
 
-static int head_apply(zt_model_cfg *c, const char *source, int head, int num_labels,
-                      int problem, const char *const *names)
+int zt_model_head_apply(zt_model_cfg *c, const char *source, int head, int num_labels,
+                        int problem, const char *const *names)
 {
     bert_config *b = &c->bert;
     char *packed = NULL;
@@ -104,11 +104,6 @@ static int head_apply(zt_model_cfg *c, const char *source, int head, int num_lab
     return rc;
 }
 
-int zt_model_head_apply(zt_model_cfg *c, const char *source, int head, int num_labels,
-                        int problem, const char *const *names)
-{
-    return head_apply(c, source, head, num_labels, problem, names);
-}
 
 int zt_model_layout(const zt_model_cfg *c, zt_layout *l)
 {
