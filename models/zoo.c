@@ -104,7 +104,6 @@ int zt_model_head_apply(zt_model_cfg *c, const char *source, int head, int num_l
     return rc;
 }
 
-
 int zt_model_layout(const zt_model_cfg *c, zt_layout *l)
 {
     return c->type == ZT_MODEL_T5 ? t5_layout(&c->t5, l) : bert_layout(&c->bert, l);
