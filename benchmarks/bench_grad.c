@@ -50,7 +50,7 @@ int main(int argc, char **argv)
         ids[i] = 5 + (i * 7919) % (mi.vocab_size - 5);
         lab[i] = i % 7 == 0 ? ids[i] : -100;
     }
-    zt_batch b = {B, T, ids, NULL, NULL, lab, 0, 0, 0, NULL, NULL, NULL, 0};
+    zt_batch b = {B, T, ids, NULL, NULL, lab, 0, 0, 0, NULL, NULL, NULL, 0, NULL};
     zt_fb_result r;
     double t[64];
     zt_engine_forward_backward(e, &b, 0, &r); /* warm-up: activations allocated here */

@@ -22,6 +22,9 @@ enum {
     ZT_RNG_DROP_CROSSOUT = 18, /* dropout after the cross-attention output projection */
     ZT_RNG_DROP_FFMID = 19,   /* dropout on the feed-forward's hidden activations */
     ZT_RNG_DROP_FINAL = 20,   /* dropout after a stack's final norm */
+    /* ELECTRA's joint pretraining: the Gumbel noise sampling the generator's replacements
+     * (stream: the position; element: the vocabulary id) */
+    ZT_RNG_ELECTRA_SAMPLE = 21,
 };
 
 static inline uint32_t zt_rng_stream(int unit, int purpose)

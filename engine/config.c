@@ -105,7 +105,7 @@ enum {
     K_DATA_TYPES, K_GRAD_ACCUM, K_COMM_DTYPE,
     K_ZT, K_ZT_NO_DECAY, K_ZT_THREADS, K_ZT_SEED, K_ZT_COLL_TIMEOUT, K_ZT_CHECK_COLL, K_ZT_PROGRESS,
     K_ZT_MEMLIMIT, K_ZT_OFFGRAD, K_ZT_DIRECT, K_ZT_RECOMPUTE, K_ZT_FP32_STATE,
-    K_ZT_SKIP_NONFINITE, K_ZT_MAX_SKIPPED,
+    K_ZT_SKIP_NONFINITE, K_ZT_MAX_SKIPPED, K_ZT_ELECTRA_GEN,
     K_NAMED
 };
 
@@ -570,6 +570,13 @@ static const key keys[] = {
     [K_ZT_MAX_SKIPPED] = {"zerotrain.max_skipped_steps", T_INT, C_APPLIED, A_NO, 0, 5, 1, IMAX,
         .doc = "With skip_nonfinite: this many skipped steps in a row end the run with an "
                "error naming the step and the last good checkpoint."},
+    [K_ZT_ELECTRA_GEN] = {"zerotrain.electra_generator_size", T_NUM, C_APPLIED, A_NO, 0, 0.25,
+        1e-6, 1.0,
+        .doc = "ELECTRA's joint pretraining (an ElectraForPreTraining config trained as a masked "
+               "LM): the generator's hidden_size as a fraction of the discriminator's "
+               "(intermediate_size 4x it, heads it / 64, the layers the discriminator's), as "
+               "google-research/electra's generator_hidden_size; a generator_config.json in "
+               "the model folder takes precedence."},
 
     /* DeepSpeed keys that do not apply here (rows after K_NAMED have no name) */
     [K_NAMED] = {"wall_clock_breakdown", T_ANY, C_IGNORED, .doc = "use `zerotrain train "
@@ -887,6 +894,8 @@ const zt_cfg_field zt_cfg_fields[] = {
      .doc = "A classifier's loss: auto = the config's, or decided by the labels as Hugging "
             "Face decides it (1 output: regression; class ids: single-label; else "
             "multi-label)."},
+    {FIELD(electra_generator_size, ZT_CF_FLOAT), .def = 0.25,
+     JSON(K_ZT_ELECTRA_GEN, -1, electra_generator_size, electra_generator_size)},
     {FIELD(label_names, ZT_CF_PATTERNS), OWN,
      .doc = "A classifier's num_labels names, id2label (copied; NULL = the config's, or "
             "LABEL_0, ...)."},
@@ -2266,6 +2275,7 @@ static void resolve(ctx *x, int world, int64_t total_steps, resolved *r)
                                                    : (int)key_def(K_ZT_SKIP_NONFINITE);
     s->max_skipped_steps = GIVEN(K_ZT_MAX_SKIPPED) ? (int)NUM(K_ZT_MAX_SKIPPED)
                                                    : (int)key_def(K_ZT_MAX_SKIPPED);
+    s->electra_generator_size = (float)NUM_OR_DEF(K_ZT_ELECTRA_GEN);
     r->fp32_state = GIVEN(K_ZT_FP32_STATE) ? x->v[K_ZT_FP32_STATE].node : NULL;
     s->n_fp32_state = r->fp32_state ? cJSON_GetArraySize(r->fp32_state) : -1;
     if (r->fp32_state && s->optimizer != ZT_OPT_ADAMW8BIT)

@@ -657,6 +657,7 @@ int zt_engine_create(const zt_config *cfg, MPI_Comm comm, zt_engine **out)
         rc = 0;
     }
     snprintf(e->source, sizeof e->source, "%s", path);
+    e->mc.ej.gen_size = cfg->electra_generator_size;
     if (rc == 0 && !e->un.custom)
         rc = zt_model_head_apply(&e->mc, path, cfg->head, cfg->num_labels, cfg->problem_type,
                                  cfg->label_names);
@@ -1249,6 +1250,19 @@ int zt_engine_logits(const zt_engine *e, const float **logits, int64_t shape[3])
     if (!e->have_logits || !e->ops || !(*logits = e->ops->logits(e->model, shape)))
         return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "no logits: call zt_engine_forward_backward with "
                                            "keep_logits first"));
+    return 0;
+}
+
+int zt_engine_electra_outputs(const zt_engine *e, zt_electra_outputs *out)
+{
+    if (!e || !out)
+        return zt_fail(ZT_E_INVAL, "zt_engine_electra_outputs: NULL argument");
+    if (!e->ops || e->un.custom || !e->mc.ej.on)
+        return zt_engine_fail(e, zt_fail(ZT_E_INVAL, "zt_engine_electra_outputs: the model is "
+                                         "not ELECTRA's joint pretraining"));
+    electra_joint_outputs(e->model, out);
+    if (!e->have_logits)
+        out->generator_logits = NULL;
     return 0;
 }
 

@@ -100,6 +100,7 @@ static int estimate(const zt_config *cfg0, int N, double num_params, size_t unit
     }
     ZT_TRY(rc0);
     if (named) {
+        mc->ej.gen_size = cfg->electra_generator_size;
         ZT_TRY(zt_model_head_apply(mc, src, cfg->head, cfg->num_labels, cfg->problem_type,
                                    cfg->label_names));
         ZT_TRY(zt_model_layout(mc, l));

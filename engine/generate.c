@@ -128,7 +128,7 @@ static int step_logits(gen_run *s, int t)
         memcpy(s->lg, lg, n * sizeof *lg);
     } else {
         zt_batch x = {s->R, s->b->T, s->xids, s->xmask, NULL, s->xlab, 0, 0, t + 1, NULL, NULL,
-                      NULL, 0};
+                      NULL, 0, NULL};
         zt_fb_result res;
         int64_t shape[3];
         for (int r = 0; r < s->R; r++) { /* labels: the decoder's input shifted left */

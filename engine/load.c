@@ -77,6 +77,7 @@ static int ignorable(const char *name)
 {
     return strstr(name, "pooler.") || strstr(name, "cls.seq_relationship.") ||
            strncmp(name, "sop_classifier.", 15) == 0 ||
+           strncmp(name, "generator.", 10) == 0 || /* ELECTRA's joint folder's generator */
            ends_with(name, "position_ids");
 }
 

@@ -29,7 +29,7 @@ extern "C" {
 #define ZT_VERSION_PATCH 0
 /* The library's soname is libzerotrain.so.ZT_ABI_VERSION; it changes whenever a public
  * struct or signature does. */
-#define ZT_ABI_VERSION 9
+#define ZT_ABI_VERSION 10
 
 /* ---- errors -------------------------------------------------------------------------
  * Every fallible function returns 0 (or a count) on success and a negative value on
@@ -410,6 +410,9 @@ typedef struct zt_train_settings {
     /* zerotrain.skip_nonfinite (the divergence guard; 1 unless the config says false) and
      * zerotrain.max_skipped_steps (consecutive skips that end a run; 5) */
     int skip_nonfinite, max_skipped_steps;
+    /* zerotrain.electra_generator_size (0.25): ELECTRA's joint pretraining's generator,
+     * scaled from the discriminator */
+    float electra_generator_size;
     int precision;                 /* ZT_PREC_*: fp16.enabled, bf16.enabled (or bfloat16.enabled) */
     int grad_accum_dtype;          /* ZT_GRAD_*: data_types.grad_accum_dtype */
     int comm_dtype;                /* ZT_GRAD_*: communication_data_type */
@@ -604,6 +607,12 @@ typedef struct zt_config {
      * takes ZT_HEAD_AUTO only. */
     int head;
     int num_labels, problem_type;
+    /* ZT_HEAD_MLM on an ELECTRA discriminator (ElectraForPreTraining): its joint pretraining
+     * with a generator (zt_engine_electra_outputs); a folder with electra_pretraining.json is
+     * that already with ZT_HEAD_AUTO. The generator is the folder's generator_config.json,
+     * else the discriminator with hidden_size (and intermediate_size 4x, heads hidden / 64)
+     * scaled by electra_generator_size (zerotrain.electra_generator_size; 0 = 0.25). */
+    float electra_generator_size;
     const char *const *label_names;
     /* Forward only (prediction): no gradients and no optimizer state are allocated, every
      * layer keeps nothing for a backward pass (BERT: the layers share one working set and
@@ -753,11 +762,17 @@ typedef struct zt_batch {
      * the targets (multi-label: 0/1 per class; regression: the values). */
     const float *label_values;
     /* ALBERT's sentence-order prediction (AlbertForPreTraining): sentence_order_label [B], 0
-     * = the two segments in order, 1 = swapped (-100: ignored); its mean is over sop_count
-     * rows (the whole step's, as label_count; 0 = this batch's own). NULL: no SOP loss (the
+     * = the two segments in order, 1 = swapped (-100: ignored). NULL: no SOP loss (the
      * masked LM's alone). */
     const int64_t *sentence_order_label;
-    int64_t sop_count;
+    /* The second loss's count, as label_count for the first (the whole step's; 0 = this
+     * batch's own): AlbertForPreTraining's SOP mean is over aux_count rows, ELECTRA's joint
+     * pretraining's replaced-token-detection mean over aux_count attended positions. */
+    int64_t aux_count;
+    /* ELECTRA's joint pretraining: the discriminator's tokens at the masked positions (labels
+     * != -100) [B, T], in place of the generator's samples (a reference's replacements, or
+     * the caller's own sampling; the generator is still trained). NULL: sampled. */
+    const int64_t *replacement_ids;
 } zt_batch;
 
 typedef struct zt_fb_result {
@@ -833,6 +848,23 @@ ZT_API int zt_generate(zt_engine *e, const zt_batch *b, const zt_generate_config
                        int32_t *ids, int *lens, float *scores);
 /* Logits of the last forward_backward with keep_logits; shape[0..2] = B, T, V. */
 ZT_API int zt_engine_logits(const zt_engine *e, const float **logits, int64_t shape[3]);
+/* ELECTRA's joint pretraining (zt_config.head ZT_HEAD_MLM on an ElectraForPreTraining
+ * config, or a folder with electra_pretraining.json): what the last pass (forward_backward
+ * or evaluate) made, valid until the next. The discriminator's input (the original ids with
+ * the generator's samples at the masked positions) and labels (1: replaced by a different
+ * token), [B, T]; the generator's logits (zt_engine_logits' rules: [B, T, V] with
+ * keep_logits, else NULL); the two losses (means over this batch's masked and attended
+ * positions, before gen_weight and disc_weight) and those counts. zt_engine_logits gives the
+ * discriminator's [B, T, 1]. ZT_E_INVAL for any other model. */
+typedef struct zt_electra_outputs {
+    int B, T;
+    const int64_t *disc_input_ids, *disc_labels;
+    const float *generator_logits;
+    int64_t generator_logits_shape[3];
+    double generator_loss, discriminator_loss;
+    int64_t masked, attended;
+} zt_electra_outputs;
+ZT_API int zt_engine_electra_outputs(const zt_engine *e, zt_electra_outputs *out);
 ZT_API int zt_engine_zero_grad(zt_engine *e);
 
 /* Copy a parameter / its gradient by Hugging Face name into dst (n = numel). */

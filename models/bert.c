@@ -289,9 +289,9 @@ static int validate(const bert_config *c, const char *where)
     if (c->pad_id >= c->vocab)
         return zt_fail(ZT_E_CONFIG, "%s: pad_token_id %d is not an id of the vocabulary (vocab_size "
                        "%d)", where, c->pad_id, c->vocab);
-    if (emb_of(c) > c->hidden)
+    if (albert(c) && emb_of(c) > c->hidden) /* (ELECTRA's generators have them wider) */
         return zt_fail(ZT_E_UNSUPPORTED, "%s: embedding_size %d is larger than hidden_size %d: "
-                       "zerotrain takes embeddings no wider than the layers (every ELECTRA and "
+                       "zerotrain's ALBERT takes embeddings no wider than the layers (every "
                        "ALBERT release has embedding_size <= hidden_size)", where, c->emb,
                        c->hidden);
     if (albert(c) && (c->groups < 1 || c->groups > c->layers || c->inner < 1))
@@ -1057,6 +1057,9 @@ static void carve(bert_model *m, zt_carver *cv, const unsigned char *mode, int k
     dims d = {(size_t)B * T, (size_t)T, (size_t)m->c.hidden, (size_t)m->c.inter,
               (size_t)m->c.heads, es};
     size_t bt = d.bt, C = d.C, F = d.F;
+    /* X: the widest of the layers and the embeddings (an ELECTRA generator's embeddings, and
+     * its head's output, may be wider than its layers) */
+    size_t X = (size_t)emb_of(&m->c) > C ? (size_t)emb_of(&m->c) : C;
     int L = m->c.layers, nws = 0, noff = 0, seg = k >= 2;
     unsigned ws_pieces = P_RECOMP; /* selective layers share only what they recompute */
     layer_acts scratch_la, *ws = cv->base ? m->ws : NULL;
@@ -1066,10 +1069,10 @@ static void carve(bert_model *m, zt_carver *cv, const unsigned char *mode, int k
         if (mode[i] == ZT_KEEP_OUTPUT || mode[i] == ZT_KEEP_OFFLOAD || mode[i] == ZT_KEEP_FORWARD)
             ws_pieces = P_ALL;
     }
-    m->e_pre = take_x(cv, bt * C, es); m->em = zt_take(cv, bt); m->er = zt_take(cv, bt);
-    m->e = take_x(cv, bt * C, es); /* (E <= C: validate) */
+    m->e_pre = take_x(cv, bt * X, es); m->em = zt_take(cv, bt); m->er = zt_take(cv, bt);
+    m->e = take_x(cv, bt * X, es);
     m->ep = projected(&m->c) ? take_x(cv, bt * C, es) : NULL;
-    m->ke = zt_take(cv, bt * C / 32 + bt);
+    m->ke = zt_take(cv, bt * X / 32 + bt);
     /* working sets */
     nws = nws == 0 ? 0 : seg ? k : 1;
     for (int p = 0; p < nws; p++)
@@ -1100,15 +1103,15 @@ static void carve(bert_model *m, zt_carver *cv, const unsigned char *mode, int k
         }
         o += (md == ZT_KEEP_OFFLOAD || md == ZT_KEEP_FORWARD) && end;
     }
-    m->t1 = take_x(cv, bt * C, es); m->t2 = take_x(cv, bt * C, es);
-    m->t3 = take_x(cv, bt * C, es);
+    m->t1 = take_x(cv, bt * X, es); m->t2 = take_x(cv, bt * X, es);
+    m->t3 = take_x(cv, bt * X, es);
     m->tm = zt_take(cv, bt); m->tr = zt_take(cv, bt);
     m->row_loss = zt_take(cv, bt * 2);
     m->lab_rows = zt_take(cv, bt); m->lab_c = zt_take(cv, bt * 2);
     m->dcur = zt_take(cv, bt * C);
     for (int i = 0; i < 5; i++)
-        m->sc[i] = zt_take(cv, bt * C);
-    m->si[0] = zt_take(cv, bt * F); m->si[1] = zt_take(cv, bt * F);
+        m->sc[i] = zt_take(cv, bt * X);
+    m->si[0] = zt_take(cv, bt * (F > X ? F : X)); m->si[1] = zt_take(cv, bt * (F > X ? F : X));
     m->att_scratch = zt_take(cv, att_per_slot(m, T) * (size_t)m->slots);
     if (m->c.rel) { /* the relative scores' work: the full layers' or the first token's */
         int D = (int)(C / m->c.heads), H = m->c.heads;
@@ -1120,11 +1123,11 @@ static void carve(bert_model *m, zt_carver *cv, const unsigned char *mode, int k
     m->hs = NULL;
     m->xs = NULL;
     if (m->dt >= 0) {
-        size_t ln = xlayernorm_scratch(m->dt, (int)C, m->slots);
+        size_t ln = xlayernorm_scratch(m->dt, (int)X, m->slots);
         size_t ce = xcrossentropy_scratch(m->dt, m->c.head == BERT_HEAD_CLS ? m->c.num_labels
                                                                          : m->c.vocab,
                                           m->slots);
-        m->hs_n = bt * (F > C ? F : C);
+        m->hs_n = bt * (F > X ? F : X);
         m->hs = take_x(cv, m->hs_n, 2);
         m->xs = zt_take(cv, ln > ce ? ln : ce);
     }
@@ -1183,7 +1186,8 @@ static size_t bert_act_bytes(void *p, int B, int T, const unsigned char *unit_mo
     carve(&t, &cv, unit_mode ? unit_mode + 1 : t.mode, unit_mode ? k : t.seg_k, B, T);
     if (t.c.head == BERT_HEAD_CLS || rtd(&t.c))
         return cv.off;
-    return cv.off + zt_lm_rows_bytes((size_t)B * T / 4, t.c.vocab, t.c.hidden, 0, es_of(&t));
+    return cv.off + zt_lm_rows_bytes((size_t)B * T / 4, t.c.vocab, head_w(&t.c) > t.c.hidden ?
+                                     head_w(&t.c) : t.c.hidden, 0, es_of(&t));
 }
 
 /* Step s's unit and first parameter: the embeddings, layer s - 1, the head. ALBERT's layer
@@ -1420,7 +1424,7 @@ static int bert_prepare(void *p, const zt_batch *b, int keep_logits, int64_t *n_
             k += v != -100;
         }
         m->sop_labels = b->sentence_order_label;
-        m->sop_denom = b->sop_count > 0 ? b->sop_count : k;
+        m->sop_denom = b->aux_count > 0 ? b->aux_count : k;
     }
     m->lab_denom = b->label_count > 0 ? b->label_count : n;
     if (cls)
@@ -1457,7 +1461,8 @@ static int bert_prepare(void *p, const zt_batch *b, int keep_logits, int64_t *n_
                 m->lab_c[m->n_lab++] = b->labels[i];
             }
     ZT_TRY(zt_lm_rows_size(&m->lm, m->compact ? (size_t)m->n_lab : (size_t)b->B * b->T,
-                           (size_t)b->B * b->T, c->vocab, c->hidden, keep_logits,
+                           (size_t)b->B * b->T, c->vocab,
+                           head_w(c) > c->hidden ? head_w(c) : c->hidden, keep_logits,
                            keep_logits ? sizeof(float) : es_of(m)));
     *n_labels = n;
     return 0;
@@ -2236,6 +2241,48 @@ static int bert_tied_unit(const void *p, int u)
     const bert_model *m = p;
     return m->c.head == BERT_HEAD_MLM && !m->c.untied && !rtd(&m->c) && u == m->l->n_units - 1
                ? 0 : -1;
+}
+
+/* ---- the ELECTRA joint pretraining's hooks (electra.c) ------------------------------- */
+
+void bert_sample_replacements(void *p, float temperature, uint64_t seed, uint32_t *u, float *row,
+                              int64_t *ids)
+{
+    bert_model *m = p;
+    int V = m->c.vocab, n = m->compact ? m->n_lab : m->B * m->T;
+    size_t es = m->compact ? es_of(m) : sizeof(float); /* (kept logits are fp32) */
+    for (int k = 0; k < n; k++) {
+        int i = m->compact ? m->lab_rows[k] : k;
+        if (m->labels[i] == -100)
+            continue;
+        const char *lg = (const char *)m->lm.logits + (size_t)k * V * es;
+        if (es == sizeof(float))
+            memcpy(row, lg, sizeof(float) * (size_t)V);
+        else
+            zt_half_widen(m->dt, row, (const uint16_t *)lg, (size_t)V);
+        /* pretrain_helpers.sample_from_softmax: argmax(logits / T + gumbel), gumbel =
+         * -log(-log(u + 1e-9) + 1e-9), u uniform in [0, 1) from Philox keyed by the sample
+         * and the position */
+        zt_rng_u32(seed, m->first_sample + (uint64_t)(i / m->T),
+                   zt_rng_stream(i % m->T, ZT_RNG_ELECTRA_SAMPLE), 0, u, (uint64_t)V);
+        float best = -INFINITY;
+        int arg = 0;
+        for (int v = 0; v < V; v++) { /* (ties: the first, as argmax) */
+            float g = row[v] / temperature - logf(-logf(zt_rng_uniform(u[v]) + 1e-9f) + 1e-9f);
+            if (g > best) {
+                best = g;
+                arg = v;
+            }
+        }
+        ids[i] = arg;
+    }
+}
+
+void bert_set_rtd_targets(void *p, const int64_t *labels)
+{
+    bert_model *m = p;
+    for (int i = 0; i < m->B * m->T; i++)
+        m->rtgt[i] = (float)labels[i];
 }
 
 static int bert_n_steps(const void *p) { return ((const bert_model *)p)->c.layers + 2; }

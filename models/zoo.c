@@ -28,7 +28,8 @@ int zt_model_config_load(const char *path, zt_model_cfg *c)
         return t5_config_load(path, &c->t5);
     }
     c->type = ZT_MODEL_BERT; /* bert's loader names any other model_type */
-    return bert_config_load(path, &c->bert);
+    ZT_TRY(bert_config_load(path, &c->bert));
+    return electra_joint_load(path, &c->bert, &c->ej);
 }
 
 int zt_model_config_preset(const char *name, int vocab, zt_model_cfg *c)
@@ -49,8 +50,10 @@ int zt_model_config_preset(const char *name, int vocab, zt_model_cfg *c)
 
 int zt_model_config_save(const zt_model_cfg *c, const char *path, const char *torch_dtype)
 {
-    return c->type == ZT_MODEL_T5 ? t5_config_save(&c->t5, path, torch_dtype)
-                                  : bert_config_save(&c->bert, path, torch_dtype);
+    if (c->type == ZT_MODEL_T5)
+        return t5_config_save(&c->t5, path, torch_dtype);
+    ZT_TRY(bert_config_save(&c->bert, path, torch_dtype));
+    return c->ej.on ? electra_joint_save(&c->ej, path, torch_dtype) : 0;
 }
 
 int zt_model_head_apply(zt_model_cfg *c, const char *source, int head, int num_labels,
@@ -66,10 +69,14 @@ int zt_model_head_apply(zt_model_cfg *c, const char *source, int head, int num_l
         return zt_fail(ZT_E_CONFIG, "config: problem_type %d: not a ZT_PROBLEM_*", problem);
     if (head == ZT_HEAD_AUTO)
         return 0;
+    c->ej.on = 0; /* (a joint folder's discriminator alone, unless the head is MLM) */
     if (c->type != ZT_MODEL_BERT)
         return zt_fail(ZT_E_CONFIG, "%s is a T5 model: %s heads are BERT's (T5 is trained "
                        "text to text)", source, head == ZT_HEAD_CLASSIFY ? "sequence "
                        "classification" : "masked-LM");
+    if (head == ZT_HEAD_MLM && b->family == BERT_FAMILY_ELECTRA && b->disc &&
+        b->head == BERT_HEAD_MLM) /* a discriminator's masked-LM training: the joint one */
+        return electra_joint_make(b, &c->ej, source);
     if (head == ZT_HEAD_MLM) {
         if (b->head == BERT_HEAD_CLS)
             zt_log(ZT_LOG_WARN, "%s is a %s: as a masked LM its classification head is not "
@@ -106,7 +113,9 @@ int zt_model_head_apply(zt_model_cfg *c, const char *source, int head, int num_l
 
 int zt_model_layout(const zt_model_cfg *c, zt_layout *l)
 {
-    return c->type == ZT_MODEL_T5 ? t5_layout(&c->t5, l) : bert_layout(&c->bert, l);
+    return c->type == ZT_MODEL_T5 ? t5_layout(&c->t5, l)
+           : c->ej.on             ? electra_joint_layout(&c->bert, &c->ej, l)
+                                  : bert_layout(&c->bert, l);
 }
 
 int zt_model_create(const zt_model_cfg *c, const zt_layout *l, int dropout, uint64_t seed,
@@ -115,6 +124,10 @@ int zt_model_create(const zt_model_cfg *c, const zt_layout *l, int dropout, uint
     if (c->type == ZT_MODEL_T5) {
         *ops = &t5_ops;
         return t5_create(&c->t5, l, dropout, seed, hdt, acct, model);
+    }
+    if (c->ej.on) {
+        *ops = &electra_joint_ops;
+        return electra_joint_create(&c->bert, &c->ej, l, dropout, seed, hdt, acct, model);
     }
     *ops = &bert_ops;
     return bert_create(&c->bert, l, dropout, seed, hdt, acct, model);
@@ -167,6 +180,21 @@ int zt_model_shape_diff(const zt_model_cfg *a, const char *a_name, const zt_mode
         return 1;
     }
     int t5 = a->type == ZT_MODEL_T5;
+    if (!t5 && a->ej.on != b->ej.on) {
+        snprintf(buf, n, "ELECTRA's joint pretraining (generator and discriminator) in %s, the "
+                 "discriminator alone in %s", a->ej.on ? a_name : b_name,
+                 a->ej.on ? b_name : a_name);
+        return 1;
+    }
+    if (!t5 && a->ej.on) { /* the generators' shapes, then the discriminators' */
+        char an[160], bn[160];
+        zt_model_cfg ga = {.type = ZT_MODEL_BERT, .bert = a->ej.gen};
+        zt_model_cfg gb = {.type = ZT_MODEL_BERT, .bert = b->ej.gen};
+        snprintf(an, sizeof an, "%s's generator", a_name);
+        snprintf(bn, sizeof bn, "%s's generator", b_name);
+        if (zt_model_shape_diff(&ga, an, &gb, bn, buf, n))
+            return 1;
+    }
     const shape_field *f = t5 ? t5_fields : bert_fields;
     int nf = t5 ? (int)(sizeof t5_fields / sizeof *f) : (int)(sizeof bert_fields / sizeof *f);
     const char *pa = t5 ? (const char *)&a->t5 : (const char *)&a->bert;
@@ -241,5 +269,8 @@ void zt_model_describe(const zt_model_cfg *c, char *buf, size_t n)
     if (b->family >= BERT_FAMILY_ELECTRA && k > 0 && (size_t)k < n)
         k += snprintf(buf + k, n - (size_t)k, " E%d", b->emb > 0 ? b->emb : b->hidden);
     if (b->family == BERT_FAMILY_ALBERT && k > 0 && (size_t)k < n)
-        snprintf(buf + k, n - (size_t)k, " groups %d x %d", b->groups, b->inner);
+        k += snprintf(buf + k, n - (size_t)k, " groups %d x %d", b->groups, b->inner);
+    if (c->ej.on && k > 0 && (size_t)k < n)
+        snprintf(buf + k, n - (size_t)k, ", generator L%d H%d A%d I%d (joint pretraining)",
+                 c->ej.gen.layers, c->ej.gen.hidden, c->ej.gen.heads, c->ej.gen.inter);
 }

@@ -4,6 +4,7 @@
 #define ZT_MODELS_ZOO_H
 
 #include "bert.h"
+#include "electra.h"
 #include "t5.h"
 
 enum { ZT_MODEL_BERT = 1, ZT_MODEL_T5 = 2 };
@@ -12,6 +13,10 @@ typedef struct zt_model_cfg {
     int type;                  /* ZT_MODEL_* */
     bert_config bert;
     t5_config t5;
+    electra_joint ej;          /* bert's (a discriminator's) ELECTRA joint pretraining: on
+                                * from a folder with electra_pretraining.json, or by the head
+                                * ZT_HEAD_MLM with ej.gen_size set first (the engine's
+                                * electra_generator_size) */
 } zt_model_cfg;
 
 /* config.json by its "model_type" ("bert", "t5"; absent: bert). */

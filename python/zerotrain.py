@@ -35,7 +35,7 @@ import weakref
 
 import numpy as np
 
-ABI_VERSION = 9
+ABI_VERSION = 10
 FOR_FORWARD, FOR_BACKWARD, FOR_RECOMPUTE, FOR_EVAL = 1, 2, 4, 8
 INIT_NORMAL, INIT_ZEROS, INIT_ONES, INIT_VALUES = 0, 1, 2, 3
 
@@ -83,7 +83,7 @@ class _Batch(ctypes.Structure):  # zt_batch
                 ("first_sample", ctypes.c_uint64), ("label_count", ctypes.c_int64),
                 ("T_dec", ctypes.c_int), ("decoder_attention_mask", _I64P),
                 ("label_values", ctypes.POINTER(ctypes.c_float)), ("sentence_order_label", _I64P),
-                ("sop_count", ctypes.c_int64)]
+                ("aux_count", ctypes.c_int64), ("replacement_ids", _I64P)]
 
 
 _HOOK = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int,

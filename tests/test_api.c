@@ -380,7 +380,7 @@ static void test_config_errors(void **state)
          "\"num_attention_heads\": 2, \"intermediate_size\": 8, \"max_position_embeddings\": 8, "
          "\"type_vocab_size\": 2}", "missing required field \"hidden_act\"", ZT_E_CONFIG},
         {"{\"model_type\": \"gpt2\"}", "model_type \"gpt2\" is not supported: zerotrain trains \"bert\", \"roberta\", \"distilbert\", \"electra\", \"albert\", \"t5\" and \"mt5\"", ZT_E_UNSUPPORTED},
-        {"{\"model_type\": \"electra\", \"vocab_size\": 100, \"embedding_size\": 16, \"hidden_size\": 8, "
+        {"{\"model_type\": \"albert\", \"vocab_size\": 100, \"embedding_size\": 16, \"hidden_size\": 8, "
          "\"num_hidden_layers\": 1, \"num_attention_heads\": 2, \"intermediate_size\": 8, "
          "\"max_position_embeddings\": 8, \"type_vocab_size\": 2, \"hidden_act\": \"gelu\"}",
          "embedding_size 16 is larger than hidden_size 8", ZT_E_UNSUPPORTED},
@@ -444,7 +444,7 @@ static zt_batch make_batch(small_batch *s, uint64_t first)
         s->tt[i] = (i % 8) >= 4;
         s->labels[i] = i % 3 == 0 ? (i * 11) % 512 : -100;
     }
-    return (zt_batch){2, 8, s->ids, s->mask, s->tt, s->labels, first, 0, 0, NULL, NULL, NULL, 0};
+    return (zt_batch){2, 8, s->ids, s->mask, s->tt, s->labels, first, 0, 0, NULL, NULL, NULL, 0, NULL};
 }
 
 static void test_batch_errors(void **state)
@@ -473,7 +473,7 @@ static void test_batch_errors(void **state)
     b.B = 0;
     assert_int_equal(zt_engine_forward_backward(e, &b, 0, &r), ZT_E_INVAL);
     int64_t *big = calloc(65, sizeof *big);
-    zt_batch lb = {1, 65, big, NULL, NULL, big, 0, 0, 0, NULL, NULL, NULL, 0};
+    zt_batch lb = {1, 65, big, NULL, NULL, big, 0, 0, 0, NULL, NULL, NULL, 0, NULL};
     assert_int_equal(zt_engine_forward_backward(e, &lb, 0, &r), ZT_E_RANGE);
     assert_non_null(strstr(zt_engine_last_error(e), "exceeds max_position_embeddings 64"));
     free(big);
@@ -541,7 +541,7 @@ static void test_bf16_write_param(void **state)
         mask[i] = 1;
         labels[i] = i % 3 == 1 ? 7 : -100;
     }
-    zt_batch b = {2, 5, ids, mask, NULL, labels, 0, 0, 0, NULL, NULL, NULL, 0};
+    zt_batch b = {2, 5, ids, mask, NULL, labels, 0, 0, 0, NULL, NULL, NULL, 0, NULL};
     zt_fb_result r;
     const char *name = "bert.embeddings.LayerNorm.bias";
     zt_param_info pi;
@@ -587,7 +587,7 @@ static void test_fp16_loss_scale(void **state)
         mask[i] = 1;
         labels[i] = i % 3 == 1 ? 7 : -100;
     }
-    zt_batch b = {2, 5, ids, mask, NULL, labels, 0, 0, 0, NULL, NULL, NULL, 0};
+    zt_batch b = {2, 5, ids, mask, NULL, labels, 0, 0, 0, NULL, NULL, NULL, 0, NULL};
     zt_fb_result r;
     zt_step_info si;
     const char *name = "bert.embeddings.LayerNorm.bias";
@@ -680,7 +680,7 @@ static void test_inference(void **state)
     snprintf(dir, sizeof dir, "%s/bert-tiny-cls", f ? f : "tests/fixtures");
     int64_t ids[2 * 6] = {2, 10, 11, 12, 3, 0, 2, 40, 4, 41, 4, 3};
     int64_t mask[2 * 6] = {1, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 1};
-    zt_batch b = {2, 6, ids, mask, NULL, NULL, 0, 0, 0, NULL, NULL, NULL, 0};
+    zt_batch b = {2, 6, ids, mask, NULL, NULL, 0, 0, 0, NULL, NULL, NULL, 0, NULL};
     const float *lg;
     int64_t shape[3];
     float ref[2 * 3], probs[2 * 3];

@@ -46,7 +46,7 @@ static zt_batch make_batch(batch16 *s)
         s->tt[i] = 0;
         s->labels[i] = i % 3 == 0 ? (i * 11) % 512 : -100;
     }
-    return (zt_batch){2, 8, s->ids, s->mask, s->tt, s->labels, 0, 0, 0, NULL, NULL, NULL, 0};
+    return (zt_batch){2, 8, s->ids, s->mask, s->tt, s->labels, 0, 0, 0, NULL, NULL, NULL, 0, NULL};
 }
 
 typedef struct { int stage, opt, off_opt, off_par, accum, precision, grad_dtype; } fp_case;

@@ -63,7 +63,7 @@ typedef struct out { int32_t ids[B * MAXN]; int lens[B]; float scores[B]; int pa
 
 static void run(zt_engine *e, int beams, int cache, trace *t, out *o)
 {
-    zt_batch b = {B, T, (int64_t *)ids, (int64_t *)mask, NULL, NULL, 0, 0, 0, NULL, NULL, NULL, 0};
+    zt_batch b = {B, T, (int64_t *)ids, (int64_t *)mask, NULL, NULL, 0, 0, 0, NULL, NULL, NULL, 0, NULL};
     zt_generate_config g;
     zt_generate_config_init(&g);
     g.max_new_tokens = MAXN;
@@ -188,7 +188,7 @@ static void test_hook(void **state)
 {
     (void)state;
     zt_engine *e = t5(0, 0);
-    zt_batch b = {B, T, (int64_t *)ids, (int64_t *)mask, NULL, NULL, 0, 0, 0, NULL, NULL, NULL, 0};
+    zt_batch b = {B, T, (int64_t *)ids, (int64_t *)mask, NULL, NULL, 0, 0, 0, NULL, NULL, NULL, 0, NULL};
     zt_generate_config g;
     out o;
     for (int beams = 1; beams <= 3; beams += 2) {
@@ -215,7 +215,7 @@ static void test_misuse(void **state)
 {
     (void)state;
     zt_engine *e = t5(0, 0), *bert;
-    zt_batch b = {B, T, (int64_t *)ids, (int64_t *)mask, NULL, NULL, 0, 0, 0, NULL, NULL, NULL, 0};
+    zt_batch b = {B, T, (int64_t *)ids, (int64_t *)mask, NULL, NULL, 0, 0, 0, NULL, NULL, NULL, 0, NULL};
     zt_generate_config g;
     out o;
     zt_generate_config_init(&g);

@@ -115,7 +115,7 @@ static void test_bert_tiny(void **state)
     int64_t *tt = load_i64(batch, "token_type_ids", &B2, &T2);
     int64_t *labels = load_i64(batch, "labels", &B2, &T2);
     assert_true(ids && mask && tt && labels && B == B2 && T == T2);
-    zt_batch b = {B, T, ids, mask, tt, labels, 0, 0, 0, NULL, NULL, NULL, 0};
+    zt_batch b = {B, T, ids, mask, tt, labels, 0, 0, 0, NULL, NULL, NULL, 0, NULL};
     assert_int_equal(zt_engine_forward_backward(e, &b, 1, &res), 0);
 
     /* loss: relative 1e-5 */

@@ -44,7 +44,7 @@ static void make_batch(batch *x, int vocab, unsigned seed)
         x->mask[i] = 1;
         x->labels[i] = (s >> 20) % 4 == 0 ? x->ids[i] : -100;
     }
-    x->b = (zt_batch){2, 16, x->ids, x->mask, NULL, x->labels, seed * 2, 0, 0, NULL, NULL, NULL, 0};
+    x->b = (zt_batch){2, 16, x->ids, x->mask, NULL, x->labels, seed * 2, 0, 0, NULL, NULL, NULL, 0, NULL};
 }
 
 /* one tensor's reference copy and state */

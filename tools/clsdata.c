@@ -165,7 +165,7 @@ void cls_source_fill(const cls_source *s, uint64_t first, int B, int64_t *ids, i
         }
     }
     *b = (zt_batch){B, T, ids, mask, tt, s->label ? labels : NULL, first, 0, 0, NULL,
-                    s->value ? values : NULL, NULL, 0};
+                    s->value ? values : NULL, NULL, 0, NULL};
 }
 
 /* ---- evaluation ------------------------------------------------------------------------ */

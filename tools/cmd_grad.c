@@ -13,6 +13,7 @@
 typedef struct batch_file {
     int64_t *ids, *mask, *tt, *labels, *dmask;
     int64_t *sop;  /* AlbertForPreTraining's sentence_order_label [B], or NULL */
+    int64_t *rep;  /* ELECTRA's joint pretraining's replacement_ids [B, T], or NULL */
     float *values; /* sequence classification's F32 labels [B] or [B, num_labels] */
     int B, T, Tl;  /* Tl: the labels' length (T5's targets; BERT: T) */
     int per_row;   /* labels are per sequence (classification): I64 [B] or F32 */
@@ -27,6 +28,7 @@ static void batch_free(batch_file *b)
     free(b->dmask);
     free(b->values);
     free(b->sop);
+    free(b->rep);
 }
 
 /* sentence_order_label: I64 [B] (optional) */
@@ -41,6 +43,21 @@ static int sop_labels(zt_safetensors *f, const char *path, batch_file *b)
     if (!(b->sop = malloc(t.nbytes ? t.nbytes : 1)))
         return die("out of memory reading %s", path);
     memcpy(b->sop, t.data, t.nbytes);
+    return 0;
+}
+
+/* replacement_ids: I64 [B, T] (optional; ELECTRA's joint pretraining) */
+static int rep_ids(zt_safetensors *f, const char *path, batch_file *b)
+{
+    zt_tensor_info t;
+    if (zt_safetensors_find(f, "replacement_ids", &t) < 0)
+        return 0;
+    if (t.dtype != ZT_I64 || t.ndim != 2 || t.shape[0] != b->B || t.shape[1] != b->T)
+        return die("%s: tensor \"replacement_ids\" must be I64 [%d, %d] (input_ids' shape)",
+                   path, b->B, b->T);
+    if (!(b->rep = malloc(t.nbytes ? t.nbytes : 1)))
+        return die("out of memory reading %s", path);
+    memcpy(b->rep, t.data, t.nbytes);
     return 0;
 }
 
@@ -109,7 +126,7 @@ static int read_batch(const char *path, batch_file *b)
          batch_tensor(f, path, "attention_mask", 0, b, &b->T, "input_ids", &b->mask) ||
          batch_tensor(f, path, "token_type_ids", 0, b, &b->T, "input_ids", &b->tt) ||
          batch_tensor(f, path, "decoder_attention_mask", 0, b, &b->Tl, "labels", &b->dmask) ||
-         sop_labels(f, path, b);
+         sop_labels(f, path, b) || rep_ids(f, path, b);
     zt_safetensors_close(f);
     if (rc)
         batch_free(b);
@@ -208,7 +225,8 @@ int cmd_grad(int argc, char **argv)
     zt_fb_result res;
     zt_tensor_view *views = NULL;
     float **bufs = NULL;
-    int np, nv = 0, rc = 1, nsteps = 1;
+    int64_t *erep = NULL;
+    int np, nv = 0, nfixed = 1 << 30, rc = 1, nsteps = 1;
     long nt = 0;
     int no_logits = 0, n = 0; /* the flag --no-logits: training's pass (see the help) */
     for (int i = 0; i < argc; i++) {
@@ -235,14 +253,14 @@ int cmd_grad(int argc, char **argv)
         goto done;
     }
     zt_batch b = {bf.B, bf.T, bf.ids, bf.mask, bf.tt, bf.labels, 0, 0, bf.Tl, bf.dmask,
-                  bf.values, bf.sop, 0};
+                  bf.values, bf.sop, 0, bf.rep};
     if (zt_engine_forward_backward(e, &b, !no_logits, &res) < 0) {
         die("%s: %s", batch, zt_engine_last_error(e));
         goto done;
     }
     np = zt_engine_param_count(e);
     /* loss, logits, a grad (and maybe an alias grad) per parameter, adamw per parameter */
-    views = calloc((size_t)(2 + 3 * np), sizeof *views);
+    views = calloc((size_t)(8 + 3 * np), sizeof *views);
     bufs = calloc((size_t)(2 * np), sizeof *bufs);
     if (!views || !bufs) {
         die("out of memory");
@@ -261,6 +279,32 @@ int cmd_grad(int argc, char **argv)
             views[nv++] = (zt_tensor_view){"logits", ZT_F32, 3, {shape[0], shape[1], shape[2]},
                                            lg};
     }
+    zt_electra_outputs eo; /* ELECTRA's joint pretraining: the generator's side too */
+    float eloss[2];
+    if (zt_engine_electra_outputs(e, &eo) == 0) {
+        size_t bt = (size_t)eo.B * (size_t)eo.T;
+        if (!(erep = malloc(sizeof *erep * bt))) {
+            die("out of memory");
+            goto done;
+        }
+        for (size_t i = 0; i < bt; i++) /* -100 where nothing was masked, as the reference's */
+            erep[i] = bf.labels[i] != -100 ? eo.disc_input_ids[i] : -100;
+        eloss[0] = (float)eo.generator_loss;
+        eloss[1] = (float)eo.discriminator_loss;
+        if (eo.generator_logits)
+            views[nv++] = (zt_tensor_view){"logits.generator", ZT_F32, 3,
+                                           {eo.generator_logits_shape[0],
+                                            eo.generator_logits_shape[1],
+                                            eo.generator_logits_shape[2]}, eo.generator_logits};
+        views[nv++] = (zt_tensor_view){"aux.replacement_ids", ZT_I64, 2, {eo.B, eo.T}, erep};
+        views[nv++] = (zt_tensor_view){"aux.disc_input_ids", ZT_I64, 2, {eo.B, eo.T},
+                                       eo.disc_input_ids};
+        views[nv++] = (zt_tensor_view){"aux.disc_labels", ZT_I64, 2, {eo.B, eo.T},
+                                       eo.disc_labels};
+        views[nv++] = (zt_tensor_view){"aux.loss_generator", ZT_F32, 1, {1}, &eloss[0]};
+        views[nv++] = (zt_tensor_view){"aux.loss_discriminator", ZT_F32, 1, {1}, &eloss[1]};
+    }
+    nfixed = nv; /* (the views so far name themselves; the rest allocate their names) */
     for (int i = 0; i < np; i++) {
         zt_param_info pi;
         zt_engine_param_get(e, i, &pi);
@@ -312,8 +356,9 @@ int cmd_grad(int argc, char **argv)
            res.n_labels, nv, out);
     rc = 0;
 done:
-    for (int i = 2; views && i < nv; i++)
+    for (int i = nfixed; views && i < nv; i++)
         free((char *)views[i].name);
+    free(erep);
     for (int i = 0; bufs && i < 2 * np; i++)
         free(bufs[i]);
     free(views);

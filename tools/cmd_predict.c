@@ -414,7 +414,7 @@ static int fill_mask(predict_ctx *c)
         bi[t] = ids[t];
         bm[t] = 1;
     }
-    zt_batch b = {1, T, bi, bm, bt, NULL, 0, 0, 0, NULL, NULL, NULL, 0};
+    zt_batch b = {1, T, bi, bm, bt, NULL, 0, 0, 0, NULL, NULL, NULL, 0, NULL};
     if (zt_predict_fill_mask(c->e, &b, sp.mask, k, masks, top, sc, pos) < 0) {
         rc = die("%s", zt_engine_last_error(c->e));
         goto done;

@@ -102,6 +102,7 @@ typedef struct source {
     t2t_source *t2t;
     int T, Tl;                 /* inputs, labels per row (cls: T the longest, Tl 1) */
     int sop;                   /* AlbertForPreTraining: masked LM + sentence-order pairs */
+    int electra;               /* ELECTRA's joint pretraining: aux_count = attended tokens */
     int NL;                    /* cls: the classifier's outputs */
 } source;
 
@@ -117,14 +118,9 @@ static int source_create(const zt_token_data *data, const zt_model_info *mi, int
         return 0;
     }
     s->Tl = T;
-    if (strcmp(mi->architecture, "ElectraForPreTraining") == 0) { /* (printed here: -2) */
-        die("the model is an ElectraForPreTraining: its replaced-token detection needs a "
-            "generator's replacements, and the joint ELECTRA pretraining is not implemented "
-            "yet: fine-tune it as a classifier (finetune --task classify), train a generator "
-            "from an ElectraForMaskedLM config, or give the discriminator your own labels "
-            "through the C API");
-        return -2;
-    }
+    /* (trained as a masked LM, a discriminator is ELECTRA's joint pretraining: the masks
+     * are the generator's, the engine samples the replacements) */
+    s->electra = strcmp(mi->architecture, "ElectraForPreTraining") == 0;
     s->sop = strcmp(mi->architecture, "AlbertForPreTraining") == 0;
     if (s->sop && T < 5) { /* (printed here: -2) */
         die("AlbertForPreTraining's sentence-order pairs need --seq-len >= 5 ([CLS] A [SEP] B "
@@ -178,7 +174,7 @@ static int source_fill(const source *s, uint64_t first, int B, batch_buf *bb, zt
                       : zt_mlm_source_fill(s->mlm, first, B, bb->ids, bb->mask, bb->tt,
                                            bb->labels);
     *b = (zt_batch){B, s->T, bb->ids, bb->mask, s->span ? NULL : bb->tt, bb->labels, first, 0,
-                    s->span ? s->Tl : 0, NULL, NULL, s->sop ? bb->sop : NULL, 0};
+                    s->span ? s->Tl : 0, NULL, NULL, s->sop ? bb->sop : NULL, 0, NULL};
     *n_labels = 0;
     for (size_t i = 0; i < (size_t)B * (size_t)s->Tl; i++)
         *n_labels += bb->labels[i] != -100;
@@ -1395,7 +1391,12 @@ static void print_start(train_ctx *c)
                     cls_source_truncated(c->src.cls), rows, c->seq);
         return;
     }
-    if (strcmp(mi->model_type, "t5") != 0 &&
+    if (c->src.electra) {
+        fprintf(stderr, "ELECTRA joint pretraining: loss = gen_weight x the generator's "
+                        "masked-LM cross-entropy + disc_weight x the discriminator's "
+                        "replaced-token detection (1 and 50, or the folder's "
+                        "electra_pretraining.json)\n");
+    } else if (strcmp(mi->model_type, "t5") != 0 &&
         isfinite(c->unigram = unigram_loss(c->data, mi->vocab_size))) {
         if (c->src.sop) /* + the sentence-order loss of a coin: ln 2 */
             c->unigram += log(2.0);
@@ -1464,7 +1465,9 @@ static int train_step(train_ctx *c, step_result *sr)
     sr->lr = zt_train_config_lr(c->tc, c->st.step);
     sr->flops = 0.0;
     uint64_t base = c->st.samples + (uint64_t)c->rank * (uint64_t)micro * (uint64_t)gas;
-    int64_t counts[3] = {0, 0, 0}; /* the loss's elements, the real tokens, the SOP rows */
+    /* the loss's elements, the real tokens, the second loss's (the SOP rows, ELECTRA's
+     * attended tokens) */
+    int64_t counts[3] = {0, 0, 0};
     for (int k = 0; k < gas; k++) {
         int64_t nl;
         uint64_t tok;
@@ -1474,6 +1477,8 @@ static int train_step(train_ctx *c, step_result *sr)
         counts[0] += nl;
         counts[1] += (int64_t)tok;
         counts[2] += c->batches[k].sentence_order_label ? micro : 0;
+        for (int i = 0; c->src.electra && i < micro * c->src.T; i++)
+            counts[2] += !c->batches[k].attention_mask || c->batches[k].attention_mask[i] == 1;
     }
     /* the step's mean is over the labelled tokens (a classifier's rows) of every rank */
     if (zt_engine_sum_i64(c->e, counts, 3) < 0)
@@ -1484,7 +1489,7 @@ static int train_step(train_ctx *c, step_result *sr)
         zt_fb_result r;
         zt_batch b = c->batches[k];
         b.label_count = labels;
-        b.sop_count = counts[2];
+        b.aux_count = counts[2];
         if (zt_engine_forward_backward(c->e, &b, 0, &r) < 0)
             return die("step %" PRId64 ": %s", c->st.step + 1, zt_engine_last_error(c->e));
         loss_sum += r.loss_sum;

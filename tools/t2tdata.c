@@ -153,5 +153,5 @@ void t2t_source_fill(const t2t_source *s, uint64_t first, int B, int64_t *ids, i
         *n_labels += nt;
         *tokens += (uint64_t)(n + nt);
     }
-    *b = (zt_batch){B, T, ids, mask, NULL, labels, first, 0, Tl, NULL, NULL, NULL, 0};
+    *b = (zt_batch){B, T, ids, mask, NULL, labels, first, 0, Tl, NULL, NULL, NULL, 0, NULL};
 }
