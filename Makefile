@@ -135,6 +135,7 @@ test-long: all unit-tests
 	FINETUNE_LONG=1 bash tests/test_finetune.sh $(BUILD)/zerotrain
 	FAMILY_LONG=1 bash tests/test_family.sh $(BUILD)/zerotrain
 	FAMILY_LONG=1 bash tests/test_albert.sh $(BUILD)/zerotrain
+	FAMILY_LONG=1 bash tests/test_electra.sh $(BUILD)/zerotrain
 	TEXT2TEXT_LONG=1 bash tests/test_text2text.sh $(BUILD)/zerotrain
 	GENERATE_LONG=1 bash tests/test_generate.sh $(BUILD)/zerotrain
 	ESTIMATE_LONG=1 bash tests/test_estimate.sh $(BUILD)/zerotrain

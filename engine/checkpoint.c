@@ -1303,9 +1303,38 @@ static int export_finite(const char *dir, const zt_tensor_view *v, int nv)
     return 0;
 }
 
+static int config_fp32(const char *dir, const char *config, char **out, size_t *len);
+
+/* ELECTRA's joint pretraining's files beside config.json (generator_config.json, with torch_dtype
+ * float32 when fp32, and electra_pretraining.json), from checkpoint dir into the folder tmp */
+static int copy_electra_files(const char *dir, const char *tmp, int fp32)
+{
+    static const char *const names[] = {ELECTRA_GENERATOR_FILE, ELECTRA_PRETRAINING_FILE};
+    int rc = 0;
+    for (int k = 0; k < 2 && rc == 0; k++) {
+        char path[4300], *text = NULL, *t32 = NULL;
+        size_t len = 0;
+        struct stat sb;
+        snprintf(path, sizeof path, "%s/%s", dir, names[k]);
+        if (stat(path, &sb) != 0)
+            continue;
+        if ((rc = zt_file_read_all(path, 1u << 20, &text, &len)) == 0 && fp32 && k == 0 &&
+            (rc = config_fp32(dir, text, &t32, &len)) == 0) {
+            free(text);
+            text = t32;
+        }
+        snprintf(path, sizeof path, "%s/%s", tmp, names[k]);
+        const void *parts[1] = {text};
+        if (rc == 0)
+            rc = zt_file_write_atomic(path, parts, &len, 1);
+        free(text);
+    }
+    return rc;
+}
+
 /* The Hugging Face folder out, written whole beside it and swapped in (hfweights.h): no file
  * of an older export survives, and a failure leaves out as it was. */
-static int export_folder(const char *out, const zt_tensor_view *v, int nv,
+static int export_folder(const char *dir, const char *out, const zt_tensor_view *v, int nv,
                          size_t max_shard_bytes, const char *config, size_t config_len)
 {
     char tmp[4200], path[4300];
@@ -1315,7 +1344,8 @@ static int export_folder(const char *out, const zt_tensor_view *v, int nv,
         return rc;
     snprintf(path, sizeof path, "%s/config.json", tmp);
     if ((rc = zt_hf_write_weights(tmp, v, nv, max_shard_bytes)) < 0 ||
-        (rc = zt_file_write_atomic(path, parts, &config_len, 1)) < 0) {
+        (rc = zt_file_write_atomic(path, parts, &config_len, 1)) < 0 ||
+        (rc = copy_electra_files(dir, tmp, 0)) < 0) {
         zt_dir_discard(tmp);
         return rc;
     }
@@ -1466,7 +1496,8 @@ static int export_master(const char *dir, const char *out, const zt_tensor_view 
             snprintf(path, sizeof path, "%s/config.json", tmp);
             if ((rc = zt_hf_write_weights_cb(tmp, w, nv, max_shard_bytes, fetch_master,
                                               &ms)) < 0 ||
-                (rc = zt_file_write_atomic(path, parts, &cfg32_len, 1)) < 0)
+                (rc = zt_file_write_atomic(path, parts, &cfg32_len, 1)) < 0 ||
+                (rc = copy_electra_files(dir, tmp, 1)) < 0)
                 zt_dir_discard(tmp);
             else
                 rc = zt_dir_commit(tmp, out);
@@ -1549,7 +1580,7 @@ int zt_checkpoint_export_dtype(const char *dir, const char *out, size_t max_shar
         }
     }
     if (rc == 0)
-        rc = export_folder(out, v, nv, max_shard_bytes, config, config_len);
+        rc = export_folder(dir, out, v, nv, max_shard_bytes, config, config_len);
 done:
     for (int k = 0; f && k < nf; k++)
         zt_safetensors_close(f[k]);

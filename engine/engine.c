@@ -661,6 +661,11 @@ int zt_engine_create(const zt_config *cfg, MPI_Comm comm, zt_engine **out)
     if (rc == 0 && !e->un.custom)
         rc = zt_model_head_apply(&e->mc, path, cfg->head, cfg->num_labels, cfg->problem_type,
                                  cfg->label_names);
+    if (rc == 0 && !e->un.custom && cfg->inference && e->mc.ej.on && !e->mc.ej.have_gen)
+        rc = zt_fail(ZT_E_CONFIG, "%s: an ElectraForPreTraining (a discriminator: replaced-token "
+                     "detection) has no masked-LM head to predict with; its generator is a "
+                     "joint folder's (generator_config.json beside config.json), or an "
+                     "ElectraForMaskedLM", path);
     if (rc == 0 && !e->un.custom)
         rc = zt_model_layout(&e->mc, &l);
     if (rc == 0)

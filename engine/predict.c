@@ -64,6 +64,13 @@ int zt_predict_fill_mask(zt_engine *e, const zt_batch *b, int64_t mask_id, int k
         strcmp(mi.model_type, "zerotrain") == 0)
         return zt_fail(ZT_E_INVAL, "zt_predict_fill_mask: the model is a %s, not a masked LM "
                        "(create the engine with zt_config.head ZT_HEAD_MLM)", mi.architecture);
+    /* ELECTRA: the joint model's masked LM is its generator; a discriminator alone has none */
+    int joint = mi.generator_hidden_size > 0;
+    if (!joint && strcmp(mi.architecture, "ElectraForPreTraining") == 0)
+        return zt_fail(ZT_E_INVAL, "zt_predict_fill_mask: the model is an ElectraForPreTraining (a "
+                       "discriminator: replaced-token detection, no masked-LM head); fill-mask "
+                       "takes its generator (a joint folder with generator_config.json, or an "
+                       "ElectraForMaskedLM)");
     BT = (size_t)b->B * (size_t)b->T;
     int64_t *labels = malloc(sizeof *labels * (BT ? BT : 1));
     int *order = malloc(sizeof *order * (size_t)k);
@@ -89,6 +96,13 @@ int zt_predict_fill_mask(zt_engine *e, const zt_batch *b, int64_t mask_id, int k
     x.label_values = NULL;
     if ((rc = zt_engine_evaluate(e, &x, &r)) < 0 || (rc = zt_engine_logits(e, &lg, shape)) < 0)
         goto out;
+    if (joint) {
+        zt_electra_outputs eo;
+        if ((rc = zt_engine_electra_outputs(e, &eo)) < 0)
+            goto out;
+        lg = eo.generator_logits;
+        memcpy(shape, eo.generator_logits_shape, sizeof eo.generator_logits_shape);
+    }
     int V = (int)shape[2], kk = k < V ? k : V;
     for (int m = 0; m < n; m++) {
         const float *l = lg + (size_t)m * V;

@@ -720,6 +720,9 @@ typedef struct zt_model_info {
     /* config.json's special ids (-1: none): BERT and DistilBERT pad; RoBERTa pad, bos and
      * eos (<pad> 1, <s> 0, </s> 2); T5 pad and eos */
     int pad_token_id, bos_token_id, eos_token_id;
+    /* ELECTRA's joint pretraining: its generator's shape (the rest as the discriminator's
+     * above); 0 for every other model */
+    int generator_hidden_size, generator_layers, generator_heads, generator_intermediate_size;
 } zt_model_info;
 ZT_API int zt_engine_model_info(const zt_engine *e, zt_model_info *out);
 /* A classifier's name of label id (config.json's id2label), or NULL (not a classifier, or

@@ -250,6 +250,12 @@ void zt_model_info_fill(const zt_model_cfg *c, zt_model_info *o)
     int ids = c->bert.family == BERT_FAMILY_ROBERTA || c->bert.family == BERT_FAMILY_ALBERT;
     o->bos_token_id = ids ? c->bert.bos_id : -1;
     o->eos_token_id = ids ? c->bert.eos_id : -1;
+    if (c->ej.on) {
+        o->generator_hidden_size = c->ej.gen.hidden;
+        o->generator_layers = c->ej.gen.layers;
+        o->generator_heads = c->ej.gen.heads;
+        o->generator_intermediate_size = c->ej.gen.inter;
+    }
 }
 
 void zt_model_describe(const zt_model_cfg *c, char *buf, size_t n)

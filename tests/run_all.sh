@@ -82,6 +82,7 @@ suite ds-configs bash tests/test_ds_configs.sh build/zerotrain
 suite finetune bash tests/test_finetune.sh build/zerotrain
 suite family bash tests/test_family.sh build/zerotrain
 suite albert bash tests/test_albert.sh build/zerotrain
+suite electra bash tests/test_electra.sh build/zerotrain
 suite text2text bash tests/test_text2text.sh build/zerotrain
 suite parity env ZT=build/zerotrain bash tests/test_bert_random.sh
 suite prepare bash tests/test_prepare.sh build/zerotrain

@@ -264,6 +264,75 @@ def sample_replacements(logits, u, temperature=1.0):
     return torch.argmax(logits / temperature - torch.log(-torch.log(u + 1e-9) + 1e-9), dim=-1)
 
 
+# ------------------------------------------------------------------ zerotrain's sampling noise (Philox 4x32-10)
+
+PHILOX_KAT = [((0, 0, 0, 0), (0, 0), (0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8)),
+              ((0xffffffff,) * 4, (0xffffffff,) * 2, (0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd)),
+              ((0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344), (0xa4093822, 0x299f31d0),
+               (0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1))]
+
+
+def philox4x32(ctr, key):
+    """Philox4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3", SC 2011; Random123's
+    philox4x32): ctr [n, 4], key [n, 2] uint32 arrays -> [n, 4]. Checked against Random123's known answers
+    (PHILOX_KAT) by selftest."""
+    M0, M1, W0, W1 = np.uint64(0xD2511F53), np.uint64(0xCD9E8D57), np.uint32(0x9E3779B9), np.uint32(0xBB67AE85)
+    c = [np.asarray(ctr, np.uint32)[:, i].copy() for i in range(4)]
+    k0, k1 = (np.asarray(key, np.uint32)[:, i].copy() for i in range(2))
+    with np.errstate(over="ignore"):
+        for r in range(10):
+            p0, p1 = M0 * c[0].astype(np.uint64), M1 * c[2].astype(np.uint64)
+            hi0, lo0 = (p0 >> np.uint64(32)).astype(np.uint32), p0.astype(np.uint32)
+            hi1, lo1 = (p1 >> np.uint64(32)).astype(np.uint32), p1.astype(np.uint32)
+            c = [hi1 ^ c[1] ^ k0, lo1, hi0 ^ c[3] ^ k1, lo0]
+            k0, k1 = k0 + W0, k1 + W1
+    return np.stack(c, axis=1)
+
+
+def zerotrain_uniforms(seed, sample, position, n):
+    """The uniforms [n] zerotrain's joint pretraining samples position `position` of sample `sample` with, as
+    its docs/architecture.md specifies the stream (common/rng.h's keying): element e of stream s is word
+    e % 4 of Philox block ctr = (e // 4 low 32 bits, e // 4 high 32 bits, s, sample low 32 bits), key =
+    (seed low 32 bits, seed high 32 bits ^ sample high 32 bits); s = position << 8 | 21
+    (ZT_RNG_ELECTRA_SAMPLE); uniform = (word >> 8) * 2^-24."""
+    blocks = np.arange((n + 3) // 4, dtype=np.uint64)
+    ctr = np.stack([blocks.astype(np.uint32), (blocks >> np.uint64(32)).astype(np.uint32),
+                    np.full(len(blocks), (position << 8) | 21, np.uint32),
+                    np.full(len(blocks), sample & 0xffffffff, np.uint32)], axis=1)
+    key = np.tile(np.array([seed & 0xffffffff, ((seed >> 32) ^ (sample >> 32)) & 0xffffffff], np.uint32),
+                  (len(blocks), 1))
+    words = philox4x32(ctr, key).reshape(-1)[:n]
+    return (words >> np.uint32(8)).astype(np.float32) * np.float32(2.0 ** -24)
+
+
+def zerotrain_samples(g_logits, labels, seed, first_sample=0, temperature=1.0):
+    """zerotrain's replacements [B, T] (-100 where not masked): sample_from_softmax's argmax with the uniforms
+    above, in float32 as zerotrain computes it."""
+    B, T, V = g_logits.shape
+    out = np.full((B, T), -100, np.int64)
+    for b in range(B):
+        for t in range(T):
+            if labels[b, t] == -100:
+                continue
+            u = zerotrain_uniforms(seed, first_sample + b, t, V)
+            g = -np.log(-np.log(u + np.float32(1e-9)) + np.float32(1e-9))
+            out[b, t] = int(np.argmax(np.asarray(g_logits[b, t], np.float32) / np.float32(temperature) + g))
+    return out
+
+
+def cmd_samples(a):
+    """`samples`: does an implementation's aux.replacement_ids follow from its logits.generator by
+    zerotrain_samples? (the sampler checked apart from the networks, which `grad` checks)"""
+    o, bt = load_st(a.out), load_st(a.batch)
+    want = zerotrain_samples(o["logits.generator"], bt["labels"], a.seed, a.first_sample, a.temperature)
+    got = o["aux.replacement_ids"]
+    bad = int((want != got).sum())
+    n = int((bt["labels"] != -100).sum())
+    print(f"samples: {n - bad} of {n} masked positions as zerotrain_samples gives them "
+          f"({int(((got != -100) & (got != bt['labels'])).sum())} differ from the original)")
+    return 1 if bad or n == 0 else 0
+
+
 def joint_forward(P, cd, cg, pre, bt):
     """The ELECTRA pretraining step (see the module docstring). P: joint parameters (discriminator names +
     "generator."-prefixed generator names). Returns (loss, outputs, None, aux)."""
@@ -480,6 +549,17 @@ def cmd_selftest(a):
         if not cond:
             fails.append(msg)
 
+    for ctr, key, want in PHILOX_KAT:
+        ok(tuple(int(x) for x in philox4x32([ctr], [key])[0]) == want, "Philox4x32-10 known answer %s" % (ctr,))
+    u = zerotrain_uniforms(42, 3, 5, 4096)
+    ok(bool((u >= 0).all() and (u < 1).all() and abs(float(u.mean()) - 0.5) < 0.02), "uniforms in [0, 1), mean 1/2")
+    lg = torch.randn(1, 1, 6).numpy()
+    p_soft = torch.softmax(torch.tensor(lg[0, 0]), 0).numpy()
+    cnt = np.bincount([zerotrain_samples(lg, np.zeros((1, 1), np.int64), 7, k)[0, 0] for k in range(3000)],
+                      minlength=6)
+    chi2 = float((((cnt - 3000 * p_soft) ** 2) / (3000 * p_soft)).sum())
+    ok(chi2 < 20.5, "Gumbel-max samples follow the softmax (chi2 %.2f < 20.5, 5 dof, p 0.001)" % chi2)
+
     # 1. generator config rule
     small = {"hidden_size": 256, "num_hidden_layers": 12, "num_attention_heads": 4, "intermediate_size": 1024}
     base = {"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12, "intermediate_size": 3072}
@@ -622,8 +702,15 @@ def main():
     add_label_args(m, "cls: ")
     add_fixture_commands(sub)
     sub.add_parser("selftest", help="generator config rule, sampling, labels, loss, sharing, finite differences")
+    sm = sub.add_parser("samples", help="check an output's aux.replacement_ids against its logits.generator")
+    sm.add_argument("--out", required=True)
+    sm.add_argument("--batch", required=True)
+    sm.add_argument("--seed", type=int, default=42)
+    sm.add_argument("--first-sample", type=int, default=0)
+    sm.add_argument("--temperature", type=float, default=1.0)
     a = ap.parse_args()
-    return {"make": cmd_make, "check-fixture": cmd_check, "grad": cmd_grad, "selftest": cmd_selftest}[a.cmd](a) or 0
+    return {"make": cmd_make, "check-fixture": cmd_check, "grad": cmd_grad, "selftest": cmd_selftest,
+            "samples": cmd_samples}[a.cmd](a) or 0
 
 
 if __name__ == "__main__":
