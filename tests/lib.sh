@@ -25,3 +25,21 @@ dropout_model() {
         -e 's/"attention_probs_dropout_prob": 0.0/"attention_probs_dropout_prob": 0.1/' \
         "$fix/config.json" >"$1/config.json"
 }
+
+# The family suites' (family, albert, electra) runs: zero_cfg NAME STAGE NP [zero extras] [top
+# extras] writes $T/NAME.json (NP ranks of micro-batch 2, ZeRO STAGE, AdamW lr 1e-3);
+# zero_train OUT NP CONFIG MODEL [extra...] trains 4 steps of synthetic data at seq 24 on NP
+# ranks ($MPI, $ZT) from MODEL (a config.json, or NAME for $T/NAME.json) into $T/OUT (log
+# $T/OUT.log); same_weights A B: $T/A and $T/B saved the same weights bit for bit
+zero_cfg() {
+    echo "{\"train_batch_size\": $((2 * $3)), \"train_micro_batch_size_per_gpu\": 2, \"steps_per_print\": 1,
+           \"zero_optimization\": {\"stage\": $2 ${4:-}}, ${5:-}
+           \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 1e-3}}}" >"$T/$1.json"
+}
+zero_train() {
+    local out=$1 np=$2 c=$3 m=$4; shift 4
+    [ -f "$m" ] || m=$T/$m.json
+    $MPI -np "$np" "$ZT" train --model "$m" --data synthetic:5 --config "$T/$c.json" \
+        --seq-len 24 --steps 4 --threads 1 --save-model "$T/$out" "$@" >"$T/$out.log" 2>&1
+}
+same_weights() { cmp -s "$T/$1/model.safetensors" "$T/$2/model.safetensors"; }

@@ -59,17 +59,7 @@ for name, part in (("train", rows[:320]), ("eval", rows[320:])):
             f.write(json.dumps({"text": t, "label": l}) + "\n")
 EOF
 
-cfg() { # NAME STAGE NP [zero extras] [top extras]
-    echo "{\"train_batch_size\": $((2 * $3)), \"train_micro_batch_size_per_gpu\": 2, \"steps_per_print\": 1,
-           \"zero_optimization\": {\"stage\": $2 ${4:-}}, ${5:-}
-           \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 1e-3}}}" >"$T/$1.json"
-}
-train() { # OUT NP CONFIG MODEL [extra...]
-    local out=$1 np=$2 c=$3 m=$4; shift 4
-    $MPI -np "$np" "$ZT" train --model "$T/$m.json" --data synthetic:5 --config "$T/$c.json" \
-        --seq-len 24 --steps 4 --threads 1 --save-model "$T/$out" "$@" >"$T/$out.log" 2>&1
-}
-same() { cmp -s "$T/$1/model.safetensors" "$T/$2/model.safetensors"; }
+cfg() { zero_cfg "$@"; }; train() { zero_train "$@"; }; same() { same_weights "$@"; } # (lib.sh)
 # LOG -> "reduce-scatter-bytes all-gather-bytes measured-ratio schedule-ratio"
 traffic() {
     sed -n 's/^collectives per step: reduce-scatter \([0-9]*\) bytes, all-gather \([0-9]*\) bytes (\([0-9.]*\) x .*schedule \([0-9.]*\) x.*/\1 \2 \3 \4/p' "$T/$1.log" | head -n 1

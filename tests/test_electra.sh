@@ -19,6 +19,8 @@
 #     reference with the engine's logits and gradients; fine-tuning from it reads the
 #     discriminator and leaves the generator without a warning; fill-mask on it is the
 #     generator's, as the reference computes it (a discriminator alone: refused);
+#   - the step's loss is the same at N=1 (2 micro-batches) and N=2 (the samples keyed by the
+#     global sample); a generator_config.json beside config.json is the generator;
 #   - google/electra-small-discriminator's config.json: the joint model's parameter count is the
 #     reference's (the generator 1/4: hidden 64, 1 head, intermediate 256), and it trains;
 #   - refusals: a generator whose embeddings differ, disallow_correct, a generator size above 1.
@@ -105,17 +107,7 @@ g = dict(d, architectures=["ElectraForMaskedLM"], hidden_size=16, num_attention_
          embedding_size=24)
 json.dump(g, open(T + "/badgen.json", "w"))
 EOF
-cfg() { # NAME STAGE NP [zero extras] [top extras]
-    echo "{\"train_batch_size\": $((2 * $3)), \"train_micro_batch_size_per_gpu\": 2, \"steps_per_print\": 1,
-           \"zero_optimization\": {\"stage\": $2 ${4:-}}, ${5:-}
-           \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 1e-3}}}" >"$T/$1.json"
-}
-train() { # OUT NP CONFIG MODEL [extra...]
-    local out=$1 np=$2 c=$3 m=$4; shift 4
-    $MPI -np "$np" "$ZT" train --model "$m" --data synthetic:5 --config "$T/$c.json" \
-        --seq-len 24 --steps 3 --threads 1 --save-model "$T/$out" "$@" >"$T/$out.log" 2>&1
-}
-same() { cmp -s "$T/$1/model.safetensors" "$T/$2/model.safetensors"; }
+cfg() { zero_cfg "$@"; }; train() { zero_train "$@"; }; same() { same_weights "$@"; } # (lib.sh)
 OFF='"offload_optimizer": {"device": "cpu"}, "offload_param": {"device": "cpu"}'
 for n in 2 3; do
     cfg "n${n}s0" 0 "$n"; cfg "n${n}s1" 1 "$n"; cfg "n${n}s2" 2 "$n"; cfg "n${n}s3" 3 "$n" ", $OFF"
@@ -151,6 +143,24 @@ assert sorted(t) == sorted(shapes), sorted(set(t) ^ set(shapes))
 assert all(list(t[k].shape) == shapes[k] for k in t)
 EOF
 then ok; else bad "ELECTRA joint: the saved folder (configs, tensor names and shapes)"; fi
+
+# the samples (and the masks, and dropout) are keyed by the global sample: a step of 4 rows gives
+# the same loss on 1 rank (2 micro-batches) and on 2 (the loss printed to 4 decimals; the runs'
+# sums add in another order)
+echo '{"train_batch_size": 4, "train_micro_batch_size_per_gpu": 2, "steps_per_print": 1, "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}}}' >"$T/b4.json"
+$MPI -np 1 "$ZT" train --model "$T/disc.json" --data synthetic:5 --config "$T/b4.json" --seq-len 24 --steps 1 --threads 1 >"$T/b4n1.log" 2>&1
+$MPI -np 2 "$ZT" train --model "$T/disc.json" --data synthetic:5 --config "$T/b4.json" --seq-len 24 --steps 1 --threads 1 >"$T/b4n2.log" 2>&1
+l1=$(sed -n 's/^step 1\/1  loss \([0-9.]*\).*/\1/p' "$T/b4n1.log"); l2=$(sed -n 's/^step 1\/1  loss \([0-9.]*\).*/\1/p' "$T/b4n2.log")
+[ -n "$l1" ] && [ "$l1" = "$l2" ] && ok || bad "ELECTRA joint: step 1's loss at N=1 ($l1) and N=2 ($l2) differ"
+
+# a generator_config.json beside the discriminator's config.json is the generator
+mkdir -p "$T/given"
+cp "$T/disc.json" "$T/given/config.json"
+"$PY" -c 'import json, sys; g = json.load(open(sys.argv[1])); g.update(architectures=["ElectraForMaskedLM"], hidden_size=32,
+num_attention_heads=2, intermediate_size=48, num_hidden_layers=1); json.dump(g, open(sys.argv[2], "w"))' "$T/disc.json" "$T/given/generator_config.json"
+if train e.given 1 rcnone "$T/given/config.json" && grep -q "ELECTRA joint pretraining: generator L1 H32 A2 I48" "$T/e.given.log" &&
+   grep -q '"intermediate_size": 48' "$T/e.given/generator_config.json"; then ok
+else bad "ELECTRA joint: a given generator_config.json"; tail -n 3 "$T/e.given.log"; fi
 
 RC="full selective"; [ "$LONG" = 1 ] && RC="full selective every-k offload"
 train e.rcnone 1 rcnone "$T/disc.json" || bad "ELECTRA joint recompute none failed"

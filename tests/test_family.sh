@@ -68,17 +68,7 @@ with open(T + "/corpus.txt", "w") as f:
         f.write(t + "\n")
 EOF
 
-cfg() { # NAME STAGE NP [zero extras] [top extras]
-    echo "{\"train_batch_size\": $((2 * $3)), \"train_micro_batch_size_per_gpu\": 2, \"steps_per_print\": 1,
-           \"zero_optimization\": {\"stage\": $2 ${4:-}}, ${5:-}
-           \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 1e-3}}}" >"$T/$1.json"
-}
-train() { # OUT NP CONFIG MODEL [extra...]
-    local out=$1 np=$2 c=$3 m=$4; shift 4
-    $MPI -np "$np" "$ZT" train --model "$T/$m.json" --data synthetic:5 --config "$T/$c.json" \
-        --seq-len 24 --steps 4 --threads 1 --save-model "$T/$out" "$@" >"$T/$out.log" 2>&1
-}
-same() { cmp -s "$T/$1/model.safetensors" "$T/$2/model.safetensors"; }
+cfg() { zero_cfg "$@"; }; train() { zero_train "$@"; }; same() { same_weights "$@"; } # (lib.sh)
 traffic_ok() { # LOG: measured collective bytes equal to the schedule's formula
     local got want
     got=$(grep -o '([0-9.]* x' "$T/$1.log" | tr -d '( x'); want=$(grep -o 'schedule [0-9.]* x' "$T/$1.log" | tr -d 'schedule x')
