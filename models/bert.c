@@ -1111,7 +1111,7 @@ static void carve(bert_model *m, zt_carver *cv, const unsigned char *mode, int k
     m->dcur = zt_take(cv, bt * C);
     for (int i = 0; i < 5; i++)
         m->sc[i] = zt_take(cv, bt * X);
-    m->si[0] = zt_take(cv, bt * (F > X ? F : X)); m->si[1] = zt_take(cv, bt * (F > X ? F : X));
+    m->si[0] = zt_take(cv, bt * F); m->si[1] = zt_take(cv, bt * F);
     m->att_scratch = zt_take(cv, att_per_slot(m, T) * (size_t)m->slots);
     if (m->c.rel) { /* the relative scores' work: the full layers' or the first token's */
         int D = (int)(C / m->c.heads), H = m->c.heads;

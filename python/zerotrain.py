@@ -120,7 +120,9 @@ class _ModelInfo(ctypes.Structure):  # zt_model_info
                 ("head_dim", ctypes.c_int), ("architecture", ctypes.c_char * 48),
                 ("num_labels", ctypes.c_int), ("problem_type", ctypes.c_int),
                 ("pad_token_id", ctypes.c_int), ("bos_token_id", ctypes.c_int),
-                ("eos_token_id", ctypes.c_int)]
+                ("eos_token_id", ctypes.c_int), ("generator_hidden_size", ctypes.c_int),
+                ("generator_layers", ctypes.c_int), ("generator_heads", ctypes.c_int),
+                ("generator_intermediate_size", ctypes.c_int)]
 
 
 def _close_all():

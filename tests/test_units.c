@@ -806,7 +806,7 @@ static const cfg_field cfg_fields[] = {
     CF(scale_parameter, "7"), CF(warmup_init, "7"), CF(max_coeff, "0.5"),
     CF(min_coeff, "0.5"), CF(eps_inside_sqrt, "7"), CF(skip_nonfinite, "7"),
     CF(head, "classify"), CF(num_labels, "7"), CF(problem_type, "regression"),
-    CF(label_names, NULL), CF(inference, "7"), CF(precision, "bf16"), CF(grad_accum_dtype, "fp16"),
+    CF(electra_generator_size, "0.5"), CF(label_names, NULL), CF(inference, "7"), CF(precision, "bf16"), CF(grad_accum_dtype, "fp16"),
     CF(loss_scale, "0.5"), CF(initial_scale_power, "7"), CF(loss_scale_window, "7"),
     CF(hysteresis, "7"), CF(consecutive_hysteresis, "7"), CF(min_loss_scale, "0.5"),
     CF(comm_dtype, "bf16"),
