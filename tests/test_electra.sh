@@ -19,6 +19,7 @@
 #     reference with the engine's logits and gradients; fine-tuning from it reads the
 #     discriminator and leaves the generator without a warning; fill-mask on it is the
 #     generator's, as the reference computes it (a discriminator alone: refused);
+#   - stage 3's measured collective bytes are the schedule's at N=2 and N=3;
 #   - the step's loss is the same at N=1 (2 micro-batches) and N=2 (the samples keyed by the
 #     global sample); a generator_config.json beside config.json is the generator;
 #   - google/electra-small-discriminator's config.json: the joint model's parameter count is the
@@ -161,6 +162,14 @@ num_attention_heads=2, intermediate_size=48, num_hidden_layers=1); json.dump(g, 
 if train e.given 1 rcnone "$T/given/config.json" && grep -q "ELECTRA joint pretraining: generator L1 H32 A2 I48" "$T/e.given.log" &&
    grep -q '"intermediate_size": 48' "$T/e.given/generator_config.json"; then ok
 else bad "ELECTRA joint: a given generator_config.json"; tail -n 3 "$T/e.given.log"; fi
+
+# stage 3's traffic (no prefetch, no persistent unit): the measured bytes are the schedule's
+for n in 2 3; do
+    cfg "t$n" 3 "$n" ', "stage3_param_persistence_threshold": 0, "stage3_prefetch_bucket_size": 0'
+    train "e.t$n" "$n" "t$n" "$T/disc.json" || bad "ELECTRA joint traffic run N=$n failed"
+    got=$(grep -o '([0-9.]* x' "$T/e.t$n.log" | tr -d '( x'); want=$(grep -o 'schedule [0-9.]* x' "$T/e.t$n.log" | tr -d 'schedule x')
+    [ -n "$got" ] && [ "$got" = "$want" ] && ok || bad "ELECTRA joint stage 3 traffic at N=$n: measured $got x, schedule $want x"
+done
 
 RC="full selective"; [ "$LONG" = 1 ] && RC="full selective every-k offload"
 train e.rcnone 1 rcnone "$T/disc.json" || bad "ELECTRA joint recompute none failed"
