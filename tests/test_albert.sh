@@ -7,6 +7,8 @@
 #   - stage 3 gathers the shared layer once per pass: its all-gather and reduce-scatter bytes
 #     per step are those of the same model with one layer (the same units, each used once),
 #     and what the schedule predicts, at N=2 and N=3, without and with prefetch;
+#   - offload moves it once: with parameters and optimizer state on NVMe, the 4-layer model
+#     reads and writes the 1-layer model's bytes per step (N=2);
 #   - recomputation (full, selective; the long run also every-k:2, offloaded checkpoints and
 #     the "auto" planner under a limit) gives the bits of keeping everything;
 #   - bf16 stage 3 gives bf16 stage 0's bits at N=2;
@@ -111,6 +113,22 @@ for v in t2:2 t3:3 t2pf:2; do
     if [ -n "${ag4:-}" ] && [ "$ag4" = "${ag1:-}" ] && [ "$rs4" = "$rs1" ] && [ "$got4" = "$want4" ] && [ "$got1" = "$want1" ]; then ok
     else bad "ALBERT stage 3 traffic ($c, N=$np): 4 layers all-gather ${ag4:-?} reduce-scatter ${rs4:-?} (${got4:-?} x, schedule ${want4:-?} x); 1 layer ${ag1:-?} / ${rs1:-?}"; fi
 done
+
+# ---- offload moves the shared layer once: NVMe bytes per step of 4 layers = 1 layer's --------------
+mkdir -p "$T/nv"
+cfg nvoff 3 2 ', "stage3_param_persistence_threshold": 0, "offload_optimizer": {"device": "nvme", "nvme_path": "'"$T/nv"'"}, "offload_param": {"device": "nvme", "buffer_count": 3, "nvme_path": "'"$T/nv"'"}'
+for m in albert albert1; do
+    train "$m.nv" 2 nvoff "$m" --warmup 1 --summary "$T/$m.nv.sum.json" || bad "$m NVMe offload run failed"
+done
+if "$PY" - "$T/albert.nv.sum.json" "$T/albert1.nv.sum.json" <<'EOF_PY'
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:])
+r, w = a["nvme_read_bytes_per_step"], a["nvme_write_bytes_per_step"]
+print("ALBERT NVMe bytes per step (parameters and optimizer offloaded, N=2): 4 layers read %d written %d, 1 layer read %d written %d"
+      % (r, w, b["nvme_read_bytes_per_step"], b["nvme_write_bytes_per_step"]))
+sys.exit(0 if r > 0 and w > 0 and (r, w) == (b["nvme_read_bytes_per_step"], b["nvme_write_bytes_per_step"]) else 1)
+EOF_PY
+then ok; else bad "ALBERT: NVMe offload moves the 4-layer model's shared layer more than once a step"; fi
 
 # ---- recomputation keeps the bits ---------------------------------------------------------------
 RC="full selective"; [ "$LONG" = 1 ] && RC="full selective every-k offload"
