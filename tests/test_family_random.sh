@@ -143,12 +143,16 @@ ECASES=(
     "87 mlm 700 16  48 3 3  96 48 2 30 silu - - --untied"
     "88 disc 512 32 64 2 4 256 64 3 16 gelu - -"
     "89 disc 600 48 48 1 3 100 40 2 21 relu - -"
+    "90 joint 512 32 64 2 4 256 64 2 16 gelu - -"
+    "91 joint 600 48 128 1 2 256 40 3 21 relu - - --gen-hidden 0.5"
+    "92 joint 300 16 256 3 4 512 32 2 12 gelu_new - - --mask-prob 0.3"
 )
 for c in "${ECASES[@]}"; do
     read -r s head v emb h l nh i p b t act nl pt extra <<<"$c"
-    # (make test: cases 81, 85 and 87, and the electra-tiny-disc fixture above; the long run,
-# PARITY_EXTRA: all)
-    [ "${PARITY_EXTRA:-0}" -gt 0 ] || [ "$s" = 81 ] || [ "$s" = 85 ] || [ "$s" = 87 ] || continue
+    # (make test: cases 81, 85, 87 and 90, and the electra-tiny-disc fixture above; the long
+    # run, PARITY_EXTRA: all. joint: ELECTRA's joint pretraining step, the generator derived by
+    # --gen-hidden (0.25: E above its H), the batch's replacement_ids given)
+    [ "${PARITY_EXTRA:-0}" -gt 0 ] || [ "$s" = 81 ] || [ "$s" = 85 ] || [ "$s" = 87 ] || [ "$s" = 90 ] || continue
     d="$TMP/ecase$s"
     name="seed=$s electra $head V=$v E=$emb H=$h L=$l heads=$nh I=$i P=$p B=$b T=$t act=$act${extra:+ $extra}"
     lab=(); [ "$head" = cls ] && lab=(--num-labels "$nl" --problem-type "$pt") && name="$name labels=$nl $pt"
@@ -159,7 +163,7 @@ for c in "${ECASES[@]}"; do
         cat "$TMP/make.log"; echo "FAIL [$name]: electra_ref.py make failed"; fail=$((fail + 1)); continue
     fi
     kinds="logits no-logits" # (make test: training's pass for one classifier and one generator)
-    [ "${PARITY_EXTRA:-0}" -gt 0 ] || [ "$s" = 81 ] || [ "$s" = 87 ] || kinds=logits
+    [ "${PARITY_EXTRA:-0}" -gt 0 ] || [ "$s" = 81 ] || [ "$s" = 87 ] || [ "$s" = 90 ] || kinds=logits
     for pass_kind in $kinds; do
         req=(--require-logits); [ "$pass_kind" = no-logits ] && req=()
         grad_check "$name" "$d" "$pass_kind" "${req[@]}"
