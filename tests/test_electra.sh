@@ -13,7 +13,8 @@
 #   - a discriminator config.json alone (dropout 0.1) trains with the generator derived by
 #     zerotrain.electra_generator_size: at N=2 stage 3 (offloaded) gives stage 0's bits, and at
 #     N=3 (the long run: every stage at N=2 and N=3, and bf16); recomputation (full, selective;
-#     the long run also every-k:2 and offloaded checkpoints) gives keeping everything's bits;
+#     the long run also every-k:2, offloaded checkpoints and the "auto" planner under a limit)
+#     gives keeping everything's bits;
 #     the folder it saves (generator_config.json, electra_pretraining.json, the
 #     discriminator's names + "generator." ones) loads in the
 #     reference with the engine's logits and gradients; fine-tuning from it reads the
@@ -177,6 +178,24 @@ for m in $RC; do
     train "e.rc$m" 1 "rc$m" "$T/disc.json" || bad "ELECTRA joint recompute $m failed"
     same e.rcnone "e.rc$m" && ok || bad "ELECTRA joint: recompute $m differs from none"
 done
+
+if [ "$LONG" = 1 ]; then # the planner: per step of both networks; under a limit it recomputes some
+    plan_cfg() {
+        echo "{\"train_batch_size\": 16, \"train_micro_batch_size_per_gpu\": 16, \"steps_per_print\": 1,
+               \"zero_optimization\": {\"stage\": 0}, \"zerotrain\": {\"recompute\": \"auto\", \"memory_limit\": \"$2\"},
+               \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 1e-3}}}" >"$T/$1.json"
+    }
+    plan() { "$ZT" train --model "$T/disc.json" --data synthetic:5 --config "$T/$2.json" --seq-len 64 \
+                 --steps 2 --threads 1 --save-model "$T/$1" >"$T/$1.log" 2>&1; }
+    plan_cfg pbig 8GiB; plan e.pbig pbig || bad "ELECTRA joint auto (8 GiB) failed"
+    peak=$(sed -n 's/.*= \([0-9]*\) MiB predicted peak.*/\1/p' "$T/e.pbig.log")
+    acts=$(sed -n 's/^recompute plan.*predicted activations \([0-9.]*\) MiB.*/\1/p' "$T/e.pbig.log")
+    plan_cfg plim "$(awk -v p="${peak:-0}" -v a="${acts:-0}" 'BEGIN { printf "%d", p - 0.15 * a }')MiB"
+    plan e.plim plim || bad "ELECTRA joint auto under a limit failed"
+    pct=$(sed -n 's/^recompute plan.*recomputed FLOPs \([0-9.]*\)% .*/\1/p' "$T/e.plim.log")
+    if [ -n "$pct" ] && awk -v c="$pct" 'BEGIN { exit !(c > 0) }' && grep -q "generator.layer" "$T/e.plim.log" && same e.pbig e.plim; then ok
+    else bad "ELECTRA joint: auto under a limit recomputed ${pct:-?}% or its bits differ"; grep -h "plan\|error" "$T/e.plim.log"; fi
+fi
 
 # ---- the saved folder in the reference ----------------------------------------------------------
 if [ -f "$T/e.n2s0/model.safetensors" ]; then
