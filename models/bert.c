@@ -2245,8 +2245,8 @@ static int bert_tied_unit(const void *p, int u)
 
 /* ---- the ELECTRA joint pretraining's hooks (electra.c) ------------------------------- */
 
-void bert_sample_replacements(void *p, float temperature, uint64_t seed, uint32_t *u, float *row,
-                              int64_t *ids)
+void bert_sample_replacements(void *p, float temperature, int disallow, uint64_t seed,
+                              uint32_t *u, float *row, int64_t *ids)
 {
     bert_model *m = p;
     int V = m->c.vocab, n = m->compact ? m->n_lab : m->B * m->T;
@@ -2268,7 +2268,8 @@ void bert_sample_replacements(void *p, float temperature, uint64_t seed, uint32_
         float best = -INFINITY;
         int arg = 0;
         for (int v = 0; v < V; v++) { /* (ties: the first, as argmax) */
-            float g = row[v] / temperature - logf(-logf(zt_rng_uniform(u[v]) + 1e-9f) + 1e-9f);
+            float g = row[v] / temperature - (disallow && v == m->labels[i] ? 1000.0f : 0.0f) -
+                      logf(-logf(zt_rng_uniform(u[v]) + 1e-9f) + 1e-9f);
             if (g > best) {
                 best = g;
                 arg = v;

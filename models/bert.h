@@ -110,11 +110,12 @@ extern const zt_model_ops bert_ops;
  * bert_sample_replacements: a masked LM's (the generator's) last forward pass samples each
  * labelled position's token, argmax(logits / temperature + Gumbel noise) with the noise from
  * Philox (seed, the sample's index, ZT_RNG_ELECTRA_SAMPLE at the position), into ids[b T +
- * t] (the other positions untouched); u and row: scratch of vocab_size each.
+ * t] (the other positions untouched); disallow: the original token (the label) has 1000
+ * taken off first (google's disallow_correct); u and row: scratch of vocab_size each.
  * bert_set_rtd_targets: an ElectraForPreTraining's targets of the prepared batch (its labels
  * 0 / 1 [B, T], decided after prepare). */
-void bert_sample_replacements(void *m, float temperature, uint64_t seed, uint32_t *u, float *row,
-                              int64_t *ids);
+void bert_sample_replacements(void *m, float temperature, int disallow, uint64_t seed,
+                              uint32_t *u, float *row, int64_t *ids);
 void bert_set_rtd_targets(void *m, const int64_t *labels);
 /* dropout: 0 = off regardless of the config; seed keys the dropout masks. */
 int bert_create(const bert_config *c, const zt_layout *l, int dropout, uint64_t seed,

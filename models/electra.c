@@ -59,10 +59,9 @@ int electra_joint_load(const char *path, const bert_config *d, electra_joint *j)
         (rc = zt_hfc_float(o, p, "temperature", 1.0, 1e-6, 1e6, &j->temperature)) == 0) {
         float gsz;
         const cJSON *dc = cJSON_GetObjectItemCaseSensitive(o, "disallow_correct");
-        if (cJSON_IsTrue(dc))
-            rc = zt_fail(ZT_E_UNSUPPORTED, "%s: \"disallow_correct\" true (sampling never the "
-                         "original token) is not implemented: zerotrain samples from the whole "
-                         "softmax, as google's default", p);
+        if (dc && !cJSON_IsBool(dc) && !cJSON_IsNull(dc))
+            rc = zt_fail(ZT_E_CONFIG, "%s: \"disallow_correct\" must be true or false", p);
+        j->disallow = cJSON_IsTrue(dc);
         if (rc == 0)
             rc = zt_hfc_float(o, p, "generator_hidden_size", 0.25, 1e-6, 1.0, &gsz);
         if (rc == 0 && j->gen_size <= 0.0)
@@ -133,10 +132,11 @@ int electra_joint_save(const electra_joint *j, const char *path, const char *tor
     beside(p, sizeof p, path, ELECTRA_PRETRAINING_FILE);
     int n = snprintf(text, sizeof text,
                      "{\n  \"gen_weight\": %.9g,\n  \"disc_weight\": %.9g,\n"
-                     "  \"temperature\": %.9g,\n  \"generator_hidden_size\": %.9g,\n"
+                     "  \"temperature\": %.9g,\n  \"disallow_correct\": %s,\n"
+                     "  \"generator_hidden_size\": %.9g,\n"
                      "  \"shared\": \"electra.embeddings.* (word, position and token-type "
                      "tables, LayerNorm)\"\n}\n",
-                     j->gen_weight, j->disc_weight, j->temperature,
+                     j->gen_weight, j->disc_weight, j->temperature, j->disallow ? "true" : "false",
                      j->gen_size > 0.0 ? j->gen_size : 0.25);
     const void *parts[1] = {text};
     size_t lens[1] = {(size_t)n};
@@ -425,7 +425,8 @@ static void sample(ej_model *m)
 {
     size_t bt = (size_t)m->B * (size_t)m->T;
     if (!m->given)
-        bert_sample_replacements(m->n[0].m, m->j.temperature, m->seed, m->u, m->row, m->dids);
+        bert_sample_replacements(m->n[0].m, m->j.temperature, m->j.disallow, m->seed, m->u,
+                                 m->row, m->dids);
     for (size_t i = 0; i < bt; i++) {
         if (m->given && m->labels[i] != -100)
             m->dids[i] = m->given[i];

@@ -31,6 +31,7 @@ typedef struct electra_joint {
     double gen_size;           /* zerotrain.electra_generator_size (0: 0.25) */
     bert_config gen;           /* the generator (ElectraForMaskedLM) */
     float gen_weight, disc_weight, temperature;
+    int disallow;              /* disallow_correct: the original token is never sampled */
 } electra_joint;
 
 /* The folder of config.json `path` (a discriminator d): electra_pretraining.json makes j a

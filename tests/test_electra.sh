@@ -25,7 +25,10 @@
 #     global sample); a generator_config.json beside config.json is the generator;
 #   - google/electra-small-discriminator's config.json: the joint model's parameter count is the
 #     reference's (the generator 1/4: hidden 64, 1 head, intermediate 256), and it trains;
-#   - refusals: a generator whose embeddings differ, disallow_correct, a generator size above 1.
+#   - disallow_correct (electra_pretraining.json): no masked position gets its original token, and
+#     each sample is the reference's (its original less 1000 before the Gumbel-max);
+#   - refusals: a generator whose embeddings differ, a disallow_correct that is not a bool, a
+#     generator size above 1.
 # Usage: tests/test_electra.sh [zerotrain]   (FAMILY_LONG=1: every stage, N=3, bf16, more)
 set -u
 ZT=${1:-build/zerotrain}
@@ -94,6 +97,19 @@ then
        "$PY" tests/ref/compare.py --require-logits "$T/sb.ref" "$T/sb.out" >"$T/sb.cmp" 2>&1; then ok
     else bad "ELECTRA sampler: the reference given the engine's samples differs"; tail -n 3 "$T/sb.ref.log" "$T/sb.cmp"; fi
 else bad "ELECTRA sampler: the engine's samples are not the Philox Gumbel-max ones"; tail -n 3 "$T/sb.log" "$T/sb.samples"; fi
+
+# disallow_correct: the same batch, the original token never sampled
+mkdir -p "$T/jd"
+cp "$J"/*.json "$J/model.safetensors" "$T/jd/"
+sed -i 's/"disallow_correct": false/"disallow_correct": true/' "$T/jd/electra_pretraining.json"
+if grep -q '"disallow_correct": true' "$T/jd/electra_pretraining.json" &&
+   "$ZT" grad --model "$T/jd" --batch "$T/sb.safetensors" --out "$T/sd.out" >"$T/sd.log" 2>&1 &&
+   "$PY" "$REF" samples --out "$T/sd.out" --batch "$T/sb.safetensors" --seed 42 --disallow-correct >"$T/sd.samples" 2>&1 &&
+   "$PY" -c 'import sys; sys.path.insert(0, "tests/ref"); from compare import load_st
+o, b = load_st(sys.argv[1]), load_st(sys.argv[2]); m = b["labels"] != -100
+assert int(m.sum()) == 40 and (o["aux.replacement_ids"][m] != b["labels"][m]).all() and (o["aux.disc_labels"][m] == 1).all()' \
+       "$T/sd.out" "$T/sb.safetensors"; then ok
+else bad "ELECTRA disallow_correct: an original token sampled, or the samples differ"; tail -n 3 "$T/sd.log" "$T/sd.samples"; fi
 
 # ---- training from a discriminator config.json --------------------------------------------------
 "$PY" - "$T" <<'EOF'
@@ -289,14 +305,13 @@ if "$ZT" train --model "$ecfg" --data synthetic --config "$T/es.json" --seq-len 
 else bad "electra-small-discriminator joint: training failed"; tail -n 3 "$T/es.log"; fi
 
 # ---- refusals -------------------------------------------------------------------------------------
-mkdir -p "$T/bg" "$T/dc"
+mkdir -p "$T/bg"
 cp "$T/disc.json" "$T/bg/config.json"; cp "$T/badgen.json" "$T/bg/generator_config.json"; echo '{}' >"$T/bg/electra_pretraining.json"
 refuse "generator embeddings" "the generator shares the discriminator's embeddings" "$T/bg.out" \
     "$ZT" train --model "$T/bg" --data synthetic --steps 1 --seq-len 8 --save-model "$T/bg.out"
-cp "$T/disc.json" "$T/dc/config.json"; cp "$T/e.n2s0/generator_config.json" "$T/dc/" 2>/dev/null
-echo '{"disallow_correct": true}' >"$T/dc/electra_pretraining.json"
-refuse "disallow_correct" "\"disallow_correct\" true" "$T/dc.out" \
-    "$ZT" train --model "$T/dc" --data synthetic --steps 1 --seq-len 8 --save-model "$T/dc.out"
+echo '{"disallow_correct": "yes"}' >"$T/bg/electra_pretraining.json"
+refuse "disallow_correct not a bool" "\"disallow_correct\" must be true or false" "$T/bg.out" \
+    "$ZT" train --model "$T/bg" --data synthetic --steps 1 --seq-len 8 --save-model "$T/bg.out"
 echo '{"train_batch_size": 2, "zerotrain": {"electra_generator_size": 1.5}}' >"$T/g15.json"
 refuse "generator size" "zerotrain.electra_generator_size" "$T/g15.out" \
     "$ZT" train --model "$T/disc.json" --config "$T/g15.json" --data synthetic --steps 1 --seq-len 8 --save-model "$T/g15.out"

@@ -257,11 +257,16 @@ def forward(P, c, bt):
     return loss, {"logits": logits}, pt, {}
 
 
-def sample_replacements(logits, u, temperature=1.0):
-    """pretrain_helpers.sample_from_softmax (disallow None): uniform_noise u; gumbel = -log(-log(u + 1e-9) + 1e-9);
-    one_hot(argmax(softmax(logits / temperature + gumbel))) -- the argmax of logits / temperature + gumbel (the
-    softmax does not move it; ties go to the first index). Called on detached logits (tf.stop_gradient)."""
-    return torch.argmax(logits / temperature - torch.log(-torch.log(u + 1e-9) + 1e-9), dim=-1)
+def sample_replacements(logits, u, temperature=1.0, disallow=None):
+    """pretrain_helpers.sample_from_softmax on logits / temperature (run_pretraining.py _get_fake_data): with
+    disallow_correct, disallow = one_hot(the original ids) and logits -= 1000 * disallow; uniform_noise u;
+    gumbel = -log(-log(u + 1e-9) + 1e-9); one_hot(argmax(softmax(logits + gumbel))) -- the argmax of
+    logits / temperature - 1000 disallow + gumbel (the softmax does not move it; ties go to the first index).
+    Called on detached logits (tf.stop_gradient). disallow: the original ids [B, T], or None."""
+    x = logits / temperature
+    if disallow is not None:
+        x = x - 1000.0 * torch.nn.functional.one_hot(disallow.clamp(min=0), x.shape[-1]).to(x.dtype)
+    return torch.argmax(x - torch.log(-torch.log(u + 1e-9) + 1e-9), dim=-1)
 
 
 # ------------------------------------------------------------------ zerotrain's sampling noise (Philox 4x32-10)
@@ -305,9 +310,9 @@ def zerotrain_uniforms(seed, sample, position, n):
     return (words >> np.uint32(8)).astype(np.float32) * np.float32(2.0 ** -24)
 
 
-def zerotrain_samples(g_logits, labels, seed, first_sample=0, temperature=1.0):
+def zerotrain_samples(g_logits, labels, seed, first_sample=0, temperature=1.0, disallow=False):
     """zerotrain's replacements [B, T] (-100 where not masked): sample_from_softmax's argmax with the uniforms
-    above, in float32 as zerotrain computes it."""
+    above, in float32 as zerotrain computes it (disallow: disallow_correct, the original id less 1000)."""
     B, T, V = g_logits.shape
     out = np.full((B, T), -100, np.int64)
     for b in range(B):
@@ -316,7 +321,10 @@ def zerotrain_samples(g_logits, labels, seed, first_sample=0, temperature=1.0):
                 continue
             u = zerotrain_uniforms(seed, first_sample + b, t, V)
             g = -np.log(-np.log(u + np.float32(1e-9)) + np.float32(1e-9))
-            out[b, t] = int(np.argmax(np.asarray(g_logits[b, t], np.float32) / np.float32(temperature) + g))
+            x = np.asarray(g_logits[b, t], np.float32) / np.float32(temperature)
+            if disallow:
+                x[labels[b, t]] -= np.float32(1000.0)
+            out[b, t] = int(np.argmax(x + g))
     return out
 
 
@@ -324,7 +332,8 @@ def cmd_samples(a):
     """`samples`: does an implementation's aux.replacement_ids follow from its logits.generator by
     zerotrain_samples? (the sampler checked apart from the networks, which `grad` checks)"""
     o, bt = load_st(a.out), load_st(a.batch)
-    want = zerotrain_samples(o["logits.generator"], bt["labels"], a.seed, a.first_sample, a.temperature)
+    want = zerotrain_samples(o["logits.generator"], bt["labels"], a.seed, a.first_sample, a.temperature,
+                             a.disallow_correct)
     got = o["aux.replacement_ids"]
     bad = int((want != got).sum())
     n = int((bt["labels"] != -100).sum())
@@ -347,7 +356,8 @@ def joint_forward(P, cd, cg, pre, bt):
     if "replacement_ids" in bt:
         rep = bt["replacement_ids"]
     elif "gumbel_uniform" in bt:
-        rep = sample_replacements(g_logits.detach(), bt["gumbel_uniform"], pre.get("temperature", 1.0))
+        rep = sample_replacements(g_logits.detach(), bt["gumbel_uniform"], pre.get("temperature", 1.0),
+                                  labels if pre.get("disallow_correct", False) else None)
     else:
         raise SystemExit("electra_ref.py: a joint batch needs replacement_ids or gumbel_uniform")
     # _get_fake_data: unmask (original ids back at the masked positions), scatter the sampled ids there;
@@ -559,6 +569,13 @@ def cmd_selftest(a):
                       minlength=6)
     chi2 = float((((cnt - 3000 * p_soft) ** 2) / (3000 * p_soft)).sum())
     ok(chi2 < 20.5, "Gumbel-max samples follow the softmax (chi2 %.2f < 20.5, 5 dof, p 0.001)" % chi2)
+    lab = np.array([[int(np.argmax(lg[0, 0]))]])  # the likeliest token as the original: never drawn with disallow
+    dis = [zerotrain_samples(lg, lab, 7, k, disallow=True)[0, 0] for k in range(300)]
+    tl = torch.tensor(lg).expand(300, 1, 6)
+    tu = torch.rand(300, 1, 6, dtype=torch.float64).float()
+    ok(lab[0, 0] not in dis and int((sample_replacements(tl, tu, 1.0, torch.tensor(lab).expand(300, 1)) ==
+                                     int(lab[0, 0])).sum()) == 0,
+       "disallow_correct: the original token is never sampled (zerotrain_samples and sample_replacements)")
 
     # 1. generator config rule
     small = {"hidden_size": 256, "num_hidden_layers": 12, "num_attention_heads": 4, "intermediate_size": 1024}
@@ -708,6 +725,7 @@ def main():
     sm.add_argument("--seed", type=int, default=42)
     sm.add_argument("--first-sample", type=int, default=0)
     sm.add_argument("--temperature", type=float, default=1.0)
+    sm.add_argument("--disallow-correct", action="store_true", help="electra_pretraining.json's disallow_correct")
     a = ap.parse_args()
     return {"make": cmd_make, "check-fixture": cmd_check, "grad": cmd_grad, "selftest": cmd_selftest,
             "samples": cmd_samples}[a.cmd](a) or 0
