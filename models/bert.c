@@ -157,6 +157,8 @@ static int head_w(const bert_config *c)
     return c->family == BERT_FAMILY_ELECTRA || c->family == BERT_FAMILY_ALBERT ? emb_of(c)
                                                                               : c->hidden;
 }
+/* the LM rows' width: the layers', or the head's when wider (an ELECTRA generator's) */
+static int lm_w(const bert_config *c) { return head_w(c) > c->hidden ? head_w(c) : c->hidden; }
 static int albert(const bert_config *c) { return c->family == BERT_FAMILY_ALBERT; }
 /* ELECTRA's discriminator head (ElectraForPreTraining): replaced-token detection */
 static int rtd(const bert_config *c)
@@ -1186,8 +1188,7 @@ static size_t bert_act_bytes(void *p, int B, int T, const unsigned char *unit_mo
     carve(&t, &cv, unit_mode ? unit_mode + 1 : t.mode, unit_mode ? k : t.seg_k, B, T);
     if (t.c.head == BERT_HEAD_CLS || rtd(&t.c))
         return cv.off;
-    return cv.off + zt_lm_rows_bytes((size_t)B * T / 4, t.c.vocab, head_w(&t.c) > t.c.hidden ?
-                                     head_w(&t.c) : t.c.hidden, 0, es_of(&t));
+    return cv.off + zt_lm_rows_bytes((size_t)B * T / 4, t.c.vocab, lm_w(&t.c), 0, es_of(&t));
 }
 
 /* Step s's unit and first parameter: the embeddings, layer s - 1, the head. ALBERT's layer
@@ -1446,8 +1447,7 @@ static int bert_prepare(void *p, const zt_batch *b, int keep_logits, int64_t *n_
     }
     m->labels = b->labels;
     if (rtd(c)) { /* every position's logit, kept */
-        for (int i = 0; i < b->B * b->T; i++)
-            m->rtgt[i] = (float)b->labels[i];
+        bert_set_rtd_targets(m, b->labels);
         m->compact = 0;
         *n_labels = n;
         return 0;
@@ -1461,8 +1461,7 @@ static int bert_prepare(void *p, const zt_batch *b, int keep_logits, int64_t *n_
                 m->lab_c[m->n_lab++] = b->labels[i];
             }
     ZT_TRY(zt_lm_rows_size(&m->lm, m->compact ? (size_t)m->n_lab : (size_t)b->B * b->T,
-                           (size_t)b->B * b->T, c->vocab,
-                           head_w(c) > c->hidden ? head_w(c) : c->hidden, keep_logits,
+                           (size_t)b->B * b->T, c->vocab, lm_w(c), keep_logits,
                            keep_logits ? sizeof(float) : es_of(m)));
     *n_labels = n;
     return 0;
@@ -1964,7 +1963,7 @@ static void bert_forward_unit(void *p, int u, void *const *P)
         POLL(m);
     } else {
         const void *y = m->la[c->layers - 1].y;
-        int W = head_w(c); /* (W <= C: the [M, C] buffers hold [M, W]) */
+        int W = head_w(c); /* (the t1..t3 buffers are [M, max(C, E)]) */
         xlinear_forward(dt, m->t1, y, param(m, P, u, H_TW), param(m, P, u, H_TB), M, C, W, FS(m));
         POLL(m);
         xact_forward(dt, head_act(m), m->t2, m->t1, (size_t)M * W);

@@ -36,9 +36,7 @@ int electra_joint_load(const char *path, const bert_config *d, electra_joint *j)
     char p[4096];
     cJSON *o;
     int rc;
-    double gs = j->gen_size;
     memset(j, 0, sizeof *j);
-    j->gen_size = gs;
     j->gen_weight = 1.0f;
     j->disc_weight = 50.0f;
     j->temperature = 1.0f;
@@ -57,15 +55,12 @@ int electra_joint_load(const char *path, const bert_config *d, electra_joint *j)
     if ((rc = zt_hfc_float(o, p, "gen_weight", 1.0, 0.0, 1e9, &j->gen_weight)) == 0 &&
         (rc = zt_hfc_float(o, p, "disc_weight", 50.0, 0.0, 1e9, &j->disc_weight)) == 0 &&
         (rc = zt_hfc_float(o, p, "temperature", 1.0, 1e-6, 1e6, &j->temperature)) == 0) {
-        float gsz;
+        /* (generator_hidden_size and generator_layers are informative: the generator is
+         * generator_config.json) */
         const cJSON *dc = cJSON_GetObjectItemCaseSensitive(o, "disallow_correct");
         if (dc && !cJSON_IsBool(dc) && !cJSON_IsNull(dc))
             rc = zt_fail(ZT_E_CONFIG, "%s: \"disallow_correct\" must be true or false", p);
         j->disallow = cJSON_IsTrue(dc);
-        if (rc == 0)
-            rc = zt_hfc_float(o, p, "generator_hidden_size", 0.25, 1e-6, 1.0, &gsz);
-        if (rc == 0 && j->gen_size <= 0.0)
-            j->gen_size = gsz;
     }
     cJSON_Delete(o);
     if (rc < 0)
@@ -124,7 +119,8 @@ int electra_joint_make(const bert_config *d, electra_joint *j, const char *where
     return 0;
 }
 
-int electra_joint_save(const electra_joint *j, const char *path, const char *torch_dtype)
+int electra_joint_save(const electra_joint *j, const bert_config *d, const char *path,
+                       const char *torch_dtype)
 {
     char p[4096], text[512];
     beside(p, sizeof p, path, ELECTRA_GENERATOR_FILE);
@@ -137,7 +133,7 @@ int electra_joint_save(const electra_joint *j, const char *path, const char *tor
                      "  \"shared\": \"electra.embeddings.* (word, position and token-type "
                      "tables, LayerNorm)\"\n}\n",
                      j->gen_weight, j->disc_weight, j->temperature, j->disallow ? "true" : "false",
-                     j->gen_size > 0.0 ? j->gen_size : 0.25);
+                     (double)j->gen.hidden / (double)d->hidden);
     const void *parts[1] = {text};
     size_t lens[1] = {(size_t)n};
     return zt_file_write_atomic(p, parts, lens, 1);
@@ -222,9 +218,9 @@ typedef struct ej_model {
     net n[2];                  /* generator, discriminator */
     electra_joint j;
     uint64_t seed;
-    int B, T;
+    int B, T, vocab;
     size_t cap;
-    int64_t *dids, *dlab;      /* the discriminator's input and labels [B, T] */
+    int64_t *dids, *dlab;      /* the discriminator's input and labels [B, T] (one buffer) */
     zt_batch db;               /* the discriminator's batch */
     const int64_t *labels;     /* the batch's (the generator's) */
     const int64_t *given;      /* the batch's replacement_ids, or NULL (sampled) */
@@ -235,29 +231,24 @@ typedef struct ej_model {
     const zt_model_ops *o;     /* bert_ops */
 } ej_model;
 
-/* the view of network `s` (a bert layout) in joint layout l: names and offsets */
-static int make_view(net *t, const zt_layout *s, const zt_layout *l, const char *pre)
+/* t's view of joint layout l: network c's own layout (its names), each offset the joint one */
+static int make_view(net *t, const bert_config *c, const zt_layout *l, const char *pre)
 {
-    t->l = *s;
-    t->l.params = malloc(sizeof *t->l.params * (size_t)s->n_params);
-    t->l.units = malloc(sizeof *t->l.units * (size_t)s->n_units);
-    t->l.aliases = NULL;
-    t->l.n_aliases = 0;
-    t->map = malloc(sizeof *t->map * (size_t)s->n_units);
-    t->P = calloc((size_t)s->n_units, sizeof *t->P);
-    t->G = calloc((size_t)s->n_units, sizeof *t->G);
-    if (!t->l.params || !t->l.units || !t->map || !t->P || !t->G)
+    ZT_TRY(bert_layout(c, &t->l));
+    t->map = malloc(sizeof *t->map * (size_t)t->l.n_units);
+    t->P = calloc((size_t)t->l.n_units, sizeof *t->P);
+    t->G = calloc((size_t)t->l.n_units, sizeof *t->G);
+    if (!t->map || !t->P || !t->G)
         return zt_fail(ZT_E_NOMEM, "out of memory creating the ELECTRA model");
-    memcpy(t->l.params, s->params, sizeof *s->params * (size_t)s->n_params);
-    memcpy(t->l.units, s->units, sizeof *s->units * (size_t)s->n_units);
-    for (int k = 0; k < s->n_params; k++) {
+    for (int k = 0; k < t->l.n_params; k++) {
+        zt_param_def *q = &t->l.params[k];
         char n[ZT_NAME_MAX + 16];
-        snprintf(n, sizeof n, "%s%s", shared(s->params[k].name) ? "" : pre, s->params[k].name);
+        snprintf(n, sizeof n, "%s%s", shared(q->name) ? "" : pre, q->name);
         int i = zt_layout_find(l, n);
         if (i < 0)
             return zt_fail(ZT_E_INVAL, "ELECTRA joint layout: no parameter %s", n);
-        t->l.params[k].offset = l->params[i].offset;
-        t->map[s->params[k].unit] = l->params[i].unit;
+        q->offset = l->params[i].offset;
+        t->map[q->unit] = l->params[i].unit;
     }
     return 0;
 }
@@ -266,8 +257,7 @@ static void free_net(net *t)
 {
     if (t->m)
         bert_ops.destroy(t->m);
-    free(t->l.params);
-    free(t->l.units);
+    zt_layout_free(&t->l);
     free(t->map);
     free(t->P);
     free(t->G);
@@ -281,7 +271,6 @@ static void ej_destroy(void *p)
     free_net(&m->n[0]);
     free_net(&m->n[1]);
     free(m->dids);
-    free(m->dlab);
     free(m->u);
     free(m->row);
     free(m);
@@ -291,11 +280,11 @@ int electra_joint_create(const bert_config *d, const electra_joint *j, const zt_
                          int dropout, uint64_t seed, int hdt, zt_mem_account *acct, void **out)
 {
     ej_model *m = calloc(1, sizeof *m);
-    zt_layout s[2] = {{0}, {0}};
     int rc = m ? 0 : zt_fail(ZT_E_NOMEM, "out of memory creating the ELECTRA model");
     if (rc == 0) {
         m->j = *j;
         m->seed = seed;
+        m->vocab = d->vocab;
         m->o = &bert_ops;
         if (!(m->u = malloc(sizeof *m->u * (size_t)d->vocab)) ||
             !(m->row = malloc(sizeof *m->row * (size_t)d->vocab)))
@@ -304,8 +293,7 @@ int electra_joint_create(const bert_config *d, const electra_joint *j, const zt_
     for (int k = 0; rc == 0 && k < 2; k++) {
         const bert_config *c = k ? d : &j->gen;
         net *t = &m->n[k];
-        if ((rc = bert_layout(c, &s[k])) < 0 ||
-            (rc = make_view(t, &s[k], l, k ? "" : ELECTRA_GEN_PREFIX)) < 0)
+        if ((rc = make_view(t, c, l, k ? "" : ELECTRA_GEN_PREFIX)) < 0)
             break;
         /* (the generator's dropout keyed apart from the discriminator's) */
         rc = bert_create(c, &t->l, dropout, k ? seed : seed ^ 0x9e3779b97f4a7c15ull, hdt, acct,
@@ -315,8 +303,6 @@ int electra_joint_create(const bert_config *d, const electra_joint *j, const zt_
             t->off = k ? m->n[0].steps : 0;
         }
     }
-    zt_layout_free(&s[0]);
-    zt_layout_free(&s[1]);
     if (rc < 0) {
         ej_destroy(m);
         return rc;
@@ -368,13 +354,11 @@ static int grow(ej_model *m, size_t n)
 {
     if (n <= m->cap)
         return 0;
-    int64_t *a = realloc(m->dids, sizeof *a * n), *b = a ? realloc(m->dlab, sizeof *b * n) : NULL;
-    if (a)
-        m->dids = a;
-    if (b)
-        m->dlab = b;
-    if (!a || !b)
+    int64_t *a = realloc(m->dids, sizeof *a * 2 * n);
+    if (!a)
         return zt_fail(ZT_E_NOMEM, "out of memory for the discriminator's batch");
+    m->dids = a;
+    m->dlab = a + n;
     m->cap = n;
     return 0;
 }
@@ -392,11 +376,10 @@ static int ej_prepare(void *p, const zt_batch *b, int keep_logits, int64_t *n_la
     size_t bt = (size_t)b->B * (size_t)b->T;
     for (size_t i = 0; b->replacement_ids && i < bt; i++)
         if (b->labels[i] != -100 &&
-            (b->replacement_ids[i] < 0 || b->replacement_ids[i] >= m->n[1].l.params[0].shape[0]))
+            (b->replacement_ids[i] < 0 || b->replacement_ids[i] >= m->vocab))
             return zt_fail(ZT_E_RANGE, "batch: replacement_ids[%zu][%zu] = %lld is outside [0, "
-                           "%lld)", i / (size_t)b->T, i % (size_t)b->T,
-                           (long long)b->replacement_ids[i],
-                           (long long)m->n[1].l.params[0].shape[0]);
+                           "%d)", i / (size_t)b->T, i % (size_t)b->T,
+                           (long long)b->replacement_ids[i], m->vocab);
     ZT_TRY(grow(m, bt));
     ZT_TRY(m->o->prepare(m->n[0].m, b, keep_logits, &n));
     memcpy(m->dids, b->input_ids, sizeof *m->dids * bt); /* (valid ids until sampled over) */

@@ -42,8 +42,10 @@ int electra_joint_load(const char *path, const bert_config *d, electra_joint *j)
  * round(H x size), intermediate_size 4 x that, num_attention_heads max(1, that / 64), the
  * layers and everything else d's). where: for messages. */
 int electra_joint_make(const bert_config *d, electra_joint *j, const char *where);
-/* Beside config.json `path`: generator_config.json and electra_pretraining.json. */
-int electra_joint_save(const electra_joint *j, const char *path, const char *torch_dtype);
+/* Beside config.json `path` (of the discriminator d): generator_config.json and
+ * electra_pretraining.json. */
+int electra_joint_save(const electra_joint *j, const bert_config *d, const char *path,
+                       const char *torch_dtype);
 int electra_joint_layout(const bert_config *d, const electra_joint *j, zt_layout *l);
 
 extern const zt_model_ops electra_joint_ops;

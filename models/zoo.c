@@ -53,7 +53,7 @@ int zt_model_config_save(const zt_model_cfg *c, const char *path, const char *to
     if (c->type == ZT_MODEL_T5)
         return t5_config_save(&c->t5, path, torch_dtype);
     ZT_TRY(bert_config_save(&c->bert, path, torch_dtype));
-    return c->ej.on ? electra_joint_save(&c->ej, path, torch_dtype) : 0;
+    return c->ej.on ? electra_joint_save(&c->ej, &c->bert, path, torch_dtype) : 0;
 }
 
 int zt_model_head_apply(zt_model_cfg *c, const char *source, int head, int num_labels,
@@ -170,45 +170,45 @@ static const shape_field t5_fields[] = {
     {"tie_word_embeddings", offsetof(t5_config, tie)},
 };
 
+/* the first of fields f[0..nf) that differs between configs pa and pb, into buf */
+static int fields_diff(const shape_field *f, int nf, const void *pa, const void *pb,
+                       const char *a_name, const char *b_name, const char *whose, char *buf,
+                       size_t n)
+{
+    for (int k = 0; k < nf; k++) {
+        int x, y;
+        memcpy(&x, (const char *)pa + f[k].off, sizeof x);
+        memcpy(&y, (const char *)pb + f[k].off, sizeof y);
+        if (x != y) {
+            snprintf(buf, n, "%s%s %d in %s, %d in %s", whose, f[k].name, x, a_name, y, b_name);
+            return 1;
+        }
+    }
+    return 0;
+}
+
 int zt_model_shape_diff(const zt_model_cfg *a, const char *a_name, const zt_model_cfg *b,
                         const char *b_name, char *buf, size_t n)
 {
     const char *ta = a->type == ZT_MODEL_T5 ? "t5" : bert_model_type(&a->bert);
     const char *tb = b->type == ZT_MODEL_T5 ? "t5" : bert_model_type(&b->bert);
+    int nb = (int)(sizeof bert_fields / sizeof *bert_fields);
     if (strcmp(ta, tb) != 0) {
         snprintf(buf, n, "model_type %s in %s, %s in %s", ta, a_name, tb, b_name);
         return 1;
     }
-    int t5 = a->type == ZT_MODEL_T5;
-    if (!t5 && a->ej.on != b->ej.on) {
+    if (a->type == ZT_MODEL_T5)
+        return fields_diff(t5_fields, (int)(sizeof t5_fields / sizeof *t5_fields), &a->t5,
+                           &b->t5, a_name, b_name, "", buf, n);
+    if (a->ej.on != b->ej.on) {
         snprintf(buf, n, "ELECTRA's joint pretraining (generator and discriminator) in %s, the "
                  "discriminator alone in %s", a->ej.on ? a_name : b_name,
                  a->ej.on ? b_name : a_name);
         return 1;
     }
-    if (!t5 && a->ej.on) { /* the generators' shapes, then the discriminators' */
-        char an[160], bn[160];
-        zt_model_cfg ga = {.type = ZT_MODEL_BERT, .bert = a->ej.gen};
-        zt_model_cfg gb = {.type = ZT_MODEL_BERT, .bert = b->ej.gen};
-        snprintf(an, sizeof an, "%s's generator", a_name);
-        snprintf(bn, sizeof bn, "%s's generator", b_name);
-        if (zt_model_shape_diff(&ga, an, &gb, bn, buf, n))
-            return 1;
-    }
-    const shape_field *f = t5 ? t5_fields : bert_fields;
-    int nf = t5 ? (int)(sizeof t5_fields / sizeof *f) : (int)(sizeof bert_fields / sizeof *f);
-    const char *pa = t5 ? (const char *)&a->t5 : (const char *)&a->bert;
-    const char *pb = t5 ? (const char *)&b->t5 : (const char *)&b->bert;
-    for (int k = 0; k < nf; k++) {
-        int x, y;
-        memcpy(&x, pa + f[k].off, sizeof x);
-        memcpy(&y, pb + f[k].off, sizeof y);
-        if (x != y) {
-            snprintf(buf, n, "%s %d in %s, %d in %s", f[k].name, x, a_name, y, b_name);
-            return 1;
-        }
-    }
-    return 0;
+    return (a->ej.on && fields_diff(bert_fields, nb, &a->ej.gen, &b->ej.gen, a_name, b_name,
+                                    "the generator's ", buf, n)) ||
+           fields_diff(bert_fields, nb, &a->bert, &b->bert, a_name, b_name, "", buf, n);
 }
 
 int zt_model_same_shapes(const zt_model_cfg *a, const zt_model_cfg *b)

@@ -43,3 +43,10 @@ zero_train() {
         --seq-len 24 --steps 4 --threads 1 --save-model "$T/$out" "$@" >"$T/$out.log" 2>&1
 }
 same_weights() { cmp -s "$T/$1/model.safetensors" "$T/$2/model.safetensors"; }
+# zero_plan_cfg NAME LIMIT: $T/NAME.json, one rank's micro-batch of 16 at stage 0 with recompute
+# "auto" under memory_limit LIMIT (the planner's runs)
+zero_plan_cfg() {
+    echo "{\"train_batch_size\": 16, \"train_micro_batch_size_per_gpu\": 16, \"steps_per_print\": 1,
+           \"zero_optimization\": {\"stage\": 0}, \"zerotrain\": {\"recompute\": \"auto\", \"memory_limit\": \"$2\"},
+           \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 1e-3}}}" >"$T/$1.json"
+}

@@ -138,17 +138,12 @@ for n in $RC; do
     same albert.rcnone "albert.rc$n" && ok || bad "ALBERT: recompute $n differs from none"
 done
 if [ "$LONG" = 1 ]; then # the planner: per use, memory and FLOPs; under a limit it recomputes some
-    plan_cfg() {
-        echo "{\"train_batch_size\": 16, \"train_micro_batch_size_per_gpu\": 16, \"steps_per_print\": 1,
-               \"zero_optimization\": {\"stage\": 0}, \"zerotrain\": {\"recompute\": \"auto\", \"memory_limit\": \"$2\"},
-               \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 1e-3}}}" >"$T/$1.json"
-    }
     plan() { "$ZT" train --model "$T/albert.json" --data synthetic:5 --config "$T/$2.json" --seq-len 64 \
                  --steps 2 --threads 1 --save-model "$T/$1" >"$T/$1.log" 2>&1; }
-    plan_cfg pbig 8GiB; plan albert.pbig pbig || bad "albert auto (8 GiB) failed"
+    zero_plan_cfg pbig 8GiB; plan albert.pbig pbig || bad "albert auto (8 GiB) failed"
     peak=$(sed -n 's/.*= \([0-9]*\) MiB predicted peak.*/\1/p' "$T/albert.pbig.log")
     acts=$(sed -n 's/^recompute plan.*predicted activations \([0-9.]*\) MiB.*/\1/p' "$T/albert.pbig.log")
-    plan_cfg plim "$(awk -v p="${peak:-0}" -v a="${acts:-0}" 'BEGIN { printf "%d", p - 0.4 * a }')MiB"
+    zero_plan_cfg plim "$(awk -v p="${peak:-0}" -v a="${acts:-0}" 'BEGIN { printf "%d", p - 0.4 * a }')MiB"
     plan albert.plim plim || bad "albert auto under a limit failed"
     pct=$(sed -n 's/^recompute plan.*recomputed FLOPs \([0-9.]*\)% .*/\1/p' "$T/albert.plim.log")
     if [ -n "$pct" ] && awk -v c="$pct" 'BEGIN { exit !(c > 0) }' && same albert.pbig albert.plim; then ok

@@ -46,21 +46,6 @@ static int sop_labels(zt_safetensors *f, const char *path, batch_file *b)
     return 0;
 }
 
-/* replacement_ids: I64 [B, T] (optional; ELECTRA's joint pretraining) */
-static int rep_ids(zt_safetensors *f, const char *path, batch_file *b)
-{
-    zt_tensor_info t;
-    if (zt_safetensors_find(f, "replacement_ids", &t) < 0)
-        return 0;
-    if (t.dtype != ZT_I64 || t.ndim != 2 || t.shape[0] != b->B || t.shape[1] != b->T)
-        return die("%s: tensor \"replacement_ids\" must be I64 [%d, %d] (input_ids' shape)",
-                   path, b->B, b->T);
-    if (!(b->rep = malloc(t.nbytes ? t.nbytes : 1)))
-        return die("out of memory reading %s", path);
-    memcpy(b->rep, t.data, t.nbytes);
-    return 0;
-}
-
 /* a sequence classifier's labels: I64 class ids [B], or F32 [B] / [B, num_labels] targets */
 static int row_labels(zt_safetensors *f, const char *path, batch_file *b)
 {
@@ -111,7 +96,7 @@ static int batch_tensor(zt_safetensors *f, const char *path, const char *name, i
 }
 
 /* BERT: input_ids, labels, attention_mask, token_type_ids, all [B, T] (ALBERT's pretraining:
- * sentence_order_label [B]); T5: input_ids, attention_mask [B, T], labels and
+ * sentence_order_label [B]; ELECTRA's joint pretraining: replacement_ids [B, T]); T5: input_ids, attention_mask [B, T], labels and
  * decoder_attention_mask [B, T_dec] */
 static int read_batch(const char *path, batch_file *b)
 {
@@ -126,7 +111,8 @@ static int read_batch(const char *path, batch_file *b)
          batch_tensor(f, path, "attention_mask", 0, b, &b->T, "input_ids", &b->mask) ||
          batch_tensor(f, path, "token_type_ids", 0, b, &b->T, "input_ids", &b->tt) ||
          batch_tensor(f, path, "decoder_attention_mask", 0, b, &b->Tl, "labels", &b->dmask) ||
-         sop_labels(f, path, b) || rep_ids(f, path, b);
+         batch_tensor(f, path, "replacement_ids", 0, b, &b->T, "input_ids", &b->rep) ||
+         sop_labels(f, path, b);
     zt_safetensors_close(f);
     if (rc)
         batch_free(b);

@@ -1393,12 +1393,11 @@ static void print_start(train_ctx *c)
     }
     if (c->src.electra) {
         fprintf(stderr, "ELECTRA joint pretraining: generator L%d H%d A%d I%d sharing the "
-                        "embeddings; ", mi->generator_layers, mi->generator_hidden_size,
-                mi->generator_heads, mi->generator_intermediate_size);
-        fprintf(stderr, "loss = gen_weight x the generator's "
-                        "masked-LM cross-entropy + disc_weight x the discriminator's "
-                        "replaced-token detection (1 and 50, or the folder's "
-                        "electra_pretraining.json)\n");
+                        "embeddings; loss = gen_weight x the generator's masked-LM "
+                        "cross-entropy + disc_weight x the discriminator's replaced-token "
+                        "detection (1 and 50, or the folder's electra_pretraining.json)\n",
+                mi->generator_layers, mi->generator_hidden_size, mi->generator_heads,
+                mi->generator_intermediate_size);
     } else if (strcmp(mi->model_type, "t5") != 0 &&
         isfinite(c->unigram = unigram_loss(c->data, mi->vocab_size))) {
         if (c->src.sop) /* + the sentence-order loss of a coin: ln 2 */
